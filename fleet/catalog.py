@@ -1,0 +1,161 @@
+"""Where offers come from: live provider prices, or the offline snapshot shipped with the package.
+
+The snapshot (``fleet/data/catalog/gpu_offers.csv``, public list prices read from the
+SkyPilot catalog on 2026-11-29, see ``SOURCE.md``) serves when live prices are not
+available and seeds the embedded local cloud. Interruption estimates in the snapshot
+are provider priors, except GCP H100 zones that have a recorded availability trace.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Iterable
+
+from fleet.model import InterruptionSource, Market, Offer, PoolKey
+from fleet.traces import trace_for_zone
+
+if TYPE_CHECKING:
+    from fleet.spec import FleetSpec
+    from providers.base import OfferQuery, Provider
+
+SNAPSHOT_DATE = "2026-11-29"
+SNAPSHOT_SOURCE = "public list prices from the SkyPilot catalog (skypilot-org/skypilot-catalog)"
+
+#: Spot interruptions per instance-hour assumed when nothing better is known.
+#: Anchored on the shipped GCP H100 traces (median zone ~0.24/h) and AWS V100 traces.
+SPOT_PRIOR_PER_HOUR: dict[str, float] = {
+    "aws": 0.10, "gcp": 0.20, "azure": 0.15, "runpod": 0.12, "vast": 0.25,
+}
+ON_DEMAND_ONLY = ("lambda",)
+
+
+@dataclass(frozen=True)
+class CatalogInfo:
+    """Provenance of a set of offers, shown by ``fleet offers`` and ``fleet plan``."""
+
+    source: str            # "snapshot" | "live" | "local"
+    detail: str
+    fetched_at: float = 0.0
+    fallbacks: tuple[str, ...] = ()   # providers whose live fetch failed
+
+
+def _f(value: str) -> float | None:
+    return float(value) if value else None
+
+
+@lru_cache(maxsize=1)
+def snapshot_offers() -> tuple[Offer, ...]:
+    """Every launchable pool in the snapshot (GCP attachable-accelerator rows are skipped:
+    they price a GPU without its host VM)."""
+    text = resources.files("fleet.data").joinpath("catalog/gpu_offers.csv").read_text()
+    out: list[Offer] = []
+    for row in csv.DictReader(io.StringIO(text)):
+        if not row["instance_type"]:
+            continue
+        provider = row["provider"]
+        on_demand = _f(row["on_demand_usd_per_hour"])
+        spot = _f(row["spot_usd_per_hour"])
+        common = dict(
+            accelerator=row["accelerator"],
+            gpus=int(row["accelerator_count"]),
+            vcpus=_f(row["vcpus"]),
+            memory_gib=_f(row["memory_gib"]),
+            on_demand_price=on_demand,
+            source="snapshot",
+        )
+        pool = dict(provider=provider, region=row["region"], zone=row["zone"], instance_type=row["instance_type"])
+        if on_demand is not None:
+            out.append(Offer(pool=PoolKey(**pool, market=Market.ON_DEMAND), price_per_hour=on_demand, **common))
+        if spot is not None and provider not in ON_DEMAND_ONLY:
+            rate, src = spot_interruption_estimate(provider, row["zone"], row["accelerator"])
+            out.append(Offer(pool=PoolKey(**pool, market=Market.SPOT), price_per_hour=spot,
+                             interruptions_per_hour=rate, interruption_source=src, **common))
+    return tuple(out)
+
+
+def spot_interruption_estimate(provider: str, zone: str, accelerator: str) -> tuple[float, InterruptionSource]:
+    """Best offline estimate of a spot pool's interruption rate per instance-hour."""
+    if provider == "gcp" and accelerator == "H100" and zone:
+        trace = trace_for_zone(zone)
+        if trace is not None:
+            return trace.preemptions_per_hour, InterruptionSource.TRACE
+    return SPOT_PRIOR_PER_HOUR.get(provider, 0.2), InterruptionSource.PROVIDER_PRIOR
+
+
+def filter_for_spec(offers: Iterable[Offer], spec: "FleetSpec") -> list[Offer]:
+    """Offers whose accelerator, node size, provider and market the spec accepts.
+
+    Region/zone rules, budget and price caps are left to the planner, which reports
+    what they excluded.
+    """
+    lo, hi = spec.capacity.gpus_per_node.min, spec.capacity.gpus_per_node.max
+    out = []
+    for o in offers:
+        if o.accelerator not in spec.capacity.accelerators or not (lo <= o.gpus <= hi):
+            continue
+        settings = spec.provider_settings(o.pool.provider)
+        if settings is None:
+            continue
+        if (o.market is Market.SPOT and not settings.spot) or (o.market is Market.ON_DEMAND and not settings.on_demand):
+            continue
+        out.append(o)
+    return out
+
+
+@dataclass
+class Catalog:
+    """Gathers offers from providers with a TTL cache; falls back to the snapshot.
+
+    ``providers`` maps provider name to a live adapter; with none, every offer comes
+    from the snapshot. A provider whose fetch fails is reported in
+    ``CatalogInfo.fallbacks`` and served from the snapshot.
+    """
+
+    providers: dict[str, "Provider"] = field(default_factory=dict)
+    ttl_seconds: float = 600.0
+    _cache: dict[str, tuple[float, list[Offer]]] = field(default_factory=dict)
+
+    def offers(self, query: "OfferQuery", *, only: Iterable[str] | None = None) -> tuple[list[Offer], CatalogInfo]:
+        from fleet.errors import ProviderError
+
+        wanted = set(only) if only is not None else None
+        if not self.providers:
+            offers = [o for o in snapshot_offers() if wanted is None or o.pool.provider in wanted]
+            return _match(offers, query), CatalogInfo("snapshot", f"{SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}")
+        out: list[Offer] = []
+        fallbacks: list[str] = []
+        now = time.time()
+        for name, provider in sorted(self.providers.items()):
+            if wanted is not None and name not in wanted:
+                continue
+            cached = self._cache.get(name)
+            if cached and now - cached[0] < self.ttl_seconds:
+                out.extend(cached[1])
+                continue
+            try:
+                got = provider.list_offers(query)
+            except ProviderError:
+                fallbacks.append(name)
+                got = [o for o in snapshot_offers() if o.pool.provider == name]
+            self._cache[name] = (now, got)
+            out.extend(got)
+        sources = {o.source for o in out} or {"live"}
+        source = "local" if sources == {"local"} else ("live" if "snapshot" not in sources else "snapshot")
+        return _match(out, query), CatalogInfo(source, ", ".join(sorted(sources)), now, tuple(fallbacks))
+
+
+def _match(offers: Iterable[Offer], query: "OfferQuery") -> list[Offer]:
+    accs = {a.upper() for a in query.accelerators}
+    regions = set(query.regions)
+    return [
+        o for o in offers
+        if (not accs or o.accelerator in accs)
+        and (query.spot or o.market is not Market.SPOT)
+        and (query.on_demand or o.market is not Market.ON_DEMAND)
+        and (not regions or o.pool.region in regions)
+    ]

@@ -1,0 +1,50 @@
+"""Shared CLI plumbing: the ``App`` context object, output helpers, error handling."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+
+def default_home() -> Path:
+    """Where spotfleet keeps its state: ``$SPOTFLEET_HOME`` or ``~/.spotfleet``."""
+    return Path(os.environ.get("SPOTFLEET_HOME") or Path.home() / ".spotfleet")
+
+
+@dataclass
+class App:
+    """Per-invocation context (``ctx.obj``): where state lives and how to print."""
+
+    home: Path = field(default_factory=default_home)
+    debug: bool = False
+    console: Console = field(default_factory=lambda: Console(highlight=False))
+    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+
+    @property
+    def state_url(self) -> str:
+        """The state store location: ``$SPOTFLEET_STATE`` or ``<home>/state.db``."""
+        return os.environ.get("SPOTFLEET_STATE") or str(self.home / "state.db")
+
+    def emit_json(self, data: Any) -> None:
+        click.echo(json.dumps(data, indent=2, default=str))
+
+    def warn(self, message: str) -> None:
+        self.err.print(f"[yellow]warning:[/] {message}")
+
+
+pass_app = click.make_pass_decorator(App, ensure=True)
+
+
+def json_option(f: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,49 @@
+"""``fleet offers``: browse the offer catalog (table or --json)."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from fleet.catalog import Catalog
+from fleet.cli.app import App, json_option, pass_app
+from fleet.model import Market
+from providers.base import OfferQuery
+
+
+@click.command("offers")
+@click.option("--accelerator", "-a", multiple=True, help="Accelerator name, e.g. H100 (repeatable).")
+@click.option("--provider", "-p", multiple=True, help="Only these providers (repeatable).")
+@click.option("--region", "-r", multiple=True, help="Only these regions (repeatable).")
+@click.option("--spot", "market", flag_value="spot", help="Spot/preemptible offers only.")
+@click.option("--on-demand", "market", flag_value="on-demand", help="On-demand offers only.")
+@click.option("--gpus", type=int, help="Only nodes with exactly this many GPUs.")
+@click.option("--max-price", type=float, help="Only offers at or below this USD per GPU-hour.")
+@click.option("--limit", type=int, default=30, show_default=True, help="Rows to show (0 = all).")
+@json_option
+@pass_app
+def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], region: tuple[str, ...],
+            market: str | None, gpus: int | None, max_price: float | None, limit: int, as_json: bool) -> None:
+    """List offers, cheapest per GPU-hour first."""
+    query = OfferQuery(accelerators=tuple(a.upper() for a in accelerator), regions=region,
+                       spot=market != "on-demand", on_demand=market != "spot")
+    offers, info = Catalog().offers(query, only=provider or None)
+    offers = [o for o in offers
+              if (gpus is None or o.gpus == gpus) and (max_price is None or o.price_per_gpu_hour <= max_price)]
+    offers.sort(key=lambda o: (o.price_per_gpu_hour, o.pool.id))
+    shown = offers if limit <= 0 else offers[:limit]
+    if as_json:
+        app.emit_json({"source": info.source, "detail": info.detail, "total": len(offers),
+                       "offers": [o.model_dump(mode="json") for o in shown]})
+        return
+    table = Table(title=f"{len(offers)} offers ({info.source}: {info.detail})", title_justify="left")
+    for col in ("provider", "region", "zone", "instance type", "accelerator", "GPUs", "market", "$/h", "$/GPU-h",
+                "interruptions/h"):
+        table.add_column(col, justify="right" if col in ("GPUs", "$/h", "$/GPU-h", "interruptions/h") else "left")
+    for o in shown:
+        rate = "-" if o.market is Market.ON_DEMAND else f"{o.interruptions_per_hour:.3f} ({o.interruption_source.value})"
+        table.add_row(o.pool.provider, o.pool.region, o.pool.zone or "-", o.pool.instance_type, o.accelerator,
+                      str(o.gpus), o.market.value, f"{o.price_per_hour:.2f}", f"{o.price_per_gpu_hour:.3f}", rate)
+    app.console.print(table)
+    if len(shown) < len(offers):
+        app.console.print(f"[dim]{len(offers) - len(shown)} more; use --limit 0 to show all[/]")

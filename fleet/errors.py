@@ -1,0 +1,89 @@
+"""The error hierarchy every layer raises and the CLI turns into one-line messages.
+
+Expected failures (bad spec, provider refusals, a busy fleet) are ``FleetError``
+subclasses; the CLI prints ``str(err)`` and exits non-zero without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class FleetError(Exception):
+    """Base of every expected failure; ``str()`` is a complete, user-facing sentence."""
+
+
+class SpecError(FleetError):
+    """A fleet spec is invalid.
+
+    ``problems`` holds one ``(path, message)`` pair per bad field, where path is the
+    dotted location in the YAML document (``capacity.gpus``, ``providers.aws.regions[0]``).
+    """
+
+    def __init__(self, problems: list[tuple[str, str]], source: str | None = None):
+        self.problems = problems
+        self.source = source
+        where = f"{source}: " if source else ""
+        lines = [f"{where}{path}: {msg}" if path else f"{where}{msg}" for path, msg in problems]
+        super().__init__("\n".join(lines))
+
+
+class PlanError(FleetError):
+    """No plan can be made at all (for example, no offer matches the spec)."""
+
+
+class StateError(FleetError):
+    """The state store is missing, corrupt or of an unknown schema version."""
+
+
+class FleetNotFoundError(StateError):
+    """The named fleet is not recorded in the state store."""
+
+
+class FleetLockedError(StateError):
+    """Another command holds this fleet's lock."""
+
+
+class ProviderError(FleetError):
+    """A provider refused or failed a request.
+
+    ``code`` is the vendor's own error code (``InsufficientInstanceCapacity``,
+    ``ZONE_RESOURCE_POOL_EXHAUSTED``...), kept for logs and for the state store.
+    """
+
+    retryable = False
+
+    def __init__(self, provider: str, message: str, *, region: str = "", code: str = ""):
+        self.provider = provider
+        self.region = region
+        self.code = code
+        self.message = message
+        where = f"{provider}/{region}" if region else provider
+        tag = f" [{code}]" if code else ""
+        super().__init__(f"{where}: {message}{tag}")
+
+
+class NoCapacityError(ProviderError):
+    """The pool has no capacity now: block it for a while and re-plan the shortfall."""
+
+
+class QuotaExceededError(ProviderError):
+    """The account's quota in this provider+region is spent: block the region."""
+
+
+class AuthError(ProviderError):
+    """Credentials are missing or refused: block the provider."""
+
+
+class RateLimitedError(ProviderError):
+    """Throttled, and the adapter's own retries are spent."""
+
+    retryable = True
+
+
+class TransientProviderError(ProviderError):
+    """A 5xx or timeout; safe to retry with the same idempotency token."""
+
+    retryable = True
+
+
+class InstanceNotFoundError(ProviderError):
+    """The instance does not exist (terminate treats this as success)."""

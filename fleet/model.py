@@ -1,0 +1,251 @@
+"""Small immutable value types shared by the planner, the executor and the providers.
+
+Every type round-trips through JSON (``model_dump(mode="json")`` /
+``model_validate``), so a plan can be saved, reviewed and applied later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Market(str, Enum):
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+
+class PoolKey(Frozen):
+    """One place capacity can come from: provider, region, zone, instance type, market.
+
+    ``zone`` is empty where the provider has no zones (Azure regions, Vast hosts).
+    """
+
+    provider: str
+    region: str
+    zone: str = ""
+    instance_type: str
+    market: Market
+
+    @property
+    def id(self) -> str:
+        """Stable, human-readable identifier: ``aws/us-east-1/use1-az4/p5.48xlarge/spot``."""
+        return "/".join((self.provider, self.region, self.zone or "-", self.instance_type, self.market.value))
+
+    @property
+    def short_hash(self) -> str:
+        return hashlib.sha256(self.id.encode()).hexdigest()[:10]
+
+    @classmethod
+    def from_id(cls, pool_id: str) -> "PoolKey":
+        provider, region, zone, instance_type, market = pool_id.split("/")
+        return cls(provider=provider, region=region, zone="" if zone == "-" else zone,
+                   instance_type=instance_type, market=Market(market))
+
+
+class InterruptionSource(str, Enum):
+    """Where an interruption estimate came from, strongest evidence last."""
+
+    NONE = "none"                    # on-demand: not interruptible
+    PROVIDER_PRIOR = "provider-prior"
+    SPOT_ADVISOR = "spot-advisor"    # AWS interruption-frequency band
+    PLACEMENT_SCORE = "placement-score"
+    TRACE = "trace"                  # derived from a recorded availability trace
+    OBSERVED = "observed"            # this fleet's own history
+
+
+class Offer(Frozen):
+    """One pool with its price and risk.
+
+    ``interruptions_per_hour`` is the expected rate at which one running instance of
+    this pool is taken back (0 for on-demand). ``capacity_hint`` is the number of
+    instances the pool is believed to hold now, ``None`` when unknown.
+    ``on_demand_price`` is the same instance type's on-demand price where known,
+    used for savings figures.
+    """
+
+    pool: PoolKey
+    accelerator: str
+    gpus: int = Field(gt=0)
+    vcpus: float | None = None
+    memory_gib: float | None = None
+    price_per_hour: float = Field(ge=0)
+    on_demand_price: float | None = None
+    interruptions_per_hour: float = Field(default=0.0, ge=0)
+    interruption_source: InterruptionSource = InterruptionSource.NONE
+    capacity_hint: int | None = None
+    source: str = "snapshot"
+
+    @property
+    def market(self) -> Market:
+        return self.pool.market
+
+    @property
+    def price_per_gpu_hour(self) -> float:
+        return self.price_per_hour / self.gpus
+
+
+class Allocation(Frozen):
+    """``count`` instances of ``offer``'s pool; ``weighted_gpus`` counts throughput weight."""
+
+    offer: Offer
+    count: int = Field(ge=0)
+    weighted_gpus: float
+    true_cost_per_hour: float
+
+
+class Exclusion(Frozen):
+    """Why a group of offers was left out of a plan (``reason`` is a short phrase)."""
+
+    reason: str
+    pools: int
+    example: str = ""
+
+
+class PlanTotals(Frozen):
+    gpus: int
+    weighted_gpus: float
+    target_weighted_gpus: float
+    on_demand_weighted_gpus: float
+    price_per_hour: float
+    true_cost_per_hour: float
+    true_cost_per_weighted_gpu_hour: float
+    expected_interruptions_per_day: float
+    on_demand_alternative_per_hour: float | None = None
+    savings_fraction: float | None = None
+    checkpoint_interval_seconds: float | None = None
+    pools: int = 0
+
+
+class Plan(Frozen):
+    """The contract between deciding and doing: what to run, where, and what it costs.
+
+    ``feasible`` is False when the spec cannot be met; then ``shortfall`` says which
+    constraint binds and the allocations are the best partial plan.
+    """
+
+    fleet: str
+    spec_hash: str
+    strategy: str
+    allocations: tuple[Allocation, ...]
+    totals: PlanTotals
+    feasible: bool = True
+    shortfall: str = ""
+    exclusions: tuple[Exclusion, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """Content hash: the same decision always has the same id."""
+        body = json.dumps([(a.offer.pool.id, a.count) for a in self.allocations] + [self.spec_hash],
+                          sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+    def counts(self) -> dict[str, int]:
+        """Desired instance count per pool id."""
+        return {a.offer.pool.id: a.count for a in self.allocations if a.count > 0}
+
+    def to_json(self) -> str:
+        data = self.model_dump(mode="json")
+        data["id"] = self.id
+        return json.dumps(data, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        data = json.loads(text)
+        data.pop("id", None)
+        return cls.model_validate(data)
+
+
+class InstanceState(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPED = "stopped"          # e.g. Vast outbid: paused, still billed for storage
+    TERMINATED = "terminated"
+    PREEMPTED = "preempted"      # taken back by the provider
+
+    @property
+    def alive(self) -> bool:
+        return self in (InstanceState.PENDING, InstanceState.RUNNING)
+
+
+class Instance(Frozen):
+    """One machine as the provider reports it; providers are the source of truth.
+
+    ``launched_at`` and ``ended_at`` are epoch seconds on the provider's clock.
+    """
+
+    id: str
+    fleet: str
+    pool: PoolKey
+    state: InstanceState
+    accelerator: str
+    gpus: int
+    price_per_hour: float
+    launched_at: float
+    ended_at: float | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class NodeConfig(Frozen):
+    """What every node runs: image, startup command, environment, ssh key."""
+
+    image: str = ""
+    startup: str = ""
+    env: dict[str, str] = Field(default_factory=dict)
+    ssh_key: str = ""
+
+
+class LaunchRequest(Frozen):
+    """Launch ``count`` instances of ``offer``'s pool for ``fleet``.
+
+    ``token`` is the idempotency token (EC2 ClientToken, GCE requestId, deterministic
+    names): the same token never creates instances twice. ``tags`` must be applied to
+    every created resource; they always include the fleet and pool tags.
+    ``max_price`` caps the spot price / Vast bid, ``None`` for the provider default.
+    """
+
+    fleet: str
+    offer: Offer
+    count: int = Field(gt=0)
+    token: str
+    tags: dict[str, str] = Field(default_factory=dict)
+    node: NodeConfig = Field(default_factory=NodeConfig)
+    max_price: float | None = None
+
+
+class LaunchResult(Frozen):
+    """What a launch created; partial success is normal.
+
+    ``error`` explains the shortfall (``len(instances) < request.count``).
+    """
+
+    instances: tuple[Instance, ...]
+    error_code: str = ""
+    error_message: str = ""
+    error_kind: str = ""   # "capacity" | "quota" | "auth" | "rate-limit" | "transient" | ""
+
+
+TAG_FLEET = "spotfleet:fleet"
+TAG_POOL = "spotfleet:pool"
+TAG_PLAN = "spotfleet:plan"
+
+
+def fleet_tags(fleet: str, pool: PoolKey, plan_id: str = "") -> dict[str, str]:
+    """The tags every resource a fleet creates carries; discovery relies on them."""
+    tags = {TAG_FLEET: fleet, TAG_POOL: pool.id}
+    if plan_id:
+        tags[TAG_PLAN] = plan_id
+    return tags
+
+
+def stable_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -1,0 +1,1 @@
+"""Provider adapters: one per cloud, all speaking the protocol in ``providers.base``."""

@@ -1,0 +1,103 @@
+"""The protocol every provider adapter implements, and the shared error classes.
+
+Contract (checked by ``tests/contract`` for every provider):
+
+* ``launch`` tags everything with the fleet and pool (``fleet.model.fleet_tags``) and is
+  idempotent on ``request.token``: repeating a request never creates more instances.
+  Partial success is normal and reported in ``LaunchResult``; a capacity shortfall is
+  reported there (``error_kind="capacity"``), not raised, so the executor can try the
+  next pool. Anything it half-created before failing is cleaned up before it returns.
+* ``list_instances(fleet)`` returns only instances carrying that fleet's tag, found
+  through the provider itself (tags/labels are the truth, not our records).
+* ``terminate(ids)`` is idempotent: an id that is already gone is success. It never
+  touches an instance that does not carry a spotfleet fleet tag.
+* Throttling is retried inside the adapter with backoff; only then ``RateLimitedError``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Protocol, Sequence, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from fleet.errors import (  # noqa: F401  (re-exported: adapters import errors from here)
+    AuthError,
+    InstanceNotFoundError,
+    NoCapacityError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitedError,
+    TransientProviderError,
+)
+from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
+
+
+class Capabilities(BaseModel):
+    """What a provider can do; the planner and executor adapt to it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    spot: bool = True
+    zones: bool = True
+    bidding: bool = False            # Vast: the spot price is our bid
+    stop_start: bool = False
+    placement_scores: bool = False
+    interruption_notice_seconds: int = 0
+
+
+class OfferQuery(BaseModel):
+    """Which offers to fetch: accelerators, markets, regions (empty = all)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    accelerators: tuple[str, ...] = ()
+    spot: bool = True
+    on_demand: bool = True
+    regions: tuple[str, ...] = ()
+
+
+class StorageSpec(BaseModel):
+    """Checkpoint storage to ensure exists: bucket/container in a region."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    bucket: str
+    region: str = ""
+    keep_last: int = 3
+    expire_days: int | None = None
+
+
+class BucketRef(BaseModel):
+    """A ready bucket, with the URI nodes receive (``s3://b/prefix``, ``gs://``, ``az://``, ``file://``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    bucket: str
+    uri: str
+    region: str = ""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        """Current offers; raises ProviderError when prices cannot be fetched."""
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        """Create up to ``request.count`` instances; see the module contract."""
+
+    def list_instances(self, fleet: str) -> list[Instance]:
+        """Instances tagged with ``fleet`` that are not yet terminated, from the provider."""
+
+    def terminate(self, ids: Sequence[str]) -> None:
+        """Terminate these instances; gone already is success; never touches foreign ones."""
+
+    def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
+        """Create (or find) the checkpoint bucket; idempotent."""
+
+    def now(self) -> float:
+        """The provider's clock in epoch seconds (simulated for the local cloud)."""
