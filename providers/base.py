@@ -16,7 +16,7 @@ Contract (checked by ``tests/contract`` for every provider):
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol, Sequence, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -81,8 +81,8 @@ class BucketRef(BaseModel):
 
 @runtime_checkable
 class Provider(Protocol):
-    name: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
+    name: str                       # "aws", "gcp", ... (the local cloud simulates these names)
+    capabilities: Capabilities
 
     def list_offers(self, query: OfferQuery) -> list[Offer]:
         """Current offers; raises ProviderError when prices cannot be fetched."""
