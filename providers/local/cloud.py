@@ -1,0 +1,262 @@
+"""``LocalCloud``: the embedded simulated multi-provider spot market.
+
+A directory holds everything: ``cloud.db`` (SQLite, shared safely by threads and
+processes), ``notices/<instance>.json`` (interruption notices for the node agent) and
+``buckets/<name>/`` (checkpoint storage). The clock is simulated::
+
+    sim_now = start + (real_now - created) * time_scale + offset
+
+with ``offset`` moved by ``advance``. Preemptions are evaluated lazily, and
+deterministically, on every call: an instance's preemption time is fixed at launch from
+the seed, its pool's trace and the hazard model.
+
+Settings (time scale, seed) are fixed when the cloud is created; ``open`` on an existing
+cloud keeps them, ``reset`` starts a fresh cloud with new ones.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+from fleet.errors import FleetError
+from fleet.model import Instance, NodeConfig
+from providers.local import ledger
+from providers.local.db import Database
+from providers.local.market import SpotMarket
+from providers.local.vendors import FAULT_KINDS, VENDORS
+
+DB_NAME = "cloud.db"
+FOREIGN_TAGS = {"Name": "not-managed-by-spotfleet", "owner": "someone-else"}
+
+
+class LocalCloud:
+    """Open with ``LocalCloud.open(root)``; ``provider(name)`` gives a Provider per vendor."""
+
+    def __init__(self, root: Path, db: Database):
+        self.root = root
+        self.db = db
+        settings = db.meta()
+        self.created = float(settings["created"])
+        self.start = float(settings["start"])
+        self.time_scale = float(settings["time_scale"])
+        self.seed = int(settings["seed"])
+        self.run_nodes = settings.get("run_nodes") == "1"
+        self.market = SpotMarket(self.seed)
+        self.notices = root / "notices"
+        self.buckets = root / "buckets"
+        self._providers: dict[str, object] = {}
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: Path, *, time_scale: float | None = 60.0, seed: int | None = 0,
+             run_nodes: bool = False) -> "LocalCloud":
+        """Open the cloud at ``root``, creating it with these settings if it does not exist.
+
+        ``time_scale`` is simulated seconds per real second (0 freezes the clock: only
+        ``advance`` moves it). Raises FleetError for bad settings or an unreadable file.
+        """
+        time_scale = 60.0 if time_scale is None else float(time_scale)
+        if time_scale < 0:
+            raise FleetError(f"local cloud time scale must be >= 0 (got {time_scale}); "
+                             "60 means one simulated hour per real minute")
+        root = Path(root).expanduser().absolute()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise FleetError(f"cannot create the local cloud directory {root}: {err.strerror}") from err
+        db = Database(root / DB_NAME)
+        real = time.time()
+        with db.write() as conn:
+            for key, value in (("created", repr(real)), ("start", repr(float(int(real)))),
+                               ("time_scale", repr(time_scale)), ("seed", str(int(seed or 0))),
+                               ("offset", "0.0"), ("run_nodes", "1" if run_nodes else "0")):
+                conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
+        return cls(root, db)
+
+    @classmethod
+    def reset(cls, root: Path, *, time_scale: float | None = None, seed: int | None = None,
+              run_nodes: bool | None = None) -> "LocalCloud":
+        """Delete the cloud at ``root`` (instances, faults, notices, buckets) and create a
+        fresh one; settings not given are kept from the old cloud where it was readable."""
+        root = Path(root).expanduser().absolute()
+        old: dict[str, str] = {}
+        if (root / DB_NAME).exists():
+            try:
+                old_cloud = cls(root, Database(root / DB_NAME))
+                old = old_cloud.db.meta()
+                old_cloud._stop_all_nodes()
+                old_cloud.db.close()
+            except (FleetError, sqlite3.DatabaseError, KeyError):
+                old = {}
+        for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+            (root / name).unlink(missing_ok=True)
+        for sub in ("notices", "buckets", "nodes"):
+            shutil.rmtree(root / sub, ignore_errors=True)
+        return cls.open(root,
+                        time_scale=time_scale if time_scale is not None else float(old.get("time_scale", 60.0)),
+                        seed=seed if seed is not None else int(old.get("seed", 0)),
+                        run_nodes=run_nodes if run_nodes is not None else old.get("run_nodes") == "1")
+
+    def provider(self, name: str):  # -> LocalProvider (import cycle kept out of the signature)
+        """The simulated provider ``name`` (``aws``, ``gcp``, ...); FleetError if unknown."""
+        from providers.local.provider import LocalProvider
+
+        if name not in VENDORS:
+            raise FleetError(f"the local cloud has no provider {name!r}; it simulates {', '.join(VENDORS)}")
+        if name not in self._providers:
+            self._providers[name] = LocalProvider(self, VENDORS[name])
+        return self._providers[name]
+
+    def provider_names(self) -> list[str]:
+        return list(VENDORS)
+
+    # ---- clock -------------------------------------------------------------------------
+    def now(self) -> float:
+        """Simulated epoch seconds."""
+        offset = float(self.db.read("SELECT value FROM meta WHERE key='offset'")[0][0])
+        return self.start + (time.time() - self.created) * self.time_scale + offset
+
+    def clock(self) -> ledger.Clock:
+        return ledger.Clock(self.start, self.now())
+
+    def advance(self, seconds: float) -> float:
+        """Move the simulated clock forward by ``seconds``; returns the new time."""
+        if seconds < 0:
+            raise FleetError(f"the simulated clock only moves forward (got {seconds} s)")
+        with self.db.write() as conn:
+            conn.execute("UPDATE meta SET value = CAST(value AS REAL) + ? WHERE key='offset'", (float(seconds),))
+        self.settle()
+        return self.now()
+
+    def settle(self) -> ledger.Clock:
+        """Apply everything due by now (boots, notices, preemptions); returns the clock used."""
+        clock = self.clock()
+        if ledger.due(self.db.conn(), clock.now):
+            with self.db.write() as conn:
+                clock = self.clock()
+                ledger.settle(conn, clock.now, self.notices, self._on_preempt)
+        return clock
+
+    # ---- inspection ----------------------------------------------------------------------
+    def all_instances(self, *, alive_only: bool = False) -> list[Instance]:
+        """Every instance of every provider (ours and foreign), oldest first."""
+        self.settle()
+        where = f"WHERE {ledger.ALIVE_SQL}" if alive_only else ""
+        return [ledger.to_instance(r) for r in self.db.read(f"SELECT * FROM instances {where} ORDER BY rowid")]
+
+    def free_capacity(self, pool_id: str) -> int:
+        """Instances ``pool_id`` can still take now."""
+        model = self._pool(pool_id)
+        clock = self.settle()
+        return max(0, model.capacity(clock.elapsed, self._override(pool_id))
+                   - ledger.alive_in_pool(self.db.conn(), pool_id))
+
+    def faults(self) -> list[dict[str, object]]:
+        return [dict(r) for r in self.db.read("SELECT prefix, kind, remaining FROM faults ORDER BY id")]
+
+    def capacity_overrides(self) -> dict[str, int]:
+        return {r["pool"]: r["n"] for r in self.db.read("SELECT pool, n FROM capacity ORDER BY pool")}
+
+    # ---- chaos controls ------------------------------------------------------------------
+    def inject_fault(self, pool_prefix: str, kind: str, count: int = 1) -> None:
+        """Make the next ``count`` launches into pools whose id starts with ``pool_prefix`` fail.
+
+        capacity: reported in LaunchResult; throttle: retried inside the adapter, then
+        RateLimitedError; server-error: TransientProviderError; quota: QuotaExceededError;
+        auth: AuthError.
+        """
+        if kind not in FAULT_KINDS:
+            raise FleetError(f"unknown fault kind {kind!r}; use one of {', '.join(FAULT_KINDS)}")
+        if count < 1:
+            raise FleetError(f"fault count must be at least 1 (got {count})")
+        if pool_prefix.split("/")[0] not in VENDORS:
+            raise FleetError(f"fault pool prefix {pool_prefix!r} must start with a provider name "
+                             f"({', '.join(VENDORS)}), e.g. aws/us-east-1")
+        with self.db.write() as conn:
+            conn.execute("INSERT INTO faults (prefix, kind, remaining) VALUES (?, ?, ?)", (pool_prefix, kind, count))
+
+    def clear_faults(self) -> None:
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM faults")
+
+    def take_fault(self, pool_id: str, kinds: tuple[str, ...]) -> str | None:
+        """Consume one pending fault of ``kinds`` matching ``pool_id``; its kind, or None."""
+        with self.db.write() as conn:
+            return take_fault(conn, pool_id, kinds)
+
+    def preempt(self, instance_id: str, *, notice: bool = False) -> Instance:
+        """Take ``instance_id`` back now (``notice``: after its vendor's notice window,
+        writing the notice file now). FleetError when no such alive instance exists."""
+        clock = self.settle()
+        with self.db.write() as conn:
+            row = conn.execute("SELECT * FROM instances WHERE id=?", (instance_id,)).fetchone()
+            if row is None or row["state"] not in ledger.ALIVE:
+                state = "does not exist" if row is None else f"is already {row['state']}"
+                raise FleetError(f"instance {instance_id} {state}; `fleet local status` lists alive instances")
+            window = VENDORS[row["provider"]].notice_seconds if notice else 0
+            at = clock.now + window
+            conn.execute("UPDATE instances SET preempt_at=?, notice_at=?, noticed=0 WHERE id=?",
+                         (at, clock.now if VENDORS[row["provider"]].notice_seconds else None, instance_id))
+        self.settle()
+        return ledger.to_instance(self.db.read("SELECT * FROM instances WHERE id=?", (instance_id,))[0])
+
+    def set_capacity(self, pool_id: str, n: int) -> None:
+        """Pin ``pool_id``'s capacity to ``n`` instances (a spot pool still has none while
+        its trace is unavailable)."""
+        self._pool(pool_id)
+        if n < 0:
+            raise FleetError(f"capacity must be >= 0 (got {n})")
+        with self.db.write() as conn:
+            conn.execute("INSERT OR REPLACE INTO capacity VALUES (?, ?)", (pool_id, n))
+
+    def launch_foreign(self, pool_id: str, count: int = 1) -> list[Instance]:
+        """Start ``count`` instances that carry no spotfleet tag (someone else's machines)."""
+        model = self._pool(pool_id)
+        clock = self.settle()
+        with self.db.write() as conn:
+            n = conn.execute("SELECT COUNT(*) FROM instances WHERE fleet IS NULL").fetchone()[0]
+            rows = ledger.create(conn, model, clock, self.seed, token=f"foreign-{n}", count=count,
+                                 tags=dict(FOREIGN_TAGS))
+        return [ledger.to_instance(r) for r in rows]
+
+    # ---- helpers for the provider adapter ---------------------------------------------------
+    def _pool(self, pool_id: str):
+        if pool_id not in self.market:
+            raise FleetError(f"the local cloud has no pool {pool_id!r}; "
+                             "pool ids look like aws/us-east-1/us-east-1a/p5.48xlarge/spot (see `fleet offers`)")
+        return self.market.pool(pool_id)
+
+    def _override(self, pool_id: str, conn: sqlite3.Connection | None = None) -> int | None:
+        row = (conn or self.db.conn()).execute("SELECT n FROM capacity WHERE pool=?", (pool_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def _on_launch(self, rows: list[sqlite3.Row], node: NodeConfig) -> None:
+        """Hook for node processes (see ``providers.local.nodes``)."""
+
+    def _on_preempt(self, row: sqlite3.Row) -> None:
+        """Hook for node processes (see ``providers.local.nodes``)."""
+
+    def _on_terminate(self, row: sqlite3.Row) -> None:
+        """Hook for node processes (see ``providers.local.nodes``)."""
+
+    def _stop_all_nodes(self) -> None:
+        """Hook for node processes (see ``providers.local.nodes``)."""
+
+
+def take_fault(conn: sqlite3.Connection, pool_id: str, kinds: tuple[str, ...]) -> str | None:
+    for row in conn.execute(f"SELECT id, prefix, kind FROM faults WHERE kind IN ({','.join('?' * len(kinds))})"
+                            " ORDER BY id", kinds).fetchall():
+        if pool_id.startswith(row["prefix"]):
+            conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE id=?", (row["id"],))
+            conn.execute("DELETE FROM faults WHERE id=? AND remaining <= 0", (row["id"],))
+            return row["kind"]
+    return None
+
+
+def fingerprint(fleet: str, pool_id: str, count: int, tags: dict[str, str]) -> str:
+    return json.dumps([fleet, pool_id, count, sorted(tags.items())])
+

@@ -1,0 +1,125 @@
+"""Instance rows of the local cloud: creating, settling (pending -> running, notices,
+preemptions) and ending them. Every function runs inside the caller's write transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from fleet.model import TAG_FLEET, Instance, InstanceState, PoolKey
+from providers.local.market import PoolModel, digest
+from providers.local.vendors import VENDORS
+
+BOOT_SECONDS = 30.0          # simulated seconds an instance stays PENDING
+ALIVE = (InstanceState.PENDING.value, InstanceState.RUNNING.value)
+ALIVE_SQL = "state IN ('pending', 'running')"
+
+
+def to_instance(row: sqlite3.Row) -> Instance:
+    return Instance(id=row["id"], fleet=row["fleet"] or "", pool=PoolKey.from_id(row["pool"]),
+                    state=InstanceState(row["state"]), accelerator=row["accelerator"], gpus=row["gpus"],
+                    price_per_hour=row["price"], launched_at=row["launched_at"], ended_at=row["ended_at"],
+                    tags=json.loads(row["tags"]))
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Simulated epoch seconds now, and the epoch the market's elapsed time counts from."""
+
+    start: float
+    now: float
+
+    @property
+    def elapsed(self) -> float:
+        return self.now - self.start
+
+
+def alive_in_pool(conn: sqlite3.Connection, pool_id: str) -> int:
+    return conn.execute(f"SELECT COUNT(*) FROM instances WHERE pool=? AND {ALIVE_SQL}", (pool_id,)).fetchone()[0]
+
+
+def alive_by_pool(conn: sqlite3.Connection, provider: str) -> dict[str, int]:
+    rows = conn.execute(f"SELECT pool, COUNT(*) FROM instances WHERE provider=? AND {ALIVE_SQL} GROUP BY pool",
+                        (provider,))
+    return {pool: n for pool, n in rows}
+
+
+def create(conn: sqlite3.Connection, model: PoolModel, clock: Clock, seed: int, *, token: str, count: int,
+           tags: dict[str, str]) -> list[sqlite3.Row]:
+    """Insert ``count`` instances of ``model`` under ``token`` (ids derived from seed and token)."""
+    pool = model.offer.pool
+    vendor = VENDORS[pool.provider]
+    first = conn.execute("SELECT COUNT(*) FROM instances WHERE provider=? AND token=?",
+                         (pool.provider, token)).fetchone()[0]
+    ids = []
+    for idx in range(first, first + count):
+        salt = 0
+        while True:
+            iid = vendor.make_id(digest(seed, pool.provider, token, idx, salt))
+            if conn.execute("SELECT 1 FROM instances WHERE id=?", (iid,)).fetchone() is None:
+                break
+            salt += 1
+        preempt = model.preemption_at(clock.elapsed, f"{pool.provider}/{iid}", seed)
+        preempt_at = None if preempt is None else clock.start + preempt
+        notice_at = None
+        if preempt_at is not None and vendor.notice_seconds > 0:
+            notice_at = preempt_at - vendor.notice_seconds
+        conn.execute(
+            "INSERT INTO instances (id, provider, pool, fleet, token, idx, state, accelerator, gpus, price,"
+            " launched_at, running_at, preempt_at, notice_at, tags) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (iid, pool.provider, pool.id, tags.get(TAG_FLEET) or None, token, idx, InstanceState.PENDING.value,
+             model.offer.accelerator, model.offer.gpus, model.offer.price_per_hour, clock.now,
+             clock.now + BOOT_SECONDS, preempt_at, notice_at, json.dumps(tags, sort_keys=True)))
+        ids.append(iid)
+    return by_ids(conn, ids)
+
+
+def by_ids(conn: sqlite3.Connection, ids: list[str]) -> list[sqlite3.Row]:
+    rows = {r["id"]: r for r in conn.execute(
+        f"SELECT * FROM instances WHERE id IN ({','.join('?' * len(ids))})", ids)} if ids else {}
+    return [rows[i] for i in ids if i in rows]
+
+
+def due(conn: sqlite3.Connection, now: float) -> bool:
+    """Whether ``settle`` has anything to do at ``now`` (a cheap read before taking the write lock)."""
+    return conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM instances WHERE {ALIVE_SQL} AND (preempt_at <= ?"
+        " OR (state='pending' AND running_at <= ?) OR (noticed=0 AND notice_at <= ?)))",
+        (now, now, now)).fetchone()[0] == 1
+
+
+def settle(conn: sqlite3.Connection, now: float, notices: Path,
+           on_preempt: Callable[[sqlite3.Row], None] | None = None) -> list[str]:
+    """Bring every alive instance up to ``now``; returns the ids preempted by this call.
+
+    Notices are written (once) when the notice window opens; a preemption whose window
+    was never observed still gets its notice file, for the record.
+    """
+    conn.execute("UPDATE instances SET state='running' WHERE state='pending' AND running_at <= ?", (now,))
+    for row in conn.execute(f"SELECT id, preempt_at FROM instances WHERE {ALIVE_SQL} AND noticed=0"
+                            " AND notice_at <= ?", (now,)).fetchall():
+        write_notice(notices, row["id"], row["preempt_at"])
+        conn.execute("UPDATE instances SET noticed=1 WHERE id=?", (row["id"],))
+    gone = conn.execute(f"SELECT * FROM instances WHERE {ALIVE_SQL} AND preempt_at <= ?", (now,)).fetchall()
+    for row in gone:
+        conn.execute("UPDATE instances SET state='preempted', ended_at=preempt_at WHERE id=?", (row["id"],))
+        if on_preempt is not None:
+            on_preempt(row)
+    return [r["id"] for r in gone]
+
+
+def write_notice(notices: Path, instance_id: str, at: float) -> None:
+    """``<notices>/<id>.json`` = ``{"action": "terminate", "time": at}``, written atomically."""
+    notices.mkdir(parents=True, exist_ok=True)
+    tmp = notices / f".{instance_id}.tmp"
+    tmp.write_text(json.dumps({"action": "terminate", "time": at}))
+    tmp.replace(notices / f"{instance_id}.json")
+
+
+def end(conn: sqlite3.Connection, instance_id: str, state: InstanceState, at: float) -> None:
+    conn.execute(f"UPDATE instances SET state=?, ended_at=? WHERE id=? AND {ALIVE_SQL}",
+                 (state.value, at, instance_id))

@@ -1,0 +1,141 @@
+"""The simulated spot market: pure functions of (seed, pool, simulated time).
+
+Every catalog pool becomes a ``PoolModel``. Spot pools follow a recorded availability
+trace (GCP H100 zones their own trace; every other spot pool a trace picked from a hash
+of its pool id, with its own phase offset so pools differ) plus a seeded background
+hazard; on-demand pools have large finite capacity and are never preempted.
+
+Times here are *elapsed* simulated seconds since the cloud started; the cloud adds its
+start epoch. Nothing reads a clock or global randomness: the same seed gives the same
+market, the same capacities and the same preemption times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass
+from functools import cached_property
+
+from fleet.catalog import snapshot_offers
+from fleet.model import InterruptionSource, Market, Offer
+from fleet.traces import Trace, all_traces, trace_for_zone
+from providers.local.vendors import VENDORS
+
+ON_DEMAND_CAPACITY = 1000
+#: Spot capacity range (instances) by GPUs per node: big nodes are scarcer.
+SPOT_CAPACITY = ((8, (4, 32)), (4, (8, 48)), (0, (16, 96)))
+
+
+def stable_int(*parts: object) -> int:
+    """A 64-bit integer from ``parts``; stable across processes and Python versions."""
+    return int.from_bytes(digest(*parts)[:8], "big")
+
+
+def digest(*parts: object) -> bytes:
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+
+
+@dataclass(frozen=True)
+class PoolModel:
+    """One pool's behaviour: capacity over time and when its instances are taken back."""
+
+    offer: Offer
+    trace: Trace | None          # None: on-demand, never preempted
+    phase: float                 # trace seconds at elapsed time 0
+    base_capacity: int
+    hazard_per_hour: float
+
+    @property
+    def id(self) -> str:
+        return self.offer.pool.id
+
+    def available(self, elapsed: float) -> bool:
+        """Whether the trace offers capacity at ``elapsed`` (always, for on-demand)."""
+        return self.trace is None or self.trace.available_at(self.phase + elapsed)
+
+    def capacity(self, elapsed: float, override: int | None = None) -> int:
+        """Instances the pool can hold at ``elapsed`` (running ones included)."""
+        if not self.available(elapsed):
+            return 0
+        return self.base_capacity if override is None else override
+
+    def interruptions_per_hour(self) -> float:
+        if self.trace is None:
+            return 0.0
+        return self.trace.preemptions_per_hour + self.hazard_per_hour
+
+    def preemption_at(self, launched: float, instance_key: str, seed: int) -> float | None:
+        """Elapsed time at which an instance launched at ``launched`` is preempted, None if never.
+
+        The earlier of the trace's next unavailable tick and a seeded exponential draw.
+        """
+        if self.trace is None:
+            return None
+        start = self.phase + launched
+        nxt = self.trace.next_unavailable(start)
+        by_trace = math.inf if nxt is None else launched + (nxt - start)
+        by_hazard = math.inf
+        if self.hazard_per_hour > 0:
+            rng = random.Random(stable_int(seed, "hazard", instance_key))
+            by_hazard = launched + rng.expovariate(self.hazard_per_hour / 3600)
+        at = min(by_trace, by_hazard)
+        return None if math.isinf(at) else at
+
+    def as_offer(self, free: int) -> Offer:
+        """The catalog offer as the local cloud reports it now."""
+        update: dict[str, object] = {"source": "local", "capacity_hint": max(0, free)}
+        if self.trace is not None:
+            update.update(interruptions_per_hour=self.interruptions_per_hour(),
+                          interruption_source=InterruptionSource.TRACE)
+        return self.offer.model_copy(update=update)
+
+
+class SpotMarket:
+    """Every catalog pool's model for one seed, built lazily and cached."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._models: dict[str, PoolModel] = {}
+
+    @cached_property
+    def _offers(self) -> dict[str, Offer]:
+        return {o.pool.id: o for o in snapshot_offers() if o.pool.provider in VENDORS}
+
+    @cached_property
+    def _by_provider(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {name: [] for name in VENDORS}
+        for pool_id, offer in self._offers.items():
+            out[offer.pool.provider].append(pool_id)
+        return out
+
+    def __contains__(self, pool_id: str) -> bool:
+        return pool_id in self._offers
+
+    def pool_ids(self, provider: str) -> list[str]:
+        return self._by_provider.get(provider, [])
+
+    def pool(self, pool_id: str) -> PoolModel:
+        """The model of ``pool_id``; KeyError when the catalog has no such pool."""
+        model = self._models.get(pool_id)
+        if model is None:
+            model = self._models[pool_id] = self._build(self._offers[pool_id])
+        return model
+
+    def _build(self, offer: Offer) -> PoolModel:
+        key = offer.pool.id
+        vendor = VENDORS[offer.pool.provider]
+        if offer.market is Market.ON_DEMAND:
+            return PoolModel(offer, None, 0.0, ON_DEMAND_CAPACITY, 0.0)
+        trace = None
+        if offer.pool.provider == "gcp" and offer.accelerator == "H100" and offer.pool.zone:
+            trace = trace_for_zone(offer.pool.zone)
+            key = f"gcp-zone/{offer.pool.zone}" if trace is not None else key  # one zone, one trace
+        if trace is None:
+            traces = all_traces()
+            trace = traces[stable_int(self.seed, "trace", key) % len(traces)]
+        phase = float(stable_int(self.seed, "phase", key) % len(trace.available)) * trace.gap_seconds
+        lo, hi = next(r for min_gpus, r in SPOT_CAPACITY if offer.gpus >= min_gpus)
+        capacity = lo + stable_int(self.seed, "capacity", offer.pool.id) % (hi - lo + 1)
+        return PoolModel(offer, trace, phase, capacity, vendor.hazard_per_hour)

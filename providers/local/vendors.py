@@ -1,0 +1,113 @@
+"""How each simulated vendor looks from outside: ids, error codes, notices, capabilities.
+
+The local cloud simulates every catalog provider under its real name, so the executor
+and the operator see vendor-shaped data: ``i-0...`` instance ids and
+``InsufficientInstanceCapacity`` for AWS, numeric ids and ``ZONE_RESOURCE_POOL_EXHAUSTED``
+for GCP, and so on. The AWS, GCP, Azure and Vast codes are the documented ones
+(see the cloud API notes); the Lambda and RunPod codes are illustrative.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from fleet.errors import (
+    AuthError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitedError,
+    TransientProviderError,
+)
+from providers.base import Capabilities
+
+#: Fault kinds ``LocalCloud.inject_fault`` accepts.
+FAULT_KINDS = ("capacity", "quota", "throttle", "server-error", "auth")
+
+#: Which error class a raised fault becomes (capacity is reported, never raised).
+FAULT_ERRORS: dict[str, type[ProviderError]] = {
+    "quota": QuotaExceededError,
+    "throttle": RateLimitedError,
+    "server-error": TransientProviderError,
+    "auth": AuthError,
+}
+
+#: LaunchResult.error_kind for each fault kind.
+ERROR_KIND = {"capacity": "capacity", "quota": "quota", "throttle": "rate-limit",
+              "server-error": "transient", "auth": "auth"}
+
+
+def _aws_id(digest: bytes) -> str:
+    return "i-0" + digest.hex()[:16]
+
+
+def _numeric_id(digits: int) -> Callable[[bytes], str]:
+    def make(digest: bytes) -> str:
+        n = int.from_bytes(digest[:8], "big") % (9 * 10 ** (digits - 1))
+        return str(10 ** (digits - 1) + n)
+    return make
+
+
+def _guid(digest: bytes) -> str:
+    return str(uuid.UUID(bytes=digest[:16]))
+
+
+def _hex32(digest: bytes) -> str:
+    return digest.hex()[:32]
+
+
+def _pod_id(digest: bytes) -> str:
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    n = int.from_bytes(digest[:10], "big")
+    return "".join(alphabet[(n >> (5 * i)) % 36] for i in range(14))
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """One simulated provider: its capabilities, id shape, error codes and risk."""
+
+    name: str
+    capabilities: Capabilities
+    make_id: Callable[[bytes], str]
+    codes: dict[str, str] = field(default_factory=dict)   # fault kind (+ a few extras) -> vendor code
+    hazard_per_hour: float = 0.02   # background spot preemptions per instance-hour, on top of the trace
+
+    @property
+    def notice_seconds(self) -> int:
+        return self.capabilities.interruption_notice_seconds
+
+    def code(self, kind: str) -> str:
+        return self.codes.get(kind, kind)
+
+
+VENDORS: dict[str, Vendor] = {v.name: v for v in (
+    Vendor("aws", Capabilities(zones=True, placement_scores=True, interruption_notice_seconds=120), _aws_id,
+           {"capacity": "InsufficientInstanceCapacity", "quota": "MaxSpotInstanceCountExceeded",
+            "throttle": "RequestLimitExceeded", "server-error": "InternalError", "auth": "AuthFailure",
+            "mismatch": "IdempotentParameterMismatch", "price": "SpotMaxPriceTooLow",
+            "unknown-pool": "InvalidParameterValue"}),
+    Vendor("gcp", Capabilities(zones=True, interruption_notice_seconds=30), _numeric_id(19),
+           {"capacity": "ZONE_RESOURCE_POOL_EXHAUSTED", "quota": "QUOTA_EXCEEDED",
+            "throttle": "rateLimitExceeded", "server-error": "backendError", "auth": "UNAUTHENTICATED",
+            "mismatch": "ALREADY_EXISTS", "price": "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "unknown-pool": "RESOURCE_NOT_FOUND"}),
+    Vendor("azure", Capabilities(zones=False, interruption_notice_seconds=30), _guid,
+           {"capacity": "AllocationFailed", "quota": "OperationNotAllowed", "throttle": "TooManyRequests",
+            "server-error": "InternalServerError", "auth": "AuthenticationFailed",
+            "mismatch": "Conflict", "price": "OverconstrainedAllocationRequest", "unknown-pool": "SkuNotAvailable"}),
+    Vendor("vast", Capabilities(zones=False, bidding=True, stop_start=True, interruption_notice_seconds=0),
+           _numeric_id(8),
+           {"capacity": "no_such_ask", "quota": "insufficient_credit", "throttle": "rate_limit_exceeded",
+            "server-error": "server_error", "auth": "auth_error", "mismatch": "invalid_args",
+            "price": "invalid_price", "unknown-pool": "no_such_ask"}, hazard_per_hour=0.05),
+    Vendor("lambda", Capabilities(spot=False, zones=False), _hex32,
+           {"capacity": "instance-operations/launch/insufficient-capacity", "quota": "global/quota-exceeded",
+            "throttle": "global/too-many-requests", "server-error": "global/unknown",
+            "auth": "global/invalid-api-key", "mismatch": "global/invalid-parameters",
+            "price": "global/invalid-parameters", "unknown-pool": "global/object-does-not-exist"}),
+    Vendor("runpod", Capabilities(zones=True, interruption_notice_seconds=5), _pod_id,
+           {"capacity": "SUPPLY_CONSTRAINT", "quota": "SPEND_LIMIT_REACHED", "throttle": "TOO_MANY_REQUESTS",
+            "server-error": "INTERNAL_SERVER_ERROR", "auth": "UNAUTHENTICATED", "mismatch": "BAD_USER_INPUT",
+            "price": "BID_TOO_LOW", "unknown-pool": "GPU_TYPE_NOT_FOUND"}, hazard_per_hour=0.03),
+)}
