@@ -1,0 +1,293 @@
+"""The embedded SQLite state store (WAL, busy timeout, one transaction per write).
+
+Thread-safe: one connection guarded by a lock, so the executor's launch threads can
+record results concurrently. Every sqlite error surfaces as ``StateError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Collection, Iterable, Iterator, Sequence, TypeVar
+
+from fleet.errors import FleetLockedError, FleetNotFoundError
+from fleet.model import TAG_PLAN, Instance, Plan
+from fleet.state import db, owner
+from fleet.state.records import (
+    BlockRecord,
+    EventRecord,
+    FleetRecord,
+    InstanceRecord,
+    LaunchRecord,
+    LaunchStatus,
+    LockInfo,
+)
+
+T = TypeVar("T")
+KIND_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+LOCK_TTL_SECONDS = 900.0
+
+
+def _locked(fn: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(fn)
+    def wrapper(self: "SQLiteStore", *args: Any, **kwargs: Any) -> T:
+        with self._mutex, db.translated(self.path):
+            return fn(self, *args, **kwargs)
+    return wrapper
+
+
+class SQLiteStore:
+    """``StateStore`` on one SQLite file; see ``fleet.state.StateStore`` for the contract."""
+
+    def __init__(self, path: Path, *, create: bool = True):
+        self.path = path
+        self.url = str(path)
+        self._mutex = threading.RLock()
+        self._conn = db.connect(path, create=create)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._conn.close()
+
+    def _tx(self) -> contextlib.AbstractContextManager[Any]:
+        return db.transaction(self._conn)
+
+    def _all(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, args).fetchall()
+
+    # ---- fleets ----------------------------------------------------------------------
+    @_locked
+    def save_fleet(self, name: str, *, status: str, spec_json: str | None = None, spec_hash: str = "",
+                   backend: str = "") -> FleetRecord:
+        now = time.time()
+        with self._tx():
+            self._conn.execute(
+                "INSERT INTO fleets (name, status, spec_json, spec_hash, backend, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET status = excluded.status,"
+                " spec_json = COALESCE(excluded.spec_json, spec_json),"
+                " spec_hash = CASE WHEN excluded.spec_json IS NULL THEN spec_hash ELSE excluded.spec_hash END,"
+                " backend = CASE WHEN excluded.backend = '' THEN backend ELSE excluded.backend END,"
+                " updated_at = excluded.updated_at",
+                (name, status, spec_json, spec_hash, backend, now, now))
+        return self.get_fleet(name)
+
+    @_locked
+    def set_status(self, name: str, status: str) -> None:
+        with self._tx():
+            cur = self._conn.execute("UPDATE fleets SET status = ?, updated_at = ? WHERE name = ?",
+                                     (status, time.time(), name))
+        if cur.rowcount == 0:
+            raise self._not_found(name)
+
+    @_locked
+    def find_fleet(self, name: str) -> FleetRecord | None:
+        rows = self._all("SELECT name, status, spec_json, spec_hash, backend, created_at, updated_at"
+                         " FROM fleets WHERE name = ?", (name,))
+        return FleetRecord(*rows[0]) if rows else None
+
+    def get_fleet(self, name: str) -> FleetRecord:
+        record = self.find_fleet(name)
+        if record is None:
+            raise self._not_found(name)
+        return record
+
+    def _not_found(self, name: str) -> FleetNotFoundError:
+        known = [f.name for f in self.list_fleets()]
+        hint = f"known fleets: {', '.join(known)}" if known else "no fleets are recorded yet"
+        return FleetNotFoundError(f"no fleet named {name!r} in {self.path} ({hint}); "
+                                  "create it with `fleet up SPEC`, or `fleet repair --spec SPEC` if it runs")
+
+    @_locked
+    def list_fleets(self) -> list[FleetRecord]:
+        return [FleetRecord(*r) for r in self._all(
+            "SELECT name, status, spec_json, spec_hash, backend, created_at, updated_at FROM fleets ORDER BY name")]
+
+    # ---- plans -----------------------------------------------------------------------
+    @_locked
+    def save_plan(self, plan: Plan) -> None:
+        with self._tx():
+            self._conn.execute("INSERT OR IGNORE INTO plans (fleet, id, body, created_at) VALUES (?, ?, ?, ?)",
+                               (plan.fleet, plan.id, plan.to_json(), time.time()))
+
+    @_locked
+    def mark_plan_applied(self, fleet: str, plan_id: str) -> None:
+        with self._tx():
+            self._conn.execute("UPDATE plans SET applied_at = ? WHERE fleet = ? AND id = ?",
+                               (time.time(), fleet, plan_id))
+
+    @_locked
+    def latest_plan(self, fleet: str, *, applied_only: bool = False) -> Plan | None:
+        where = " AND applied_at IS NOT NULL" if applied_only else ""
+        order = "applied_at" if applied_only else "created_at"
+        rows = self._all(f"SELECT body FROM plans WHERE fleet = ?{where} ORDER BY {order} DESC, rowid DESC LIMIT 1",
+                         (fleet,))
+        return Plan.from_json(rows[0][0]) if rows else None
+
+    # ---- launches --------------------------------------------------------------------
+    @_locked
+    def begin_launch(self, fleet: str, plan_id: str, pool: str, count: int,
+                     token_for: Callable[[int], str]) -> LaunchRecord:
+        """Allocate the next sequence number for (fleet, plan, pool) and record the launch
+        with its token, committed before the caller talks to the provider."""
+        with self._tx():
+            row = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM launches WHERE fleet = ? AND plan_id = ?"
+                                     " AND pool = ?", (fleet, plan_id, pool)).fetchone()
+            seq = int(row[0]) + 1
+            cur = self._conn.execute(
+                "INSERT INTO launches (fleet, plan_id, pool, seq, token, count, status, requested_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (fleet, plan_id, pool, seq, token_for(seq), count, LaunchStatus.REQUESTED, time.time()))
+            launch_id = cur.lastrowid
+        return self._launch(launch_id)
+
+    @_locked
+    def finish_launch(self, launch_id: int, *, status: str, launched: int, error_kind: str = "",
+                      error_message: str = "") -> None:
+        with self._tx():
+            self._conn.execute("UPDATE launches SET status = ?, launched = ?, error_kind = ?, error_message = ?,"
+                               " finished_at = ? WHERE id = ?",
+                               (status, launched, error_kind, error_message, time.time(), launch_id))
+
+    def _launch(self, launch_id: int | None) -> LaunchRecord:
+        return LaunchRecord(*self._all(f"SELECT {_LAUNCH_COLS} FROM launches WHERE id = ?", (launch_id,))[0])
+
+    @_locked
+    def launches(self, fleet: str, *, status: str | None = None) -> list[LaunchRecord]:
+        where, args = ("AND status = ?", (fleet, status)) if status else ("", (fleet,))
+        return [LaunchRecord(*r) for r in
+                self._all(f"SELECT {_LAUNCH_COLS} FROM launches WHERE fleet = ? {where} ORDER BY id", args)]
+
+    # ---- instances (cost accrual inputs) ---------------------------------------------
+    @_locked
+    def record_instances(self, fleet: str, instances: Iterable[Instance], *,
+                         on_demand_prices: dict[str, float] | None = None, plan_id: str = "") -> int:
+        """Insert instances not yet recorded (existing rows are kept); returns how many were new."""
+        prices = on_demand_prices or {}
+        rows = [(fleet, i.id, i.pool.id, i.pool.market.value, i.accelerator, i.gpus, i.price_per_hour,
+                 prices.get(i.pool.id), i.launched_at, i.tags.get(TAG_PLAN, plan_id)) for i in instances]
+        with self._tx():
+            before = self._conn.total_changes
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO instances (fleet, id, pool, market, accelerator, gpus, price_per_hour,"
+                " on_demand_price, launched_at, plan_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            return self._conn.total_changes - before
+
+    @_locked
+    def end_instances(self, fleet: str, ended: dict[str, tuple[float, str]]) -> None:
+        """Mark instances ended: ``{id: (ended_at, reason)}``; already-ended rows keep their first end."""
+        with self._tx():
+            self._conn.executemany(
+                "UPDATE instances SET ended_at = ?, end_reason = ? WHERE fleet = ? AND id = ? AND ended_at IS NULL",
+                [(ts, reason, fleet, iid) for iid, (ts, reason) in ended.items()])
+
+    @_locked
+    def instances(self, fleet: str, *, alive_only: bool = False) -> list[InstanceRecord]:
+        where = " AND ended_at IS NULL" if alive_only else ""
+        return [InstanceRecord(*r) for r in self._all(
+            f"SELECT {_INSTANCE_COLS} FROM instances WHERE fleet = ?{where} ORDER BY launched_at, id", (fleet,))]
+
+    # ---- events ----------------------------------------------------------------------
+    @_locked
+    def record_event(self, fleet: str, kind: str, *, instance_id: str = "", pool: str = "",
+                     detail: dict[str, Any] | None = None, ts: float | None = None) -> None:
+        self.record_events([(fleet, kind, instance_id, pool, detail, ts)])
+
+    @_locked
+    def record_events(self, events: Iterable[tuple[str, str, str, str, dict[str, Any] | None, float | None]]) -> None:
+        """Many events in one transaction: ``(fleet, kind, instance_id, pool, detail, ts)``."""
+        rows = []
+        for fleet, kind, instance_id, pool, detail, ts in events:
+            if not KIND_RE.match(kind):
+                raise ValueError(f"event kind {kind!r}: use lowercase letters, digits and dashes")
+            rows.append((fleet, time.time() if ts is None else ts, kind, instance_id, pool,
+                         json.dumps(detail or {}, sort_keys=True, default=str)))
+        with self._tx():
+            self._conn.executemany("INSERT INTO events (fleet, ts, kind, instance_id, pool, detail)"
+                                   " VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    @_locked
+    def events(self, fleet: str, *, kinds: Collection[str] = ()) -> list[EventRecord]:
+        where, args = "", [fleet]
+        if kinds:
+            where = f" AND kind IN ({', '.join('?' * len(kinds))})"
+            args += list(kinds)
+        return [EventRecord(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in self._all(
+            f"SELECT id, fleet, ts, kind, instance_id, pool, detail FROM events WHERE fleet = ?{where}"
+            " ORDER BY ts, id", args)]
+
+    # ---- blocked pools ---------------------------------------------------------------
+    @_locked
+    def block(self, prefix: str, *, until: float, reason: str) -> None:
+        """Block a pool-id prefix until ``until``; an existing longer block is kept."""
+        with self._tx():
+            self._conn.execute(
+                "INSERT INTO blocked_pools (prefix, until, reason, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(prefix) DO UPDATE SET reason = excluded.reason, until = MAX(until, excluded.until)",
+                (prefix, until, reason, time.time()))
+
+    @_locked
+    def blocks(self) -> list[BlockRecord]:
+        return [BlockRecord(*r) for r in self._all("SELECT prefix, until, reason, created_at FROM blocked_pools"
+                                                   " ORDER BY prefix")]
+
+    @_locked
+    def unblock(self, prefixes: Collection[str]) -> None:
+        with self._tx():
+            self._conn.executemany("DELETE FROM blocked_pools WHERE prefix = ?", [(p,) for p in prefixes])
+
+    # ---- per-fleet lock --------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self, fleet: str, command: str, *, ttl: float = LOCK_TTL_SECONDS) -> Iterator[LockInfo]:
+        """Hold ``fleet``'s lock for the block; raises ``FleetLockedError`` naming the holder."""
+        info = self.acquire_lock(fleet, command, ttl=ttl)
+        try:
+            yield info
+        finally:
+            self.release_lock(fleet)
+
+    @_locked
+    def acquire_lock(self, fleet: str, command: str, *, ttl: float = LOCK_TTL_SECONDS) -> LockInfo:
+        me, pid, host = owner.current_owner()
+        now = time.time()
+        with self._tx():
+            row = self._conn.execute(f"SELECT {_LOCK_COLS} FROM locks WHERE fleet = ?", (fleet,)).fetchone()
+            if row is not None:
+                held = LockInfo(*row)
+                if held.owner != me and held.expires_at > now and owner.is_alive(held.owner) is not False:
+                    raise FleetLockedError(
+                        f"fleet {fleet!r} is busy: {held.describe()} holds its lock since "
+                        f"{time.strftime('%H:%M:%S', time.localtime(held.acquired_at))}; wait for it to finish "
+                        f"(a lock of a vanished process expires at "
+                        f"{time.strftime('%H:%M:%S', time.localtime(held.expires_at))})")
+            self._conn.execute(
+                "INSERT OR REPLACE INTO locks (fleet, owner, pid, host, command, acquired_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)", (fleet, me, pid, host, command, now, now + ttl))
+        return LockInfo(fleet, me, pid, host, command, now, now + ttl)
+
+    @_locked
+    def refresh_lock(self, fleet: str, *, ttl: float = LOCK_TTL_SECONDS) -> None:
+        with self._tx():
+            self._conn.execute("UPDATE locks SET expires_at = ? WHERE fleet = ? AND owner = ?",
+                               (time.time() + ttl, fleet, owner.current_owner()[0]))
+
+    @_locked
+    def release_lock(self, fleet: str) -> None:
+        with self._tx():
+            self._conn.execute("DELETE FROM locks WHERE fleet = ? AND owner = ?", (fleet, owner.current_owner()[0]))
+
+    @_locked
+    def lock_holder(self, fleet: str) -> LockInfo | None:
+        row = self._conn.execute(f"SELECT {_LOCK_COLS} FROM locks WHERE fleet = ?", (fleet,)).fetchone()
+        return LockInfo(*row) if row else None
+
+
+_LAUNCH_COLS = ("id, fleet, plan_id, pool, seq, token, count, status, launched, error_kind, error_message,"
+                " requested_at, finished_at")
+_INSTANCE_COLS = ("fleet, id, pool, market, accelerator, gpus, price_per_hour, launched_at, on_demand_price,"
+                  " ended_at, end_reason, plan_id")
+_LOCK_COLS = "fleet, owner, pid, host, command, acquired_at, expires_at"
