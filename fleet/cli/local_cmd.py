@@ -1,0 +1,216 @@
+"""``fleet local ...``: watch and poke the embedded simulated cloud.
+
+The cloud lives in ``$SPOTFLEET_LOCAL_CLOUD`` or ``<home>/localcloud``; commands that
+change it create it (with default settings) when it does not exist yet.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from datetime import datetime, timezone
+
+import click
+from rich.table import Table
+
+from fleet.cli.app import App, json_option, pass_app
+from fleet.errors import FleetError
+from fleet.model import Instance
+from providers.local import LocalCloud
+from providers.local.vendors import FAULT_KINDS
+from providers.registry import local_cloud_root
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``; FleetError otherwise."""
+    compact = text.strip().lower().replace(" ", "")
+    parts = _DURATION.findall(compact)
+    if not compact or "".join(n + u for n, u in parts) != compact or any(not u for _, u in parts[:-1]):
+        raise FleetError(f"cannot read duration {text!r}; use seconds or units s/m/h/d, e.g. 90s, 15m, 2h, 1h30m")
+    return sum(float(n) * _UNITS[u or "s"] for n, u in parts)
+
+
+def _cloud(app: App) -> LocalCloud:
+    return LocalCloud.open(local_cloud_root(app.home))
+
+
+def _sim_time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds >= 86400:
+        return f"{seconds // 86400}d{seconds % 86400 // 3600}h"
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _summary(cloud: LocalCloud, everything: bool) -> dict:
+    instances = cloud.all_instances(alive_only=not everything)
+    all_rows = instances if everything else cloud.all_instances()
+    counts = Counter(i.state.value for i in all_rows)
+    now = cloud.now()
+    return {
+        "root": str(cloud.root), "now": now, "elapsed_seconds": now - cloud.start,
+        "time_scale": cloud.time_scale, "seed": cloud.seed,
+        "counts": dict(sorted(counts.items())), "foreign": sum(1 for i in all_rows if not i.fleet and i.state.alive),
+        "faults": cloud.faults(), "capacity_overrides": cloud.capacity_overrides(),
+        "instances": [i.model_dump(mode="json") for i in instances],
+    }
+
+
+def _render(app: App, data: dict) -> None:
+    counts = data["counts"]
+    alive = counts.get("pending", 0) + counts.get("running", 0)
+    app.console.print(
+        f"[bold]local cloud[/] {data['root']}\n"
+        f"simulated time {_sim_time(data['now'])} UTC ({_age(data['elapsed_seconds'])} since start, "
+        f"x{data['time_scale']:g}, seed {data['seed']})\n"
+        f"instances: {alive} alive ({counts.get('pending', 0)} pending, {data['foreign']} foreign), "
+        f"{counts.get('preempted', 0)} preempted, {counts.get('terminated', 0)} terminated")
+    for f in data["faults"]:
+        app.console.print(f"fault: next {f['remaining']} launch(es) into {f['prefix']}* get [yellow]{f['kind']}[/]")
+    for pool, n in data["capacity_overrides"].items():
+        app.console.print(f"capacity pinned: {pool} = {n}")
+    if not data["instances"]:
+        return
+    table = Table(title_justify="left")
+    for col in ("id", "fleet", "pool", "state", "age", "$/h"):
+        table.add_column(col, justify="right" if col in ("age", "$/h") else "left", no_wrap=col == "id")
+    for raw in data["instances"]:
+        inst = Instance.model_validate(raw)
+        end = inst.ended_at if inst.ended_at is not None else data["now"]
+        table.add_row(inst.id, inst.fleet or "[dim](foreign)[/]", inst.pool.id, inst.state.value,
+                      _age(end - inst.launched_at), f"{inst.price_per_hour:.2f}")
+    app.console.print(table)
+
+
+@click.group("local")
+def command() -> None:
+    """Watch and poke the embedded simulated cloud (backend: local)."""
+
+
+@command.command("status")
+@click.option("--all", "everything", is_flag=True, help="Include preempted and terminated instances.")
+@click.option("--watch", type=float, default=None, metavar="SECONDS",
+              help="Refresh every SECONDS (keeps the simulated cloud ticking: notices, preemptions).")
+@json_option
+@pass_app
+def status(app: App, everything: bool, watch: float | None, as_json: bool) -> None:
+    """Simulated time, instances, pending faults."""
+    root = local_cloud_root(app.home)
+    if not LocalCloud.exists(root):
+        if as_json:
+            app.emit_json({"root": str(root), "exists": False})
+        else:
+            app.console.print(f"no local cloud at {root} yet; `fleet up` with `backend: local` creates one")
+        return
+    cloud = LocalCloud.open(root)
+    if as_json:
+        app.emit_json({"exists": True, **_summary(cloud, everything)})
+        return
+    if watch is None:
+        _render(app, _summary(cloud, everything))
+        return
+    if watch <= 0:
+        raise FleetError(f"--watch needs a positive number of seconds (got {watch})")
+    try:
+        while True:
+            app.console.clear()
+            _render(app, _summary(cloud, everything))
+            time.sleep(watch)
+    except KeyboardInterrupt:
+        pass
+
+
+@command.command("reset")
+@click.option("--time-scale", type=click.FloatRange(min=0), default=None,
+              help="Simulated seconds per real second (default: keep; 60 = one hour per minute; 0 = frozen).")
+@click.option("--seed", type=int, default=None, help="Market seed (default: keep).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@pass_app
+def reset(app: App, time_scale: float | None, seed: int | None, yes: bool, as_json: bool) -> None:
+    """Delete every simulated instance, fault, notice and bucket; start a fresh cloud."""
+    root = local_cloud_root(app.home)
+    if LocalCloud.exists(root) and not yes:
+        click.confirm(f"Delete the simulated cloud at {root} (all its instances and buckets)?", abort=True)
+    cloud = LocalCloud.reset(root, time_scale=time_scale, seed=seed)
+    if as_json:
+        app.emit_json({"root": str(cloud.root), "time_scale": cloud.time_scale, "seed": cloud.seed})
+    else:
+        app.console.print(f"fresh local cloud at {cloud.root} (x{cloud.time_scale:g}, seed {cloud.seed})")
+
+
+@command.command("preempt")
+@click.argument("instance_id")
+@click.option("--notice", is_flag=True, help="Write the notice now and preempt after the vendor's notice window.")
+@json_option
+@pass_app
+def preempt(app: App, instance_id: str, notice: bool, as_json: bool) -> None:
+    """Take an instance back, as the provider would."""
+    inst = _cloud(app).preempt(instance_id, notice=notice)
+    if as_json:
+        app.emit_json(inst.model_dump(mode="json"))
+    elif inst.state.alive:
+        app.console.print(f"{inst.id}: notice written; preempted in {inst.pool.provider}'s notice window")
+    else:
+        app.console.print(f"{inst.id}: preempted")
+
+
+@command.command("advance")
+@click.argument("duration")
+@json_option
+@pass_app
+def advance(app: App, duration: str, as_json: bool) -> None:
+    """Move the simulated clock forward (90s, 15m, 2h, 1d, 1h30m)."""
+    cloud = _cloud(app)
+    before = {i.id for i in cloud.all_instances(alive_only=True)}
+    now = cloud.advance(parse_duration(duration))
+    gone = sorted(before - {i.id for i in cloud.all_instances(alive_only=True)})
+    if as_json:
+        app.emit_json({"now": now, "elapsed_seconds": now - cloud.start, "ended": gone})
+    else:
+        app.console.print(f"simulated time {_sim_time(now)} UTC; {len(gone)} instance(s) ended")
+
+
+@command.command("inject")
+@click.argument("pool")
+@click.argument("kind", type=click.Choice(FAULT_KINDS))
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many launches the fault affects.")
+@pass_app
+def inject(app: App, pool: str, kind: str, count: int) -> None:
+    """Make the next COUNT launches into pools starting with POOL fail with KIND."""
+    _cloud(app).inject_fault(pool, kind, count)
+    app.console.print(f"next {count} launch(es) into {pool}* get {kind}")
+
+
+@command.command("foreign")
+@click.argument("pool")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@json_option
+@pass_app
+def foreign(app: App, pool: str, count: int, as_json: bool) -> None:
+    """Start instances that belong to no fleet (spotfleet must never touch them)."""
+    made = _cloud(app).launch_foreign(pool, count)
+    if as_json:
+        app.emit_json([i.model_dump(mode="json") for i in made])
+    else:
+        app.console.print(f"started {len(made)} foreign instance(s): {' '.join(i.id for i in made)}")
+
+
+@command.command("capacity")
+@click.argument("pool")
+@click.argument("count", type=click.IntRange(min=0))
+@pass_app
+def capacity(app: App, pool: str, count: int) -> None:
+    """Pin POOL's capacity to COUNT instances (spot pools still follow their trace)."""
+    _cloud(app).set_capacity(pool, count)
+    app.console.print(f"{pool}: capacity {count}")
