@@ -1,0 +1,165 @@
+"""Launching one round of shortfall, pool by pool in parallel (used only by ``fleet.executor``).
+
+Per pool, first every launch a crash left unfinished under the same plan is replayed with
+its own token (the provider returns what that token already created, or creates it now),
+then the remaining shortfall is launched under a fresh token that is recorded in the
+store before the call. Instances a call returns are recorded with ``launched`` events.
+Provider errors become ``LaunchOutcome.error_kind``; nothing here raises ProviderError.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from fleet.errors import (
+    AuthError,
+    NoCapacityError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitedError,
+    TransientProviderError,
+)
+from fleet.model import Instance, LaunchRequest, LaunchResult, Market, NodeConfig, Offer, fleet_tags
+from fleet.reconcile import Observation
+from fleet.state import EventKind, LaunchRecord, LaunchStatus, StateStore
+from providers.base import Provider
+
+#: Exception class -> error kind (the first match wins; LaunchResult uses the same words).
+ERROR_KINDS: tuple[tuple[type[ProviderError], str], ...] = (
+    (NoCapacityError, "capacity"), (QuotaExceededError, "quota"), (AuthError, "auth"),
+    (RateLimitedError, "rate-limit"), (TransientProviderError, "transient"),
+)
+#: Kinds whose launch stays replayable with the same token on the next run.
+RETRYABLE = frozenset({"rate-limit", "transient"})
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step, for a progress display: ``kind`` is round|launch|launched|terminate|block|replan|note."""
+
+    kind: str
+    pool: str = ""
+    count: int = 0
+    total: int = 0
+    message: str = ""
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass
+class LaunchOutcome:
+    """What one pool's launches in one round produced."""
+
+    pool: str
+    requested: int
+    instances: list[Instance] = field(default_factory=list)   # newly alive, ours
+    error_kind: str = ""
+    error_code: str = ""
+    error_message: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"pool": self.pool, "requested": self.requested, "launched": len(self.instances),
+                "error_kind": self.error_kind, "error_code": self.error_code, "error_message": self.error_message}
+
+
+def error_kind(err: ProviderError) -> str:
+    for cls, kind in ERROR_KINDS:
+        if isinstance(err, cls):
+            return kind
+    return "error"
+
+
+class PoolLauncher:
+    """Launches shortfall for one fleet; ``token(fleet, plan_id, pool, seq)`` names each launch."""
+
+    def __init__(self, fleet: str, providers: Mapping[str, Provider], store: StateStore, *,
+                 token: Callable[[str, str, str, int], str], say: ProgressFn,
+                 node: NodeConfig | None = None):
+        self.fleet = fleet
+        self.providers = providers
+        self.store = store
+        self.token = token
+        self.say = say
+        self.node = node or NodeConfig()
+
+    def run(self, plan_id: str, desired: Mapping[str, int], offers: Mapping[str, Offer], obs: Observation, *,
+            replay: bool, max_workers: int) -> list[LaunchOutcome]:
+        counts = obs.counts()
+        pending = self._pending(plan_id, desired, counts, obs) if replay else {}
+        jobs = []
+        for pool_id, want in sorted(desired.items()):
+            short = want - counts.get(pool_id, 0)
+            provider = pool_id.split("/", 1)[0]
+            if short <= 0 or not obs.listed(provider):
+                continue
+            jobs.append((pool_id, short, offers[pool_id], pending.get(pool_id, [])))
+        for pool_id, short, _, _ in jobs:
+            self.say(Progress("launch", pool=pool_id, count=short, message=f"launching {short}"))
+        if not jobs:
+            return []
+        known = {i.id for i in obs.instances}
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs)))) as ex:
+            return list(ex.map(lambda job: self._pool(plan_id, *job, known=known), jobs))
+
+    def _pending(self, plan_id: str, desired: Mapping[str, int], counts: Mapping[str, int],
+                 obs: Observation) -> dict[str, list[LaunchRecord]]:
+        """Unfinished launches to replay, by pool; the rest (other plans, unwanted pools) are abandoned."""
+        out: dict[str, list[LaunchRecord]] = {}
+        for launch in self.store.launches(self.fleet, status=LaunchStatus.REQUESTED):
+            if not obs.listed(launch.pool.split("/", 1)[0]):
+                continue
+            if launch.plan_id == plan_id and desired.get(launch.pool, 0) > counts.get(launch.pool, 0):
+                out.setdefault(launch.pool, []).append(launch)
+            else:
+                self.store.finish_launch(launch.id, status=LaunchStatus.ABANDONED, launched=0,
+                                         error_message="left unfinished by an earlier run; its pool needs no more")
+        return out
+
+    def _pool(self, plan_id: str, pool_id: str, short: int, offer: Offer, replays: list[LaunchRecord], *,
+              known: set[str]) -> LaunchOutcome:
+        outcome = LaunchOutcome(pool=pool_id, requested=short)
+        provider = self.providers.get(offer.pool.provider)
+        if provider is None:
+            outcome.error_kind, outcome.error_message = "error", f"no provider {offer.pool.provider!r} configured"
+            return outcome
+        for launch in replays:
+            self._call(provider, plan_id, offer, launch, outcome, known)
+            if outcome.error_kind:
+                break
+        remaining = short - len(outcome.instances)
+        if remaining > 0 and not outcome.error_kind:
+            launch = self.store.begin_launch(self.fleet, plan_id, pool_id, remaining,
+                                             lambda seq: self.token(self.fleet, plan_id, pool_id, seq))
+            self._call(provider, plan_id, offer, launch, outcome, known)
+        self.say(Progress("launched", pool=pool_id, count=len(outcome.instances), total=short,
+                          message=outcome.error_message))
+        return outcome
+
+    def _call(self, provider: Provider, plan_id: str, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome,
+              known: set[str]) -> None:
+        request = LaunchRequest(fleet=self.fleet, offer=offer, count=launch.count, token=launch.token,
+                                tags=fleet_tags(self.fleet, offer.pool, plan_id), node=self.node)
+        try:
+            result: LaunchResult = provider.launch(request)
+        except ProviderError as err:
+            kind = error_kind(err)
+            status = LaunchStatus.REQUESTED if kind in RETRYABLE else LaunchStatus.FAILED
+            self.store.finish_launch(launch.id, status=status, launched=0, error_kind=kind, error_message=str(err))
+            outcome.error_kind, outcome.error_code, outcome.error_message = kind, err.code, str(err)
+            return
+        fresh = [i for i in result.instances if i.state.alive and i.id not in known]
+        known.update(i.id for i in fresh)
+        od = offer.on_demand_price if offer.market is Market.SPOT else offer.price_per_hour
+        self.store.record_instances(self.fleet, fresh, on_demand_prices={offer.pool.id: od} if od else {},
+                                    plan_id=plan_id)
+        self.store.record_events((self.fleet, EventKind.LAUNCHED, i.id, i.pool.id, {"token": launch.token},
+                                  i.launched_at) for i in fresh)
+        self.store.finish_launch(launch.id, status=LaunchStatus.DONE, launched=len(result.instances),
+                                 error_kind=result.error_kind, error_message=result.error_message)
+        outcome.instances.extend(fresh)
+        if result.error_kind:
+            outcome.error_kind, outcome.error_code = result.error_kind, result.error_code
+            outcome.error_message = result.error_message

@@ -1,0 +1,121 @@
+"""Reconciling the state store with what the providers report (the providers are the truth).
+
+``observe`` asks every provider for the fleet's instances (by tag) and its clock;
+``sync`` brings the store in line: instances found by tag but not recorded are added
+(``discovered``), recorded instances a provider no longer reports are ended at the
+observation time (spot: ``preempted``, on-demand: ``lost``). A provider whose listing
+failed is left alone: its instances are neither added nor ended.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from fleet.errors import ProviderError
+from fleet.model import TAG_FLEET, Instance, Market, Plan
+from fleet.state import EventKind, InstanceRecord, StateStore
+from providers.base import Provider
+
+
+@dataclass
+class Observation:
+    """One look at a fleet across providers."""
+
+    fleet: str
+    instances: list[Instance] = field(default_factory=list)   # alive, carrying this fleet's tag
+    now: dict[str, float] = field(default_factory=dict)       # provider -> its clock at the look
+    errors: dict[str, str] = field(default_factory=dict)      # provider -> why listing failed
+
+    def counts(self) -> dict[str, int]:
+        """Alive instances per pool id."""
+        out: dict[str, int] = {}
+        for inst in self.instances:
+            out[inst.pool.id] = out.get(inst.pool.id, 0) + 1
+        return out
+
+    def by_pool(self) -> dict[str, list[Instance]]:
+        out: dict[str, list[Instance]] = {}
+        for inst in self.instances:
+            out.setdefault(inst.pool.id, []).append(inst)
+        return out
+
+    def listed(self, provider: str) -> bool:
+        """Whether ``provider`` answered (its counts can be trusted)."""
+        return provider in self.now
+
+    def clock(self, provider: str) -> float:
+        if provider in self.now:
+            return self.now[provider]
+        return max(self.now.values()) if self.now else 0.0
+
+
+@dataclass
+class SyncResult:
+    discovered: list[Instance] = field(default_factory=list)
+    ended: list[tuple[InstanceRecord, str]] = field(default_factory=list)   # (record, reason)
+
+
+def observe(providers: Mapping[str, Provider], fleet: str) -> Observation:
+    """List ``fleet``'s alive instances on every provider, in parallel; never raises ProviderError."""
+    obs = Observation(fleet)
+
+    def look(item: tuple[str, Provider]) -> tuple[str, float | None, list[Instance], str]:
+        name, provider = item
+        try:
+            found = provider.list_instances(fleet)
+            return name, provider.now(), found, ""
+        except ProviderError as err:
+            return name, None, [], str(err)
+
+    items = sorted(providers.items())
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(items)))) as pool:
+        for name, now, found, error in pool.map(look, items):
+            if now is None:
+                obs.errors[name] = error
+                continue
+            obs.now[name] = now
+            # defence in depth: a provider must only return tagged instances, but never trust it
+            obs.instances.extend(i for i in found if i.tags.get(TAG_FLEET) == fleet and i.state.alive)
+    return obs
+
+
+def on_demand_prices(plans: list[Plan | None]) -> dict[str, float]:
+    """Pool id -> on-demand price of the same instance type, from the plans' offers."""
+    out: dict[str, float] = {}
+    for plan in plans:
+        for a in plan.allocations if plan else ():
+            o = a.offer
+            price = o.price_per_hour if o.market is Market.ON_DEMAND else o.on_demand_price
+            if price is not None:
+                out[o.pool.id] = price
+    return out
+
+
+def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None = None) -> SyncResult:
+    """Record what ``obs`` shows: new instances are added, vanished ones ended (see module doc)."""
+    fleet = obs.fleet
+    recorded = {r.id: r for r in store.instances(fleet, alive_only=True)}
+    seen = {i.id for i in obs.instances}
+    result = SyncResult()
+    fresh = [i for i in obs.instances if i.id not in recorded]
+    if fresh:   # ignore ids recorded as ended: an instance is ended once
+        ever = {r.id for r in store.instances(fleet)}
+        fresh = [i for i in fresh if i.id not in ever]
+    if fresh:
+        store.record_instances(fleet, fresh, on_demand_prices=prices)
+        store.record_events((fleet, EventKind.DISCOVERED, i.id, i.pool.id, {"state": i.state.value}, i.launched_at)
+                            for i in fresh)
+        result.discovered = fresh
+    ended: dict[str, tuple[float, str]] = {}
+    for rid, rec in recorded.items():
+        if rid in seen or not obs.listed(rec.provider):
+            continue
+        reason = EventKind.PREEMPTED if rec.market == Market.SPOT.value else EventKind.LOST
+        ended[rid] = (obs.clock(rec.provider), reason)
+        result.ended.append((rec, reason))
+    if ended:
+        store.end_instances(fleet, ended)
+        store.record_events((fleet, reason, rid, recorded[rid].pool, None, ts) for rid, (ts, reason) in ended.items())
+    return result
