@@ -17,6 +17,7 @@ cloud keeps them, ``reset`` starts a fresh cloud with new ones.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sqlite3
 import time
@@ -30,6 +31,8 @@ from providers.local.market import SpotMarket
 from providers.local.vendors import FAULT_KINDS, VENDORS
 
 DB_NAME = "cloud.db"
+DEFAULT_TIME_SCALE = 60.0
+log = logging.getLogger(__name__)
 FOREIGN_TAGS = {"Name": "not-managed-by-spotfleet", "owner": "someone-else"}
 
 
@@ -45,22 +48,24 @@ class LocalCloud:
         self.time_scale = float(settings["time_scale"])
         self.seed = int(settings["seed"])
         self.run_nodes = settings.get("run_nodes") == "1"
-        self.market = SpotMarket(self.seed)
+        self.market = SpotMarket.for_seed(self.seed)
         self.notices = root / "notices"
         self.buckets = root / "buckets"
         self._providers: dict[str, object] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
     @classmethod
-    def open(cls, root: Path, *, time_scale: float | None = 60.0, seed: int | None = 0,
+    def open(cls, root: Path, *, time_scale: float | None = None, seed: int | None = None,
              run_nodes: bool = False) -> "LocalCloud":
-        """Open the cloud at ``root``, creating it with these settings if it does not exist.
+        """Open the cloud at ``root``, creating it if it does not exist.
 
-        ``time_scale`` is simulated seconds per real second (0 freezes the clock: only
-        ``advance`` moves it). Raises FleetError for bad settings or an unreadable file.
+        ``time_scale`` is simulated seconds per real second (default 60: one simulated
+        hour per real minute; 0 freezes the clock so only ``advance`` moves it) and
+        ``seed`` drives the market; both apply when the cloud is created. An existing
+        cloud keeps its own and logs a warning when asked for different ones.
+        Raises FleetError for bad settings or an unreadable cloud file.
         """
-        time_scale = 60.0 if time_scale is None else float(time_scale)
-        if time_scale < 0:
+        if time_scale is not None and time_scale < 0:
             raise FleetError(f"local cloud time scale must be >= 0 (got {time_scale}); "
                              "60 means one simulated hour per real minute")
         root = Path(root).expanduser().absolute()
@@ -70,12 +75,25 @@ class LocalCloud:
             raise FleetError(f"cannot create the local cloud directory {root}: {err.strerror}") from err
         db = Database(root / DB_NAME)
         real = time.time()
+        wanted = {"time_scale": repr(DEFAULT_TIME_SCALE if time_scale is None else float(time_scale)),
+                  "seed": str(int(seed or 0)), "run_nodes": "1" if run_nodes else "0"}
         with db.write() as conn:
             for key, value in (("created", repr(real)), ("start", repr(float(int(real)))),
-                               ("time_scale", repr(time_scale)), ("seed", str(int(seed or 0))),
-                               ("offset", "0.0"), ("run_nodes", "1" if run_nodes else "0")):
+                               ("offset", "0.0"), *wanted.items()):
                 conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
-        return cls(root, db)
+        cloud = cls(root, db)
+        asked = {"time_scale": time_scale, "seed": seed}
+        kept = {"time_scale": cloud.time_scale, "seed": cloud.seed}
+        for key, value in asked.items():
+            if value is not None and float(value) != float(kept[key]):
+                log.warning("the local cloud at %s keeps its %s %s (asked for %s); "
+                            "`fleet local reset --%s %s` starts a fresh cloud with it",
+                            root, key.replace("_", " "), kept[key], value, key.replace("_", "-"), value)
+        return cloud
+
+    @staticmethod
+    def exists(root: Path) -> bool:
+        return (Path(root).expanduser() / DB_NAME).exists()
 
     @classmethod
     def reset(cls, root: Path, *, time_scale: float | None = None, seed: int | None = None,
@@ -97,7 +115,7 @@ class LocalCloud:
         for sub in ("notices", "buckets", "nodes"):
             shutil.rmtree(root / sub, ignore_errors=True)
         return cls.open(root,
-                        time_scale=time_scale if time_scale is not None else float(old.get("time_scale", 60.0)),
+                        time_scale=time_scale if time_scale is not None else float(old.get("time_scale", DEFAULT_TIME_SCALE)),
                         seed=seed if seed is not None else int(old.get("seed", 0)),
                         run_nodes=run_nodes if run_nodes is not None else old.get("run_nodes") == "1")
 

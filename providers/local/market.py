@@ -16,7 +16,7 @@ import hashlib
 import math
 import random
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from fleet.catalog import snapshot_offers
 from fleet.model import InterruptionSource, Market, Offer
@@ -98,6 +98,12 @@ class SpotMarket:
     def __init__(self, seed: int):
         self.seed = seed
         self._models: dict[str, PoolModel] = {}
+
+    @staticmethod
+    @lru_cache(maxsize=8)
+    def for_seed(seed: int) -> "SpotMarket":
+        """A shared market per seed (markets are immutable once built)."""
+        return SpotMarket(seed)
 
     @cached_property
     def _offers(self) -> dict[str, Offer]:
