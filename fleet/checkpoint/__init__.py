@@ -1,0 +1,33 @@
+"""Resumable training: atomic checkpoints in object storage, keep the last N, resume the newest valid.
+
+Quick use on a node (``SPOTFLEET_CHECKPOINT_URI`` is set by the fleet's startup script)::
+
+    from fleet.checkpoint import CheckpointManager, install_signal_handler
+
+    mgr = CheckpointManager(keep_last=3)
+    stop = install_signal_handler()
+    resumed = mgr.load_latest()                     # (state, info) or None
+    ...
+    mgr.save_async(state, step)                     # every N steps; training continues
+    if stop.requested:                              # SIGTERM / SIGUSR1 from the agent
+        mgr.wait(); mgr.save(state, step)           # final synchronous checkpoint
+
+State is a dict of numpy arrays, bytes and plain Python values, stored by a safe serialiser
+that never runs code on load (see :mod:`fleet.checkpoint.codec`); PyTorch modules and
+optimizers go through :mod:`fleet.checkpoint.torch` (optional ``torch`` extra).
+"""
+
+from fleet.checkpoint.errors import (CheckpointError, CheckpointExistsError, CorruptCheckpointError,
+                                     UnsupportedStateError)
+from fleet.checkpoint.layout import CheckpointInfo
+from fleet.checkpoint.manager import URI_ENV, CheckpointManager
+from fleet.checkpoint.signals import StopRequest, install_signal_handler
+from fleet.checkpoint.state import DataPosition, capture_rng, restore_rng
+from fleet.checkpoint.stores import ObjectStore, TransferSettings, open_store
+
+__all__ = [
+    "CheckpointError", "CheckpointExistsError", "CheckpointInfo", "CheckpointManager",
+    "CorruptCheckpointError", "DataPosition", "ObjectStore", "StopRequest", "TransferSettings",
+    "URI_ENV", "UnsupportedStateError", "capture_rng", "install_signal_handler", "open_store",
+    "restore_rng",
+]

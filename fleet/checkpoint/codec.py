@@ -1,0 +1,172 @@
+"""A safe serialiser for checkpoint state: JSON structure plus raw array/bytes buffers.
+
+Trust: decoding never runs code (no pickle). A checkpoint read from a bucket someone else can
+write can at worst fail to decode or hold wrong numbers; it cannot execute anything. That is why
+arbitrary Python objects are refused at save time instead of being pickled.
+
+Storable values: ``None``, ``bool``, ``int``, ``float`` (NaN/inf included), ``str``, ``bytes``
+(and ``bytearray``/``memoryview``, read back as ``bytes``), ``list``, ``tuple``, ``dict`` with any
+storable keys, numpy arrays of any non-object dtype and numpy scalars. Arrays come back writable,
+C-ordered, sharing the downloaded buffer (no extra copy).
+
+Layout: ``MAGIC`` | 8-byte little-endian header length | header JSON | blobs, each blob starting
+at a 64-byte aligned offset from the start of the blob area.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import numpy as np
+from numpy.lib import format as npformat
+
+from fleet.checkpoint.errors import CorruptCheckpointError, UnsupportedStateError
+from fleet.checkpoint.payload import Payload
+
+MAGIC = b"SPOTFLEET-CKPT\x00\x01"
+ALIGN = 64
+_HEADER_LEN = struct.Struct("<Q")
+
+
+class _Encoder:
+    def __init__(self) -> None:
+        self.blobs: list[bytes | memoryview] = []
+
+    def blob(self, data: bytes | memoryview) -> int:
+        self.blobs.append(data)
+        return len(self.blobs) - 1
+
+    def tree(self, value: Any, path: str) -> Any:
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+            arr = np.asarray(value)
+            if arr.dtype.hasobject:
+                raise UnsupportedStateError(f"{path}: numpy arrays of Python objects cannot be stored; "
+                                            "use a numeric dtype")
+            node = {"$array": self.blob(arr.tobytes()), "dtype": npformat.dtype_to_descr(arr.dtype),
+                    "shape": list(arr.shape)}
+            if isinstance(value, np.generic):
+                node["scalar"] = True
+            return node
+        if isinstance(value, bytes):
+            return {"$bytes": self.blob(value)}
+        if isinstance(value, (bytearray, memoryview)):
+            return {"$bytes": self.blob(bytes(value))}
+        if isinstance(value, list):
+            return [self.tree(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, tuple):
+            return {"$tuple": [self.tree(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+        if isinstance(value, dict):
+            if all(isinstance(k, str) and not k.startswith("$") for k in value):
+                return {k: self.tree(v, f"{path}[{k!r}]") for k, v in value.items()}
+            return {"$map": [[self.tree(k, f"{path} key {k!r}"), self.tree(v, f"{path}[{k!r}]")]
+                             for k, v in value.items()]}
+        hint = " (use fleet.checkpoint.torch for tensors and modules)" \
+            if type(value).__module__.startswith("torch") else \
+            "; convert it to numpy arrays, bytes or plain Python values"
+        raise UnsupportedStateError(f"{path}: cannot store a value of type "
+                                    f"{type(value).__module__}.{type(value).__qualname__}{hint}")
+
+
+def encode(state: dict[str, Any]) -> Payload:
+    """Snapshot ``state`` into a :class:`Payload` (array data is copied, so callers may mutate on).
+
+    Raises :class:`UnsupportedStateError` naming the path of the first value it cannot store.
+    """
+    if not isinstance(state, dict):
+        raise UnsupportedStateError(f"state: expected a dict, got {type(state).__name__}")
+    enc = _Encoder()
+    tree = enc.tree(state, "state")
+    offsets: list[list[int]] = []
+    chunks: list[bytes | memoryview] = []
+    pos = 0
+    for data in enc.blobs:
+        pad = -pos % ALIGN
+        if pad:
+            chunks.append(bytes(pad))
+            pos += pad
+        n = memoryview(data).nbytes
+        offsets.append([pos, n])
+        chunks.append(data)
+        pos += n
+    header = json.dumps({"version": 1, "tree": tree, "blobs": offsets}, separators=(",", ":")).encode()
+    head = MAGIC + _HEADER_LEN.pack(len(header)) + header
+    head += bytes(-len(head) % ALIGN)
+    return Payload.of([head, *chunks])
+
+
+def decode(buffer: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """Rebuild the state from ``buffer``; raises :class:`CorruptCheckpointError` on malformed input.
+
+    Pass a ``bytearray`` to get writable arrays that share its memory.
+    """
+    view = memoryview(buffer).cast("B")
+    if view[:len(MAGIC)].tobytes() != MAGIC:
+        raise CorruptCheckpointError("not a spotfleet checkpoint (bad magic bytes)")
+    try:
+        (hlen,) = _HEADER_LEN.unpack_from(view, len(MAGIC))
+        start = len(MAGIC) + _HEADER_LEN.size
+        header = json.loads(view[start:start + hlen].tobytes())
+        base = start + hlen
+        base += -base % ALIGN
+        blobs = header["blobs"]
+        return _Decoder(buffer, view, base, blobs).tree(header["tree"])
+    except CorruptCheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, struct.error) as err:
+        raise CorruptCheckpointError(f"malformed checkpoint header: {err}") from err
+
+
+class _Decoder:
+    def __init__(self, buffer: Any, view: memoryview, base: int, blobs: list[list[int]]):
+        self.buffer, self.view, self.base, self.blobs = buffer, view, base, blobs
+
+    def span(self, index: int) -> tuple[int, int]:
+        off, n = self.blobs[index]
+        start = self.base + off
+        if off < 0 or n < 0 or start + n > self.view.nbytes:
+            raise CorruptCheckpointError("checkpoint is shorter than its header says")
+        return start, n
+
+    def tree(self, node: Any) -> Any:
+        if isinstance(node, list):
+            return [self.tree(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if "$array" in node:
+            return self.array(node)
+        if "$bytes" in node:
+            start, n = self.span(node["$bytes"])
+            return self.view[start:start + n].tobytes()
+        if "$tuple" in node:
+            return tuple(self.tree(v) for v in node["$tuple"])
+        if "$map" in node:
+            return {_hashable(self.tree(k)): self.tree(v) for k, v in node["$map"]}
+        return {k: self.tree(v) for k, v in node.items()}
+
+    def array(self, node: dict[str, Any]) -> Any:
+        dtype = npformat.descr_to_dtype(_descr(node["dtype"]))
+        shape = tuple(node["shape"])
+        start, n = self.span(node["$array"])
+        count = int(np.prod(shape, dtype=np.int64))
+        if count * dtype.itemsize != n:
+            raise CorruptCheckpointError("array size does not match its dtype and shape")
+        if n == 0:
+            arr = np.empty(shape, dtype)
+        else:
+            arr = np.frombuffer(self.buffer, dtype=dtype, count=count, offset=start).reshape(shape)
+        return arr[()] if node.get("scalar") else arr
+
+
+def _descr(d: Any) -> Any:
+    """JSON turns the tuples of a structured dtype description into lists; turn them back."""
+    if isinstance(d, list):
+        return [tuple(_descr(x) for x in field) if isinstance(field, list) else field for field in d]
+    return d
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key

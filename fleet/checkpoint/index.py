@@ -1,0 +1,37 @@
+"""What is committed in a store: commit steps and their manifests (reads only)."""
+
+from __future__ import annotations
+
+import logging
+
+from fleet.checkpoint.layout import COMMIT_DIR, CheckpointInfo, commit_key, committed_step
+from fleet.checkpoint.stores.base import ObjectStore
+
+log = logging.getLogger("fleet.checkpoint")
+
+
+def committed_steps(store: ObjectStore) -> list[int]:
+    """Steps that have a commit object, newest first."""
+    steps = {s for key in store.list(COMMIT_DIR) if (s := committed_step(key)) is not None}
+    return sorted(steps, reverse=True)
+
+
+def read_manifest(store: ObjectStore, step: int) -> CheckpointInfo | None:
+    """The manifest of ``step``; None when it vanished (pruned) or is not a valid manifest."""
+    raw = store.read(commit_key(step))
+    if raw is None:
+        return None
+    try:
+        info = CheckpointInfo.from_manifest(raw)
+    except (ValueError, KeyError, TypeError) as err:
+        log.warning("%s: ignoring step %d: unreadable manifest (%s)", store.uri, step, err)
+        return None
+    if info.step != step:
+        log.warning("%s: ignoring step %d: its manifest is for step %d", store.uri, step, info.step)
+        return None
+    return info
+
+
+def data_intact(store: ObjectStore, info: CheckpointInfo) -> bool:
+    """Cheap validity check: the data object exists with the recorded size (no checksum)."""
+    return store.size(info.data_key) == info.size

@@ -1,0 +1,77 @@
+"""Where checkpoints live under a store prefix, and the manifest that commits one.
+
+::
+
+    data/step-000000001200-<token>.ckpt     the serialised state; unique per writer, never overwritten
+    commits/step-000000001200.json          the manifest: created once, only if absent (the commit)
+
+A checkpoint exists for readers exactly when its manifest exists. The manifest names the data
+object and records its size and SHA-256, so a reader can tell a complete, intact checkpoint from
+a truncated or corrupted one. Step numbers are zero-padded so names sort in step order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+
+FORMAT = "spotfleet-checkpoint/1"
+DATA_DIR = "data/"
+COMMIT_DIR = "commits/"
+_STEP_WIDTH = 12
+_COMMIT_RE = re.compile(r"^commits/step-(\d{12})\.json$")
+_ANY_STEP_RE = re.compile(r"^(?:data|commits)/step-(\d{12})")
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One committed checkpoint, as recorded in its manifest."""
+
+    step: int
+    name: str               # "step-000000001200"
+    size: int               # bytes of the data object
+    sha256: str             # hex digest of the data object
+    committed_at: float     # epoch seconds, the writer's clock at commit
+    data_key: str = ""      # the data object, relative to the store prefix
+    writer: str = ""        # "host:pid" of the process that committed it
+
+    def to_manifest(self) -> bytes:
+        return json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode()
+
+    @classmethod
+    def from_manifest(cls, raw: bytes) -> CheckpointInfo:
+        """Parse a manifest; raises ``ValueError`` when it is not one this library wrote."""
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} manifest")
+        info = cls(step=int(doc["step"]), name=str(doc["name"]), size=int(doc["size"]),
+                   sha256=str(doc["sha256"]), committed_at=float(doc["committed_at"]),
+                   data_key=str(doc["data_key"]), writer=str(doc.get("writer", "")))
+        if not info.data_key.startswith(DATA_DIR) or step_of(info.data_key) != info.step:
+            raise ValueError("manifest names a data object of another step")
+        return info
+
+
+def step_name(step: int) -> str:
+    return f"step-{step:0{_STEP_WIDTH}d}"
+
+
+def commit_key(step: int) -> str:
+    return f"{COMMIT_DIR}{step_name(step)}.json"
+
+
+def data_key(step: int, token: str) -> str:
+    return f"{DATA_DIR}{step_name(step)}-{token}.ckpt"
+
+
+def committed_step(key: str) -> int | None:
+    """The step of a commit key (``commits/step-N.json``), None for anything else."""
+    m = _COMMIT_RE.match(key)
+    return int(m.group(1)) if m else None
+
+
+def step_of(key: str) -> int | None:
+    """The step any object of the layout belongs to (data, commit, or a leftover partial)."""
+    m = _ANY_STEP_RE.match(key)
+    return int(m.group(1)) if m else None

@@ -1,0 +1,68 @@
+"""The object-store protocol every checkpoint backend implements, and its transfer settings.
+
+Keys are relative to the store's prefix and use ``/`` separators. A backend promises:
+
+- ``upload(key, payload)``: write the whole payload under ``key`` (overwriting), using
+  multipart/parallel transfers for large payloads. A failed or interrupted upload may leave a
+  partial object or none; it never leaves a partial object under a *commit* key because
+  commits go through ``create``.
+- ``create(key, data) -> bool``: atomically create a small object only if ``key`` is absent;
+  ``False`` when it already exists. Two concurrent callers: exactly one gets ``True``.
+- ``read(key) -> bytes | None``: a small object, None when absent.
+- ``download(key, size) -> bytearray | None``: a large object into a fresh buffer of its
+  recorded ``size``; None when absent; raises ``CorruptCheckpointError`` when the stored size
+  differs.
+- ``size(key) -> int | None``: the stored size, None when absent.
+- ``list(prefix) -> list[str]``: keys under ``prefix``, sorted.
+- ``delete(key)``: remove; absent is success.
+
+Every other failure becomes :class:`~fleet.checkpoint.errors.CheckpointError` with a one-line
+message naming the location and the vendor's error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from fleet.checkpoint.payload import Payload
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    """Part size and parallelism for large transfers (S3 multipart, GCS chunks, Azure blocks)."""
+
+    part_size: int = 16 * MiB
+    concurrency: int = 8
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    uri: str
+
+    def upload(self, key: str, payload: Payload) -> None: ...
+
+    def create(self, key: str, data: bytes) -> bool: ...
+
+    def read(self, key: str) -> bytes | None: ...
+
+    def download(self, key: str, size: int) -> bytearray | None: ...
+
+    def size(self, key: str) -> int | None: ...
+
+    def list(self, prefix: str) -> list[str]: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+def join(prefix: str, key: str) -> str:
+    """``prefix`` + ``key`` with exactly one ``/`` between (no leading slash when prefix is empty)."""
+    prefix = prefix.strip("/")
+    return f"{prefix}/{key}" if prefix else key
+
+
+def relative(prefix: str, full: str) -> str:
+    prefix = prefix.strip("/")
+    return full[len(prefix) + 1:] if prefix else full

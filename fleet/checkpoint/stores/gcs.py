@@ -1,0 +1,172 @@
+"""``gs://bucket/prefix`` checkpoint store (google-cloud-storage).
+
+Large uploads are parallel composite uploads: the payload is cut into up to 32 parts uploaded
+concurrently as temporary objects, composed into the final object, and the parts deleted. Small
+ones are a single chunked (resumable) upload. The commit is an upload with
+``if_generation_match=0``: GCS answers 412 when the object exists, so exactly one racing writer
+commits. ``STORAGE_EMULATOR_HOST`` in ``env`` points the client at an emulator (anonymous
+credentials); otherwise Application Default Credentials are used.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import requests
+from google.api_core import exceptions as gexc
+from google.auth import exceptions as auth_exc
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage
+from google.resumable_media import common as media
+
+from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
+from fleet.checkpoint.payload import BufferWriter, ChunkReader, Payload
+from fleet.checkpoint.stores.base import TransferSettings, join, relative
+
+_MAX_COMPONENTS = 32          # GCS compose limit per request
+_CHUNK_GRANULE = 256 * 1024   # resumable chunk sizes must be multiples of 256 KiB
+
+
+class GCSStore:
+    """Checkpoints under ``gs://bucket/prefix``."""
+
+    def __init__(self, bucket: str, prefix: str, env: Mapping[str, str],
+                 transfer: TransferSettings = TransferSettings()):
+        self.prefix = prefix.strip("/")
+        self.uri = f"gs://{bucket}/{self.prefix}".rstrip("/")
+        self.transfer = transfer
+        host = env.get("STORAGE_EMULATOR_HOST")
+        project = env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT")
+        with self._errors("connect to", bucket):
+            if host:
+                client = storage.Client(project=project or "emulator", credentials=AnonymousCredentials(),
+                                        client_options={"api_endpoint": host})
+            else:
+                client = storage.Client(project=project)
+        self.bucket = client.bucket(bucket)
+
+    @contextmanager
+    def _errors(self, op: str, key: str) -> Iterator[None]:
+        try:
+            yield
+        except auth_exc.DefaultCredentialsError as err:
+            raise CheckpointError(f"{self.uri}: no Google credentials; run with a service account or "
+                                  "set GOOGLE_APPLICATION_CREDENTIALS") from err
+        except gexc.NotFound as err:
+            raise CheckpointError(f"{self.uri}: cannot {op} {key}: not found (does the bucket "
+                                  "exist? fleet up creates the fleet's bucket)") from err
+        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, media.InvalidResponse,
+                requests.RequestException) as err:
+            raise CheckpointError(f"{self.uri}: cannot {op} {key}: {err}") from err
+
+    def _blob(self, key: str, chunk_size: int | None = None) -> storage.Blob:
+        return self.bucket.blob(join(self.prefix, key), chunk_size=chunk_size)
+
+    def upload(self, key: str, payload: Payload) -> None:
+        size, part = payload.size, self.transfer.part_size
+        with self._errors("upload", key):
+            if size <= part:
+                self._put_stream(key, payload.reader(), size)
+                return
+            part = max(part, -(-size // _MAX_COMPONENTS))
+            part += -part % _CHUNK_GRANULE
+            spans = [(i, off, min(part, size - off)) for i, off in enumerate(range(0, size, part))]
+            names = [f"{key}.part-{i:02d}" for i, _, _ in spans]
+
+            def put(span: tuple[int, int, int]) -> None:
+                i, off, n = span
+                self._put_stream(names[i], _Window(payload.reader(), off, n), n)
+
+            try:
+                with ThreadPoolExecutor(self.transfer.concurrency) as pool:
+                    list(pool.map(put, spans))
+                self._blob(key).compose([self._blob(n) for n in names])
+            finally:
+                for name in names:
+                    self.delete(name)
+
+    def _put_stream(self, key: str, stream: io.RawIOBase, size: int) -> None:
+        blob = self._blob(key, chunk_size=self.transfer.part_size - self.transfer.part_size % _CHUNK_GRANULE)
+        blob.upload_from_file(stream, size=size, rewind=False, checksum=None)
+
+    def create(self, key: str, data: bytes) -> bool:
+        try:
+            with self._errors("commit", key):
+                self._blob(key).upload_from_string(data, if_generation_match=0)
+            return True
+        except CheckpointError as err:
+            if isinstance(err.__cause__, gexc.PreconditionFailed):
+                return False
+            raise
+
+    def read(self, key: str) -> bytes | None:
+        try:
+            with self._errors("read", key):
+                return self._blob(key).download_as_bytes()
+        except CheckpointError as err:
+            if isinstance(err.__cause__, gexc.NotFound):
+                return None
+            raise
+
+    def download(self, key: str, size: int) -> bytearray | None:
+        actual = self.size(key)
+        if actual is None:
+            return None
+        if actual != size:
+            raise CorruptCheckpointError(f"{key} holds {actual} bytes, expected {size}")
+        out = BufferWriter(size)
+        with self._errors("download", key):
+            self._blob(key, chunk_size=None).download_to_file(out)
+        return out.buffer
+
+    def size(self, key: str) -> int | None:
+        with self._errors("inspect", key):
+            blob = self.bucket.get_blob(join(self.prefix, key))
+        return None if blob is None else int(blob.size)
+
+    def list(self, prefix: str) -> list[str]:
+        with self._errors("list", prefix):
+            blobs = self.bucket.client.list_blobs(self.bucket, prefix=join(self.prefix, prefix))
+            return sorted(relative(self.prefix, b.name) for b in blobs)
+
+    def delete(self, key: str) -> None:
+        try:
+            with self._errors("delete", key):
+                self._blob(key).delete()
+        except CheckpointError as err:
+            if not isinstance(err.__cause__, gexc.NotFound):
+                raise
+
+
+class _Window(io.RawIOBase):
+    """Bytes ``[start, start + n)`` of a seekable reader, as a seekable stream of their own."""
+
+    def __init__(self, reader: ChunkReader, start: int, n: int):
+        super().__init__()
+        self._reader, self._start, self._n = reader, start, n
+        self._pos = 0
+        reader.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._n}[whence]
+        self._pos = min(max(0, base + offset), self._n)
+        self._reader.seek(self._start + self._pos)
+        return self._pos
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast("B")[:self._n - self._pos]
+        n = self._reader.readinto(view)
+        self._pos += n
+        return n
