@@ -22,16 +22,24 @@ from providers.local.vendors import FAULT_KINDS
 from providers.registry import local_cloud_root
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])")
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``; FleetError otherwise."""
-    compact = text.strip().lower().replace(" ", "")
-    parts = _DURATION.findall(compact)
-    if not compact or "".join(n + u for n, u in parts) != compact or any(not u for _, u in parts[:-1]):
+    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` (a bare number only alone);
+    FleetError otherwise."""
+    compact = text.strip().lower()
+    if _NUMBER.fullmatch(compact):
+        return float(compact)
+    total, pos = 0.0, 0
+    for m in _PART.finditer(compact):
+        if m.start() != pos:
+            break
+        total, pos = total + float(m.group(1)) * _UNITS[m.group(2)], m.end()
+    if not compact or pos != len(compact):
         raise FleetError(f"cannot read duration {text!r}; use seconds or units s/m/h/d, e.g. 90s, 15m, 2h, 1h30m")
-    return sum(float(n) * _UNITS[u or "s"] for n, u in parts)
+    return total
 
 
 def _cloud(app: App) -> LocalCloud:

@@ -1,0 +1,62 @@
+"""providers_for: the local backend builds simulated providers; the cloud backend names the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet.errors import FleetError
+from fleet.spec import parse_spec
+from providers import registry
+from providers.local import LocalCloud, LocalProvider
+
+SPEC = """
+name: quick
+backend: {backend}
+capacity:
+  gpus: 8
+  accelerators: [H100]
+local:
+  time_scale: 600
+  seed: 4
+"""
+
+
+def test_local_backend_builds_every_provider_the_spec_allows(tmp_path, monkeypatch):
+    monkeypatch.delenv(registry.LOCAL_CLOUD_ENV, raising=False)
+    spec = parse_spec(SPEC.format(backend="local") + "providers:\n  aws: {}\n  gcp: {}\n  vast: {enabled: false}\n")
+    got = registry.providers_for(spec, tmp_path)
+    assert sorted(got) == ["aws", "gcp"]
+    assert all(isinstance(p, LocalProvider) and p.name == name for name, p in got.items())
+    cloud = LocalCloud.open(tmp_path / "localcloud")
+    assert (cloud.time_scale, cloud.seed) == (600, 4)
+
+
+def test_local_backend_without_provider_list_simulates_all(tmp_path, monkeypatch):
+    monkeypatch.delenv(registry.LOCAL_CLOUD_ENV, raising=False)
+    got = registry.providers_for(parse_spec(SPEC.format(backend="local")), tmp_path)
+    assert sorted(got) == sorted(["aws", "gcp", "azure", "vast", "lambda", "runpod"])
+
+
+def test_env_points_at_another_cloud(tmp_path, monkeypatch):
+    monkeypatch.setenv(registry.LOCAL_CLOUD_ENV, str(tmp_path / "elsewhere"))
+    provider = registry.providers_for(parse_spec(SPEC.format(backend="local")), tmp_path / "home")["aws"]
+    assert provider.cloud.root == (tmp_path / "elsewhere").absolute()
+    assert not (tmp_path / "home" / "localcloud").exists()
+
+
+def test_cloud_backend_says_what_to_do(tmp_path):
+    with pytest.raises(FleetError, match="backend: local") as err:
+        registry.providers_for(parse_spec(SPEC.format(backend="cloud")), tmp_path)
+    assert "not part of this version" in str(err.value)
+
+
+def test_registered_cloud_adapters_plug_in_by_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "_CLOUD_ADAPTERS", {})
+    cloud = LocalCloud.open(tmp_path / "stand-in", time_scale=0)
+    for name in ("aws", "gcp"):
+        registry.register_cloud_adapter(name, lambda spec, settings, n=name: cloud.provider(n))
+    spec = parse_spec(SPEC.format(backend="cloud") + "providers: [aws, gcp]\n")
+    assert sorted(registry.providers_for(spec, tmp_path)) == ["aws", "gcp"]
+    spec = parse_spec(SPEC.format(backend="cloud") + "providers: [aws, azure]\n")
+    with pytest.raises(FleetError, match="azure"):
+        registry.providers_for(spec, tmp_path)
