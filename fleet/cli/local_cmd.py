@@ -66,7 +66,7 @@ def _summary(cloud: LocalCloud, everything: bool) -> dict:
     now = cloud.now()
     return {
         "root": str(cloud.root), "now": now, "elapsed_seconds": now - cloud.start,
-        "time_scale": cloud.time_scale, "seed": cloud.seed,
+        "time_scale": cloud.time_scale, "seed": cloud.seed, "run_nodes": cloud.run_nodes,
         "counts": dict(sorted(counts.items())), "foreign": sum(1 for i in all_rows if not i.fleet and i.state.alive),
         "faults": cloud.faults(), "capacity_overrides": cloud.capacity_overrides(),
         "instances": [i.model_dump(mode="json") for i in instances],
@@ -141,19 +141,24 @@ def status(app: App, everything: bool, watch: float | None, as_json: bool) -> No
 @click.option("--time-scale", type=click.FloatRange(min=0), default=None,
               help="Simulated seconds per real second (default: keep; 60 = one hour per minute; 0 = frozen).")
 @click.option("--seed", type=int, default=None, help="Market seed (default: keep).")
+@click.option("--run-nodes/--no-run-nodes", default=None,
+              help="Run each instance's startup command as a real local process (default: keep).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @pass_app
-def reset(app: App, time_scale: float | None, seed: int | None, yes: bool, as_json: bool) -> None:
+def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool | None, yes: bool,
+          as_json: bool) -> None:
     """Delete every simulated instance, fault, notice and bucket; start a fresh cloud."""
     root = local_cloud_root(app.home)
     if LocalCloud.exists(root) and not yes:
         click.confirm(f"Delete the simulated cloud at {root} (all its instances and buckets)?", abort=True)
-    cloud = LocalCloud.reset(root, time_scale=time_scale, seed=seed)
+    cloud = LocalCloud.reset(root, time_scale=time_scale, seed=seed, run_nodes=run_nodes)
     if as_json:
-        app.emit_json({"root": str(cloud.root), "time_scale": cloud.time_scale, "seed": cloud.seed})
+        app.emit_json({"root": str(cloud.root), "time_scale": cloud.time_scale, "seed": cloud.seed,
+                       "run_nodes": cloud.run_nodes})
     else:
-        app.console.print(f"fresh local cloud at {cloud.root} (x{cloud.time_scale:g}, seed {cloud.seed})")
+        nodes = ", runs nodes" if cloud.run_nodes else ""
+        app.console.print(f"fresh local cloud at {cloud.root} (x{cloud.time_scale:g}, seed {cloud.seed}{nodes})")
 
 
 @command.command("preempt")

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from fleet.errors import FleetError
-from fleet.model import Instance, NodeConfig
-from providers.local import ledger
+from fleet.model import Instance, InstanceState, NodeConfig
+from providers.local import ledger, nodes
 from providers.local.db import Database
 from providers.local.market import SpotMarket
 from providers.local.vendors import FAULT_KINDS, VENDORS
@@ -156,7 +156,7 @@ class LocalCloud:
         if ledger.due(self.db.conn(), clock.now):
             with self.db.write() as conn:
                 clock = self.clock()
-                ledger.settle(conn, clock.now, self.notices, self._on_preempt)
+                ledger.settle(conn, clock.now, self.notices)
         return clock
 
     # ---- inspection ----------------------------------------------------------------------
@@ -165,6 +165,12 @@ class LocalCloud:
         self.settle()
         where = f"WHERE {ledger.ALIVE_SQL}" if alive_only else ""
         return [ledger.to_instance(r) for r in self.db.read(f"SELECT * FROM instances {where} ORDER BY rowid")]
+
+    def instance_state(self, instance_id: str) -> InstanceState | None:
+        """The state of ``instance_id`` now (after settling), None if it never existed."""
+        self.settle()
+        rows = self.db.read("SELECT state FROM instances WHERE id=?", (instance_id,))
+        return InstanceState(rows[0]["state"]) if rows else None
 
     def free_capacity(self, pool_id: str) -> int:
         """Instances ``pool_id`` can still take now."""
@@ -253,16 +259,17 @@ class LocalCloud:
         return None if row is None else row[0]
 
     def _on_launch(self, rows: list[sqlite3.Row], node: NodeConfig) -> None:
-        """Hook for node processes (see ``providers.local.nodes``)."""
-
-    def _on_preempt(self, row: sqlite3.Row) -> None:
-        """Hook for node processes (see ``providers.local.nodes``)."""
+        """Start node processes for new instances when the cloud runs nodes."""
+        if self.run_nodes and node.startup and rows:
+            nodes.start(self, rows, node)
 
     def _on_terminate(self, row: sqlite3.Row) -> None:
-        """Hook for node processes (see ``providers.local.nodes``)."""
+        if row["pid"]:
+            nodes.kill(row)
 
     def _stop_all_nodes(self) -> None:
-        """Hook for node processes (see ``providers.local.nodes``)."""
+        for row in self.db.read("SELECT id, pid FROM instances WHERE pid IS NOT NULL"):
+            nodes.kill(row)
 
 
 def take_fault(conn: sqlite3.Connection, pool_id: str, kinds: tuple[str, ...]) -> str | None:

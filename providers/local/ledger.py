@@ -8,7 +8,6 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from fleet.model import TAG_FLEET, Instance, InstanceState, PoolKey
 from providers.local.market import PoolModel, digest
@@ -92,8 +91,7 @@ def due(conn: sqlite3.Connection, now: float) -> bool:
         (now, now, now)).fetchone()[0] == 1
 
 
-def settle(conn: sqlite3.Connection, now: float, notices: Path,
-           on_preempt: Callable[[sqlite3.Row], None] | None = None) -> list[str]:
+def settle(conn: sqlite3.Connection, now: float, notices: Path) -> list[str]:
     """Bring every alive instance up to ``now``; returns the ids preempted by this call.
 
     Notices are written (once) when the notice window opens; a preemption whose window
@@ -104,12 +102,10 @@ def settle(conn: sqlite3.Connection, now: float, notices: Path,
                             " AND notice_at <= ?", (now,)).fetchall():
         write_notice(notices, row["id"], row["preempt_at"])
         conn.execute("UPDATE instances SET noticed=1 WHERE id=?", (row["id"],))
-    gone = conn.execute(f"SELECT * FROM instances WHERE {ALIVE_SQL} AND preempt_at <= ?", (now,)).fetchall()
-    for row in gone:
-        conn.execute("UPDATE instances SET state='preempted', ended_at=preempt_at WHERE id=?", (row["id"],))
-        if on_preempt is not None:
-            on_preempt(row)
-    return [r["id"] for r in gone]
+    gone = [r["id"] for r in conn.execute(f"SELECT id FROM instances WHERE {ALIVE_SQL} AND preempt_at <= ?",
+                                          (now,)).fetchall()]
+    conn.executemany("UPDATE instances SET state='preempted', ended_at=preempt_at WHERE id=?", [(i,) for i in gone])
+    return gone
 
 
 def write_notice(notices: Path, instance_id: str, at: float) -> None:

@@ -58,10 +58,10 @@ def test_status_of_a_cloud_that_does_not_exist_yet(root):
 
 
 def test_reset_then_status_shows_settings_and_instances(root):
-    assert fleet("local", "reset", "--yes", "--time-scale", "0", "--seed", "5").exit_code == 0
+    assert fleet("local", "reset", "--yes", "--time-scale", "0", "--seed", "5", "--run-nodes").exit_code == 0
     ids = _ours(root)
     data = json.loads(fleet("local", "status", "--json").stdout)
-    assert (data["time_scale"], data["seed"], data["counts"]) == (0, 5, {"pending": 2})
+    assert (data["time_scale"], data["seed"], data["run_nodes"], data["counts"]) == (0, 5, True, {"pending": 2})
     assert [i["id"] for i in data["instances"]] == ids
     human = fleet("local", "status").stdout
     assert "x0" in human and "seed 5" in human and "2 alive" in human
