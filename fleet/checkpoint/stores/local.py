@@ -98,13 +98,9 @@ class LocalStore:
             return None
 
     def list(self, prefix: str) -> list[str]:
-        base = self._path(prefix)
-        directory = base if prefix.endswith("/") else base.parent
-        try:
-            names = [p for p in directory.iterdir() if p.is_file()]
-        except FileNotFoundError:
-            return []
-        keys = [p.relative_to(self.root).as_posix() for p in names]
+        directory = self.root / prefix[:prefix.rfind("/") + 1]
+        keys = [(Path(d) / f).relative_to(self.root).as_posix()
+                for d, _, files in os.walk(directory) for f in files]
         return sorted(k for k in keys if k.startswith(prefix))
 
     def delete(self, key: str) -> None:
