@@ -59,6 +59,11 @@ def _age(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+def _settings(cloud: LocalCloud) -> dict:
+    return {"time_scale": cloud.time_scale, "seed": cloud.seed, "run_nodes": cloud.run_nodes,
+            "api_latency": cloud.api_latency}
+
+
 def _summary(cloud: LocalCloud, everything: bool) -> dict:
     instances = cloud.all_instances(alive_only=not everything)
     all_rows = instances if everything else cloud.all_instances()
@@ -66,7 +71,7 @@ def _summary(cloud: LocalCloud, everything: bool) -> dict:
     now = cloud.now()
     return {
         "root": str(cloud.root), "now": now, "elapsed_seconds": now - cloud.start,
-        "time_scale": cloud.time_scale, "seed": cloud.seed, "run_nodes": cloud.run_nodes,
+        **_settings(cloud),
         "counts": dict(sorted(counts.items())), "foreign": sum(1 for i in all_rows if not i.fleet and i.state.alive),
         "faults": cloud.faults(), "capacity_overrides": cloud.capacity_overrides(),
         "instances": [i.model_dump(mode="json") for i in instances],
@@ -143,19 +148,20 @@ def status(app: App, everything: bool, watch: float | None, as_json: bool) -> No
 @click.option("--seed", type=int, default=None, help="Market seed (default: keep).")
 @click.option("--run-nodes/--no-run-nodes", default=None,
               help="Run each instance's startup command as a real local process (default: keep).")
+@click.option("--api-latency", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Real seconds each launch/list/terminate call takes, like a remote API (default: keep).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @pass_app
-def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool | None, yes: bool,
-          as_json: bool) -> None:
+def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool | None,
+          api_latency: float | None, yes: bool, as_json: bool) -> None:
     """Delete every simulated instance, fault, notice and bucket; start a fresh cloud."""
     root = local_cloud_root(app.home)
     if LocalCloud.exists(root) and not yes:
         click.confirm(f"Delete the simulated cloud at {root} (all its instances and buckets)?", abort=True)
-    cloud = LocalCloud.reset(root, time_scale=time_scale, seed=seed, run_nodes=run_nodes)
+    cloud = LocalCloud.reset(root, time_scale=time_scale, seed=seed, run_nodes=run_nodes, api_latency=api_latency)
     if as_json:
-        app.emit_json({"root": str(cloud.root), "time_scale": cloud.time_scale, "seed": cloud.seed,
-                       "run_nodes": cloud.run_nodes})
+        app.emit_json({"root": str(cloud.root), **_settings(cloud)})
     else:
         nodes = ", runs nodes" if cloud.run_nodes else ""
         app.console.print(f"fresh local cloud at {cloud.root} (x{cloud.time_scale:g}, seed {cloud.seed}{nodes})")

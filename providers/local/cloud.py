@@ -31,7 +31,8 @@ from providers.local.market import SpotMarket
 from providers.local.vendors import FAULT_KINDS, VENDORS
 
 DB_NAME = "cloud.db"
-DEFAULT_TIME_SCALE = 60.0
+#: Settings of a new cloud (see ``LocalCloud.open``).
+DEFAULTS: dict[str, object] = {"time_scale": 60.0, "seed": 0, "run_nodes": False, "api_latency": 0.0}
 log = logging.getLogger(__name__)
 FOREIGN_TAGS = {"Name": "not-managed-by-spotfleet", "owner": "someone-else"}
 
@@ -42,12 +43,13 @@ class LocalCloud:
     def __init__(self, root: Path, db: Database):
         self.root = root
         self.db = db
-        settings = db.meta()
+        settings = {k: json.loads(v) for k, v in db.meta().items()}
         self.created = float(settings["created"])
         self.start = float(settings["start"])
         self.time_scale = float(settings["time_scale"])
         self.seed = int(settings["seed"])
-        self.run_nodes = settings.get("run_nodes") == "1"
+        self.run_nodes = bool(settings["run_nodes"])
+        self.api_latency = float(settings["api_latency"])
         self.market = SpotMarket.for_seed(self.seed)
         self.notices = root / "notices"
         self.buckets = root / "buckets"
@@ -56,18 +58,21 @@ class LocalCloud:
     # ---- lifecycle ---------------------------------------------------------------------
     @classmethod
     def open(cls, root: Path, *, time_scale: float | None = None, seed: int | None = None,
-             run_nodes: bool = False) -> "LocalCloud":
+             run_nodes: bool | None = None, api_latency: float | None = None) -> "LocalCloud":
         """Open the cloud at ``root``, creating it if it does not exist.
 
-        ``time_scale`` is simulated seconds per real second (default 60: one simulated
-        hour per real minute; 0 freezes the clock so only ``advance`` moves it) and
-        ``seed`` drives the market; both apply when the cloud is created. An existing
-        cloud keeps its own and logs a warning when asked for different ones.
-        Raises FleetError for bad settings or an unreadable cloud file.
+        Settings apply when the cloud is created (None: the default in ``DEFAULTS``);
+        an existing cloud keeps its own and logs a warning naming the reset that changes
+        them. ``time_scale``: simulated seconds per real second (60: one simulated hour
+        per real minute; 0 freezes the clock so only ``advance`` moves it). ``seed``:
+        drives the market. ``run_nodes``: run startup commands as real processes.
+        ``api_latency``: real seconds each launch/list/terminate call takes, as a remote
+        API would. Raises FleetError for bad settings or an unreadable cloud file.
         """
-        if time_scale is not None and time_scale < 0:
-            raise FleetError(f"local cloud time scale must be >= 0 (got {time_scale}); "
-                             "60 means one simulated hour per real minute")
+        asked = {"time_scale": time_scale, "seed": seed, "run_nodes": run_nodes, "api_latency": api_latency}
+        for key in ("time_scale", "api_latency"):
+            if (asked[key] or 0) < 0:
+                raise FleetError(f"local cloud {key.replace('_', ' ')} must be >= 0 (got {asked[key]})")
         root = Path(root).expanduser().absolute()
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -75,20 +80,18 @@ class LocalCloud:
             raise FleetError(f"cannot create the local cloud directory {root}: {err.strerror}") from err
         db = Database(root / DB_NAME)
         real = time.time()
-        wanted = {"time_scale": repr(DEFAULT_TIME_SCALE if time_scale is None else float(time_scale)),
-                  "seed": str(int(seed or 0)), "run_nodes": "1" if run_nodes else "0"}
+        initial = {"created": real, "start": float(int(real)), "offset": 0.0,
+                   **{k: DEFAULTS[k] if v is None else v for k, v in asked.items()}}
         with db.write() as conn:
-            for key, value in (("created", repr(real)), ("start", repr(float(int(real)))),
-                               ("offset", "0.0"), *wanted.items()):
-                conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
+            conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)",
+                             [(k, json.dumps(v)) for k, v in initial.items()])
         cloud = cls(root, db)
-        asked = {"time_scale": time_scale, "seed": seed}
-        kept = {"time_scale": cloud.time_scale, "seed": cloud.seed}
         for key, value in asked.items():
-            if value is not None and float(value) != float(kept[key]):
-                log.warning("the local cloud at %s keeps its %s %s (asked for %s); "
-                            "`fleet local reset --%s %s` starts a fresh cloud with it",
-                            root, key.replace("_", " "), kept[key], value, key.replace("_", "-"), value)
+            if value is not None and value != getattr(cloud, key):
+                flag = f"--{key.replace('_', '-')}"
+                log.warning("the local cloud at %s keeps its %s %s (asked for %s); `fleet local reset %s` "
+                            "starts a fresh cloud with it", root, key.replace("_", " "), getattr(cloud, key), value,
+                            flag if isinstance(value, bool) else f"{flag} {value}")
         return cloud
 
     @staticmethod
@@ -96,28 +99,26 @@ class LocalCloud:
         return (Path(root).expanduser() / DB_NAME).exists()
 
     @classmethod
-    def reset(cls, root: Path, *, time_scale: float | None = None, seed: int | None = None,
-              run_nodes: bool | None = None) -> "LocalCloud":
-        """Delete the cloud at ``root`` (instances, faults, notices, buckets) and create a
-        fresh one; settings not given are kept from the old cloud where it was readable."""
+    def reset(cls, root: Path, **settings: object) -> "LocalCloud":
+        """Delete the cloud at ``root`` (instances, node processes, faults, notices, buckets)
+        and create a fresh one; settings (as for ``open``) not given are kept from the old
+        cloud where it was readable."""
         root = Path(root).expanduser().absolute()
-        old: dict[str, str] = {}
-        if (root / DB_NAME).exists():
+        old: dict[str, object] = {}
+        if cls.exists(root):
             try:
                 old_cloud = cls(root, Database(root / DB_NAME))
-                old = old_cloud.db.meta()
+                old = {key: getattr(old_cloud, key) for key in DEFAULTS}
                 old_cloud._stop_all_nodes()
                 old_cloud.db.close()
-            except (FleetError, sqlite3.DatabaseError, KeyError):
+            except (FleetError, sqlite3.DatabaseError, KeyError, ValueError):
                 old = {}
         for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
             (root / name).unlink(missing_ok=True)
         for sub in ("notices", "buckets", "nodes"):
             shutil.rmtree(root / sub, ignore_errors=True)
-        return cls.open(root,
-                        time_scale=time_scale if time_scale is not None else float(old.get("time_scale", DEFAULT_TIME_SCALE)),
-                        seed=seed if seed is not None else int(old.get("seed", 0)),
-                        run_nodes=run_nodes if run_nodes is not None else old.get("run_nodes") == "1")
+        merged = {**old, **{k: v for k, v in settings.items() if v is not None}}
+        return cls.open(root, **merged)  # type: ignore[arg-type]
 
     def provider(self, name: str):  # -> LocalProvider (import cycle kept out of the signature)
         """The simulated provider ``name`` (``aws``, ``gcp``, ...); FleetError if unknown."""
@@ -135,7 +136,7 @@ class LocalCloud:
     # ---- clock -------------------------------------------------------------------------
     def now(self) -> float:
         """Simulated epoch seconds."""
-        offset = float(self.db.read("SELECT value FROM meta WHERE key='offset'")[0][0])
+        offset = float(json.loads(self.db.read("SELECT value FROM meta WHERE key='offset'")[0][0]))
         return self.start + (time.time() - self.created) * self.time_scale + offset
 
     def clock(self) -> ledger.Clock:

@@ -88,6 +88,7 @@ class LocalProvider:
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """Alive instances of this vendor whose spotfleet fleet tag is ``fleet``."""
+        self._round_trip()
         self.cloud.settle()
         rows = self.cloud.db.read(f"SELECT * FROM instances WHERE provider=? AND fleet=? AND {ledger.ALIVE_SQL}"
                                   " ORDER BY rowid", (self.name, fleet))
@@ -95,6 +96,7 @@ class LocalProvider:
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances; unknown or ended ids are success; untagged ones are skipped."""
+        self._round_trip()
         clock = self.cloud.settle()
         with self.cloud.db.write() as conn:
             for row in ledger.by_ids(conn, list(dict.fromkeys(ids))):
@@ -110,12 +112,18 @@ class LocalProvider:
         return buckets.ensure(self.cloud.buckets, self.name, spec)
 
     # ---- internals -----------------------------------------------------------------------
+    def _round_trip(self) -> None:
+        """The simulated network and API time of one call (``LocalCloud.api_latency``)."""
+        if self.cloud.api_latency > 0:
+            time.sleep(self.cloud.api_latency)
+
     def _raise_fault(self, kind: str, request: LaunchRequest) -> None:
         pool = request.offer.pool
         raise FAULT_ERRORS[kind](self.name, f"injected {kind} fault launching into {pool.id}",
                                  region=pool.region, code=self.vendor.code(kind))
 
     def _launch_once(self, request: LaunchRequest) -> LaunchResult:
+        self._round_trip()
         pool = request.offer.pool
         front = self.cloud.take_fault(pool.id, ("throttle", "server-error", "auth", "quota"))
         if front is not None:

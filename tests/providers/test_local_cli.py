@@ -58,13 +58,17 @@ def test_status_of_a_cloud_that_does_not_exist_yet(root):
 
 
 def test_reset_then_status_shows_settings_and_instances(root):
-    assert fleet("local", "reset", "--yes", "--time-scale", "0", "--seed", "5", "--run-nodes").exit_code == 0
+    args = ("--time-scale", "0", "--seed", "5", "--run-nodes", "--api-latency", "0.001")
+    assert fleet("local", "reset", "--yes", *args).exit_code == 0
     ids = _ours(root)
     data = json.loads(fleet("local", "status", "--json").stdout)
-    assert (data["time_scale"], data["seed"], data["run_nodes"], data["counts"]) == (0, 5, True, {"pending": 2})
+    assert (data["time_scale"], data["seed"], data["run_nodes"], data["api_latency"]) == (0, 5, True, 0.001)
+    assert data["counts"] == {"pending": 2}
     assert [i["id"] for i in data["instances"]] == ids
     human = fleet("local", "status").stdout
     assert "x0" in human and "seed 5" in human and "2 alive" in human
+    kept = json.loads(fleet("local", "reset", "--yes", "--seed", "6", "--json").stdout)
+    assert (kept["time_scale"], kept["seed"], kept["run_nodes"], kept["api_latency"]) == (0, 6, True, 0.001)
 
 
 def test_advance_preempt_and_foreign(root):
