@@ -210,6 +210,8 @@ class LocalCloud:
 
     def take_fault(self, pool_id: str, kinds: tuple[str, ...]) -> str | None:
         """Consume one pending fault of ``kinds`` matching ``pool_id``; its kind, or None."""
+        if not self.db.read("SELECT 1 FROM faults LIMIT 1"):
+            return None
         with self.db.write() as conn:
             return take_fault(conn, pool_id, kinds)
 

@@ -64,12 +64,23 @@ CREATE TABLE IF NOT EXISTS capacity (pool TEXT PRIMARY KEY, n INTEGER NOT NULL);
 """
 
 
+_WRITE_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock(path: Path) -> threading.Lock:
+    """One lock per file per process: threads queue here instead of polling SQLite's busy handler."""
+    with _LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(path.absolute(), threading.Lock())
+
+
 class Database:
     """One SQLite file; a connection per thread, opened lazily."""
 
     def __init__(self, path: Path):
         self.path = path
         self._local = threading.local()
+        self._lock = _write_lock(path)
         try:
             with self.write() as conn:
                 for statement in SCHEMA.split(";"):
@@ -105,15 +116,17 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error."""
+        """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error.
+        Not reentrant."""
         conn = self.conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        with self._lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def read(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
         return self.conn().execute(sql, params).fetchall()

@@ -61,6 +61,7 @@ class PoolModel:
             return 0
         return self.base_capacity if override is None else override
 
+    @cached_property
     def interruptions_per_hour(self) -> float:
         if self.trace is None:
             return 0.0
@@ -83,13 +84,17 @@ class PoolModel:
         at = min(by_trace, by_hazard)
         return None if math.isinf(at) else at
 
-    def as_offer(self, free: int) -> Offer:
-        """The catalog offer as the local cloud reports it now."""
-        update: dict[str, object] = {"source": "local", "capacity_hint": max(0, free)}
+    @cached_property
+    def _local_offer(self) -> Offer:
+        update: dict[str, object] = {"source": "local"}
         if self.trace is not None:
-            update.update(interruptions_per_hour=self.interruptions_per_hour(),
+            update.update(interruptions_per_hour=self.interruptions_per_hour,
                           interruption_source=InterruptionSource.TRACE)
         return self.offer.model_copy(update=update)
+
+    def as_offer(self, free: int) -> Offer:
+        """The catalog offer as the local cloud reports it with ``free`` instances left."""
+        return self._local_offer.model_copy(update={"capacity_hint": max(0, free)})
 
 
 class SpotMarket:
