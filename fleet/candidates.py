@@ -1,0 +1,178 @@
+"""Applies a spec's rules to offers: the pools a plan may use, and why the others may not.
+
+``select(spec, offers, current, blocked)`` returns ``Candidates``: the allowed pools as
+parallel numpy arrays (sorted by pool id, so the result never depends on input order)
+plus one ``Exclusion`` per rule that removed offers. Pure; one pass over the offers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Collection, Mapping, Sequence
+
+import numpy as np
+
+from fleet.model import Exclusion, Market, Offer
+from fleet.spec import FleetSpec, ProviderSettings
+
+#: Rule names in the order they are checked (an offer is reported under the first it fails).
+ACCELERATOR = "accelerator not accepted"
+NODE_SIZE = "GPUs per node outside gpus_per_node"
+PROVIDER = "provider not enabled"
+MARKET = "market disabled for provider"
+REGION = "region not allowed"
+ZONE = "zone not allowed"
+BLOCKED = "blocked (recent capacity, quota or auth failure)"
+PRICE_CAP = "over budget.max_per_gpu_hour"
+OVER_BUDGET = "one node costs more than budget.max_per_hour"
+NO_CAPACITY = "capacity hint is 0"
+DUPLICATE = "duplicate pool id (cheapest kept)"
+
+
+@dataclass
+class Candidates:
+    """Allowed pools. Arrays are indexed like ``offers``; ``upper`` is the most instances a
+    pool may hold (per-pool cap for spot, capacity hint, at least what runs there now)."""
+
+    offers: list[Offer]
+    price: np.ndarray          # $/h per node
+    rate: np.ndarray           # interruptions per node-hour
+    weighted: np.ndarray       # weighted GPUs per node (gpus x spec weight)
+    spot: np.ndarray           # bool
+    upper: np.ndarray          # float, may be inf for on-demand without a hint
+    current: np.ndarray        # instances running now (int)
+    hint: np.ndarray           # capacity hint (inf when unknown)
+    exclusions: list[Exclusion] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rule_counts: Counter = field(default_factory=Counter)
+    placeable: list[Offer] = field(default_factory=list)   # pass every rule but the price limits
+
+    def __len__(self) -> int:
+        return len(self.offers)
+
+    def subset(self, index: np.ndarray) -> "Candidates":
+        """The pools at ``index`` (exclusions and notes are shared)."""
+        return Candidates([self.offers[i] for i in index], self.price[index], self.rate[index],
+                          self.weighted[index], self.spot[index], self.upper[index], self.current[index], self.hint[index],
+                          self.exclusions, self.notes, self.rule_counts, self.placeable)
+
+
+def spot_cap_nodes(spec: FleetSpec, weighted_per_node: np.ndarray | float) -> np.ndarray:
+    """Most nodes one spot pool may hold: ``max_pool_share`` of the spot part the spec asks for
+    (target minus on-demand baseline) in weighted GPUs, never below one node."""
+    part = spec.diversification.max_pool_share * (spec.capacity.gpus - spec.capacity.on_demand_gpus)
+    return np.maximum(1.0, np.floor(part / np.asarray(weighted_per_node, float) + 1e-9))
+
+
+def is_blocked(pool_id: str, blocked: frozenset[str]) -> bool:
+    """``blocked`` holds pool-id prefixes on ``/`` boundaries: provider, provider/region, ..., full id."""
+    if not blocked:
+        return False
+    parts = pool_id.split("/")
+    return any("/".join(parts[:k]) in blocked for k in range(1, len(parts) + 1))
+
+
+def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
+           blocked: Collection[str] = ()) -> Candidates:
+    """Check every rule of ``spec`` on every offer; see the module docstring."""
+    current = {k: v for k, v in (current or {}).items() if v > 0}
+    blocked_set = frozenset(b.strip("/") for b in blocked if b)
+    lo, hi = spec.capacity.gpus_per_node.min, spec.capacity.gpus_per_node.max
+    weights = spec.capacity.accelerators
+    max_gpu_price = spec.budget.max_per_gpu_hour
+    budget = spec.budget.max_per_hour
+    settings_of: dict[str, ProviderSettings | None] = {}
+    region_ok: dict[tuple[str, str], bool] = {}
+    spot_market = Market.SPOT
+
+    def placement(o: Offer) -> str:
+        p = o.pool
+        if p.provider not in settings_of:
+            settings_of[p.provider] = spec.provider_settings(p.provider)
+        settings = settings_of[p.provider]
+        if settings is None:
+            return PROVIDER
+        if not (settings.spot if p.market is spot_market else settings.on_demand):
+            return MARKET
+        key = (p.provider, p.region)
+        if key not in region_ok:
+            region_ok[key] = settings.allows(p.region, "")
+        if not region_ok[key]:
+            return REGION
+        if p.zone and (settings.zones is not None or settings.exclude_zones) and not settings.allows(p.region, p.zone):
+            return ZONE
+        return ""
+
+    counts: Counter = Counter()
+    examples: dict[str, str] = {}
+    slot: dict[str, int] = {}          # pool id -> position in chosen (input order: memory-friendly)
+    chosen: list[Offer] = []
+    placeable: list[Offer] = []
+    for o in offers:
+        if o.accelerator not in weights:
+            reason = ACCELERATOR
+        elif not lo <= o.gpus <= hi:
+            reason = NODE_SIZE
+        else:
+            reason = placement(o) or (BLOCKED if blocked_set and is_blocked(o.pool.id, blocked_set) else "")
+            if not reason:
+                placeable.append(o)
+                if max_gpu_price is not None and o.price_per_hour > max_gpu_price * o.gpus + 1e-12:
+                    reason = PRICE_CAP
+                elif budget is not None and o.price_per_hour > budget + 1e-12:
+                    reason = OVER_BUDGET
+                elif o.capacity_hint == 0 and not current.get(o.pool.id):
+                    reason = NO_CAPACITY
+        pid = o.pool.id
+        if reason:
+            counts[reason] += 1
+            if reason not in examples or pid < examples[reason]:
+                examples[reason] = pid
+            continue
+        at = slot.get(pid)
+        if at is None:
+            slot[pid] = len(chosen)
+            chosen.append(o)
+            continue
+        counts[DUPLICATE] += 1
+        examples[DUPLICATE] = min(pid, examples.get(DUPLICATE, pid))
+        other = chosen[at]
+        if (o.price_per_hour, o.interruptions_per_hour) < (other.price_per_hour, other.interruptions_per_hour):
+            chosen[at] = o
+
+    ids = list(slot)
+    by_id = np.array(sorted(range(len(ids)), key=ids.__getitem__), np.int64)
+    cand = arrays(spec, chosen, current, ids).subset(by_id)
+    cand.rule_counts = counts
+    cand.placeable = placeable
+    cand.exclusions = [Exclusion(reason=r, pools=n, example=examples[r]) for r, n in counts.most_common()]
+    gone = sorted(pid for pid in current if pid not in slot)
+    if gone:
+        cand.notes.append(f"{len(gone)} pool(s) running now are no longer allowed or offered "
+                          f"(e.g. {gone[0]}); their instances are not kept")
+    return cand
+
+
+def arrays(spec: FleetSpec, offers: list[Offer], current: Mapping[str, int],
+           ids: list[str] | None = None) -> Candidates:
+    """``offers`` (already allowed; ``ids`` their pool ids if known) as a ``Candidates``
+    with the spec's weights and caps."""
+    n = len(offers)
+    weights = spec.capacity.accelerators
+    spot_market = Market.SPOT
+    table = np.array([(o.price_per_hour, o.interruptions_per_hour if o.pool.market is spot_market else 0.0,
+                       o.gpus * weights[o.accelerator], o.pool.market is spot_market,
+                       math.inf if o.capacity_hint is None else o.capacity_hint) for o in offers],
+                     float).reshape(n, 5)
+    price, rate, weighted, hint = table[:, 0].copy(), table[:, 1].copy(), table[:, 2].copy(), table[:, 4].copy()
+    spot = table[:, 3] > 0
+    if current:
+        ids = ids if ids is not None else [o.pool.id for o in offers]
+        cur = np.fromiter((current.get(pid, 0) for pid in ids), float, n)
+    else:
+        cur = np.zeros(n)
+    upper = np.maximum(hint, cur)
+    upper = np.where(spot, np.minimum(upper, spot_cap_nodes(spec, weighted)), upper)
+    return Candidates(offers, price, rate, weighted, spot, upper, cur.astype(np.int64), hint)
