@@ -27,7 +27,7 @@ from fleet.errors import FleetError
 from fleet.model import Instance, InstanceState, NodeConfig
 from providers.local import ledger, nodes
 from providers.local.db import Database
-from providers.local.market import SpotMarket
+from providers.local.market import PoolModel, SpotMarket
 from providers.local.vendors import FAULT_KINDS, VENDORS
 
 DB_NAME = "cloud.db"
@@ -176,9 +176,14 @@ class LocalCloud:
     def free_capacity(self, pool_id: str) -> int:
         """Instances ``pool_id`` can still take now."""
         model = self._pool(pool_id)
-        clock = self.settle()
-        return max(0, model.capacity(clock.elapsed, self._override(pool_id))
-                   - ledger.alive_in_pool(self.db.conn(), pool_id))
+        return self.room(self.db.conn(), model, self.settle())
+
+    def room(self, conn: sqlite3.Connection, model: PoolModel, clock: ledger.Clock) -> int:
+        """Instances ``model``'s pool can take at ``clock``: its capacity (pinned or from the
+        market) less the instances alive in it."""
+        row = conn.execute("SELECT n FROM capacity WHERE pool=?", (model.id,)).fetchone()
+        capacity = model.capacity(clock.elapsed, None if row is None else row[0])
+        return max(0, capacity - ledger.alive_in_pool(conn, model.id))
 
     def faults(self) -> list[dict[str, object]]:
         return [dict(r) for r in self.db.read("SELECT prefix, kind, remaining FROM faults ORDER BY id")]
@@ -250,23 +255,14 @@ class LocalCloud:
                                  tags=dict(FOREIGN_TAGS))
         return [ledger.to_instance(r) for r in rows]
 
-    # ---- helpers for the provider adapter ---------------------------------------------------
-    def _pool(self, pool_id: str):
-        if pool_id not in self.market:
-            raise FleetError(f"the local cloud has no pool {pool_id!r}; "
-                             "pool ids look like aws/us-east-1/us-east-1a/p5.48xlarge/spot (see `fleet offers`)")
-        return self.market.pool(pool_id)
-
-    def _override(self, pool_id: str, conn: sqlite3.Connection | None = None) -> int | None:
-        row = (conn or self.db.conn()).execute("SELECT n FROM capacity WHERE pool=?", (pool_id,)).fetchone()
-        return None if row is None else row[0]
-
-    def _on_launch(self, rows: list[sqlite3.Row], node: NodeConfig) -> None:
+    # ---- node processes ----------------------------------------------------------------------
+    def start_nodes(self, rows: list[sqlite3.Row], node: NodeConfig) -> None:
         """Start node processes for new instances when the cloud runs nodes."""
         if self.run_nodes and node.startup and rows:
             nodes.start(self, rows, node)
 
-    def _on_terminate(self, row: sqlite3.Row) -> None:
+    def stop_node(self, row: sqlite3.Row) -> None:
+        """Kill a terminated instance's node process, if it has one."""
         if row["pid"]:
             nodes.kill(row)
 
@@ -275,7 +271,15 @@ class LocalCloud:
             nodes.kill(row)
 
 
+    def _pool(self, pool_id: str) -> PoolModel:
+        if pool_id not in self.market:
+            raise FleetError(f"the local cloud has no pool {pool_id!r}; "
+                             "pool ids look like aws/us-east-1/us-east-1a/p5.48xlarge/spot (see `fleet offers`)")
+        return self.market.pool(pool_id)
+
+
 def take_fault(conn: sqlite3.Connection, pool_id: str, kinds: tuple[str, ...]) -> str | None:
+    """Consume one fault of ``kinds`` whose prefix matches ``pool_id`` (oldest first)."""
     for row in conn.execute(f"SELECT id, prefix, kind FROM faults WHERE kind IN ({','.join('?' * len(kinds))})"
                             " ORDER BY id", kinds).fetchall():
         if pool_id.startswith(row["prefix"]):
@@ -286,5 +290,6 @@ def take_fault(conn: sqlite3.Connection, pool_id: str, kinds: tuple[str, ...]) -
 
 
 def fingerprint(fleet: str, pool_id: str, count: int, tags: dict[str, str]) -> str:
+    """What a launch token is bound to: reusing the token with another fingerprint is refused."""
     return json.dumps([fleet, pool_id, count, sorted(tags.items())])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 import time
 from typing import Sequence
 
@@ -19,6 +20,7 @@ from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, Launc
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.local import buckets, ledger
 from providers.local.cloud import LocalCloud, fingerprint, take_fault
+from providers.local.market import PoolModel
 from providers.local.vendors import ERROR_KIND, FAULT_ERRORS, Vendor
 
 log = logging.getLogger(__name__)
@@ -106,7 +108,7 @@ class LocalProvider:
                     log.warning("%s: not terminating %s: it carries no %s tag", self.name, row["id"], TAG_FLEET)
                     continue
                 ledger.end(conn, row["id"], InstanceState.TERMINATED, clock.now)
-                self.cloud._on_terminate(row)
+                self.cloud.stop_node(row)
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return buckets.ensure(self.cloud.buckets, self.name, spec)
@@ -131,7 +133,7 @@ class LocalProvider:
         model = self.cloud.market.pool(pool.id)
         tags = {**request.tags, **fleet_tags(request.fleet, pool)}
         print_ = fingerprint(request.fleet, pool.id, request.count, tags)
-        clock = self.cloud.settle()
+        self.cloud.settle()
         with self.cloud.db.write() as conn:
             clock = self.cloud.clock()
             seen = conn.execute("SELECT * FROM launches WHERE provider=? AND token=?",
@@ -145,28 +147,27 @@ class LocalProvider:
                 return LaunchResult(instances=tuple(ledger.to_instance(r) for r in rows),
                                     error_code=seen["error_code"], error_message=seen["error_message"],
                                     error_kind=seen["error_kind"])
-            code = message = kind = ""
-            if take_fault(conn, pool.id, ("capacity",)):
-                n = 0
-                message = f"injected capacity fault: no capacity for {pool.instance_type} in {pool.id}"
-            elif (request.max_price is not None and pool.market is Market.SPOT
-                  and request.max_price < model.offer.price_per_hour):
-                n = 0
-                code, kind = self.vendor.code("price"), "capacity"
-                message = (f"max price {request.max_price:.4f} is below the spot price "
-                           f"{model.offer.price_per_hour:.4f} of {pool.id}")
-            else:
-                free = model.capacity(clock.elapsed, self.cloud._override(pool.id, conn)) \
-                    - ledger.alive_in_pool(conn, pool.id)
-                n = max(0, min(request.count, free))
-                if n < request.count:
-                    message = (f"only {n} of {request.count} {pool.instance_type} available in {pool.id} "
-                               "right now")
-            if n < request.count and not code:
-                code, kind = self.vendor.code("capacity"), ERROR_KIND["capacity"]
+            n, code, message = self._fulfilment(conn, request, model, clock)
+            kind = ERROR_KIND["capacity"] if code else ""
             rows = ledger.create(conn, model, clock, self.cloud.seed, token=request.token, count=n, tags=tags)
             conn.execute("INSERT INTO launches VALUES (?, ?, ?, ?, ?, ?)",
                          (self.name, request.token, print_, code, message, kind))
         instances = tuple(ledger.to_instance(r) for r in rows)
-        self.cloud._on_launch(rows, request.node)
+        self.cloud.start_nodes(rows, request.node)
         return LaunchResult(instances=instances, error_code=code, error_message=message, error_kind=kind)
+
+    def _fulfilment(self, conn: sqlite3.Connection, request: LaunchRequest, model: PoolModel,
+                    clock: ledger.Clock) -> tuple[int, str, str]:
+        """How many instances a fresh launch gets, and the vendor's code and message for a shortfall."""
+        pool = request.offer.pool
+        if take_fault(conn, pool.id, ("capacity",)):
+            return 0, self.vendor.code("capacity"), f"injected capacity fault: no {pool.instance_type} in {pool.id}"
+        price = model.offer.price_per_hour
+        if request.max_price is not None and pool.market is Market.SPOT and request.max_price < price:
+            return 0, self.vendor.code("price"), (f"max price {request.max_price:.4f} is below the spot price "
+                                                  f"{price:.4f} of {pool.id}")
+        n = min(request.count, self.cloud.room(conn, model, clock))
+        if n < request.count:
+            return n, self.vendor.code("capacity"), (f"only {n} of {request.count} {pool.instance_type} "
+                                                     f"available in {pool.id} right now")
+        return n, "", ""

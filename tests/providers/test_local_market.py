@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import FleetError
-from fleet.model import InstanceState, InterruptionSource, LaunchRequest, Market, fleet_tags
+from fleet.model import InstanceState, InterruptionSource, LaunchRequest, fleet_tags
 from fleet.traces import all_traces, trace_for_zone
 from providers.base import OfferQuery
 from providers.local import LocalCloud
