@@ -78,7 +78,7 @@ def _summary(cloud: LocalCloud, everything: bool) -> dict:
     }
 
 
-def _render(app: App, data: dict) -> None:
+def _render(app: App, data: dict, limit: int) -> None:
     counts = data["counts"]
     alive = counts.get("pending", 0) + counts.get("running", 0)
     app.console.print(
@@ -96,12 +96,15 @@ def _render(app: App, data: dict) -> None:
     table = Table(title_justify="left")
     for col in ("id", "fleet", "pool", "state", "age", "$/h"):
         table.add_column(col, justify="right" if col in ("age", "$/h") else "left", no_wrap=col == "id")
-    for raw in data["instances"]:
+    shown = data["instances"] if limit <= 0 else data["instances"][:limit]
+    for raw in shown:
         inst = Instance.model_validate(raw)
         end = inst.ended_at if inst.ended_at is not None else data["now"]
         table.add_row(inst.id, inst.fleet or "[dim](foreign)[/]", inst.pool.id, inst.state.value,
                       _age(end - inst.launched_at), f"{inst.price_per_hour:.2f}")
     app.console.print(table)
+    if len(shown) < len(data["instances"]):
+        app.console.print(f"[dim]{len(data['instances']) - len(shown)} more; use --limit 0 to show all[/]")
 
 
 @click.group("local")
@@ -113,9 +116,10 @@ def command() -> None:
 @click.option("--all", "everything", is_flag=True, help="Include preempted and terminated instances.")
 @click.option("--watch", type=float, default=None, metavar="SECONDS",
               help="Refresh every SECONDS (keeps the simulated cloud ticking: notices, preemptions).")
+@click.option("--limit", type=int, default=50, show_default=True, help="Instance rows to show (0 = all).")
 @json_option
 @pass_app
-def status(app: App, everything: bool, watch: float | None, as_json: bool) -> None:
+def status(app: App, everything: bool, watch: float | None, limit: int, as_json: bool) -> None:
     """Simulated time, instances, pending faults."""
     root = local_cloud_root(app.home)
     if not LocalCloud.exists(root):
@@ -129,14 +133,14 @@ def status(app: App, everything: bool, watch: float | None, as_json: bool) -> No
         app.emit_json({"exists": True, **_summary(cloud, everything)})
         return
     if watch is None:
-        _render(app, _summary(cloud, everything))
+        _render(app, _summary(cloud, everything), limit)
         return
     if watch <= 0:
         raise FleetError(f"--watch needs a positive number of seconds (got {watch})")
     try:
         while True:
             app.console.clear()
-            _render(app, _summary(cloud, everything))
+            _render(app, _summary(cloud, everything), limit)
             time.sleep(watch)
     except KeyboardInterrupt:
         pass

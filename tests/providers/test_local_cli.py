@@ -67,6 +67,9 @@ def test_reset_then_status_shows_settings_and_instances(root):
     assert [i["id"] for i in data["instances"]] == ids
     human = fleet("local", "status").stdout
     assert "x0" in human and "seed 5" in human and "2 alive" in human
+    assert all(i in human for i in ids)
+    short = fleet("local", "status", "--limit", "1").stdout
+    assert ids[0] in short and ids[1] not in short and "1 more" in short
     kept = json.loads(fleet("local", "reset", "--yes", "--seed", "6", "--json").stdout)
     assert (kept["time_scale"], kept["seed"], kept["run_nodes"], kept["api_latency"]) == (0, 6, True, 0.001)
 

@@ -241,6 +241,14 @@ def test_concurrent_processes_never_overfill_a_pool(tmp_path):
     assert len(cloud.provider("aws").list_instances("alpha")) == 7
 
 
+def test_processes_racing_to_create_a_cloud_share_one(tmp_path):
+    root = tmp_path / "fresh"
+    children = [_child(str(root), f"proc-{n}", ON_DEMAND, "2") for n in range(3)]
+    made = [json.loads(c.communicate()[0]) for c in children]
+    assert all(len(m) == 2 for m in made)
+    assert sorted(i.id for i in LocalCloud.open(root).all_instances()) == sorted(i for m in made for i in m)
+
+
 def test_concurrent_threads_never_overfill_a_pool_or_duplicate_a_token(tmp_path):
     cloud = _frozen(tmp_path)
     cloud.set_capacity(ON_DEMAND, 10)
