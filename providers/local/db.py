@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from fleet.errors import FleetError
+from fleet.state.db import transaction
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000
@@ -118,15 +119,8 @@ class Database:
     def write(self) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on error.
         Not reentrant."""
-        conn = self.conn()
-        with self._lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._lock, transaction(self.conn()) as conn:
+            yield conn
 
     def read(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
         return self.conn().execute(sql, params).fetchall()
