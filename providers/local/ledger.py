@@ -77,9 +77,13 @@ def create(conn: sqlite3.Connection, model: PoolModel, clock: Clock, seed: int, 
     return by_ids(conn, ids)
 
 
-def by_ids(conn: sqlite3.Connection, ids: list[str]) -> list[sqlite3.Row]:
-    rows = {r["id"]: r for r in conn.execute(
-        f"SELECT * FROM instances WHERE id IN ({','.join('?' * len(ids))})", ids)} if ids else {}
+def by_ids(conn: sqlite3.Connection, ids: list[str], chunk: int = 500) -> list[sqlite3.Row]:
+    """The rows of ``ids`` that exist, in the order given."""
+    rows: dict[str, sqlite3.Row] = {}
+    for k in range(0, len(ids), chunk):
+        part = ids[k:k + chunk]
+        rows.update((r["id"], r) for r in conn.execute(
+            f"SELECT * FROM instances WHERE id IN ({','.join('?' * len(part))})", part))
     return [rows[i] for i in ids if i in rows]
 
 
