@@ -1,0 +1,51 @@
+"""The agent's view of the job's checkpoints: "is there one committed since the hook fired?"
+
+A thin seam over :class:`fleet.checkpoint.CheckpointManager` (imported lazily: nodes without a
+checkpoint URI never need it). Read failures are logged and treated as "not yet" so a storage
+hiccup during the final seconds never crashes the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from fleet.errors import FleetError
+
+log = logging.getLogger("fleet.agent")
+
+
+class CheckpointProbe:
+    """Reads the newest valid checkpoint under ``uri`` (``$SPOTFLEET_CHECKPOINT_URI`` when None)."""
+
+    def __init__(self, uri: str | None = None):
+        self.uri = uri or os.environ.get("SPOTFLEET_CHECKPOINT_URI", "")
+        if not self.uri:
+            raise FleetError("no checkpoint URI; pass --checkpoint-uri or set $SPOTFLEET_CHECKPOINT_URI")
+        try:
+            from fleet.checkpoint import CheckpointManager
+        except ImportError as err:
+            raise FleetError(f"the checkpoint library cannot be loaded ({err}); install spotfleet's "
+                             "storage extra for this URI scheme") from err
+        self.manager = CheckpointManager(self.uri)
+
+    def latest(self) -> Any | None:
+        """The newest valid CheckpointInfo, or None (also when storage cannot be read right now)."""
+        try:
+            return self.manager.latest()
+        except Exception as err:  # storage SDK errors vary by backend; never crash the node
+            log.warning("cannot read checkpoints at %s: %s", self.uri, err)
+            return None
+
+    def latest_step(self) -> int:
+        """Step of the newest valid checkpoint, 0 when there is none."""
+        info = self.latest()
+        return int(info.step) if info is not None else 0
+
+    def committed_since(self, since: float) -> Any | None:
+        """The newest valid checkpoint if it was committed at or after ``since`` (epoch s), else None."""
+        info = self.latest()
+        if info is not None and float(info.committed_at) >= since:
+            return info
+        return None

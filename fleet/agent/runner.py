@@ -1,0 +1,126 @@
+"""The agent's response to a notice: hook, wait for the final checkpoint, acknowledge, report.
+
+:func:`respond` is shared by ``fleet agent`` and ``fleet run``. It promises to return by
+``notice.deadline - margin`` (plus one poll) whatever the job or the storage does, never to
+raise for a job or storage failure, and to describe what happened in an :class:`Outcome`.
+
+"Final checkpoint committed" means the newest valid checkpoint was committed at or after the
+moment the hook fired. The agent also waits for a job it told to stop (terminating signal or
+command hook) to finish, so an acknowledgement never cuts a save short; it stops waiting
+``settle`` seconds after the signalled job exited without committing anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from fleet.agent.checkpoints import CheckpointProbe
+from fleet.agent.hooks import Hook
+from fleet.agent.notice import Notice, TransientError, Watcher
+
+log = logging.getLogger("fleet.agent")
+
+Reporter = Callable[[Notice, dict[str, Any]], bool]
+
+
+@dataclass
+class Outcome:
+    """What the agent did about one notice (JSON-ready through :meth:`to_json`)."""
+
+    cloud: str
+    kind: str
+    deadline: float
+    hook: str
+    hook_ok: bool
+    hook_detail: str
+    hook_latency_s: float | None
+    checkpoint_committed: bool
+    checkpoint_step: int | None
+    checkpoint_wait_s: float | None
+    job_finished: bool
+    seconds_left: float
+    acknowledged: bool = False
+    reported: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line: notice kind, latency notice->hook, checkpoint committed or not."""
+        head = f"{self.cloud} {self.kind} notice"
+        if self.hook_latency_s is None:
+            hook = "no hook"
+        elif self.hook_ok:
+            hook = f"{self.hook_detail} {self.hook_latency_s * 1000:.0f} ms after it"
+        else:
+            hook = f"hook failed ({self.hook_detail})"
+        if self.checkpoint_committed:
+            ckpt = f"checkpoint step {self.checkpoint_step} committed {self.checkpoint_wait_s:.1f} s later"
+        elif self.checkpoint_step is None and self.checkpoint_wait_s is None:
+            ckpt = "no checkpoint storage to watch"
+        else:
+            ckpt = "NO checkpoint committed since the notice"
+        tail = f"{self.seconds_left:.0f} s before the deadline"
+        extras = [s for s, on in (("acknowledged", self.acknowledged), ("reported", self.reported)) if on]
+        return f"{head}: {hook}; {ckpt}; {tail}" + (f" ({', '.join(extras)})" if extras else "")
+
+
+def respond(notice: Notice, hook: Hook | None, *, probe: CheckpointProbe | None = None, margin: float = 5.0,
+            watcher: Watcher | None = None, reporter: Reporter | None = None, poll: float = 0.2,
+            settle: float = 3.0) -> Outcome:
+    """Fire the hook, wait for the final checkpoint, acknowledge (final notices) and report."""
+    fired_at = time.time()
+    hook_ok, hook_detail, latency = False, "", None
+    if hook is not None:
+        result = hook.fire()
+        fired_at, hook_ok, hook_detail = result.fired_at, result.ok, result.detail
+        latency = max(0.0, fired_at - notice.received_at)
+        (log.info if hook_ok else log.warning)("%s %s notice: %s", notice.cloud, notice.kind, hook_detail)
+    info, waited = _wait(notice, hook, probe, fired_at, margin, poll, settle)
+    outcome = Outcome(
+        cloud=notice.cloud, kind=notice.kind, deadline=notice.deadline, hook=hook.describe() if hook else "",
+        hook_ok=hook_ok, hook_detail=hook_detail, hook_latency_s=latency,
+        checkpoint_committed=info is not None, checkpoint_step=None if info is None else int(info.step),
+        checkpoint_wait_s=waited if probe is not None else None,
+        job_finished=hook is None or not hook.running(), seconds_left=notice.seconds_left())
+    if watcher is not None and notice.final:
+        outcome.acknowledged = _acknowledge(watcher, notice)
+    if reporter is not None:
+        outcome.reported = reporter(notice, outcome.to_json())
+    outcome.seconds_left = notice.seconds_left()
+    return outcome
+
+
+def _wait(notice: Notice, hook: Hook | None, probe: CheckpointProbe | None, fired_at: float,
+          margin: float, poll: float, settle: float) -> tuple[Any | None, float]:
+    """Poll until committed and the job settled, the job died with nothing saved, or the deadline nears."""
+    until = notice.deadline - margin
+    gone_since: float | None = None
+    info = None
+    while True:
+        now = time.time()
+        info = probe.committed_since(fired_at) if probe is not None else None
+        finished = hook is None or not hook.expect_exit or not hook.running()
+        if (probe is None or info is not None) and finished:
+            break
+        if hook is not None and hook.target_gone():
+            gone_since = gone_since or now
+            if now - gone_since >= settle:
+                log.warning("the job exited without committing a checkpoint")
+                break
+        if now >= until:
+            log.warning("deadline minus margin reached while waiting for the final checkpoint")
+            break
+        time.sleep(max(0.0, min(poll, until - now)))
+    return info, time.time() - fired_at
+
+
+def _acknowledge(watcher: Watcher, notice: Notice) -> bool:
+    try:
+        return watcher.acknowledge(notice)
+    except TransientError as err:
+        log.warning("could not acknowledge the %s notice: %s", notice.cloud, err)
+        return False
