@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping
 
-from fleet.errors import ProviderError
+from fleet import crashpoints
+from fleet.errors import PlanError, ProviderError
 from fleet.launching import LaunchOutcome, PoolLauncher, Progress, ProgressFn
 from fleet.model import TAG_FLEET, Instance, InstanceState, Plan
 from fleet.reconcile import Observation, observe, on_demand_prices, sync
@@ -80,7 +81,7 @@ def launch_token(fleet: str, plan_id: str, pool: str, seq: int) -> str:
 
 def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
           progress: ProgressFn | None = None, replan: Replan | None = None, node=None,
-          max_rounds: int = MAX_ROUNDS, max_workers: int = 16) -> ApplyReport:
+          max_rounds: int = MAX_ROUNDS, max_workers: int = 32) -> ApplyReport:
     """Make the providers hold ``plan.counts()`` for ``plan.fleet``; see the module doc.
 
     Raises only ``StateError`` (the store failed); provider failures are in the report.
@@ -101,6 +102,7 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
                      total=sum(desired.values()), message=f"round {round_no}"))
         offers = {a.offer.pool.id: a.offer for a in current.allocations}
         outcomes = launcher.run(current.id, desired, offers, obs, replay=round_no == 1, max_workers=max_workers)
+        crashpoints.reached("round-launched")
         new_blocks = _settle(outcomes, report, store, providers, obs, say)
         blocked_now |= set(new_blocks)
         if not new_blocks or replan is None or round_no == max_rounds:
@@ -108,8 +110,14 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
         after = observe(providers, fleet)
         active = blocked_now | _active_blocks(store, providers)
         say(Progress("replan", message=f"re-planning the shortfall without {', '.join(sorted(new_blocks))}"))
-        nxt = replan(after.counts(), sorted(active))
+        try:
+            nxt = replan(after.counts(), sorted(active))
+        except PlanError as err:
+            report.notes.append(f"no pool left to move the shortfall to: {err}")
+            say(Progress("note", message=report.notes[-1]))
+            break
         store.save_plan(nxt)
+        crashpoints.reached("replanned")
         if nxt.counts() == current.counts():
             break
         current = nxt
@@ -120,9 +128,12 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
     report.counts = final.counts()
     report.missing = {p: n - report.counts.get(p, 0) for p, n in current.counts().items()
                       if report.counts.get(p, 0) < n}
+    crashpoints.reached("surplus-done")
+    previous = store.latest_plan(fleet, applied_only=True)
     store.mark_plan_applied(fleet, current.id)
-    store.record_event(fleet, EventKind.PLAN_APPLIED, detail={"plan": current.id, "missing": report.missing},
-                       ts=max(final.now.values(), default=None))
+    if report.launched or report.terminated or previous is None or previous.id != current.id:
+        store.record_event(fleet, EventKind.PLAN_APPLIED, detail={"plan": current.id, "missing": report.missing},
+                           ts=max(final.now.values(), default=None))
     return report
 
 
@@ -217,6 +228,7 @@ def terminate(fleet: str, provider: Provider, instances: list[Instance], store: 
         provider.terminate([i.id for i in ours])
     except ProviderError:
         return []
+    crashpoints.reached("terminate-sent")
     now = provider.now()
     store.end_instances(fleet, {i.id: (now, EventKind.TERMINATED) for i in ours})
     store.record_events((fleet, EventKind.TERMINATED, i.id, i.pool.id, {"reason": reason}, now) for i in ours)

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from fleet import crashpoints
 from fleet.errors import (
     AuthError,
     NoCapacityError,
@@ -133,6 +134,7 @@ class PoolLauncher:
         if remaining > 0 and not outcome.error_kind:
             launch = self.store.begin_launch(self.fleet, plan_id, pool_id, remaining,
                                              lambda seq: self.token(self.fleet, plan_id, pool_id, seq))
+            crashpoints.reached("launch-recorded")
             self._call(provider, plan_id, offer, launch, outcome, known)
         self.say(Progress("launched", pool=pool_id, count=len(outcome.instances), total=short,
                           message=outcome.error_message))
@@ -144,6 +146,7 @@ class PoolLauncher:
                                 tags=fleet_tags(self.fleet, offer.pool, plan_id), node=self.node)
         try:
             result: LaunchResult = provider.launch(request)
+            crashpoints.reached("launch-sent")
         except ProviderError as err:
             kind = error_kind(err)
             status = LaunchStatus.REQUESTED if kind in RETRYABLE else LaunchStatus.FAILED
@@ -155,10 +158,12 @@ class PoolLauncher:
         od = offer.on_demand_price if offer.market is Market.SPOT else offer.price_per_hour
         self.store.record_instances(self.fleet, fresh, on_demand_prices={offer.pool.id: od} if od else {},
                                     plan_id=plan_id)
+        crashpoints.reached("instances-recorded")
         self.store.record_events((self.fleet, EventKind.LAUNCHED, i.id, i.pool.id, {"token": launch.token},
                                   i.launched_at) for i in fresh)
         self.store.finish_launch(launch.id, status=LaunchStatus.DONE, launched=len(result.instances),
                                  error_kind=result.error_kind, error_message=result.error_message)
+        crashpoints.reached("launch-finished")
         outcome.instances.extend(fresh)
         if result.error_kind:
             outcome.error_kind, outcome.error_code = result.error_kind, result.error_code

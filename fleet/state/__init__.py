@@ -18,7 +18,7 @@ import contextlib
 from typing import Any, Callable, Collection, Iterable, Protocol
 
 from fleet.model import Instance, Plan
-from fleet.state.db import SCHEMA_VERSION, path_from_url
+from fleet.state.db import SCHEMA_VERSION, CorruptStoreError, path_from_url
 from fleet.state.records import (
     BlockRecord,
     EventKind,
@@ -32,7 +32,7 @@ from fleet.state.records import (
 )
 
 __all__ = [
-    "SCHEMA_VERSION", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
+    "SCHEMA_VERSION", "CorruptStoreError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
     "FleetStatus", "InstanceRecord", "LaunchRecord", "LaunchStatus", "LockInfo",
 ]
 
@@ -90,6 +90,9 @@ class StateStore(Protocol):
 
     def refresh_lock(self, fleet: str, *, ttl: float = ...) -> None: ...
     def lock_holder(self, fleet: str) -> LockInfo | None: ...
+    def verify(self) -> None:
+        """Read everything once; ``CorruptStoreError`` when the file is damaged."""
+
     def close(self) -> None: ...
 
 

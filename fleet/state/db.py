@@ -17,6 +17,10 @@ from fleet.errors import StateError
 
 REPAIR_HINT = "run `fleet repair --spec SPEC` to rebuild the record from the providers' tags"
 
+
+class CorruptStoreError(StateError):
+    """The file exists but cannot be read as a state store; ``fleet repair`` may move it aside."""
+
 _V1 = """
 CREATE TABLE fleets (
   name TEXT PRIMARY KEY, status TEXT NOT NULL, spec_json TEXT, spec_hash TEXT NOT NULL DEFAULT '',
@@ -105,12 +109,12 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
             raise StateError(f"{path} is an SQLite file but not a spotfleet state store; "
                              "point $SPOTFLEET_STATE elsewhere")
         if not create:
-            raise StateError(f"state store {path} is empty; {REPAIR_HINT}")
+            raise CorruptStoreError(f"state store {path} is empty; {REPAIR_HINT}")
         version = 0
     else:
         row = conn.execute("SELECT version FROM schema_version").fetchone()
         if row is None:
-            raise StateError(f"state store {path} has no schema version (corrupt); {REPAIR_HINT}")
+            raise CorruptStoreError(f"state store {path} has no schema version (corrupt); {REPAIR_HINT}")
         version = int(row[0])
     latest = latest_version()
     if version > latest:
@@ -133,6 +137,19 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
                 else:
                     step(conn)
             conn.execute("UPDATE schema_version SET version = ?", (version,))
+
+
+TABLES = ("fleets", "plans", "launches", "instances", "events", "blocked_pools", "locks")
+
+
+def verify(conn: sqlite3.Connection, path: Path) -> None:
+    """Read the whole file once (``PRAGMA quick_check``) and every table; CorruptStoreError if any fails."""
+    with translated(path):
+        problems = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
+        if problems:
+            raise CorruptStoreError(f"state store {path} is corrupt ({problems[0]}); {REPAIR_HINT}")
+        for table in TABLES:
+            conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
 
 
 @contextlib.contextmanager
@@ -158,7 +175,7 @@ def translated(path: Path) -> Iterator[None]:
             raise StateError(f"state store {path} is busy (another fleet command is writing); "
                              "try again in a moment") from None
         if "no such table" in text or "no such column" in text:
-            raise StateError(f"state store {path} is damaged ({text}); {REPAIR_HINT}") from None
+            raise CorruptStoreError(f"state store {path} is damaged ({text}); {REPAIR_HINT}") from None
         raise StateError(f"state store {path}: {text}") from None
     except sqlite3.DatabaseError as err:
-        raise StateError(f"state store {path} is corrupt ({err}); {REPAIR_HINT}") from None
+        raise CorruptStoreError(f"state store {path} is corrupt ({err}); {REPAIR_HINT}") from None

@@ -54,6 +54,10 @@ class SQLiteStore:
         with self._mutex:
             self._conn.close()
 
+    def verify(self) -> None:
+        with self._mutex:
+            db.verify(self._conn, self.path)
+
     def _tx(self) -> contextlib.AbstractContextManager[Any]:
         return db.transaction(self._conn)
 

@@ -1,0 +1,152 @@
+"""Plumbing shared by ``fleet up/status/down/history/list/repair``: the store, a fleet's
+providers and spec, confirmation, and the small formatters their tables use."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import click
+
+from fleet.cli.app import App
+from fleet.errors import FleetError, FleetLockedError
+from fleet.model import Plan
+from fleet.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
+from fleet.spec import Backend, FleetSpec
+from fleet.state import FleetRecord, StateStore, open_store
+from providers.base import Provider
+
+#: Exit status when a fleet ends short of its plan (matches ``fleet plan`` for infeasible specs).
+EXIT_SHORT = 3
+
+
+def store_of(app: App, *, create: bool = False) -> StateStore:
+    """The state store at ``app.state_url``; missing -> StateError unless ``create``."""
+    return open_store(app.state_url, create=create)
+
+
+def spec_of(record: FleetRecord) -> FleetSpec | None:
+    """The spec recorded with a fleet, ``None`` when it was rebuilt without one."""
+    if not record.spec_json:
+        return None
+    return FleetSpec.model_validate_json(record.spec_json)
+
+
+def providers_of(app: App, record: FleetRecord) -> dict[str, Provider]:
+    """The providers a recorded fleet runs on: from its spec, or every provider of the local
+    cloud for a fleet repaired without one."""
+    from providers.registry import providers_for
+
+    spec = spec_of(record)
+    if spec is not None:
+        return providers_for(spec, app.home)
+    if record.backend in ("", Backend.LOCAL.value):
+        return local_providers(app)
+    raise FleetError(f"fleet {record.name!r} was rebuilt without its spec, so its cloud providers are unknown; "
+                     f"run `fleet repair {record.name} --spec SPEC`")
+
+
+def local_providers(app: App) -> dict[str, Provider]:
+    """Every provider the local cloud at ``$SPOTFLEET_LOCAL_CLOUD`` or ``<home>/localcloud`` simulates."""
+    from providers.local import LocalCloud
+    from providers.registry import local_cloud_root
+
+    cloud = LocalCloud.open(local_cloud_root(app.home), time_scale=None, seed=None)
+    return {name: cloud.provider(name) for name in cloud.provider_names()}
+
+
+@contextlib.contextmanager
+def try_lock(store: StateStore, fleet: str, command: str) -> Iterator[bool]:
+    """Yields True holding the fleet's lock, or False when another command holds it (read-only then)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(store.lock(fleet, command))
+            held = True
+        except FleetLockedError:
+            held = False
+        yield held
+
+
+def confirm(question: str, *, yes: bool, as_json: bool) -> None:
+    """Ask ``question`` unless ``yes``; refuse to guess when nobody can answer."""
+    if yes:
+        return
+    if as_json or not sys.stdin.isatty():
+        raise FleetError(f"{question.rstrip('?')}: not confirmed; pass --yes to proceed without a prompt")
+    if not click.confirm(question, default=False, err=True):
+        raise click.Abort()
+
+
+def now_by_provider(providers: Mapping[str, Provider]) -> dict[str, float]:
+    return {name: p.now() for name, p in providers.items()}
+
+
+# ---- formatting ----------------------------------------------------------------------------
+
+def money(value: float | None, per_hour: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"${value:,.2f}{'/h' if per_hour else ''}"
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``7m05s``, ``3h12m``, ``2d04h``."""
+    s = int(max(0.0, seconds))
+    for unit, size, sub, subsize in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if s >= size:
+            return f"{s // size}{unit}{(s % size) // subsize:02d}{sub}"
+    return f"{s}s"
+
+
+def short_pool(pool_id: str) -> str:
+    """``aws/us-east-1/use1-az4/p5.48xlarge/spot`` without the market (shown in its own column)."""
+    return pool_id.rsplit("/", 1)[0].replace("/-/", "/")
+
+
+
+@dataclass
+class FleetView:
+    """One reconciled look at a recorded fleet (``synced`` is False when another command held
+    the fleet's lock: the providers were read, the record was left alone)."""
+
+    record: FleetRecord
+    providers: dict[str, Provider]
+    obs: Observation
+    synced: bool
+    result: SyncResult | None
+    plan: Plan | None
+
+    def clock(self, provider: str) -> float:
+        return self.obs.clock(provider) if self.obs.now else time.time()
+
+
+def look(app: App, store: StateStore, name: str, command: str) -> FleetView:
+    """Read ``name`` from the providers and reconcile the store with it where the lock allows."""
+    record = store.get_fleet(name)
+    providers = providers_of(app, record)
+    plan = store.latest_plan(name, applied_only=True)
+    with try_lock(store, name, command) as held:
+        obs = observe(providers, name)
+        result = sync(store, obs, prices=on_demand_prices([plan])) if held else None
+    return FleetView(record=store.get_fleet(name), providers=providers, obs=obs, synced=held, result=result,
+                     plan=plan)
+
+
+def offers_for(spec: FleetSpec, app: App):
+    """Offers the planner sees for ``spec`` (``fleet plan``'s source when it exists)."""
+    try:
+        from fleet.cli.plan import offers_for_spec
+    except ImportError:
+        offers_for_spec = None
+    if offers_for_spec is not None:
+        return offers_for_spec(spec, app)
+    from fleet.catalog import Catalog, filter_for_spec
+    from providers.base import OfferQuery
+    from providers.registry import providers_for
+
+    offers, info = Catalog(providers=providers_for(spec, app.home)).offers(
+        OfferQuery(accelerators=tuple(spec.capacity.accelerators)))
+    return filter_for_spec(offers, spec), info

@@ -1,0 +1,185 @@
+"""``fleet up SPEC``: plan, show, confirm, launch with progress, summarise. Rerunning converges.
+
+Exit status: 0 when the fleet holds its plan, 3 when it ends short (what is missing and
+why is printed), 1 for other errors, 2 for a bad spec.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Collection, Mapping
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from fleet import crashpoints
+from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, offers_for, short_pool, store_of
+from fleet.executor import ApplyReport, active_blocks, apply
+from fleet.launching import Progress as Step
+from fleet.model import NodeConfig, Plan
+from fleet.reconcile import observe, on_demand_prices, sync
+from fleet.spec import load_spec
+from fleet.state import FleetStatus
+from providers.base import Provider
+
+
+@click.command("up")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
+@click.option("--yes", "-y", is_flag=True, help="Launch without asking for confirmation.")
+@click.option("--dry-run", is_flag=True, help="Show the plan and what would change; launch nothing.")
+@json_option
+@pass_app
+def command(app: App, spec_path: str, yes: bool, dry_run: bool, as_json: bool) -> None:
+    """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing)."""
+    from fleet.planner import plan as make_plan
+    from providers.registry import providers_for
+
+    spec = load_spec(spec_path)
+    providers = providers_for(spec, app.home)
+    offers, _info = offers_for(spec, app)
+    if dry_run:
+        current = observe(providers, spec.name).counts()
+        plan = make_plan(spec, offers, current=current, blocked=_blocks_if_any(app, providers))
+        _dry_run(app, spec.name, plan, current, as_json)
+        return
+    store = store_of(app, create=True)
+    crashpoints.reached("store-opened")
+    with store.lock(spec.name, "up"):
+        obs = observe(providers, spec.name)
+        current = obs.counts()
+        plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers))
+        if not as_json:
+            _show_plan(app, plan, current)
+        if not plan.feasible:
+            app.warn(f"the plan is short of the spec: {plan.shortfall}")
+        if _changes(plan, current):
+            confirm(f"Apply this plan to fleet {spec.name!r}?", yes=yes, as_json=as_json)
+        sync(store, obs, prices=on_demand_prices([plan]))
+        store.save_fleet(spec.name, status=FleetStatus.PLANNED, spec_json=spec.model_dump_json(),
+                         spec_hash=spec.spec_hash(), backend=spec.backend.value)
+        crashpoints.reached("fleet-saved")
+
+        def replan(now_running: Mapping[str, int], blocked: Collection[str]) -> Plan:
+            return make_plan(spec, offers, current=now_running, blocked=blocked)
+
+        node = NodeConfig(**spec.node.model_dump())
+        with _ProgressView(app, enabled=not as_json) as view:
+            report = apply(plan, providers, store, progress=view, replan=replan, node=node)
+        store.set_status(spec.name, FleetStatus.UP if report.ok else FleetStatus.SHORT)
+    if as_json:
+        app.emit_json(report.to_dict())
+    else:
+        _summary(app, report)
+    if not report.ok:
+        raise SystemExit(EXIT_SHORT)
+
+
+def _blocks_if_any(app: App, providers: Mapping[str, Provider]) -> list[str]:
+    """Blocked pools from the store, without creating one (a dry run writes nothing)."""
+    if not Path(app.state_url).exists():
+        return []
+    store = store_of(app)
+    try:
+        return active_blocks(store, providers)
+    finally:
+        store.close()
+
+
+def _dry_run(app: App, fleet: str, plan: Plan, current: Mapping[str, int], as_json: bool) -> None:
+    changes = _changes(plan, current)
+    if as_json:
+        app.emit_json({"dry_run": True, "fleet": fleet, "plan": json.loads(plan.to_json()), "current": current,
+                       "changes": changes})
+        return
+    _show_plan(app, plan, current)
+    added = sum(n for n in changes.values() if n > 0)
+    removed = -sum(n for n in changes.values() if n < 0)
+    app.console.print(f"dry run: would launch {added} and terminate {removed} instance(s); nothing was changed")
+
+
+def _changes(plan: Plan, current: Mapping[str, int]) -> dict[str, int]:
+    """Pool -> instances to add (positive) or remove (negative)."""
+    wanted = plan.counts()
+    return {p: wanted.get(p, 0) - current.get(p, 0) for p in sorted(set(wanted) | set(current))
+            if wanted.get(p, 0) != current.get(p, 0)}
+
+
+def _show_plan(app: App, plan: Plan, current: Mapping[str, int]) -> None:
+    t = plan.totals
+    table = Table(title=f"fleet {plan.fleet}: plan {plan.id} ({plan.strategy})", title_justify="left")
+    table.add_column("pool", overflow="fold")
+    table.add_column("market")
+    table.add_column("node")
+    for col in ("now", "plan", "$/h each", "int./h"):
+        table.add_column(col, justify="right")
+    wanted = plan.counts()
+    offers = {a.offer.pool.id: a.offer for a in plan.allocations}
+    for pool in sorted(set(wanted) | set(current)):
+        o = offers.get(pool)
+        now, want = current.get(pool, 0), wanted.get(pool, 0)
+        style = "green" if want > now else ("red" if want < now else None)
+        table.add_row(short_pool(pool), pool.rsplit("/", 1)[1], f"{o.gpus}x{o.accelerator}" if o else "-",
+                      str(now), str(want), money(o.price_per_hour) if o else "-",
+                      f"{o.interruptions_per_hour:.3f}" if o else "-", style=style)
+    app.console.print(table)
+    savings = f", saves {t.savings_fraction:.0%} vs all on-demand" if t.savings_fraction is not None else ""
+    app.console.print(f"{t.weighted_gpus:g} of {t.target_weighted_gpus:g} weighted GPUs "
+                      f"({t.on_demand_weighted_gpus:g} on-demand) in {t.pools} pools, {money(t.price_per_hour, True)}"
+                      f"{savings}, ~{t.expected_interruptions_per_day:.1f} interruptions/day")
+    if not plan.feasible:
+        app.console.print(f"[yellow]short of the spec:[/] {plan.shortfall}")
+
+
+class _ProgressView:
+    """Progress bars per pool on stderr, fed by the executor's ``Progress`` steps."""
+
+    def __init__(self, app: App, *, enabled: bool):
+        self.app = app
+        self.enabled = enabled
+        self.bars: Progress | None = None
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "_ProgressView":
+        if self.enabled:
+            self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[note]}"), console=self.app.err, transient=False)
+            self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bars is not None:
+            self.bars.stop()
+
+    def __call__(self, step: Step) -> None:
+        if self.bars is None:
+            return
+        if step.kind == "launch":
+            self.tasks[step.pool] = self.bars.add_task(short_pool(step.pool), total=step.count, note="")
+        elif step.kind == "launched" and step.pool in self.tasks:
+            note = "" if step.count == step.total else f"[yellow]{step.message[:60]}[/]"
+            self.bars.update(self.tasks.pop(step.pool), completed=step.count, note=note)
+        elif step.kind in ("block", "replan", "note", "terminate"):
+            self.bars.console.print(f"[dim]{step.kind}:[/] {step.pool + ': ' if step.pool else ''}{step.message}")
+
+
+def _summary(app: App, report: ApplyReport) -> None:
+    running = sum(report.counts.values())
+    wanted = sum(report.plan.counts().values())
+    app.console.print(f"launched {len(report.launched)}, terminated {len(report.terminated)}; "
+                      f"fleet {report.fleet} runs {running} of {wanted} planned instances")
+    for failure in report.failures:
+        app.console.print(f"  [yellow]{failure.error_kind}[/] {short_pool(failure.pool)}: "
+                          f"{len(failure.instances)} of {failure.requested}: {failure.error_message}")
+    for prefix, reason in report.blocked:
+        app.console.print(f"  blocked {prefix} for a while ({reason})")
+    if report.ok:
+        app.console.print(f"[green]fleet {report.fleet} is up[/]; `fleet status {report.fleet}` shows it")
+    else:
+        missing = sum(report.missing.values())
+        app.err.print(f"[red]fleet {report.fleet} is short[/] by {missing} instance(s) "
+                      f"({report.missing_weighted_gpus:g} weighted GPUs)"
+                      + (f"; plan: {report.plan.shortfall}" if report.plan.shortfall else "")
+                      + f"; rerun `fleet up` later to fill it")
