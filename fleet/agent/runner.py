@@ -5,7 +5,7 @@
 raise for a job or storage failure, and to describe what happened in an :class:`Outcome`.
 
 "Final checkpoint committed" means the newest valid checkpoint was committed at or after the
-moment the hook fired. The agent also waits for a job it told to stop (terminating signal or
+moment the notice was seen (the writer's clock; the job runs on this node). The agent also waits for a job it told to stop (terminating signal or
 command hook) to finish, so an acknowledgement never cuts a save short; it stops waiting
 ``settle`` seconds after the signalled job exited without committing anything.
 """
@@ -38,10 +38,11 @@ class Outcome:
     hook_detail: str
     hook_latency_s: float | None
     checkpoint_committed: bool
-    checkpoint_step: int | None
-    checkpoint_wait_s: float | None
+    checkpoint_step: int | None          # the newest valid checkpoint at the end (new or not)
+    checkpoint_wait_s: float | None      # hook -> commit of the final checkpoint
     job_finished: bool
     seconds_left: float
+    watched_checkpoints: bool = False
     acknowledged: bool = False
     reported: bool | None = None
 
@@ -58,11 +59,12 @@ class Outcome:
         else:
             hook = f"hook failed ({self.hook_detail})"
         if self.checkpoint_committed:
-            ckpt = f"checkpoint step {self.checkpoint_step} committed {self.checkpoint_wait_s:.1f} s later"
-        elif self.checkpoint_step is None and self.checkpoint_wait_s is None:
+            ckpt = f"checkpoint step {self.checkpoint_step} committed {self.checkpoint_wait_s:.1f} s after the hook"
+        elif not self.watched_checkpoints:
             ckpt = "no checkpoint storage to watch"
         else:
-            ckpt = "NO checkpoint committed since the notice"
+            newest = "none at all" if self.checkpoint_step is None else f"newest is step {self.checkpoint_step}"
+            ckpt = f"NO checkpoint committed since the notice ({newest})"
         tail = f"{self.seconds_left:.0f} s before the deadline"
         extras = [s for s, on in (("acknowledged", self.acknowledged), ("reported", self.reported)) if on]
         return f"{head}: {hook}; {ckpt}; {tail}" + (f" ({', '.join(extras)})" if extras else "")
@@ -79,13 +81,15 @@ def respond(notice: Notice, hook: Hook | None, *, probe: CheckpointProbe | None 
         fired_at, hook_ok, hook_detail = result.fired_at, result.ok, result.detail
         latency = max(0.0, fired_at - notice.received_at)
         (log.info if hook_ok else log.warning)("%s %s notice: %s", notice.cloud, notice.kind, hook_detail)
-    info, waited = _wait(notice, hook, probe, fired_at, margin, poll, settle)
+    info = _wait(notice, hook, probe, margin, poll, settle)
+    newest = info if info is not None or probe is None else probe.latest()
     outcome = Outcome(
         cloud=notice.cloud, kind=notice.kind, deadline=notice.deadline, hook=hook.describe() if hook else "",
         hook_ok=hook_ok, hook_detail=hook_detail, hook_latency_s=latency,
-        checkpoint_committed=info is not None, checkpoint_step=None if info is None else int(info.step),
-        checkpoint_wait_s=waited if probe is not None else None,
-        job_finished=hook is None or not hook.running(), seconds_left=notice.seconds_left())
+        checkpoint_committed=info is not None, checkpoint_step=None if newest is None else int(newest.step),
+        checkpoint_wait_s=None if info is None else max(0.0, float(info.committed_at) - fired_at),
+        job_finished=hook is None or not hook.running(), seconds_left=notice.seconds_left(),
+        watched_checkpoints=probe is not None)
     if watcher is not None and notice.final:
         outcome.acknowledged = _acknowledge(watcher, notice)
     if reporter is not None:
@@ -94,15 +98,15 @@ def respond(notice: Notice, hook: Hook | None, *, probe: CheckpointProbe | None 
     return outcome
 
 
-def _wait(notice: Notice, hook: Hook | None, probe: CheckpointProbe | None, fired_at: float,
-          margin: float, poll: float, settle: float) -> tuple[Any | None, float]:
+def _wait(notice: Notice, hook: Hook | None, probe: CheckpointProbe | None, margin: float, poll: float,
+          settle: float) -> Any | None:
     """Poll until committed and the job settled, the job died with nothing saved, or the deadline nears."""
     until = notice.deadline - margin
     gone_since: float | None = None
     info = None
     while True:
         now = time.time()
-        info = probe.committed_since(fired_at) if probe is not None else None
+        info = probe.committed_since(notice.received_at) if probe is not None else None
         finished = hook is None or not hook.expect_exit or not hook.running()
         if (probe is None or info is not None) and finished:
             break
@@ -115,12 +119,16 @@ def _wait(notice: Notice, hook: Hook | None, probe: CheckpointProbe | None, fire
             log.warning("deadline minus margin reached while waiting for the final checkpoint")
             break
         time.sleep(max(0.0, min(poll, until - now)))
-    return info, time.time() - fired_at
+    return info
 
 
-def _acknowledge(watcher: Watcher, notice: Notice) -> bool:
-    try:
-        return watcher.acknowledge(notice)
-    except TransientError as err:
-        log.warning("could not acknowledge the %s notice: %s", notice.cloud, err)
-        return False
+def _acknowledge(watcher: Watcher, notice: Notice, attempts: int = 3, pause: float = 0.2) -> bool:
+    """Acknowledge, retrying a hiccup a few times; False (logged) when it never went through."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return watcher.acknowledge(notice)
+        except TransientError as err:
+            log.warning("could not acknowledge the %s notice (attempt %d/%d): %s", notice.cloud, attempt,
+                        attempts, err)
+            time.sleep(pause)
+    return False

@@ -14,7 +14,7 @@ from fleet.cli.app import App
 from fleet.errors import FleetError
 
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).
-COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd",
+COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
                    "up", "status", "down", "history", "list_cmd", "repair")
 
 

@@ -1,0 +1,80 @@
+"""``fleet run -- CMD...``: the node's startup wrapper (resume, restart on crash, agent alongside)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+
+import click
+
+from fleet.agent import CLOUDS, WatcherConfigError
+from fleet.agent.checkpoints import CheckpointProbe
+from fleet.agent.hooks import parse_signal
+from fleet.agent.notice import PollingWatcher
+from fleet.agent.supervisor import RunOptions, supervise
+from fleet.cli.agent import build_reporter, build_watcher, configure_logging, node_options
+from fleet.cli.app import App, json_option, pass_app
+
+log = logging.getLogger("fleet.agent")
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--cloud", type=click.Choice([*CLOUDS, "auto", "none"]), default="auto", show_default=True,
+              help="Notice source for the agent that runs alongside ('none': no agent).")
+@click.option("--hook-signal", default="SIGTERM", show_default=True, help="Signal sent to the job on a notice.")
+@click.option("--max-restarts", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Restarts after crashes before giving up.")
+@click.option("--backoff", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="First restart delay in seconds (doubles each time, at most 60 s).")
+@click.option("--name", default=None, help="Lock name: one wrapper per name on a node (default: from the command).")
+@node_options
+@json_option
+@click.argument("job", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_app
+def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: float, name: str | None,
+            deadline_margin: float, checkpoint_uri: str | None, fleet_name: str, instance_id: str,
+            state_url: str | None, metadata_url: str | None, poll_interval: float | None, notice_file: str | None,
+            no_rebalance: bool, as_json: bool, job: tuple[str, ...]) -> None:
+    """Run JOB, resuming from the newest checkpoint and restarting it on crashes.
+
+    Starting it twice on one node is harmless: the second start sees the first and exits 0.
+    The job gets $SPOTFLEET_CHECKPOINT_URI and $SPOTFLEET_RESUME_STEP.
+    """
+    configure_logging()
+    argv = list(job)
+    sig = parse_signal(hook_signal)
+    probe = CheckpointProbe(checkpoint_uri) if checkpoint_uri else None
+    watcher = _watcher(cloud, metadata_url=metadata_url, poll_interval=poll_interval, instance_id=instance_id,
+                       notice_file=notice_file, no_rebalance=no_rebalance)
+    lock_path = app.home / "run" / f"{name or _default_name(argv, checkpoint_uri)}.lock"
+    result = supervise(RunOptions(argv=argv, lock_path=lock_path, probe=probe, watcher=watcher, hook_signal=sig,
+                                  max_restarts=max_restarts, backoff=backoff, margin=deadline_margin,
+                                  reporter=build_reporter(state_url, fleet_name, instance_id)))
+    if as_json:
+        app.emit_json({"status": result.status, "exit_code": result.exit_code, "message": result.message,
+                       "starts": result.starts, "restarts": result.restarts, "resume_steps": result.resume_steps,
+                       "notices": [o.to_json() for o in result.outcomes], "holder": result.holder})
+    else:
+        click.echo(result.message)
+    if result.exit_code:
+        raise SystemExit(result.exit_code)
+
+
+def _watcher(cloud: str, **kwargs: object) -> PollingWatcher | None:
+    if cloud == "none":
+        return None
+    try:
+        return build_watcher(cloud, **kwargs)  # type: ignore[arg-type]
+    except WatcherConfigError as err:
+        if cloud != "auto":
+            raise
+        log.warning("%s; running without a notice watcher", err)
+        return None
+
+
+def _default_name(argv: list[str], checkpoint_uri: str | None) -> str:
+    """A stable name from the command and checkpoint URI: the same job maps to the same lock."""
+    digest = hashlib.sha1("\0".join([*argv, checkpoint_uri or ""]).encode()).hexdigest()[:12]
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", argv[0].rsplit("/", 1)[-1])[:32] or "job"
+    return f"{stem}-{digest}"

@@ -1,0 +1,63 @@
+"""Helpers for the agent tests: the example training job and ``fleet`` as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "train_resumable.py"
+FLEET = [sys.executable, "-m", "fleet.cli.main"]
+
+
+def job_argv(uri: str, *, steps: int = 100_000, save_every: int = 10, step_time: float = 0.01) -> list[str]:
+    """The checkpoint engineer's example job (numpy backend: fast to start, no torch needed)."""
+    return [sys.executable, str(EXAMPLE), "--uri", uri, "--steps", str(steps), "--save-every", str(save_every),
+            "--step-time", str(step_time), "--backend", "numpy"]
+
+
+def env(home: Path, **extra: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("SPOTFLEET_", "AWS_EC2_METADATA", "GCE_METADATA")) and k != "CONTAINER_ID"}
+    return {**base, "SPOTFLEET_HOME": str(home), "PYTHONUNBUFFERED": "1", **extra}
+
+
+def start(argv: list[str], log: Path, environ: dict[str, str]) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=environ, cwd=ROOT)
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def last_step(log: Path) -> int:
+    """The last ``step N`` the job printed (0 before the first)."""
+    steps = [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("step ")]
+    return steps[-1] if steps else 0
+
+
+def trailing_json(log: Path) -> dict[str, Any]:
+    """The ``--json`` document a command printed last (after the job's own output)."""
+    text = log.read_text()
+    return json.loads(text[text.rindex("\n{\n") + 1 if "\n{\n" in text else text.index("{"):])
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise

@@ -1,0 +1,146 @@
+"""``fleet run`` end to end: resume after kill -9, give up after N crashes, one wrapper per node,
+a notice through the agent running alongside, advice (rebalance) followed by a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+from agent_support import FLEET, env, finish, job_argv, last_step, start, trailing_json, wait_until
+from fleet.checkpoint import CheckpointManager
+
+
+def lock_holder(home) -> dict:
+    locks = list((home / "run").glob("*.lock"))
+    if not locks:
+        return {}
+    try:
+        return json.loads(locks[0].read_text() or "{}")
+    except ValueError:
+        return {}
+
+
+def resumed_steps(log) -> list[int]:
+    return [int(line.split()[3]) for line in log.read_text().splitlines() if line.startswith("resumed from step")]
+
+
+def test_restarts_after_kill_9_and_resumes_at_the_newest_checkpoint(tmp_path):
+    home, log = tmp_path / "home", tmp_path / "run.log"
+    uri = f"file://{tmp_path / 'ckpt'}"
+    run = start([*FLEET, "run", "--cloud", "none", "--checkpoint-uri", uri, "--backoff", "0.1", "--json", "--",
+                 *job_argv(uri, steps=80, save_every=10)], log, env(home))
+    wait_until(lambda: last_step(log) >= 35, what="steps past the third checkpoint")
+    first_job = lock_holder(home)["job_pid"]
+    os.kill(first_job, signal.SIGKILL)
+    wait_until(lambda: resumed_steps(log), what="the restarted job to resume")
+    assert finish(run) == 0, log.read_text()
+
+    result = trailing_json(log)
+    resumed = resumed_steps(log)[0]
+    assert (result["status"], result["starts"], result["restarts"]) == ("finished", 2, 1)
+    assert result["resume_steps"] == [0, resumed]          # exported SPOTFLEET_RESUME_STEP = what the job found
+    assert resumed >= 30 and resumed % 10 == 0
+    assert "finished at step 80" in log.read_text()
+    assert CheckpointManager(uri).latest().step == 80
+
+
+def test_gives_up_after_max_restarts_with_the_jobs_exit_code(tmp_path):
+    log = tmp_path / "run.log"
+    job = [sys.executable, "-c", "import os; print('resume', os.environ['SPOTFLEET_RESUME_STEP']); raise SystemExit(3)"]
+    run = start([*FLEET, "run", "--cloud", "none", "--max-restarts", "2", "--backoff", "0.01", "--json", "--", *job],
+                log, env(tmp_path))
+    assert finish(run) == 3
+    result = trailing_json(log)
+    assert (result["status"], result["starts"], result["restarts"]) == ("failed", 3, 3)
+    assert log.read_text().count("resume 0") == 3
+    assert "last with exit code 3; giving up" in result["message"]
+
+
+def test_double_start_lands_in_the_same_place(tmp_path):
+    home = tmp_path / "home"
+    uri = f"file://{tmp_path / 'ckpt'}"
+    argv = [*FLEET, "run", "--cloud", "none", "--name", "train", "--checkpoint-uri", uri, "--json", "--",
+            *job_argv(uri, steps=60, save_every=10, step_time=0.02)]
+    first_log = tmp_path / "first.log"
+    first = start(argv, first_log, env(home))
+    job_pid = wait_until(lambda: lock_holder(home).get("job_pid"), what="the first job")
+
+    second_log = tmp_path / "second.log"
+    assert finish(start(argv, second_log, env(home))) == 0
+    second = trailing_json(second_log)
+    assert second["status"] == "already-running" and second["holder"]["pid"] == first.pid
+    assert f"job pid {job_pid}" in second["message"]
+
+    os.kill(first.pid, signal.SIGKILL)              # the wrapper dies, its job keeps the lock
+    first.wait()
+    third_log = tmp_path / "third.log"
+    assert finish(start(argv, third_log, env(home))) == 0
+    assert trailing_json(third_log)["status"] == "already-running"
+
+    os.kill(job_pid, signal.SIGKILL)                # now nothing holds it: the next start resumes
+    wait_until(lambda: not os.path.exists(f"/proc/{job_pid}") or _zombie(job_pid), what="the job to die")
+    fourth_log = tmp_path / "fourth.log"
+    assert finish(start(argv, fourth_log, env(home))) == 0
+    fourth = trailing_json(fourth_log)
+    assert fourth["status"] == "finished" and fourth["resume_steps"][0] > 0
+    assert "finished at step 60" in fourth_log.read_text()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_notice_signals_the_job_and_the_run_ends_without_restart(tmp_path, imds):
+    home, log = tmp_path / "home", tmp_path / "run.log"
+    uri = f"file://{tmp_path / 'ckpt'}"
+    run = start([*FLEET, "run", "--cloud", "aws", "--metadata-url", imds.url, "--poll-interval", "0.1",
+                 "--checkpoint-uri", uri, "--json", "--", *job_argv(uri)], log, env(home))
+    wait_until(lambda: last_step(log) >= 15, what="training")
+    deadline = imds.schedule_action("terminate", 60)
+    assert finish(run) == 0, log.read_text()
+
+    result = trailing_json(log)
+    notice = result["notices"][0]
+    assert (result["status"], result["starts"]) == ("interrupted", 1)
+    assert (notice["kind"], notice["hook_ok"], notice["checkpoint_committed"]) == ("terminate", True, True)
+    assert notice["checkpoint_step"] == last_step(log) == CheckpointManager(uri).latest().step
+    assert CheckpointManager(uri).latest().committed_at < deadline
+
+
+def test_rebalance_advice_checkpoints_restarts_and_then_the_notice_ends_it(tmp_path, imds):
+    home, log = tmp_path / "home", tmp_path / "run.log"
+    uri = f"file://{tmp_path / 'ckpt'}"
+    run = start([*FLEET, "run", "--cloud", "aws", "--metadata-url", imds.url, "--poll-interval", "0.1",
+                 "--checkpoint-uri", uri, "--json", "--", *job_argv(uri)], log, env(home))
+    wait_until(lambda: last_step(log) >= 15, what="training")
+    imds.recommend_rebalance()
+    resumed = wait_until(lambda: resumed_steps(log), what="the restart after the rebalance checkpoint")[0]
+    wait_until(lambda: last_step(log) > resumed + 5, what="training after the restart")
+    imds.schedule_action("terminate", 60)
+    assert finish(run) == 0, log.read_text()
+
+    result = trailing_json(log)
+    kinds = [(n["kind"], n["checkpoint_committed"]) for n in result["notices"]]
+    assert (result["status"], result["starts"], result["restarts"]) == ("interrupted", 2, 0)
+    assert kinds == [("rebalance", True), ("terminate", True)]
+    assert result["resume_steps"] == [0, resumed] and result["notices"][0]["checkpoint_step"] == resumed
+
+
+def test_sigterm_to_the_wrapper_is_forwarded_and_nothing_restarts(tmp_path):
+    home, log = tmp_path / "home", tmp_path / "run.log"
+    uri = f"file://{tmp_path / 'ckpt'}"
+    run = start([*FLEET, "run", "--cloud", "none", "--checkpoint-uri", uri, "--json", "--", *job_argv(uri)],
+                log, env(home))
+    wait_until(lambda: last_step(log) >= 5, what="training")
+    run.send_signal(signal.SIGTERM)
+    assert finish(run) == 0, log.read_text()
+    result = trailing_json(log)
+    assert (result["status"], result["starts"]) == ("stopped", 1)
+    assert "stopped by SIGTERM" in log.read_text()
+    assert CheckpointManager(uri).latest().step == last_step(log)
