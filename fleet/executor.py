@@ -29,7 +29,7 @@ from typing import Callable, Collection, Mapping
 from fleet import crashpoints
 from fleet.errors import PlanError, ProviderError
 from fleet.launching import LaunchOutcome, PoolLauncher, Progress, ProgressFn
-from fleet.model import TAG_FLEET, Instance, InstanceState, Plan
+from fleet.model import TAG_FLEET, Instance, InstanceState, NodeConfig, Plan
 from fleet.reconcile import Observation, observe, on_demand_prices, sync
 from fleet.state import EventKind, StateStore
 from providers.base import Provider
@@ -80,11 +80,12 @@ def launch_token(fleet: str, plan_id: str, pool: str, seq: int) -> str:
 
 
 def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
-          progress: ProgressFn | None = None, replan: Replan | None = None, node=None,
-          max_rounds: int = MAX_ROUNDS, max_workers: int = 32) -> ApplyReport:
+          progress: ProgressFn | None = None, replan: Replan | None = None, node: NodeConfig | None = None,
+          max_rounds: int = MAX_ROUNDS, max_workers: int = 32, observed: Observation | None = None) -> ApplyReport:
     """Make the providers hold ``plan.counts()`` for ``plan.fleet``; see the module doc.
 
-    Raises only ``StateError`` (the store failed); provider failures are in the report.
+    ``observed``: a look the caller just took and synced into ``store`` (saves listing
+    again). Raises only ``StateError`` (the store failed); provider failures are in the report.
     """
     say = progress or (lambda _p: None)
     fleet = plan.fleet
@@ -96,7 +97,7 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
     for round_no in range(1, max_rounds + 1):
         report.rounds = round_no
         store.refresh_lock(fleet)
-        obs = _look(providers, store, current, report)
+        obs = observed if round_no == 1 and observed is not None else _look(providers, store, current, report)
         desired = current.counts()
         say(Progress("round", count=sum(min(n, desired.get(p, 0)) for p, n in obs.counts().items()),
                      total=sum(desired.values()), message=f"round {round_no}"))

@@ -30,9 +30,11 @@ from providers.base import Provider
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--yes", "-y", is_flag=True, help="Launch without asking for confirmation.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and what would change; launch nothing.")
+@click.option("--parallel", type=click.IntRange(min=1, max=256), default=32, show_default=True,
+              help="Pools launched at the same time (1 = one pool after another).")
 @json_option
 @pass_app
-def command(app: App, spec_path: str, yes: bool, dry_run: bool, as_json: bool) -> None:
+def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, as_json: bool) -> None:
     """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing)."""
     from fleet.planner import plan as make_plan
     from providers.registry import providers_for
@@ -55,7 +57,8 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, as_json: bool) -
             _show_plan(app, plan, current)
         if not plan.feasible:
             app.warn(f"the plan is short of the spec: {plan.shortfall}")
-        if _changes(plan, current):
+        prompted = bool(_changes(plan, current)) and not yes
+        if prompted:
             confirm(f"Apply this plan to fleet {spec.name!r}?", yes=yes, as_json=as_json)
         sync(store, obs, prices=on_demand_prices([plan]))
         store.save_fleet(spec.name, status=FleetStatus.PLANNED, spec_json=spec.model_dump_json(),
@@ -67,7 +70,8 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, as_json: bool) -
 
         node = NodeConfig(**spec.node.model_dump())
         with _ProgressView(app, enabled=not as_json) as view:
-            report = apply(plan, providers, store, progress=view, replan=replan, node=node)
+            report = apply(plan, providers, store, progress=view, replan=replan, node=node, max_workers=parallel,
+                           observed=None if prompted else obs)   # a prompt may have taken a while
         store.set_status(spec.name, FleetStatus.UP if report.ok else FleetStatus.SHORT)
     if as_json:
         app.emit_json(report.to_dict())

@@ -160,12 +160,17 @@ def test_truncated_store_is_a_clear_error(tmp_path):
         s.events("demo")
 
 
-def test_foreign_sqlite_file_is_refused(tmp_path):
-    path = tmp_path / "other.db"
+def _execute(path: Path, sql: str) -> None:
+    """Change the file behind the store's back, as another program would."""
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE songs (title TEXT)")
+    conn.execute(sql)
     conn.commit()
     conn.close()
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path):
+    path = tmp_path / "other.db"
+    _execute(path, "CREATE TABLE songs (title TEXT)")
     with pytest.raises(StateError, match="not a spotfleet state store"):
         open_store(str(path))
 
@@ -181,10 +186,7 @@ def test_unsupported_url_scheme(tmp_path):
 def test_newer_schema_is_refused(tmp_path):
     path = tmp_path / "state.db"
     open_store(str(path)).close()
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE schema_version SET version = 99")
-    conn.commit()
-    conn.close()
+    _execute(path, "UPDATE schema_version SET version = 99")
     with pytest.raises(StateError, match="schema v99, newer"):
         open_store(str(path))
 
