@@ -2,9 +2,11 @@
 
 ``observe`` asks every provider for the fleet's instances (by tag) and its clock;
 ``sync`` brings the store in line: instances found by tag but not recorded are added
-(``discovered``), recorded instances a provider no longer reports are ended at the
-observation time (spot: ``preempted``, on-demand: ``lost``). A provider whose listing
-failed is left alone: its instances are neither added nor ended.
+(``discovered``), recorded instances a provider no longer reports are ended (spot:
+``preempted``, on-demand: ``lost``) at the deadline of their interruption notice where the
+node agent recorded one, else at the observation time (an upper bound: the bill never
+comes out lower than the provider's). A provider whose listing failed is left alone:
+its instances are neither added nor ended.
 """
 
 from __future__ import annotations
@@ -109,13 +111,26 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
                             for i in fresh)
         result.discovered = fresh
     ended: dict[str, tuple[float, str]] = {}
-    for rid, rec in recorded.items():
-        if rid in seen or not obs.listed(rec.provider):
-            continue
+    vanished = [rec for rid, rec in recorded.items() if rid not in seen and obs.listed(rec.provider)]
+    deadlines = _notice_deadlines(store, fleet) if vanished else {}
+    for rec in vanished:
         reason = EventKind.PREEMPTED if rec.market == Market.SPOT.value else EventKind.LOST
-        ended[rid] = (obs.clock(rec.provider), reason)
+        seen_gone = obs.clock(rec.provider)
+        deadline = deadlines.get(rec.id)
+        at = deadline if deadline is not None and rec.launched_at <= deadline <= seen_gone else seen_gone
+        ended[rec.id] = (at, reason)
         result.ended.append((rec, reason))
     if ended:
         store.end_instances(fleet, ended)
         store.record_events((fleet, reason, rid, recorded[rid].pool, None, ts) for rid, (ts, reason) in ended.items())
     return result
+
+
+def _notice_deadlines(store: StateStore, fleet: str) -> dict[str, float]:
+    """Instance id -> the deadline of its interruption notice (recorded by the node agent)."""
+    out = {}
+    for e in store.events(fleet, kinds={EventKind.NOTICE}):
+        deadline = e.detail.get("deadline")
+        if e.instance_id and isinstance(deadline, (int, float)):
+            out[e.instance_id] = float(deadline)
+    return out
