@@ -7,8 +7,9 @@ node is expected to be gone (always set: where the vendor gives no time, the wat
 its documented minimum and says so with ``detail["deadline_assumed"] = True``).
 
 A watcher implements :meth:`PollingWatcher.poll_once`; the shared :meth:`wait_for_notice` loop
-retries every transient failure (timeouts, refused connections, 5xx, expired tokens) with a
-capped backoff and never raises them, so a metadata hiccup can never take the node agent down.
+retries every transient failure (timeouts, refused connections, 5xx, expired tokens, and any
+answer in an unexpected shape) with a capped backoff and never raises them, so a metadata
+hiccup can never take the node agent down.
 Only configuration errors (:class:`WatcherConfigError`: a refused API key, a missing notice
 file setting) escape, because retrying cannot fix them.
 """
@@ -106,9 +107,12 @@ class PollingWatcher:
         while not stop.is_set():
             try:
                 notice = self.poll_once()
-            except TransientError as err:
+            except WatcherConfigError:
+                raise
+            except Exception as err:  # TransientError, or an answer in a shape nobody documented
                 self.failures += 1
-                delay = err.retry_after if err.retry_after is not None else self._backoff()
+                retry_after = err.retry_after if isinstance(err, TransientError) else None
+                delay = retry_after if retry_after is not None else self._backoff()
                 if self.failures == 1 or self.failures % 30 == 0:
                     log.warning("%s metadata hiccup (%s); retrying in %.1f s [%d in a row]",
                                 self.cloud, err, delay, self.failures)

@@ -128,6 +128,7 @@ def test_aws_rebalance_can_be_ignored(imds):
 
 def test_aws_survives_5xx_timeouts_and_garbage(imds):
     watcher = aws(imds)
+    watcher.max_backoff = 0.3  # keep the test short; the default caps retries at 2 s
     imds.fail_next(3, 500)
     imds.stall_next(2, 0.8)   # longer than the watcher's 0.5 s timeout
     imds.fail_next(1, 503)
@@ -336,3 +337,20 @@ def test_auto_detects_each_cloud_by_who_answers(monkeypatch, imds, gce, azure):
 def test_unknown_cloud_names_the_choices():
     with pytest.raises(WatcherConfigError, match="aws, gcp, azure, vast, local"):
         make_watcher("ibm", WatcherOptions())
+
+
+def test_answers_in_an_undocumented_shape_are_retried_not_fatal(imds, azure):
+    with imds._lock:
+        imds.instance_action = ["not", "an", "object"]
+    with azure._lock:
+        azure.events = ["not-an-event"]
+    aws_watch = Watching(aws(imds))
+    azure_watch = Watching(AzureWatcher(azure.url, interval=0.05))
+    wait_for(lambda: aws_watch.watcher.failures >= 2 and azure_watch.watcher.failures >= 2)
+    with imds._lock:
+        imds.instance_action = None
+    with azure._lock:
+        azure.events = []
+    imds.schedule_action()
+    azure.schedule("Preempt")
+    assert aws_watch.notice().kind == "terminate" and azure_watch.notice().kind == "preempt"
