@@ -22,7 +22,6 @@ Returns an ``ApplyReport``: what launched, what failed and why, the final shortf
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping
 

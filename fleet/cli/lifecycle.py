@@ -7,12 +7,13 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Iterator
 
 import click
+from pydantic import ValidationError
 
 from fleet.cli.app import App
-from fleet.errors import FleetError, FleetLockedError
+from fleet.errors import FleetError, FleetLockedError, StateError
 from fleet.model import Plan
 from fleet.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
 from fleet.spec import Backend, FleetSpec
@@ -32,19 +33,25 @@ def spec_of(record: FleetRecord) -> FleetSpec | None:
     """The spec recorded with a fleet, ``None`` when it was rebuilt without one."""
     if not record.spec_json:
         return None
-    return FleetSpec.model_validate_json(record.spec_json)
+    try:
+        return FleetSpec.model_validate_json(record.spec_json)
+    except ValidationError:
+        raise StateError(f"the spec recorded for fleet {record.name!r} no longer validates; "
+                         f"run `fleet repair {record.name} --spec SPEC`") from None
 
 
 def providers_of(app: App, record: FleetRecord) -> dict[str, Provider]:
-    """The providers a recorded fleet runs on: from its spec, or every provider of the local
-    cloud for a fleet repaired without one."""
+    """The providers a recorded fleet runs on: those its spec allows, or every provider of the
+    local cloud for a fleet repaired without one. An existing local cloud is opened as it is
+    (its time scale and seed were fixed when it was created)."""
     from providers.registry import providers_for
 
     spec = spec_of(record)
-    if spec is not None:
+    if spec is not None and spec.backend is not Backend.LOCAL:
         return providers_for(spec, app.home)
-    if record.backend in ("", Backend.LOCAL.value):
-        return local_providers(app)
+    if spec is not None or record.backend in ("", Backend.LOCAL.value):
+        every = local_providers(app)
+        return {n: p for n, p in every.items() if spec is None or spec.provider_settings(n) is not None}
     raise FleetError(f"fleet {record.name!r} was rebuilt without its spec, so its cloud providers are unknown; "
                      f"run `fleet repair {record.name} --spec SPEC`")
 
@@ -78,10 +85,6 @@ def confirm(question: str, *, yes: bool, as_json: bool) -> None:
         raise FleetError(f"{question.rstrip('?')}: not confirmed; pass --yes to proceed without a prompt")
     if not click.confirm(question, default=False, err=True):
         raise click.Abort()
-
-
-def now_by_provider(providers: Mapping[str, Provider]) -> dict[str, float]:
-    return {name: p.now() for name, p in providers.items()}
 
 
 # ---- formatting ----------------------------------------------------------------------------

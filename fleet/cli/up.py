@@ -186,4 +186,4 @@ def _summary(app: App, report: ApplyReport) -> None:
         app.err.print(f"[red]fleet {report.fleet} is short[/] by {missing} instance(s) "
                       f"({report.missing_weighted_gpus:g} weighted GPUs)"
                       + (f"; plan: {report.plan.shortfall}" if report.plan.shortfall else "")
-                      + f"; rerun `fleet up` later to fill it")
+                      + "; rerun `fleet up` later to fill it")

@@ -98,7 +98,7 @@ def test_foreign_instances_are_never_touched(world: World):
 
 def test_status_records_preemptions_and_cost_and_up_refills(world: World):
     spec = world.spec("watched")
-    report = world.fleet_json("up", str(spec), "--yes")
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
     world.cloud.advance(3600)     # one simulated hour; the market may take spot instances back meanwhile
     spot = next(i for i in world.cloud.all_instances(alive_only=True)
                 if i.fleet == "watched" and i.pool.market.value == "spot")
