@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,10 +32,12 @@ _HEADER_LEN = struct.Struct("<Q")
 
 
 class _Encoder:
-    def __init__(self) -> None:
-        self.blobs: list[bytes | memoryview] = []
+    """Walks the state once: builds the JSON tree and collects the buffers (not yet copied)."""
 
-    def blob(self, data: bytes | memoryview) -> int:
+    def __init__(self) -> None:
+        self.blobs: list[np.ndarray | bytes | memoryview] = []
+
+    def blob(self, data: np.ndarray | bytes | memoryview) -> int:
         self.blobs.append(data)
         return len(self.blobs) - 1
 
@@ -46,15 +49,13 @@ class _Encoder:
             if arr.dtype.hasobject:
                 raise UnsupportedStateError(f"{path}: numpy arrays of Python objects cannot be stored; "
                                             "use a numeric dtype")
-            node = {"$array": self.blob(arr.tobytes()), "dtype": npformat.dtype_to_descr(arr.dtype),
+            node = {"$array": self.blob(arr), "dtype": npformat.dtype_to_descr(arr.dtype),
                     "shape": list(arr.shape)}
             if isinstance(value, np.generic):
                 node["scalar"] = True
             return node
-        if isinstance(value, bytes):
-            return {"$bytes": self.blob(value)}
-        if isinstance(value, (bytearray, memoryview)):
-            return {"$bytes": self.blob(bytes(value))}
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return {"$bytes": self.blob(value if isinstance(value, bytes) else memoryview(value).cast("B"))}
         if isinstance(value, list):
             return [self.tree(v, f"{path}[{i}]") for i, v in enumerate(value)]
         if isinstance(value, tuple):
@@ -71,31 +72,48 @@ class _Encoder:
                                     f"{type(value).__module__}.{type(value).__qualname__}{hint}")
 
 
-def encode(state: dict[str, Any]) -> Payload:
-    """Snapshot ``state`` into a :class:`Payload` (array data is copied, so callers may mutate on).
+def _nbytes(blob: np.ndarray | bytes | memoryview) -> int:
+    return blob.nbytes if isinstance(blob, (np.ndarray, memoryview)) else len(blob)
 
-    Raises :class:`UnsupportedStateError` naming the path of the first value it cannot store.
+
+def encode(state: dict[str, Any], allocate: Callable[[int], np.ndarray] | None = None) -> Payload:
+    """Snapshot ``state`` into a :class:`Payload` (one copy of the data; callers may mutate on).
+
+    ``allocate(n)`` may supply the destination: a writable uint8 array of at least ``n`` bytes
+    (reusing one across saves skips page-faulting fresh memory). Raises
+    :class:`UnsupportedStateError` naming the path of the first value it cannot store.
     """
     if not isinstance(state, dict):
         raise UnsupportedStateError(f"state: expected a dict, got {type(state).__name__}")
     enc = _Encoder()
     tree = enc.tree(state, "state")
     offsets: list[list[int]] = []
-    chunks: list[bytes | memoryview] = []
     pos = 0
     for data in enc.blobs:
-        pad = -pos % ALIGN
-        if pad:
-            chunks.append(bytes(pad))
-            pos += pad
-        n = memoryview(data).nbytes
-        offsets.append([pos, n])
-        chunks.append(data)
-        pos += n
+        pos += -pos % ALIGN
+        offsets.append([pos, _nbytes(data)])
+        pos += _nbytes(data)
     header = json.dumps({"version": 1, "tree": tree, "blobs": offsets}, separators=(",", ":")).encode()
     head = MAGIC + _HEADER_LEN.pack(len(header)) + header
     head += bytes(-len(head) % ALIGN)
-    return Payload.of([head, *chunks])
+    total = len(head) + pos
+    out = (allocate or _fresh)(total)[:total]
+    out[:len(head)] = np.frombuffer(head, np.uint8)
+    end = len(head)
+    for (off, n), data in zip(offsets, enc.blobs):
+        start = len(head) + off
+        out[end:start] = 0                                    # alignment padding
+        if isinstance(data, np.ndarray):
+            if n:
+                np.copyto(out[start:start + n].view(data.dtype).reshape(data.shape), data, casting="no")
+        else:
+            out[start:start + n] = np.frombuffer(data, np.uint8)
+        end = start + n
+    return Payload.of([memoryview(out)])
+
+
+def _fresh(n: int) -> np.ndarray:
+    return np.empty(n, np.uint8)
 
 
 def decode(buffer: bytes | bytearray | memoryview) -> dict[str, Any]:

@@ -6,7 +6,9 @@ Contract:
   logged, never raised: the checkpoint itself is safe.
 - ``save_async(state, step)`` serialises (snapshots) ``state`` in the caller, so the caller may
   mutate its arrays as soon as it returns; the upload and commit run on a background thread. At
-  most ``max_pending`` saves are in flight: a further call blocks until one finishes.
+  most ``max_pending`` saves are in flight: a further call blocks until one finishes. Snapshot
+  buffers are reused across saves, so the manager holds up to ``max_pending + 1`` state-sized
+  buffers until ``close()``.
 - ``wait()`` blocks until every async save issued so far is done and raises the first failure
   among them (each failure is raised once).
 - Readers (``latest``, ``load_latest``, ``list``) see committed checkpoints only; ``load_latest``
@@ -25,6 +27,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from hashlib import sha256
 from types import TracebackType
 from typing import Any
+
+import numpy as np
 
 from fleet.checkpoint import codec
 from fleet.checkpoint.commit import write_checkpoint
@@ -62,6 +66,7 @@ class CheckpointManager:
         self._uploader = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-upload")
         self._hasher = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash")
         self._slots = threading.BoundedSemaphore(max_pending)
+        self._buffers = _BufferPool(keep=max_pending + 1)
         self._pending: list[Future[CheckpointInfo]] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -71,19 +76,28 @@ class CheckpointManager:
     def save(self, state: dict[str, Any], step: int) -> CheckpointInfo:
         """Serialise, upload, verify and commit ``state`` as ``step``; prune beyond ``keep_last``."""
         self._check(step)
-        return self._commit(codec.encode(state), step)
+        payload, buffer = self._snapshot(state)
+        try:
+            return self._commit(payload, step)
+        finally:
+            self._buffers.give(buffer)
 
     def save_async(self, state: dict[str, Any], step: int) -> Future[CheckpointInfo]:
         """Snapshot ``state`` now; upload and commit it in the background. See ``wait()``."""
         self._check(step)
         self._slots.acquire()
         try:
-            payload = codec.encode(state)
+            payload, buffer = self._snapshot(state)
             future = self._uploader.submit(self._commit, payload, step)
         except BaseException:
             self._slots.release()
             raise
-        future.add_done_callback(lambda _: self._slots.release())
+
+        def done(_: Future[CheckpointInfo]) -> None:
+            self._buffers.give(buffer)
+            self._slots.release()
+
+        future.add_done_callback(done)
         with self._lock:
             self._pending.append(future)
         return future
@@ -95,6 +109,15 @@ class CheckpointManager:
         errors = [err for f in pending if (err := f.exception()) is not None]
         if errors:
             raise errors[0]
+
+    def _snapshot(self, state: dict[str, Any]) -> tuple[Payload, np.ndarray]:
+        held: list[np.ndarray] = []
+
+        def allocate(n: int) -> np.ndarray:
+            held.append(self._buffers.take(n))
+            return held[0]
+
+        return codec.encode(state, allocate), held[0]
 
     def _commit(self, payload: Payload, step: int) -> CheckpointInfo:
         info = write_checkpoint(self.store, payload, step, self._hasher)
@@ -179,6 +202,7 @@ class CheckpointManager:
             self._closed = True
             self._uploader.shutdown(wait=True)
             self._hasher.shutdown(wait=True)
+            self._buffers.clear()
 
     def __enter__(self) -> CheckpointManager:
         return self
@@ -189,3 +213,30 @@ class CheckpointManager:
 
     def __repr__(self) -> str:
         return f"CheckpointManager({self.uri!r}, keep_last={self.keep_last})"
+
+
+class _BufferPool:
+    """Snapshot buffers kept for reuse: a repeated save copies into memory that is already
+    mapped instead of page-faulting a fresh allocation (which costs about as much as the copy).
+    Holds at most ``keep`` buffers; ``clear()`` releases them."""
+
+    def __init__(self, keep: int):
+        self._keep = keep
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> np.ndarray:
+        with self._lock:
+            for i, buf in enumerate(self._free):
+                if n <= buf.size <= 2 * n:
+                    return self._free.pop(i)
+        return np.empty(n, np.uint8)
+
+    def give(self, buf: np.ndarray) -> None:
+        with self._lock:
+            if len(self._free) < self._keep:
+                self._free.append(buf)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()

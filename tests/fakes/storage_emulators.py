@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -84,25 +85,54 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def start_moto() -> Emulator:
-    """moto's threaded S3 server, in this process."""
+def _require_moto() -> None:
     try:
-        import boto3
-        from moto.server import ThreadedMotoServer
+        import boto3  # noqa: F401
+        import moto.server  # noqa: F401
     except ImportError as err:
         raise EmulatorUnavailable(f"moto/boto3 not installed ({err.name}): pip install -e '.[test]'") from err
+
+
+def _moto(name: str, url: str, stop: Callable[[], None]) -> Emulator:
+    env = {"AWS_ENDPOINT_URL_S3": url, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def make_bucket(bucket: str) -> None:
+        import boto3
+        boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+
+    return Emulator(name, "s3", env, make_bucket, stop)
+
+
+def start_moto() -> Emulator:
+    """moto's threaded S3 server, in this process (starts in well under a second)."""
+    _require_moto()
+    from moto.server import ThreadedMotoServer
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)     # one access-log line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    env = {"AWS_ENDPOINT_URL_S3": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    return _moto("moto S3", f"http://{host}:{port}", server.stop)
 
-    def make_bucket(name: str) -> None:
-        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL_S3"], region_name="us-east-1",
-                     aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket=name)
 
-    return Emulator("moto S3", "s3", env, make_bucket, server.stop)
+def start_moto_process() -> Emulator:
+    """moto's S3 server in a child process (benchmarks: it then does not share our GIL)."""
+    _require_moto()
+    port = free_port()
+    code = ("import logging, threading; logging.getLogger('werkzeug').setLevel(logging.ERROR);"
+            "from moto.server import ThreadedMotoServer;"
+            f"ThreadedMotoServer(ip_address='127.0.0.1', port={port}, verbose=False).start();"
+            "threading.Event().wait()")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(url, 30, proc)
+    except RuntimeError:
+        _terminate(proc)
+        raise
+    return _moto("moto S3", url, lambda: _terminate(proc))
 
 
 def fake_gcs_binary() -> Path:
