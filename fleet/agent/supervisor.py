@@ -194,7 +194,8 @@ class _Supervisor:
             env["SPOTFLEET_CHECKPOINT_URI"] = self.opts.probe.uri
         log.info("starting %s (resume step %d)", " ".join(self.opts.argv), step)
         assert self.lock.fd is not None
-        self.proc = subprocess.Popen(self.opts.argv, env=env, pass_fds=(self.lock.fd,), start_new_session=True)
+        # same process group as the wrapper: whoever kills the node's group kills the job too
+        self.proc = subprocess.Popen(self.opts.argv, env=env, pass_fds=(self.lock.fd,))
         self.lock.update(job_pid=self.proc.pid)
         return self.proc.wait()
 

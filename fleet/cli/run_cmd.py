@@ -47,7 +47,7 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     probe = CheckpointProbe(checkpoint_uri) if checkpoint_uri else None
     watcher = _watcher(cloud, metadata_url=metadata_url, poll_interval=poll_interval, instance_id=instance_id,
                        notice_file=notice_file, no_rebalance=no_rebalance)
-    lock_path = app.home / "run" / f"{name or _default_name(argv, checkpoint_uri)}.lock"
+    lock_path = app.home / "run" / f"{name or _default_name(argv, checkpoint_uri, instance_id)}.lock"
     result = supervise(RunOptions(argv=argv, lock_path=lock_path, probe=probe, watcher=watcher, hook_signal=sig,
                                   max_restarts=max_restarts, backoff=backoff, margin=deadline_margin,
                                   reporter=build_reporter(state_url, fleet_name, instance_id)))
@@ -73,8 +73,9 @@ def _watcher(cloud: str, **kwargs: object) -> PollingWatcher | None:
         return None
 
 
-def _default_name(argv: list[str], checkpoint_uri: str | None) -> str:
-    """A stable name from the command and checkpoint URI: the same job maps to the same lock."""
-    digest = hashlib.sha1("\0".join([*argv, checkpoint_uri or ""]).encode()).hexdigest()[:12]
+def _default_name(argv: list[str], checkpoint_uri: str | None, instance_id: str) -> str:
+    """A stable name from the command, checkpoint URI and instance id: the same job on the same
+    node maps to the same lock (nodes sharing a host, as on the local cloud, do not collide)."""
+    digest = hashlib.sha1("\0".join([*argv, checkpoint_uri or "", instance_id]).encode()).hexdigest()[:12]
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", argv[0].rsplit("/", 1)[-1])[:32] or "job"
     return f"{stem}-{digest}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -27,9 +28,27 @@ def env(home: Path, **extra: str) -> dict[str, str]:
     return {**base, "SPOTFLEET_HOME": str(home), "PYTHONUNBUFFERED": "1", **extra}
 
 
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
 def start(argv: list[str], log: Path, environ: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start a subprocess (its own process group) logging to ``log``; the conftest kills the
+    group, children included, when a test leaves it running."""
     with open(log, "ab") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=environ, cwd=ROOT)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=environ, cwd=ROOT,
+                                start_new_session=True)
+    STARTED.append(proc)
+    return proc
+
+
+def kill_leftovers() -> None:
+    while STARTED:
+        proc = STARTED.pop()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
 
 def wait_until(condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:

@@ -9,7 +9,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent_support import kill_leftovers  # noqa: E402
 from fakes.metadata import FakeAzure, FakeGce, FakeImds, FakeVast  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes():
+    yield
+    kill_leftovers()
 
 
 def _session_fake(cls):

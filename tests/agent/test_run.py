@@ -61,8 +61,8 @@ def test_gives_up_after_max_restarts_with_the_jobs_exit_code(tmp_path):
 def test_double_start_lands_in_the_same_place(tmp_path):
     home = tmp_path / "home"
     uri = f"file://{tmp_path / 'ckpt'}"
-    argv = [*FLEET, "run", "--cloud", "none", "--name", "train", "--checkpoint-uri", uri, "--json", "--",
-            *job_argv(uri, steps=60, save_every=10, step_time=0.02)]
+    wrapper = [*FLEET, "run", "--cloud", "none", "--name", "train", "--checkpoint-uri", uri, "--json", "--"]
+    argv = [*wrapper, *job_argv(uri)]
     first_log = tmp_path / "first.log"
     first = start(argv, first_log, env(home))
     job_pid = wait_until(lambda: lock_holder(home).get("job_pid"), what="the first job")
@@ -82,10 +82,11 @@ def test_double_start_lands_in_the_same_place(tmp_path):
     os.kill(job_pid, signal.SIGKILL)                # now nothing holds it: the next start resumes
     wait_until(lambda: not os.path.exists(f"/proc/{job_pid}") or _zombie(job_pid), what="the job to die")
     fourth_log = tmp_path / "fourth.log"
-    assert finish(start(argv, fourth_log, env(home))) == 0
+    final = CheckpointManager(uri).latest().step
+    assert finish(start([*wrapper, *job_argv(uri, steps=final + 5)], fourth_log, env(home))) == 0
     fourth = trailing_json(fourth_log)
-    assert fourth["status"] == "finished" and fourth["resume_steps"][0] > 0
-    assert "finished at step 60" in fourth_log.read_text()
+    assert fourth["status"] == "finished" and fourth["resume_steps"] == [final]
+    assert f"finished at step {final + 5}" in fourth_log.read_text()
 
 
 def _zombie(pid: int) -> bool:
