@@ -43,7 +43,9 @@ def parse_signal(name: str) -> signal.Signals:
     """``SIGTERM``/``TERM``/``15`` -> the signal; FleetError naming the accepted forms otherwise."""
     text = name.strip().upper()
     try:
-        return signal.Signals(int(text)) if text.isdigit() else signal.Signals[text if text.startswith("SIG") else f"SIG{text}"]
+        if text.isdigit():
+            return signal.Signals(int(text))
+        return signal.Signals[text if text.startswith("SIG") else f"SIG{text}"]
     except (KeyError, ValueError):
         raise FleetError(f"unknown signal {name!r}; use a name such as SIGTERM or SIGUSR1") from None
 

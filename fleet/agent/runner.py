@@ -5,9 +5,10 @@
 raise for a job or storage failure, and to describe what happened in an :class:`Outcome`.
 
 "Final checkpoint committed" means the newest valid checkpoint was committed at or after the
-moment the notice was seen (the writer's clock; the job runs on this node). The agent also waits for a job it told to stop (terminating signal or
-command hook) to finish, so an acknowledgement never cuts a save short; it stops waiting
-``settle`` seconds after the signalled job exited without committing anything.
+moment the notice was seen (the writer's clock; the job runs on this node). The agent also
+waits for a job it told to stop (terminating signal or command hook) to finish, so an
+acknowledgement never cuts a save short; it stops waiting ``settle`` seconds after the
+signalled job exited without committing anything.
 """
 
 from __future__ import annotations

@@ -168,8 +168,9 @@ class _Supervisor:
                 return result("finished", 0, f"job finished after {starts} start(s)")
             restarts += 1
             if restarts > self.opts.max_restarts:
+                times = f"{restarts} time{'s' if restarts != 1 else ''}"
                 return result("failed", rc if rc > 0 else 128 - rc,
-                              f"job failed {restarts} times, last with {_describe(rc)}; giving up")
+                              f"job failed {times}, last with {_describe(rc)}; giving up")
             delay = min(self.opts.backoff * 2 ** (restarts - 1), self.opts.backoff_max)
             log.warning("job exited with %s; restart %d/%d in %.1f s", _describe(rc), restarts,
                         self.opts.max_restarts, delay)

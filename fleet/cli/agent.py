@@ -42,7 +42,8 @@ def node_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Override the notice source's base URL (tests, proxies)."),
         click.option("--poll-interval", type=click.FloatRange(min=0.01), default=None,
                      help="Seconds between polls (default: aws/azure 1, vast 2, local 0.1; gcp long-polls)."),
-        click.option("--notice-file", default=None, help="Local cloud: the notice file (default $SPOTFLEET_NOTICE_FILE)."),
+        click.option("--notice-file", default=None,
+                     help="Local cloud: the notice file (default $SPOTFLEET_NOTICE_FILE)."),
         click.option("--no-rebalance", is_flag=True, help="AWS: ignore rebalance recommendations."),
     ]
     return functools.reduce(lambda acc, opt: opt(acc), reversed(options), f)

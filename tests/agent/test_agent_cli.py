@@ -26,7 +26,8 @@ def publish(cloud: str, fakes: dict, notice_file) -> tuple[list[str], object]:
     if cloud == "gcp":
         return ["--metadata-url", fakes["gcp"].url], fakes["gcp"].preempt
     if cloud == "azure":
-        return ["--metadata-url", fakes["azure"].url], lambda: fakes["azure"].schedule("Preempt", not_before_in=DEADLINE_S)
+        azure = fakes["azure"]
+        return ["--metadata-url", azure.url], lambda: azure.schedule("Preempt", not_before_in=DEADLINE_S)
     if cloud == "vast":
         fakes["vast"].add_instance("31337")
         return ["--metadata-url", fakes["vast"].url], lambda: fakes["vast"].outbid("31337")

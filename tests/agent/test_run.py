@@ -97,12 +97,17 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def test_notice_signals_the_job_and_the_run_ends_without_restart(tmp_path, imds):
-    home, log = tmp_path / "home", tmp_path / "run.log"
-    uri = f"file://{tmp_path / 'ckpt'}"
+def run_on_aws(tmp_path, imds):
+    """``fleet run`` with the AWS watcher on the fake IMDS, once the job has trained 15 steps."""
+    log, uri = tmp_path / "run.log", f"file://{tmp_path / 'ckpt'}"
     run = start([*FLEET, "run", "--cloud", "aws", "--metadata-url", imds.url, "--poll-interval", "0.1",
-                 "--checkpoint-uri", uri, "--json", "--", *job_argv(uri)], log, env(home))
+                 "--checkpoint-uri", uri, "--json", "--", *job_argv(uri)], log, env(tmp_path / "home"))
     wait_until(lambda: last_step(log) >= 15, what="training")
+    return run, log, uri
+
+
+def test_notice_signals_the_job_and_the_run_ends_without_restart(tmp_path, imds):
+    run, log, uri = run_on_aws(tmp_path, imds)
     deadline = imds.schedule_action("terminate", 60)
     assert finish(run) == 0, log.read_text()
 
@@ -115,11 +120,7 @@ def test_notice_signals_the_job_and_the_run_ends_without_restart(tmp_path, imds)
 
 
 def test_rebalance_advice_checkpoints_restarts_and_then_the_notice_ends_it(tmp_path, imds):
-    home, log = tmp_path / "home", tmp_path / "run.log"
-    uri = f"file://{tmp_path / 'ckpt'}"
-    run = start([*FLEET, "run", "--cloud", "aws", "--metadata-url", imds.url, "--poll-interval", "0.1",
-                 "--checkpoint-uri", uri, "--json", "--", *job_argv(uri)], log, env(home))
-    wait_until(lambda: last_step(log) >= 15, what="training")
+    run, log, _ = run_on_aws(tmp_path, imds)
     imds.recommend_rebalance()
     resumed = wait_until(lambda: resumed_steps(log), what="the restart after the rebalance checkpoint")[0]
     wait_until(lambda: last_step(log) > resumed + 5, what="training after the restart")
