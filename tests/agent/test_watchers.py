@@ -330,6 +330,9 @@ def test_auto_detects_each_cloud_by_who_answers(monkeypatch, imds, gce, azure):
     monkeypatch.setenv("SPOTFLEET_AZURE_METADATA_URL", dead)
     with pytest.raises(WatcherConfigError, match="--cloud"):
         detect_cloud()
+    monkeypatch.setenv("CONTAINER_ID", "4242")       # inside a Vast container with a key
+    monkeypatch.setenv("VAST_API_KEY", "k")
+    assert detect_cloud() == "vast"
     monkeypatch.setenv("SPOTFLEET_NOTICE_FILE", "/tmp/x.json")
     assert detect_cloud() == "local"
 
