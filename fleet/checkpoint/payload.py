@@ -43,6 +43,12 @@ class Payload:
         return b"".join(self.chunks)
 
 
+def seek_target(offset: int, whence: int, pos: int, size: int) -> int:
+    """The new position of a stream of ``size`` bytes at ``pos`` after ``seek(offset, whence)``."""
+    base = {io.SEEK_SET: 0, io.SEEK_CUR: pos, io.SEEK_END: size}[whence]
+    return min(max(0, base + offset), size)
+
+
 class ChunkReader(io.RawIOBase):
     """Read-only, seekable raw stream over a sequence of buffers."""
 
@@ -71,9 +77,7 @@ class ChunkReader(io.RawIOBase):
         return self._size
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        pos = max(0, base + offset)
-        self._pos = pos
+        pos = self._pos = seek_target(offset, whence, self._pos, self._size)
         self._index = 0
         while self._index < len(self._chunks) and \
                 self._starts[self._index] + self._chunks[self._index].nbytes <= pos:
@@ -122,8 +126,7 @@ class BufferWriter(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self.buffer)}[whence]
-        self._pos = base + offset
+        self._pos = seek_target(offset, whence, self._pos, len(self.buffer))
         return self._pos
 
     def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import random
 
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 from fleet.checkpoint.codec import decode, encode
 from fleet.checkpoint.errors import CorruptCheckpointError, UnsupportedStateError
+from fleet.checkpoint.payload import Payload
 
 
 def roundtrip(state: dict) -> dict:
@@ -131,3 +134,14 @@ def _same(a, b) -> bool:
 @given(st.dictionaries(st.text(max_size=6), trees, max_size=5))
 def test_any_storable_tree_round_trips(state):
     assert _same(state, roundtrip(state))
+
+
+def test_payload_reader_reads_and_seeks_across_chunks():
+    payload = Payload.of([b"abc", b"", b"defg", b"h"])
+    assert payload.size == 8 and payload.sha256() == hashlib.sha256(b"abcdefgh").hexdigest()
+    r = payload.reader()
+    assert r.read(2) == b"ab" and r.read(3) == b"cde" and r.tell() == 5
+    r.seek(-2, io.SEEK_END)
+    assert r.read() == b"gh" and r.read(1) == b""
+    r.seek(3)
+    assert r.read(100) == b"defgh"

@@ -57,6 +57,8 @@ def open_store(uri: str, *, env: Mapping[str, str] | None = None,
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
+        if (err.name or "").startswith("fleet"):
+            raise                                  # our own bug, not a missing SDK
         raise CheckpointError(f"{uri}: {scheme}:// checkpoints need {dist} ({err.name} is missing): "
                               f"pip install 'spotfleet[{extra}]'") from err
     return getattr(module, class_name)(parsed.netloc, parsed.path, env, transfer)

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
-from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
-from fleet.checkpoint.payload import BufferWriter, Payload
-from fleet.checkpoint.stores.base import TransferSettings, join, relative
+from fleet.checkpoint.errors import CheckpointError
+from fleet.checkpoint.payload import Payload
+from fleet.checkpoint.stores.base import TransferSettings, download_sized, join, relative
 
 
 class AzureStore:
@@ -80,11 +80,7 @@ class AzureStore:
             with self._errors("download", key):
                 stream = self.container.download_blob(join(self.prefix, key),
                                                       max_concurrency=self.transfer.concurrency)
-                if stream.size != size:
-                    raise CorruptCheckpointError(f"{key} holds {stream.size} bytes, expected {size}")
-                out = BufferWriter(size)
-                stream.readinto(out)
-                return out.buffer
+                return download_sized(key, size, stream.size, stream.readinto)
         except ResourceNotFoundError:
             return None
 

@@ -22,10 +22,12 @@ message naming the location and the vendor's error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from fleet.checkpoint.payload import Payload
+from fleet.checkpoint.errors import CorruptCheckpointError
+from fleet.checkpoint.payload import BufferWriter, Payload
 
 MiB = 1024 * 1024
 
@@ -66,3 +68,19 @@ def join(prefix: str, key: str) -> str:
 def relative(prefix: str, full: str) -> str:
     prefix = prefix.strip("/")
     return full[len(prefix) + 1:] if prefix else full
+
+
+def download_sized(key: str, size: int, actual: int | None,
+                   fetch: Callable[[BufferWriter], Any]) -> bytearray | None:
+    """``fetch`` an object of ``actual`` stored bytes into a fresh buffer, if it has the expected ``size``.
+
+    None when the object is absent (``actual`` is None); :class:`CorruptCheckpointError` when its
+    size differs from the recorded one.
+    """
+    if actual is None:
+        return None
+    if actual != size:
+        raise CorruptCheckpointError(f"{key} holds {actual} bytes, expected {size}")
+    out = BufferWriter(size)
+    fetch(out)
+    return out.buffer

@@ -22,9 +22,9 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from google.resumable_media import common as media
 
-from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
-from fleet.checkpoint.payload import BufferWriter, ChunkReader, Payload
-from fleet.checkpoint.stores.base import TransferSettings, join, relative
+from fleet.checkpoint.errors import CheckpointError
+from fleet.checkpoint.payload import ChunkReader, Payload, seek_target
+from fleet.checkpoint.stores.base import TransferSettings, download_sized, join, relative
 
 _MAX_COMPONENTS = 32          # GCS compose limit per request
 _CHUNK_GRANULE = 256 * 1024   # resumable chunk sizes must be multiples of 256 KiB
@@ -112,15 +112,8 @@ class GCSStore:
             raise
 
     def download(self, key: str, size: int) -> bytearray | None:
-        actual = self.size(key)
-        if actual is None:
-            return None
-        if actual != size:
-            raise CorruptCheckpointError(f"{key} holds {actual} bytes, expected {size}")
-        out = BufferWriter(size)
         with self._errors("download", key):
-            self._blob(key, chunk_size=None).download_to_file(out)
-        return out.buffer
+            return download_sized(key, size, self.size(key), self._blob(key).download_to_file)
 
     def size(self, key: str) -> int | None:
         with self._errors("inspect", key):
@@ -160,8 +153,7 @@ class _Window(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._n}[whence]
-        self._pos = min(max(0, base + offset), self._n)
+        self._pos = seek_target(offset, whence, self._pos, self._n)
         self._reader.seek(self._start + self._pos)
         return self._pos
 

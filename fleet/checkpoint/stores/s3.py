@@ -18,9 +18,9 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
+from fleet.checkpoint.errors import CheckpointError
 from fleet.checkpoint.payload import BufferWriter, Payload
-from fleet.checkpoint.stores.base import TransferSettings, join, relative
+from fleet.checkpoint.stores.base import TransferSettings, download_sized, join, relative
 
 _MISSING = {"404", "NoSuchKey", "NotFound"}
 
@@ -91,15 +91,11 @@ class S3Store:
             raise
 
     def download(self, key: str, size: int) -> bytearray | None:
-        actual = self.size(key)
-        if actual is None:
-            return None
-        if actual != size:
-            raise CorruptCheckpointError(f"{key} holds {actual} bytes, expected {size}")
-        out = BufferWriter(size)
-        with self._errors("download", key):
+        def fetch(out: BufferWriter) -> None:
             self.client.download_fileobj(self.bucket, join(self.prefix, key), out, Config=self.transfer)
-        return out.buffer
+
+        with self._errors("download", key):
+            return download_sized(key, size, self.size(key), fetch)
 
     def size(self, key: str) -> int | None:
         try:
