@@ -2,8 +2,8 @@
 
 Columns: one integer instance count ``n_i`` per pool, then, where needed, the new-launch
 part ``z_i >= n_i - current_i`` of pools running instances now (so a re-plan can charge
-only new launches), binaries ``y_i`` (spot pool ``i`` in use) and ``v`` (the plan uses
-spot) for ``min_pools``, then any extra columns a strategy adds. Rows: weighted GPUs >=
+only new launches), any extra columns a strategy adds, and binaries ``y_i`` (spot pool
+``i`` in use) and ``v`` (the plan uses spot) for ``min_pools``. Rows: weighted GPUs >=
 target, on-demand weighted GPUs >= baseline, total $/h <= budget, ``min_pools`` spot pools
 in use whenever spot is used, plus the strategy's extra rows. Per-pool caps and capacity
 hints are column bounds. ``Model.solve`` is deterministic: same inputs, same answer.
@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.optimize import Bounds, LinearConstraint, linprog
 from scipy.sparse import coo_array, vstack
 
 from fleet.candidates import Candidates
+from fleet.highs import milp
 
 #: HiGHS settings: prove optimality (no relative gap), bounded run time, quiet.
 HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "disp": False, "time_limit": 60.0, "presolve": True}
@@ -63,7 +64,11 @@ class Solution:
 
 
 class Model:
-    """The fixed part of the program; ``solve`` adds an objective and a strategy's extras."""
+    """The fixed part of the program; ``solve`` adds an objective and a strategy's extras.
+
+    Column layout: ``n`` (one per pool), ``z`` (one per pool running instances now), the
+    strategy's extra columns, then -- only when needed -- ``y`` (one per spot pool) and ``v``.
+    """
 
     def __init__(self, cand: Candidates, target: float, baseline: float, budget: float | None,
                  min_pools: int, *, cover: bool = True):
@@ -72,12 +77,9 @@ class Model:
         self.target, self.baseline, self.budget = target, baseline, budget
         self.cover = cover                  # False: no covering rows (the partial-plan stages)
         self.penalised = np.flatnonzero(cand.current > 0)
-        self.spot_idx = np.flatnonzero(cand.spot) if min_pools >= 2 else np.zeros(0, np.int64)
-        self.min_pools = min_pools if len(self.spot_idx) else 0
-        self.z0 = self.n
-        self.y0 = self.z0 + len(self.penalised)
-        self.v = self.y0 + len(self.spot_idx)
-        self.base_cols = self.v + (1 if self.min_pools else 0)
+        self.spot_idx = np.flatnonzero(cand.spot)
+        self.min_pools = min_pools if min_pools >= 2 and len(self.spot_idx) else 0
+        self.base_cols = self.n + len(self.penalised)
 
     def feasible(self, counts: np.ndarray) -> bool:
         """Whether ``counts`` meets every row and bound of the fixed part (within ``TOL``)."""
@@ -89,45 +91,66 @@ class Model:
             return False
         if self.budget is not None and cand.price @ counts > self.budget + TOL:
             return False
-        used_spot = int(np.count_nonzero(counts[cand.spot]))
-        return not (self.min_pools and 0 < used_spot < self.min_pools)
+        return self._enough_pools(counts)
+
+    def _enough_pools(self, counts: np.ndarray) -> bool:
+        used = int(np.count_nonzero(counts[self.spot_idx]))
+        return not (self.min_pools and 0 < used < self.min_pools)
 
     def col(self, extra_offset: int) -> int:
+        """Index of the strategy's extra column number ``extra_offset``."""
         return self.base_cols + extra_offset
 
-    def solve(self, cost: np.ndarray, penalty: np.ndarray | None = None, extra: Extra | None = None) -> Solution | None:
+    def solve(self, cost: np.ndarray, penalty: np.ndarray | None = None, extra: Extra | None = None,
+              upper: np.ndarray | None = None) -> Solution | None:
         """Minimise ``cost . n (+ penalty . new launches) + extra costs``; ``None`` if infeasible.
 
-        ``penalty[i]`` is charged per instance launched in pool ``i`` beyond ``current_i``.
+        ``penalty[i]`` is charged per instance launched in pool ``i`` beyond ``current_i``;
+        ``upper`` replaces the pools' bounds (it may only tighten them).
+        ``min_pools`` is enforced lazily: without it first, and with its binaries only if the
+        plan found breaks it (a relaxation's optimum that is feasible is optimal).
         """
         extra = extra or Extra()
+        upper = self.cand.upper if upper is None else upper
+        sol = self._solve(cost, penalty, extra, upper, with_pools=False)
+        if sol is None or self._enough_pools(sol.counts):
+            return sol
+        return self._solve(cost, penalty, extra, upper, with_pools=True)
+
+    def _solve(self, cost: np.ndarray, penalty: np.ndarray | None, extra: Extra, upper: np.ndarray,
+               with_pools: bool) -> Solution | None:
         cand, n = self.cand, self.n
-        total = self.base_cols + len(extra.costs)
+        spot = self.spot_idx if with_pools else np.zeros(0, np.int64)
+        y0 = self.base_cols + len(extra.costs)
+        v = y0 + len(spot)
+        total = v + (1 if with_pools else 0)
         c = np.zeros(total)
         c[:n] = cost
         lb = np.zeros(total)
         ub = np.full(total, np.inf)
-        ub[:n] = cand.upper
+        ub[:n] = upper
         integrality = np.zeros(total)
         integrality[:n] = 1
         rows = list(extra.rows)
         if penalty is not None:
-            fresh = cand.current == 0
-            c[:n] += np.where(fresh, penalty, 0.0)
+            c[:n] += np.where(cand.current == 0, penalty, 0.0)
             p = self.penalised
-            c[self.z0:self.y0] = penalty[p]
-            z = np.arange(self.z0, self.y0)
-            rows += [Row(np.array([i, zi]), np.array([1.0, -1.0]), ub=float(cand.current[i])) for i, zi in zip(p, z)]
-        if self.min_pools:
-            ys = np.arange(self.y0, self.v)
-            integrality[self.y0:self.v + 1] = 1
-            ub[self.y0:self.v + 1] = 1
-            rows += [Row(np.array([i, y]), np.array([1.0, -1.0]), lb=0) for i, y in zip(self.spot_idx, ys)]
-            # n_i <= M_i * v; M_i = the pool's bound, or (no finite bound) more nodes than the target needs
+            c[n:self.base_cols] = penalty[p]
+            rows += [Row(np.array([i, z]), np.array([1.0, -1.0]), ub=float(cand.current[i]))
+                     for i, z in zip(p, range(n, self.base_cols))]
+        c[self.base_cols:y0] = extra.costs
+        lb[self.base_cols:y0] = extra.lower
+        ub[self.base_cols:y0] = extra.upper
+        if with_pools:
+            ys = np.arange(y0, v)
+            integrality[y0:] = 1
+            ub[y0:] = 1
+            rows += [Row(np.array([i, y]), np.array([1.0, -1.0]), lb=0) for i, y in zip(spot, ys)]
+            # spot in use -> v = 1: sum of spot nodes <= M * v, M = the most spot nodes worth having
             enough = np.maximum(cand.current, np.floor(max(self.target, 0.0) / cand.weighted + 1e-9) + 1)
-            big = np.minimum(cand.upper, enough)
-            rows += [Row(np.array([i, self.v]), np.array([1.0, -float(big[i])]), ub=0) for i in self.spot_idx]
-            rows.append(Row(np.append(ys, self.v), np.append(np.ones(len(ys)), -float(self.min_pools)), lb=0))
+            big = float(np.minimum(upper, enough)[spot].sum())
+            rows.append(Row(np.append(spot, v), np.append(np.ones(len(spot)), -big), ub=0))
+            rows.append(Row(np.append(ys, v), np.append(np.ones(len(ys)), -float(self.min_pools)), lb=0))
         idx = np.arange(n)
         if self.cover:
             rows.append(Row(idx, cand.weighted, lb=self.target))
@@ -136,10 +159,6 @@ class Model:
                 rows.append(Row(od, cand.weighted[od], lb=self.baseline))
         if self.budget is not None:
             rows.append(Row(idx, cand.price, ub=self.budget))
-        off = self.base_cols
-        c[off:] = extra.costs
-        lb[off:] = extra.lower
-        ub[off:] = extra.upper
         return self._run(c, integrality, lb, ub, rows)
 
     def _run(self, c: np.ndarray, integrality: np.ndarray, lb: np.ndarray, ub: np.ndarray,

@@ -1,0 +1,126 @@
+"""Exact plan for a coupled job: minimise ``P' * F(Lam)`` over integer instance counts.
+
+For a coupled job one interruption anywhere stalls every node, so the fleet's expected true
+cost per hour is ``P * F(Lam)`` (``fleet.economics``): ``P`` its price, ``Lam`` its
+interruption rate, ``F`` increasing with ``F(0) = 1``. In a re-plan ``P' = P + churn *
+(price of new launches)``, else ``P' = P``. Both are linear in the counts, so we walk the
+(P', Lam) Pareto frontier from the cheap end with MILPs ``min P' s.t. Lam <= hi``:
+
+Invariant: every plan better than the best found so far has ``Lam <= hi``. Let ``x``
+solve ``min P' s.t. Lam <= hi``; a better plan ``z`` has ``P'(z) >= P'(x)``, so (a)
+``Lam(z) < Lam(x)``, else ``z`` is no better than ``x``, and (b) ``F(Lam(z)) < best /
+P'(x)``, i.e. ``Lam(z) < F^-1(best / P'(x))``. Hence the next ``hi`` is the smaller of
+the two. The walk ends when the MILP is infeasible or ``hi < 0``; the best plan seen is
+then optimal (plans whose rates differ by less than ``_EPS`` per hour count as equal).
+
+Incumbents make the second cut bite early: the plan running now, the independent-nodes
+plan, and the plans of a successive linearisation (``_tangent_plans``: the MILP on the
+tangent plane of ``P * F(Lam)``, ``economics.coupled_tangent``, re-taken at each plan). ``MAX_STEPS``
+bounds the work; when it is hit the best plan is returned with a note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fleet import economics
+from fleet.milp import Extra, Model, Row, Solution
+from fleet.spec import Workload
+
+GAP = 1e-9
+MAX_STEPS = 100
+TANGENT_ROUNDS = 6
+_EPS = 1e-4       # interruption rates closer than this (per hour) count as equal
+
+
+@dataclass
+class CoupledResult:
+    counts: np.ndarray | None
+    notes: list[str] = field(default_factory=list)
+
+
+def solve(model: Model, workload: Workload, churn: float, independent_cost: np.ndarray) -> CoupledResult:
+    """The plan of least ``P' * F(Lam)``; ``counts`` is ``None`` if the model is infeasible."""
+    cand = model.cand
+    penalty = cand.price * churn if churn else None
+
+    def factor(rate: float) -> float:
+        return economics.overhead_factor(max(rate, 0.0), workload)
+
+    def linear(counts: np.ndarray) -> float:
+        new = np.maximum(counts - cand.current, 0)
+        return float(cand.price @ counts) + churn * float(cand.price @ new)
+
+    def value(counts: np.ndarray) -> float:
+        return linear(counts) * factor(float(cand.rate @ counts))
+
+    root = model.solve(cand.price, penalty=penalty)
+    if root is None:
+        return CoupledResult(None)
+    notes: list[str] = []
+    seeds = [cand.current.copy()] if churn and model.feasible(cand.current) else []
+    seeds.append(root.counts)
+    start = model.solve(independent_cost)
+    if start is not None:
+        seeds += _tangent_plans(model, workload, churn, start.counts)
+    best, best_value = seeds[0], value(seeds[0])
+    for counts in seeds[1:]:                  # the first of equals wins: the running fleet
+        if value(counts) < best_value * (1 - GAP):
+            best, best_value = counts, value(counts)
+
+    hi = float(cand.rate @ root.counts)
+    x = root
+    for _ in range(MAX_STEPS):
+        p = linear(x.counts)
+        hi = min(float(cand.rate @ x.counts) - _EPS, _inverse_factor(best_value / p, workload) if p > 0 else -1.0)
+        if hi < 0:
+            break
+        x = _cheapest_below(model, penalty, hi)
+        if x is None:
+            break
+        if value(x.counts) < best_value * (1 - GAP):
+            best, best_value = x.counts, value(x.counts)
+    else:
+        notes.append(f"coupled search stopped after {MAX_STEPS} steps; the plan may not be optimal")
+    return CoupledResult(best, notes)
+
+
+def _tangent_plans(model: Model, workload: Workload, churn: float, first: np.ndarray) -> list[np.ndarray]:
+    """Successive linearisation: solve the tangent plane of ``P * F(Lam)`` at a plan, move to
+    the plan found, repeat until a plan repeats (at most ``TANGENT_ROUNDS``). Every plan seen
+    is a good incumbent; alone this is a heuristic (supported Pareto points only)."""
+    cand = model.cand
+    floor = float(cand.rate[cand.rate > 0].min(initial=1.0))
+    plans, seen = [first], {first.tobytes()}
+    for _ in range(TANGENT_ROUNDS):
+        ref = plans[-1]
+        tangent = economics.coupled_tangent(float(cand.price @ ref), max(float(cand.rate @ ref), floor), workload)
+        cost = tangent.price_coef * cand.price + tangent.rate_coef * cand.rate
+        sol = model.solve(cost, penalty=cost * churn if churn else None)
+        if sol is None or sol.counts.tobytes() in seen:
+            break
+        seen.add(sol.counts.tobytes())
+        plans.append(sol.counts)
+    return plans
+
+
+def _inverse_factor(target: float, workload: Workload) -> float:
+    """Largest rate whose overhead factor stays below ``target`` (bisection; F increases)."""
+    if target <= 1.0:
+        return -1.0
+    lo, hi = 0.0, 1.0
+    while economics.overhead_factor(hi, workload) < target and hi < 1e9:
+        lo, hi = hi, hi * 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if economics.overhead_factor(mid, workload) < target else (lo, mid)
+    return hi
+
+
+def _cheapest_below(model: Model, penalty: np.ndarray | None, hi: float) -> Solution | None:
+    """Cheapest plan (``P'``) whose interruption rate is at most ``hi``."""
+    cand = model.cand
+    row = Row(np.arange(model.n), cand.rate, ub=hi)
+    return model.solve(cand.price, penalty=penalty, extra=Extra(rows=[row]))
