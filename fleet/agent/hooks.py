@@ -38,6 +38,10 @@ class Hook(Protocol):
     def target_gone(self) -> bool: ...
     def describe(self) -> str: ...
 
+    def job_exit_status(self) -> int | None:
+        """The signalled job's exit status once known (only for a job this process started)."""
+        ...
+
 
 def parse_signal(name: str) -> signal.Signals:
     """``SIGTERM``/``TERM``/``15`` -> the signal; FleetError naming the accepted forms otherwise."""
@@ -51,11 +55,17 @@ def parse_signal(name: str) -> signal.Signals:
 
 
 class SignalHook:
-    """Sends ``sig`` to the process ``pid()`` returns (a callable: the job may be restarted)."""
+    """Sends ``sig`` to the process ``pid()`` returns (a callable: the job may be restarted).
 
-    def __init__(self, sig: signal.Signals, pid: int | Callable[[], int | None]):
+    ``exit_status(pid)``, when given, reports the exit status of a job this process started
+    (None while it runs); a process started elsewhere has no status to report.
+    """
+
+    def __init__(self, sig: signal.Signals, pid: int | Callable[[], int | None],
+                 exit_status: Callable[[int], int | None] | None = None):
         self.sig = sig
         self._pid = pid if callable(pid) else (lambda: pid)
+        self._exit_status = exit_status
         self._target: int | None = None
         self.expect_exit = sig in TERMINATING
 
@@ -81,6 +91,11 @@ class SignalHook:
     def target_gone(self) -> bool:
         """True once the signalled process has exited (nothing more will be saved by it)."""
         return not self.running()
+
+    def job_exit_status(self) -> int | None:
+        if self._target is None or self._exit_status is None:
+            return None
+        return self._exit_status(self._target)
 
 
 class CommandHook:
@@ -109,6 +124,10 @@ class CommandHook:
     def target_gone(self) -> bool:
         """Never known: the command may have asked a job elsewhere to save."""
         return False
+
+    def job_exit_status(self) -> int | None:
+        """Unknown: the command's own status says nothing about the job's checkpoint."""
+        return None
 
 
 def pid_alive(pid: int) -> bool:

@@ -5,10 +5,11 @@
 raise for a job or storage failure, and to describe what happened in an :class:`Outcome`.
 
 "Final checkpoint committed" means the newest valid checkpoint was committed at or after the
-moment the notice was seen (the writer's clock; the job runs on this node). The agent also
-waits for a job it told to stop (terminating signal or command hook) to finish, so an
-acknowledgement never cuts a save short; it stops waiting ``settle`` seconds after the
-signalled job exited without committing anything.
+moment the notice was seen (the writer's clock; the job runs on this node), or, for a job this
+process started (``fleet run``), that the job exited 0 after the signal without needing a newer
+one (its newest step was already saved). The agent also waits for a job it told to stop
+(terminating signal or command hook) to finish, so an acknowledgement never cuts a save short;
+it stops waiting ``settle`` seconds after the signalled job exited without committing anything.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ class Outcome:
     hook_ok: bool
     hook_detail: str
     hook_latency_s: float | None
-    checkpoint_committed: bool
+    checkpoint_committed: bool           # the job's final state is in the newest checkpoint
+    checkpoint_new: bool                 # ... and that checkpoint was committed after the notice
     checkpoint_step: int | None          # the newest valid checkpoint at the end (new or not)
-    checkpoint_wait_s: float | None      # hook -> commit of the final checkpoint
+    checkpoint_wait_s: float | None      # hook -> commit of a new final checkpoint
     job_finished: bool
     seconds_left: float
     watched_checkpoints: bool = False
@@ -59,8 +61,10 @@ class Outcome:
             hook = f"{self.hook_detail} {self.hook_latency_s * 1000:.0f} ms after it"
         else:
             hook = f"hook failed ({self.hook_detail})"
-        if self.checkpoint_committed:
+        if self.checkpoint_new:
             ckpt = f"checkpoint step {self.checkpoint_step} committed {self.checkpoint_wait_s:.1f} s after the hook"
+        elif self.checkpoint_committed:
+            ckpt = f"checkpoint step {self.checkpoint_step} was already current (the job exited cleanly)"
         elif not self.watched_checkpoints:
             ckpt = "no checkpoint storage to watch"
         else:
@@ -84,10 +88,11 @@ def respond(notice: Notice, hook: Hook | None, *, probe: CheckpointProbe | None 
         (log.info if hook_ok else log.warning)("%s %s notice: %s", notice.cloud, notice.kind, hook_detail)
     info = _wait(notice, hook, probe, margin, poll, settle)
     newest = info if info is not None or probe is None else probe.latest()
+    current = info is not None or (newest is not None and _exited_cleanly(hook))
     outcome = Outcome(
         cloud=notice.cloud, kind=notice.kind, deadline=notice.deadline, hook=hook.describe() if hook else "",
-        hook_ok=hook_ok, hook_detail=hook_detail, hook_latency_s=latency,
-        checkpoint_committed=info is not None, checkpoint_step=None if newest is None else int(newest.step),
+        hook_ok=hook_ok, hook_detail=hook_detail, hook_latency_s=latency, checkpoint_committed=current,
+        checkpoint_new=info is not None, checkpoint_step=None if newest is None else int(newest.step),
         checkpoint_wait_s=None if info is None else max(0.0, float(info.committed_at) - fired_at),
         job_finished=hook is None or not hook.running(), seconds_left=notice.seconds_left(),
         watched_checkpoints=probe is not None)
@@ -111,6 +116,8 @@ def _wait(notice: Notice, hook: Hook | None, probe: CheckpointProbe | None, marg
         finished = hook is None or not hook.expect_exit or not hook.running()
         if (probe is None or info is not None) and finished:
             break
+        if _exited_cleanly(hook):
+            break  # nothing newer will come: the job's newest checkpoint is its final state
         if hook is not None and hook.target_gone():
             gone_since = gone_since or now
             if now - gone_since >= settle:
@@ -121,6 +128,10 @@ def _wait(notice: Notice, hook: Hook | None, probe: CheckpointProbe | None, marg
             break
         time.sleep(max(0.0, min(poll, until - now)))
     return info
+
+
+def _exited_cleanly(hook: Hook | None) -> bool:
+    return hook is not None and hook.job_exit_status() == 0
 
 
 def _acknowledge(watcher: Watcher, notice: Notice, attempts: int = 3, pause: float = 0.2) -> bool:

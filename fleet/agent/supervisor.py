@@ -93,10 +93,14 @@ class _Supervisor:
         proc = self.proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
+    def _exit_status(self, pid: int) -> int | None:
+        proc = self.proc
+        return proc.returncode if proc is not None and proc.pid == pid else None
+
     def _agent(self) -> None:
         watcher = self.opts.watcher
         assert watcher is not None
-        hook = SignalHook(self.opts.hook_signal, self._job_pid)
+        hook = SignalHook(self.opts.hook_signal, self._job_pid, self._exit_status)
         while not self.stop_agent.is_set():
             try:
                 notice = watcher.wait_for_notice(self.stop_agent)

@@ -55,10 +55,17 @@ def build_watcher(cloud: str, *, metadata_url: str | None, poll_interval: float 
                                               notice_file=notice_file, rebalance=not no_rebalance))
 
 
-def build_reporter(state_url: str | None, fleet_name: str, instance_id: str) -> Reporter | None:
+def build_reporter(state_url: str | None, fleet_name: str, instance_id: str,
+                   watcher: PollingWatcher | None = None) -> Reporter | None:
+    """Reports to ``state_url`` under ``instance_id``, or the id the watcher learned (Azure VM name)."""
     if not state_url:
         return None
-    return lambda notice, outcome: report_notice(state_url, fleet_name, instance_id, notice, outcome)
+
+    def report(notice: Notice, outcome: dict[str, Any]) -> bool:
+        node = instance_id or getattr(watcher, "vm_name", "") or getattr(watcher, "instance_id", "")
+        return report_notice(state_url, fleet_name, node, notice, outcome)
+
+    return report
 
 
 def configure_logging() -> None:
@@ -96,7 +103,7 @@ def command(app: App, cloud: str, hook_signal: str | None, pid: int | None, hook
         click.echo("stopped before any interruption notice")
         return
     outcome = respond(notice, hook, probe=probe, margin=deadline_margin, watcher=watcher,
-                      reporter=build_reporter(state_url, fleet_name, instance_id))
+                      reporter=build_reporter(state_url, fleet_name, instance_id, watcher))
     if as_json:
         app.emit_json(outcome.to_json())
     else:

@@ -50,7 +50,7 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     lock_path = app.home / "run" / f"{name or _default_name(argv, checkpoint_uri, instance_id)}.lock"
     result = supervise(RunOptions(argv=argv, lock_path=lock_path, probe=probe, watcher=watcher, hook_signal=sig,
                                   max_restarts=max_restarts, backoff=backoff, margin=deadline_margin,
-                                  reporter=build_reporter(state_url, fleet_name, instance_id)))
+                                  reporter=build_reporter(state_url, fleet_name, instance_id, watcher)))
     if as_json:
         app.emit_json({"status": result.status, "exit_code": result.exit_code, "message": result.message,
                        "starts": result.starts, "restarts": result.restarts, "resume_steps": result.resume_steps,

@@ -42,7 +42,9 @@ def test_notice_fires_hook_and_final_checkpoint_commits_before_deadline(cloud, t
     state = tmp_path / "state.db"
     environ = env(tmp_path / "home", VAST_API_KEY=vast.api_key)
     job_log, agent_log = tmp_path / "job.log", tmp_path / "agent.log"
-    job = start(job_argv(uri), job_log, environ)
+    # Only the final save: a standalone agent cannot see the exit status of a job it did not start,
+    # so it needs a checkpoint newer than the notice (fleet run also accepts a clean exit).
+    job = start(job_argv(uri, save_every=100_000), job_log, environ)
     wait_until(lambda: last_step(job_log) >= 12, what="training to start")
 
     args, notify = publish(cloud, fakes, tmp_path / "notice.json")
@@ -63,7 +65,8 @@ def test_notice_fires_hook_and_final_checkpoint_commits_before_deadline(cloud, t
     final_step = last_step(job_log)
     assert "stopped by SIGTERM" in job_log.read_text()
     assert (outcome["cloud"], outcome["hook_ok"], outcome["job_finished"]) == (cloud, True, True)
-    assert outcome["checkpoint_committed"] is True and outcome["checkpoint_step"] == final_step
+    assert outcome["checkpoint_committed"] is outcome["checkpoint_new"] is True
+    assert outcome["checkpoint_step"] == final_step
     latest = CheckpointManager(uri).latest()
     assert latest.step == final_step and latest.committed_at < outcome["deadline"]
     assert outcome["reported"] is True
@@ -109,3 +112,16 @@ def test_bad_agent_options_are_one_line_errors(tmp_path, args, message):
     assert finish(proc) != 0
     text = log.read_text()
     assert message in text and "Traceback" not in text
+
+
+def test_azure_report_uses_the_vm_name_learned_from_metadata(tmp_path, azure):
+    state, log = tmp_path / "state.db", tmp_path / "agent.log"
+    agent = start([*FLEET, "agent", "--cloud", "azure", "--metadata-url", azure.url, "--poll-interval", "0.1",
+                   "--hook", "true", "--state", str(state), "--fleet", "f2"], log, env(tmp_path))
+    wait_until(lambda: azure.seen("GET", "/metadata/scheduledevents"), what="polling")
+    event_id = azure.schedule("Preempt")
+    assert finish(agent) == 0, log.read_text()
+    [event] = open_store(str(state)).events("f2", kinds=["interruption-notice"])
+    assert (event.instance_id, event.detail["kind"], event.detail["detail"]["EventId"]) == (
+        azure.vm_name, "preempt", event_id)
+    assert azure.acks == [event_id]
