@@ -1,9 +1,10 @@
 """The embedded local cloud: a JSON notice file written before a simulated preemption.
 
-The local cloud writes ``$SPOTFLEET_NOTICE_FILE`` = ``{"action": "terminate", "time": <epoch>}``
-a notice window before it preempts the instance. ``time`` is on the cloud's simulated clock,
-which may run faster than the wall clock; when it is not within an hour of the wall clock the
-watcher keeps the vendor-like default window instead (``deadline_assumed``). A half-written
+The local cloud writes ``$SPOTFLEET_NOTICE_FILE`` = ``{"action": "terminate", "time": <epoch>,
+"wall_deadline": <epoch>}`` a notice window before it preempts the instance. ``time`` is on the
+cloud's simulated clock, which may run faster than the wall clock; ``wall_deadline`` is the same
+moment on the wall clock and is preferred. Without it, a ``time`` within an hour of the wall
+clock is used, else the vendor-like default window (``deadline_assumed``). A half-written
 file is simply read again on the next poll.
 """
 
@@ -42,7 +43,7 @@ class LocalWatcher(PollingWatcher):
         if not isinstance(doc, dict):
             return None
         detail = dict(doc)
-        when = doc.get("time")
+        when = doc.get("wall_deadline", doc.get("time"))
         now = time.time()
         if isinstance(when, (int, float)) and abs(when - now) < _PLAUSIBLE:
             deadline = float(when)

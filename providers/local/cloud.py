@@ -157,7 +157,7 @@ class LocalCloud:
         if ledger.due(self.db.conn(), clock.now):
             with self.db.write() as conn:
                 clock = self.clock()
-                ledger.settle(conn, clock.now, self.notices)
+                ledger.settle(conn, clock.now, self.notices, self.time_scale)
         return clock
 
     # ---- inspection ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ preemptions) and ending them. Every function runs inside the caller's write tran
 from __future__ import annotations
 
 import json
+import time
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,16 +96,18 @@ def due(conn: sqlite3.Connection, now: float) -> bool:
         (now, now, now)).fetchone()[0] == 1
 
 
-def settle(conn: sqlite3.Connection, now: float, notices: Path) -> list[str]:
+def settle(conn: sqlite3.Connection, now: float, notices: Path, time_scale: float = 0.0) -> list[str]:
     """Bring every alive instance up to ``now``; returns the ids preempted by this call.
 
     Notices are written (once) when the notice window opens; a preemption whose window
-    was never observed still gets its notice file, for the record.
+    was never observed still gets its notice file, for the record. ``time_scale``
+    (simulated seconds per real second) dates the preemption on the wall clock too.
     """
     conn.execute("UPDATE instances SET state='running' WHERE state='pending' AND running_at <= ?", (now,))
     for row in conn.execute(f"SELECT id, preempt_at FROM instances WHERE {ALIVE_SQL} AND noticed=0"
                             " AND notice_at <= ?", (now,)).fetchall():
-        write_notice(notices, row["id"], row["preempt_at"])
+        wall = time.time() + (row["preempt_at"] - now) / time_scale if time_scale > 0 else None
+        write_notice(notices, row["id"], row["preempt_at"], wall_deadline=wall)
         conn.execute("UPDATE instances SET noticed=1 WHERE id=?", (row["id"],))
     gone = [r["id"] for r in conn.execute(f"SELECT id FROM instances WHERE {ALIVE_SQL} AND preempt_at <= ?",
                                           (now,)).fetchall()]
@@ -112,11 +115,18 @@ def settle(conn: sqlite3.Connection, now: float, notices: Path) -> list[str]:
     return gone
 
 
-def write_notice(notices: Path, instance_id: str, at: float) -> None:
-    """``<notices>/<id>.json`` = ``{"action": "terminate", "time": at}``, written atomically."""
+def write_notice(notices: Path, instance_id: str, at: float, *, wall_deadline: float | None = None) -> None:
+    """``<notices>/<id>.json`` = ``{"action": "terminate", "time": at, "wall_deadline": w}``, atomically.
+
+    ``time`` is on the simulated clock; ``wall_deadline`` (when the clock runs) is the same
+    moment on the wall clock, which is what a process on the node can wait for.
+    """
     notices.mkdir(parents=True, exist_ok=True)
     tmp = notices / f".{instance_id}.tmp"
-    tmp.write_text(json.dumps({"action": "terminate", "time": at}))
+    doc: dict[str, object] = {"action": "terminate", "time": at}
+    if wall_deadline is not None:
+        doc["wall_deadline"] = wall_deadline
+    tmp.write_text(json.dumps(doc))
     tmp.replace(notices / f"{instance_id}.json")
 
 

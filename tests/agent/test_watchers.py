@@ -311,6 +311,14 @@ def test_local_notice_on_a_simulated_clock_gets_the_default_window(tmp_path):
     assert notice.detail["deadline_assumed"] is True and 0 < notice.seconds_left() <= 30
 
 
+def test_local_notice_prefers_the_wall_clock_deadline(tmp_path):
+    path = tmp_path / "n.json"
+    wall = time.time() + 2.0
+    path.write_text(json.dumps({"action": "terminate", "time": 1.0e9, "wall_deadline": wall}))
+    notice = LocalWatcher(path).wait_for_notice()
+    assert notice.deadline == wall and "deadline_assumed" not in notice.detail
+
+
 # ---- choosing the watcher ------------------------------------------------------------------------
 def test_auto_detects_each_cloud_by_who_answers(monkeypatch, imds, gce, azure):
     for var in ("SPOTFLEET_NOTICE_FILE", "CONTAINER_ID"):

@@ -315,3 +315,26 @@ def test_buckets_are_directories_under_the_cloud(tmp_path):
     ref = cloud.provider("gcp").ensure_bucket(StorageSpec(provider="gcp", bucket="alpha-checkpoints"))
     path = Path(ref.uri.removeprefix("file://"))
     assert ref.uri.startswith("file://") and path.is_dir() and path.parent == cloud.buckets
+
+
+def test_notice_carries_the_preemption_on_the_wall_clock(tmp_path):
+    """A node can only wait on the wall clock: the notice dates the preemption there too."""
+    import json
+    import time
+
+    from fleet.model import LaunchRequest, Market, fleet_tags
+    from providers.base import OfferQuery
+    from providers.local import LocalCloud
+
+    cloud = LocalCloud.open(tmp_path / "c", time_scale=60.0, seed=3)
+    aws = cloud.provider("aws")
+    offer = next(o for o in aws.list_offers(OfferQuery(accelerators=("H100",)))
+                 if o.market is Market.SPOT and (o.capacity_hint or 0) > 0)
+    launched = aws.launch(LaunchRequest(fleet="f1", offer=offer, count=1, token="t-wall",
+                                        tags=fleet_tags("f1", offer.pool)))
+    iid = launched.instances[0].id
+    cloud.preempt(iid, notice=True)
+    doc = json.loads((cloud.notices / f"{iid}.json").read_text())
+    assert doc["action"] == "terminate"
+    # aws's 120 simulated seconds of notice are two real seconds at 60x
+    assert 0 < doc["wall_deadline"] - time.time() <= 120 / 60 + 0.5
