@@ -155,6 +155,8 @@ def main() -> int:
         "benchmark": "checkpoint", "size_mb": args.size_mb, "repeats": args.repeats,
         "transfer": {"part_size": TRANSFER.part_size, "concurrency": TRANSFER.concurrency},
         "targets": {"throughput_ratio_min": 0.80, "blocking_ratio_max": 0.05},
+        "notes": "emulators run on the client's machine and compete with it for CPU; throughput ratios "
+                 "use the best of the repeats (ratio of medians alongside), blocking ratios use medians",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "stores": results,
     }

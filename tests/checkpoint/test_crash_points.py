@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 from collections import Counter
 
 import numpy as np
@@ -111,6 +112,7 @@ def run_child(location, crash_at: int, size: int, max_read: int | None) -> tuple
     if pid == 0:                                   # child: never returns into pytest
         code = 1
         try:
+            signal.alarm(60)                       # a hung child dies instead of hanging the test
             os.close(rfd)
             store = CrashingStore(location.store(), crash_at, wfd, max_read)
             mgr = CheckpointManager(store=store, keep_last=2)
