@@ -127,10 +127,14 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
 
 
 def _notice_deadlines(store: StateStore, fleet: str) -> dict[str, float]:
-    """Instance id -> the deadline of its interruption notice (recorded by the node agent)."""
+    """Instance id -> the deadline of its interruption notice (recorded by the node agent),
+    on the provider's clock: the local cloud's own ``time`` (its clock may run faster than
+    the wall clock the agent's ``deadline`` is on), else the notice's ``deadline``."""
     out = {}
     for e in store.events(fleet, kinds={EventKind.NOTICE}):
-        deadline = e.detail.get("deadline")
+        raw = e.detail.get("detail")
+        local = raw.get("time") if e.detail.get("cloud") == "local" and isinstance(raw, dict) else None
+        deadline = local if local is not None else e.detail.get("deadline")
         if e.instance_id and isinstance(deadline, (int, float)):
             out[e.instance_id] = float(deadline)
     return out

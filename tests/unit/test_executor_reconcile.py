@@ -48,12 +48,18 @@ def test_an_unreachable_provider_is_neither_ended_nor_launched_into(cloud, provi
     assert {e.instance_id for e in store.events("demo", kinds={EventKind.PREEMPTED})} == gcp_ids
 
 
-def test_a_notice_deadline_dates_the_preemption(cloud, providers, store, pools):
+@pytest.mark.parametrize("shape", ["cloud", "local"])
+def test_a_notice_deadline_dates_the_preemption(cloud, providers, store, pools, shape):
     report = apply(make_plan(pools[:1], [2]), providers, store)
     victim, other = report.launched
     cloud.advance(600)
     deadline = cloud.now() + 120
-    store.record_event("demo", EventKind.NOTICE, instance_id=victim.id, detail={"deadline": deadline, "cloud": "aws"})
+    if shape == "cloud":   # a real cloud's notice: the deadline is on the wall clock, which is its clock
+        detail = {"cloud": "aws", "kind": "terminate", "deadline": deadline}
+    else:                  # the local cloud's notice file: its own (simulated) time, and the wall clock's
+        detail = {"cloud": "local", "kind": "terminate", "deadline": 1.0e9,
+                  "detail": {"action": "terminate", "time": deadline, "wall_deadline": 1.0e9}}
+    store.record_event("demo", EventKind.NOTICE, instance_id=victim.id, detail=detail)
     cloud.advance(120)
     cloud.preempt(victim.id)
     cloud.preempt(other.id)
