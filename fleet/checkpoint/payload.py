@@ -42,14 +42,42 @@ class Payload:
     def tobytes(self) -> bytes:
         return b"".join(self.chunks)
 
+    def slice(self, start: int, n: int) -> Payload:
+        """Bytes ``[start, start + n)`` as a payload of their own (no copy)."""
+        parts, pos, end = [], 0, start + n
+        for chunk in self.chunks:
+            lo, hi = max(start, pos), min(end, pos + chunk.nbytes)
+            if lo < hi:
+                parts.append(chunk[lo - pos:hi - pos])
+            pos += chunk.nbytes
+        return Payload(tuple(parts))
 
-def seek_target(offset: int, whence: int, pos: int, size: int) -> int:
-    """The new position of a stream of ``size`` bytes at ``pos`` after ``seek(offset, whence)``."""
-    base = {io.SEEK_SET: 0, io.SEEK_CUR: pos, io.SEEK_END: size}[whence]
-    return min(max(0, base + offset), size)
+
+class _SeekableStream(io.RawIOBase):
+    """Position bookkeeping shared by the payload reader and the download writer."""
+
+    _pos = 0
+
+    def _length(self) -> int:
+        raise NotImplementedError
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._length()}[whence]
+        self._pos = min(max(0, base + offset), self._length())
+        self._moved()
+        return self._pos
+
+    def _moved(self) -> None:
+        """Hook: the position changed by a seek."""
 
 
-class ChunkReader(io.RawIOBase):
+class ChunkReader(_SeekableStream):
     """Read-only, seekable raw stream over a sequence of buffers."""
 
     def __init__(self, chunks: Sequence[memoryview]):
@@ -67,22 +95,17 @@ class ChunkReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
     def __len__(self) -> int:
         return self._size
 
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        pos = self._pos = seek_target(offset, whence, self._pos, self._size)
+    def _length(self) -> int:
+        return self._size
+
+    def _moved(self) -> None:
         self._index = 0
         while self._index < len(self._chunks) and \
-                self._starts[self._index] + self._chunks[self._index].nbytes <= pos:
+                self._starts[self._index] + self._chunks[self._index].nbytes <= self._pos:
             self._index += 1
-        return pos
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         out = memoryview(buffer).cast("B")
@@ -106,7 +129,7 @@ class ChunkReader(io.RawIOBase):
         return bytes(buf[:n])
 
 
-class BufferWriter(io.RawIOBase):
+class BufferWriter(_SeekableStream):
     """Writable, seekable stream into a preallocated ``bytearray`` (parallel ranged downloads)."""
 
     def __init__(self, size: int):
@@ -119,15 +142,8 @@ class BufferWriter(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self._pos = seek_target(offset, whence, self._pos, len(self.buffer))
-        return self._pos
+    def _length(self) -> int:
+        return len(self.buffer)
 
     def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
         src = memoryview(data).cast("B")

@@ -145,3 +145,12 @@ def test_payload_reader_reads_and_seeks_across_chunks():
     assert r.read() == b"gh" and r.read(1) == b""
     r.seek(3)
     assert r.read(100) == b"defgh"
+
+
+def test_payload_slices_span_chunks_without_copying():
+    payload = Payload.of([b"abc", b"defg", b"h"])
+    assert [payload.slice(s, n).tobytes() for s, n in [(0, 8), (2, 3), (3, 4), (7, 5), (8, 1)]] == \
+        [b"abcdefgh", b"cde", b"defg", b"h", b""]
+    sub = payload.slice(1, 6).reader()
+    sub.seek(2)
+    assert sub.read() == b"defg"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import traceback
 from collections import Counter
 
 import numpy as np
@@ -53,6 +54,9 @@ class _TickingPayload:
 
     def reader(self):
         return _TickingReader(self._payload.chunks, self._tick, self._max)
+
+    def slice(self, start, n):
+        return _TickingPayload(self._payload.slice(start, n), self._tick, self._max)
 
     def sha256(self):
         return self._payload.sha256()
@@ -126,6 +130,8 @@ def run_child(location, crash_at: int, size: int, max_read: int | None) -> tuple
             for s in range(step + 1, step + 1 + STEPS_PER_RUN):
                 mgr.save(state_for(s, size), s)
             code = 0
+        except BaseException:
+            os.write(wfd, ("error " + traceback.format_exc().replace("\n", " | ") + "\n").encode())
         finally:
             os._exit(code)
     os.close(wfd)
@@ -147,7 +153,7 @@ def test_kill_during_save_always_resumes_from_last_complete(location_factory, ki
     reader = CheckpointManager(location.uri, env=location.env, keep_last=2)
     for trial in range(TRIALS[kind]):
         code, reports = run_child(location, rng.randrange(1, 70), size, max_read)
-        assert code in (0, KILLED), f"trial {trial}: writer failed with exit code {code}"
+        assert code in (0, KILLED), f"trial {trial}: writer failed with exit code {code}: {reports}"
         for line in reports:
             word, arg = line.split(" ", 1)
             if word == "committed":

@@ -23,7 +23,7 @@ from google.cloud import storage
 from google.resumable_media import common as media
 
 from fleet.checkpoint.errors import CheckpointError
-from fleet.checkpoint.payload import ChunkReader, Payload, seek_target
+from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import TransferSettings, download_sized, join, relative
 
 _MAX_COMPONENTS = 32          # GCS compose limit per request
@@ -78,7 +78,7 @@ class GCSStore:
 
             def put(span: tuple[int, int, int]) -> None:
                 i, off, n = span
-                self._put_stream(names[i], _Window(payload.reader(), off, n), n)
+                self._put_stream(names[i], payload.slice(off, n).reader(), n)
 
             try:
                 with ThreadPoolExecutor(self.transfer.concurrency) as pool:
@@ -132,33 +132,3 @@ class GCSStore:
         except CheckpointError as err:
             if not isinstance(err.__cause__, gexc.NotFound):
                 raise
-
-
-class _Window(io.RawIOBase):
-    """Bytes ``[start, start + n)`` of a seekable reader, as a seekable stream of their own."""
-
-    def __init__(self, reader: ChunkReader, start: int, n: int):
-        super().__init__()
-        self._reader, self._start, self._n = reader, start, n
-        self._pos = 0
-        reader.seek(start)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self._pos = seek_target(offset, whence, self._pos, self._n)
-        self._reader.seek(self._start + self._pos)
-        return self._pos
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        view = memoryview(buffer).cast("B")[:self._n - self._pos]
-        n = self._reader.readinto(view)
-        self._pos += n
-        return n
