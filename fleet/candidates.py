@@ -34,7 +34,8 @@ DUPLICATE = "duplicate pool id (cheapest kept)"
 @dataclass
 class Candidates:
     """Allowed pools. Arrays are indexed like ``offers``; ``upper`` is the most instances a
-    pool may hold (per-pool cap for spot, capacity hint, at least what runs there now)."""
+    pool may hold: what runs there now plus its capacity hint (instances still free to
+    launch, as providers report it), and for spot the per-pool cap."""
 
     offers: list[Offer]
     price: np.ndarray          # $/h per node
@@ -43,7 +44,7 @@ class Candidates:
     spot: np.ndarray           # bool
     upper: np.ndarray          # float, may be inf for on-demand without a hint
     current: np.ndarray        # instances running now (int)
-    hint: np.ndarray           # capacity hint (inf when unknown)
+    hint: np.ndarray           # capacity hint: instances still free (inf when unknown)
     exclusions: list[Exclusion] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     rule_counts: Counter = field(default_factory=Counter)
@@ -173,6 +174,6 @@ def arrays(spec: FleetSpec, offers: list[Offer], current: Mapping[str, int],
         cur = np.fromiter((current.get(pid, 0) for pid in ids), float, n)
     else:
         cur = np.zeros(n)
-    upper = np.maximum(hint, cur)
+    upper = hint + cur          # capacity_hint counts instances still free to launch
     upper = np.where(spot, np.minimum(upper, spot_cap_nodes(spec, weighted)), upper)
     return Candidates(offers, price, rate, weighted, spot, upper, cur.astype(np.int64), hint)

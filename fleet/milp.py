@@ -71,8 +71,9 @@ class Model:
     """
 
     def __init__(self, cand: Candidates, target: float, baseline: float, budget: float | None,
-                 min_pools: int, *, cover: bool = True):
+                 min_pools: int, *, cover: bool = True, fixing: bool = True):
         self.cand = cand
+        self.fixing = fixing                # drop pools by LP reduced costs first (exact)
         self.n = len(cand)
         self.target, self.baseline, self.budget = target, baseline, budget
         self.cover = cover                  # False: no covering rows (the partial-plan stages)
@@ -166,7 +167,7 @@ class Model:
         a = _matrix(rows, len(c))
         row_lb = np.array([row.lb for row in rows])
         row_ub = np.array([row.ub for row in rows])
-        if self.n > FIXING_MIN_POOLS:
+        if self.fixing and self.n > FIXING_MIN_POOLS:
             relaxed = _relaxation(c, lb, ub, a, row_lb, row_ub)
             if relaxed is None:
                 return None          # the relaxation is infeasible, so is the program

@@ -108,7 +108,7 @@ def on_demand_alternative(spec: FleetSpec, cand: Candidates) -> float | None:
         od = arrays(spec, [o for o in cand.placeable if o.pool.market is Market.ON_DEMAND], {})
     else:
         od = cand.subset(np.flatnonzero(~cand.spot))
-        od = replace(od, current=np.zeros(len(od), np.int64), upper=od.hint.copy())
+        od = replace(od, current=np.zeros(len(od), np.int64), upper=od.hint + od.current)
     if not len(od):
         return None
     target = float(spec.capacity.gpus)

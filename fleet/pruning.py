@@ -66,7 +66,7 @@ def prune(cand: Candidates, target: float, min_pools: int) -> np.ndarray:
         upper = cand.upper[group]
         top = upper == upper.max()
         rates = cand.rate[group]
-        if rates[0] == rates.max():   # one rate (on-demand): count earlier top-bound pools
+        if rates.min() == rates.max():   # one rate (on-demand): count earlier top-bound pools
             earlier = np.cumsum(top) - top
             dropped = earlier >= k
         else:

@@ -71,7 +71,7 @@ def _binding(cand: Candidates, target: float, baseline: float, budget: float | N
             need = Model(cand, target, baseline, None, min_pools).solve(cand.price)
             tail = f"; meeting the spec needs ${cand.price @ need.counts:.2f}/h" if need is not None else ""
             return f"budget ${budget:.2f}/h allows {short}{tail}"
-    uncapped = replace(cand, upper=np.maximum(cand.hint, cand.current).astype(float))
+    uncapped = replace(cand, upper=(cand.hint + cand.current).astype(float))
     if not on_demand_only and (uncapped.upper > cand.upper).any():
         free, _ = max_cover(uncapped, target, baseline, budget, min_pools)
         if free >= goal - TOL:

@@ -4,13 +4,14 @@ fleet.candidates / fleet.milp, so it checks them independently."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from fleet import economics
 from fleet.model import Market, Offer, PoolKey
-from fleet.spec import FleetSpec, Strategy
+from fleet.spec import FleetSpec, Strategy, WorkloadKind
 
 EPS = 1e-6
 
@@ -58,18 +59,55 @@ def cap(spec: FleetSpec, o: Offer) -> float:
     return bound
 
 
-def feasible(spec: FleetSpec, offers: list[Offer], counts: tuple[int, ...], min_pools: int) -> bool:
-    w = sum(weighted(spec, o) * n for o, n in zip(offers, counts))
-    od = sum(weighted(spec, o) * n for o, n in zip(offers, counts) if o.pool.market is Market.ON_DEMAND)
-    price = sum(o.price_per_hour * n for o, n in zip(offers, counts))
-    spot_pools = sum(1 for o, n in zip(offers, counts) if n and o.pool.market is Market.SPOT)
-    if w < spec.capacity.gpus - EPS or od < spec.capacity.on_demand_gpus - EPS:
-        return False
-    if spec.budget.max_per_hour is not None and price > spec.budget.max_per_hour + EPS:
-        return False
-    if any(n > cap(spec, o) for o, n in zip(offers, counts)):
-        return False
-    return not (0 < spot_pools < min_pools)
+def brute_force(spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] = (),
+                od_cap: float | None = None) -> tuple[list[Offer], Best | None]:
+    """The allowed offers (by pool id) and the best count vector (``None``: infeasible), by
+    enumerating every vector up to the caps. ``od_cap`` limits on-demand weighted GPUs (the
+    market split of capacity-optimized / diversified)."""
+    pools = sorted((o for o in offers if allowed(spec, o, blocked)), key=lambda o: o.pool.id)
+    if not pools:
+        return pools, None
+    spot = np.array([o.pool.market is Market.SPOT for o in pools])
+    w = np.array([weighted(spec, o) for o in pools])
+    price = np.array([o.price_per_hour for o in pools])
+    rate = np.array([o.interruptions_per_hour for o in pools])
+    most = [int(min(cap(spec, o), math.floor(spec.capacity.gpus / weighted(spec, o) + 1e-9) + 1)) for o in pools]
+    grid = np.stack(np.meshgrid(*[np.arange(m + 1) for m in most], indexing="ij"), -1).reshape(-1, len(pools))
+    covered = grid @ w
+    od = grid[:, ~spot] @ w[~spot]
+    cost = grid @ price
+    spot_used = (grid[:, spot] > 0).sum(axis=1)
+    min_pools = min(spec.diversification.min_pools, int(spot.sum()))
+    ok = (covered >= spec.capacity.gpus - EPS) & (od >= spec.capacity.on_demand_gpus - EPS)
+    if spec.budget.max_per_hour is not None:
+        ok &= cost <= spec.budget.max_per_hour + EPS
+    ok &= ~((spot_used > 0) & (spot_used < min_pools))
+    if od_cap is not None:
+        ok &= od <= od_cap + EPS
+    if not ok.any():
+        return pools, None
+    grid, cost = grid[ok], cost[ok]
+    fleet_rate = grid @ rate
+    if spec.strategy is Strategy.LOWEST_PRICE:
+        keys = [cost]
+    elif spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED:
+        keys = [_true_costs(spec, grid, price, rate, cost, fleet_rate)]
+    elif spec.strategy is Strategy.CAPACITY_OPTIMIZED:
+        keys = [fleet_rate, cost]
+    else:
+        largest = (grid[:, spot] * w[spot]).max(axis=1) if spot.any() else np.zeros(len(grid))
+        keys = [largest, cost]
+    best = np.lexsort([np.round(k, 6) for k in reversed(keys)])[0]
+    return pools, Best(tuple(int(x) for x in grid[best]), tuple(float(np.round(k[best], 6)) for k in keys))
+
+
+def _true_costs(spec: FleetSpec, grid: np.ndarray, price: np.ndarray, rate: np.ndarray, cost: np.ndarray,
+                fleet_rate: np.ndarray) -> np.ndarray:
+    factor = np.vectorize(lambda r: economics.overhead_factor(float(r), spec.workload))
+    if spec.workload.kind is WorkloadKind.COUPLED:
+        rates, inverse = np.unique(fleet_rate, return_inverse=True)
+        return cost * factor(rates)[inverse]
+    return grid @ (price * factor(rate))
 
 
 def true_cost(spec: FleetSpec, offers: list[Offer], counts: tuple[int, ...]) -> float:
@@ -81,40 +119,3 @@ def true_cost(spec: FleetSpec, offers: list[Offer], counts: tuple[int, ...]) -> 
 class Best:
     counts: tuple[int, ...]
     key: tuple[float, ...]
-
-
-def objective_key(spec: FleetSpec, offers: list[Offer], counts: tuple[int, ...],
-                  od_cap: float | None = None) -> tuple[float, ...]:
-    """The strategy's objective as a lexicographic key (smaller is better)."""
-    price = sum(o.price_per_hour * n for o, n in zip(offers, counts))
-    rate = sum(o.interruptions_per_hour * n for o, n in zip(offers, counts))
-    if spec.strategy is Strategy.LOWEST_PRICE:
-        return (round(price, 6),)
-    if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED:
-        return (round(true_cost(spec, offers, counts), 6),)
-    if spec.strategy is Strategy.CAPACITY_OPTIMIZED:
-        return (round(rate, 6), round(price, 6))
-    largest = max((weighted(spec, o) * n for o, n in zip(offers, counts) if o.pool.market is Market.SPOT), default=0)
-    return (round(largest, 6), round(price, 6))
-
-
-def brute_force(spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] = (),
-                od_cap: float | None = None) -> tuple[list[Offer], Best | None]:
-    """The allowed offers and the best count vector (``None``: infeasible). ``od_cap`` limits
-    on-demand weighted GPUs (the market split of capacity-optimized / diversified)."""
-    pools = sorted((o for o in offers if allowed(spec, o, blocked)), key=lambda o: o.pool.id)
-    spot_pools = sum(1 for o in pools if o.pool.market is Market.SPOT)
-    min_pools = min(spec.diversification.min_pools, spot_pools)
-    ranges = [range(int(min(cap(spec, o), math.floor(spec.capacity.gpus / weighted(spec, o) + 1e-9) + 1)) + 1)
-              for o in pools]
-    best: Best | None = None
-    for counts in itertools.product(*ranges):
-        if not feasible(spec, pools, counts, min_pools):
-            continue
-        if od_cap is not None and sum(weighted(spec, o) * n for o, n in zip(pools, counts)
-                                      if o.pool.market is Market.ON_DEMAND) > od_cap + EPS:
-            continue
-        key = objective_key(spec, pools, counts)
-        if best is None or key < best.key:
-            best = Best(counts, key)
-    return pools, best

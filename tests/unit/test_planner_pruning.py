@@ -1,0 +1,116 @@
+"""The exact reductions before the MILP: dominance pruning (fleet.pruning) and LP
+reduced-cost fixing (fleet.milp) never change the optimum."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from planner_oracle import brute_force, offer
+
+from fleet import economics, strategies
+from fleet.candidates import select
+from fleet.milp import Model
+from fleet.planner import plan
+from fleet.pruning import pool_bound, prune
+from fleet.spec import Strategy, parse_spec
+
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+def random_offers(rng: random.Random, n: int, gpus=(1, 2, 4, 8)) -> list:
+    out = []
+    for i in range(n):
+        spot = rng.random() < 0.75
+        out.append(offer(provider=rng.choice(["aws", "gcp", "azure"]), region=f"r{rng.randrange(3)}", zone=f"z{i}",
+                         itype=f"t{i % 7}", spot=spot, gpus=rng.choice(gpus), acc=rng.choice(["H100", "A100-80GB"]),
+                         price=round(rng.uniform(1, 4), 1) * (1 if spot else 2),
+                         rate=rng.choice([0.05, 0.1, 0.2, 0.3]), hint=rng.choice([None, None, None, 2, 5])))
+    return out
+
+
+def spec_text(target: int, baseline: int = 0, strategy: str = "price-capacity-optimized", kind: str = "independent",
+              share: float = 0.5, min_pools: int = 2, budget: str = "") -> str:
+    return (f"name: prune-test\ncapacity: {{gpus: {target}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
+            f"on_demand_gpus: {baseline}}}\nstrategy: {strategy}\nworkload: {{kind: {kind}}}\n"
+            f"diversification: {{max_pool_share: {share}, min_pools: {min_pools}}}\n{budget}")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_dropped_pool_has_enough_dominators(seed):
+    rng = random.Random(seed)
+    spec = parse_spec(spec_text(target=rng.choice([8, 16, 24])))
+    cand = select(spec, random_offers(rng, 400))
+    keep = prune(cand, spec.capacity.gpus, 2)
+    assert 0 < len(keep) < len(cand)
+    dropped = np.setdiff1d(np.arange(len(cand)), keep)
+    order = {i: r for r, i in enumerate(np.lexsort((np.arange(len(cand)), cand.rate, cand.price)))}
+    for j in dropped:
+        same = np.flatnonzero((cand.spot == cand.spot[j]) & (cand.weighted == cand.weighted[j]))
+        dominators = [i for i in same if i != j and order[i] < order[j] and cand.price[i] <= cand.price[j]
+                      and cand.rate[i] <= cand.rate[j] and cand.upper[i] >= cand.upper[j]]
+        assert len(dominators) >= pool_bound(spec.capacity.gpus, float(cand.weighted[j]), 2)
+
+
+def objective(strategy: Strategy, model: Model, counts: np.ndarray, workload) -> float:
+    c = model.cand
+    if strategy is Strategy.LOWEST_PRICE:
+        return float(c.price @ counts)
+    return economics.fleet_true_cost_per_hour(
+        ((int(n), float(p), float(r)) for n, p, r in zip(counts, c.price, c.rate)), workload)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), target=st.integers(4, 40), strategy=st.sampled_from(
+    [Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE]), kind=st.sampled_from(["independent", "coupled"]),
+    budget=st.sampled_from(["", "budget: {max_per_hour: 60}\n"]))
+def test_pruned_and_fixed_program_matches_the_plain_milp(seed, target, strategy, kind, budget):
+    rng = random.Random(seed)
+    spec = parse_spec(spec_text(target, baseline=target // 4, strategy=strategy.value, kind=kind, budget=budget))
+    cand = select(spec, random_offers(rng, rng.randrange(60, 160)))
+    if not len(cand):
+        return
+    args = (float(target), float(target // 4), spec.budget.max_per_hour, 2)
+    full = Model(cand, *args, fixing=False)
+    small = Model(cand.subset(prune(cand, target, 2)), *args)
+    a = strategies.solve(strategy, full, spec.workload, replan=False)
+    b = strategies.solve(strategy, small, spec.workload, replan=False)
+    assert (a.counts is None) == (b.counts is None)
+    if a.counts is not None:
+        assert objective(strategy, small, b.counts, spec.workload) == pytest.approx(
+            objective(strategy, full, a.counts, spec.workload), rel=1e-6)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), target=st.integers(1, 6), strategy=st.sampled_from(list(Strategy)),
+       kind=st.sampled_from(["independent", "coupled"]), min_pools=st.integers(1, 3))
+def test_plans_over_many_interchangeable_pools_match_exhaustive_search(seed, target, strategy, kind, min_pools):
+    """Six pools of one or two kinds: pruning is active and the optimum must survive it."""
+    rng = random.Random(seed)
+    offers = random_offers(rng, 6, gpus=(4,))
+    spec = parse_spec(spec_text(target, strategy=strategy.value, kind=kind, share=1.0, min_pools=min_pools))
+    p = plan(spec, offers)
+    reference = plan(spec.model_copy(update={"strategy": Strategy.PRICE_CAPACITY_OPTIMIZED}), offers)
+    od_cap = None if strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE) else \
+        reference.totals.on_demand_weighted_gpus
+    pools, best = brute_force(spec, offers, od_cap=od_cap)
+    assert p.feasible == (best is not None)
+    if best is None:
+        return
+    got = _key(strategy, p)
+    assert got == pytest.approx(best.key[:len(got)], rel=1e-5, abs=1e-6)
+
+
+def _key(strategy: Strategy, p) -> tuple[float, ...]:
+    t = p.totals
+    if strategy is Strategy.LOWEST_PRICE:
+        return (t.price_per_hour,)
+    if strategy is Strategy.PRICE_CAPACITY_OPTIMIZED:
+        return (t.true_cost_per_hour,)
+    if strategy is Strategy.CAPACITY_OPTIMIZED:
+        return (t.expected_interruptions_per_day / 24, t.price_per_hour)
+    largest = max((a.weighted_gpus for a in p.allocations if a.offer.market.value == "spot"), default=0.0)
+    return (largest, t.price_per_hour)
