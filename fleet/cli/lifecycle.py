@@ -137,19 +137,3 @@ def look(app: App, store: StateStore, name: str, command: str) -> FleetView:
     return FleetView(record=store.get_fleet(name), providers=providers, obs=obs, synced=held, result=result,
                      plan=plan)
 
-
-def offers_for(spec: FleetSpec, app: App):
-    """Offers the planner sees for ``spec`` (``fleet plan``'s source when it exists)."""
-    try:
-        from fleet.cli.plan import offers_for_spec
-    except ImportError:
-        offers_for_spec = None
-    if offers_for_spec is not None:
-        return offers_for_spec(spec, app)
-    from fleet.catalog import Catalog, filter_for_spec
-    from providers.base import OfferQuery
-    from providers.registry import providers_for
-
-    offers, info = Catalog(providers=providers_for(spec, app.home)).offers(
-        OfferQuery(accelerators=tuple(spec.capacity.accelerators)))
-    return filter_for_spec(offers, spec), info

@@ -16,7 +16,8 @@ from rich.table import Table
 
 from fleet import crashpoints
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, offers_for, short_pool, store_of
+from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, short_pool, store_of
+from fleet.cli.plan import offers_for_spec, totals_lines
 from fleet.executor import ApplyReport, active_blocks, apply
 from fleet.launching import Progress as Step
 from fleet.model import NodeConfig, Plan
@@ -41,7 +42,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
 
     spec = load_spec(spec_path)
     providers = providers_for(spec, app.home)
-    offers, _info = offers_for(spec, app)
+    offers, _info = offers_for_spec(spec, app)
     if dry_run:
         current = observe(providers, spec.name).counts()
         plan = make_plan(spec, offers, current=current, blocked=_blocks_if_any(app, providers))
@@ -112,7 +113,6 @@ def _changes(plan: Plan, current: Mapping[str, int]) -> dict[str, int]:
 
 
 def _show_plan(app: App, plan: Plan, current: Mapping[str, int]) -> None:
-    t = plan.totals
     table = Table(title=f"fleet {plan.fleet}: plan {plan.id} ({plan.strategy})", title_justify="left")
     table.add_column("pool", overflow="fold")
     table.add_column("market")
@@ -129,10 +129,8 @@ def _show_plan(app: App, plan: Plan, current: Mapping[str, int]) -> None:
                       str(now), str(want), money(o.price_per_hour) if o else "-",
                       f"{o.interruptions_per_hour:.3f}" if o else "-", style=style)
     app.console.print(table)
-    savings = f", saves {t.savings_fraction:.0%} vs all on-demand" if t.savings_fraction is not None else ""
-    app.console.print(f"{t.weighted_gpus:g} of {t.target_weighted_gpus:g} weighted GPUs "
-                      f"({t.on_demand_weighted_gpus:g} on-demand) in {t.pools} pools, {money(t.price_per_hour, True)}"
-                      f"{savings}, ~{t.expected_interruptions_per_day:.1f} interruptions/day")
+    for line in totals_lines(plan):
+        app.console.print(line)
     if not plan.feasible:
         app.console.print(f"[yellow]short of the spec:[/] {plan.shortfall}")
 
