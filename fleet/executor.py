@@ -211,23 +211,20 @@ def _terminate_surplus(plan: Plan, obs: Observation, providers: Mapping[str, Pro
                 doomed.setdefault(inst.pool.provider, []).append(inst)
     for name, insts in sorted(doomed.items()):
         say(Progress("terminate", pool=name, count=len(insts), message=f"terminating {len(insts)} surplus on {name}"))
-        ids = terminate(plan.fleet, providers[name], insts, store, reason="surplus")
-        report.terminated.extend(ids)
-        if len(ids) < len(insts):
-            report.notes.append(f"{name}: could not terminate {len(insts) - len(ids)} surplus instance(s)")
+        try:
+            report.terminated.extend(terminate(plan.fleet, providers[name], insts, store, reason="surplus"))
+        except ProviderError as err:
+            report.notes.append(f"{name}: could not terminate {len(insts)} surplus instance(s): {err}")
 
 
 def terminate(fleet: str, provider: Provider, instances: list[Instance], store: StateStore, *,
               reason: str) -> list[str]:
     """Terminate ``instances`` (only those tagged with ``fleet``) and record it; returns the ids
-    terminated. A ``ProviderError`` is swallowed: those ids are simply not returned."""
+    terminated. Raises ``ProviderError`` when the provider refuses (nothing is recorded then)."""
     ours = [i for i in instances if i.tags.get(TAG_FLEET) == fleet]
     if not ours:
         return []
-    try:
-        provider.terminate([i.id for i in ours])
-    except ProviderError:
-        return []
+    provider.terminate([i.id for i in ours])
     crashpoints.reached("terminate-sent")
     now = provider.now()
     store.end_instances(fleet, {i.id: (now, EventKind.TERMINATED) for i in ours})

@@ -7,7 +7,7 @@ import click
 from fleet.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import confirm, money, providers_of, store_of
-from fleet.errors import FleetError
+from fleet.errors import FleetError, ProviderError
 from fleet.executor import terminate
 from fleet.reconcile import observe, on_demand_prices, sync
 from fleet.state import FleetStatus, LaunchStatus
@@ -30,14 +30,19 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         if targets:
             confirm(f"Terminate {len(targets)} instance(s) of fleet {name!r}?", yes=yes, as_json=as_json)
         done: list[str] = []
+        refused: dict[str, str] = {}
         for provider in sorted({i.pool.provider for i in targets}):
             mine = [i for i in targets if i.pool.provider == provider]
-            done += terminate(name, providers[provider], mine, store, reason="down")
+            try:
+                done += terminate(name, providers[provider], mine, store, reason="down")
+            except ProviderError as err:
+                refused[provider] = str(err)
         for launch in store.launches(name, status=LaunchStatus.REQUESTED):
             store.finish_launch(launch.id, status=LaunchStatus.ABANDONED, launched=0,
                                 error_message="fleet taken down")
         left = observe(providers, name)
         sync(store, left)
+        left.errors.update(refused)
         if not left.instances and not left.errors:
             store.set_status(name, FleetStatus.DOWN)
     cost = summarize(store.instances(name), left.clock)

@@ -88,7 +88,8 @@ class StateStore(Protocol):
     def lock(self, fleet: str, command: str, *, ttl: float = ...) -> contextlib.AbstractContextManager[LockInfo]:
         """Hold the fleet's lock for a ``with`` block; ``FleetLockedError`` when a live process has it."""
 
-    def refresh_lock(self, fleet: str, *, ttl: float = ...) -> None: ...
+    def refresh_lock(self, fleet: str, *, ttl: float = ...) -> None:
+        """Extend this process's lease; ``FleetLockedError`` when another process took it over."""
     def lock_holder(self, fleet: str) -> LockInfo | None: ...
     def verify(self) -> None:
         """Read everything once; ``CorruptStoreError`` when the file is damaged."""

@@ -275,9 +275,17 @@ class SQLiteStore:
 
     @_locked
     def refresh_lock(self, fleet: str, *, ttl: float = LOCK_TTL_SECONDS) -> None:
+        """Extend this process's lease; ``FleetLockedError`` if another process took the lock over
+        (ours expired), so the caller stops instead of acting beside it."""
+        me = owner.current_owner()[0]
         with self._tx():
-            self._conn.execute("UPDATE locks SET expires_at = ? WHERE fleet = ? AND owner = ?",
-                               (time.time() + ttl, fleet, owner.current_owner()[0]))
+            row = self._conn.execute(f"SELECT {_LOCK_COLS} FROM locks WHERE fleet = ?", (fleet,)).fetchone()
+            if row is None or row[1] == me:
+                self._conn.execute("UPDATE locks SET expires_at = ? WHERE fleet = ? AND owner = ?",
+                                   (time.time() + ttl, fleet, me))
+                return
+        raise FleetLockedError(f"fleet {fleet!r}: this command's lock expired and {LockInfo(*row).describe()} "
+                               "took it over; stopping here")
 
     @_locked
     def release_lock(self, fleet: str) -> None:

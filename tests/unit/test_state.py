@@ -273,3 +273,18 @@ def test_lock_is_per_fleet_and_reentrant_for_its_owner(tmp_path, store):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_lock_taken_over_after_expiry_stops_its_old_holder(tmp_path, store):
+    store.acquire_lock("demo", "up", ttl=0.05)
+    time.sleep(0.1)
+    proc = _holder(tmp_path / "state.db", ttl=600)     # takes the expired lock over
+    try:
+        with pytest.raises(FleetLockedError, match=rf"lock expired and `fleet up` \(pid {proc.pid} on "):
+            store.refresh_lock("demo")
+        store.release_lock("demo")                      # releasing never frees someone else's lock
+        assert store.lock_holder("demo").pid == proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+    store.refresh_lock("other")                         # nobody holds it: nothing to extend, no error
