@@ -5,8 +5,8 @@ Every figure comes from the installed ``fleet`` command run as a subprocess (wha
 waits for, Python start-up included) and, for the launch phase alone, from the executor
 in-process on the same plan. The local cloud answers in microseconds, so the launch
 comparison is also run with a simulated API round trip per call (``--latency``, 0.2 s by
-default: a quick cloud API). Spot capacity of the spec's pools is pinned so the planner
-spreads the fleet over exactly 20 pools of 25.
+default: a quick cloud API). Spot capacity is pinned so that exactly 20 pools can take 25
+each (40 for the 1,000-instance fleet) and the planner has to spread the fleet over them.
 
 Run: ``python benchmarks/lifecycle.py`` (about a minute on two cores). Prints the figures
 and saves ``benchmarks/results/lifecycle.json``.
@@ -67,9 +67,16 @@ class World:
                                               share=1 / pools))
         self.spec = parse_spec(self.spec_path.read_text())
         self.providers = {n: self.cloud.provider(n) for n in self.cloud.provider_names()}
-        for offer in self._offers():
-            if offer.market is Market.SPOT:
-                self.cloud.set_capacity(offer.pool.id, 200)
+        per_pool = instances // pools
+        spot = sorted(o.pool.id for o in self._offers() if o.market is Market.SPOT)
+        for pool_id in spot:
+            self.cloud.set_capacity(pool_id, per_pool)
+        # a pool whose trace is unavailable right now has no capacity whatever the pin says
+        open_now = sorted(o.pool.id for o in self._offers() if o.market is Market.SPOT and o.capacity_hint)
+        if len(open_now) < pools:
+            raise SystemExit(f"only {len(open_now)} spot pools are open at the start; the benchmark needs {pools}")
+        for pool_id in open_now[pools:]:     # exactly `pools` pools can take `per_pool` each; the rest none
+            self.cloud.set_capacity(pool_id, 0)
 
     def _offers(self):
         offers, _ = Catalog(providers=self.providers).offers(OfferQuery(accelerators=("H100",)))
