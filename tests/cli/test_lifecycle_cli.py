@@ -19,19 +19,30 @@ def test_quickstart_on_a_fresh_machine(tmp_path: Path):
     home = tmp_path / "fresh"
     env = World(tmp_path).env()
     env["SPOTFLEET_HOME"] = str(home)
-    up = subprocess.run([FLEET_BIN, "up", str(ROOT / "examples/quickstart.yaml"), "--yes", "--json"], env=env,
-                        capture_output=True, text=True, timeout=120)
-    assert up.returncode == 0, up.stderr
+
+    def fleet(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([FLEET_BIN, *args], env=env, capture_output=True, text=True, timeout=120)
+
+    up = fleet("up", str(ROOT / "examples/quickstart.yaml"), "--yes", "--json")
     report = json.loads(up.stdout)
-    assert report["ok"] and report["missing"] == {} and len(report["launched"]) == sum(report["desired"].values())
+    # the clock runs (60x): if the market takes a spot instance back mid-launch, the run ends
+    # short (exit 3) and a rerun fills it in, as it would for a user
+    for _ in range(3):
+        if up.returncode != 3:
+            break
+        assert report["missing"] and report["feasible"]
+        up = fleet("up", str(ROOT / "examples/quickstart.yaml"), "--yes", "--json")
+        report = json.loads(up.stdout)
+    assert up.returncode == 0, up.stderr
+    assert report["ok"] and report["missing"] == {} and report["counts"] == report["desired"]
     on_demand = [p for p in report["desired"] if p.endswith("/on-demand")]
     spot = [p for p in report["desired"] if p.endswith("/spot")]
     assert on_demand and len(spot) >= 3
-    status = subprocess.run([FLEET_BIN, "status", "quickstart", "--json"], env=env, capture_output=True, text=True,
-                            timeout=120)
-    data = json.loads(status.stdout)
-    # the clock runs (60x): a spot instance may have been taken back meanwhile, and is then counted
-    assert data["running"] + data["cost"]["interruptions"] == data["planned"] == len(report["launched"])
+    data = json.loads(fleet("status", "quickstart", "--json").stdout)
+    planned = sum(report["desired"].values())
+    assert data["planned"] == planned and data["status"] == "up"
+    # instances taken back since are counted as interruptions, never silently lost
+    assert data["running"] <= planned <= data["running"] + data["cost"]["interruptions"]
     assert data["cost"]["cost_so_far"] > 0 and data["cost"]["rate_per_hour"] > 0
     assert (home / "state.db").exists() and (home / "localcloud").is_dir()
 
