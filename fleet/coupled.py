@@ -10,10 +10,12 @@ Invariant: every plan better than the best found so far has ``Lam <= hi``. Let `
 solve ``min P' s.t. Lam <= hi``; a better plan ``z`` has ``P'(z) >= P'(x)``, so (a)
 ``Lam(z) < Lam(x)``, else ``z`` is no better than ``x``, and (b) ``F(Lam(z)) < best /
 P'(x)``, i.e. ``Lam(z) < F^-1(best / P'(x))``. Hence the next ``hi`` is the smaller of
-the two. The walk ends when the MILP is infeasible or ``hi < 0``; the best plan seen is
-then optimal (plans whose rates differ by less than ``_EPS`` per hour count as equal).
+the two. The walk ends when ``hi < 0`` or no plan with ``Lam <= hi`` has ``P'`` below the
+best value (``F >= 1``, so none could beat it); the best plan seen is then optimal (plans whose rates differ by less than ``_EPS`` per hour count as equal).
 
-Incumbents make the second cut bite early: the plan running now, the independent-nodes
+Before each MILP, LP relaxations over bands of ``Lam`` (``_screen``) lower ``hi`` past
+bands that cannot hold a better plan, which skips most frontier points. Incumbents make
+the cuts bite early: the plan running now, the independent-nodes
 plan, and the plans of a successive linearisation (``_tangent_plans``: the MILP on the
 tangent plane of ``P * F(Lam)``, ``economics.coupled_tangent``, re-taken at each plan). ``MAX_STEPS``
 bounds the work; when it is hit the best plan is returned with a note.
@@ -31,6 +33,7 @@ from fleet.spec import Workload
 
 GAP = 1e-9
 MAX_STEPS = 100
+SCREEN_BANDS = 8
 TANGENT_ROUNDS = 6
 _EPS = 1e-4       # interruption rates closer than this (per hour) count as equal
 
@@ -75,9 +78,11 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
     for _ in range(MAX_STEPS):
         p = linear(x.counts)
         hi = min(float(cand.rate @ x.counts) - _EPS, _inverse_factor(best_value / p, workload) if p > 0 else -1.0)
+        if hi >= 0:
+            hi = _screen(model, penalty, hi, best_value * (1 - GAP), factor)
         if hi < 0:
             break
-        x = _cheapest_below(model, penalty, hi)
+        x = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP))   # value >= P'
         if x is None:
             break
         if value(x.counts) < best_value * (1 - GAP):
@@ -85,6 +90,22 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
     else:
         notes.append(f"coupled search stopped after {MAX_STEPS} steps; the plan may not be optimal")
     return CoupledResult(best, notes)
+
+
+def _screen(model: Model, penalty: np.ndarray | None, hi: float, beat: float, factor) -> float:
+    """Lower ``hi`` past rate bands that cannot hold a plan worth less than ``beat``.
+
+    ``[0, hi]`` is cut into ``SCREEN_BANDS`` bands; in band ``[a, b]`` every plan is worth at
+    least ``LP(min P' s.t. a <= Lam <= b) * F(a)``. Returns the top of the highest band that
+    may still hold a better plan, or -1 when none can.
+    """
+    cand = model.cand
+    edges = np.linspace(0.0, hi, SCREEN_BANDS + 1)
+    for a, b in reversed(list(zip(edges[:-1], edges[1:]))):
+        band = Extra(rows=[Row(np.arange(model.n), cand.rate, lb=a, ub=b)])
+        if model.lower_bound(cand.price, penalty, band) * factor(a) < beat:
+            return float(b)
+    return -1.0
 
 
 def _tangent_plans(model: Model, workload: Workload, churn: float, first: np.ndarray) -> list[np.ndarray]:
@@ -119,8 +140,9 @@ def _inverse_factor(target: float, workload: Workload) -> float:
     return hi
 
 
-def _cheapest_below(model: Model, penalty: np.ndarray | None, hi: float) -> Solution | None:
-    """Cheapest plan (``P'``) whose interruption rate is at most ``hi``."""
+def _cheapest_below(model: Model, penalty: np.ndarray | None, hi: float, cutoff: float) -> Solution | None:
+    """Cheapest plan (``P'``) whose interruption rate is at most ``hi``; ``None`` when none
+    has ``P'`` below ``cutoff``."""
     cand = model.cand
     row = Row(np.arange(model.n), cand.rate, ub=hi)
-    return model.solve(cand.price, penalty=penalty, extra=Extra(rows=[row]))
+    return model.solve(cand.price, penalty=penalty, extra=Extra(rows=[row]), cutoff=cutoff)

@@ -19,9 +19,10 @@ from scipy.sparse import coo_array, vstack
 
 from fleet.candidates import Candidates
 from fleet.highs import milp
+from fleet.twins import find_twins
 
-#: HiGHS settings: prove optimality (no relative gap), bounded run time, quiet.
-HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "disp": False, "time_limit": 60.0, "presolve": True}
+#: HiGHS settings: prove optimality (no relative gap), quiet; ``Model`` adds its time limit.
+HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "disp": False, "presolve": True}
 #: Above this many pools, drop pools by LP reduced costs before the MILP (exact).
 FIXING_MIN_POOLS = 48
 #: Tolerance for covering and budget checks on rounded solutions (weighted GPUs, $/h).
@@ -60,30 +61,37 @@ class Solution:
     counts: np.ndarray        # int64 per pool
     extra: np.ndarray         # values of the extra columns
     proven: bool              # HiGHS proved optimality (False: time limit hit)
-    x: np.ndarray | None = None   # every column
+    objective: float
 
 
 class Model:
     """The fixed part of the program; ``solve`` adds an objective and a strategy's extras.
 
-    Column layout: ``n`` (one per pool), ``z`` (one per pool running instances now), the
-    strategy's extra columns, then -- only when needed -- ``y`` (one per spot pool) and ``v``.
+    Callers speak in pools: per-pool cost, penalty and bound arrays, rows over pool indices
+    ``0..n-1`` plus extra columns (``col``). Inside, twin pools share one column
+    (``fleet.twins``) and the column layout is: one integer count per column, ``z`` per
+    column running instances now, the extra columns, then -- only when needed -- ``y``
+    (spot pools in use, per spot column) and ``v`` (the plan uses spot).
     """
 
     def __init__(self, cand: Candidates, target: float, baseline: float, budget: float | None,
-                 min_pools: int, *, cover: bool = True, fixing: bool = True):
+                 min_pools: int, *, cover: bool = True, fixing: bool = True, time_limit: float = 60.0):
         self.cand = cand
-        self.fixing = fixing                # drop pools by LP reduced costs first (exact)
         self.n = len(cand)
+        self.fixing = fixing                # drop columns by LP reduced costs first (exact)
+        self.options = {**HIGHS_OPTIONS, "time_limit": time_limit}
         self.target, self.baseline, self.budget = target, baseline, budget
         self.cover = cover                  # False: no covering rows (the partial-plan stages)
-        self.penalised = np.flatnonzero(cand.current > 0)
         self.spot_idx = np.flatnonzero(cand.spot)
         self.min_pools = min_pools if min_pools >= 2 and len(self.spot_idx) else 0
-        self.base_cols = self.n + len(self.penalised)
+        self.twins = find_twins(cand)
+        self.view = self.twins.merged(cand)
+        self.cols = self.twins.columns
+        self.penalised = np.flatnonzero(self.view.current > 0)
+        self.base_cols = self.cols + len(self.penalised)
 
     def feasible(self, counts: np.ndarray) -> bool:
-        """Whether ``counts`` meets every row and bound of the fixed part (within ``TOL``)."""
+        """Whether per-pool ``counts`` meet every row and bound of the fixed part (within ``TOL``)."""
         cand = self.cand
         if (counts < 0).any() or (counts > cand.upper).any():
             return False
@@ -99,45 +107,58 @@ class Model:
         return not (self.min_pools and 0 < used < self.min_pools)
 
     def col(self, extra_offset: int) -> int:
-        """Index of the strategy's extra column number ``extra_offset``."""
-        return self.base_cols + extra_offset
+        """Row index of the strategy's extra column number ``extra_offset``."""
+        return self.n + extra_offset
 
     def solve(self, cost: np.ndarray, penalty: np.ndarray | None = None, extra: Extra | None = None,
-              upper: np.ndarray | None = None) -> Solution | None:
-        """Minimise ``cost . n (+ penalty . new launches) + extra costs``; ``None`` if infeasible.
+              upper: np.ndarray | None = None, cutoff: float = np.inf) -> Solution | None:
+        """Minimise ``cost . n (+ penalty . new launches) + extra costs``; ``None`` if infeasible
+        or if no plan's objective is below ``cutoff``.
 
         ``penalty[i]`` is charged per instance launched in pool ``i`` beyond ``current_i``;
-        ``upper`` replaces the pools' bounds (it may only tighten them).
+        ``upper`` replaces the pools' bounds (it may only tighten them, equally for twins).
         ``min_pools`` is enforced lazily: without it first, and with its binaries only if the
         plan found breaks it (a relaxation's optimum that is feasible is optimal).
         """
         extra = extra or Extra()
         upper = self.cand.upper if upper is None else upper
-        sol = self._solve(cost, penalty, extra, upper, with_pools=False)
-        if sol is None or self._enough_pools(sol.counts):
-            return sol
-        return self._solve(cost, penalty, extra, upper, with_pools=True)
+        sol = self._run(self._build(cost, penalty, extra, upper, with_pools=False), cutoff)
+        if sol is not None and sol.objective < cutoff and not self._enough_pools(sol.counts):
+            sol = self._run(self._build(cost, penalty, extra, upper, with_pools=True), cutoff)
+        return sol if sol is not None and sol.objective < cutoff else None
 
-    def _solve(self, cost: np.ndarray, penalty: np.ndarray | None, extra: Extra, upper: np.ndarray,
-               with_pools: bool) -> Solution | None:
-        cand, n = self.cand, self.n
-        spot = self.spot_idx if with_pools else np.zeros(0, np.int64)
+    def lower_bound(self, cost: np.ndarray, penalty: np.ndarray | None = None, extra: Extra | None = None) -> float:
+        """A lower bound on ``solve``'s objective (its LP relaxation); ``inf`` if infeasible."""
+        relaxed = _relaxation(self._build(cost, penalty, extra or Extra(), self.cand.upper, with_pools=False))
+        return np.inf if relaxed is None else relaxed[0]
+
+    def _row(self, row: Row, extra_at: int) -> Row:
+        """A caller's row (pools, then extra columns at ``n + k``) over this model's columns."""
+        pools = row.cols < self.n
+        cols, coefs = self.twins.column_row(row.cols[pools], row.coefs[pools])
+        return Row(np.concatenate([cols, row.cols[~pools] - self.n + extra_at]),
+                   np.concatenate([coefs, row.coefs[~pools]]), row.lb, row.ub)
+
+    def _build(self, cost: np.ndarray, penalty: np.ndarray | None, extra: Extra, upper: np.ndarray,
+               with_pools: bool) -> "_Program":
+        view, n, first = self.view, self.cols, self.twins.first
+        spot = np.flatnonzero(view.spot) if with_pools else np.zeros(0, np.int64)
         y0 = self.base_cols + len(extra.costs)
         v = y0 + len(spot)
         total = v + (1 if with_pools else 0)
         c = np.zeros(total)
-        c[:n] = cost
+        c[:n] = cost[first]
         lb = np.zeros(total)
         ub = np.full(total, np.inf)
-        ub[:n] = upper
+        ub[:n] = self.twins.column_bound(upper)
         integrality = np.zeros(total)
         integrality[:n] = 1
-        rows = list(extra.rows)
+        rows = [self._row(r, self.base_cols) for r in extra.rows]
         if penalty is not None:
-            c[:n] += np.where(cand.current == 0, penalty, 0.0)
+            c[:n] += np.where(view.current == 0, penalty[first], 0.0)
             p = self.penalised
-            c[n:self.base_cols] = penalty[p]
-            rows += [Row(np.array([i, z]), np.array([1.0, -1.0]), ub=float(cand.current[i]))
+            c[n:self.base_cols] = penalty[first][p]
+            rows += [Row(np.array([i, z]), np.array([1.0, -1.0]), ub=float(view.current[i]))
                      for i, z in zip(p, range(n, self.base_cols))]
         c[self.base_cols:y0] = extra.costs
         lb[self.base_cols:y0] = extra.lower
@@ -145,69 +166,70 @@ class Model:
         if with_pools:
             ys = np.arange(y0, v)
             integrality[y0:] = 1
-            ub[y0:] = 1
+            ub[y0:v] = self.twins.size[spot]        # pools in use in a column: at most its members
+            ub[v] = 1
             rows += [Row(np.array([i, y]), np.array([1.0, -1.0]), lb=0) for i, y in zip(spot, ys)]
             # spot in use -> v = 1: sum of spot nodes <= M * v, M = the most spot nodes worth having
-            enough = np.maximum(cand.current, np.floor(max(self.target, 0.0) / cand.weighted + 1e-9) + 1)
-            big = float(np.minimum(upper, enough)[spot].sum())
+            enough = np.maximum(view.current, np.floor(max(self.target, 0.0) / view.weighted + 1e-9) + 1)
+            big = float(np.minimum(ub[:n], enough)[spot].sum())
             rows.append(Row(np.append(spot, v), np.append(np.ones(len(spot)), -big), ub=0))
             rows.append(Row(np.append(ys, v), np.append(np.ones(len(ys)), -float(self.min_pools)), lb=0))
         idx = np.arange(n)
         if self.cover:
-            rows.append(Row(idx, cand.weighted, lb=self.target))
+            rows.append(Row(idx, view.weighted, lb=self.target))
             if self.baseline > 0:
-                od = np.flatnonzero(~cand.spot)
-                rows.append(Row(od, cand.weighted[od], lb=self.baseline))
+                od = np.flatnonzero(~view.spot)
+                rows.append(Row(od, view.weighted[od], lb=self.baseline))
         if self.budget is not None:
-            rows.append(Row(idx, cand.price, ub=self.budget))
-        return self._run(c, integrality, lb, ub, rows)
+            rows.append(Row(idx, view.price, ub=self.budget))
+        return _Program(c, integrality, lb, ub, _matrix(rows, total), np.array([r.lb for r in rows]),
+                        np.array([r.ub for r in rows]), len(extra.costs))
 
-    def _run(self, c: np.ndarray, integrality: np.ndarray, lb: np.ndarray, ub: np.ndarray,
-             rows: list[Row]) -> Solution | None:
-        a = _matrix(rows, len(c))
-        row_lb = np.array([row.lb for row in rows])
-        row_ub = np.array([row.ub for row in rows])
-        if self.fixing and self.n > FIXING_MIN_POOLS:
-            relaxed = _relaxation(c, lb, ub, a, row_lb, row_ub)
+    def _run(self, prog: "_Program", cutoff: float) -> Solution | None:
+        c, integrality, lb, ub = prog.c, prog.integrality, prog.lb, prog.ub
+        if self.fixing and self.cols > FIXING_MIN_POOLS:
+            relaxed = _relaxation(prog)
             if relaxed is None:
                 return None          # the relaxation is infeasible, so is the program
             z_lp, reduced = relaxed
-            reduced = reduced[:self.n]
+            if z_lp >= cutoff:
+                return None          # nothing below the cutoff
+            reduced = reduced[:self.cols]
             ub = ub.copy()
             size = FIXING_MIN_POOLS
             while True:
                 # an incumbent from the open pools of least reduced cost, then close every pool
                 # whose reduced cost alone lifts the relaxation above it (exact, LP duality)
-                is_open = ub[:self.n] > 0
+                is_open = ub[:self.cols] > 0
                 ranked = np.flatnonzero(is_open)[np.argsort(reduced[is_open], kind="stable")]
                 inside = ranked[:size]
                 ub_r = ub.copy()
-                ub_r[:self.n] = 0
+                ub_r[:self.cols] = 0
                 ub_r[inside] = ub[inside]
-                incumbent = self._milp(c, integrality, lb, ub_r, a, row_lb, row_ub)
-                if incumbent is not None:
-                    z_ub = float(c @ incumbent.x)
-                    ub[:self.n][z_lp + reduced > z_ub + 1e-6 * max(1.0, abs(z_ub))] = 0
-                    still_open = np.flatnonzero(ub[:self.n] > 0)
-                    if incumbent.proven and np.isin(still_open, inside).all():
+                incumbent = self._milp(prog, ub_r)
+                if incumbent is None and size >= len(ranked):
+                    return None               # every open pool was in the restricted program
+                z_ub = min(incumbent.objective if incumbent else np.inf, cutoff)
+                if np.isfinite(z_ub):
+                    ub[:self.cols][z_lp + reduced > z_ub + 1e-6 * max(1.0, abs(z_ub))] = 0
+                    still_open = np.flatnonzero(ub[:self.cols] > 0)
+                    if incumbent and incumbent.proven and np.isin(still_open, inside).all():
                         return incumbent      # every pool that can matter was in the restricted program
                     if len(still_open) <= 4 * size:
                         break
-                elif size >= len(ranked):
-                    return None
                 size *= 4
-        return self._milp(c, integrality, lb, ub, a, row_lb, row_ub)
+        return self._milp(prog, ub)
 
-    def _milp(self, c: np.ndarray, integrality: np.ndarray, lb: np.ndarray, ub: np.ndarray, a,
-              row_lb: np.ndarray, row_ub: np.ndarray) -> Solution | None:
-        constraints = [LinearConstraint(a, row_lb, row_ub)] if a is not None else []
-        res = milp(c, integrality=integrality, bounds=Bounds(lb, ub), constraints=constraints,
-                   options=HIGHS_OPTIONS)
+    def _milp(self, prog: "_Program", ub: np.ndarray) -> Solution | None:
+        constraints = [LinearConstraint(prog.a, prog.row_lb, prog.row_ub)] if prog.a is not None else []
+        res = milp(prog.c, integrality=prog.integrality, bounds=Bounds(prog.lb, ub), constraints=constraints,
+                   options=self.options)
         if res.x is None:
             return None
         x = res.x
-        return Solution(counts=np.rint(x[:self.n]).astype(np.int64), extra=x[self.base_cols:],
-                        proven=res.status == 0, x=x)
+        counts = self.twins.spread(np.rint(x[:self.cols]).astype(np.int64))
+        return Solution(counts=counts, extra=x[self.base_cols:self.base_cols + prog.extras],
+                        proven=res.status == 0, objective=float(prog.c @ x))
 
 
 def _matrix(rows: list[Row], columns: int):
@@ -219,16 +241,30 @@ def _matrix(rows: list[Row], columns: int):
     return coo_array((vals, (r, cols)), shape=(len(rows), columns)).tocsr()
 
 
-def _relaxation(c: np.ndarray, lb: np.ndarray, ub: np.ndarray, a, row_lb: np.ndarray,
-                row_ub: np.ndarray) -> tuple[float, np.ndarray] | None:
+@dataclass
+class _Program:
+    """One MILP in scipy's terms: ``min c.x``, ``row_lb <= a x <= row_ub``, ``lb <= x <= ub``."""
+
+    c: np.ndarray
+    integrality: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    a: object              # scipy sparse matrix, None without rows
+    row_lb: np.ndarray
+    row_ub: np.ndarray
+    extras: int            # how many strategy columns follow the counts and z
+
+
+def _relaxation(prog: _Program) -> tuple[float, np.ndarray] | None:
     """LP relaxation: its optimum and the reduced costs of the columns at their lower bound
-    (for any feasible x, ``c.x >= z_lp + reduced_j * (x_j - lb_j)``)."""
+    (for any feasible x, ``c.x >= z_lp + reduced_j * (x_j - lb_j)``); ``None`` if infeasible."""
     a_ub, b_ub = None, None
-    if a is not None:
-        upper, lower = np.isfinite(row_ub), np.isfinite(row_lb)
-        a_ub = vstack([a[upper], -a[lower]]).tocsr()
-        b_ub = np.concatenate([row_ub[upper], -row_lb[lower]])
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=np.column_stack([lb, ub]), method="highs")
+    if prog.a is not None:
+        upper, lower = np.isfinite(prog.row_ub), np.isfinite(prog.row_lb)
+        a_ub = vstack([prog.a[upper], -prog.a[lower]]).tocsr()
+        b_ub = np.concatenate([prog.row_ub[upper], -prog.row_lb[lower]])
+    res = linprog(prog.c, A_ub=a_ub, b_ub=b_ub, bounds=np.column_stack([prog.lb, prog.ub]), method="highs",
+                  options={"presolve": False})   # presolve costs 20x the solve on these LPs
     if res.status == 2:
         return None
     if res.status != 0:
