@@ -6,16 +6,18 @@
    spec's rules and after dominance pruning. Target: the default strategy on 100k pools in
    under 1 s on a 2-core machine.
 2. Exactness: the same objective from an independent solve -- the plain MILP over every
-   allowed pool (no pruning, no reduced-cost fixing) where it finishes within
+   allowed pool (no pruning, twin merging or reduced-cost fixing) where it finishes within
    ``--independent-limit`` seconds per MILP, and exhaustive search on ``--small`` random
    small instances (price-capacity-optimized and lowest-price, both workload models; the
    unit tests also check the other strategies this way).
 3. Quality, for the three example specs on the snapshot: expected true cost per weighted
-   GPU-hour of our plan against (a) the cheapest all-on-demand fleet, (b) cheapest-first
+   GPU-hour (and $/h, interruptions/day, the largest share of the spot capacity one reclaim
+   can take) of our plan against (a) the cheapest all-on-demand fleet, (b) cheapest-first
    greedy (what SkyPilot and dstack do: fill the on-demand baseline, then the cheapest
-   $/weighted-GPU pools first, no caps), (c) the cheapest single pool holding the whole
-   target (a one-zone cluster; it ignores the baseline). All use the pools the spec allows
-   and the spec's workload model; the baselines ignore the budget.
+   $/weighted-GPU pools first, no per-pool caps), (b') the same greedy held to the spec's
+   per-pool caps, (c) the cheapest single pool holding the whole target (a one-zone
+   cluster; it ignores the baseline). All use the pools the spec allows and the spec's
+   workload model; the baselines ignore the budget.
 
     python benchmarks/planner.py [--runs 5] [--small 200] [--independent-limit 120]
 
@@ -109,7 +111,7 @@ def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float) -> tup
     cand = select(spec, offers)
     min_pools = min(spec.diversification.min_pools, int(cand.spot.sum()))
     model = milp.Model(cand, float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus),
-                       spec.budget.max_per_hour, min_pools, fixing=False, time_limit=limit)
+                       spec.budget.max_per_hour, min_pools, reduce=False, time_limit=limit)
     t = time.perf_counter()
     out = strategies.solve(spec.strategy, model, spec.workload, replan=False)
     elapsed = time.perf_counter() - t
@@ -136,7 +138,8 @@ def speed(runs: int, limit: float) -> list[dict]:
                        median_seconds=round(seconds, 4), allowed_pools=len(cand),
                        after_pruning=len(prune(cand, spec.capacity.gpus, spec.diversification.min_pools)),
                        feasible=p.feasible, objective=round(objective(spec, p), 4))
-            if strategy in ("price-capacity-optimized", "lowest-price") and len(cand) <= 20_000:
+            small_enough = len(cand) <= (20_000 if kind == "independent" else 2_000)
+            if strategy in ("price-capacity-optimized", "lowest-price") and small_enough:
                 ref, ref_seconds = independent_solve(spec, offers, limit)
                 row["independent_seconds"] = round(ref_seconds, 3)
                 row["gap_vs_independent"] = None if ref is None else objective(spec, p) / ref - 1
@@ -178,45 +181,51 @@ def exhaustive(count: int) -> dict:
                 max_relative_gap=worst)
 
 
-def baseline_costs(spec: FleetSpec, offers: list[Offer]) -> dict[str, float | None]:
-    """True cost per weighted GPU-hour of the three naive fleets (see the module docstring)."""
-    cand = select(spec.model_copy(update={"budget": spec.budget.model_copy(update={"max_per_hour": None})}), offers)
+def naive_fleets(spec: FleetSpec, cand) -> dict[str, np.ndarray | None]:
+    """Counts per pool of the naive fleets (``None``: cannot meet the target)."""
     target, base = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
-    w, price, rate = cand.weighted, cand.price, cand.rate
-    hint = np.where(np.isinf(cand.hint), 10**9, cand.hint).astype(np.int64)
+    w, price = cand.weighted, cand.price
+    free = np.where(np.isinf(cand.hint), 10**9, cand.hint)
+    capped = np.where(np.isinf(cand.upper), 10**9, cand.upper)
 
-    def cost(counts: np.ndarray) -> float:
-        used = np.flatnonzero(counts)
-        groups = [(int(counts[i]), float(price[i]), float(rate[i])) for i in used]
-        return economics.fleet_true_cost_per_hour(groups, spec.workload) / float(w @ counts)
-
-    def greedy(pools: np.ndarray, need: float, counts: np.ndarray) -> float:
+    def greedy(pools: np.ndarray, need: float, counts: np.ndarray, bound: np.ndarray) -> float:
         for i in pools[np.argsort(price[pools] / w[pools], kind="stable")]:
             if need <= 1e-9:
                 break
-            take = min(int(hint[i]), math.ceil(need / w[i] - 1e-9))
+            take = int(min(bound[i] - counts[i], math.ceil(need / w[i] - 1e-9)))
             counts[i] += take
             need -= take * w[i]
         return need
 
-    od = np.flatnonzero(~cand.spot)
-    on_demand = np.zeros(len(cand), np.int64)
-    all_od = None if greedy(od, target, on_demand) > 1e-9 else on_demand
-    mixed = np.zeros(len(cand), np.int64)
-    left = greedy(od, base, mixed)
-    left = greedy(np.arange(len(cand)), target - float(w @ mixed), mixed) + left
-    single, best = None, math.inf
-    for i in range(len(cand)):
-        n = math.ceil(target / w[i] - 1e-9)
-        if n <= hint[i]:
-            counts = np.zeros(len(cand), np.int64)
-            counts[i] = n
-            value = cost(counts)
-            if value < best:
-                single, best = counts, value
-    return {"all_on_demand": None if all_od is None else cost(all_od),
-            "cheapest_first_greedy": None if left > 1e-9 else cost(mixed),
-            "cheapest_single_pool": None if single is None else best}
+    out: dict[str, np.ndarray | None] = {}
+    od, every = np.flatnonzero(~cand.spot), np.arange(len(cand))
+    counts = np.zeros(len(cand), np.int64)
+    out["all on-demand"] = counts if greedy(od, target, counts, free) <= 1e-9 else None
+    for name, bound in (("cheapest-first greedy", free), ("greedy within the spec's caps", capped)):
+        counts = np.zeros(len(cand), np.int64)
+        left = greedy(od, base, counts, bound)
+        left += greedy(every, target - float(w @ counts), counts, bound)
+        out[name] = counts if left <= 1e-9 else None
+    singles = [np.where(every == i, math.ceil(target / w[i] - 1e-9), 0) for i in every
+               if math.ceil(target / w[i] - 1e-9) <= free[i]]
+    out["cheapest single pool"] = min(singles, key=lambda c: describe(spec, cand, c)["true_per_weighted_gpu_h"],
+                                      default=None)
+    return out
+
+
+def describe(spec: FleetSpec, cand, counts: np.ndarray) -> dict:
+    """True cost per weighted GPU-hour, $/h, interruptions/day and the largest share of the
+    spot capacity one pool holds (what a single reclaim can take)."""
+    used = np.flatnonzero(counts)
+    groups = [(int(counts[i]), float(cand.price[i]), float(cand.rate[i])) for i in used]
+    spot_w = cand.weighted * counts * cand.spot
+    true = economics.fleet_true_cost_per_hour(groups, spec.workload)
+    return {"true_per_weighted_gpu_h": round(true / float(cand.weighted @ counts), 4),
+            "true_cost_per_hour": round(true, 2), "weighted_gpus": round(float(cand.weighted @ counts), 2),
+            "price_per_hour": round(float(cand.price @ counts), 2),
+            "interruptions_per_day": round(24 * float(cand.rate @ counts), 2),
+            "largest_spot_pool_share": round(float(spot_w.max() / spot_w.sum()), 3) if spot_w.sum() else 0.0,
+            "pools": len(used)}
 
 
 def quality() -> list[dict]:
@@ -224,15 +233,29 @@ def quality() -> list[dict]:
     for name in EXAMPLES:
         spec = load_spec(ROOT / "examples" / f"{name}.yaml")
         offers = filter_for_spec(snapshot_offers(), spec)
-        p = plan(spec, offers)
-        ours = p.totals.true_cost_per_weighted_gpu_hour
-        naive = baseline_costs(spec, offers)
-        row = dict(spec=name, strategy=spec.strategy.value, workload=spec.workload.kind.value, feasible=p.feasible,
-                   ours=round(ours, 4), **{k: None if v is None else round(v, 4) for k, v in naive.items()})
-        row["ours_vs"] = {k: None if v is None else round(ours / v - 1, 4) for k, v in naive.items()}
+        cand = select(spec.model_copy(update={"budget": spec.budget.model_copy(update={"max_per_hour": None})}),
+                      offers)
+        index = {o.pool.id: i for i, o in enumerate(cand.offers)}
+        fleets: dict[str, np.ndarray | None] = {}
+        strategies_run = [spec.strategy] + ([Strategy.PRICE_CAPACITY_OPTIMIZED]
+                                            if spec.strategy is not Strategy.PRICE_CAPACITY_OPTIMIZED else [])
+        for strategy in strategies_run:
+            p = plan(spec.model_copy(update={"strategy": strategy}), offers)
+            counts = np.zeros(len(cand), np.int64)
+            for pool, n in p.counts().items():
+                counts[index[pool]] = n
+            fleets[f"spotfleet ({strategy.value})"] = counts
+        fleets.update(naive_fleets(spec, cand))
+        row = {"spec": name, "workload": spec.workload.kind.value,
+               "fleets": {k: None if c is None else describe(spec, cand, c) for k, c in fleets.items()}}
         rows.append(row)
-        print(f"{name:>22}  ours ${ours:.3f}  " + "  ".join(
-            f"{k} {'-' if v is None else f'${v:.3f}'}" for k, v in naive.items()), flush=True)
+        print(f"  {name} ({row['workload']} workload)")
+        for k, d in row["fleets"].items():
+            print(f"    {k:>40}: " + ("cannot meet the target" if d is None else
+                  f"${d['true_per_weighted_gpu_h']:.3f}/weighted GPU-h (${d['true_cost_per_hour']:.2f}/h true "
+                  f"for {d['weighted_gpus']:g}), "
+                  f"{d['interruptions_per_day']:.1f} interruptions/day, one reclaim takes <= "
+                  f"{d['largest_spot_pool_share']:.0%} of spot, {d['pools']} pools"), flush=True)
     return rows
 
 

@@ -19,7 +19,7 @@ from scipy.sparse import coo_array, vstack
 
 from fleet.candidates import Candidates
 from fleet.highs import milp
-from fleet.twins import find_twins
+from fleet.twins import find_twins, singletons
 
 #: HiGHS settings: prove optimality (no relative gap), quiet; ``Model`` adds its time limit.
 HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "disp": False, "presolve": True}
@@ -67,7 +67,8 @@ class Solution:
 class Model:
     """The fixed part of the program; ``solve`` adds an objective and a strategy's extras.
 
-    Callers speak in pools: per-pool cost, penalty and bound arrays, rows over pool indices
+    ``reduce=False`` turns off the exact reductions (twin merging, reduced-cost fixing):
+    the plain MILP, for checks. Callers speak in pools: per-pool cost, penalty and bound arrays, rows over pool indices
     ``0..n-1`` plus extra columns (``col``). Inside, twin pools share one column
     (``fleet.twins``) and the column layout is: one integer count per column, ``z`` per
     column running instances now, the extra columns, then -- only when needed -- ``y``
@@ -75,16 +76,16 @@ class Model:
     """
 
     def __init__(self, cand: Candidates, target: float, baseline: float, budget: float | None,
-                 min_pools: int, *, cover: bool = True, fixing: bool = True, time_limit: float = 60.0):
+                 min_pools: int, *, cover: bool = True, reduce: bool = True, time_limit: float = 60.0):
         self.cand = cand
         self.n = len(cand)
-        self.fixing = fixing                # drop columns by LP reduced costs first (exact)
+        self.fixing = reduce                # drop columns by LP reduced costs first (exact)
         self.options = {**HIGHS_OPTIONS, "time_limit": time_limit}
         self.target, self.baseline, self.budget = target, baseline, budget
         self.cover = cover                  # False: no covering rows (the partial-plan stages)
         self.spot_idx = np.flatnonzero(cand.spot)
         self.min_pools = min_pools if min_pools >= 2 and len(self.spot_idx) else 0
-        self.twins = find_twins(cand)
+        self.twins = find_twins(cand) if reduce else singletons(len(cand))
         self.view = self.twins.merged(cand)
         self.cols = self.twins.columns
         self.penalised = np.flatnonzero(self.view.current > 0)

@@ -3,8 +3,8 @@
 * ``price-capacity-optimized`` (default): minimise the expected true cost per hour, the
   price inflated by interruption overhead under the workload model
   (``fleet.economics``). Independent nodes: the cost is linear, one MILP. Coupled job:
-  the cost ``P * F(Lam)`` is not linear; ``fleet.coupled`` solves it by branch and bound
-  over the fleet's interruption rate.
+  the cost ``P * F(Lam)`` is not linear; ``fleet.coupled`` solves it exactly by a walk
+  along the (price, interruption rate) Pareto frontier.
 * ``lowest-price``: minimise $/h, interruptions ignored.
 * ``capacity-optimized``: minimise the fleet's expected interruptions per hour
   ``sum(n_i * lam_i)``, then $/h among those plans. On-demand never interrupts, so the
@@ -15,14 +15,15 @@
   GPUs, then $/h among those plans. Spot capacity is thus spread over as many pools, in
   units as small, as the rules (node sizes, caps, min_pools, budget) allow.
 
-Every strategy charges a re-plan's new launches ``LAUNCH_PENALTY`` of their hourly cost
-(a restart amortised over ``PLAN_HORIZON_HOURS``) so a fleet that still fits keeps its
+Every strategy charges a re-plan's new launches ``launch_penalty()`` of their hourly
+cost (a restart amortised over ``PLAN_HORIZON_HOURS``) so a fleet that still fits keeps its
 pools. Deterministic: same inputs, same plan.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from fleet import coupled, economics

@@ -53,11 +53,16 @@ class Twins:
         return counts
 
 
+def singletons(n: int) -> Twins:
+    """No merging: one column per pool."""
+    return Twins(np.arange(n), np.arange(n), np.ones(n, np.int64))
+
+
 def find_twins(cand: Candidates) -> Twins:
     """Group interchangeable pools (see the module docstring); pools running now stay alone."""
     n = len(cand)
     if n == 0:
-        return Twins(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return singletons(0)
     alone = np.where(cand.current > 0, np.arange(n), -1).astype(float)
     keys = np.stack([cand.spot.astype(float), cand.weighted, cand.price, cand.rate,
                      np.where(np.isinf(cand.upper), -1.0, cand.upper), alone], axis=1)

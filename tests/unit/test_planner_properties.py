@@ -82,22 +82,25 @@ def solve_both(spec, offers_, blocked):
     return p, brute_force(spec, offers_, tuple(blocked))
 
 
-def chosen(pools, p):
-    c = p.counts()
-    return tuple(c.get(o.pool.id, 0) for o in pools)
+def checked(spec, offers_, blocked):
+    """Plan, check the rules and feasibility against the oracle; ``(plan, best)`` when there
+    is an optimum to compare, else ``None``."""
+    p, oracle = solve_both(spec, offers_, blocked)
+    if p is None:
+        return None
+    check_rules(spec, offers_, blocked, p)
+    _, best = oracle
+    assert p.feasible == (best is not None), p.shortfall
+    return None if best is None else (p, best)
 
 
 @SETTINGS
 @given(spec=specs(), offers_=offers(), blocked=blocked_lists)
 def test_plans_keep_every_rule_and_are_optimal(spec, offers_, blocked):
-    p, oracle = solve_both(spec, offers_, blocked)
-    if p is None:
+    found = checked(spec, offers_, blocked)
+    if found is None:
         return
-    check_rules(spec, offers_, blocked, p)
-    pools, best = oracle
-    assert p.feasible == (best is not None), p.shortfall
-    if best is None:
-        return
+    p, best = found
     assert p.totals.weighted_gpus >= spec.capacity.gpus - TOL
     assert p.totals.on_demand_weighted_gpus >= spec.capacity.on_demand_gpus - TOL
     got = p.totals.price_per_hour if spec.strategy.value == "lowest-price" else p.totals.true_cost_per_hour
@@ -122,14 +125,10 @@ def test_diversified_minimises_the_largest_spot_pool_then_price(spec, offers_, b
 
 def split_and_compare(spec, offers_, blocked, key):
     """These strategies keep the on-demand share of the price-capacity-optimized plan."""
-    p, oracle = solve_both(spec, offers_, blocked)
-    if p is None:
+    found = checked(spec, offers_, blocked)
+    if found is None:
         return
-    check_rules(spec, offers_, blocked, p)
-    pools, best = oracle
-    assert p.feasible == (best is not None)
-    if best is None:
-        return
+    p, _ = found
     reference = plan(spec.model_copy(update={"strategy": Strategy.PRICE_CAPACITY_OPTIMIZED}), offers_, blocked=blocked)
     od_cap = max(reference.totals.on_demand_weighted_gpus, spec.capacity.on_demand_gpus)
     _, best = brute_force(spec, offers_, tuple(blocked), od_cap=od_cap)

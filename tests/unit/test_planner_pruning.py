@@ -1,5 +1,5 @@
-"""The exact reductions before the MILP: dominance pruning (fleet.pruning) and LP
-reduced-cost fixing (fleet.milp) never change the optimum."""
+"""The exact reductions: dominance pruning (fleet.pruning), twin merging (fleet.twins) and
+LP reduced-cost fixing (fleet.milp) never change the optimum."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from fleet.candidates import select
 from fleet.milp import Model
 from fleet.planner import plan
 from fleet.pruning import pool_bound, prune
+from fleet.twins import find_twins
 from fleet.spec import Strategy, parse_spec
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -74,7 +75,7 @@ def test_pruned_and_fixed_program_matches_the_plain_milp(seed, target, strategy,
     if not len(cand):
         return
     args = (float(target), float(target // 4), spec.budget.max_per_hour, 2)
-    full = Model(cand, *args, fixing=False)
+    full = Model(cand, *args, reduce=False)
     small = Model(cand.subset(prune(cand, target, 2)), *args)
     a = strategies.solve(strategy, full, spec.workload, replan=False)
     b = strategies.solve(strategy, small, spec.workload, replan=False)
@@ -114,3 +115,16 @@ def _key(strategy: Strategy, p) -> tuple[float, ...]:
         return (t.expected_interruptions_per_day / 24, t.price_per_hour)
     largest = max((a.weighted_gpus for a in p.allocations if a.offer.market.value == "spot"), default=0.0)
     return (largest, t.price_per_hour)
+
+
+def test_twin_pools_share_a_column_and_are_spread_round_robin():
+    offers = [offer(zone=f"z{i}", price=1.0, rate=0.1) for i in range(5)] + [offer(zone="other", price=1.5)]
+    spec = parse_spec(spec_text(8, share=1.0, min_pools=1))
+    cand = select(spec, offers)
+    twins = find_twins(cand)
+    assert twins.columns == 2 and sorted(twins.size) == [1, 5]
+    column = int(np.argmax(twins.size))
+    counts = twins.spread(np.where(np.arange(2) == column, 7, 0))
+    members = np.flatnonzero(twins.group == column)   # ascending pool index = id order
+    assert counts[members].tolist() == [2, 2, 1, 1, 1]  # round-robin, first pools first
+    assert counts.sum() == 7
