@@ -56,8 +56,8 @@ class Candidates:
     def subset(self, index: np.ndarray) -> "Candidates":
         """The pools at ``index`` (exclusions and notes are shared)."""
         return Candidates([self.offers[i] for i in index], self.price[index], self.rate[index],
-                          self.weighted[index], self.spot[index], self.upper[index], self.current[index], self.hint[index],
-                          self.exclusions, self.notes, self.rule_counts, self.placeable)
+                          self.weighted[index], self.spot[index], self.upper[index], self.current[index],
+                          self.hint[index], self.exclusions, self.notes, self.rule_counts, self.placeable)
 
 
 def spot_cap_nodes(spec: FleetSpec, weighted_per_node: np.ndarray | float) -> np.ndarray:

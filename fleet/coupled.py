@@ -11,14 +11,15 @@ solve ``min P' s.t. Lam <= hi``; a better plan ``z`` has ``P'(z) >= P'(x)``, so 
 ``Lam(z) < Lam(x)``, else ``z`` is no better than ``x``, and (b) ``F(Lam(z)) < best /
 P'(x)``, i.e. ``Lam(z) < F^-1(best / P'(x))``. Hence the next ``hi`` is the smaller of
 the two. The walk ends when ``hi < 0`` or no plan with ``Lam <= hi`` has ``P'`` below the
-best value (``F >= 1``, so none could beat it); the best plan seen is then optimal (plans whose rates differ by less than ``_EPS`` per hour count as equal).
+best value (``F >= 1``, so none could beat it); the best plan seen is then optimal (plans
+whose rates differ by less than ``_EPS`` per hour count as equal).
 
 Before each MILP, LP relaxations over bands of ``Lam`` (``_screen``) lower ``hi`` past
-bands that cannot hold a better plan, which skips most frontier points. Incumbents make
-the cuts bite early: the plan running now, the independent-nodes
-plan, and the plans of a successive linearisation (``_tangent_plans``: the MILP on the
-tangent plane of ``P * F(Lam)``, ``economics.coupled_tangent``, re-taken at each plan). ``MAX_STEPS``
-bounds the work; when it is hit the best plan is returned with a note.
+bands that cannot hold a better plan. Incumbents make the cuts bite early: the plan running
+now, the independent-nodes plan, and the plans of a successive linearisation
+(``_tangent_plans``: the MILP on the tangent plane of ``P * F(Lam)``,
+``economics.coupled_tangent``, re-taken at each plan). ``MAX_STEPS`` bounds the work;
+when it is hit the best plan is returned with a note.
 """
 
 from __future__ import annotations
@@ -73,7 +74,6 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
         if value(counts) < best_value * (1 - GAP):
             best, best_value = counts, value(counts)
 
-    hi = float(cand.rate @ root.counts)
     x = root
     for _ in range(MAX_STEPS):
         p = linear(x.counts)

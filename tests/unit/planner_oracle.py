@@ -34,7 +34,7 @@ def allowed(spec: FleetSpec, o: Offer, blocked: tuple[str, ...] = ()) -> bool:
     settings = spec.provider_settings(o.pool.provider)
     if settings is None or not settings.allows(o.pool.region, o.pool.zone):
         return False
-    if o.pool.market is Market.SPOT and not settings.spot or o.pool.market is Market.ON_DEMAND and not settings.on_demand:
+    if not (settings.spot if o.pool.market is Market.SPOT else settings.on_demand):
         return False
     pid = o.pool.id
     if any(pid == b or pid.startswith(b.rstrip("/") + "/") for b in blocked):
