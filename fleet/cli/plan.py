@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Mapping
 
 import click
 from rich.table import Table
@@ -17,22 +18,24 @@ from fleet.cli.app import App, json_option, pass_app
 from fleet.errors import FleetError
 from fleet.model import Market, Offer, Plan
 from fleet.spec import Backend, FleetSpec, Strategy, load_spec
-from providers.base import OfferQuery
+from providers.base import OfferQuery, Provider
 
 EXIT_INFEASIBLE = 3
 
 
-def offers_for_spec(spec: FleetSpec, app: App) -> tuple[list[Offer], CatalogInfo]:
+def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider] | None = None
+                    ) -> tuple[list[Offer], CatalogInfo]:
     """The offers the planner sees for ``spec``, and where they came from.
 
     ``backend: local`` asks the embedded local cloud (live simulated capacity);
     ``backend: cloud`` asks the registered provider adapters and, where there are none
-    yet, uses the snapshot shipped with the package.
+    yet, uses the snapshot shipped with the package. Pass ``providers`` when the caller
+    already holds them, so the clouds are opened once.
     """
     from providers.registry import providers_for
 
     try:
-        catalog = Catalog(providers=providers_for(spec, app.home))
+        catalog = Catalog(providers=dict(providers) if providers is not None else providers_for(spec, app.home))
     except FleetError:
         if spec.backend is Backend.LOCAL:
             raise

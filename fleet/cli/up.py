@@ -42,7 +42,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
 
     spec = load_spec(spec_path)
     providers = providers_for(spec, app.home)
-    offers, _info = offers_for_spec(spec, app)
+    offers, _info = offers_for_spec(spec, app, providers)
     if dry_run:
         current = observe(providers, spec.name).counts()
         plan = make_plan(spec, offers, current=current, blocked=_blocks_if_any(app, providers))
