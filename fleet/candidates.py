@@ -28,6 +28,7 @@ BLOCKED = "blocked (recent capacity, quota or auth failure)"
 PRICE_CAP = "over budget.max_per_gpu_hour"
 OVER_BUDGET = "one node costs more than budget.max_per_hour"
 NO_CAPACITY = "capacity hint is 0"
+OVERSIZED = "one node exceeds diversification.max_pool_share of the spot part"
 DUPLICATE = "duplicate pool id (cheapest kept)"
 
 
@@ -60,11 +61,19 @@ class Candidates:
                           self.hint[index], self.exclusions, self.notes, self.rule_counts, self.placeable)
 
 
-def spot_cap_nodes(spec: FleetSpec, weighted_per_node: np.ndarray | float) -> np.ndarray:
-    """Most nodes one spot pool may hold: ``max_pool_share`` of the spot part the spec asks for
-    (target minus on-demand baseline) in weighted GPUs, never below one node."""
+def spot_share_limit(spec: FleetSpec, spot_node_weights: np.ndarray) -> float:
+    """Most weighted GPUs one spot pool may hold: ``max_pool_share`` of the spot part the spec
+    asks for (target minus on-demand baseline), but never below the smallest spot node on
+    offer, so node size alone never makes a spec infeasible. A bigger node cannot dodge the
+    share: a pool whose single node exceeds the limit is left out."""
     part = spec.diversification.max_pool_share * (spec.capacity.gpus - spec.capacity.on_demand_gpus)
-    return np.maximum(1.0, np.floor(part / np.asarray(weighted_per_node, float) + 1e-9))
+    smallest = float(np.min(spot_node_weights)) if len(spot_node_weights) else part
+    return max(part, smallest)
+
+
+def spot_cap_nodes(limit: float, weighted_per_node: np.ndarray | float) -> np.ndarray:
+    """Most nodes one spot pool may hold under the weighted-GPU ``limit`` (at least one)."""
+    return np.maximum(1.0, np.floor(limit / np.asarray(weighted_per_node, float) + 1e-9))
 
 
 def is_blocked(pool_id: str, blocked: frozenset[str]) -> bool:
@@ -143,6 +152,7 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
         if (o.price_per_hour, o.interruptions_per_hour) < (other.price_per_hour, other.interruptions_per_hour):
             chosen[at] = o
 
+    chosen, slot = _without_oversized_spot_nodes(spec, chosen, counts, examples)
     ids = list(slot)
     by_id = np.array(sorted(range(len(ids)), key=ids.__getitem__), np.int64)
     cand = arrays(spec, chosen, current, ids).subset(by_id)
@@ -154,6 +164,24 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
         cand.notes.append(f"{len(gone)} pool(s) running now are no longer allowed or offered "
                           f"(e.g. {gone[0]}); their instances are not kept")
     return cand
+
+
+def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], counts: Counter,
+                                  examples: dict[str, str]) -> tuple[list[Offer], dict[str, int]]:
+    """Drop spot pools whose one node holds more than ``spot_share_limit`` (reported as OVERSIZED)."""
+    weights = spec.capacity.accelerators
+    spot_weights = np.array([o.gpus * weights[o.accelerator] for o in chosen if o.pool.market is Market.SPOT])
+    limit = spot_share_limit(spec, spot_weights)
+    kept: list[Offer] = []
+    for o in chosen:
+        if o.pool.market is Market.SPOT and o.gpus * weights[o.accelerator] > limit + 1e-9:
+            counts[OVERSIZED] += 1
+            pid = o.pool.id
+            if OVERSIZED not in examples or pid < examples[OVERSIZED]:
+                examples[OVERSIZED] = pid
+            continue
+        kept.append(o)
+    return kept, {o.pool.id: i for i, o in enumerate(kept)}
 
 
 def arrays(spec: FleetSpec, offers: list[Offer], current: Mapping[str, int],
@@ -175,5 +203,6 @@ def arrays(spec: FleetSpec, offers: list[Offer], current: Mapping[str, int],
     else:
         cur = np.zeros(n)
     upper = hint + cur          # capacity_hint counts instances still free to launch
-    upper = np.where(spot, np.minimum(upper, spot_cap_nodes(spec, weighted)), upper)
+    limit = spot_share_limit(spec, weighted[spot])
+    upper = np.where(spot, np.minimum(upper, spot_cap_nodes(limit, weighted)), upper)
     return Candidates(offers, price, rate, weighted, spot, upper, cur.astype(np.int64), hint)

@@ -50,12 +50,19 @@ def weighted(spec: FleetSpec, o: Offer) -> float:
     return o.gpus * spec.capacity.accelerators[o.accelerator]
 
 
-def cap(spec: FleetSpec, o: Offer) -> float:
+def share_limit(spec: FleetSpec, pools: list[Offer]) -> float:
+    """Weighted GPUs one spot pool may hold: the share of the spot part, or the smallest spot
+    node allowed if that is bigger."""
+    part = spec.diversification.max_pool_share * (spec.capacity.gpus - spec.capacity.on_demand_gpus)
+    nodes = [weighted(spec, o) for o in pools if o.pool.market is Market.SPOT]
+    return max([part] + ([min(nodes)] if nodes else []))
+
+
+def cap(spec: FleetSpec, o: Offer, limit: float) -> float:
     """Upper bound on instances in a pool: capacity hint, and for spot the pool share."""
     bound = math.inf if o.capacity_hint is None else o.capacity_hint
     if o.pool.market is Market.SPOT:
-        part = spec.diversification.max_pool_share * (spec.capacity.gpus - spec.capacity.on_demand_gpus)
-        bound = min(bound, max(1, math.floor(part / weighted(spec, o) + 1e-9)))
+        bound = min(bound, math.floor(limit / weighted(spec, o) + 1e-9))
     return bound
 
 
@@ -65,13 +72,15 @@ def brute_force(spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] =
     enumerating every vector up to the caps. ``od_cap`` limits on-demand weighted GPUs (the
     market split of capacity-optimized / diversified)."""
     pools = sorted((o for o in offers if allowed(spec, o, blocked)), key=lambda o: o.pool.id)
+    limit = share_limit(spec, pools)
+    pools = [o for o in pools if cap(spec, o, limit) > 0]
     if not pools:
         return pools, None
     spot = np.array([o.pool.market is Market.SPOT for o in pools])
     w = np.array([weighted(spec, o) for o in pools])
     price = np.array([o.price_per_hour for o in pools])
     rate = np.array([o.interruptions_per_hour for o in pools])
-    most = [int(min(cap(spec, o), math.floor(spec.capacity.gpus / weighted(spec, o) + 1e-9) + 1)) for o in pools]
+    most = [int(min(cap(spec, o, limit), math.floor(spec.capacity.gpus / weighted(spec, o) + 1e-9) + 1)) for o in pools]
     grid = np.stack(np.meshgrid(*[np.arange(m + 1) for m in most], indexing="ij"), -1).reshape(-1, len(pools))
     covered = grid @ w
     od = grid[:, ~spot] @ w[~spot]

@@ -8,7 +8,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from planner_oracle import allowed, brute_force, cap, offer, weighted
+from planner_oracle import allowed, brute_force, cap, offer, share_limit, weighted
 
 from fleet.errors import PlanError
 from fleet.model import Market
@@ -63,13 +63,17 @@ def check_rules(spec, offers_, blocked, p):
     budget = spec.budget.max_per_hour
     if budget is not None:
         assert p.totals.price_per_hour <= budget + TOL
+    limit = share_limit(spec, [o for o in offers_ if allowed(spec, o, tuple(blocked))])
     for a in p.allocations:
         o = by_id[a.offer.pool.id]
         assert allowed(spec, o, tuple(blocked)), f"{o.pool.id} breaks a rule"
-        assert a.count <= cap(spec, o)
+        assert a.count <= cap(spec, o, limit)
+        if o.pool.market is Market.SPOT:   # no pool holds more than the share (or one smallest node)
+            assert a.weighted_gpus <= limit + TOL
         assert a.weighted_gpus == pytest.approx(a.count * weighted(spec, o))
     spot_pools = sum(1 for a in p.allocations if a.offer.market is Market.SPOT)
-    allowed_spot = sum(1 for o in offers_ if allowed(spec, o, tuple(blocked)) and o.pool.market is Market.SPOT)
+    allowed_spot = sum(1 for o in offers_ if allowed(spec, o, tuple(blocked)) and o.pool.market is Market.SPOT
+                       and cap(spec, o, limit) > 0)
     assert spot_pools == 0 or spot_pools >= min(spec.diversification.min_pools, allowed_spot)
 
 
