@@ -129,9 +129,12 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
 def _notice_deadlines(store: StateStore, fleet: str) -> dict[str, float]:
     """Instance id -> the deadline of its interruption notice (recorded by the node agent),
     on the provider's clock: the local cloud's own ``time`` (its clock may run faster than
-    the wall clock the agent's ``deadline`` is on), else the notice's ``deadline``."""
+    the wall clock the agent's ``deadline`` is on), else the notice's ``deadline``. Early
+    advice (AWS rebalance recommendations) dates nothing: the instance may live on for hours."""
     out = {}
     for e in store.events(fleet, kinds={EventKind.NOTICE}):
+        if e.detail.get("kind") == "rebalance":
+            continue
         raw = e.detail.get("detail")
         local = raw.get("time") if e.detail.get("cloud") == "local" and isinstance(raw, dict) else None
         deadline = local if local is not None else e.detail.get("deadline")

@@ -71,6 +71,20 @@ def test_a_notice_deadline_dates_the_preemption(cloud, providers, store, pools, 
     assert ended[other.id] == pytest.approx(cloud.now())   # no notice: charged until seen gone
 
 
+def test_a_rebalance_recommendation_dates_nothing(cloud, providers, store, pools):
+    report = apply(make_plan(pools[:1], [1]), providers, store)
+    (victim,) = report.launched
+    cloud.advance(600)
+    early = cloud.now() + 120
+    store.record_event("demo", EventKind.NOTICE, instance_id=victim.id,
+                       detail={"cloud": "aws", "kind": "rebalance", "deadline": early})
+    cloud.advance(3600)          # the instance lived on for an hour after the advice
+    cloud.preempt(victim.id)
+    result = sync(store, observe(providers, "demo"))
+    assert [r.id for r, _ in result.ended] == [victim.id]
+    assert {r.id: r.ended_at for r in store.instances("demo")}[victim.id] == pytest.approx(cloud.now())
+
+
 def test_instances_found_by_tag_are_recorded_once(cloud, providers, store, pools):
     offer = pools[0]
     aws = providers[offer.pool.provider]
