@@ -11,6 +11,10 @@ from fleet.model import Market
 from providers.base import OfferQuery
 
 
+#: Short labels for the interruption-estimate source column.
+_SOURCE_LABEL = {"provider-prior": "prior", "placement-score": "score", "spot-advisor": "advisor"}
+
+
 @click.command("offers")
 @click.option("--accelerator", "-a", multiple=True, help="Accelerator name, e.g. H100 (repeatable).")
 @click.option("--provider", "-p", multiple=True, help="Only these providers (repeatable).")
@@ -41,7 +45,7 @@ def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], r
                 "interruptions/h"):
         table.add_column(col, justify="right" if col in ("GPUs", "$/h", "$/GPU-h", "interruptions/h") else "left")
     for o in shown:
-        rate = "-" if o.market is Market.ON_DEMAND else f"{o.interruptions_per_hour:.3f} ({o.interruption_source.value})"
+        rate = "-" if o.market is Market.ON_DEMAND else f"{o.interruptions_per_hour:.3f} {_SOURCE_LABEL.get(o.interruption_source.value, o.interruption_source.value)}"
         table.add_row(o.pool.provider, o.pool.region, o.pool.zone or "-", o.pool.instance_type, o.accelerator,
                       str(o.gpus), o.market.value, f"{o.price_per_hour:.2f}", f"{o.price_per_gpu_hour:.3f}", rate)
     app.console.print(table)
