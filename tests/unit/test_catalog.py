@@ -67,3 +67,24 @@ def test_catalog_without_providers_serves_the_snapshot_and_says_so():
     offers, info = Catalog().offers(OfferQuery(accelerators=("h100",), on_demand=False))
     assert info.source == "snapshot" and "2026-11-29" in info.detail
     assert offers and all(o.accelerator == "H100" and o.market is Market.SPOT for o in offers)
+
+
+def test_offers_cli_filters_and_says_where_prices_come_from():
+    import json
+
+    from click.testing import CliRunner
+
+    from fleet.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["offers", "-a", "h100", "--spot", "-p", "gcp", "--gpus", "8",
+                                   "--limit", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["source"] == "snapshot" and "2026-11-29" in data["detail"]
+    assert data["total"] == len(data["offers"]) > 0
+    prices = [o["price_per_hour"] / o["gpus"] for o in data["offers"]]
+    assert prices == sorted(prices)
+    for o in data["offers"]:
+        assert (o["pool"]["provider"], o["pool"]["market"], o["accelerator"], o["gpus"]) == ("gcp", "spot", "H100", 8)
+    table = CliRunner().invoke(cli, ["offers", "-a", "H100", "--on-demand", "--limit", "2"])
+    assert table.exit_code == 0 and "on-demand" in table.output and "more; use --limit 0" in table.output
