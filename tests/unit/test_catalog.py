@@ -86,5 +86,5 @@ def test_offers_cli_filters_and_says_where_prices_come_from():
     assert prices == sorted(prices)
     for o in data["offers"]:
         assert (o["pool"]["provider"], o["pool"]["market"], o["accelerator"], o["gpus"]) == ("gcp", "spot", "H100", 8)
-    table = CliRunner().invoke(cli, ["offers", "-a", "H100", "--on-demand", "--limit", "2"])
+    table = CliRunner().invoke(cli, ["offers", "-a", "H100", "--on-demand", "--limit", "2"], env={"COLUMNS": "200"})
     assert table.exit_code == 0 and "on-demand" in table.output and "more; use --limit 0" in table.output
