@@ -4,12 +4,14 @@ The snapshot (``fleet/data/catalog/gpu_offers.csv``, public list prices read fro
 SkyPilot catalog on 2026-11-29, see ``SOURCE.md``) serves when live prices are not
 available and seeds the embedded local cloud. Interruption estimates in the snapshot
 are provider priors, except GCP H100 zones that have a recorded availability trace.
+Vast.ai locations become region names like ``us-texas`` (see ``vast_region``).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -48,6 +50,16 @@ def _f(value: str) -> float | None:
     return float(value) if value else None
 
 
+def vast_region(location: str) -> str:
+    """A Vast.ai location string as a region name: ``"Texas, US, NA"`` -> ``"us-texas"``,
+    ``", US, NA"`` -> ``"us"``, so pool ids stay free of spaces and commas."""
+    parts = [p.strip() for p in location.split(",")]
+    place, country = (parts + ["", ""])[:2]
+    slug = re.sub(r"[^a-z0-9]+", "-", place.lower()).strip("-")
+    country = country.lower()
+    return f"{country}-{slug}" if slug else (country or "unknown")
+
+
 @lru_cache(maxsize=1)
 def snapshot_offers() -> tuple[Offer, ...]:
     """Every launchable pool in the snapshot (GCP attachable-accelerator rows are skipped:
@@ -68,7 +80,8 @@ def snapshot_offers() -> tuple[Offer, ...]:
             on_demand_price=on_demand,
             source="snapshot",
         )
-        pool = dict(provider=provider, region=row["region"], zone=row["zone"], instance_type=row["instance_type"])
+        region = vast_region(row["region"]) if provider == "vast" else row["region"]
+        pool = dict(provider=provider, region=region, zone=row["zone"], instance_type=row["instance_type"])
         if on_demand is not None:
             out.append(Offer(pool=PoolKey(**pool, market=Market.ON_DEMAND), price_per_hour=on_demand, **common))
         if spot is not None and provider not in ON_DEMAND_ONLY:

@@ -88,3 +88,13 @@ def test_offers_cli_filters_and_says_where_prices_come_from():
         assert (o["pool"]["provider"], o["pool"]["market"], o["accelerator"], o["gpus"]) == ("gcp", "spot", "H100", 8)
     table = CliRunner().invoke(cli, ["offers", "-a", "H100", "--on-demand", "--limit", "2"], env={"COLUMNS": "200"})
     assert table.exit_code == 0 and "on-demand" in table.output and "more; use --limit 0" in table.output
+
+
+def test_pool_ids_are_plain_words_even_for_marketplace_locations():
+    from fleet.catalog import vast_region
+
+    assert vast_region("Texas, US, NA") == "us-texas"
+    assert vast_region("The Netherlands, NL, EU") == "nl-the-netherlands"
+    assert vast_region(", US, NA") == "us"
+    for o in snapshot_offers():
+        assert " " not in o.pool.id and "," not in o.pool.id, o.pool.id
