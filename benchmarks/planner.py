@@ -44,13 +44,13 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
 from planner_oracle import brute_force, offer  # noqa: E402
 
-from fleet import economics, milp, strategies  # noqa: E402
-from fleet.candidates import select  # noqa: E402
+from fleet.planning import economics, milp, strategies  # noqa: E402
+from fleet.planning.candidates import select  # noqa: E402
 from fleet.catalog import filter_for_spec, snapshot_offers  # noqa: E402
 from fleet.errors import PlanError  # noqa: E402
 from fleet.model import InterruptionSource, Market, Offer, PoolKey  # noqa: E402
-from fleet.planner import plan  # noqa: E402
-from fleet.pruning import prune  # noqa: E402
+from fleet.planning.planner import plan  # noqa: E402
+from fleet.planning.pruning import prune  # noqa: E402
 from fleet.spec import FleetSpec, Strategy, load_spec, parse_spec  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "planner.json"

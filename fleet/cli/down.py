@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from fleet.accounting import summarize
+from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import confirm, money, providers_of, store_of
 from fleet.errors import FleetError, ProviderError
-from fleet.executor import terminate
-from fleet.reconcile import observe, on_demand_prices, sync
+from fleet.provisioning.executor import terminate
+from fleet.provisioning.reconcile import observe, on_demand_prices, sync
 from fleet.state import FleetStatus, LaunchStatus
 
 

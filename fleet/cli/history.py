@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from fleet.accounting import summarize
+from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import look, money, short_pool, store_of
 from fleet.cli.status import headline

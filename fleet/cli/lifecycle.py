@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from fleet.cli.app import App
 from fleet.errors import FleetError, FleetLockedError, StateError
 from fleet.model import Plan
-from fleet.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
+from fleet.provisioning.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
 from fleet.spec import Backend, FleetSpec
 from fleet.state import FleetRecord, StateStore, open_store
 from providers.base import Provider

@@ -54,7 +54,7 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
 @pass_app
 def command(app: App, spec_path: str, strategy: str | None, out: Path | None, as_json: bool) -> None:
     """Plan the fleet in SPEC: pools, counts, expected true cost and savings. Launches nothing."""
-    from fleet.planner import plan as make_plan     # scipy: imported only when planning
+    from fleet.planning.planner import plan as make_plan     # scipy: imported only when planning
 
     spec = load_spec(spec_path)
     if strategy:

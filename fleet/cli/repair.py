@@ -17,7 +17,7 @@ from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import local_providers, providers_of, short_pool
 from fleet.errors import FleetError
 from fleet.model import TAG_PLAN
-from fleet.reconcile import observe, sync
+from fleet.provisioning.reconcile import observe, sync
 from fleet.spec import Backend, FleetSpec, load_spec
 from fleet.state import CorruptStoreError, FleetStatus, StateStore, open_store
 from fleet.state.db import path_from_url

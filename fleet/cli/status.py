@@ -13,7 +13,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
-from fleet.accounting import CostSummary, summarize
+from fleet.provisioning.accounting import CostSummary, summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import FleetView, duration, look, money, short_pool, store_of
 from fleet.model import Instance

@@ -18,10 +18,10 @@ from fleet import crashpoints
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, short_pool, store_of
 from fleet.cli.plan import offers_for_spec, totals_lines
-from fleet.executor import ApplyReport, active_blocks, apply
-from fleet.launching import Progress as Step
+from fleet.provisioning.executor import ApplyReport, active_blocks, apply
+from fleet.provisioning.launching import Progress as Step
 from fleet.model import NodeConfig, Plan
-from fleet.reconcile import observe, on_demand_prices, sync
+from fleet.provisioning.reconcile import observe, on_demand_prices, sync
 from fleet.spec import load_spec
 from fleet.state import FleetStatus
 from providers.base import Provider
@@ -37,7 +37,7 @@ from providers.base import Provider
 @pass_app
 def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, as_json: bool) -> None:
     """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing)."""
-    from fleet.planner import plan as make_plan
+    from fleet.planning.planner import plan as make_plan
     from providers.registry import providers_for
 
     spec = load_spec(spec_path)

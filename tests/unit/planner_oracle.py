@@ -1,6 +1,6 @@
 """Brute-force reference for the planner tests: enumerate every count vector of a small
 instance and keep the best. Written from the spec's rules directly, sharing nothing with
-fleet.candidates / fleet.milp, so it checks them independently."""
+fleet.planning.candidates / fleet.planning.milp, so it checks them independently."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fleet import economics
+from fleet.planning import economics
 from fleet.model import Market, Offer, PoolKey
 from fleet.spec import FleetSpec, Strategy, WorkloadKind
 

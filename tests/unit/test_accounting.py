@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.accounting import by_pool, hours_run, summarize
+from fleet.provisioning.accounting import by_pool, hours_run, summarize
 from fleet.state.records import InstanceRecord
 
 SPOT = "aws/us-east-1/use1-az1/p5.48xlarge/spot"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE_MODULES = ["fleet/planner.py", "fleet/economics.py", "fleet/spec.py", "fleet/model.py"]
+PURE_MODULES = ["fleet/planning/planner.py", "fleet/planning/economics.py", "fleet/spec.py", "fleet/model.py"]
 IMPURE = {"time", "random", "socket", "subprocess", "sqlite3", "httpx", "requests", "urllib", "threading",
           "datetime", "os", "shutil"}
 CLOUD_SDKS = ("boto3", "botocore", "google.cloud", "azure", "pulumi")

@@ -1,4 +1,4 @@
-"""fleet.economics: the seed-004 arithmetic, Young/Daly, the Poisson waste model, workload models."""
+"""fleet.planning.economics: the seed-004 arithmetic, Young/Daly, the Poisson waste model, workload models."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fleet import economics as ec
+from fleet.planning import economics as ec
 from fleet.spec import Workload, WorkloadKind
 
 INDEPENDENT = Workload(kind=WorkloadKind.INDEPENDENT, checkpoint_write_seconds=60, restart_seconds=300)

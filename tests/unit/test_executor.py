@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.executor import apply, launch_token
+from fleet.provisioning.executor import apply, launch_token
 from fleet.model import Allocation, Market, Offer, Plan, PlanTotals, fleet_tags
 from fleet.state import EventKind, LaunchStatus, open_store
 from providers.base import OfferQuery

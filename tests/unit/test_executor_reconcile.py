@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from fleet.errors import TransientProviderError
-from fleet.executor import apply
+from fleet.provisioning.executor import apply
 from fleet.model import LaunchRequest, fleet_tags
-from fleet.reconcile import observe, sync
+from fleet.provisioning.reconcile import observe, sync
 from fleet.state import EventKind
 from test_executor import cloud, make_plan, pools, providers, store  # noqa: F401  (fixtures)
 

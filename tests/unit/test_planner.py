@@ -1,4 +1,4 @@
-"""fleet.planner.plan on hand-built offers: rules, exclusions, strategies, shortfalls, re-plans."""
+"""fleet.planning.planner.plan on hand-built offers: rules, exclusions, strategies, shortfalls, re-plans."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import random
 import pytest
 from planner_oracle import offer
 
-from fleet import economics
+from fleet.planning import economics
 from fleet.errors import PlanError
 from fleet.model import Market, Plan
-from fleet.planner import plan
+from fleet.planning.planner import plan
 from fleet.spec import parse_spec
 
 

@@ -12,7 +12,7 @@ from planner_oracle import allowed, brute_force, cap, offer, share_limit, weight
 
 from fleet.errors import PlanError
 from fleet.model import Market
-from fleet.planner import plan
+from fleet.planning.planner import plan
 from fleet.spec import Strategy, parse_spec
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,

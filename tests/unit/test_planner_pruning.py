@@ -1,5 +1,5 @@
-"""The exact reductions: dominance pruning (fleet.pruning), twin merging (fleet.twins) and
-LP reduced-cost fixing (fleet.milp) never change the optimum."""
+"""The exact reductions: dominance pruning (fleet.planning.pruning), twin merging (fleet.planning.twins) and
+LP reduced-cost fixing (fleet.planning.milp) never change the optimum."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_oracle import brute_force, offer
 
-from fleet import economics, strategies
-from fleet.candidates import select
-from fleet.milp import Model
-from fleet.planner import plan
-from fleet.pruning import pool_bound, prune
-from fleet.twins import find_twins
+from fleet.planning import economics, strategies
+from fleet.planning.candidates import select
+from fleet.planning.milp import Model
+from fleet.planning.planner import plan
+from fleet.planning.pruning import pool_bound, prune
+from fleet.planning.twins import find_twins
 from fleet.spec import Strategy, parse_spec
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from fleet.candidates import Candidates
-from fleet.milp import TOL, Extra, Model, Row
+from fleet.planning.candidates import Candidates
+from fleet.planning.milp import TOL, Extra, Model, Row
 
 
 def _fmt(x: float) -> str:

@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from fleet.candidates import Candidates
+from fleet.planning.candidates import Candidates
 
 
 def pool_bound(target: float, weighted_per_node: float, min_pools: int) -> int:

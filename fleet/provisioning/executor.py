@@ -27,9 +27,9 @@ from typing import Callable, Collection, Mapping
 
 from fleet import crashpoints
 from fleet.errors import PlanError, ProviderError
-from fleet.launching import LaunchOutcome, PoolLauncher, Progress, ProgressFn
+from fleet.provisioning.launching import LaunchOutcome, PoolLauncher, Progress, ProgressFn
 from fleet.model import TAG_FLEET, Instance, InstanceState, NodeConfig, Plan
-from fleet.reconcile import Observation, observe, on_demand_prices, sync
+from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
 from fleet.state import EventKind, StateStore
 from providers.base import Provider
 

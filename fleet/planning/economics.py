@@ -32,7 +32,7 @@ Workload models (``fleet_true_cost_per_hour``):
   causes, the whole fleet's price times the work lost fleet-wide (``F'(Lam0) ~ tau/2 + R``
   hours to first order). The planner re-takes this tangent at each plan it finds to get
   good plans fast, then proves or improves them exactly: ``P`` and ``Lam`` are both
-  linear, so it walks the (P, Lam) Pareto frontier with MILPs (``fleet.coupled``).
+  linear, so it walks the (P, Lam) Pareto frontier with MILPs (``fleet.planning.coupled``).
 """
 
 from __future__ import annotations

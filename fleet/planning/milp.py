@@ -17,9 +17,9 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, linprog
 from scipy.sparse import coo_array, vstack
 
-from fleet.candidates import Candidates
-from fleet.highs import milp
-from fleet.twins import find_twins, singletons
+from fleet.planning.candidates import Candidates
+from fleet.planning.highs import milp
+from fleet.planning.twins import find_twins, singletons
 
 #: HiGHS settings: prove optimality (no relative gap), quiet; ``Model`` adds its time limit.
 HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "disp": False, "presolve": True}
@@ -70,7 +70,7 @@ class Model:
     ``reduce=False`` turns off the exact reductions (twin merging, reduced-cost fixing):
     the plain MILP, for checks. Callers speak in pools: per-pool cost, penalty and bound arrays, rows over pool indices
     ``0..n-1`` plus extra columns (``col``). Inside, twin pools share one column
-    (``fleet.twins``) and the column layout is: one integer count per column, ``z`` per
+    (``fleet.planning.twins``) and the column layout is: one integer count per column, ``z`` per
     column running instances now, the extra columns, then -- only when needed -- ``y``
     (spot pools in use, per spot column) and ``v`` (the plan uses spot).
     """

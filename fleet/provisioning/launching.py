@@ -1,4 +1,4 @@
-"""Launching one round of shortfall, pool by pool in parallel (used only by ``fleet.executor``).
+"""Launching one round of shortfall, pool by pool in parallel (used only by ``fleet.provisioning.executor``).
 
 Per pool, first every launch a crash left unfinished under the same plan is replayed with
 its own token (the provider returns what that token already created, or creates it now),
@@ -23,7 +23,7 @@ from fleet.errors import (
     TransientProviderError,
 )
 from fleet.model import Instance, LaunchRequest, LaunchResult, Market, NodeConfig, Offer, fleet_tags
-from fleet.reconcile import Observation
+from fleet.provisioning.reconcile import Observation
 from fleet.state import EventKind, LaunchRecord, LaunchStatus, StateStore
 from providers.base import Provider
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fleet.candidates import Candidates
+from fleet.planning.candidates import Candidates
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Exact plan for a coupled job: minimise ``P' * F(Lam)`` over integer instance counts.
 
 For a coupled job one interruption anywhere stalls every node, so the fleet's expected true
-cost per hour is ``P * F(Lam)`` (``fleet.economics``): ``P`` its price, ``Lam`` its
+cost per hour is ``P * F(Lam)`` (``fleet.planning.economics``): ``P`` its price, ``Lam`` its
 interruption rate, ``F`` increasing with ``F(0) = 1``. In a re-plan ``P' = P + churn *
 (price of new launches)``, else ``P' = P``. Both are linear in the counts, so we walk the
 (P', Lam) Pareto frontier from the cheap end with MILPs ``min P' s.t. Lam <= hi``:
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fleet import economics
-from fleet.milp import Extra, Model, Row, Solution
+from fleet.planning import economics
+from fleet.planning.milp import Extra, Model, Row, Solution
 from fleet.spec import Workload
 
 GAP = 1e-9

@@ -3,17 +3,17 @@
 Pure: no I/O, no clock, no randomness; the same inputs give the same plan whatever the
 order of ``offers``. Steps:
 
-1. ``fleet.candidates.select`` applies every rule of the spec (accelerators, node size,
+1. ``fleet.planning.candidates.select`` applies every rule of the spec (accelerators, node size,
    providers, markets, regions, zones, ``blocked`` prefixes, price cap, budget) and
    records an ``Exclusion`` per rule.
-2. ``fleet.pruning.prune`` drops pools that provably never appear in an optimum.
-3. ``fleet.strategies.solve`` solves the mixed-integer program (``fleet.milp``, HiGHS)
+2. ``fleet.planning.pruning.prune`` drops pools that provably never appear in an optimum.
+3. ``fleet.planning.strategies.solve`` solves the mixed-integer program (``fleet.planning.milp``, HiGHS)
    for the spec's strategy: integer instances per pool, weighted GPUs >= target,
    on-demand weighted GPUs >= baseline, $/h <= budget, per spot pool at most
    ``max_pool_share`` of the spot part (never below one node) and at most its capacity
    hint, at least ``min_pools`` spot pools whenever spot is used.
 4. An infeasible spec gives ``Plan(feasible=False)`` with the best partial plan and a
-   ``shortfall`` naming the binding limit (``fleet.shortfall``).
+   ``shortfall`` naming the binding limit (``fleet.planning.shortfall``).
 
 ``current`` (pool id -> instances running now) makes this a re-plan: running instances
 stay where the rules still allow them and new launches cost a little extra, so
@@ -30,13 +30,13 @@ from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
-from fleet import economics, strategies
-from fleet.candidates import OVER_BUDGET, PRICE_CAP, Candidates, arrays, select
+from fleet.planning import economics, strategies
+from fleet.planning.candidates import OVER_BUDGET, PRICE_CAP, Candidates, arrays, select
 from fleet.errors import PlanError
-from fleet.milp import Model
+from fleet.planning.milp import Model
 from fleet.model import Allocation, Exclusion, Market, Offer, Plan, PlanTotals
-from fleet.pruning import prune
-from fleet.shortfall import partial
+from fleet.planning.pruning import prune
+from fleet.planning.shortfall import partial
 from fleet.spec import FleetSpec, Strategy, WorkloadKind
 
 DOMINATED = "dominated: enough pools of the same kind are cheaper and steadier"

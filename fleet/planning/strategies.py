@@ -1,9 +1,9 @@
-"""The four allocation strategies as objectives over ``fleet.milp.Model``.
+"""The four allocation strategies as objectives over ``fleet.planning.milp.Model``.
 
 * ``price-capacity-optimized`` (default): minimise the expected true cost per hour, the
   price inflated by interruption overhead under the workload model
-  (``fleet.economics``). Independent nodes: the cost is linear, one MILP. Coupled job:
-  the cost ``P * F(Lam)`` is not linear; ``fleet.coupled`` solves it exactly by a walk
+  (``fleet.planning.economics``). Independent nodes: the cost is linear, one MILP. Coupled job:
+  the cost ``P * F(Lam)`` is not linear; ``fleet.planning.coupled`` solves it exactly by a walk
   along the (price, interruption rate) Pareto frontier.
 * ``lowest-price``: minimise $/h, interruptions ignored.
 * ``capacity-optimized``: minimise the fleet's expected interruptions per hour
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fleet import coupled, economics
-from fleet.milp import TOL, Extra, Model, Row, Solution
+from fleet.planning import coupled, economics
+from fleet.planning.milp import TOL, Extra, Model, Row, Solution
 from fleet.spec import Strategy, Workload, WorkloadKind
 
 #: Hours a plan is expected to stay in force; a new launch's restart is spread over them.
