@@ -79,6 +79,27 @@ class BucketRef(BaseModel):
     region: str = ""
 
 
+class CheckResult(BaseModel):
+    """One provider's answer to ``fleet check``: can this machine use it, and if not, the fix.
+
+    ``None`` in ``can_price`` / ``can_launch`` means "not determined" (for example the call
+    that would tell was denied). ``quotas`` maps a quota name to a short human value
+    (``"NVIDIA_H100_GPUS us-central1": "8 of 16 used"``). ``fix`` is one actionable line.
+    Secrets are never part of a result.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    ok: bool
+    identity: str = ""
+    can_price: bool | None = None
+    can_launch: bool | None = None
+    quotas: dict[str, str] = {}
+    detail: str = ""
+    fix: str = ""
+
+
 @runtime_checkable
 class Provider(Protocol):
     name: str                       # "aws", "gcp", ... (the local cloud simulates these names)

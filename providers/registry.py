@@ -4,30 +4,69 @@
 With ``backend: local`` every provider the spec allows is simulated by the local cloud
 in ``$SPOTFLEET_LOCAL_CLOUD`` or ``<home>/localcloud``. With ``backend: cloud`` each
 provider is built by the adapter factory registered under its name
-(``register_cloud_adapter``); none ships in this version yet.
+(``register_cloud_adapter``). Adapters live in ``providers/<name>/`` and register themselves
+when imported; :func:`load_adapter` imports one on first use, so a user installs only the SDKs
+of the clouds they use (``pip install 'spotfleet[aws]'``).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Callable
 
 from fleet.errors import FleetError
 from fleet.spec import KNOWN_PROVIDERS, Backend, FleetSpec, ProviderSettings
-from providers.base import Provider
+from providers.base import CheckResult, Provider
 
 #: Builds a real adapter from the spec's settings for that provider.
 AdapterFactory = Callable[[FleetSpec, ProviderSettings], Provider]
+#: Answers ``fleet check`` for one provider from its settings (no spec needed).
+CheckFunction = Callable[[ProviderSettings], CheckResult]
 
 _CLOUD_ADAPTERS: dict[str, AdapterFactory] = {}
+_CLOUD_CHECKS: dict[str, CheckFunction] = {}
+
+#: The pip extra that brings each adapter's SDK.
+ADAPTER_EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast"}
 
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"
 
 
-def register_cloud_adapter(name: str, factory: AdapterFactory) -> None:
-    """Make ``backend: cloud`` build provider ``name`` with ``factory`` (adapters call this)."""
+def register_cloud_adapter(name: str, factory: AdapterFactory, check: CheckFunction | None = None) -> None:
+    """Make ``backend: cloud`` build provider ``name`` with ``factory`` (adapters call this).
+
+    ``check`` answers ``fleet check`` for that provider.
+    """
     _CLOUD_ADAPTERS[name] = factory
+    if check is not None:
+        _CLOUD_CHECKS[name] = check
+
+
+def load_adapter(name: str) -> bool:
+    """Import ``providers.<name>`` so it registers itself; False when no such adapter ships.
+
+    Raises FleetError naming the extra to install when the adapter's SDK is missing.
+    """
+    if name in _CLOUD_ADAPTERS:
+        return True
+    if name not in ADAPTER_EXTRAS:
+        return False
+    try:
+        importlib.import_module(f"providers.{name}")
+    except ModuleNotFoundError as err:
+        if err.name and (err.name == f"providers.{name}" or err.name.startswith(f"providers.{name}.")):
+            return False
+        raise FleetError(f"the {name} adapter needs a package that is not installed ({err.name}): "
+                         f"pip install 'spotfleet[{ADAPTER_EXTRAS[name]}]'") from err
+    return name in _CLOUD_ADAPTERS
+
+
+def cloud_check(name: str) -> CheckFunction | None:
+    """The registered ``fleet check`` function of adapter ``name``, importing it if needed."""
+    load_adapter(name)
+    return _CLOUD_CHECKS.get(name)
 
 
 def local_cloud_root(home: Path) -> Path:
@@ -39,7 +78,8 @@ def local_cloud_root(home: Path) -> Path:
 def providers_for(spec: FleetSpec, home: Path) -> dict[str, Provider]:
     """One Provider per provider the spec allows, keyed by name.
 
-    Raises FleetError when ``backend: cloud`` names a provider with no registered adapter.
+    Raises FleetError when ``backend: cloud`` names a provider with no adapter, or whose
+    adapter's SDK is not installed.
     """
     if spec.backend is Backend.LOCAL:
         from providers.local import LocalCloud
@@ -48,10 +88,11 @@ def providers_for(spec: FleetSpec, home: Path) -> dict[str, Provider]:
         return {name: cloud.provider(name) for name in cloud.provider_names()
                 if spec.provider_settings(name) is not None}
     wanted = [name for name in KNOWN_PROVIDERS if spec.provider_settings(name) is not None]
-    missing = [name for name in wanted if name not in _CLOUD_ADAPTERS]
+    missing = [name for name in wanted if not load_adapter(name)]
     if missing:
         raise FleetError(
-            f"the real cloud adapters ({', '.join(missing)}) are not part of this version of spotfleet yet; "
-            "set `backend: local` in the spec to run the fleet on the embedded simulated cloud")
+            f"no cloud adapter for {', '.join(missing)} in this version of spotfleet; disable "
+            f"{'it' if len(missing) == 1 else 'them'} under `providers:` in the spec, or set `backend: local` "
+            "to run the fleet on the embedded simulated cloud")
     return {name: _CLOUD_ADAPTERS[name](spec, spec.provider_settings(name) or ProviderSettings())
             for name in wanted}
