@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from fleet import __version__
+from fleet.model import LaunchRequest
 
 #: ``fleet run --cloud`` value per provider: where the node agent reads interruption notices.
 AGENT_CLOUD = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast", "local": "local"}
@@ -106,6 +107,13 @@ fi
 nohup {run_line} >> {q(boot.log_path)} 2>&1 < /dev/null &
 echo "spotfleet: node agent and job started (log {boot.log_path})"
 """
+
+
+def boot_for(provider: str, request: LaunchRequest, secret_env: Mapping[str, str] | None = None) -> NodeBoot:
+    """The NodeBoot every adapter renders for a launch request (one place, no copies)."""
+    return NodeBoot(fleet=request.fleet, pool=request.offer.pool.id, provider=provider,
+                    command=request.node.startup, checkpoint_uri=request.node.checkpoint_uri,
+                    env=dict(request.node.env), secret_env=dict(secret_env or {}))
 
 
 def _plain(text: str) -> str:

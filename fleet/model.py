@@ -196,12 +196,15 @@ class Instance(Frozen):
 
 
 class NodeConfig(Frozen):
-    """What every node runs: image, startup command, environment, ssh key."""
+    """What every node runs: image, startup command, environment, ssh key, and where its
+    checkpoints go (``checkpoint_uri``, from the provider's ``ensure_bucket``; empty when the
+    provider sets it itself, as the local cloud does)."""
 
     image: str = ""
     startup: str = ""
     env: dict[str, str] = Field(default_factory=dict)
     ssh_key: str = ""
+    checkpoint_uri: str = ""
 
 
 class LaunchRequest(Frozen):

@@ -22,6 +22,7 @@ from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
 from fleet.model import NodeConfig, Plan
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
+from fleet.provisioning.storage import checkpoint_uri
 from fleet.spec import load_spec
 from fleet.state import FleetStatus
 from providers.base import Provider
@@ -69,7 +70,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
         def replan(now_running: Mapping[str, int], blocked: Collection[str]) -> Plan:
             return make_plan(spec, offers, current=now_running, blocked=blocked)
 
-        node = NodeConfig(**spec.node.model_dump())
+        node = NodeConfig(**spec.node.model_dump(), checkpoint_uri=checkpoint_uri(spec, providers))
         with _ProgressView(app, enabled=not as_json) as view:
             report = apply(plan, providers, store, progress=view, replan=replan, node=node, max_workers=parallel,
                            observed=None if prompted else obs)   # a prompt may have taken a while

@@ -100,3 +100,16 @@ def test_without_a_command_the_node_runs_only_the_agent(tmp_path):
     argv, _ = run_script(tmp_path, boot_for(tmp_path, command="", provider="gcp"))
     assert argv == ["run", "--cloud", "gcp", "--", "sleep", "infinity"]
     assert os.path.exists(tmp_path / "node.log")
+
+
+def test_boot_for_a_launch_request_carries_pool_command_and_checkpoint():
+    from fleet.bootstrap import boot_for
+    from fleet.model import LaunchRequest, Market, NodeConfig, Offer, PoolKey
+
+    offer = Offer(pool=PoolKey(provider="aws", region="us-east-1", zone="use1-az1", instance_type="p5.48xlarge",
+                               market=Market.SPOT), accelerator="H100", gpus=8, price_per_hour=30.0)
+    request = LaunchRequest(fleet="train", offer=offer, count=2, token="t1",
+                            node=NodeConfig(startup="python train.py", env={"A": "1"}, checkpoint_uri="s3://b/train"))
+    boot = boot_for("aws", request, secret_env={"K": "v"})
+    assert (boot.pool, boot.command, boot.checkpoint_uri) == (offer.pool.id, "python train.py", "s3://b/train")
+    assert boot.variables()["K"] == "v" and boot.env == {"A": "1"}
