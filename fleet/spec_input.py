@@ -99,8 +99,11 @@ def load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
         _check_graph(root, source)
         try:
             return root, loader.construct_document(root)
-        except (ValueError, OverflowError, TypeError, RecursionError) as err:  # e.g. ints past the digit limit
-            raise SpecError([("", f"a value cannot be read: {short(str(err))}")], source) from None
+        except yaml.YAMLError:
+            raise
+        except Exception as err:  # PyYAML's constructors raise ValueError, AttributeError... on odd tagged values
+            raise SpecError([("", f"a value cannot be read ({type(err).__name__}: {short(str(err))[1:-1]}); "
+                                  "check explicit tags such as !!timestamp and very long numbers")], source) from None
     finally:
         loader.dispose()
 

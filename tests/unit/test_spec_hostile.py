@@ -226,3 +226,16 @@ def test_hostile_bytes_through_load_spec(tmp_path, raw):
 def test_hostile_text_through_the_cli_is_exit_2(tmp_path, text):
     raw = text.encode("latin-1") if text == "\xff" else text.encode()
     one_line_error(fleet("spec", "check", str(spec_file(tmp_path, raw))))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.one_of(FIELDS.map(lambda f: yaml.safe_dump(f, allow_unicode=True)), HOSTILE, st.text(max_size=100)))
+def test_random_specs_through_the_cli_exit_0_or_2(tmp_path, text):
+    from click.testing import CliRunner
+
+    from fleet.cli.main import cli
+
+    path = tmp_path / "cli.yaml"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    result = CliRunner().invoke(cli, ["spec", "check", str(path), "--json"])
+    assert result.exit_code in (0, 2) and isinstance(result.exception, (SystemExit, type(None))), result.output
