@@ -196,11 +196,13 @@ class Instance(Frozen):
 
 
 class NodeConfig(Frozen):
-    """What every node runs: image, startup command, environment, ssh key."""
+    """What every node runs: image, startup command, environment, ssh key.
+
+    ``env`` holds resolved secrets at launch time, so it never appears in a repr or log line."""
 
     image: str = ""
     startup: str = ""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
     ssh_key: str = ""
 
 

@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fleet.errors import SpecError
+from fleet.secrets import check_env
 from fleet.spec_input import load_yaml, read_spec_text, short
 
 #: Relative training throughput per GPU (H100 = 1.0), used when a spec lists
@@ -195,8 +196,16 @@ class Checkpoint(Section):
 class Node(Section):
     image: str = ""
     startup: str = ""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, description=(
+        "Environment of every node. Secrets are references resolved at launch: ${env:NAME} "
+        "(see fleet.secrets); a secret-looking name with a literal value is refused."))
     ssh_key: str = ""
+
+    @field_validator("env")
+    @classmethod
+    def _secrets_by_reference(cls, value: dict[str, str]) -> dict[str, str]:
+        check_env(value)
+        return value
 
 
 class LocalCloud(Section):
