@@ -36,9 +36,9 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         app.warn(f"{damaged[0]}; taking fleet {name} down from the providers' tags alone")
     with store.lock(name, "down") if store is not None else contextlib.nullcontext():
         obs = observe(providers, name)
-        record_ok = store is not None and not damaged
-        if record_ok:
-            _quiet(damaged, lambda: sync(store, obs, prices=on_demand_prices([store.latest_plan(name, applied_only=True)])))
+        if store is not None and not damaged:
+            _quiet(damaged, lambda: sync(store, obs,
+                                         prices=on_demand_prices([store.latest_plan(name, applied_only=True)])))
         targets = obs.instances
         if targets:
             confirm(f"Terminate {len(targets)} instance(s) of fleet {name!r}?", yes=yes, as_json=as_json)
@@ -57,8 +57,9 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         left.errors.update(refused)
         if store is not None and not left.instances and not left.errors:
             _quiet(damaged, lambda: store.set_status(name, FleetStatus.DOWN))
-    cost = _quiet(damaged, lambda: summarize(store.instances(name), left.clock)) if store is not None and not damaged \
-        else None
+    cost = None
+    if store is not None and not damaged:
+        cost = _quiet(damaged, lambda: summarize(store.instances(name), left.clock))
     if as_json:
         app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances],
                        "provider_errors": left.errors, "cost": cost.to_dict() if cost else None,

@@ -8,7 +8,8 @@ embedded SQLite implementation; a shared PostgreSQL one can implement the same p
 
 Errors: a missing (when not creating), corrupt, foreign or newer-schema store raises
 ``StateError`` with a message pointing to ``fleet repair``; every row read is validated, and
-one that holds garbage raises ``DamagedRowError`` naming its table, row and ``fleet repair``; an unknown fleet raises
+one that holds garbage raises ``DamagedRowError`` naming its table, row and ``fleet repair``;
+an unknown fleet raises
 ``FleetNotFoundError``; a fleet locked by a live process raises ``FleetLockedError``
 naming the holder. A lock whose holder died (same host) or whose lease expired is taken over.
 """
@@ -34,7 +35,8 @@ from fleet.state.records import (
 )
 
 __all__ = [
-    "SCHEMA_VERSION", "CorruptStoreError", "Damage", "DamagedRowError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
+    "SCHEMA_VERSION", "CorruptStoreError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
+    "Damage", "DamagedRowError",
     "FleetStatus", "InstanceRecord", "LaunchRecord", "LaunchStatus", "LockInfo",
 ]
 

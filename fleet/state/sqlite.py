@@ -76,8 +76,8 @@ class SQLiteStore:
                     self._conn.execute("DELETE FROM fleets WHERE rowid = ?", (d.rowid,))
                     continue
                 self._conn.execute("UPDATE fleets SET status = ?, spec_json = ?, spec_hash = ?, backend = ?,"
-                                   " created_at = ?, updated_at = ? WHERE rowid = ?", (*rows.fixed_fleet(row, time.time()),
-                                                                                      d.rowid))
+                                   " created_at = ?, updated_at = ? WHERE rowid = ?",
+                                   (*rows.fixed_fleet(row, time.time()), d.rowid))
 
     def _tx(self) -> contextlib.AbstractContextManager[Any]:
         return db.transaction(self._conn)
@@ -291,7 +291,8 @@ class SQLiteStore:
             row = self._conn.execute(f"SELECT {_LOCK_COLS} FROM locks WHERE fleet = ?", (fleet,)).fetchone()
             if row is not None:
                 held = self._lock_info(row)
-                if held is not None and held.owner != me and held.expires_at > now and owner.is_alive(held.owner) is not False:
+                if (held is not None and held.owner != me and held.expires_at > now
+                        and owner.is_alive(held.owner) is not False):
                     raise FleetLockedError(
                         f"fleet {fleet!r} is busy: {held.describe()} holds its lock since "
                         f"{time.strftime('%H:%M:%S', time.localtime(held.acquired_at))}; wait for it to finish "

@@ -211,8 +211,10 @@ def test_hostile_text_gives_a_spec_error_or_a_valid_spec(text):
     assert_spec_or_spec_error(text)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.binary(max_size=300) | st.one_of(HOSTILE, st.text(max_size=100)).map(lambda t: t.encode("utf-8", "surrogatepass")))
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300)
+       | st.one_of(HOSTILE, st.text(max_size=100)).map(lambda t: t.encode("utf-8", "surrogatepass")))
 def test_hostile_bytes_through_load_spec(tmp_path, raw):
     path = tmp_path / "prop.yaml"
     path.write_bytes(raw)
@@ -228,7 +230,8 @@ def test_hostile_text_through_the_cli_is_exit_2(tmp_path, text):
     one_line_error(fleet("spec", "check", str(spec_file(tmp_path, raw))))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.one_of(FIELDS.map(lambda f: yaml.safe_dump(f, allow_unicode=True)), HOSTILE, st.text(max_size=100)))
 def test_random_specs_through_the_cli_exit_0_or_2(tmp_path, text):
     from click.testing import CliRunner
