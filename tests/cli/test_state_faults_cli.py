@@ -110,3 +110,15 @@ def test_status_without_a_plan_says_what_is_known(world: World):
     assert "of 0 planned" not in text.stdout
     assert "2 instance(s) running, no applied plan recorded" in " ".join(text.stdout.split())
     assert world.fleet_json("status", "known")["planned"] is None
+
+
+def test_status_after_an_up_killed_before_applying_says_so(world: World):
+    spec = str(world.spec("cut", SMALL))
+    crashed = world.fleet("up", spec, "--yes", env=world.env(SPOTFLEET_TEST_CRASH_AT="launch-sent"))
+    assert crashed.returncode == 137
+    text = world.fleet("status", "cut")
+    assert text.returncode == 0, text.stderr
+    flat = " ".join(text.stdout.split())
+    assert "of 0 planned" not in flat and "no applied plan recorded (the last `fleet up` did not finish" in flat
+    assert world.fleet_json("up", spec, "--yes")["ok"]
+    assert world.fleet_json("status", "cut")["planned"] == 2
