@@ -112,7 +112,7 @@ def test_status_without_a_plan_says_what_is_known(world: World):
     assert world.fleet_json("status", "known")["planned"] is None
 
 
-def test_status_after_an_up_killed_before_applying_says_so(world: World):
+def test_status_after_an_up_killed_mid_launch_says_so(world: World):
     spec = str(world.spec("cut", SMALL))
     crashed = world.fleet("up", spec, "--yes", env=world.env(SPOTFLEET_TEST_CRASH_AT="launch-sent"))
     assert crashed.returncode == 137
