@@ -198,11 +198,13 @@ class Instance(Frozen):
 class NodeConfig(Frozen):
     """What every node runs: image, startup command, environment, ssh key, and where its
     checkpoints go (``checkpoint_uri``, from the provider's ``ensure_bucket``; empty when the
-    provider sets it itself, as the local cloud does)."""
+    provider sets it itself, as the local cloud does).
+
+    ``env`` holds resolved secrets at launch time, so it never appears in a repr or log line."""
 
     image: str = ""
     startup: str = ""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
     ssh_key: str = ""
     checkpoint_uri: str = ""
 

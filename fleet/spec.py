@@ -25,6 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fleet.errors import SpecError
+from fleet.secrets import check_env
+from fleet.spec_input import load_yaml, read_spec_text, short
 
 #: Relative training throughput per GPU (H100 = 1.0), used when a spec lists
 #: accelerators without weights. Rough dense BF16 ratios; override them in the spec.
@@ -194,8 +196,16 @@ class Checkpoint(Section):
 class Node(Section):
     image: str = ""
     startup: str = ""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, description=(
+        "Environment of every node. Secrets are references resolved at launch: ${env:NAME} "
+        "(see fleet.secrets); a secret-looking name with a literal value is refused."))
     ssh_key: str = ""
+
+    @field_validator("env")
+    @classmethod
+    def _secrets_by_reference(cls, value: dict[str, str]) -> dict[str, str]:
+        check_env(value)
+        return value
 
 
 class LocalCloud(Section):
@@ -231,6 +241,8 @@ class FleetSpec(Section):
     @classmethod
     def _providers(cls, value: Any) -> Any:
         if isinstance(value, list):  # `providers: [aws, gcp]` shorthand
+            if not all(isinstance(name, str) for name in value):
+                raise ValueError("list entries must be provider names, e.g. [aws, gcp]")
             value = {name: {} for name in value}
         if isinstance(value, dict):
             for name in value:
@@ -278,27 +290,23 @@ def json_schema() -> dict[str, Any]:
 
 
 def load_spec(path: str | Path) -> FleetSpec:
-    """Read and validate a spec file; every problem is reported in one ``SpecError``."""
+    """Read and validate a spec file; every problem is reported in one ``SpecError``.
+
+    Only a regular UTF-8 file of bounded size is read (``fleet.spec_input``)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise SpecError([("", f"no such file: {path}")]) from None
-    except OSError as err:
-        raise SpecError([("", f"cannot read {path}: {err.strerror}")]) from None
-    return parse_spec(text, source=str(path))
+    return parse_spec(read_spec_text(path), source=str(path))
 
 
 def parse_spec(text: str, source: str = "<spec>") -> FleetSpec:
+    """Validate spec text; hostile YAML (alias bombs, deep nesting, duplicate keys) is a ``SpecError``."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = load_yaml(text, source)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise SpecError([("", f"YAML syntax error at {where}{err.problem}")], source) from None
+        raise SpecError([("", f"YAML syntax error at {where}{short(err.problem)[1:-1]}")], source) from None
     except yaml.YAMLError as err:
-        raise SpecError([("", f"YAML syntax error: {err}")], source) from None
+        raise SpecError([("", f"YAML syntax error: {short(str(err))[1:-1]}")], source) from None
     if not isinstance(data, dict):
         raise SpecError([("", "the spec must be a mapping with at least `name` and `capacity`")], source)
     try:
@@ -307,14 +315,24 @@ def parse_spec(text: str, source: str = "<spec>") -> FleetSpec:
         raise SpecError(_problems(err, node), source) from None
 
 
+#: At most this many problems are listed (the rest are counted), each at most MAX_LINE characters.
+MAX_PROBLEMS = 20
+MAX_LINE = 300
+
+
 def _problems(err: ValidationError, root: yaml.Node | None) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
-    for e in err.errors():
+    errors = err.errors()
+    for e in errors[:MAX_PROBLEMS]:
         loc = _clean_loc(e["loc"])
         path = _dotted(loc)
         line = _line_of(root, loc)
         where = f" (line {line})" if line else ""
-        problems.append((path, _message(e, loc) + where))
+        message = _message(e, loc)
+        message = message if len(message) <= MAX_LINE else message[:MAX_LINE] + "..."
+        problems.append((path if len(path) <= 100 else path[:100] + "...", message + where))
+    if len(errors) > MAX_PROBLEMS:
+        problems.append(("", f"... and {len(errors) - MAX_PROBLEMS} more problem(s)"))
     return problems
 
 
@@ -338,18 +356,18 @@ def _message(e: dict[str, Any], loc: tuple[Any, ...]) -> str:
         fields = sorted(model.model_fields) if model else []
         hint = difflib.get_close_matches(str(loc[-1]), fields, n=1)
         extra = f"; did you mean {hint[0]!r}?" if hint else (f" (allowed: {', '.join(fields)})" if fields else "")
-        return f"unknown key {loc[-1]!r}{extra}"
+        return f"unknown key {short(loc[-1])}{extra}"
     if kind == "missing":
         return "is required"
     if kind in ("enum", "literal_error"):
         expected = e.get("ctx", {}).get("expected", "")
-        return f"{value!r} is not allowed; use one of {expected}"
+        return f"{short(value)} is not allowed; use one of {expected}"
     msg = e["msg"]
     msg = msg.removeprefix("Value error, ")
     if kind == "value_error" and isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        return f"{msg}; got {value!r}"
+        return f"{msg}; got {short(value)}"
     if kind.endswith(("_type", "_parsing")) or kind.startswith(("greater", "less")):
-        return f"{msg}, got {value!r}"
+        return f"{msg}, got {short(value)}"
     return msg
 
 

@@ -1,16 +1,25 @@
-"""``fleet down NAME``: terminate everything the fleet created (found by tag); idempotent."""
+"""``fleet down NAME``: terminate everything the fleet created (found by tag); idempotent.
+
+A damaged record (an unreadable row, or an unreadable store file) never keeps a fleet up:
+`down` then finds the instances by tag, terminates them, says the record was not updated
+and points to ``fleet repair``. A missing store stays an error (nothing says which cloud)."""
 
 from __future__ import annotations
+
+import contextlib
+from typing import Callable, TypeVar
 
 import click
 
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import confirm, money, providers_of, store_of
+from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, store_of
 from fleet.errors import FleetError, ProviderError
 from fleet.provisioning.executor import terminate
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
-from fleet.state import FleetStatus, LaunchStatus
+from fleet.state import CorruptStoreError, FleetStatus, LaunchStatus, StateStore
+
+T = TypeVar("T")
 
 
 @click.command("down")
@@ -20,12 +29,16 @@ from fleet.state import FleetStatus, LaunchStatus
 @pass_app
 def command(app: App, name: str, yes: bool, as_json: bool) -> None:
     """Terminate every instance of fleet NAME (only instances tagged with it)."""
-    store = store_of(app)
-    record = store.get_fleet(name)
-    providers = providers_of(app, record)
-    with store.lock(name, "down"):
+    store, damaged = _store(app)
+    record = _quiet(damaged, lambda: store.get_fleet(name)) if store is not None else None
+    providers = providers_of(app, record) if record is not None else local_providers(app)
+    if damaged:
+        app.warn(f"{damaged[0]}; taking fleet {name} down from the providers' tags alone")
+    with store.lock(name, "down") if store is not None else contextlib.nullcontext():
         obs = observe(providers, name)
-        sync(store, obs, prices=on_demand_prices([store.latest_plan(name, applied_only=True)]))
+        if store is not None and not damaged:
+            _quiet(damaged, lambda: sync(store, obs,
+                                         prices=on_demand_prices([store.latest_plan(name, applied_only=True)])))
         targets = obs.instances
         if targets:
             confirm(f"Terminate {len(targets)} instance(s) of fleet {name!r}?", yes=yes, as_json=as_json)
@@ -37,24 +50,51 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
                 done += terminate(name, providers[provider], mine, store, reason="down")
             except ProviderError as err:
                 refused[provider] = str(err)
-        for launch in store.launches(name, status=LaunchStatus.REQUESTED):
-            store.finish_launch(launch.id, status=LaunchStatus.ABANDONED, launched=0,
-                                error_message="fleet taken down")
         left = observe(providers, name)
-        sync(store, left)
+        if store is not None and not damaged:
+            _quiet(damaged, lambda: _close_launches(store, name))
+            _quiet(damaged, lambda: sync(store, left))
         left.errors.update(refused)
-        if not left.instances and not left.errors:
-            store.set_status(name, FleetStatus.DOWN)
-    cost = summarize(store.instances(name), left.clock)
+        if store is not None and not left.instances and not left.errors:
+            _quiet(damaged, lambda: store.set_status(name, FleetStatus.DOWN))
+    cost = None
+    if store is not None and not damaged:
+        cost = _quiet(damaged, lambda: summarize(store.instances(name), left.clock))
     if as_json:
         app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances],
-                       "provider_errors": left.errors, "cost": cost.to_dict()})
+                       "provider_errors": left.errors, "cost": cost.to_dict() if cost else None,
+                       "record_damaged": damaged[0] if damaged else None})
     elif not targets:
-        app.console.print(f"fleet {name} has no running instances; nothing to terminate "
-                          f"(cost so far {money(cost.cost_so_far)})")
+        app.console.print(f"fleet {name} has no running instances; nothing to terminate"
+                          + (f" (cost so far {money(cost.cost_so_far)})" if cost else ""))
     else:
-        app.console.print(f"terminated {len(done)} instance(s) of fleet {name}; cost so far {money(cost.cost_so_far)}")
+        app.console.print(f"terminated {len(done)} instance(s) of fleet {name}"
+                          + (f"; cost so far {money(cost.cost_so_far)}" if cost else ""))
     if left.instances or left.errors:
         problems = [f"{len(left.instances)} instance(s) still running"] if left.instances else []
         problems += [f"{p}: {e}" for p, e in left.errors.items()]
         raise FleetError(f"fleet {name} is not fully down ({'; '.join(problems)}); run `fleet down {name}` again")
+    if damaged:
+        app.warn(f"the record of fleet {name} was not updated; run `fleet repair {name}` to rebuild it")
+
+
+def _store(app: App) -> tuple[StateStore | None, list[str]]:
+    """The store, or ``None`` (with why) when the file is unreadable: `down` then works from tags alone."""
+    try:
+        return store_of(app), []
+    except CorruptStoreError as err:
+        return None, [str(err)]
+
+
+def _quiet(damaged: list[str], step: Callable[[], T]) -> T | None:
+    """Run a record step; a damaged row is noted in ``damaged`` instead of stopping `down`."""
+    try:
+        return step()
+    except CorruptStoreError as err:
+        damaged.append(str(err))
+        return None
+
+
+def _close_launches(store: StateStore, name: str) -> None:
+    for launch in store.launches(name, status=LaunchStatus.REQUESTED):
+        store.finish_launch(launch.id, status=LaunchStatus.ABANDONED, launched=0, error_message="fleet taken down")

@@ -35,7 +35,7 @@ def command(app: App, name: str, limit: int, as_json: bool) -> None:
                        "events": [e.to_dict() for e in events], "launches": [l.to_dict() for l in launches]})
         return
     running = len(view.obs.instances)
-    planned = sum(view.plan.counts().values()) if view.plan else 0
+    planned = sum(view.plan.counts().values()) if view.plan else None
     app.console.print(headline(name, view.record.status, running, planned, cost))
     counts = Counter(e.kind for e in events)
     app.console.print(", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no events yet")

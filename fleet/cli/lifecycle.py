@@ -17,7 +17,9 @@ from fleet.errors import FleetError, FleetLockedError, StateError
 from fleet.model import Plan
 from fleet.provisioning.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
 from fleet.spec import Backend, FleetSpec
+from fleet.private import private_dir
 from fleet.state import FleetRecord, StateStore, open_store
+from fleet.state.db import path_from_url
 from providers.base import Provider
 
 #: Exit status when a fleet ends short of its plan (matches ``fleet plan`` for infeasible specs).
@@ -25,7 +27,10 @@ EXIT_SHORT = 3
 
 
 def store_of(app: App, *, create: bool = False) -> StateStore:
-    """The state store at ``app.state_url``; missing -> StateError unless ``create``."""
+    """The state store at ``app.state_url``; missing -> StateError unless ``create``. The spotfleet
+    home holding it (``$SPOTFLEET_HOME``, ``~/.spotfleet``) is made private (0700) on the way."""
+    if app.home.is_dir() and path_from_url(app.state_url).parent.resolve() == app.home.resolve():
+        private_dir(app.home)
     return open_store(app.state_url, create=create)
 
 

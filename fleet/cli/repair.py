@@ -1,7 +1,8 @@
 """``fleet repair [NAME] [--spec SPEC]``: rebuild the record from the providers' tags.
 
 An unreadable store file is moved aside (``state.db.broken-<time>``) and a fresh one
-created; then every named fleet (or, with no name, every fleet in the record and every
+created; rows that hold garbage in a readable file are dropped (a fleet row keeps its name
+and readable columns); then every named fleet (or, with no name, every fleet in the record and every
 fleet tag found in the local cloud) is reconciled: instances found by tag are recorded,
 recorded ones that no longer run are ended. ``--spec`` also restores the fleet's spec.
 """
@@ -19,7 +20,7 @@ from fleet.errors import FleetError
 from fleet.model import TAG_PLAN
 from fleet.provisioning.reconcile import observe, sync
 from fleet.spec import Backend, FleetSpec, load_spec
-from fleet.state import CorruptStoreError, FleetStatus, StateStore, open_store
+from fleet.state import CorruptStoreError, Damage, FleetStatus, StateStore, open_store
 from fleet.state.db import path_from_url
 from providers.base import Provider
 
@@ -39,9 +40,15 @@ def command(app: App, name: str | None, spec_path: str | None, as_json: bool) ->
     store, moved = _open_or_replace(app)
     if moved and not as_json:
         app.warn(f"the state store was unreadable; moved it to {moved} and started a fresh one")
+    damaged = store.damage()
+    store.rebuild_rows(damaged)
+    if damaged and not as_json:
+        app.warn(f"dropped {len(damaged)} damaged row(s) ({_damage_summary(damaged)}); "
+                 "what runs is read back from the providers' tags below")
     results = [_repair(store, fleet, providers, spec) for fleet, providers in _targets(app, store, name, spec).items()]
     if as_json:
-        app.emit_json({"moved_aside": str(moved) if moved else None, "fleets": results})
+        app.emit_json({"moved_aside": str(moved) if moved else None, "rows_rebuilt": [d.to_dict() for d in damaged],
+                       "fleets": results})
         return
     if not results:
         app.console.print("no fleets found in the record or by tag in the local cloud; name one: "
@@ -57,6 +64,14 @@ def command(app: App, name: str | None, spec_path: str | None, as_json: bool) ->
                           f"status {r['status']}; pools: {pools}")
         for provider, error in r["provider_errors"].items():
             app.warn(f"{provider}: could not list instances ({error}); run repair again when it answers")
+
+
+def _damage_summary(damaged: list[Damage]) -> str:
+    """``plans x1, events x2`` (with the first reason of each table)."""
+    tables: dict[str, list[Damage]] = {}
+    for d in damaged:
+        tables.setdefault(d.table, []).append(d)
+    return "; ".join(f"{t} x{len(ds)}: {ds[0].why}" for t, ds in sorted(tables.items()))
 
 
 def _open_or_replace(app: App) -> tuple[StateStore, Path | None]:

@@ -17,7 +17,7 @@ from fleet.provisioning.accounting import CostSummary, summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import FleetView, duration, look, money, short_pool, store_of
 from fleet.model import Instance
-from fleet.state import EventKind, StateStore
+from fleet.state import EventKind, FleetStatus, StateStore
 
 
 @click.command("status")
@@ -73,7 +73,8 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
         if r.end_reason == EventKind.PREEMPTED:
             interruptions[r.pool] = interruptions.get(r.pool, 0) + 1
     prices = {r.id: r.price_per_hour for r in records}
-    pools = [{"pool": p, "market": p.rsplit("/", 1)[1], "running": running.get(p, 0), "planned": desired.get(p, 0),
+    pools = [{"pool": p, "market": p.rsplit("/", 1)[1], "running": running.get(p, 0),
+              "planned": desired.get(p, 0) if view.plan else None,
               "price_per_hour": sum(prices.get(i.id, i.price_per_hour) for i in view.obs.instances if i.pool.id == p),
               "interruptions": interruptions.get(p, 0)}
              for p in sorted(set(desired) | set(running) | set(interruptions))]
@@ -82,7 +83,7 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
     data = {
         "fleet": name, "status": view.record.status, "backend": view.record.backend,
         "plan_id": view.plan.id if view.plan else None,
-        "running": sum(running.values()), "planned": sum(desired.values()),
+        "running": sum(running.values()), "planned": sum(desired.values()) if view.plan else None,
         "cost": cost.to_dict(), "pools": pools,
         "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices) for i in instances],
         "reconciled": view.synced,
@@ -105,13 +106,24 @@ def _instance(i: Instance, now: float, noticed: bool) -> dict[str, Any]:
             "launched_at": i.launched_at, "age_seconds": max(0.0, now - i.launched_at), "notice": noticed}
 
 
-def headline(name: str, status: str, running: int, planned: int, cost: CostSummary) -> str:
+def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary) -> str:
+    """The one-line summary; ``planned`` is None when no applied plan is recorded (then it says why)."""
     saved = (f", saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs on-demand"
              if cost.savings is not None and cost.savings_fraction is not None else "")
-    return (f"fleet [bold]{name}[/] ({status}): {running} of {planned} planned instances running, "
+    counts = f"{running} of {planned} planned instances running" if planned is not None else \
+        f"{running} instance(s) running, no applied plan recorded ({_why_no_plan(status)})"
+    return (f"fleet [bold]{name}[/] ({status}): {counts}, "
             f"{cost.running_gpus} GPUs, {money(cost.rate_per_hour, True)} now "
             f"(spot {money(cost.spot_rate_per_hour, True)}, on-demand {money(cost.on_demand_rate_per_hour, True)}); "
             f"cost so far {money(cost.cost_so_far)}{saved}; {cost.interruptions} interruption(s)")
+
+
+def _why_no_plan(status: str) -> str:
+    if status == FleetStatus.REPAIRED:
+        return "the record was rebuilt from tags; `fleet up SPEC` plans it again"
+    if status == FleetStatus.DOWN:
+        return "the fleet was taken down"
+    return "the last `fleet up` did not finish; run it again to apply a plan"
 
 
 def render(data: dict[str, Any], view: FleetView, limit: int) -> Group:
@@ -128,8 +140,9 @@ def render(data: dict[str, Any], view: FleetView, limit: int) -> Group:
     for col in ("pool", "market", "running", "planned", "$/h", "interruptions"):
         pools.add_column(col, justify="left" if col in ("pool", "market") else "right")
     for p in data["pools"]:
-        style = "yellow" if p["running"] < p["planned"] else None
-        pools.add_row(short_pool(p["pool"]), p["market"], str(p["running"]), str(p["planned"]),
+        style = "yellow" if p["planned"] is not None and p["running"] < p["planned"] else None
+        pools.add_row(short_pool(p["pool"]), p["market"], str(p["running"]),
+                      "-" if p["planned"] is None else str(p["planned"]),
                       money(p["price_per_hour"]), str(p["interruptions"]), style=style)
     parts.append(pools)
     rows = data["instances"] if limit == 0 else data["instances"][:limit]

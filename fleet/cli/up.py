@@ -7,6 +7,7 @@ why is printed), 1 for other errors, 2 for a bad spec.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Collection, Mapping
 
@@ -23,6 +24,7 @@ from fleet.provisioning.launching import Progress as Step
 from fleet.model import NodeConfig, Plan
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
 from fleet.provisioning.storage import checkpoint_uri
+from fleet.secrets import resolve_env
 from fleet.spec import load_spec
 from fleet.state import FleetStatus
 from providers.base import Provider
@@ -42,6 +44,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
     from providers.registry import providers_for
 
     spec = load_spec(spec_path)
+    node_env = {} if dry_run else resolve_env(spec.node.env, os.environ)   # ${env:NAME} -> value, nodes only
     providers = providers_for(spec, app.home)
     offers, _info = offers_for_spec(spec, app, providers)
     if dry_run:
@@ -70,7 +73,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
         def replan(now_running: Mapping[str, int], blocked: Collection[str]) -> Plan:
             return make_plan(spec, offers, current=now_running, blocked=blocked)
 
-        node = NodeConfig(**spec.node.model_dump(), checkpoint_uri=checkpoint_uri(spec, providers))
+        node = NodeConfig(**{**spec.node.model_dump(), "env": node_env}, checkpoint_uri=checkpoint_uri(spec, providers))
         with _ProgressView(app, enabled=not as_json) as view:
             report = apply(plan, providers, store, progress=view, replan=replan, node=node, max_workers=parallel,
                            observed=None if prompted else obs)   # a prompt may have taken a while

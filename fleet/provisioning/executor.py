@@ -6,10 +6,11 @@ fleet, with the providers as the source of truth:
 * it diffs desired counts per pool against ``list_instances(fleet)``, launches the
   shortfall of every pool in parallel and terminates surplus of this fleet only
   (instances without this fleet's tag are never touched, whatever a provider returns);
-* every launch is recorded with a deterministic idempotency token (fleet, plan id,
-  pool, sequence number) *before* the provider is called; a launch left unfinished by a
-  crash is replayed with its own token, so a rerun after ``kill -9`` converges without
-  duplicates;
+* every launch is recorded with an idempotency token (fleet, plan id, pool, sequence
+  number and a random part drawn once per ``apply``) *before* the provider is called; a
+  launch left unfinished by a crash is replayed with its own recorded token, so a rerun
+  after ``kill -9`` converges without duplicates, while a store that was lost or rebuilt
+  (sequence numbers restart at 1) never repeats a token the provider already used;
 * partial success is normal. A capacity shortfall blocks that pool for a few minutes,
   a quota error blocks ``provider/region``, an auth error blocks the provider (blocks
   live in the store, on the provider's clock); then ``replan(current, blocked)`` moves
@@ -22,6 +23,7 @@ Returns an ``ApplyReport``: what launched, what failed and why, the final shortf
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping
 
@@ -73,9 +75,20 @@ class ApplyReport:
         }
 
 
-def launch_token(fleet: str, plan_id: str, pool: str, seq: int) -> str:
-    """The idempotency token of launch ``seq`` of ``pool`` under ``plan_id`` (ASCII, 35 chars)."""
-    return "sf-" + hashlib.sha256(f"{fleet}|{plan_id}|{pool}|{seq}".encode()).hexdigest()[:32]
+def launch_token(fleet: str, plan_id: str, pool: str, seq: int, incarnation: str = "") -> str:
+    """The idempotency token of launch ``seq`` of ``pool`` under ``plan_id`` (ASCII, 35 chars).
+
+    ``incarnation`` is random per ``apply`` run (``new_incarnation()``): the sequence numbers
+    restart when the store is lost, and the provider would answer a repeated token with the
+    instances it made for it before (terminated ones included), so a new launch must never
+    repeat an old token. Replays read the token recorded with the launch instead."""
+    key = f"{fleet}|{plan_id}|{pool}|{seq}" + (f"|{incarnation}" if incarnation else "")
+    return "sf-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def new_incarnation() -> str:
+    """A random part for this run's launch tokens (64 bits)."""
+    return secrets.token_hex(8)
 
 
 def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
@@ -89,7 +102,9 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
     say = progress or (lambda _p: None)
     fleet = plan.fleet
     report = ApplyReport(fleet=fleet, plan=plan)
-    launcher = PoolLauncher(fleet, providers, store, node=node, token=launch_token, say=say)
+    incarnation = new_incarnation()
+    launcher = PoolLauncher(fleet, providers, store, node=node, say=say,
+                            token=lambda f, plan_id, pool, seq: launch_token(f, plan_id, pool, seq, incarnation))
     store.save_plan(plan)
     blocked_now: set[str] = set()
     current = plan
@@ -217,16 +232,19 @@ def _terminate_surplus(plan: Plan, obs: Observation, providers: Mapping[str, Pro
             report.notes.append(f"{name}: could not terminate {len(insts)} surplus instance(s): {err}")
 
 
-def terminate(fleet: str, provider: Provider, instances: list[Instance], store: StateStore, *,
+def terminate(fleet: str, provider: Provider, instances: list[Instance], store: StateStore | None, *,
               reason: str) -> list[str]:
-    """Terminate ``instances`` (only those tagged with ``fleet``) and record it; returns the ids
-    terminated. Raises ``ProviderError`` when the provider refuses (nothing is recorded then)."""
+    """Terminate ``instances`` (only those tagged with ``fleet``) and record it (unless ``store``
+    is None: an unreadable record); returns the ids terminated. Raises ``ProviderError`` when
+    the provider refuses (nothing is recorded then)."""
     ours = [i for i in instances if i.tags.get(TAG_FLEET) == fleet]
     if not ours:
         return []
     provider.terminate([i.id for i in ours])
     crashpoints.reached("terminate-sent")
     now = provider.now()
+    if store is None:
+        return [i.id for i in ours]
     store.end_instances(fleet, {i.id: (now, EventKind.TERMINATED) for i in ours})
     store.record_events((fleet, EventKind.TERMINATED, i.id, i.pool.id, {"reason": reason}, now) for i in ours)
     return [i.id for i in ours]

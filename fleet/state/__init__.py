@@ -7,7 +7,9 @@ notices), blocked pools, and a per-fleet lock. ``open_store(url)`` returns the
 embedded SQLite implementation; a shared PostgreSQL one can implement the same protocol.
 
 Errors: a missing (when not creating), corrupt, foreign or newer-schema store raises
-``StateError`` with a message pointing to ``fleet repair``; an unknown fleet raises
+``StateError`` with a message pointing to ``fleet repair``; every row read is validated, and
+one that holds garbage raises ``DamagedRowError`` naming its table, row and ``fleet repair``;
+an unknown fleet raises
 ``FleetNotFoundError``; a fleet locked by a live process raises ``FleetLockedError``
 naming the holder. A lock whose holder died (same host) or whose lease expired is taken over.
 """
@@ -19,6 +21,7 @@ from typing import Any, Callable, Collection, Iterable, Protocol
 
 from fleet.model import Instance, Plan
 from fleet.state.db import SCHEMA_VERSION, CorruptStoreError, path_from_url
+from fleet.state.rows import Damage, DamagedRowError
 from fleet.state.records import (
     BlockRecord,
     EventKind,
@@ -33,6 +36,7 @@ from fleet.state.records import (
 
 __all__ = [
     "SCHEMA_VERSION", "CorruptStoreError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
+    "Damage", "DamagedRowError",
     "FleetStatus", "InstanceRecord", "LaunchRecord", "LaunchStatus", "LockInfo",
 ]
 
@@ -93,6 +97,12 @@ class StateStore(Protocol):
     def lock_holder(self, fleet: str) -> LockInfo | None: ...
     def verify(self) -> None:
         """Read everything once; ``CorruptStoreError`` when the file is damaged."""
+
+    def damage(self) -> list[Damage]:
+        """Every row a read would refuse (``DamagedRowError``), for ``fleet repair``."""
+
+    def rebuild_rows(self, damage: Collection[Damage]) -> None:
+        """Drop those rows (a fleet row keeps its name and readable columns) in one transaction."""
 
     def close(self) -> None: ...
 

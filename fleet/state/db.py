@@ -1,7 +1,8 @@
 """Opening the SQLite file: URL parsing, schema migrations, and turning sqlite errors into
 ``StateError`` messages that say what to do.
 
-Promises: a store opened here is at ``SCHEMA_VERSION`` (older files are migrated in one
+Promises: a store opened here is private (file and WAL files 0600, a folder it creates
+0700: the record names instances, plans and costs); it is at ``SCHEMA_VERSION`` (older files are migrated in one
 transaction); a missing, empty-when-not-creating, corrupt, foreign or newer-schema file
 raises ``StateError`` naming the file and pointing to ``fleet repair``.
 """
@@ -9,11 +10,13 @@ raises ``StateError`` naming the file and pointing to ``fleet repair``.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from pathlib import Path
 from typing import Callable, Iterator, Union
 
 from fleet.errors import StateError
+from fleet.private import private_dir, private_file
 
 REPAIR_HINT = "run `fleet repair --spec SPEC` to rebuild the record from the providers' tags"
 
@@ -81,11 +84,15 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
         raise StateError(f"no state store at {path}: create a fleet with `fleet up SPEC`, or {REPAIR_HINT}")
     if path.is_dir():
         raise StateError(f"state store {path} is a directory; point $SPOTFLEET_STATE at a file")
-    if create:
+    if create and not path.parent.exists():
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
         except OSError as err:
             raise StateError(f"cannot create the state folder {path.parent}: {err.strerror}") from None
+    if path.exists() or create:   # the store and its WAL files are private: 0600 (SQLite copies the mode)
+        for suffix in ("", "-wal", "-shm"):
+            if suffix == "" or Path(f"{path}{suffix}").exists():
+                private_file(Path(f"{path}{suffix}"))
     try:
         conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as err:
@@ -164,6 +171,25 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+def writable(path: Path) -> bool:
+    """Whether this process may write ``path`` and create files beside it (its WAL and shared memory)."""
+    folder = path.parent
+    return os.access(folder, os.W_OK | os.X_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
+def read_only_message(path: Path) -> str:
+    """Why the store cannot be written, and the fix (nothing is deleted by it)."""
+    folder = path.parent
+    try:
+        on_ro_fs = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        on_ro_fs = False
+    what = (f"the filesystem holding {folder} is mounted read-only" if on_ro_fs else
+            f"{path if path.exists() and not os.access(path, os.W_OK) else folder} is not writable by this user")
+    return (f"state store {path} cannot be written: {what}; fleet commands record every step there, so make "
+            f"it writable (e.g. `chmod u+w {path} {folder}`) or point $SPOTFLEET_STATE at a writable file")
+
+
 @contextlib.contextmanager
 def translated(path: Path) -> Iterator[None]:
     """Turn sqlite3 errors into ``StateError`` messages a user can act on."""
@@ -176,6 +202,8 @@ def translated(path: Path) -> Iterator[None]:
                              "try again in a moment") from None
         if "no such table" in text or "no such column" in text:
             raise CorruptStoreError(f"state store {path} is damaged ({text}); {REPAIR_HINT}") from None
+        if "readonly" in text or ("unable to open" in text and not writable(path)):
+            raise StateError(read_only_message(path)) from None
         raise StateError(f"state store {path}: {text}") from None
     except sqlite3.DatabaseError as err:
         raise CorruptStoreError(f"state store {path} is corrupt ({err}); {REPAIR_HINT}") from None

@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Sequence, Type
 
 from fleet.errors import FleetLockedError, FleetNotFoundError
 from fleet.model import TAG_PLAN, Instance, Plan
-from fleet.state import db, owner
+from fleet.state import db, owner, rows
 from fleet.state.records import (
     BlockRecord,
     EventRecord,
@@ -58,6 +58,27 @@ class SQLiteStore:
         with self._mutex:
             db.verify(self._conn, self.path)
 
+    @_locked
+    def damage(self) -> list[rows.Damage]:
+        return rows.damage(self._conn, self.path)
+
+    @_locked
+    def rebuild_rows(self, damage: Collection[rows.Damage]) -> None:
+        """Drop each damaged row (``fleets`` rows keep their name and every readable column)."""
+        with self._tx():
+            for d in damage:
+                if d.table != "fleets":
+                    self._conn.execute(f"DELETE FROM {d.table} WHERE rowid = ?", (d.rowid,))
+                    continue
+                row = self._conn.execute("SELECT name, status, spec_json, spec_hash, backend, created_at, updated_at"
+                                         " FROM fleets WHERE rowid = ?", (d.rowid,)).fetchone()
+                if row is None or not isinstance(row[0], str):
+                    self._conn.execute("DELETE FROM fleets WHERE rowid = ?", (d.rowid,))
+                    continue
+                self._conn.execute("UPDATE fleets SET status = ?, spec_json = ?, spec_hash = ?, backend = ?,"
+                                   " created_at = ?, updated_at = ? WHERE rowid = ?",
+                                   (*rows.fixed_fleet(row, time.time()), d.rowid))
+
     def _tx(self) -> contextlib.AbstractContextManager[Any]:
         return db.transaction(self._conn)
 
@@ -92,7 +113,7 @@ class SQLiteStore:
     def find_fleet(self, name: str) -> FleetRecord | None:
         rows = self._all("SELECT name, status, spec_json, spec_hash, backend, created_at, updated_at"
                          " FROM fleets WHERE name = ?", (name,))
-        return FleetRecord(*rows[0]) if rows else None
+        return self._fleet(rows[0]) if rows else None
 
     def get_fleet(self, name: str) -> FleetRecord:
         record = self.find_fleet(name)
@@ -108,8 +129,12 @@ class SQLiteStore:
 
     @_locked
     def list_fleets(self) -> list[FleetRecord]:
-        return [FleetRecord(*r) for r in self._all(
+        return [self._fleet(r) for r in self._all(
             "SELECT name, status, spec_json, spec_hash, backend, created_at, updated_at FROM fleets ORDER BY name")]
+
+    def _fleet(self, row: tuple[Any, ...]) -> FleetRecord:
+        return rows.record(FleetRecord, row, path=self.path, table="fleets", key=str(row[0])[:40],
+                           fleet=row[0] if isinstance(row[0], str) else "")
 
     # ---- plans -----------------------------------------------------------------------
     @_locked
@@ -128,9 +153,9 @@ class SQLiteStore:
     def latest_plan(self, fleet: str, *, applied_only: bool = False) -> Plan | None:
         where = " AND applied_at IS NOT NULL" if applied_only else ""
         order = "applied_at" if applied_only else "created_at"
-        rows = self._all(f"SELECT body FROM plans WHERE fleet = ?{where} ORDER BY {order} DESC, rowid DESC LIMIT 1",
-                         (fleet,))
-        return Plan.from_json(rows[0][0]) if rows else None
+        found = self._all(f"SELECT id, body FROM plans WHERE fleet = ?{where} ORDER BY {order} DESC, rowid DESC"
+                          " LIMIT 1", (fleet,))
+        return rows.plan(found[0][1], path=self.path, fleet=fleet, plan_id=str(found[0][0])) if found else None
 
     # ---- launches --------------------------------------------------------------------
     @_locked
@@ -158,12 +183,15 @@ class SQLiteStore:
                                (status, launched, error_kind, error_message, time.time(), launch_id))
 
     def _launch(self, launch_id: int | None) -> LaunchRecord:
-        return LaunchRecord(*self._all(f"SELECT {_LAUNCH_COLS} FROM launches WHERE id = ?", (launch_id,))[0])
+        return self._launch_row(self._all(f"SELECT {_LAUNCH_COLS} FROM launches WHERE id = ?", (launch_id,))[0])
+
+    def _launch_row(self, row: tuple[Any, ...]) -> LaunchRecord:
+        return rows.record(LaunchRecord, row, path=self.path, table="launches", key=str(row[0]), fleet=str(row[1]))
 
     @_locked
     def launches(self, fleet: str, *, status: str | None = None) -> list[LaunchRecord]:
         where, args = ("AND status = ?", (fleet, status)) if status else ("", (fleet,))
-        return [LaunchRecord(*r) for r in
+        return [self._launch_row(r) for r in
                 self._all(f"SELECT {_LAUNCH_COLS} FROM launches WHERE fleet = ? {where} ORDER BY id", args)]
 
     # ---- instances (cost accrual inputs) ---------------------------------------------
@@ -192,7 +220,8 @@ class SQLiteStore:
     @_locked
     def instances(self, fleet: str, *, alive_only: bool = False) -> list[InstanceRecord]:
         where = " AND ended_at IS NULL" if alive_only else ""
-        return [InstanceRecord(*r) for r in self._all(
+        return [rows.record(InstanceRecord, r, path=self.path, table="instances", key=f"{fleet}/{str(r[1])[:40]}",
+                            fleet=fleet) for r in self._all(
             f"SELECT {_INSTANCE_COLS} FROM instances WHERE fleet = ?{where} ORDER BY launched_at, id", (fleet,))]
 
     # ---- events ----------------------------------------------------------------------
@@ -220,7 +249,7 @@ class SQLiteStore:
         if kinds:
             where = f" AND kind IN ({', '.join('?' * len(kinds))})"
             args += list(kinds)
-        return [EventRecord(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in self._all(
+        return [rows.event(r, path=self.path) for r in self._all(
             f"SELECT id, fleet, ts, kind, instance_id, pool, detail FROM events WHERE fleet = ?{where}"
             " ORDER BY ts, id", args)]
 
@@ -236,8 +265,8 @@ class SQLiteStore:
 
     @_locked
     def blocks(self) -> list[BlockRecord]:
-        return [BlockRecord(*r) for r in self._all("SELECT prefix, until, reason, created_at FROM blocked_pools"
-                                                   " ORDER BY prefix")]
+        return [rows.record(BlockRecord, r, path=self.path, table="blocked_pools", key=str(r[0])[:60])
+                for r in self._all("SELECT prefix, until, reason, created_at FROM blocked_pools ORDER BY prefix")]
 
     @_locked
     def unblock(self, prefixes: Collection[str]) -> None:
@@ -261,8 +290,9 @@ class SQLiteStore:
         with self._tx():
             row = self._conn.execute(f"SELECT {_LOCK_COLS} FROM locks WHERE fleet = ?", (fleet,)).fetchone()
             if row is not None:
-                held = LockInfo(*row)
-                if held.owner != me and held.expires_at > now and owner.is_alive(held.owner) is not False:
+                held = self._lock_info(row)
+                if (held is not None and held.owner != me and held.expires_at > now
+                        and owner.is_alive(held.owner) is not False):
                     raise FleetLockedError(
                         f"fleet {fleet!r} is busy: {held.describe()} holds its lock since "
                         f"{time.strftime('%H:%M:%S', time.localtime(held.acquired_at))}; wait for it to finish "
@@ -284,7 +314,9 @@ class SQLiteStore:
                 self._conn.execute("UPDATE locks SET expires_at = ? WHERE fleet = ? AND owner = ?",
                                    (time.time() + ttl, fleet, me))
                 return
-        raise FleetLockedError(f"fleet {fleet!r}: this command's lock expired and {LockInfo(*row).describe()} "
+        held = self._lock_info(row)
+        raise FleetLockedError(f"fleet {fleet!r}: this command's lock expired and "
+                               f"{held.describe() if held else 'another command'} "
                                "took it over; stopping here")
 
     @_locked
@@ -295,7 +327,14 @@ class SQLiteStore:
     @_locked
     def lock_holder(self, fleet: str) -> LockInfo | None:
         row = self._conn.execute(f"SELECT {_LOCK_COLS} FROM locks WHERE fleet = ?", (fleet,)).fetchone()
-        return LockInfo(*row) if row else None
+        return self._lock_info(row) if row else None
+
+    def _lock_info(self, row: tuple[Any, ...]) -> LockInfo | None:
+        """The lock row, or ``None`` when it is damaged (a lock nobody can read is taken over)."""
+        try:
+            return rows.record(LockInfo, row, path=self.path, table="locks", key=str(row[0]))
+        except rows.DamagedRowError:
+            return None
 
 
 _LAUNCH_COLS = ("id, fleet, plan_id, pool, seq, token, count, status, launched, error_kind, error_message,"

@@ -90,7 +90,7 @@ class LocalCloud:
             if value is not None and value != getattr(cloud, key):
                 flag = f"--{key.replace('_', '-')}"
                 log.warning("the local cloud at %s keeps its %s %s (asked for %s); `fleet local reset %s` "
-                            "starts a fresh cloud with it", root, key.replace("_", " "), getattr(cloud, key), value,
+                            "starts a fresh cloud with it (and deletes every simulated instance)", root, key.replace("_", " "), getattr(cloud, key), value,
                             flag if isinstance(value, bool) else f"{flag} {value}")
         return cloud
 

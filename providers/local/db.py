@@ -8,6 +8,7 @@ An unreadable file raises ``FleetError`` naming the file and the fix.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -65,6 +66,26 @@ CREATE TABLE IF NOT EXISTS capacity (pool TEXT PRIMARY KEY, n INTEGER NOT NULL);
 """
 
 
+#: The only fix for a broken cloud file, with what it costs.
+RESET_HINT = ("`fleet local reset` starts a fresh simulated cloud, which DELETES every simulated instance, "
+              "its node processes and buckets; keep a copy of the file first if you need it")
+
+
+def _not_writable(path: Path) -> str:
+    """Why ``path`` (or the folder its WAL files live in) cannot be written, or '' when it can."""
+    folder = path.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return f"the filesystem holding {folder} is mounted read-only"
+    except OSError:
+        return ""
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{path} is read-only"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"its folder {folder} is read-only"
+    return ""
+
+
 _WRITE_LOCKS: dict[Path, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
@@ -93,11 +114,14 @@ class Database:
             raise self._unreadable(err) from err
         if int(version) != SCHEMA_VERSION:
             raise FleetError(f"local cloud {path} has schema version {version}, this spotfleet knows "
-                             f"{SCHEMA_VERSION}; run `fleet local reset` to start a fresh simulated cloud")
+                             f"{SCHEMA_VERSION}; {RESET_HINT}")
 
     def _unreadable(self, err: Exception) -> FleetError:
-        return FleetError(f"local cloud file {self.path} is unreadable ({err}); "
-                          "run `fleet local reset` to start a fresh simulated cloud")
+        why = _not_writable(self.path)
+        if why:
+            return FleetError(f"local cloud file {self.path} cannot be written: {why}; make it writable "
+                              f"(e.g. `chmod u+w {self.path} {self.path.parent}`); its instances are intact")
+        return FleetError(f"local cloud file {self.path} is unreadable ({err}); {RESET_HINT}")
 
     def conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from fleet.model import InstanceState, NodeConfig
+from fleet.private import private_dir, write_private
 
 if TYPE_CHECKING:
     import sqlite3
@@ -41,13 +42,12 @@ def node_dir(root: Path, instance_id: str) -> Path:
 def start(cloud: "LocalCloud", rows: Sequence["sqlite3.Row"], node: NodeConfig) -> None:
     """Start a supervisor per instance in ``rows`` and record its pid."""
     for row in rows:
-        where = node_dir(cloud.root, row["id"])
-        where.mkdir(parents=True, exist_ok=True)
+        where = private_dir(node_dir(cloud.root, row["id"]))
         env = {"SPOTFLEET_INSTANCE_ID": row["id"], "SPOTFLEET_FLEET": row["fleet"] or "",
                "SPOTFLEET_NOTICE_FILE": str(cloud.notices / f"{row['id']}.json"),
                "SPOTFLEET_CHECKPOINT_URI": (cloud.buckets / f"{row['fleet']}-checkpoints").as_uri(),
                **node.env}
-        (where / "node.json").write_text(json.dumps({"startup": node.startup, "env": env}))
+        write_private(where / "node.json", json.dumps({"startup": node.startup, "env": env}))  # may hold secrets
         proc = subprocess.Popen([sys.executable, "-m", "providers.local.nodes", str(cloud.root), row["id"]],
                                 cwd=where, start_new_session=True, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=open(where / "supervisor.log", "ab"))

@@ -1,0 +1,84 @@
+"""Secrets in node.env: referenced by name, resolved at launch, passed to the nodes only, never
+stored or printed; the state folder and the node files are private."""
+
+from __future__ import annotations
+
+import stat
+import time
+from pathlib import Path
+
+from cli.world import World
+from providers.local import LocalCloud
+
+SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY-not-a-real-key"
+
+SPEC = """
+name: {name}
+backend: local
+capacity:
+  gpus: 8
+  accelerators: [H100]
+  gpus_per_node: {{min: 8, max: 8}}
+node:
+  startup: 'printf %s "$AWS_SECRET_ACCESS_KEY" > got.txt; sleep 60'
+  env:
+    AWS_SECRET_ACCESS_KEY: ${{env:TEST_NODE_SECRET}}
+    WANDB_PROJECT: demo
+"""
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _world(tmp_path: Path) -> World:
+    LocalCloud.open(tmp_path / "home" / "localcloud", time_scale=0, run_nodes=True)
+    return World(tmp_path)
+
+
+def _kept_bytes(world: World) -> bytes:
+    """Everything spotfleet keeps on disk outside the nodes' own folders."""
+    kept = [p for p in world.home.rglob("*") if p.is_file() and "nodes" not in p.parts]
+    return b"".join(p.read_bytes() for p in kept)
+
+
+def test_a_referenced_secret_reaches_the_node_and_nothing_else(tmp_path):
+    world = _world(tmp_path)
+    spec = world.spec("secret", SPEC)
+    env = world.env(TEST_NODE_SECRET=SECRET)
+    outputs = [world.fleet("spec", "check", str(spec), "--json", env=env)]
+    outputs.append(world.fleet("up", str(spec), "--yes", "--json", env=env))
+    assert outputs[-1].returncode == 0, outputs[-1].stderr
+    (instance,) = world.created("secret")
+    node_dir = world.home / "localcloud" / "nodes" / instance.id
+    deadline = time.monotonic() + 30
+    while not (node_dir / "got.txt").exists() or not (node_dir / "got.txt").read_text():
+        assert time.monotonic() < deadline, "the node never wrote its secret"
+        time.sleep(0.1)
+    assert (node_dir / "got.txt").read_text() == SECRET
+    outputs += [world.fleet(*args, "--json", env=env) for args in (["status", "secret"], ["history", "secret"])]
+    for proc in outputs:
+        assert SECRET not in proc.stdout + proc.stderr
+    assert "${env:TEST_NODE_SECRET}" in outputs[0].stdout
+    assert SECRET.encode() not in _kept_bytes(world)
+    # private: the home and the store 0700/0600, the node's own files 0700/0600
+    assert _mode(world.home) == 0o700 and _mode(world.state) == 0o600
+    for wal in world.home.glob("state.db-*"):
+        assert _mode(wal) == 0o600, wal
+    assert _mode(node_dir) == 0o700 and _mode(node_dir / "node.json") == 0o600
+    world.fleet_json("down", "secret", "--yes")
+    assert SECRET.encode() not in _kept_bytes(world)
+
+
+def test_an_unset_secret_variable_stops_up_before_anything_launches(tmp_path):
+    world = _world(tmp_path)
+    proc = world.fleet("up", str(world.spec("unset", SPEC)), "--yes")
+    assert proc.returncode == 1 and "$TEST_NODE_SECRET" in proc.stderr and "Traceback" not in proc.stderr
+    assert world.created("unset") == []
+
+
+def test_a_literal_secret_in_a_spec_is_refused(world: World):
+    spec = world.spec("literal", SPEC.replace("${{env:TEST_NODE_SECRET}}", SECRET))
+    proc = world.fleet("spec", "check", str(spec), "--json")
+    assert proc.returncode == 2 and "node.env: AWS_SECRET_ACCESS_KEY looks like a secret" in proc.stderr
+    assert "${env:AWS_SECRET_ACCESS_KEY}" in proc.stderr and SECRET not in proc.stderr + proc.stdout
