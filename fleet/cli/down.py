@@ -26,7 +26,7 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
     with store.lock(name, "down"):
         obs = observe(providers, name)
         sync(store, obs, prices=on_demand_prices([store.latest_plan(name, applied_only=True)]))
-        targets = obs.instances
+        targets = obs.instances + obs.stopped     # stopped ones (Vast outbid) still bill storage
         if targets:
             confirm(f"Terminate {len(targets)} instance(s) of fleet {name!r}?", yes=yes, as_json=as_json)
         done: list[str] = []
@@ -43,18 +43,19 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         left = observe(providers, name)
         sync(store, left)
         left.errors.update(refused)
-        if not left.instances and not left.errors:
+        if not left.instances and not left.stopped and not left.errors:
             store.set_status(name, FleetStatus.DOWN)
     cost = summarize(store.instances(name), left.clock)
     if as_json:
-        app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances],
+        app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances + left.stopped],
                        "provider_errors": left.errors, "cost": cost.to_dict()})
     elif not targets:
         app.console.print(f"fleet {name} has no running instances; nothing to terminate "
                           f"(cost so far {money(cost.cost_so_far)})")
     else:
         app.console.print(f"terminated {len(done)} instance(s) of fleet {name}; cost so far {money(cost.cost_so_far)}")
-    if left.instances or left.errors:
+    if left.instances or left.stopped or left.errors:
         problems = [f"{len(left.instances)} instance(s) still running"] if left.instances else []
+        problems += [f"{len(left.stopped)} stopped instance(s) still billing storage"] if left.stopped else []
         problems += [f"{p}: {e}" for p, e in left.errors.items()]
         raise FleetError(f"fleet {name} is not fully down ({'; '.join(problems)}); run `fleet down {name}` again")

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer
+from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, PoolKey
 from fleet.provisioning.launching import error_kind
 from fleet.spec import ProviderSettings
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
@@ -220,19 +220,19 @@ class VastProvider:
             log.info("vast: could not list instances for occupied pools: %s", err)
             return []
         out = []
-        now = self.now()
         for row in rows:
             label = Label.parse(row.get("label"))
-            if label is None:
+            if label is None or PoolKey.from_id(label.pool).market not in markets:
                 continue
-            inst = self._instance(row, label, now)
-            if inst.pool.market not in markets or inst.accelerator == "unknown":
-                continue
-            price = float(row.get("dph_total") or inst.price_per_hour)
-            spot = inst.pool.market is Market.SPOT
-            out.append(Offer(pool=inst.pool, accelerator=inst.accelerator, gpus=inst.gpus, price_per_hour=price,
-                             on_demand_price=None if spot else price, interruptions_per_hour=0.25 if spot else 0.0,
-                             interruption_source="provider-prior" if spot else "none", capacity_hint=0, source="live"))
+            market = PoolKey.from_id(label.pool).market
+            # valued as the search valued it when we rented: the same bid rule on the row's prices
+            ask = {**row, "id": row.get("id"), "reliability2": row.get("reliability2", self.settings.min_reliability)}
+            try:
+                mapped = to_offer(ask, market, self.settings, self.max_per_gpu_hour)
+            except (KeyError, TypeError, ValueError):
+                mapped = None
+            if mapped is not None and mapped[0].pool.id == label.pool:
+                out.append(mapped[0].model_copy(update={"capacity_hint": 0}))
         return out
 
     def _ask_for(self, request: LaunchRequest, machine: tuple[int, int]) -> Ask | None:

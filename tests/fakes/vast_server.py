@@ -127,6 +127,9 @@ class State:
 
     def instance_row(self, inst: dict[str, Any]) -> dict[str, Any]:
         row = {k: v for k, v in inst.items() if not k.startswith("_")}
+        ask = self.asks.get(inst["_ask"])
+        if ask is not None:          # the machine's current price to beat
+            row["min_bid"] = ask.get("min_bid")
         if row["actual_status"] == "loading" and time.time() - row["start_date"] >= self.boot_seconds:
             inst["actual_status"] = row["actual_status"] = "running"
         return row
@@ -280,6 +283,7 @@ class Handler(BaseHTTPRequestHandler):
         st.instances[iid] = {
             "id": iid, "machine_id": ask["machine_id"], "num_gpus": ask["num_gpus"], "gpu_name": ask["gpu_name"],
             "gpu_ram": ask["gpu_ram"], "label": body.get("label"), "is_bid": is_bid, "min_bid": ask.get("min_bid"),
+            "reliability2": ask["reliability2"],
             "dph_base": ask["dph_base"], "dph_total": round(float(price) if is_bid else float(ask["dph_base"]), 6)
             + round(float(ask["storage_cost"]) * disk / HOURS_PER_MONTH, 6),
             "storage_cost": ask["storage_cost"], "disk_space": disk, "geolocation": ask["geolocation"],
