@@ -81,8 +81,9 @@ class VastProvider:
             found: dict[str, Offer] = {}
             markets = [m for m, on in ((Market.SPOT, query.spot), (Market.ON_DEMAND, query.on_demand)) if on]
             for market in markets:
-                data = self.api.request("POST", "/api/v0/bundles/", body=search_body(market, query.accelerators,
-                                        self.settings), auth=False, idempotent=True, what=f"search {market.value} offers")
+                body = search_body(market, query.accelerators, self.settings)
+                data = self.api.request("POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True,
+                                        what=f"search {market.value} offers")
                 for row in data.get("offers") or []:
                     self._take(found, row, market)
             for offer in self._occupied(markets):
@@ -91,12 +92,14 @@ class VastProvider:
             with self._lock:
                 self._offers[key] = cached
         accs, regions = {a.upper() for a in query.accelerators}, set(query.regions)
-        return [o for o in cached[1] if (not accs or o.accelerator in accs) and (not regions or o.pool.region in regions)]
+        return [o for o in cached[1]
+                if (not accs or o.accelerator in accs) and (not regions or o.pool.region in regions)]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         pool = request.offer.pool
         if pool.provider != self.name:
-            raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not vast", code="wrong-provider")
+            raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not vast",
+                                code="wrong-provider")
         machine = parse_instance_type(pool.instance_type)
         if machine is None:
             raise ProviderError(self.name, f"pool {pool.id} comes from the offline snapshot and names no machine; "
@@ -287,7 +290,8 @@ class VastProvider:
         if old_label != label:
             raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
                                 "parameters", code="token-mismatch")
-        alive = {str(r["id"]) for r in self._rows({"label": {"eq": label.render()}}) if r.get("label") == label.render()}
+        text = label.render()
+        alive = {str(r["id"]) for r in self._rows({"label": {"eq": text}}) if r.get("label") == text}
         now = self.now()
         out = tuple(i if i.id in alive else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
                     for i in instances)

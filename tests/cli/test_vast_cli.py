@@ -168,4 +168,20 @@ def test_fleet_check_vast_reports_the_key(world: VastWorld):
     bad = world.fleet("check", "vast", "--json", VAST_API_KEY="wrong-key")
     assert bad.returncode == 1
     [res] = json.loads(bad.stdout)
-    assert not res["ok"] and res["can_launch"] is False and "VAST_API_KEY" in res["fix"] and "wrong-key" not in bad.stdout
+    assert not res["ok"] and res["can_launch"] is False and "VAST_API_KEY" in res["fix"]
+    assert "wrong-key" not in bad.stdout
+    env = world.env()
+    del env["VAST_API_KEY"]
+    keyless = subprocess.run([FLEET_BIN, "check", "vast"], env=env, capture_output=True, text=True, timeout=120)
+    assert keyless.returncode == 1 and "no API key" in keyless.stdout and "fix: set $VAST_API_KEY" in keyless.stdout
+    assert "Traceback" not in keyless.stderr
+
+
+def test_plan_reads_live_offers_and_falls_back_to_the_snapshot(world: VastWorld):
+    live = world.fleet_json("plan", str(world.spec))
+    pools = [a["offer"]["pool"] for a in live["allocations"]]
+    assert live["feasible"] and all(p["instance_type"].endswith(tuple(f"-m{800 + n}" for n in range(8))) for p in pools)
+    world.control("faults", {"target": "search", "kind": "server-error", "count": 1000})
+    fallback = world.fleet("plan", str(world.spec))
+    assert fallback.returncode in (0, 3) and "snapshot" in fallback.stdout + fallback.stderr
+    world.control("reset", {"asks": ASKS})

@@ -275,7 +275,8 @@ class Handler(BaseHTTPRequestHandler):
         is_bid = price is not None
         if is_bid and ask.get("min_bid") is None:
             return self._error(400, "invalid_args", "this machine does not take interruptible bids")
-        below = is_bid and (float(price) < float(ask["min_bid"]) or (fault is not None and fault["kind"] == "failed-bid"))
+        forced = fault is not None and fault["kind"] == "failed-bid"
+        below = is_bid and (float(price) < float(ask["min_bid"]) or forced)
         iid = st.next_id
         st.next_id += 1
         disk = float(body.get("disk") or 10)
@@ -396,7 +397,8 @@ class Handler(BaseHTTPRequestHandler):
                     st.next_id += 1
                     st.instances[iid] = {
                         "id": iid, "machine_id": ask["machine_id"], "num_gpus": ask["num_gpus"],
-                        "gpu_name": ask["gpu_name"], "gpu_ram": ask["gpu_ram"], "label": body.get("label", "my-notebook"),
+                        "gpu_name": ask["gpu_name"], "gpu_ram": ask["gpu_ram"],
+                        "label": body.get("label", "my-notebook"),
                         "is_bid": False, "min_bid": ask.get("min_bid"), "dph_base": ask["dph_base"],
                         "dph_total": ask["dph_base"], "storage_cost": ask["storage_cost"], "disk_space": 20.0,
                         "geolocation": ask["geolocation"], "actual_status": "running", "intended_status": "running",

@@ -64,8 +64,8 @@ def make(fake: VastServer, key: str | None = API_KEY, **kw) -> VastProvider:
 
 
 def request(offer, token: str = "tok-1", count: int = 1, node: NodeConfig | None = None) -> LaunchRequest:
-    return LaunchRequest(fleet="alpha", offer=offer, count=count, token=token, tags=fleet_tags("alpha", offer.pool, "p1"),
-                         node=node or NodeConfig())
+    return LaunchRequest(fleet="alpha", offer=offer, count=count, token=token,
+                         tags=fleet_tags("alpha", offer.pool, "p1"), node=node or NodeConfig())
 
 
 def pick(provider: VastProvider, machine: int, market: Market = Market.SPOT):
@@ -86,7 +86,8 @@ def test_every_vast_gpu_name_maps_to_a_catalog_accelerator():
 def test_offers_are_machines_priced_as_bid_plus_storage(fake):
     offers = make(fake).list_offers(OfferQuery())
     machines = {o.pool.instance_type for o in offers}
-    assert machines == {"1x-H100_SXM-m1", "2x-A100_SXM4-m2", "1x-H100_SXM-m4"}     # reliability 0.8 and unknown GPU left out
+    # reliability 0.8 and an unknown GPU are left out
+    assert machines == {"1x-H100_SXM-m1", "2x-A100_SXM4-m2", "1x-H100_SXM-m4"}
     spot = pick(make(fake), 1)
     storage = storage_per_hour(0.15, 50)
     assert spot.price_per_hour == pytest.approx(1.0 * 1.15 + storage, abs=1e-4)
@@ -104,7 +105,8 @@ def test_search_sends_the_filters_and_countries_are_applied(fake):
     only_us = make(fake, settings=ProviderSettings(min_reliability=0.5, countries=["us"])).list_offers(OfferQuery())
     assert {o.pool.region for o in only_us} == {"us-texas"}
     control(fake, "asks/11", {"cuda_max_good": 11.8})
-    assert not any(o.pool.instance_type.endswith("-m1") for o in make(fake, settings=settings).list_offers(OfferQuery()))
+    again = make(fake, settings=settings).list_offers(OfferQuery())
+    assert not any(o.pool.instance_type.endswith("-m1") for o in again)
 
 
 def test_bids_respect_the_on_demand_fraction_and_the_gpu_hour_cap(fake):
