@@ -49,6 +49,7 @@ def create_body(request: LaunchRequest, label: Label, bid: float | None, disk_gb
     body: dict[str, Any] = {
         "client_id": "me", "image": request.node.image or DEFAULT_IMAGE, "disk": disk_gb, "env": env,
         "onstart": render(boot_for("vast", request)), "label": label.render(), "runtype": "ssh",
+        "cancel_unavail": True,      # refuse rather than leave a stopped instance when the bid loses
     }
     if bid is not None:
         body["price"] = bid

@@ -7,7 +7,8 @@ test (``VastServer(port=0).start()``). It speaks what the official client sends 
   lt lte in notin), ``order``, ``type`` (``bid`` lists only machines that take bids), ``limit``,
   ``allocated_storage`` -> ``{"offers": [...]}``; no key needed.
 - ``PUT /api/v0/asks/{id}/``                create; ``price`` makes a bid. A bid under ``min_bid``
-  still creates a STOPPED instance and answers ``success: false`` with its ``new_contract``.
+  still creates a STOPPED instance and answers ``success: false`` with its ``new_contract``
+  (with ``cancel_unavail`` it creates nothing, unless a ``failed-bid`` fault says it slipped).
 - ``GET /api/v1/instances/``                ``select_filters``, ``order_by``, ``limit`` (at most 25),
   ``after_token`` -> ``{"instances": [...], "next_token": ..., "total_instances": n}``.
 - ``GET /api/v0/instances/{id}/?owner=me``  ``{"instances": {...}}``.
@@ -277,6 +278,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, "invalid_args", "this machine does not take interruptible bids")
         forced = fault is not None and fault["kind"] == "failed-bid"
         below = is_bid and (float(price) < float(ask["min_bid"]) or forced)
+        if below and body.get("cancel_unavail") and not forced:
+            return self._send(200, {"success": False, "error": "invalid_price",
+                                    "msg": f"bid {price} is below the minimum {ask['min_bid']}"})
         iid = st.next_id
         st.next_id += 1
         disk = float(body.get("disk") or 10)

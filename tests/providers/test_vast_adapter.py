@@ -170,6 +170,15 @@ def test_a_refused_bid_leaves_nothing_behind(fake):
     assert provider.list_instances("alpha") == []
 
 
+def test_a_bid_overtaken_before_create_is_a_capacity_shortfall(fake):
+    provider = make(fake)
+    offer = pick(provider, 1)
+    control(fake, "asks/11", {"min_bid": 1.5})                 # the price to beat rose after the search
+    result = provider.launch(request(offer))
+    assert result.instances == () and result.error_kind == "capacity" and result.error_code == "invalid_price"
+    assert control(fake, "instances")["instances"] == []       # cancel_unavail: nothing was left behind
+
+
 def test_outbid_is_listed_stopped_and_can_be_rebid_or_destroyed(fake):
     provider = make(fake)
     ids = [i.id for i in provider.launch(request(pick(provider, 1), count=2)).instances]
