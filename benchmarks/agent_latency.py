@@ -3,7 +3,7 @@
 
 Latency = the moment the fake makes the notice visible -> the moment the hook's signal reaches
 the target process (this benchmark, via a SIGUSR1 handler). Each trial starts a fresh watcher at
-its default settings (AWS/Azure poll every 1 s, Vast every 2 s, the local notice file every
+its default settings (AWS/Azure/Vast poll every 1 s, the local notice file every
 0.1 s, GCE long-polls ``wait_for_change``), lets it poll once, waits a random fraction of a poll
 interval (notices land anywhere in the poll cycle) and publishes the notice. The same
 ``respond()`` as ``fleet agent`` fires the hook.
@@ -59,7 +59,8 @@ class Source:
         self.cloud, self.make, self.publish, self.warm, self.reset = cloud, make, publish, warm, reset
 
 
-def sources(tmp: Path) -> tuple[list[Source], list[FakeServer]]:
+def sources(tmp: Path, vast_intervals: tuple[float, ...] = ()) -> tuple[list[Source], list[FakeServer]]:
+    """Every notice source; ``vast_intervals`` adds a Vast source per poll interval (``vast@1s``)."""
     imds, gce, azure, vast = FakeImds().start(), FakeGce().start(), FakeAzure().start(), FakeVast().start()
     notice_file = tmp / "notice.json"
 
@@ -92,7 +93,10 @@ def sources(tmp: Path) -> tuple[list[Source], list[FakeServer]]:
                published(vast, lambda: vast.outbid("1")), lambda: bool(vast.requests), reset_vast),
         Source("local", lambda: LocalWatcher(notice_file), write_notice, lambda: True,
                lambda: notice_file.unlink(missing_ok=True)),
-    ], [imds, gce, azure, vast]
+    ] + [Source(f"vast@{every:g}s", lambda every=every: VastWatcher("1", api_key=vast.api_key, url=vast.url,
+                                                                    interval=every),
+                published(vast, lambda: vast.outbid("1")), lambda: bool(vast.requests), reset_vast)
+         for every in vast_intervals], [imds, gce, azure, vast]
 
 
 def trial(src: Source, rng: random.Random) -> float:
@@ -137,6 +141,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--clouds", default="aws,gcp,azure,vast,local")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vast-intervals", default="", help="also measure Vast at these poll intervals, e.g. 1,2 "
+                    "(reported as vast@1s)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     signal.signal(signal.SIGUSR1, lambda *_: RECEIVED.append(time.time()))
@@ -144,7 +150,9 @@ def main() -> int:
     wanted = args.clouds.split(",")
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        srcs, fakes = sources(Path(tmp))
+        every = tuple(float(v) for v in args.vast_intervals.split(",") if v)
+        srcs, fakes = sources(Path(tmp), every)
+        wanted += [f"vast@{v:g}s" for v in every]
         try:
             for src in (s for s in srcs if s.cloud in wanted):
                 interval = src.make().interval
@@ -153,7 +161,7 @@ def main() -> int:
                                       "trials": len(values), **summarise(values),
                                       "samples_s": [round(v, 6) for v in values]}
                 row = results[src.cloud]
-                print(f"{src.cloud:6} interval {str(row['poll_interval_s']):9} median {row['median_s'] * 1000:7.1f} ms"
+                print(f"{src.cloud:8} interval {str(row['poll_interval_s']):9} median {row['median_s'] * 1000:7.1f} ms"
                       f"   p95 {row['p95_s'] * 1000:7.1f} ms   max {row['max_s'] * 1000:7.1f} ms", flush=True)
         finally:
             for fake in fakes:

@@ -192,6 +192,7 @@ class Instance(Frozen):
     price_per_hour: float
     launched_at: float
     ended_at: float | None = None
+    reason: str = ""             # why it stopped or ended, where the provider says (Vast: "outbid")
     tags: dict[str, str] = Field(default_factory=dict)
 
 

@@ -39,7 +39,7 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         if store is not None and not damaged:
             _quiet(damaged, lambda: sync(store, obs,
                                          prices=on_demand_prices([store.latest_plan(name, applied_only=True)])))
-        targets = obs.instances
+        targets = obs.instances + obs.stopped     # stopped ones (Vast outbid) still bill storage
         if targets:
             confirm(f"Terminate {len(targets)} instance(s) of fleet {name!r}?", yes=yes, as_json=as_json)
         done: list[str] = []
@@ -55,13 +55,13 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
             _quiet(damaged, lambda: _close_launches(store, name))
             _quiet(damaged, lambda: sync(store, left))
         left.errors.update(refused)
-        if store is not None and not left.instances and not left.errors:
+        if store is not None and not left.instances and not left.stopped and not left.errors:
             _quiet(damaged, lambda: store.set_status(name, FleetStatus.DOWN))
     cost = None
     if store is not None and not damaged:
         cost = _quiet(damaged, lambda: summarize(store.instances(name), left.clock))
     if as_json:
-        app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances],
+        app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances + left.stopped],
                        "provider_errors": left.errors, "cost": cost.to_dict() if cost else None,
                        "record_damaged": damaged[0] if damaged else None})
     elif not targets:
@@ -70,8 +70,9 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
     else:
         app.console.print(f"terminated {len(done)} instance(s) of fleet {name}"
                           + (f"; cost so far {money(cost.cost_so_far)}" if cost else ""))
-    if left.instances or left.errors:
+    if left.instances or left.stopped or left.errors:
         problems = [f"{len(left.instances)} instance(s) still running"] if left.instances else []
+        problems += [f"{len(left.stopped)} stopped instance(s) still billing storage"] if left.stopped else []
         problems += [f"{p}: {e}" for p, e in left.errors.items()]
         raise FleetError(f"fleet {name} is not fully down ({'; '.join(problems)}); run `fleet down {name}` again")
     if damaged:

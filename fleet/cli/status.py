@@ -86,6 +86,7 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
         "running": sum(running.values()), "planned": sum(desired.values()) if view.plan else None,
         "cost": cost.to_dict(), "pools": pools,
         "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices) for i in instances],
+        "stopped": [_stopped(i, view.clock(i.pool.provider)) for i in sorted(view.obs.stopped, key=lambda i: i.id)],
         "reconciled": view.synced,
         "busy": "" if view.synced else _holder(store, name),
         "discovered": len(view.result.discovered) if view.result else 0,
@@ -106,8 +107,19 @@ def _instance(i: Instance, now: float, noticed: bool) -> dict[str, Any]:
             "launched_at": i.launched_at, "age_seconds": max(0.0, now - i.launched_at), "notice": noticed}
 
 
+<<<<<<< HEAD
 def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary) -> str:
     """The one-line summary; ``planned`` is None when no applied plan is recorded (then it says why)."""
+=======
+def _stopped(i: Instance, now: float) -> dict[str, Any]:
+    """A paused instance that still bills (Vast outbid): its price is what it bills now (storage)."""
+    since = i.ended_at if i.ended_at is not None else now
+    return {"id": i.id, "pool": i.pool.id, "reason": i.reason or i.state.value, "since": since,
+            "stopped_seconds": max(0.0, now - since), "storage_per_hour": i.price_per_hour}
+
+
+def headline(name: str, status: str, running: int, planned: int, cost: CostSummary) -> str:
+>>>>>>> issue-10
     saved = (f", saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs on-demand"
              if cost.savings is not None and cost.savings_fraction is not None else "")
     counts = f"{running} of {planned} planned instances running" if planned is not None else \
@@ -134,6 +146,10 @@ def render(data: dict[str, Any], view: FleetView, limit: int) -> Group:
                      "the record was not updated[/]")
     for provider, error in data["provider_errors"].items():
         parts.append(f"[yellow]{provider}: could not list instances: {error}[/]")
+    for held in data["stopped"]:
+        parts.append(f"[yellow]{held['id']} {held['reason']} {duration(held['stopped_seconds'])} ago "
+                     f"({short_pool(held['pool'])}): stopped, still billing storage "
+                     f"{money(held['storage_per_hour'], True)}; re-bid it or `fleet down` ends it[/]")
     for ended in data["ended"]:
         parts.append(f"[yellow]{ended['id']} {ended['reason']}[/] since the last look")
     pools = Table(title="pools", title_justify="left")

@@ -71,7 +71,11 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
         crashpoints.reached("fleet-saved")
 
         def replan(now_running: Mapping[str, int], blocked: Collection[str]) -> Plan:
-            return make_plan(spec, offers, current=now_running, blocked=blocked)
+            # capacity hints were read before this run launched: what it launched since is taken
+            left = [o if o.capacity_hint is None else o.model_copy(update={"capacity_hint": max(
+                0, o.capacity_hint - max(0, now_running.get(o.pool.id, 0) - current.get(o.pool.id, 0)))})
+                for o in offers]
+            return make_plan(spec, left, current=now_running, blocked=blocked)
 
         node = NodeConfig(**{**spec.node.model_dump(), "env": node_env}, checkpoint_uri=checkpoint_uri(spec, providers))
         with _ProgressView(app, enabled=not as_json) as view:

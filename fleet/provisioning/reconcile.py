@@ -2,8 +2,9 @@
 
 ``observe`` asks every provider for the fleet's instances (by tag) and its clock;
 ``sync`` brings the store in line: instances found by tag but not recorded are added
-(``discovered``), recorded instances a provider no longer reports are ended (spot:
-``preempted``, on-demand: ``lost``) at the deadline of their interruption notice where the
+(``discovered``), recorded instances a provider no longer reports as alive are ended (spot:
+``preempted``, on-demand: ``lost``; a stopped one, such as an outbid Vast instance, carries the
+provider's reason and time) at the deadline of their interruption notice where the
 node agent recorded one, else at the observation time (an upper bound: the bill never
 comes out lower than the provider's). A provider whose listing failed is left alone:
 its instances are neither added nor ended.
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from fleet.errors import ProviderError
-from fleet.model import TAG_FLEET, Instance, Market, Plan
+from fleet.model import TAG_FLEET, Instance, InstanceState, Market, Plan
 from fleet.state import EventKind, InstanceRecord, StateStore
 from providers.base import Provider
 
@@ -27,6 +28,7 @@ class Observation:
 
     fleet: str
     instances: list[Instance] = field(default_factory=list)   # alive, carrying this fleet's tag
+    stopped: list[Instance] = field(default_factory=list)     # paused but still billing (Vast outbid)
     now: dict[str, float] = field(default_factory=dict)       # provider -> its clock at the look
     errors: dict[str, str] = field(default_factory=dict)      # provider -> why listing failed
 
@@ -80,6 +82,7 @@ def observe(providers: Mapping[str, Provider], fleet: str) -> Observation:
             obs.now[name] = now
             # defence in depth: a provider must only return tagged instances, but never trust it
             obs.instances.extend(i for i in found if i.tags.get(TAG_FLEET) == fleet and i.state.alive)
+            obs.stopped.extend(i for i in found if i.tags.get(TAG_FLEET) == fleet and i.state is InstanceState.STOPPED)
     return obs
 
 
@@ -113,16 +116,21 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
     ended: dict[str, tuple[float, str]] = {}
     vanished = [rec for rid, rec in recorded.items() if rid not in seen and obs.listed(rec.provider)]
     deadlines = _notice_deadlines(store, fleet) if vanished else {}
+    stopped = {i.id: i for i in obs.stopped}
     for rec in vanished:
         reason = EventKind.PREEMPTED if rec.market == Market.SPOT.value else EventKind.LOST
         seen_gone = obs.clock(rec.provider)
         deadline = deadlines.get(rec.id)
+        if rec.id in stopped and stopped[rec.id].ended_at is not None:   # the provider dated the stop
+            deadline = stopped[rec.id].ended_at
         at = deadline if deadline is not None and rec.launched_at <= deadline <= seen_gone else seen_gone
         ended[rec.id] = (at, reason)
         result.ended.append((rec, reason))
     if ended:
         store.end_instances(fleet, ended)
-        store.record_events((fleet, reason, rid, recorded[rid].pool, None, ts) for rid, (ts, reason) in ended.items())
+        store.record_events((fleet, reason, rid, recorded[rid].pool,
+                             {"reason": stopped[rid].reason} if rid in stopped and stopped[rid].reason else None, ts)
+                            for rid, (ts, reason) in ended.items())
     return result
 
 

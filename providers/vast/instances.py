@@ -1,0 +1,93 @@
+"""Vast instance rows as spotfleet instances, and the label that makes them ours (pure).
+
+Vast has no tags, only a free-text ``label``. Ours is
+``spotfleet|<fleet>|<pool id>|<plan id>|<token>|<count>``: the fleet and pool (discovery),
+the plan, and the launch token with its count (idempotency: list by label before creating).
+Extra tags travel as JSON in the instance variable ``SPOTFLEET_TAGS`` and come back in the
+row's ``extra_env``; no other variable of a row is ever read (some hold credentials).
+
+States: ``actual_status == "running"`` -> running; ``cur_state == intended_status ==
+next_state == "stopped"`` -> stopped, reason ``outbid`` for a bid (``stopped`` otherwise), its
+price the storage it still bills; anything else alive -> pending.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, Instance, InstanceState, PoolKey
+from providers.vast.offers import accelerator, storage_per_hour
+
+LABEL_PREFIX = "spotfleet"
+TAGS_ENV = "SPOTFLEET_TAGS"
+_SEP = "|"
+
+
+@dataclass(frozen=True)
+class Label:
+    fleet: str
+    pool: str
+    plan: str
+    token: str
+    count: int
+
+    def render(self) -> str:
+        return _SEP.join((LABEL_PREFIX, self.fleet, self.pool, self.plan, self.token, str(self.count)))
+
+    @classmethod
+    def parse(cls, text: Any) -> "Label | None":
+        """The label's parts, None for a label spotfleet did not write."""
+        parts = str(text or "").split(_SEP)
+        if len(parts) != 6 or parts[0] != LABEL_PREFIX or not parts[1] or not parts[4]:
+            return None
+        try:
+            PoolKey.from_id(parts[2])
+            return cls(parts[1], parts[2], parts[3], parts[4], int(parts[5]))
+        except (ValueError, TypeError):
+            return None
+
+
+def extra_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The tags a label cannot carry (everything but fleet, pool and plan)."""
+    return {k: v for k, v in sorted(tags.items()) if k not in (TAG_FLEET, TAG_POOL, TAG_PLAN)}
+
+
+def _row_tags(row: Mapping[str, Any]) -> dict[str, str]:
+    env = row.get("extra_env") or []
+    pairs = env.items() if isinstance(env, dict) else (p for p in env if isinstance(p, (list, tuple)) and len(p) == 2)
+    for name, value in pairs:
+        if name == TAGS_ENV:
+            try:
+                data = json.loads(value)
+            except (TypeError, ValueError):
+                return {}
+            return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    return {}
+
+
+def is_outbid(row: Mapping[str, Any]) -> bool:
+    return row.get("cur_state") == row.get("intended_status") == row.get("next_state") == "stopped"
+
+
+def to_instance(row: Mapping[str, Any], label: Label, now: float, stopped_since: float | None = None) -> Instance:
+    """One listed row of ours as an Instance (see the module doc for states and prices)."""
+    pool = PoolKey.from_id(label.pool)
+    gpus = int(row.get("num_gpus") or 1)
+    acc = accelerator(str(row.get("gpu_name", "")), float(row.get("gpu_ram") or 0)) or "unknown"
+    reason = ""
+    if is_outbid(row):
+        state = InstanceState.STOPPED
+        reason = "outbid" if row.get("is_bid") else "stopped"
+        price = storage_per_hour(float(row.get("storage_cost") or 0), float(row.get("disk_space") or 0))
+    else:
+        state = InstanceState.RUNNING if row.get("actual_status") == "running" else InstanceState.PENDING
+        price = float(row.get("dph_total") or 0)
+    tags = {**_row_tags(row), TAG_FLEET: label.fleet, TAG_POOL: label.pool}
+    if label.plan:
+        tags[TAG_PLAN] = label.plan
+    return Instance(id=str(row["id"]), fleet=label.fleet, pool=pool, state=state, accelerator=acc, gpus=gpus,
+                    price_per_hour=round(price, 6), launched_at=float(row.get("start_date") or now),
+                    ended_at=(stopped_since if stopped_since is not None else now) if reason else None,
+                    reason=reason, tags=tags)

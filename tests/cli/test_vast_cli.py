@@ -1,0 +1,187 @@
+"""``fleet up / status / down`` as subprocesses against the fake Vast server (backend: cloud).
+
+The fake (tests/fakes/vast_server.py) runs on a thread of the test process; the ``fleet``
+command reaches it through ``SPOTFLEET_VAST_URL`` with the fake's key in ``VAST_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
+from vast_server import API_KEY, VastServer  # noqa: E402
+
+from fleet.state import LaunchStatus, open_store  # noqa: E402
+
+FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
+
+#: Eight one-GPU H100 machines and one someone else already rents.
+ASKS = [{"id": 3000 + n, "machine_id": 800 + n, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559,
+         "dph_base": 2.0 + 0.05 * n, "min_bid": 1.0 + 0.02 * n, "reliability2": 0.99,
+         "geolocation": ["Texas, US", "Quebec, CA", "Oregon, US", "Bavaria, DE"][n % 4]} for n in range(8)]
+
+SPEC = """
+name: vf
+backend: cloud
+capacity:
+  gpus: 4
+  accelerators: [H100]
+  gpus_per_node: {min: 1, max: 1}
+providers:
+  vast: {min_reliability: 0.9}
+diversification:
+  max_pool_share: 0.5
+"""
+
+
+class VastWorld:
+    def __init__(self, root: Path, server: VastServer):
+        self.root, self.server = root, server
+        self.home = root / "home"
+        self.spec = root / "vf.yaml"
+        self.spec.write_text(SPEC)
+        self.control("reset", {"asks": ASKS})
+        self.foreign = self.control("foreign", {"ask": 3007, "count": 1, "label": "someone-else"})["ids"]
+
+    def control(self, path: str, body: dict | None = None) -> dict:
+        url = f"{self.server.url}/_control/{path}"
+        resp = httpx.post(url, json=body) if body is not None else httpx.get(url)
+        resp.raise_for_status()
+        return resp.json()
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "VAST_"))}
+        env.update({"SPOTFLEET_HOME": str(self.home), "HOME": str(self.root), "COLUMNS": "200", "NO_COLOR": "1",
+                    "SPOTFLEET_VAST_URL": self.server.url, "VAST_API_KEY": API_KEY, **extra})
+        return env
+
+    def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([FLEET_BIN, *args], env=self.env(**extra), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=180)
+
+    def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> dict:
+        proc = self.fleet(*args, "--json")
+        assert proc.returncode in ok, f"fleet {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return json.loads(proc.stdout)
+
+    def instances(self) -> list[dict]:
+        return self.control("instances")["instances"]
+
+    def ours(self, *, live: bool = True) -> list[dict]:
+        return [i for i in self.instances() if str(i["label"] or "").startswith("spotfleet|vf|")
+                and (not live or not i["destroyed"])]
+
+    def foreign_alive(self) -> bool:
+        return all(not i["destroyed"] for i in self.instances() if i["id"] in self.foreign)
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = VastServer(port=0).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def world(tmp_path: Path, server: VastServer) -> VastWorld:
+    return VastWorld(tmp_path, server)
+
+
+def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: VastWorld):
+    report = world.fleet_json("up", str(world.spec), "--yes")
+    assert report["ok"] and sum(report["desired"].values()) == 4
+    ours = world.ours()
+    assert len(ours) == 4 and all(i["is_bid"] for i in ours)
+    assert {i["label"].split("|")[2] for i in ours} == set(report["desired"])      # one machine per pool
+    again = world.fleet_json("up", str(world.spec), "--yes")
+    assert again["ok"] and again["launched"] == [] and again["terminated"] == []
+    assert len(world.ours(live=False)) == 4                                        # nothing created twice
+    status = world.fleet_json("status", "vf")
+    assert status["running"] == 4 and status["planned"] == 4 and status["stopped"] == []
+    down = world.fleet_json("down", "vf", "--yes")
+    assert sorted(down["terminated"]) == sorted(str(i["id"]) for i in ours) and down["remaining"] == []
+    assert world.ours() == [] and world.foreign_alive()
+
+
+@pytest.mark.parametrize("point", ["launch-recorded", "launch-sent:2", "instances-recorded:3"])
+def test_killed_mid_up_a_rerun_converges_without_duplicates(world: VastWorld, point: str):
+    crashed = world.fleet("up", str(world.spec), "--yes", SPOTFLEET_TEST_CRASH_AT=point)
+    assert crashed.returncode == 137, crashed.stderr
+    rerun = world.fleet_json("up", str(world.spec), "--yes")
+    assert rerun["ok"], rerun
+    assert len(world.ours()) == 4 and len(world.ours(live=False)) == 4
+    store = open_store(str(world.home / "state.db"), create=False)
+    try:
+        assert {r.id for r in store.instances("vf", alive_only=True)} == {str(i["id"]) for i in world.ours()}
+        assert store.launches("vf", status=LaunchStatus.REQUESTED) == []
+    finally:
+        store.close()
+    assert world.foreign_alive()
+
+
+def test_a_refused_bid_is_destroyed_at_once_and_the_pool_replaced(world: VastWorld):
+    cheapest = ASKS[0]["id"]
+    world.control("faults", {"target": f"ask:{cheapest}", "kind": "failed-bid", "count": 1})
+    report = world.fleet_json("up", str(world.spec), "--yes")
+    assert report["ok"] and len(world.ours()) == 4
+    refused = [i for i in world.ours(live=False) if i["ask"] == cheapest and i["destroyed"]]
+    assert len(refused) == 1 and refused[0]["cur_state"] == "stopped"        # the stopped leftover is gone
+    assert any(f["error_kind"] == "capacity" and "refused" in f["error_message"] for f in report["failures"])
+
+
+def test_outbid_is_shown_with_its_storage_cost_and_down_destroys_it(world: VastWorld):
+    world.fleet_json("up", str(world.spec), "--yes")
+    victim = world.ours()[0]["id"]
+    world.control("outbid", {"ids": [victim]})
+    status = world.fleet_json("status", "vf")
+    assert status["running"] == 3
+    [held] = status["stopped"]
+    assert held["id"] == str(victim) and held["reason"] == "outbid" and held["storage_per_hour"] > 0
+    assert any(e["id"] == str(victim) for e in status["ended"])                 # counted as an interruption
+    text = world.fleet("status", "vf")
+    assert text.returncode == 0 and f"{victim} outbid" in text.stdout and "still billing storage" in text.stdout
+    down = world.fleet_json("down", "vf", "--yes")
+    assert str(victim) in down["terminated"] and world.ours() == [] and world.foreign_alive()
+
+
+def test_the_api_key_appears_in_no_output_and_not_in_the_state_store(world: VastWorld):
+    outputs = [world.fleet("up", str(world.spec), "--yes", "--json"), world.fleet("status", "vf", "--json"),
+               world.fleet("status", "vf"), world.fleet("down", "vf", "--yes", "--json")]
+    assert all(p.returncode == 0 for p in outputs), [p.stderr for p in outputs]
+    for proc in outputs:
+        assert API_KEY not in proc.stdout and API_KEY not in proc.stderr
+    for path in world.home.rglob("*"):
+        if path.is_file():
+            assert API_KEY.encode() not in path.read_bytes(), path
+
+
+def test_fleet_check_vast_reports_the_key(world: VastWorld):
+    ok = world.fleet_json("check", "vast")
+    assert ok[0]["ok"] and ok[0]["can_price"] and ok[0]["can_launch"]
+    bad = world.fleet("check", "vast", "--json", VAST_API_KEY="wrong-key")
+    assert bad.returncode == 1
+    [res] = json.loads(bad.stdout)
+    assert not res["ok"] and res["can_launch"] is False and "VAST_API_KEY" in res["fix"]
+    assert "wrong-key" not in bad.stdout
+    env = world.env()
+    del env["VAST_API_KEY"]
+    keyless = subprocess.run([FLEET_BIN, "check", "vast"], env=env, capture_output=True, text=True, timeout=120)
+    assert keyless.returncode == 1 and "no API key" in keyless.stdout and "fix: set $VAST_API_KEY" in keyless.stdout
+    assert "Traceback" not in keyless.stderr
+
+
+def test_plan_reads_live_offers_and_falls_back_to_the_snapshot(world: VastWorld):
+    live = world.fleet_json("plan", str(world.spec))
+    pools = [a["offer"]["pool"] for a in live["allocations"]]
+    assert live["feasible"] and all(p["instance_type"].endswith(tuple(f"-m{800 + n}" for n in range(8))) for p in pools)
+    world.control("faults", {"target": "search", "kind": "server-error", "count": 1000})
+    fallback = world.fleet("plan", str(world.spec))
+    assert fallback.returncode in (0, 3) and "snapshot" in fallback.stdout + fallback.stderr
+    world.control("reset", {"asks": ASKS})
