@@ -107,10 +107,6 @@ def _instance(i: Instance, now: float, noticed: bool) -> dict[str, Any]:
             "launched_at": i.launched_at, "age_seconds": max(0.0, now - i.launched_at), "notice": noticed}
 
 
-<<<<<<< HEAD
-def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary) -> str:
-    """The one-line summary; ``planned`` is None when no applied plan is recorded (then it says why)."""
-=======
 def _stopped(i: Instance, now: float) -> dict[str, Any]:
     """A paused instance that still bills (Vast outbid): its price is what it bills now (storage)."""
     since = i.ended_at if i.ended_at is not None else now
@@ -118,8 +114,8 @@ def _stopped(i: Instance, now: float) -> dict[str, Any]:
             "stopped_seconds": max(0.0, now - since), "storage_per_hour": i.price_per_hour}
 
 
-def headline(name: str, status: str, running: int, planned: int, cost: CostSummary) -> str:
->>>>>>> issue-10
+def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary) -> str:
+    """The one-line summary; ``planned`` is None when no applied plan is recorded (then it says why)."""
     saved = (f", saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs on-demand"
              if cost.savings is not None and cost.savings_fraction is not None else "")
     counts = f"{running} of {planned} planned instances running" if planned is not None else \
