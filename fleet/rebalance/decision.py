@@ -25,7 +25,7 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 6. **Return to spot with hysteresis**: on-demand nodes beyond the baseline that ran at least
    ``min_fallback_age_seconds`` are moved back to spot, at most ``max_moves_per_pass`` per pass,
    only when the fleet is otherwise at target, the move saves at least ``min_saving`` of their
-   price, and ``return_cooldown_seconds`` passed since the last return. The spot replacements
+   price (spot counted at the planner's true cost, interruptions included), and ``return_cooldown_seconds`` passed since the last return. The spot replacements
    launch first; each termination names them in ``Terminate.after``.
 7. **Keep the baseline, never exceed the budget**: on-demand is never terminated below
    ``on_demand_gpus``; launches are dropped (dearest per weighted GPU first) until the alive
@@ -306,7 +306,7 @@ def _return_to_spot(ctx: _Context, ours: Sequence[ObservedInstance], healthy: li
         saved = _spot_moves(ctx, current, have - ctx.weighted(move), od_have - ctx.weighted(move))
         if saved is None:
             continue
-        cost_new = sum(ctx.offer[p].price_per_hour * n for p, n in saved.items())
+        saved, cost_new = saved
         cost_old = sum(i.price_per_hour for i in move)
         if cost_old <= 0 or 1 - cost_new / cost_old < policy.min_saving - EPS:
             continue
@@ -319,8 +319,9 @@ def _return_to_spot(ctx: _Context, ours: Sequence[ObservedInstance], healthy: li
 
 
 def _spot_moves(ctx: _Context, current: Mapping[str, int], have: float, od_have: float
-                ) -> dict[str, int] | None:
-    """Spot launches that cover the target without new on-demand, or ``None`` if spot cannot."""
+                ) -> tuple[dict[str, int], float] | None:
+    """Spot launches that cover the target without new on-demand and their expected true cost
+    per hour (price plus the work interruptions lose, as the planner counts it), or ``None``."""
     offers = []
     for o in ctx.plannable:
         if o.market is Market.ON_DEMAND:
@@ -335,4 +336,7 @@ def _spot_moves(ctx: _Context, current: Mapping[str, int], have: float, od_have:
     if any(not ctx.spot(pool) for pool in adds):
         return None
     adds = _trim_excess(ctx, adds, have, od_have)
-    return adds if have + ctx.add_weight(adds) >= ctx.target - EPS else None
+    if have + ctx.add_weight(adds) < ctx.target - EPS:
+        return None
+    each = {a.offer.pool.id: a.true_cost_per_hour / a.count for a in p.allocations if a.count}
+    return adds, sum(each[pool] * n for pool, n in adds.items())
