@@ -47,10 +47,13 @@ def _exit_code(err: FleetError) -> int:
 @click.option("--home", type=click.Path(path_type=Path), envvar="SPOTFLEET_HOME",
               help="State directory (default ~/.spotfleet, or $SPOTFLEET_HOME).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--state", "state", default=None, metavar="URL",
+              help="State store: a file, sqlite:///path or postgresql://user@host/db (default $SPOTFLEET_STATE, "
+                   "else <home>/state.db).")
 @click.pass_context
-def cli(ctx: click.Context, home: Path | None, debug: bool) -> None:
+def cli(ctx: click.Context, home: Path | None, debug: bool, state: str | None) -> None:
     """Plan, provision and keep alive diversified spot GPU fleets."""
-    app = App(debug=debug)
+    app = App(debug=debug, state=state)
     if home is not None:
         app.home = home
     ctx.obj = app

@@ -7,7 +7,6 @@ why is printed), 1 for other errors, 2 for a bad spec.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Collection, Mapping
 
 import click
@@ -16,7 +15,7 @@ from rich.table import Table
 
 from fleet import crashpoints
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, short_pool, store_of
+from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, short_pool, store_exists, store_of
 from fleet.cli.plan import offers_for_spec, totals_lines
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
@@ -84,7 +83,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
 
 def _blocks_if_any(app: App, providers: Mapping[str, Provider]) -> list[str]:
     """Blocked pools from the store, without creating one (a dry run writes nothing)."""
-    if not Path(app.state_url).exists():
+    if not store_exists(app):
         return []
     store = store_of(app)
     try:

@@ -6,7 +6,8 @@ The caller holds the fleet's lock (``fleet rebalance`` does). Contract of :func:
   (``fleet.rebalance.inputs``); with ``dry_run`` it writes nothing and returns the decision;
 * launches go through ``fleet.provisioning.executor.apply`` with a plan that holds every alive
   instance plus the launches, so the executor's tokens make a rerun after ``kill -9``
-  converge without duplicates; a capacity failure is blocked by the executor and the
+  converge without duplicates (a pass with nothing to launch still lets the executor settle
+  launches a killed run left unfinished); a capacity failure is blocked by the executor and the
   shortfall re-decided within the pass (the failing pool then sits in the back-off);
 * bid raises go to the provider's ``raise_bid(instance_id, bid)`` where it has one (else the
   action is recorded as not supported); terminations come last, through
@@ -29,7 +30,7 @@ from fleet.provisioning.reconcile import Observation, observe, sync
 from fleet.rebalance.inputs import EVENT_KIND, gather
 from fleet.rebalance.types import Action, Decision, Launch, PoolEvent, RaiseBid, Terminate
 from fleet.spec import FleetSpec
-from fleet.state import FleetStatus, StateStore
+from fleet.state import FleetStatus, LaunchStatus, StateStore
 from providers.base import Provider
 
 
@@ -92,7 +93,8 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
     crashpoints.reached("rebalance-decided")
     launches = decision.launches
     apply_report = None
-    if launches:
+    # unfinished launches of a run killed mid-pass are replayed or abandoned by the executor
+    if launches or store.launches(spec.name, status=LaunchStatus.REQUESTED):
         def replan(_current: Mapping[str, int], blocked: Collection[str]) -> Plan:
             again = observe(providers, spec.name)
             events = [PoolEvent(b, "no-capacity", inputs.now) for b in blocked if b.count("/") == 4]
