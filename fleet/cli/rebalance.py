@@ -81,9 +81,9 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
     if metrics_port is not None:
         from fleet.rebalance.metrics import Metrics
 
-        metrics = Metrics(name)
+        metrics = Metrics(name, stale_after=max(60.0, 3 * interval))
         port = metrics.serve(metrics_port)
-        app.err.print(f"metrics on http://0.0.0.0:{port}/metrics, health on /healthz")
+        app.err.print(f"metrics on port {port}: /metrics, health on /healthz")
     done = 0
     while not stop.is_set():
         started = time.time()

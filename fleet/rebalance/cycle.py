@@ -30,7 +30,7 @@ from fleet.provisioning.reconcile import Observation, observe, sync
 from fleet.rebalance.inputs import EVENT_KIND, gather
 from fleet.rebalance.types import Action, Decision, Launch, PoolEvent, RaiseBid, Terminate
 from fleet.spec import FleetSpec
-from fleet.state import FleetStatus, LaunchStatus, StateStore
+from fleet.state import EventKind, FleetStatus, LaunchStatus, StateStore
 from providers.base import Provider
 
 
@@ -53,6 +53,11 @@ class PassReport:
     dry_run: bool
     results: list[ActionResult] = field(default_factory=list)
     running_weighted_gpus: float = 0.0
+    running: dict[tuple[str, str], float] = field(default_factory=dict)   # (provider, market) -> weighted GPUs
+    price_per_hour: float = 0.0
+    interruptions: int = 0                                                 # spot losses this pass recorded
+    baseline_weighted_gpus: float = 0.0
+    critical_weighted_gpus: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -66,7 +71,9 @@ class PassReport:
     def to_dict(self) -> dict[str, object]:
         return {"fleet": self.fleet, "dry_run": self.dry_run, "decision": self.decision.to_dict(),
                 "results": [r.to_dict() for r in self.results], "at_target": self.at_target,
-                "running_weighted_gpus": self.running_weighted_gpus, "notes": self.notes}
+                "running_weighted_gpus": self.running_weighted_gpus, "price_per_hour": self.price_per_hour,
+                "running": [{"provider": p, "market": m, "weighted_gpus": w} for (p, m), w in sorted(self.running.items())],
+                "interruptions": self.interruptions, "notes": self.notes}
 
 
 def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, Provider],
@@ -75,9 +82,10 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
     from fleet.rebalance.decision import decide
 
     obs = observe(providers, spec.name)
+    lost = 0
     if not dry_run:
         assert store is not None
-        sync(store, obs)
+        lost = sum(1 for _rec, reason in sync(store, obs).ended if reason == EventKind.PREEMPTED)
     inputs = gather(obs, store, providers)
 
     def decide_now(o: Observation, extra: Collection[PoolEvent] = ()) -> Decision:
@@ -86,8 +94,10 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
                       bidding=i.bidding)
 
     decision = decide_now(obs)
-    report = PassReport(fleet=spec.name, decision=decision, dry_run=dry_run,
-                        running_weighted_gpus=decision.healthy_weighted_gpus)
+    report = PassReport(fleet=spec.name, decision=decision, dry_run=dry_run, interruptions=lost,
+                        baseline_weighted_gpus=float(spec.capacity.on_demand_gpus),
+                        critical_weighted_gpus=spec.critical_gpus)
+    _running(spec, obs, report)
     if dry_run or store is None:
         return report
     crashpoints.reached("rebalance-decided")
@@ -117,13 +127,23 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
     _record(store, spec.name, report.results, inputs.now)
     final = observe(providers, spec.name)
     sync(store, final)
-    report.running_weighted_gpus = sum(spec.weight(i.accelerator) * i.gpus for i in final.instances)
+    _running(spec, final, report)
     if report.results:
         done = plan_of(spec, decision, final, with_launches=False)
         store.save_plan(done)
         store.mark_plan_applied(spec.name, done.id)
     store.set_status(spec.name, FleetStatus.UP if report.at_target else FleetStatus.SHORT)
     return report
+
+
+def _running(spec: FleetSpec, obs: Observation, report: PassReport) -> None:
+    """What runs now, per provider and market, and its price, into ``report``."""
+    report.running = {}
+    for i in obs.instances:
+        key = (i.pool.provider, i.pool.market.value)
+        report.running[key] = report.running.get(key, 0.0) + spec.weight(i.accelerator) * i.gpus
+    report.running_weighted_gpus = sum(report.running.values())
+    report.price_per_hour = sum(i.price_per_hour for i in obs.instances)
 
 
 def plan_of(spec: FleetSpec, decision: Decision, obs: Observation, *, with_launches: bool = True) -> Plan:
