@@ -22,9 +22,6 @@ saves ``benchmarks/results/rebalance.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -206,13 +203,6 @@ def main() -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    figures = main()
-    width = max(map(len, figures))
-    for key, value in figures.items():
-        print(f"{key:<{width}}  {value:.3f}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                                   "cores": os.cpu_count(),
-                                   "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                   "figures": figures}, indent=2) + "\n")
-    print(f"saved {RESULTS}")
+    from figures import print_and_save
+
+    print_and_save(main(), RESULTS)
