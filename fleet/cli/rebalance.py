@@ -5,7 +5,7 @@ A pass takes the fleet's lock, observes the providers and the store, decides
 line per action. Exit status of a single pass: 0 when the fleet ends at target (or there
 was nothing to do), 3 when it ends short (spot short beyond the critical level, budget),
 75 when another command holds the fleet (cron simply tries again next time), 1 for other
-errors. ``--every 5m`` loops as a service (a busy fleet skips that pass); ``--metrics-port``
+errors. A fleet taken down with ``fleet down`` is left down. ``--every 5m`` loops as a service (a busy fleet skips that pass); ``--metrics-port``
 then serves Prometheus metrics and ``/healthz``.
 """
 
@@ -23,6 +23,7 @@ from fleet.cli.lifecycle import EXIT_SHORT, providers_of, short_pool, spec_of, s
 from fleet.cli.local_cmd import parse_duration
 from fleet.errors import FleetError, FleetLockedError
 from fleet.rebalance.cycle import PassReport, run_pass
+from fleet.state import FleetStatus
 
 
 @click.command("rebalance")
@@ -43,6 +44,9 @@ def command(app: App, name: str, every: str | None, passes: int, dry_run: bool, 
         raise FleetError("--metrics-port needs --every: metrics are served by the looping rebalancer")
     if every is None:
         report = _one_pass(app, name, dry_run)
+        if report is None:
+            _say_down(app, name, as_json)
+            return
         _show(app, report, as_json)
         if not report.dry_run and not report.at_target:
             raise SystemExit(EXIT_SHORT)
@@ -53,12 +57,15 @@ def command(app: App, name: str, every: str | None, passes: int, dry_run: bool, 
     _loop(app, name, interval, passes, dry_run, metrics_port, as_json)
 
 
-def _one_pass(app: App, name: str, dry_run: bool) -> PassReport:
+def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
+    """One pass; ``None`` when the fleet was taken down (a rebalancer never brings it back)."""
     from fleet.cli.plan import offers_for_spec
 
     store = store_of(app)
     try:
         record = store.get_fleet(name)
+        if record.status == FleetStatus.DOWN:
+            return None
         spec = spec_of(record)
         if spec is None:
             raise FleetError(f"fleet {name!r} has no recorded spec; run `fleet repair {name} --spec SPEC`")
@@ -89,8 +96,11 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
         started = time.time()
         try:
             report = _one_pass(app, name, dry_run)
-            _show(app, report, as_json)
-            if metrics is not None:
+            if report is None:
+                _say_down(app, name, as_json)
+            else:
+                _show(app, report, as_json)
+            if metrics is not None and report is not None:
                 metrics.observe(report, started)
         except FleetLockedError as err:
             app.warn(f"skipping this pass: {err}")
@@ -106,6 +116,13 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
         stop.wait(max(0.0, interval - (time.time() - started)))
     if metrics is not None:
         metrics.close()
+
+
+def _say_down(app: App, name: str, as_json: bool) -> None:
+    if as_json:
+        app.emit_json({"fleet": name, "down": True, "results": []})
+    else:
+        app.console.print(f"fleet {name} is down: nothing to do (`fleet up SPEC` brings it back)")
 
 
 def _show(app: App, report: PassReport, as_json: bool) -> None:

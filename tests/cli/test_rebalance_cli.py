@@ -157,3 +157,11 @@ def test_a_rebalance_recommendation_is_replaced_before_the_node_dies(world: Worl
     assert [(r["kind"], r["instance"], r["reason"], r["done"]) for r in second["results"]] == [
         ("terminate", warned.id, "replaced-early", True)]
     assert sum(world.alive("chaos").values()) == NODES
+
+
+def test_a_fleet_taken_down_stays_down(world: World):
+    up(world)
+    assert world.fleet("down", "chaos", "--yes").returncode == 0
+    proc = world.fleet("rebalance", "chaos")
+    assert proc.returncode == 0 and "is down: nothing to do" in proc.stdout, proc.stdout + proc.stderr
+    assert world.alive("chaos") == {}
