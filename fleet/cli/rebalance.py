@@ -5,8 +5,9 @@ A pass takes the fleet's lock, observes the providers and the store, decides
 line per action. Exit status of a single pass: 0 when the fleet ends at target (or there
 was nothing to do), 3 when it ends short (spot short beyond the critical level, budget),
 75 when another command holds the fleet (cron simply tries again next time), 1 for other
-errors. A fleet taken down with ``fleet down`` is left down. ``--every 5m`` loops as a service (a busy fleet skips that pass); ``--metrics-port``
-then serves Prometheus metrics and ``/healthz``.
+errors. A fleet taken down with ``fleet down`` is left down. ``--every 5m`` loops as a
+service (a busy fleet skips that pass); ``--metrics-port`` then serves Prometheus metrics
+and ``/healthz``.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
         if dry_run:
             return run_pass(spec, offers, providers, store, dry_run=True)
         with store.lock(name, "rebalance"):
+            if store.get_fleet(name).status == FleetStatus.DOWN:    # taken down while we looked
+                return None
             return run_pass(spec, offers, providers, store)
     finally:
         store.close()
