@@ -220,6 +220,35 @@ class LocalCloud(Section):
     seed: int = 0
 
 
+class Rebalance(Section):
+    """How ``fleet rebalance`` keeps the fleet at target (all times on the provider's clock).
+
+    ``critical_gpus`` is the weighted-GPU level that must stay up even when spot cannot be
+    had: when spot is short, on-demand fills up to it and no further (at least the
+    on-demand baseline; at most the target). The rest tunes how calmly the fleet moves.
+    """
+
+    critical_gpus: int | None = Field(
+        default=None, ge=0,
+        description="Weighted GPUs kept up with on-demand when spot is short; default: the on-demand baseline.")
+    backoff_seconds: float = Field(default=600, gt=0, le=86_400,
+                                   description="Avoid a pool this long after it interrupted us or had no capacity.")
+    backoff_max_seconds: float = Field(default=6 * 3600, gt=0, le=7 * 86_400,
+                                       description="Cap of the back-off, which doubles per event in backoff_memory.")
+    backoff_memory_seconds: float = Field(default=24 * 3600, gt=0, le=30 * 86_400,
+                                          description="Events older than this no longer lengthen a back-off.")
+    min_saving: float = Field(default=0.2, ge=0, le=1,
+                              description="Return from on-demand to spot only when it saves this fraction.")
+    min_fallback_age_seconds: float = Field(default=1800, ge=0, le=7 * 86_400,
+                                            description="An on-demand fallback node runs at least this long.")
+    max_moves_per_pass: int = Field(default=2, ge=0, le=1000,
+                                    description="Disruption budget: on-demand nodes returned to spot per pass.")
+    return_cooldown_seconds: float = Field(default=0, ge=0, le=7 * 86_400,
+                                           description="Wait this long after a return before the next one.")
+    prior_hours: float = Field(default=100, gt=0, le=1_000_000,
+                               description="Weight of the catalog's interruption estimate, in instance-hours.")
+
+
 class FleetSpec(Section):
     name: str
     backend: Backend = Backend.CLOUD
@@ -234,6 +263,7 @@ class FleetSpec(Section):
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     node: Node = Field(default_factory=Node)
     local: LocalCloud = Field(default_factory=LocalCloud)
+    rebalance: Rebalance = Field(default_factory=Rebalance)
 
     @field_validator("name")
     @classmethod
@@ -263,6 +293,20 @@ class FleetSpec(Section):
         if self.providers and not any(p.enabled for p in self.providers.values()):
             raise ValueError("every provider is disabled; enable at least one")
         return self
+
+    @model_validator(mode="after")
+    def _critical_between_baseline_and_target(self) -> "FleetSpec":
+        crit = self.rebalance.critical_gpus
+        if crit is not None and not (self.capacity.on_demand_gpus <= crit <= self.capacity.gpus):
+            raise ValueError(f"rebalance.critical_gpus ({crit}) must lie between capacity.on_demand_gpus "
+                             f"({self.capacity.on_demand_gpus}) and capacity.gpus ({self.capacity.gpus})")
+        return self
+
+    @property
+    def critical_gpus(self) -> float:
+        """Weighted GPUs on-demand may fill when spot is short (never below the baseline)."""
+        crit = self.rebalance.critical_gpus
+        return float(self.capacity.on_demand_gpus if crit is None else crit)
 
     # ---- derived views used by the planner -------------------------------------------
     def provider_settings(self, provider: str) -> ProviderSettings | None:

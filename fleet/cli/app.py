@@ -24,13 +24,15 @@ class App:
 
     home: Path = field(default_factory=default_home)
     debug: bool = False
+    state: str | None = None          # --state URL (overrides $SPOTFLEET_STATE)
     console: Console = field(default_factory=lambda: Console(highlight=False))
     err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
 
     @property
     def state_url(self) -> str:
-        """The state store location: ``$SPOTFLEET_STATE`` or ``<home>/state.db``."""
-        return os.environ.get("SPOTFLEET_STATE") or str(self.home / "state.db")
+        """The state store location: ``--state``, ``$SPOTFLEET_STATE`` or ``<home>/state.db``
+        (a file path, ``sqlite:///path`` or ``postgresql://user@host/db``)."""
+        return self.state or os.environ.get("SPOTFLEET_STATE") or str(self.home / "state.db")
 
     def emit_json(self, data: Any) -> None:
         click.echo(json.dumps(data, indent=2, default=str))

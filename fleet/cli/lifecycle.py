@@ -26,6 +26,15 @@ from providers.base import Provider
 EXIT_SHORT = 3
 
 
+def store_exists(app: App) -> bool:
+    """Whether a store may already exist at ``app.state_url`` without creating one (a database
+    server is asked when opened; a file is looked for)."""
+    from fleet.state.db import path_from_url
+    from fleet.state.postgres import is_postgres_url
+
+    return is_postgres_url(app.state_url) or path_from_url(app.state_url).exists()
+
+
 def store_of(app: App, *, create: bool = False) -> StateStore:
     """The state store at ``app.state_url``; missing -> StateError unless ``create``. The spotfleet
     home holding it (``$SPOTFLEET_HOME``, ``~/.spotfleet``) is made private (0700) on the way."""

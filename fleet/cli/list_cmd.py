@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import click
 from rich.table import Table
 
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import duration, money, store_of
+from fleet.cli.lifecycle import duration, money, store_exists, store_of
 
 
 @click.command("list")
@@ -17,7 +16,7 @@ from fleet.cli.lifecycle import duration, money, store_of
 @pass_app
 def command(app: App, as_json: bool) -> None:
     """List the fleets recorded in the state store (`fleet status NAME` checks the providers)."""
-    if not Path(app.state_url).exists():
+    if not store_exists(app):
         if as_json:
             app.emit_json([])
         else:

@@ -15,7 +15,7 @@ from fleet.errors import FleetError
 
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).
 COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
-                   "up", "status", "down", "history", "list_cmd", "repair", "plan", "check")
+                   "up", "status", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance")
 
 
 class FleetGroup(click.Group):
@@ -47,10 +47,13 @@ def _exit_code(err: FleetError) -> int:
 @click.option("--home", type=click.Path(path_type=Path), envvar="SPOTFLEET_HOME",
               help="State directory (default ~/.spotfleet, or $SPOTFLEET_HOME).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--state", "state", default=None, metavar="URL",
+              help="State store: a file, sqlite:///path or postgresql://user@host/db (default $SPOTFLEET_STATE, "
+                   "else <home>/state.db).")
 @click.pass_context
-def cli(ctx: click.Context, home: Path | None, debug: bool) -> None:
+def cli(ctx: click.Context, home: Path | None, debug: bool, state: str | None) -> None:
     """Plan, provision and keep alive diversified spot GPU fleets."""
-    app = App(debug=debug)
+    app = App(debug=debug, state=state)
     if home is not None:
         app.home = home
     ctx.obj = app

@@ -22,6 +22,7 @@ from fleet.provisioning.reconcile import observe, sync
 from fleet.spec import Backend, FleetSpec, load_spec
 from fleet.state import CorruptStoreError, Damage, FleetStatus, StateStore, open_store
 from fleet.state.db import path_from_url
+from fleet.state.postgres import is_postgres_url
 from providers.base import Provider
 
 NOT_FOUND = "not found"
@@ -76,6 +77,10 @@ def _damage_summary(damaged: list[Damage]) -> str:
 
 def _open_or_replace(app: App) -> tuple[StateStore, Path | None]:
     """The store, verified; an unreadable file is moved aside (with its WAL files) first."""
+    if is_postgres_url(app.state_url):      # a database is repaired in place
+        store = open_store(app.state_url, create=True)
+        store.verify()
+        return store, None
     path = path_from_url(app.state_url)
     try:
         store = open_store(app.state_url, create=True)

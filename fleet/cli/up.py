@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Collection, Mapping
 
 import click
@@ -17,7 +16,7 @@ from rich.table import Table
 
 from fleet import crashpoints
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, short_pool, store_of
+from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, short_pool, store_exists, store_of
 from fleet.cli.plan import offers_for_spec, totals_lines
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
@@ -92,7 +91,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
 
 def _blocks_if_any(app: App, providers: Mapping[str, Provider]) -> list[str]:
     """Blocked pools from the store, without creating one (a dry run writes nothing)."""
-    if not Path(app.state_url).exists():
+    if not store_exists(app):
         return []
     store = store_of(app)
     try:

@@ -4,7 +4,7 @@ Providers are the source of truth for what runs; the store records fleets (spec 
 status), plans, launches (with their idempotency tokens, written before each call),
 instance records and events (launched, preempted, terminated, lost, interruption
 notices), blocked pools, and a per-fleet lock. ``open_store(url)`` returns the
-embedded SQLite implementation; a shared PostgreSQL one can implement the same protocol.
+embedded SQLite implementation, or the shared PostgreSQL one for a ``postgresql://`` URL.
 
 Errors: a missing (when not creating), corrupt, foreign or newer-schema store raises
 ``StateError`` with a message pointing to ``fleet repair``; every row read is validated, and
@@ -108,10 +108,15 @@ class StateStore(Protocol):
 
 
 def open_store(url: str, *, create: bool = True) -> StateStore:
-    """Open the store at ``url`` (a file path or ``sqlite:///path``), migrating it if older.
+    """Open the store at ``url`` (a file path, ``sqlite:///path`` or ``postgresql://...``),
+    migrating it if older.
 
     With ``create=False`` a missing store is a ``StateError`` instead of a new empty file.
     """
+    from fleet.state.postgres import PostgresStore, is_postgres_url
     from fleet.state.sqlite import SQLiteStore
+
+    if is_postgres_url(url):
+        return PostgresStore(url, create=create)
 
     return SQLiteStore(path_from_url(url), create=create)

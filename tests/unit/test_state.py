@@ -29,8 +29,8 @@ def _instance(iid: str, launched: float = 1000.0, plan: str = "") -> Instance:
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = open_store(str(tmp_path / "state.db"))
+def store(state_url: str):
+    s = open_store(state_url)
     yield s
     s.close()
 
@@ -176,8 +176,8 @@ def test_foreign_sqlite_file_is_refused(tmp_path):
 
 
 def test_unsupported_url_scheme(tmp_path):
-    with pytest.raises(StateError, match="scheme 'postgresql' is not supported"):
-        open_store("postgresql://db/spotfleet")
+    with pytest.raises(StateError, match="scheme 'mysql' is not supported"):
+        open_store("mysql://db/spotfleet")
     s = open_store(f"sqlite:///{tmp_path}/u.db")
     assert s.list_fleets() == []
     s.close()
@@ -233,14 +233,14 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def _holder(path: Path, ttl: float) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(ttl)], stdout=subprocess.PIPE, text=True)
+def _holder(url: str, ttl: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, url, str(ttl)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
     return proc
 
 
 def test_lock_held_by_a_live_process_names_it_and_a_dead_holder_is_taken_over(tmp_path, store):
-    proc = _holder(tmp_path / "state.db", ttl=600)
+    proc = _holder(store.url, ttl=600)
     try:
         with pytest.raises(FleetLockedError, match=rf"fleet 'demo' is busy: `fleet up` \(pid {proc.pid} on "):
             with store.lock("demo", "down"):
@@ -254,7 +254,7 @@ def test_lock_held_by_a_live_process_names_it_and_a_dead_holder_is_taken_over(tm
 
 
 def test_expired_lock_of_a_live_process_is_taken_over(tmp_path, store):
-    proc = _holder(tmp_path / "state.db", ttl=0.05)
+    proc = _holder(store.url, ttl=0.05)
     try:
         time.sleep(0.1)
         with store.lock("demo", "status") as info:
@@ -265,7 +265,7 @@ def test_expired_lock_of_a_live_process_is_taken_over(tmp_path, store):
 
 
 def test_lock_is_per_fleet_and_reentrant_for_its_owner(tmp_path, store):
-    proc = _holder(tmp_path / "state.db", ttl=600)
+    proc = _holder(store.url, ttl=600)
     try:
         with store.lock("other", "up"):
             with store.lock("other", "up"):
@@ -278,7 +278,7 @@ def test_lock_is_per_fleet_and_reentrant_for_its_owner(tmp_path, store):
 def test_a_lock_taken_over_after_expiry_stops_its_old_holder(tmp_path, store):
     store.acquire_lock("demo", "up", ttl=0.05)
     time.sleep(0.1)
-    proc = _holder(tmp_path / "state.db", ttl=600)     # takes the expired lock over
+    proc = _holder(store.url, ttl=600)     # takes the expired lock over
     try:
         with pytest.raises(FleetLockedError, match=rf"lock expired and `fleet up` \(pid {proc.pid} on "):
             store.refresh_lock("demo")

@@ -1,0 +1,160 @@
+"""``fleet rebalance NAME``: one pass that keeps a fleet at target (cron-safe), or a loop.
+
+A pass takes the fleet's lock, observes the providers and the store, decides
+(``fleet.rebalance.decide``) and applies the actions through the executor, printing one
+line per action. Exit status of a single pass: 0 when the fleet ends at target (or there
+was nothing to do), 3 when it ends short (spot short beyond the critical level, budget),
+75 when another command holds the fleet (cron simply tries again next time), 1 for other
+errors. A fleet taken down with ``fleet down`` is left down. ``--every 5m`` loops as a
+service (a busy fleet skips that pass); ``--metrics-port`` then serves Prometheus metrics
+and ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any
+
+import click
+
+from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.lifecycle import EXIT_SHORT, providers_of, short_pool, spec_of, store_of
+from fleet.cli.local_cmd import parse_duration
+from fleet.errors import FleetError, FleetLockedError
+from fleet.rebalance.cycle import PassReport, run_pass
+from fleet.state import FleetStatus
+
+
+@click.command("rebalance")
+@click.argument("name")
+@click.option("--every", "every", default=None, metavar="DURATION",
+              help="Loop: one pass every DURATION (30s, 5m, 1h) until stopped.")
+@click.option("--passes", type=click.IntRange(min=0), default=0, show_default=True,
+              help="With --every: stop after this many passes (0 = run until stopped).")
+@click.option("--dry-run", is_flag=True, help="Print the actions a pass would take; change nothing.")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
+              help="With --every: serve Prometheus metrics and /healthz on this port (0 = any free port).")
+@json_option
+@pass_app
+def command(app: App, name: str, every: str | None, passes: int, dry_run: bool, metrics_port: int | None,
+            as_json: bool) -> None:
+    """Keep fleet NAME at target: replace lost spot, fall back to on-demand, return to spot."""
+    if metrics_port is not None and every is None:
+        raise FleetError("--metrics-port needs --every: metrics are served by the looping rebalancer")
+    if every is None:
+        report = _one_pass(app, name, dry_run)
+        if report is None:
+            _say_down(app, name, as_json)
+            return
+        _show(app, report, as_json)
+        if not report.dry_run and not report.at_target:
+            raise SystemExit(EXIT_SHORT)
+        return
+    interval = parse_duration(every)
+    if interval <= 0:
+        raise FleetError(f"--every {every}: give a positive duration such as 30s, 5m or 1h")
+    _loop(app, name, interval, passes, dry_run, metrics_port, as_json)
+
+
+def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
+    """One pass; ``None`` when the fleet was taken down (a rebalancer never brings it back)."""
+    from fleet.cli.plan import offers_for_spec
+
+    store = store_of(app)
+    try:
+        record = store.get_fleet(name)
+        if record.status == FleetStatus.DOWN:
+            return None
+        spec = spec_of(record)
+        if spec is None:
+            raise FleetError(f"fleet {name!r} has no recorded spec; run `fleet repair {name} --spec SPEC`")
+        providers = providers_of(app, record)
+        offers, _info = offers_for_spec(spec, app, providers)
+        if dry_run:
+            return run_pass(spec, offers, providers, store, dry_run=True)
+        with store.lock(name, "rebalance"):
+            if store.get_fleet(name).status == FleetStatus.DOWN:    # taken down while we looked
+                return None
+            return run_pass(spec, offers, providers, store)
+    finally:
+        store.close()
+
+
+def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metrics_port: int | None,
+          as_json: bool) -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    metrics = None
+    if metrics_port is not None:
+        from fleet.rebalance.metrics import Metrics
+
+        metrics = Metrics(name, stale_after=max(60.0, 3 * interval))
+        port = metrics.serve(metrics_port)
+        app.err.print(f"metrics on port {port}: /metrics, health on /healthz")
+    done = 0
+    while not stop.is_set():
+        started = time.time()
+        try:
+            report = _one_pass(app, name, dry_run)
+            if report is None:
+                _say_down(app, name, as_json)
+            else:
+                _show(app, report, as_json)
+            if metrics is not None and report is not None:
+                metrics.observe(report, started)
+        except FleetLockedError as err:
+            app.warn(f"skipping this pass: {err}")
+            if metrics is not None:
+                metrics.failed("busy", started)
+        except FleetError as err:
+            app.err.print(f"error: {err}")
+            if metrics is not None:
+                metrics.failed("error", started)
+        done += 1
+        if passes and done >= passes:
+            break
+        stop.wait(max(0.0, interval - (time.time() - started)))
+    if metrics is not None:
+        metrics.close()
+
+
+def _say_down(app: App, name: str, as_json: bool) -> None:
+    if as_json:
+        app.emit_json({"fleet": name, "down": True, "results": []})
+    else:
+        app.console.print(f"fleet {name} is down: nothing to do (`fleet up SPEC` brings it back)")
+
+
+def _show(app: App, report: PassReport, as_json: bool) -> None:
+    if as_json:
+        app.emit_json(report.to_dict())
+        return
+    d = report.decision
+    if report.dry_run:
+        for action in d.actions:
+            app.console.print(f"would {_line(action.to_dict())}")
+    for r in report.results:
+        data = r.to_dict()
+        status = "done" if r.done else f"not done: {r.message}"
+        app.console.print(f"{_line(data)}: {status}")
+    for note in [*d.notes, *report.notes]:
+        app.console.print(f"[dim]note:[/] {note}")
+    if report.nothing_to_do:
+        app.console.print(f"fleet {report.fleet}: nothing to do ({d.healthy_weighted_gpus:g} of "
+                          f"{d.target_weighted_gpus:g} weighted GPUs healthy)")
+    elif not report.dry_run:
+        state = "at target" if report.at_target else "short"
+        app.console.print(f"fleet {report.fleet}: {report.running_weighted_gpus:g} of {d.target_weighted_gpus:g} "
+                          f"weighted GPUs running ({state})")
+
+
+def _line(a: dict[str, Any]) -> str:
+    kind = a["kind"]
+    if kind == "launch":
+        return f"launch {a['count']} in {short_pool(a['pool'])} {a['market']} ({a['reason']})"
+    if kind == "terminate":
+        return f"terminate {a['instance']} in {short_pool(a['pool'])} ({a['reason']})"
+    return f"raise bid of {a['instance']} to ${a['bid']:.3f}/h (cap ${a['cap']:.3f}/h)"

@@ -1,0 +1,85 @@
+"""``fleet rebalance --every`` as a service: passes in a loop, Prometheus metrics and a health
+endpoint on ``--metrics-port``, a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+import urllib.error
+import urllib.request
+
+from cli.world import World
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def _sample(text: str, name: str, **labels: str) -> float | None:
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and line.split(" ")[0] != name:
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_looping_rebalancer_serves_metrics_and_health_and_stops_on_sigterm(world: World):
+    assert world.fleet_json("up", str(world.spec()), "--yes")["ok"]
+    spot = sorted(i.id for i in world.created("chaos") if i.pool.market.value == "spot")
+    world.cloud.preempt(spot[0])
+    proc = world.spawn("rebalance", "chaos", "--every", "1s", "--metrics-port", "0", "--json")
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        port = int(re.search(r"metrics on port (\d+)", line).group(1))
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        text = ""
+        while time.time() < deadline:
+            text = _get(base + "/metrics")[1]
+            if (_sample(text, "spotfleet_passes_total", fleet="chaos", result="ok") or 0) >= 2:
+                break
+            time.sleep(0.5)
+        assert _sample(text, "spotfleet_target_weighted_gpus", fleet="chaos") == 64
+        assert _sample(text, "spotfleet_baseline_weighted_gpus", fleet="chaos") == 16
+        running = sum(_sample(text, "spotfleet_running_weighted_gpus", fleet="chaos", provider=p, market=m) or 0
+                      for p in ("aws", "gcp", "azure", "vast") for m in ("spot", "on-demand"))
+        assert running == 64
+        assert _sample(text, "spotfleet_interruptions_total", fleet="chaos") == 1
+        assert _sample(text, "spotfleet_actions_total", fleet="chaos", kind="launch", reason="replace-lost",
+                       done="true") == 1
+        assert _sample(text, "spotfleet_last_pass_ok", fleet="chaos") == 1
+        assert (_sample(text, "spotfleet_price_per_hour_dollars", fleet="chaos") or 0) > 0
+        assert _get(base + "/healthz") == (200, "ok\n")
+        assert _get(base + "/nope")[0] == 404
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    reports = [json.loads(doc) for doc in re.split(r"(?m)^(?=\{)", out) if doc.strip()]
+    assert len(reports) >= 2 and reports[-1]["at_target"]
+
+
+def test_metrics_port_needs_every_and_every_needs_a_duration(world: World):
+    assert world.fleet_json("up", str(world.spec()), "--yes")["ok"]
+    proc = world.fleet("rebalance", "chaos", "--metrics-port", "9000")
+    assert proc.returncode == 1 and "--metrics-port needs --every" in proc.stderr
+    proc = world.fleet("rebalance", "chaos", "--every", "soon")
+    assert proc.returncode == 1 and "cannot read duration 'soon'" in proc.stderr
+
+
+def test_passes_stops_the_loop(world: World):
+    assert world.fleet_json("up", str(world.spec()), "--yes")["ok"]
+    proc = world.fleet("rebalance", "chaos", "--every", "1s", "--passes", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("nothing to do") == 2
