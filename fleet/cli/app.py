@@ -6,11 +6,14 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def default_home() -> Path:
@@ -24,8 +27,20 @@ class App:
 
     home: Path = field(default_factory=default_home)
     debug: bool = False
-    console: Console = field(default_factory=lambda: Console(highlight=False))
-    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+
+    @cached_property
+    def console(self) -> "Console":
+        """stdout, for data and tables (rich is imported on first use: start-up stays fast)."""
+        from rich.console import Console
+
+        return Console(highlight=False)
+
+    @cached_property
+    def err(self) -> "Console":
+        """stderr, for progress, warnings and prompts."""
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False)
 
     @property
     def state_url(self) -> str:
