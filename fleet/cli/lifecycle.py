@@ -82,9 +82,15 @@ def confirm(question: str, *, yes: bool, as_json: bool) -> None:
     if yes:
         return
     if as_json or not sys.stdin.isatty():
-        raise FleetError(f"{question.rstrip('?')}: not confirmed; pass --yes to proceed without a prompt")
-    if not click.confirm(question, default=False, err=True):
-        raise click.Abort()
+        raise FleetError(f"{question.rstrip('?')}: not confirmed (no terminal to ask on); nothing was changed; "
+                         "pass --yes to proceed without a prompt")
+    sys.stdout.flush()                      # what the question is about is on screen (or in the pipe) first
+    try:
+        answer = click.confirm(question, default=False, err=True)
+    except click.Abort:                     # Ctrl-C or end of input at the prompt
+        answer = False
+    if not answer:
+        raise FleetError(f"{question.rstrip('?')}: not confirmed; nothing was changed")
 
 
 # ---- formatting ----------------------------------------------------------------------------
@@ -107,6 +113,7 @@ def duration(seconds: float) -> str:
 def short_pool(pool_id: str) -> str:
     """``aws/us-east-1/use1-az4/p5.48xlarge/spot`` without the market (shown in its own column)."""
     return pool_id.rsplit("/", 1)[0].replace("/-/", "/")
+
 
 
 
