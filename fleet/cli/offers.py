@@ -6,6 +6,7 @@ import click
 
 from fleet.catalog import Catalog
 from fleet.cli.app import App, json_option, pass_app
+from fleet.errors import FleetError
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.model import Market
 from providers.base import OfferQuery
@@ -31,7 +32,7 @@ def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], r
             market: str | None, gpus: int | None, max_price: float | None, limit: int, wide: bool,
             as_json: bool) -> None:
     """List offers, cheapest per GPU-hour first."""
-    query = OfferQuery(accelerators=tuple(a.upper() for a in accelerator), regions=region,
+    query = OfferQuery(accelerators=tuple(_accelerator(a) for a in accelerator), regions=region,
                        spot=market != "on-demand", on_demand=market != "spot")
     offers, info = Catalog().offers(query, only=provider or None)
     offers = [o for o in offers
@@ -58,3 +59,12 @@ def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], r
                       f"comes from; offers: {info.source}: {info.detail}[/]")
     if len(shown) < len(offers):
         app.console.print(f"[dim]{len(offers) - len(shown)} more; use --limit 0 to show all[/]")
+
+
+def _accelerator(name: str) -> str:
+    from fleet.accelerators import canonical, unknown_message
+
+    canon = canonical(name)
+    if canon is None:
+        raise FleetError(f"--accelerator: {unknown_message(name)}")
+    return canon
