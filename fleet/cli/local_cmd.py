@@ -15,8 +15,9 @@ import click
 from rich.table import Table
 
 from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.lifecycle import confirm
 from fleet.errors import FleetError
-from fleet.model import Instance
+from fleet.model import Instance, Market
 from providers.local import LocalCloud
 from providers.local.vendors import FAULT_KINDS
 from providers.registry import local_cloud_root
@@ -107,6 +108,17 @@ def _render(app: App, data: dict, limit: int) -> None:
         app.console.print(f"[dim]{len(data['instances']) - len(shown)} more; use --limit 0 to show all[/]")
 
 
+def _what_runs(cloud: LocalCloud) -> str:
+    """`` with N running instances (M on-demand) of fleets a, b`` for a confirmation question."""
+    alive = cloud.all_instances(alive_only=True)
+    if not alive:
+        return " (no instance runs)"
+    on_demand = sum(1 for i in alive if i.pool.market is Market.ON_DEMAND)
+    fleets = sorted({i.fleet for i in alive if i.fleet})
+    named = f" of fleet(s) {', '.join(fleets)}" if fleets else ""
+    return f" with {len(alive)} running instance(s) ({on_demand} on-demand){named}"
+
+
 @click.group("local")
 def command() -> None:
     """Watch and poke the embedded simulated cloud (backend: local)."""
@@ -162,7 +174,8 @@ def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool 
     """Delete every simulated instance, fault, notice and bucket; start a fresh cloud."""
     root = local_cloud_root(app.home)
     if LocalCloud.exists(root) and not yes:
-        click.confirm(f"Delete the simulated cloud at {root} (all its instances and buckets)?", abort=True)
+        confirm(f"Delete the simulated cloud at {root}{_what_runs(LocalCloud.open(root))}, its buckets and notices?",
+                yes=yes, as_json=as_json)
     cloud = LocalCloud.reset(root, time_scale=time_scale, seed=seed, run_nodes=run_nodes, api_latency=api_latency)
     if as_json:
         app.emit_json({"root": str(cloud.root), **_settings(cloud)})
@@ -177,8 +190,13 @@ def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool 
 @json_option
 @pass_app
 def preempt(app: App, instance_id: str, notice: bool, as_json: bool) -> None:
-    """Take an instance back, as the provider would."""
-    inst = _cloud(app).preempt(instance_id, notice=notice)
+    """Take a spot instance back, as the provider would (on-demand instances are never preempted)."""
+    cloud = _cloud(app)
+    alive = next((i for i in cloud.all_instances(alive_only=True) if i.id == instance_id), None)
+    if alive is not None and alive.pool.market is Market.ON_DEMAND:
+        raise FleetError(f"{instance_id} is an on-demand instance: providers do not preempt those (only spot "
+                         "capacity is taken back); `fleet down` or the fleet's plan ends it")
+    inst = cloud.preempt(instance_id, notice=notice)
     if as_json:
         app.emit_json(inst.model_dump(mode="json"))
     elif inst.state.alive:
