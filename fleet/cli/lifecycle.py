@@ -137,7 +137,8 @@ def look(app: App, store: StateStore, name: str, command: str) -> FleetView:
     """Read ``name`` from the providers and reconcile the store with it where the lock allows."""
     record = store.get_fleet(name)
     providers = providers_of(app, record)
-    plan = store.latest_plan(name, applied_only=True)
+    # an `up` stopped before it finished leaves its plan unmarked: that plan is still what runs
+    plan = store.latest_plan(name, applied_only=True) or store.latest_plan(name)
     with try_lock(store, name, command) as held:
         obs = observe(providers, name)
         result = sync(store, obs, prices=on_demand_prices([plan])) if held else None

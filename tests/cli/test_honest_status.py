@@ -1,0 +1,94 @@
+"""`fleet status` says what is true, whatever happened to the fleet: a finished `up`, an `up`
+killed or interrupted half-way, a local cloud reset under it; and Ctrl-C during `up` says
+that rerunning is safe."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from cli.world import World
+from fleet.errors import StateError
+from providers.local import LocalCloud
+
+
+def _status(world: World, name: str) -> tuple[int, dict, str]:
+    import json
+
+    data = world.fleet("status", name, "--json")
+    human = world.fleet("status", name)
+    assert data.returncode == human.returncode
+    return data.returncode, json.loads(data.stdout), human.stdout
+
+
+def test_an_up_killed_after_launching_everything_reads_up_not_planned(world: World):
+    spec = world.spec("killed")
+    proc = world.fleet("up", str(spec), "--yes", env=world.env(SPOTFLEET_TEST_CRASH_AT="surplus-done"))
+    assert proc.returncode == 137
+    assert world.store().get_fleet("killed").status == "planned"
+    code, data, human = _status(world, "killed")
+    assert code == 0 and data["status"] == "up" and data["running"] == data["planned"] == 8
+    assert "killed: up, 8 of 8 planned instances running" in human
+
+
+def test_an_up_killed_before_its_plan_was_recorded_stays_planned(world: World):
+    spec = world.spec("early")
+    assert world.fleet("up", str(spec), "--yes", env=world.env(SPOTFLEET_TEST_CRASH_AT="fleet-saved")).returncode == 137
+    code, data, human = _status(world, "early")
+    assert code == 0 and data["status"] == "planned" and data["running"] == 0
+    assert "early: planned, 0 of" in human
+
+
+def test_a_fleet_whose_cloud_was_reset_is_short_and_exits_3(world: World):
+    spec = world.spec("wiped")
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
+    assert _status(world, "wiped")[0] == 0
+    assert world.fleet("local", "reset", "--yes").returncode == 0
+    code, data, _ = _status(world, "wiped")
+    assert code == 3 and data["status"] == "short" and data["running"] == 0 and data["recorded_status"] == "up"
+
+
+def _launching(world: World, fleet: str) -> bool:
+    """True once `up` has recorded a launch (the store may still be being created)."""
+    if not world.state.exists():
+        return False
+    try:
+        store = world.store()
+    except StateError:
+        return False
+    try:
+        return bool(store.launches(fleet))
+    finally:
+        store.close()
+
+
+def test_ctrl_c_during_up_says_it_was_interrupted_and_a_rerun_completes(world: World):
+    world.cloud = LocalCloud.reset(world.home / "localcloud", api_latency=0.5)   # each launch call: half a second
+    spec = world.spec("hasty")
+    proc = world.spawn("up", str(spec), "--yes", "--parallel", "1")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _launching(world, "hasty"):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "rerunning `fleet up" in err and "is safe" in err
+    assert "Traceback" not in err and "Aborted!" not in err
+    report = world.fleet_json("up", str(spec), "--yes")
+    assert report["ok"] and world.alive("hasty") == report["desired"]
+    assert len(world.created("hasty")) == sum(report["desired"].values())      # nothing launched twice
+
+
+def test_up_into_a_closed_pipe_stops_before_launching_and_says_so(world: World):
+    spec = world.spec("piped")
+    proc = world.spawn("up", str(spec), "--yes")
+    assert proc.stdout is not None
+    proc.stdout.close()                        # like `| head` that has already stopped reading
+    err = proc.stderr.read() if proc.stderr else ""
+    proc.wait(timeout=120)
+    assert proc.returncode == 1
+    assert "output was closed early" in err and "before launching anything" in err and "Traceback" not in err
+    assert world.created("piped") == []
