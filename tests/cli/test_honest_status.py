@@ -92,3 +92,20 @@ def test_up_into_a_closed_pipe_stops_before_launching_and_says_so(world: World):
     assert proc.returncode == 1
     assert "output was closed early" in err and "before launching anything" in err and "Traceback" not in err
     assert world.created("piped") == []
+
+
+def test_a_preemption_is_dated_and_charged_by_the_provider_clock_not_by_when_status_looks(world: World):
+    spec = world.spec("dated")
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
+    world.cloud.advance(3600)
+    spot = next(i for i in world.cloud.all_instances(alive_only=True)
+                if i.fleet == "dated" and i.pool.market.value == "spot")
+    world.cloud.preempt(spot.id)
+    taken = world.cloud.now()
+    world.cloud.advance(86400)                   # status looks a simulated day later
+    world.fleet_json("status", "dated", ok=(3,))
+    history = world.fleet_json("history", "dated")
+    (event,) = [e for e in history["events"] if e["kind"] == "preempted" and e["instance_id"] == spot.id]
+    assert abs(event["ts"] - taken) <= 1
+    (record,) = [r for r in world.store().instances("dated") if r.id == spot.id]
+    assert abs(record.ended_at - taken) <= 1 and abs(record.ended_at - record.launched_at - 3600) <= 1
