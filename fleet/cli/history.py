@@ -11,6 +11,7 @@ import click
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import look, money, store_of
+from fleet.cli.runs import Run, current_run, events_of, instances_of
 from fleet.cli.status import condition, headline
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.state import EventRecord
@@ -20,18 +21,24 @@ from fleet.state import EventRecord
 @click.argument("name")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
               help="Most recent events to show (0 = all).")
+@click.option("--all", "every_run", is_flag=True,
+              help="Every run of this fleet name (a `fleet up` after `fleet down` starts a new run).")
 @wide_option
 @json_option
 @pass_app
-def command(app: App, name: str, limit: int, wide: bool, as_json: bool) -> None:
+def command(app: App, name: str, limit: int, every_run: bool, wide: bool, as_json: bool) -> None:
     """Show what happened to fleet NAME: launches, interruptions, terminations, cost so far."""
     store = store_of(app)
     view = look(app, store, name, "history")
-    events = store.events(name)
-    cost = summarize(store.instances(name), view.clock)
+    every = store.events(name)
+    run = current_run(store, name)
+    shown_run = Run(run.number, 0, None) if every_run else run
+    events = events_of(shown_run, every)
+    cost = summarize(instances_of(shown_run, store.instances(name), every), view.clock)
     launches = store.launches(name)
     if as_json:
-        app.emit_json({"fleet": name, "status": view.record.status, "cost": cost.to_dict(),
+        app.emit_json({"fleet": name, "status": view.record.status, "run": run.number, "all_runs": every_run,
+                       "cost": cost.to_dict(),
                        "counts": dict(Counter(e.kind for e in events)),
                        "events": [e.to_dict() for e in events], "launches": [l.to_dict() for l in launches]})
         return
@@ -40,6 +47,9 @@ def command(app: App, name: str, limit: int, wide: bool, as_json: bool) -> None:
     status = condition(view.record.status, running, planned)
     for line in headline(name, status, sum(running.values()), sum(planned.values()), cost):
         app.console.print(line)
+    if run.number > 1:
+        app.console.print(f"run {run.number} of this fleet name" + (" (cost and events of every run: --all)"
+                                                                     if every_run else "; --all shows every run"))
     counts = Counter(e.kind for e in events)
     app.console.print(", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no events yet")
     shown = events if limit == 0 else events[-limit:]

@@ -13,6 +13,7 @@ import click
 from fleet.provisioning.accounting import CostSummary, summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, look, money, store_of
+from fleet.cli.runs import current_run, instances_of
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.model import Instance
 from fleet.state import EventKind, FleetStatus, StateStore
@@ -69,7 +70,8 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
 def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], FleetView]:
     """The fleet as JSON-ready data (also what ``render`` draws)."""
     view = look(app, store, name, "status")
-    records = store.instances(name)
+    run = current_run(store, name)
+    records = instances_of(run, store.instances(name), store.events(name) if run.after_event else ())
     cost = summarize(records, view.clock)
     desired = view.plan.counts() if view.plan else {}
     running = view.obs.counts()
@@ -88,6 +90,7 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
         "fleet": name, "status": condition(view.record.status, running, desired),
         "recorded_status": view.record.status, "backend": view.record.backend,
         "plan_id": view.plan.id if view.plan else None,
+        "run": run.number, "run_started_at": run.started_at,
         "running": sum(running.values()), "planned": sum(desired.values()),
         "cost": cost.to_dict(), "pools": pools,
         "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices) for i in instances],

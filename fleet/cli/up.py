@@ -7,6 +7,7 @@ why is printed), 1 for other errors, 2 for a bad spec.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Collection, Mapping
 
 import click
@@ -14,6 +15,7 @@ import click
 from fleet import crashpoints
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import EXIT_SHORT, confirm, store_of
+from fleet.cli.runs import start_run
 from fleet.cli.plan import blocked_pools, changes, offers_for_spec, plan_table, totals_lines
 from fleet.cli.tables import compact_pool, wide_option
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
@@ -73,6 +75,9 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
         prompted = bool(changes(plan, current)) and not yes
         if prompted:
             confirm(f"Apply this plan to fleet {spec.name!r}?", yes=yes, as_json=as_json)
+        previous = store.find_fleet(spec.name)
+        if previous is not None and previous.status == FleetStatus.DOWN:      # the name is reused: a new run
+            start_run(store, spec.name, at=max(obs.now.values(), default=time.time()))
         sync(store, obs, prices=on_demand_prices([plan]))
         store.save_fleet(spec.name, status=FleetStatus.PLANNED, spec_json=spec.model_dump_json(),
                          spec_hash=spec.spec_hash(), backend=spec.backend.value)

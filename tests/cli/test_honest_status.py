@@ -109,3 +109,29 @@ def test_a_preemption_is_dated_and_charged_by_the_provider_clock_not_by_when_sta
     assert abs(event["ts"] - taken) <= 1
     (record,) = [r for r in world.store().instances("dated") if r.id == spot.id]
     assert abs(record.ended_at - taken) <= 1 and abs(record.ended_at - record.launched_at - 3600) <= 1
+
+
+def test_up_after_down_starts_a_new_run_with_its_own_cost_and_interruptions(world: World):
+    spec = world.spec("again")
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
+    world.cloud.advance(3600)
+    first_ids = {i.id for i in world.created("again")}
+    spot = next(i for i in world.cloud.all_instances(alive_only=True)
+                if i.fleet == "again" and i.pool.market.value == "spot")
+    world.cloud.preempt(spot.id)
+    first = world.fleet_json("status", "again", ok=(3,))
+    assert first["run"] == 1 and first["cost"]["interruptions"] >= 1 and first["cost"]["cost_so_far"] > 0
+    world.fleet_json("down", "again", "--yes")
+
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
+    second = world.fleet_json("status", "again")
+    assert second["run"] == 2 and second["status"] == "up"
+    assert second["cost"]["interruptions"] == 0 and second["cost"]["cost_so_far"] == 0   # frozen clock: no time yet
+    history = world.fleet_json("history", "again")
+    assert history["run"] == 2 and not {e["instance_id"] for e in history["events"]} & first_ids
+    everything = world.fleet_json("history", "again", "--all")
+    assert first_ids <= {e["instance_id"] for e in everything["events"]}
+    assert everything["cost"]["cost_so_far"] >= first["cost"]["cost_so_far"]
+    assert everything["cost"]["interruptions"] >= first["cost"]["interruptions"]
+    human = world.fleet("history", "again").stdout
+    assert "run 2 of this fleet name; --all shows every run" in human
