@@ -7,6 +7,7 @@ import click
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import confirm, money, providers_of, store_of
+from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError, ProviderError
 from fleet.provisioning.executor import terminate
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
@@ -45,7 +46,9 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         left.errors.update(refused)
         if not left.instances and not left.errors:
             store.set_status(name, FleetStatus.DOWN)
-    cost = summarize(store.instances(name), left.clock)
+    run = current_run(store, name)
+    cost = summarize(instances_of(run, store.instances(name), store.events(name) if run.after_event else ()),
+                     left.clock)
     if as_json:
         app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances],
                        "provider_errors": left.errors, "cost": cost.to_dict()})
