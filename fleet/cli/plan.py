@@ -54,7 +54,10 @@ def blocked_pools(app: App, providers: Mapping[str, Provider]) -> list[str]:
 
     if not providers or not _Path(app.state_url).exists():
         return []
-    store = store_of(app)
+    try:
+        store = store_of(app)
+    except FleetError:          # an unreadable record blocks nothing here; `fleet up` and `repair` say why
+        return []
     try:
         return active_blocks(store, providers)
     finally:
