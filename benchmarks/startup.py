@@ -96,12 +96,14 @@ def main() -> None:
     for module in ("numpy", "scipy.optimize", "highspy"):
         figures[f"import_{module.replace('.', '_')}_s"] = _import_time(module, args.runs)
 
+    print(f"{'load average (1 min)':32} {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for key, value in figures.items():
         print(f"{key:32} {'not installed' if value is None else f'{value:.3f}'}")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({
         "machine": platform.platform(), "python": platform.python_version(), "cores": os.cpu_count(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": args.runs,
+        "load_average_1m": round(os.getloadavg()[0], 1),
         "figures": figures,
     }, indent=2) + "\n")
     print(f"saved {RESULTS.relative_to(ROOT)}")

@@ -55,3 +55,14 @@ def test_benchmark_result_is_what_the_planner_gives_now(name):
     assert round(totals.true_cost_per_hour, 2) == pytest.approx(ours["true_cost_per_hour"], abs=0.005)
     assert totals.on_demand_alternative_per_hour == pytest.approx(bench["plan"]["on_demand_alternative_per_hour"])
     assert totals.savings_fraction == pytest.approx(bench["plan"]["savings_fraction"])
+
+
+def test_readme_start_up_figures_are_the_benchmark_result():
+    startup = json.loads((ROOT / "benchmarks" / "results" / "startup.json").read_text())
+    figures = startup["figures"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    for phrase, key in [("`fleet --help` {} s", "fleet_help_s"), ("`python -c pass` {} s", "python_bare_s"),
+                        ("`fleet status` {} s", "fleet_status_s"), ("on the snapshot {} s", "fleet_plan_snapshot_s"),
+                        ("importing scipy ({} s", "import_scipy_optimize_s"), ("import in {} s", "import_highspy_s")]:
+        assert phrase.format(f"{figures[key]:.2f}") in text, phrase
+    assert f"load average of {startup['load_average_1m']:g} on {startup['cores']} cores" in text
