@@ -159,7 +159,19 @@ class Catalog:
             out.extend(got)
         sources = {o.source for o in out} or {"live"}
         source = "local" if sources == {"local"} else ("live" if "snapshot" not in sources else "snapshot")
-        return _match(out, query), CatalogInfo(source, ", ".join(sorted(sources)), now, tuple(fallbacks))
+        matched = _match(out, query)
+        return matched, CatalogInfo(source, _describe(source, sorted(self.providers), len(matched)), now,
+                                    tuple(fallbacks))
+
+
+def _describe(source: str, providers: list[str], count: int) -> str:
+    """One phrase saying where offers came from, for the ``offers:`` line people read."""
+    if source == "local":
+        return (f"{count} offers with current simulated prices and capacity from the embedded local cloud "
+                f"({', '.join(providers)})")
+    if source == "live":
+        return f"{count} offers with live prices from {', '.join(providers)}"
+    return f"{count} offers, live where available ({', '.join(providers)}), else {SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}"
 
 
 def _match(offers: Iterable[Offer], query: "OfferQuery") -> list[Offer]:

@@ -24,22 +24,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fleet.accelerators import KNOWN, REFERENCE_WEIGHTS, canonical, unknown_message
 from fleet.errors import SpecError
 from fleet.secrets import check_env
 from fleet.spec_input import load_yaml, read_spec_text, short
 
-#: Relative training throughput per GPU (H100 = 1.0), used when a spec lists
-#: accelerators without weights. Rough dense BF16 ratios; override them in the spec.
-DEFAULT_WEIGHTS: dict[str, float] = {
-    "B200": 2.2, "H200": 1.3, "GH200": 1.15, "H100": 1.0, "H100-MEGA": 1.0, "H100-NVL": 0.95,
-    "MI300X": 1.0, "A100-80GB": 0.6, "A100-40GB": 0.55, "L40S": 0.45, "L40": 0.35,
-    "RTX6000-ADA": 0.4, "RTX5090": 0.4, "RTX4090": 0.3, "RTX4080": 0.2, "A6000": 0.25,
-    "A5000": 0.18, "A4500": 0.15, "A4000": 0.12, "A40": 0.25, "A10G": 0.15, "A10": 0.15,
-    "L4": 0.15, "RTX4000-ADA": 0.1, "RTX3090": 0.18, "RTX3060": 0.06, "RTX6000": 0.1,
-    "V100-32GB": 0.2, "V100": 0.18, "T4": 0.06, "T4G": 0.05, "P100": 0.08, "P4": 0.03,
-    "K80": 0.02, "M60": 0.02, "V520": 0.03, "MI25": 0.04,
-}
-KNOWN_ACCELERATORS = frozenset(DEFAULT_WEIGHTS)
+#: Accelerator names and reference throughput weights live in ``fleet.accelerators``.
+DEFAULT_WEIGHTS = REFERENCE_WEIGHTS
+KNOWN_ACCELERATORS = KNOWN
 KNOWN_PROVIDERS = ("aws", "gcp", "azure", "vast", "lambda", "runpod")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -79,9 +71,10 @@ class NodeRange(Section):
 
 
 class Capacity(Section):
-    gpus: int = Field(gt=0, le=100_000, description="Target capacity in weighted GPUs (H100 = 1.0).")
+    gpus: int = Field(gt=0, le=100_000, description="Target capacity: GPUs, each counted at its accelerator's weight.")
     accelerators: dict[str, float] = Field(
-        description="Accepted accelerators and their relative throughput weights; a list uses default weights."
+        description="Accepted accelerators: a list counts GPUs (every weight 1.0); a mapping gives each a "
+                    "relative throughput weight, e.g. {H200: 1.3, H100: 1.0}."
     )
     gpus_per_node: NodeRange = Field(default_factory=NodeRange)
     on_demand_gpus: int = Field(default=0, ge=0, description="Baseline in weighted GPUs that must never be spot.")
@@ -93,7 +86,7 @@ class Capacity(Section):
             bad = [v for v in value if not isinstance(v, str)]
             if bad:
                 raise ValueError(f"list entries must be accelerator names, got {bad[0]!r}")
-            return {name: DEFAULT_WEIGHTS.get(name.upper(), 1.0) for name in value}
+            return {name: 1.0 for name in value}          # a list counts GPUs
         return value
 
     @field_validator("accelerators")
@@ -103,11 +96,9 @@ class Capacity(Section):
             raise ValueError("list at least one accelerator, e.g. [H100, H200]")
         out: dict[str, float] = {}
         for name, weight in value.items():
-            canon = name.upper()
-            if canon not in KNOWN_ACCELERATORS:
-                hint = difflib.get_close_matches(canon, sorted(KNOWN_ACCELERATORS), n=1)
-                extra = f"; did you mean {hint[0]!r}?" if hint else f"; known: {', '.join(sorted(KNOWN_ACCELERATORS))}"
-                raise ValueError(f"unknown accelerator {name!r}{extra}")
+            canon = canonical(name)
+            if canon is None:
+                raise ValueError(unknown_message(name))
             if not (0 < weight <= 100):
                 raise ValueError(f"weight of {name} must be in (0, 100], got {weight}")
             out[canon] = float(weight)

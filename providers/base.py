@@ -122,3 +122,7 @@ class Provider(Protocol):
 
     def now(self) -> float:
         """The provider's clock in epoch seconds (simulated for the local cloud)."""
+
+    def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
+        """When these instances ended (preempted, terminated), on the provider's clock, for those
+        whose end the provider can tell (others are left out); reconciling dates endings by it."""

@@ -6,16 +6,30 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
+
+from fleet.errors import FleetError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def default_home() -> Path:
     """Where spotfleet keeps its state: ``$SPOTFLEET_HOME`` or ``~/.spotfleet``."""
     return Path(os.environ.get("SPOTFLEET_HOME") or Path.home() / ".spotfleet")
+
+
+class OutputClosed(FleetError):
+    """stdout was closed by its reader (a pipe such as ``| head``) before a command that changes
+    things finished; ``where`` says how far it got."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"the output was closed early (a pipe such as `| head` stopped reading), so the command "
+                         f"stopped {where}; for scripts use --json, and --yes where a command asks to confirm")
 
 
 @dataclass
@@ -25,8 +39,35 @@ class App:
     home: Path = field(default_factory=default_home)
     debug: bool = False
     state: str | None = None          # --state URL (overrides $SPOTFLEET_STATE)
-    console: Console = field(default_factory=lambda: Console(highlight=False))
-    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    #: Set by commands that change things: how far they got, said if stdout closes early
+    #: (read-only commands then just stop quietly, as ``git log | head`` does).
+    stage: str = ""
+
+    @cached_property
+    def console(self) -> "Console":
+        """stdout, for data and tables (rich is imported on first use: start-up stays fast).
+        When the reader goes away (``fleet up ... | head``) the command stops with one line on
+        stderr instead of rich's silent exit."""
+        from rich.console import Console
+
+        app = self
+
+        class _Stdout(Console):
+            def on_broken_pipe(self) -> None:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                if app.stage:
+                    raise OutputClosed(app.stage)
+                raise SystemExit(1)
+
+        return _Stdout(highlight=False)
+
+    @cached_property
+    def err(self) -> "Console":
+        """stderr, for progress, warnings and prompts."""
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False)
 
     @property
     def state_url(self) -> str:

@@ -14,6 +14,7 @@ import click
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, store_of
+from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError, ProviderError
 from fleet.provisioning.executor import terminate
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
@@ -59,7 +60,11 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
             _quiet(damaged, lambda: store.set_status(name, FleetStatus.DOWN))
     cost = None
     if store is not None and not damaged:
-        cost = _quiet(damaged, lambda: summarize(store.instances(name), left.clock))
+        def _run_cost():
+            run = current_run(store, name)
+            return summarize(instances_of(run, store.instances(name), store.events(name) if run.after_event else ()),
+                             left.clock)
+        cost = _quiet(damaged, _run_cost)
     if as_json:
         app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances + left.stopped],
                        "provider_errors": left.errors, "cost": cost.to_dict() if cost else None,

@@ -7,12 +7,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 import click
-from rich.table import Table
 
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import look, money, short_pool, store_of
-from fleet.cli.status import headline
+from fleet.cli.lifecycle import look, money, store_of
+from fleet.cli.runs import Run, current_run, events_of, instances_of
+from fleet.cli.status import condition, headline
+from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.state import EventRecord
 
 
@@ -20,36 +21,45 @@ from fleet.state import EventRecord
 @click.argument("name")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
               help="Most recent events to show (0 = all).")
+@click.option("--all", "every_run", is_flag=True,
+              help="Every run of this fleet name (a `fleet up` after `fleet down` starts a new run).")
+@wide_option
 @json_option
 @pass_app
-def command(app: App, name: str, limit: int, as_json: bool) -> None:
+def command(app: App, name: str, limit: int, every_run: bool, wide: bool, as_json: bool) -> None:
     """Show what happened to fleet NAME: launches, interruptions, terminations, cost so far."""
     store = store_of(app)
     view = look(app, store, name, "history")
-    events = store.events(name)
-    cost = summarize(store.instances(name), view.clock)
+    every = store.events(name)
+    run = current_run(store, name)
+    shown_run = Run(run.number, 0, None) if every_run else run
+    events = events_of(shown_run, every)
+    cost = summarize(instances_of(shown_run, store.instances(name), every), view.clock)
     launches = store.launches(name)
     if as_json:
-        app.emit_json({"fleet": name, "status": view.record.status, "cost": cost.to_dict(),
+        app.emit_json({"fleet": name, "status": view.record.status, "run": run.number, "all_runs": every_run,
+                       "cost": cost.to_dict(),
                        "counts": dict(Counter(e.kind for e in events)),
                        "events": [e.to_dict() for e in events], "launches": [l.to_dict() for l in launches]})
         return
-    running = len(view.obs.instances)
-    planned = sum(view.plan.counts().values()) if view.plan else None
-    app.console.print(headline(name, view.record.status, running, planned, cost))
+    running = view.obs.counts()
+    planned = view.plan.counts() if view.plan else {}
+    status = condition(view.record.status, running, planned)
+    for line in headline(name, status, sum(running.values()), sum(planned.values()) if view.plan else None, cost):
+        app.console.print(line)
+    if run.number > 1:
+        app.console.print(f"run {run.number} of this fleet name" + (" (cost and events of every run: --all)"
+                                                                     if every_run else "; --all shows every run"))
     counts = Counter(e.kind for e in events)
     app.console.print(", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no events yet")
     shown = events if limit == 0 else events[-limit:]
-    table = Table(title=f"events ({len(shown)} of {len(events)}; times on the provider clock, UTC)",
-                  title_justify="left")
-    table.add_column("time", no_wrap=True)
-    table.add_column("event", no_wrap=True)
-    for col in ("instance", "pool", "detail"):
-        table.add_column(col, overflow="fold")
-    for e in shown:
-        table.add_row(_when(e.ts), e.kind, e.instance_id, short_pool(e.pool) if e.pool.count("/") == 4 else e.pool,
-                      _detail(e))
-    app.console.print(table)
+    columns = [Column("time (UTC)"), Column("event"), Column("instance"), Column("pool", drop=1),
+               Column("detail", flex=True)]
+    rows = [[_when(e.ts), e.kind, e.instance_id or "-", pool_label(e.pool, wide) if e.pool else "-", _detail(e)]
+            for e in shown]
+    app.console.print()
+    print_table(app.console, f"events ({len(shown)} of {len(events)}, on the provider clock)", columns, rows,
+                wide=wide)
     spent = sum(l.count for l in launches)
     app.console.print(f"{len(launches)} launch call(s) asked for {spent} instance(s); "
                       f"{sum(l.launched for l in launches)} came back; cost so far {money(cost.cost_so_far)}")
@@ -61,4 +71,4 @@ def _when(ts: float) -> str:
 
 def _detail(e: EventRecord) -> str:
     keep: dict[str, Any] = {k: v for k, v in e.detail.items() if k not in ("token",) and v not in ("", None, {})}
-    return ", ".join(f"{k}={v}" for k, v in sorted(keep.items()))[:80]
+    return ", ".join(f"{k}={v}" for k, v in sorted(keep.items()))

@@ -96,9 +96,15 @@ def confirm(question: str, *, yes: bool, as_json: bool) -> None:
     if yes:
         return
     if as_json or not sys.stdin.isatty():
-        raise FleetError(f"{question.rstrip('?')}: not confirmed; pass --yes to proceed without a prompt")
-    if not click.confirm(question, default=False, err=True):
-        raise click.Abort()
+        raise FleetError(f"{question.rstrip('?')}: not confirmed (no terminal to ask on); nothing was changed; "
+                         "pass --yes to proceed without a prompt")
+    sys.stdout.flush()                      # what the question is about is on screen (or in the pipe) first
+    try:
+        answer = click.confirm(question, default=False, err=True)
+    except click.Abort:                     # Ctrl-C or end of input at the prompt
+        answer = False
+    if not answer:
+        raise FleetError(f"{question.rstrip('?')}: not confirmed; nothing was changed")
 
 
 # ---- formatting ----------------------------------------------------------------------------
@@ -124,6 +130,7 @@ def short_pool(pool_id: str) -> str:
 
 
 
+
 @dataclass
 class FleetView:
     """One reconciled look at a recorded fleet (``synced`` is False when another command held
@@ -144,7 +151,8 @@ def look(app: App, store: StateStore, name: str, command: str) -> FleetView:
     """Read ``name`` from the providers and reconcile the store with it where the lock allows."""
     record = store.get_fleet(name)
     providers = providers_of(app, record)
-    plan = store.latest_plan(name, applied_only=True)
+    # an `up` stopped before it finished leaves its plan unmarked: that plan is still what runs
+    plan = store.latest_plan(name, applied_only=True) or store.latest_plan(name)
     with try_lock(store, name, command) as held:
         obs = observe(providers, name)
         result = sync(store, obs, prices=on_demand_prices([plan])) if held else None

@@ -5,16 +5,17 @@ from __future__ import annotations
 import time
 
 import click
-from rich.table import Table
 
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import duration, money, store_exists, store_of
+from fleet.cli.tables import Column, print_table, wide_option
 
 
 @click.command("list")
+@wide_option
 @json_option
 @pass_app
-def command(app: App, as_json: bool) -> None:
+def command(app: App, wide: bool, as_json: bool) -> None:
     """List the fleets recorded in the state store (`fleet status NAME` checks the providers)."""
     if not store_exists(app):
         if as_json:
@@ -35,11 +36,11 @@ def command(app: App, as_json: bool) -> None:
     if not rows:
         app.console.print(f"no fleets in {app.state_url}; create one with `fleet up SPEC`")
         return
-    table = Table(title=f"fleets in {app.state_url}", title_justify="left")
-    for col in ("name", "status", "backend", "instances", "GPUs", "$/h", "updated"):
-        table.add_column(col, justify="right" if col in ("instances", "GPUs", "$/h") else "left")
-    for r in rows:
-        table.add_row(r["name"], r["status"], r["backend"] or "-", str(r["instances"]), str(r["gpus"]),
-                      money(r["price_per_hour"]), f"{duration(time.time() - r['updated_at'])} ago")
-    app.console.print(table)
+    columns = [Column("name"), Column("status"), Column("backend", drop=1), Column("instances", right=True),
+               Column("GPUs", right=True), Column("$/h", right=True), Column("updated", right=True),
+               Column("spec", wide=True)]
+    table_rows = [[r["name"], r["status"], r["backend"] or "-", str(r["instances"]), str(r["gpus"]),
+                   money(r["price_per_hour"]), f"{duration(time.time() - r['updated_at'])} ago",
+                   (r["spec_hash"] or "-")[:12]] for r in rows]
+    print_table(app.console, f"fleets in {app.state_url}", columns, table_rows, wide=wide)
     app.console.print("[dim]counts are from the record; `fleet status NAME` asks the providers[/]")

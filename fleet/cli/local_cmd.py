@@ -12,11 +12,12 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import click
-from rich.table import Table
 
 from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.lifecycle import confirm
+from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
-from fleet.model import Instance
+from fleet.model import Instance, Market
 from providers.local import LocalCloud
 from providers.local.vendors import FAULT_KINDS
 from providers.registry import local_cloud_root
@@ -78,7 +79,7 @@ def _summary(cloud: LocalCloud, everything: bool) -> dict:
     }
 
 
-def _render(app: App, data: dict, limit: int) -> None:
+def _render(app: App, data: dict, limit: int, wide: bool = False) -> None:
     counts = data["counts"]
     alive = counts.get("pending", 0) + counts.get("running", 0)
     app.console.print(
@@ -93,18 +94,31 @@ def _render(app: App, data: dict, limit: int) -> None:
         app.console.print(f"capacity pinned: {pool} = {n}")
     if not data["instances"]:
         return
-    table = Table(title_justify="left")
-    for col in ("id", "fleet", "pool", "state", "age", "$/h"):
-        table.add_column(col, justify="right" if col in ("age", "$/h") else "left", no_wrap=col == "id")
+    columns = [Column("id"), Column("fleet", drop=1), Column("pool"), Column("state"), Column("age", right=True, drop=2),
+               Column("$/h", right=True)]
     shown = data["instances"] if limit <= 0 else data["instances"][:limit]
+    rows = []
     for raw in shown:
         inst = Instance.model_validate(raw)
         end = inst.ended_at if inst.ended_at is not None else data["now"]
-        table.add_row(inst.id, inst.fleet or "[dim](foreign)[/]", inst.pool.id, inst.state.value,
-                      _age(end - inst.launched_at), f"{inst.price_per_hour:.2f}")
-    app.console.print(table)
+        rows.append([inst.id, inst.fleet or "[dim](foreign)[/]", pool_label(inst.pool.id, wide), inst.state.value,
+                     _age(end - inst.launched_at), f"{inst.price_per_hour:.2f}"])
+    print_table(app.console, None, columns, rows, wide=wide)
+    if not wide:
+        app.console.print("[dim]--wide shows full pool ids (the form `fleet local capacity/foreign` take)[/]")
     if len(shown) < len(data["instances"]):
         app.console.print(f"[dim]{len(data['instances']) - len(shown)} more; use --limit 0 to show all[/]")
+
+
+def _what_runs(cloud: LocalCloud) -> str:
+    """`` with N running instances (M on-demand) of fleets a, b`` for a confirmation question."""
+    alive = cloud.all_instances(alive_only=True)
+    if not alive:
+        return " (no instance runs)"
+    on_demand = sum(1 for i in alive if i.pool.market is Market.ON_DEMAND)
+    fleets = sorted({i.fleet for i in alive if i.fleet})
+    named = f" of fleet(s) {', '.join(fleets)}" if fleets else ""
+    return f" with {len(alive)} running instance(s) ({on_demand} on-demand){named}"
 
 
 @click.group("local")
@@ -117,9 +131,10 @@ def command() -> None:
 @click.option("--watch", type=float, default=None, metavar="SECONDS",
               help="Refresh every SECONDS (keeps the simulated cloud ticking: notices, preemptions).")
 @click.option("--limit", type=int, default=50, show_default=True, help="Instance rows to show (0 = all).")
+@wide_option
 @json_option
 @pass_app
-def status(app: App, everything: bool, watch: float | None, limit: int, as_json: bool) -> None:
+def status(app: App, everything: bool, watch: float | None, limit: int, wide: bool, as_json: bool) -> None:
     """Simulated time, instances, pending faults."""
     root = local_cloud_root(app.home)
     if not LocalCloud.exists(root):
@@ -133,14 +148,14 @@ def status(app: App, everything: bool, watch: float | None, limit: int, as_json:
         app.emit_json({"exists": True, **_summary(cloud, everything)})
         return
     if watch is None:
-        _render(app, _summary(cloud, everything), limit)
+        _render(app, _summary(cloud, everything), limit, wide)
         return
     if watch <= 0:
         raise FleetError(f"--watch needs a positive number of seconds (got {watch})")
     try:
         while True:
             app.console.clear()
-            _render(app, _summary(cloud, everything), limit)
+            _render(app, _summary(cloud, everything), limit, wide)
             time.sleep(watch)
     except KeyboardInterrupt:
         pass
@@ -162,7 +177,8 @@ def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool 
     """Delete every simulated instance, fault, notice and bucket; start a fresh cloud."""
     root = local_cloud_root(app.home)
     if LocalCloud.exists(root) and not yes:
-        click.confirm(f"Delete the simulated cloud at {root} (all its instances and buckets)?", abort=True)
+        confirm(f"Delete the simulated cloud at {root}{_what_runs(LocalCloud.open(root))}, its buckets and notices?",
+                yes=yes, as_json=as_json)
     cloud = LocalCloud.reset(root, time_scale=time_scale, seed=seed, run_nodes=run_nodes, api_latency=api_latency)
     if as_json:
         app.emit_json({"root": str(cloud.root), **_settings(cloud)})
@@ -177,8 +193,13 @@ def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool 
 @json_option
 @pass_app
 def preempt(app: App, instance_id: str, notice: bool, as_json: bool) -> None:
-    """Take an instance back, as the provider would."""
-    inst = _cloud(app).preempt(instance_id, notice=notice)
+    """Take a spot instance back, as the provider would (on-demand instances are never preempted)."""
+    cloud = _cloud(app)
+    alive = next((i for i in cloud.all_instances(alive_only=True) if i.id == instance_id), None)
+    if alive is not None and alive.pool.market is Market.ON_DEMAND:
+        raise FleetError(f"{instance_id} is an on-demand instance: providers do not preempt those (only spot "
+                         "capacity is taken back); `fleet down` or the fleet's plan ends it")
+    inst = cloud.preempt(instance_id, notice=notice)
     if as_json:
         app.emit_json(inst.model_dump(mode="json"))
     elif inst.state.alive:

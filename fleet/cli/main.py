@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 import traceback
@@ -18,8 +19,44 @@ COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
                    "up", "status", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance")
 
 
+def command_name(module: str) -> str:
+    """The command a module defines: ``list_cmd`` -> ``list``."""
+    return module.removesuffix("_cmd")
+
+
+_MODULE_OF = {command_name(m): m for m in COMMAND_MODULES}
+
+
+def _short_help(module: str, limit: int) -> str:
+    """The first docstring line of ``command`` in ``fleet/cli/<module>.py``, read without importing
+    it (``fleet --help`` stays fast: each command imports what it needs only when it runs)."""
+    source = Path(__file__).with_name(f"{module}.py").read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "command":
+            return click.utils.make_default_short_help(ast.get_docstring(node) or "", limit)
+    return ""
+
+
 class FleetGroup(click.Group):
-    """Turns expected failures into one line on stderr (traceback only with --debug)."""
+    """Loads each command's module only when that command runs, and turns expected failures
+    into one line on stderr (traceback only with --debug)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(_MODULE_OF) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in _MODULE_OF:
+            return self.commands.get(cmd_name)
+        command = importlib.import_module(f"fleet.cli.{_MODULE_OF[cmd_name]}").command
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = [(name, _short_help(_MODULE_OF[name], limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
@@ -58,10 +95,6 @@ def cli(ctx: click.Context, home: Path | None, debug: bool, state: str | None) -
         app.home = home
     ctx.obj = app
 
-
-for _name in COMMAND_MODULES:
-    _module = importlib.import_module(f"fleet.cli.{_name}")
-    cli.add_command(_module.command)
 
 
 def main() -> None:

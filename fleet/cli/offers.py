@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from fleet.catalog import Catalog
 from fleet.cli.app import App, json_option, pass_app
+from fleet.errors import FleetError
+from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.model import Market
 from providers.base import OfferQuery
 
@@ -24,12 +25,14 @@ _SOURCE_LABEL = {"provider-prior": "prior", "placement-score": "score", "spot-ad
 @click.option("--gpus", type=int, help="Only nodes with exactly this many GPUs.")
 @click.option("--max-price", type=float, help="Only offers at or below this USD per GPU-hour.")
 @click.option("--limit", type=int, default=30, show_default=True, help="Rows to show (0 = all).")
+@wide_option
 @json_option
 @pass_app
 def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], region: tuple[str, ...],
-            market: str | None, gpus: int | None, max_price: float | None, limit: int, as_json: bool) -> None:
+            market: str | None, gpus: int | None, max_price: float | None, limit: int, wide: bool,
+            as_json: bool) -> None:
     """List offers, cheapest per GPU-hour first."""
-    query = OfferQuery(accelerators=tuple(a.upper() for a in accelerator), regions=region,
+    query = OfferQuery(accelerators=tuple(_accelerator(a) for a in accelerator), regions=region,
                        spot=market != "on-demand", on_demand=market != "spot")
     offers, info = Catalog().offers(query, only=provider or None)
     offers = [o for o in offers
@@ -40,14 +43,28 @@ def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], r
         app.emit_json({"source": info.source, "detail": info.detail, "total": len(offers),
                        "offers": [o.model_dump(mode="json") for o in shown]})
         return
-    table = Table(title=f"{len(offers)} offers ({info.source}: {info.detail})", title_justify="left")
-    for col in ("provider", "region", "zone", "instance type", "accelerator", "GPUs", "market", "$/h", "$/GPU-h",
-                "interruptions/h"):
-        table.add_column(col, justify="right" if col in ("GPUs", "$/h", "$/GPU-h", "interruptions/h") else "left")
+    columns = [Column("pool"), Column("market"), Column("node"), Column("$/h", right=True),
+               Column("$/GPU-h", right=True), Column("int/h", right=True, drop=1), Column("from", drop=2),
+               Column("capacity", right=True, wide=True)]
+    rows = []
     for o in shown:
-        rate = "-" if o.market is Market.ON_DEMAND else f"{o.interruptions_per_hour:.3f} {_SOURCE_LABEL.get(o.interruption_source.value, o.interruption_source.value)}"
-        table.add_row(o.pool.provider, o.pool.region, o.pool.zone or "-", o.pool.instance_type, o.accelerator,
-                      str(o.gpus), o.market.value, f"{o.price_per_hour:.2f}", f"{o.price_per_gpu_hour:.3f}", rate)
-    app.console.print(table)
+        spot = o.market is not Market.ON_DEMAND
+        rows.append([pool_label(o.pool.id, wide), o.market.value, f"{o.gpus}x{o.accelerator}",
+                     f"{o.price_per_hour:.2f}", f"{o.price_per_gpu_hour:.3f}",
+                     f"{o.interruptions_per_hour:.3f}" if spot else "-",
+                     _SOURCE_LABEL.get(o.interruption_source.value, o.interruption_source.value) if spot else "-",
+                     "-" if o.capacity_hint is None else str(o.capacity_hint)])
+    print_table(app.console, f"{len(offers)} offers, cheapest per GPU-hour first", columns, rows, wide=wide)
+    app.console.print(f"[dim]$/h is per node; int/h: interruptions per instance-hour and where that estimate "
+                      f"comes from; offers: {info.source}: {info.detail}[/]")
     if len(shown) < len(offers):
         app.console.print(f"[dim]{len(offers) - len(shown)} more; use --limit 0 to show all[/]")
+
+
+def _accelerator(name: str) -> str:
+    from fleet.accelerators import canonical, unknown_message
+
+    canon = canonical(name)
+    if canon is None:
+        raise FleetError(f"--accelerator: {unknown_message(name)}")
+    return canon

@@ -6,15 +6,16 @@ still printed, with the limit that binds), 2 for a bad spec, 1 for other errors.
 
 from __future__ import annotations
 
+import json
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Mapping
 
 import click
-from rich.table import Table
 
 from fleet.catalog import Catalog, CatalogInfo, filter_for_spec
 from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
 from fleet.model import Market, Offer, Plan
 from fleet.spec import Backend, FleetSpec, Strategy, load_spec
@@ -44,52 +45,145 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
     return filter_for_spec(offers, spec), info
 
 
+def blocked_pools(app: App, providers: Mapping[str, Provider]) -> list[str]:
+    """Pools blocked in the state store (capacity or quota errors), without creating a store."""
+    from pathlib import Path as _Path
+
+    from fleet.cli.lifecycle import store_of
+    from fleet.provisioning.executor import active_blocks
+
+    if not providers or not _Path(app.state_url).exists():
+        return []
+    try:
+        store = store_of(app)
+    except FleetError:          # an unreadable record blocks nothing here; `fleet up` and `repair` say why
+        return []
+    try:
+        return active_blocks(store, providers)
+    finally:
+        store.close()
+
+
+def running_now(providers: Mapping[str, Provider], fleet: str) -> dict[str, int]:
+    """Instances per pool the providers run for ``fleet`` now (by tag); empty when none runs."""
+    from fleet.provisioning.reconcile import observe
+
+    return observe(providers, fleet).counts() if providers else {}
+
+
+def _providers_or_none(spec: FleetSpec, app: App) -> dict[str, Provider]:
+    """The spec's provider adapters; none (plan from the snapshot) where a cloud has no adapter yet."""
+    from providers.registry import providers_for
+
+    try:
+        return dict(providers_for(spec, app.home))
+    except FleetError:
+        if spec.backend is Backend.LOCAL:
+            raise
+        return {}
+
+
 @click.command("plan")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--strategy", type=click.Choice([s.value for s in Strategy]),
               help="Override the spec's allocation strategy.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also save the plan as JSON here (for review, `fleet up`, Pulumi).")
+@wide_option
 @json_option
 @pass_app
-def command(app: App, spec_path: str, strategy: str | None, out: Path | None, as_json: bool) -> None:
-    """Plan the fleet in SPEC: pools, counts, expected true cost and savings. Launches nothing."""
+def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wide: bool, as_json: bool) -> None:
+    """Plan the fleet in SPEC: pools, counts, expected true cost and savings. Launches nothing.
+
+    When that fleet already runs, the plan is shown as a change against what runs
+    (keep / launch / terminate per pool), as `fleet up` would apply it.
+    """
     from fleet.planning.planner import plan as make_plan     # scipy: imported only when planning
 
     spec = load_spec(spec_path)
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
     with app.err.status("gathering offers and planning...") if not as_json else nullcontext():
-        offers, info = offers_for_spec(spec, app)
-        result = make_plan(spec, offers)
+        providers = _providers_or_none(spec, app)
+        offers, info = offers_for_spec(spec, app, providers)
+        current = running_now(providers, spec.name)
+        result = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers))
     if out is not None:
         try:
             out.write_text(result.to_json() + "\n")
         except OSError as err:
             raise FleetError(f"cannot write the plan to {out}: {err.strerror}") from None
     if as_json:
-        click.echo(result.to_json())
+        if current:
+            data = json.loads(result.to_json())
+            data["running_now"] = current
+            data["changes"] = changes(result, current)
+            app.emit_json(data)
+        else:
+            click.echo(result.to_json())
     else:
-        show(app, result, info)
+        show(app, result, info, current=current or None, wide=wide)
         if out is not None:
             app.console.print(f"[dim]plan saved to {out}[/]")
     if not result.feasible:
         raise SystemExit(EXIT_INFEASIBLE)
 
 
-def show(app: App, p: Plan, info: CatalogInfo) -> None:
-    """Allocations, totals, exclusions and the data source, for people."""
-    table = Table(title=f"fleet {p.fleet}: plan {p.id} ({p.strategy})", title_justify="left")
-    for col in ("provider", "region", "zone", "instance type", "accelerator", "GPUs", "market", "count", "$/h",
-                "interruptions/h"):
-        table.add_column(col, justify="right" if col in ("GPUs", "count", "$/h", "interruptions/h") else "left",
-                         overflow="fold")
-    for a in p.allocations:
-        o = a.offer
-        rate = "-" if o.market is Market.ON_DEMAND else f"{o.interruptions_per_hour:.3f}"
-        table.add_row(o.pool.provider, o.pool.region, o.pool.zone or "-", o.pool.instance_type, o.accelerator,
-                      str(o.gpus), o.market.value, str(a.count), f"{o.price_per_hour * a.count:,.2f}", rate)
-    app.console.print(table)
+def changes(plan: Plan, current: Mapping[str, int]) -> dict[str, int]:
+    """Pool -> instances to launch (positive) or terminate (negative) to go from ``current`` to ``plan``."""
+    wanted = plan.counts()
+    return {p: wanted.get(p, 0) - current.get(p, 0) for p in sorted(set(wanted) | set(current))
+            if wanted.get(p, 0) != current.get(p, 0)}
+
+
+def _change_cell(now: int, want: int) -> str:
+    if want > now:
+        return f"[green]launch {want - now}[/]"
+    if want < now:
+        return f"[red]terminate {now - want}[/]"
+    return "keep"
+
+
+def plan_table(app: App, p: Plan, current: Mapping[str, int] | None, wide: bool) -> None:
+    """The plan's pools; with ``current`` (what runs now) as a change per pool, like ``terraform plan``.
+
+    ``$/h`` is what the row costs per hour (count x node price), here as in every table.
+    """
+    offers = {a.offer.pool.id: (a.offer, a.count) for a in p.allocations}
+    pools = sorted(set(offers) | set(current or {}))
+    columns = [Column("pool"), Column("market"), Column("node", drop=2)]
+    columns += ([Column("now", right=True), Column("plan", right=True), Column("change")]
+                if current is not None else [Column("count", right=True)])
+    columns += [Column("$/h", right=True), Column("$/GPU-h", right=True, wide=True),
+                Column("int/h", right=True, drop=1), Column("int/h from", wide=True)]
+    rows = []
+    for pool in pools:
+        o, n = offers.get(pool, (None, 0))
+        counts = ([str(current.get(pool, 0)), str(n), _change_cell(current.get(pool, 0), n)]
+                  if current is not None else [str(n)])
+        spot = o is not None and o.market is Market.SPOT
+        rows.append([pool_label(pool, wide), pool.rsplit("/", 1)[1], f"{o.gpus}x{o.accelerator}" if o else "-",
+                     *counts, f"{o.price_per_hour * n:,.2f}" if o else "-",
+                     f"{o.price_per_gpu_hour:.3f}" if o else "-",
+                     f"{o.interruptions_per_hour:.3f}" if spot else "-",
+                     o.interruption_source.value if spot else "-"])
+    if current is None:
+        title = f"fleet {p.fleet}: plan {p.id} ({p.strategy})"
+    else:
+        title = f"fleet {p.fleet}: plan {p.id} ({p.strategy}) against what runs now"
+    print_table(app.console, title, columns, rows, wide=wide)
+    if current is not None:
+        delta = changes(p, current)
+        launch = sum(n for n in delta.values() if n > 0)
+        terminate = -sum(n for n in delta.values() if n < 0)
+        keep = sum(min(current.get(q, 0), p.counts().get(q, 0)) for q in current)
+        app.console.print(f"change: keep {keep}, launch {launch}, terminate {terminate} instance(s)")
+
+
+def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | None = None,
+         wide: bool = False) -> None:
+    """Allocations (or the change against ``current``), totals, exclusions and the data source."""
+    plan_table(app, p, current, wide)
     for line in totals_lines(p):
         app.console.print(line)
     if not p.feasible:
@@ -97,26 +191,29 @@ def show(app: App, p: Plan, info: CatalogInfo) -> None:
     if p.exclusions:
         app.console.print("[bold]left out[/]")
         for e in p.exclusions:
-            app.console.print(f"  {e.pools:>6} {e.reason}  [dim](e.g. {e.example})[/]")
+            app.console.print(f"  {e.pools:>5} {e.reason} [dim](e.g. {pool_label(e.example, wide)})[/]")
     for note in p.notes:
         app.console.print(f"[dim]note: {note}[/]")
     fallback = f"; live prices failed for {', '.join(info.fallbacks)}" if info.fallbacks else ""
-    app.console.print(f"[dim]offers: {info.source} ({info.detail}){fallback}[/]")
+    app.console.print(f"[dim]offers: {info.source}: {info.detail}{fallback}[/]")
 
 
 def totals_lines(p: Plan) -> list[str]:
+    """The plan's totals, one short line each (they fit 80 columns)."""
     t = p.totals
     lines = [
         f"weighted GPUs   {t.weighted_gpus:g} of {t.target_weighted_gpus:g} "
-        f"({t.on_demand_weighted_gpus:g} on-demand, {t.gpus} GPUs in {t.pools} pools)",
-        f"price           ${t.price_per_hour:,.2f}/h",
+        f"({t.on_demand_weighted_gpus:g} on-demand; {t.gpus} GPUs in {t.pools} pools)",
+        f"price           ${t.price_per_hour:,.2f}/h (the sum of the $/h column)",
         f"true cost       ${t.true_cost_per_hour:,.2f}/h, ${t.true_cost_per_weighted_gpu_hour:,.3f} per weighted "
-        "GPU-hour (price + work lost to interruptions + restarts)",
+        "GPU-hour",
+        "                (price + work lost to interruptions + restarts)",
         f"interruptions   {t.expected_interruptions_per_day:.1f} expected per day",
     ]
     if t.on_demand_alternative_per_hour is not None:
-        saved = f", saves {t.savings_fraction:.0%}" if t.savings_fraction is not None else ""
-        lines.append(f"vs on-demand    cheapest all-on-demand fleet ${t.on_demand_alternative_per_hour:,.2f}/h{saved}")
+        saved = f"saves {t.savings_fraction:.0%} " if t.savings_fraction is not None else ""
+        lines.append(f"vs on-demand    {saved}vs the cheapest all-on-demand fleet "
+                     f"(${t.on_demand_alternative_per_hour:,.2f}/h)")
     if t.checkpoint_interval_seconds is not None:
         lines.append(f"checkpoint      every {_duration(t.checkpoint_interval_seconds)} of work (Young/Daly)")
     return lines

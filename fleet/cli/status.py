@@ -9,13 +9,12 @@ import time
 from typing import Any
 
 import click
-from rich.console import Group
-from rich.live import Live
-from rich.table import Table
 
 from fleet.provisioning.accounting import CostSummary, summarize
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import FleetView, duration, look, money, short_pool, store_of
+from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, look, money, store_of
+from fleet.cli.runs import current_run, instances_of
+from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.model import Instance
 from fleet.state import EventKind, FleetStatus, StateStore
 
@@ -28,17 +27,24 @@ from fleet.state import EventKind, FleetStatus, StateStore
 @click.option("--times", type=click.IntRange(min=0), default=0, help="With --watch: stop after this many refreshes.")
 @click.option("--limit", type=click.IntRange(min=0), default=30, show_default=True,
               help="Instance rows to show (0 = all).")
+@wide_option
 @json_option
 @pass_app
-def command(app: App, name: str, watch: bool, interval: float, times: int, limit: int, as_json: bool) -> None:
-    """Show fleet NAME: instances, pools, state, $/h, age, interruptions, cost so far."""
+def command(app: App, name: str, watch: bool, interval: float, times: int, limit: int, wide: bool,
+            as_json: bool) -> None:
+    """Show fleet NAME: instances, pools, state, $/h, age, interruptions, cost so far.
+
+    Exit status 3 when the fleet runs short of its plan (as `fleet up` and `fleet plan`).
+    """
     store = store_of(app)
     if not watch:
         data, view = snapshot(app, store, name)
         if as_json:
             app.emit_json(data)
         else:
-            app.console.print(render(data, view, limit))
+            render(app, data, view, limit, wide)
+        if data["status"] == FleetStatus.SHORT:
+            raise SystemExit(EXIT_SHORT)
         return
     shown = 0
     try:
@@ -49,14 +55,14 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
                 if times == 0 or shown < times:
                     time.sleep(interval)
             return
-        data, view = snapshot(app, store, name)
-        with Live(render(data, view, limit), console=app.console, auto_refresh=False) as live:
-            shown = 1
-            while times == 0 or shown < times:
+        while times == 0 or shown < times:
+            data, view = snapshot(app, store, name)
+            if shown:
+                app.console.clear()
+            render(app, data, view, limit, wide)
+            shown += 1
+            if times == 0 or shown < times:
                 time.sleep(interval)
-                data, view = snapshot(app, store, name)
-                live.update(render(data, view, limit), refresh=True)
-                shown += 1
     except KeyboardInterrupt:
         pass
 
@@ -64,7 +70,8 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
 def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], FleetView]:
     """The fleet as JSON-ready data (also what ``render`` draws)."""
     view = look(app, store, name, "status")
-    records = store.instances(name)
+    run = current_run(store, name)
+    records = instances_of(run, store.instances(name), store.events(name) if run.after_event else ())
     cost = summarize(records, view.clock)
     desired = view.plan.counts() if view.plan else {}
     running = view.obs.counts()
@@ -81,8 +88,10 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
     instances = sorted(view.obs.instances, key=lambda i: (i.pool.id, i.launched_at, i.id))
     notices = {e.instance_id for e in store.events(name, kinds={EventKind.NOTICE})}
     data = {
-        "fleet": name, "status": view.record.status, "backend": view.record.backend,
+        "fleet": name, "status": condition(view.record.status, running, desired),
+        "recorded_status": view.record.status, "backend": view.record.backend,
         "plan_id": view.plan.id if view.plan else None,
+        "run": run.number, "run_started_at": run.started_at,
         "running": sum(running.values()), "planned": sum(desired.values()) if view.plan else None,
         "cost": cost.to_dict(), "pools": pools,
         "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices) for i in instances],
@@ -114,16 +123,33 @@ def _stopped(i: Instance, now: float) -> dict[str, Any]:
             "stopped_seconds": max(0.0, now - since), "storage_per_hour": i.price_per_hour}
 
 
-def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary) -> str:
-    """The one-line summary; ``planned`` is None when no applied plan is recorded (then it says why)."""
-    saved = (f", saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs on-demand"
+def condition(recorded: str, running: dict[str, int], planned: dict[str, int]) -> str:
+    """What is true of the fleet now, from what runs against its latest applied plan: ``up`` when
+    every planned instance runs, ``short`` when any is missing (``fleet up`` ended short, was
+    interrupted, or instances were lost since), else the recorded status (``down``, ``repaired``,
+    or ``planned`` before any plan was applied)."""
+    if recorded == FleetStatus.DOWN or not planned:
+        return recorded
+    met = all(running.get(pool, 0) >= n for pool, n in planned.items())
+    return FleetStatus.UP if met else FleetStatus.SHORT
+
+
+def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary) -> list[str]:
+    """The fleet in a few short lines (they fit 80 columns); ``$/h`` is what runs now costs per hour.
+
+    ``planned`` is None when no applied plan is recorded (then it says why)."""
+    colour = {"up": "green", "short": "yellow"}.get(status, "bold")
+    saved = (f"; saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs the same nodes on-demand"
              if cost.savings is not None and cost.savings_fraction is not None else "")
-    counts = f"{running} of {planned} planned instances running" if planned is not None else \
-        f"{running} instance(s) running, no applied plan recorded ({_why_no_plan(status)})"
-    return (f"fleet [bold]{name}[/] ({status}): {counts}, "
-            f"{cost.running_gpus} GPUs, {money(cost.rate_per_hour, True)} now "
-            f"(spot {money(cost.spot_rate_per_hour, True)}, on-demand {money(cost.on_demand_rate_per_hour, True)}); "
-            f"cost so far {money(cost.cost_so_far)}{saved}; {cost.interruptions} interruption(s)")
+    counts = (f"{running} of {planned} planned instances running" if planned is not None else
+              f"{running} instance(s) running, no applied plan recorded ({_why_no_plan(status)})")
+    return [
+        f"fleet [bold]{name}[/]: [{colour}]{status}[/], {counts} ({cost.running_gpus} GPUs)",
+        f"price now      {money(cost.rate_per_hour, True)} (spot {money(cost.spot_rate_per_hour, True)}, "
+        f"on-demand {money(cost.on_demand_rate_per_hour, True)})",
+        f"cost so far    {money(cost.cost_so_far)}{saved}",
+        f"interruptions  {cost.interruptions}",
+    ]
 
 
 def _why_no_plan(status: str) -> str:
@@ -134,39 +160,39 @@ def _why_no_plan(status: str) -> str:
     return "the last `fleet up` did not finish; run it again to apply a plan"
 
 
-def render(data: dict[str, Any], view: FleetView, limit: int) -> Group:
+def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False) -> None:
+    """Print ``data`` (from ``snapshot``) for people: headline, pools, instances."""
     cost = CostSummary(**data["cost"])
-    parts: list[Any] = [headline(data["fleet"], data["status"], data["running"], data["planned"], cost)]
+    out = app.console
+    for line in headline(data["fleet"], data["status"], data["running"], data["planned"], cost):
+        out.print(line)
     if data["busy"]:
-        parts.append(f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
-                     "the record was not updated[/]")
+        out.print(f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
+                  "the record was not updated[/]")
     for provider, error in data["provider_errors"].items():
-        parts.append(f"[yellow]{provider}: could not list instances: {error}[/]")
+        out.print(f"[yellow]{provider}: could not list instances: {error}[/]")
     for held in data["stopped"]:
-        parts.append(f"[yellow]{held['id']} {held['reason']} {duration(held['stopped_seconds'])} ago "
-                     f"({short_pool(held['pool'])}): stopped, still billing storage "
-                     f"{money(held['storage_per_hour'], True)}; re-bid it or `fleet down` ends it[/]")
+        out.print(f"[yellow]{held['id']} {held['reason']} {duration(held['stopped_seconds'])} ago "
+                  f"({pool_label(held['pool'], wide)}): stopped, still billing storage "
+                  f"{money(held['storage_per_hour'], True)}; re-bid it or `fleet down` ends it[/]")
     for ended in data["ended"]:
-        parts.append(f"[yellow]{ended['id']} {ended['reason']}[/] since the last look")
-    pools = Table(title="pools", title_justify="left")
-    for col in ("pool", "market", "running", "planned", "$/h", "interruptions"):
-        pools.add_column(col, justify="left" if col in ("pool", "market") else "right")
-    for p in data["pools"]:
-        style = "yellow" if p["planned"] is not None and p["running"] < p["planned"] else None
-        pools.add_row(short_pool(p["pool"]), p["market"], str(p["running"]),
-                      "-" if p["planned"] is None else str(p["planned"]),
-                      money(p["price_per_hour"]), str(p["interruptions"]), style=style)
-    parts.append(pools)
-    rows = data["instances"] if limit == 0 else data["instances"][:limit]
-    if rows:
-        table = Table(title="instances", title_justify="left")
-        for col in ("id", "pool", "market", "state", "$/h", "age"):
-            table.add_column(col, justify="right" if col in ("$/h", "age") else "left")
-        for i in rows:
-            state = i["state"] + (" [yellow](notice)[/]" if i["notice"] else "")
-            table.add_row(i["id"], short_pool(i["pool"]), i["market"], state, money(i["price_per_hour"]),
-                          duration(i["age_seconds"]))
-        parts.append(table)
-        if len(rows) < len(data["instances"]):
-            parts.append(f"[dim]{len(data['instances']) - len(rows)} more instances; --limit 0 shows all[/]")
-    return Group(*parts)
+        out.print(f"[yellow]{ended['id']} {ended['reason']}[/] since the last look")
+    columns = [Column("pool"), Column("market"), Column("run", right=True), Column("plan", right=True),
+               Column("$/h", right=True), Column("preempted", right=True)]
+    rows = [[pool_label(p["pool"], wide), p["market"], str(p["running"]), "-" if p["planned"] is None else str(p["planned"]),
+             money(p["price_per_hour"]), str(p["interruptions"])] for p in data["pools"]]
+    styles = ["yellow" if p["planned"] is not None and p["running"] < p["planned"] else None
+              for p in data["pools"]]
+    out.print()
+    print_table(out, "pools", columns, rows, wide=wide, styles=styles)
+    shown = data["instances"] if limit == 0 else data["instances"][:limit]
+    if shown:
+        columns = [Column("id"), Column("pool"), Column("market", drop=1), Column("state"),
+                   Column("$/h", right=True), Column("age", right=True)]
+        rows = [[i["id"], pool_label(i["pool"], wide), i["market"],
+                 i["state"] + (" [yellow](notice)[/]" if i["notice"] else ""), money(i["price_per_hour"]),
+                 duration(i["age_seconds"])] for i in shown]
+        out.print()
+        print_table(out, "instances", columns, rows, wide=wide)
+        if len(shown) < len(data["instances"]):
+            out.print(f"[dim]{len(data['instances']) - len(shown)} more instances; --limit 0 shows all[/]")

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Collection, Mapping
+import time
+from typing import Any, Collection, Mapping
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 
 from fleet import crashpoints
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import EXIT_SHORT, confirm, money, short_pool, store_exists, store_of
-from fleet.cli.plan import offers_for_spec, totals_lines
+from fleet.cli.lifecycle import EXIT_SHORT, confirm, store_of
+from fleet.cli.runs import start_run
+from fleet.cli.plan import blocked_pools, changes, offers_for_spec, plan_table, totals_lines
+from fleet.cli.tables import compact_pool, wide_option
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
 from fleet.model import NodeConfig, Plan
@@ -26,7 +27,6 @@ from fleet.provisioning.storage import checkpoint_uri
 from fleet.secrets import resolve_env
 from fleet.spec import load_spec
 from fleet.state import FleetStatus
-from providers.base import Provider
 
 
 @click.command("up")
@@ -35,21 +35,36 @@ from providers.base import Provider
 @click.option("--dry-run", is_flag=True, help="Show the plan and what would change; launch nothing.")
 @click.option("--parallel", type=click.IntRange(min=1, max=256), default=32, show_default=True,
               help="Pools launched at the same time (1 = one pool after another).")
+@wide_option
 @json_option
 @pass_app
-def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, as_json: bool) -> None:
+def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool) -> None:
     """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing)."""
+    try:
+        _up(app, spec_path, yes, dry_run, parallel, wide, as_json)
+    except KeyboardInterrupt:
+        app.err.print(f"\n[yellow]interrupted[/]: `fleet up` stopped; instances already launched are recorded "
+                      f"and tagged, so rerunning `fleet up {spec_path}` is safe: it keeps them and fills the rest")
+        raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+#: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
+def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool) -> None:
     from fleet.planning.planner import plan as make_plan
     from providers.registry import providers_for
 
+    app.stage = "before launching anything"
     spec = load_spec(spec_path)
     node_env = {} if dry_run else resolve_env(spec.node.env, os.environ)   # ${env:NAME} -> value, nodes only
     providers = providers_for(spec, app.home)
     offers, _info = offers_for_spec(spec, app, providers)
     if dry_run:
         current = observe(providers, spec.name).counts()
-        plan = make_plan(spec, offers, current=current, blocked=_blocks_if_any(app, providers))
-        _dry_run(app, spec.name, plan, current, as_json)
+        plan = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers))
+        _dry_run(app, spec.name, plan, current, wide, as_json)
         return
     store = store_of(app, create=True)
     crashpoints.reached("store-opened")
@@ -58,12 +73,15 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
         current = obs.counts()
         plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers))
         if not as_json:
-            _show_plan(app, plan, current)
+            _show_plan(app, plan, current, wide)
         if not plan.feasible:
             app.warn(f"the plan is short of the spec: {plan.shortfall}")
-        prompted = bool(_changes(plan, current)) and not yes
+        prompted = bool(changes(plan, current)) and not yes
         if prompted:
             confirm(f"Apply this plan to fleet {spec.name!r}?", yes=yes, as_json=as_json)
+        previous = store.find_fleet(spec.name)
+        if previous is not None and previous.status == FleetStatus.DOWN:      # the name is reused: a new run
+            start_run(store, spec.name, at=max(obs.now.values(), default=time.time()))
         sync(store, obs, prices=on_demand_prices([plan]))
         store.save_fleet(spec.name, status=FleetStatus.PLANNED, spec_json=spec.model_dump_json(),
                          spec_hash=spec.spec_hash(), backend=spec.backend.value)
@@ -81,6 +99,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
             report = apply(plan, providers, store, progress=view, replan=replan, node=node, max_workers=parallel,
                            observed=None if prompted else obs)   # a prompt may have taken a while
         store.set_status(spec.name, FleetStatus.UP if report.ok else FleetStatus.SHORT)
+    app.stage = f"after applying the plan; `fleet status {spec.name}` shows the fleet"
     if as_json:
         app.emit_json(report.to_dict())
     else:
@@ -89,53 +108,21 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
         raise SystemExit(EXIT_SHORT)
 
 
-def _blocks_if_any(app: App, providers: Mapping[str, Provider]) -> list[str]:
-    """Blocked pools from the store, without creating one (a dry run writes nothing)."""
-    if not store_exists(app):
-        return []
-    store = store_of(app)
-    try:
-        return active_blocks(store, providers)
-    finally:
-        store.close()
-
-
-def _dry_run(app: App, fleet: str, plan: Plan, current: Mapping[str, int], as_json: bool) -> None:
-    changes = _changes(plan, current)
+def _dry_run(app: App, fleet: str, plan: Plan, current: Mapping[str, int], wide: bool, as_json: bool) -> None:
+    delta = changes(plan, current)
     if as_json:
         app.emit_json({"dry_run": True, "fleet": fleet, "plan": json.loads(plan.to_json()), "current": current,
-                       "changes": changes})
+                       "changes": delta})
         return
-    _show_plan(app, plan, current)
-    added = sum(n for n in changes.values() if n > 0)
-    removed = -sum(n for n in changes.values() if n < 0)
+    _show_plan(app, plan, current, wide)
+    added = sum(n for n in delta.values() if n > 0)
+    removed = -sum(n for n in delta.values() if n < 0)
     app.console.print(f"dry run: would launch {added} and terminate {removed} instance(s); nothing was changed")
 
 
-def _changes(plan: Plan, current: Mapping[str, int]) -> dict[str, int]:
-    """Pool -> instances to add (positive) or remove (negative)."""
-    wanted = plan.counts()
-    return {p: wanted.get(p, 0) - current.get(p, 0) for p in sorted(set(wanted) | set(current))
-            if wanted.get(p, 0) != current.get(p, 0)}
-
-
-def _show_plan(app: App, plan: Plan, current: Mapping[str, int]) -> None:
-    table = Table(title=f"fleet {plan.fleet}: plan {plan.id} ({plan.strategy})", title_justify="left")
-    table.add_column("pool", overflow="fold")
-    table.add_column("market")
-    table.add_column("node")
-    for col in ("now", "plan", "$/h each", "int./h"):
-        table.add_column(col, justify="right")
-    wanted = plan.counts()
-    offers = {a.offer.pool.id: a.offer for a in plan.allocations}
-    for pool in sorted(set(wanted) | set(current)):
-        o = offers.get(pool)
-        now, want = current.get(pool, 0), wanted.get(pool, 0)
-        style = "green" if want > now else ("red" if want < now else None)
-        table.add_row(short_pool(pool), pool.rsplit("/", 1)[1], f"{o.gpus}x{o.accelerator}" if o else "-",
-                      str(now), str(want), money(o.price_per_hour) if o else "-",
-                      f"{o.interruptions_per_hour:.3f}" if o else "-", style=style)
-    app.console.print(table)
+def _show_plan(app: App, plan: Plan, current: Mapping[str, int], wide: bool) -> None:
+    """The change `up` is about to make: the same table as `fleet plan` on a running fleet."""
+    plan_table(app, plan, current, wide)
     for line in totals_lines(plan):
         app.console.print(line)
     if not plan.feasible:
@@ -148,11 +135,13 @@ class _ProgressView:
     def __init__(self, app: App, *, enabled: bool):
         self.app = app
         self.enabled = enabled
-        self.bars: Progress | None = None
+        self.bars: Any = None
         self.tasks: dict[str, int] = {}
 
     def __enter__(self) -> "_ProgressView":
         if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
             self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[note]}"), console=self.app.err, transient=False)
             self.bars.start()
@@ -166,7 +155,7 @@ class _ProgressView:
         if self.bars is None:
             return
         if step.kind == "launch":
-            self.tasks[step.pool] = self.bars.add_task(short_pool(step.pool), total=step.count, note="")
+            self.tasks[step.pool] = self.bars.add_task(compact_pool(step.pool), total=step.count, note="")
         elif step.kind == "launched" and step.pool in self.tasks:
             note = "" if step.count == step.total else f"[yellow]{step.message[:60]}[/]"
             self.bars.update(self.tasks.pop(step.pool), completed=step.count, note=note)
@@ -180,7 +169,7 @@ def _summary(app: App, report: ApplyReport) -> None:
     app.console.print(f"launched {len(report.launched)}, terminated {len(report.terminated)}; "
                       f"fleet {report.fleet} runs {running} of {wanted} planned instances")
     for failure in report.failures:
-        app.console.print(f"  [yellow]{failure.error_kind}[/] {short_pool(failure.pool)}: "
+        app.console.print(f"  [yellow]{failure.error_kind}[/] {compact_pool(failure.pool)}: "
                           f"{len(failure.instances)} of {failure.requested}: {failure.error_message}")
     for prefix, reason in report.blocked:
         app.console.print(f"  blocked {prefix} for a while ({reason})")

@@ -4,9 +4,10 @@
 ``sync`` brings the store in line: instances found by tag but not recorded are added
 (``discovered``), recorded instances a provider no longer reports as alive are ended (spot:
 ``preempted``, on-demand: ``lost``; a stopped one, such as an outbid Vast instance, carries the
-provider's reason and time) at the deadline of their interruption notice where the
-node agent recorded one, else at the observation time (an upper bound: the bill never
-comes out lower than the provider's). A provider whose listing failed is left alone:
+provider's reason and time) at the time the provider gives for their end
+(``Provider.ended_at``), else at the deadline of their interruption notice where the node
+agent recorded one, else at the observation time (an upper bound: the bill never comes out
+lower than the provider's). A provider whose listing failed is left alone:
 its instances are neither added nor ended.
 """
 
@@ -31,6 +32,23 @@ class Observation:
     stopped: list[Instance] = field(default_factory=list)     # paused but still billing (Vast outbid)
     now: dict[str, float] = field(default_factory=dict)       # provider -> its clock at the look
     errors: dict[str, str] = field(default_factory=dict)      # provider -> why listing failed
+    providers: Mapping[str, Provider] = field(default_factory=dict, repr=False)   # who was asked
+
+    def ended_at(self, records: list[InstanceRecord]) -> dict[str, float]:
+        """Instance id -> when its provider says it ended (on the provider's clock), where it can say."""
+        out: dict[str, float] = {}
+        by_provider: dict[str, list[str]] = {}
+        for r in records:
+            by_provider.setdefault(r.provider, []).append(r.id)
+        for name, ids in sorted(by_provider.items()):
+            provider = self.providers.get(name)
+            if provider is None or not hasattr(provider, "ended_at"):
+                continue
+            try:
+                out.update(provider.ended_at(ids))
+            except ProviderError:
+                continue            # dated by the look instead, as without an answer
+        return out
 
     def counts(self) -> dict[str, int]:
         """Alive instances per pool id."""
@@ -63,7 +81,7 @@ class SyncResult:
 
 def observe(providers: Mapping[str, Provider], fleet: str) -> Observation:
     """List ``fleet``'s alive instances on every provider, in parallel; never raises ProviderError."""
-    obs = Observation(fleet)
+    obs = Observation(fleet, providers=providers)
 
     def look(item: tuple[str, Provider]) -> tuple[str, float | None, list[Instance], str]:
         name, provider = item
@@ -116,14 +134,15 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
     ended: dict[str, tuple[float, str]] = {}
     vanished = [rec for rid, rec in recorded.items() if rid not in seen and obs.listed(rec.provider)]
     deadlines = _notice_deadlines(store, fleet) if vanished else {}
+    told = obs.ended_at(vanished) if vanished else {}
     stopped = {i.id: i for i in obs.stopped}
     for rec in vanished:
         reason = EventKind.PREEMPTED if rec.market == Market.SPOT.value else EventKind.LOST
         seen_gone = obs.clock(rec.provider)
-        deadline = deadlines.get(rec.id)
+        when = told.get(rec.id, deadlines.get(rec.id))
         if rec.id in stopped and stopped[rec.id].ended_at is not None:   # the provider dated the stop
-            deadline = stopped[rec.id].ended_at
-        at = deadline if deadline is not None and rec.launched_at <= deadline <= seen_gone else seen_gone
+            when = stopped[rec.id].ended_at
+        at = when if when is not None and rec.launched_at <= when <= seen_gone else seen_gone
         ended[rec.id] = (at, reason)
         result.ended.append((rec, reason))
     if ended:

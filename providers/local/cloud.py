@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import sqlite3
 import time
@@ -102,13 +103,16 @@ class LocalCloud:
     def reset(cls, root: Path, **settings: object) -> "LocalCloud":
         """Delete the cloud at ``root`` (instances, node processes, faults, notices, buckets)
         and create a fresh one; settings (as for ``open``) not given are kept from the old
-        cloud where it was readable."""
+        cloud where it was readable. The fresh cloud's clock starts no earlier than the old
+        one's: records made on the old clock never lie in the future."""
         root = Path(root).expanduser().absolute()
         old: dict[str, object] = {}
+        old_now = 0.0
         if cls.exists(root):
             try:
                 old_cloud = cls(root, Database(root / DB_NAME))
                 old = {key: getattr(old_cloud, key) for key in DEFAULTS}
+                old_now = old_cloud.now()
                 old_cloud._stop_all_nodes()
                 old_cloud.db.close()
             except (FleetError, sqlite3.DatabaseError, KeyError, ValueError):
@@ -118,7 +122,13 @@ class LocalCloud:
         for sub in ("notices", "buckets", "nodes"):
             shutil.rmtree(root / sub, ignore_errors=True)
         merged = {**old, **{k: v for k, v in settings.items() if v is not None}}
-        return cls.open(root, **merged)  # type: ignore[arg-type]
+        cloud = cls.open(root, **merged)  # type: ignore[arg-type]
+        if old_now > cloud.now():          # simulated time never runs backwards, across resets too
+            with cloud.db.write() as conn:
+                conn.execute("UPDATE meta SET value=? WHERE key='start'",
+                             (json.dumps(float(math.ceil(old_now))),))
+            cloud = cls(root, cloud.db)
+        return cloud
 
     def provider(self, name: str):  # -> LocalProvider (import cycle kept out of the signature)
         """The simulated provider ``name`` (``aws``, ``gcp``, ...); FleetError if unknown."""

@@ -96,6 +96,18 @@ class LocalProvider:
                                   " ORDER BY rowid", (self.name, fleet))
         return [ledger.to_instance(r) for r in rows]
 
+    def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
+        """When these instances of this vendor ended, on the simulated clock (the cloud knows it)."""
+        self._round_trip()
+        self.cloud.settle()
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = self.cloud.db.read(f"SELECT id, ended_at FROM instances WHERE provider=? AND id IN ({marks}) "
+                                  "AND ended_at IS NOT NULL", (self.name, *wanted))
+        return {r["id"]: float(r["ended_at"]) for r in rows}
+
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances; unknown or ended ids are success; untagged ones are skipped."""
         self._round_trip()

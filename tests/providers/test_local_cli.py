@@ -18,6 +18,7 @@ from providers.base import OfferQuery
 from providers.local import LocalCloud
 
 POOL = "aws/us-east-1/use1-az4/p5.48xlarge/on-demand"
+SPOT = "aws/us-east-1/use1-az4/p5.48xlarge/spot"
 
 
 @pytest.fixture
@@ -32,10 +33,10 @@ def fleet(*args: str):
     return result
 
 
-def _ours(root, count: int = 2) -> list[str]:
+def _ours(root, count: int = 2, pool: str = POOL) -> list[str]:
     cloud = LocalCloud.open(root)
-    offer = next(o for o in cloud.provider("aws").list_offers(OfferQuery()) if o.pool.id == POOL)
-    req = LaunchRequest(fleet="demo", offer=offer, count=count, token="t", tags=fleet_tags("demo", offer.pool))
+    offer = next(o for o in cloud.provider("aws").list_offers(OfferQuery()) if o.pool.id == pool)
+    req = LaunchRequest(fleet="demo", offer=offer, count=count, token=f"t-{pool}", tags=fleet_tags("demo", offer.pool))
     return [i.id for i in cloud.provider("aws").launch(req).instances]
 
 
@@ -79,12 +80,16 @@ def test_advance_preempt_and_foreign(root):
     ids = _ours(root)
     moved = json.loads(fleet("local", "advance", "2h", "--json").stdout)
     assert moved["elapsed_seconds"] == 7200 and moved["ended"] == []
-    gone = json.loads(fleet("local", "preempt", ids[0], "--json").stdout)
+    refused = fleet("local", "preempt", ids[0])           # providers never preempt on-demand capacity
+    assert refused.exit_code == 1 and "is an on-demand instance" in refused.stderr
+    LocalCloud.open(root).set_capacity(SPOT, 4)
+    spot = _ours(root, 1, SPOT)
+    gone = json.loads(fleet("local", "preempt", spot[0], "--json").stdout)
     assert gone["state"] == "preempted"
     theirs = json.loads(fleet("local", "foreign", POOL, "--count", "2", "--json").stdout)
     assert len(theirs) == 2 and all(i["fleet"] == "" for i in theirs)
     data = json.loads(fleet("local", "status", "--json", "--all").stdout)
-    assert data["counts"] == {"pending": 2, "preempted": 1, "running": 1} and data["foreign"] == 2
+    assert data["counts"] == {"pending": 2, "preempted": 1, "running": 2} and data["foreign"] == 2
 
 
 def test_inject_and_capacity_are_visible_to_the_provider(root):
@@ -114,7 +119,16 @@ def test_reset_asks_before_deleting(root):
     _ours(root)
     result = CliRunner().invoke(cli, ["local", "reset"], input="n\n")
     assert result.exit_code == 1
+    assert "2 running instance(s) (2 on-demand) of fleet(s) demo" in result.stderr
+    assert "not confirmed" in result.stderr and "--yes" in result.stderr
     assert len(LocalCloud.open(root).all_instances()) == 2
+
+
+def test_reset_keeps_simulated_time_monotonic(root):
+    fleet("local", "reset", "--yes", "--time-scale", "0")
+    before = json.loads(fleet("local", "advance", "3d", "--json").stdout)["now"]
+    fleet("local", "reset", "--yes")
+    assert LocalCloud.open(root).now() >= before
 
 
 def test_a_real_fleet_process_sees_what_this_one_did(root):

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from fleet.cli.main import cli
 from fleet.errors import SpecError
-from fleet.spec import DEFAULT_WEIGHTS, Backend, Strategy, WorkloadKind, json_schema, load_spec, parse_spec
+from fleet.spec import Backend, Strategy, WorkloadKind, json_schema, load_spec, parse_spec
 
 MINIMAL = """\
 name: quickstart
@@ -46,9 +46,9 @@ def test_minimal_spec_gets_sane_defaults():
     assert spec.provider_settings("aws") is not None and spec.provider_settings("vast") is not None
 
 
-def test_accelerator_list_uses_default_weights_and_mapping_keeps_given_ones():
+def test_accelerator_list_counts_gpus_and_mapping_keeps_given_weights():
     spec = parse_spec(MINIMAL.replace("[H100]", "[h200, A100-80GB]"))
-    assert spec.capacity.accelerators == {"H200": DEFAULT_WEIGHTS["H200"], "A100-80GB": DEFAULT_WEIGHTS["A100-80GB"]}
+    assert spec.capacity.accelerators == {"H200": 1.0, "A100-80GB": 1.0}
     spec = parse_spec(MINIMAL.replace("[H100]", "{H100: 1.0, H200: 1.4}"))
     assert spec.weight("H200") == 1.4 and spec.weight("L4") == 0.0
 
