@@ -142,9 +142,10 @@ def headline(name: str, status: str, running: int, planned: int | None, cost: Co
     saved = (f"; saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs the same nodes on-demand"
              if cost.savings is not None and cost.savings_fraction is not None else "")
     counts = (f"{running} of {planned} planned instances running" if planned is not None else
-              f"{running} instance(s) running, no applied plan recorded ({_why_no_plan(status)})")
+              f"{running} instance(s) running")
+    why = [] if planned is not None else [f"no applied plan recorded: {_why_no_plan(status)}"]
     return [
-        f"fleet [bold]{name}[/]: [{colour}]{status}[/], {counts} ({cost.running_gpus} GPUs)",
+        f"fleet [bold]{name}[/]: [{colour}]{status}[/], {counts} ({cost.running_gpus} GPUs)", *why,
         f"price now      {money(cost.rate_per_hour, True)} (spot {money(cost.spot_rate_per_hour, True)}, "
         f"on-demand {money(cost.on_demand_rate_per_hour, True)})",
         f"cost so far    {money(cost.cost_so_far)}{saved}",

@@ -36,7 +36,7 @@ def test_an_up_killed_before_its_plan_was_recorded_stays_planned(world: World):
     assert world.fleet("up", str(spec), "--yes", env=world.env(SPOTFLEET_TEST_CRASH_AT="fleet-saved")).returncode == 137
     code, data, human = _status(world, "early")
     assert code == 0 and data["status"] == "planned" and data["running"] == 0
-    assert "early: planned, 0 of" in human
+    assert "early: planned, 0 instance(s) running" in human and "no applied plan recorded" in human
 
 
 def test_a_fleet_whose_cloud_was_reset_is_short_and_exits_3(world: World):
