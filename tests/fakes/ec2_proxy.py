@@ -10,10 +10,13 @@ request to moto unchanged, except ``CreateFleet`` requests whose overrides match
 * ``throttle``, ``server-error`` and ``auth`` faults answer the whole request with EC2's error
   XML (``RequestLimitExceeded`` 503, ``InternalError`` 500, ``AuthFailure`` 401).
 
-It can also add a fixed latency to every request and counts requests per action.
-Control it over HTTP (JSON bodies): ``POST /_proxy/fault`` ``{"instance_type", "subnets"?,
-"kind", "count"}``, ``POST /_proxy/capacity`` ``{"instance_type", "subnets"?, "limit"}``,
-``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
+It also sets spot prices (moto's are one constant): ``DescribeSpotPriceHistory`` answers get the
+price set for their instance type and zone name, else the default price when one is set. It can
+add a fixed latency to every request and counts requests per action. Control it over HTTP (JSON
+bodies): ``POST /_proxy/fault`` ``{"instance_type", "subnets"?, "kind", "count"}``,
+``POST /_proxy/capacity`` ``{"instance_type", "subnets"?, "limit"}``, ``POST /_proxy/prices``
+``{"prices": {"<type> <zone name>": usd}, "default": usd?}``, ``POST /_proxy/latency``
+``{"seconds"}``, ``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
 
     python tests/fakes/ec2_proxy.py --port 5001 --upstream http://127.0.0.1:5000 [--latency 0.05]
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import re
 import threading
 import time
 import uuid
@@ -61,8 +65,20 @@ class ProxyState:
     upstream: str
     latency: float = 0.0
     rules: list[Rule] = field(default_factory=list)
+    spot_prices: dict[str, float] = field(default_factory=dict)    # "<type> <zone name>" -> USD/h
+    default_price: float | None = None
     stats: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_ITEM = re.compile(r"<item>(?:(?!<item>).)*?<spotPrice>.*?</item>", re.S)
+
+
+def _clear(st: ProxyState) -> None:
+    st.rules.clear()
+    st.stats.clear()
+    st.spot_prices.clear()
+    st.default_price = None
 
 
 def _overrides(params: dict[str, str]) -> list[dict[str, str]]:
@@ -142,20 +158,37 @@ class Handler(BaseHTTPRequestHandler):
         if action == "CreateFleet":
             self._create_fleet(params)
             return
+        if action == "DescribeSpotPriceHistory" and (self.state.spot_prices or self.state.default_price is not None):
+            status, headers, payload = self._upstream("POST", body)
+            self._reply(status, _ITEM.sub(self._priced, payload.decode()).encode() if status == 200 else payload)
+            return
         self._forward(body)
+
+    def _priced(self, m: re.Match[str]) -> str:
+        item = m.group(0)
+        itype = re.search(r"<instanceType>([^<]*)</instanceType>", item)
+        zone = re.search(r"<availabilityZone>([^<]*)</availabilityZone>", item)
+        key = f"{itype.group(1) if itype else ''} {zone.group(1) if zone else ''}"
+        with self.state.lock:
+            price = self.state.spot_prices.get(key, self.state.default_price)
+        return item if price is None else re.sub(r"<spotPrice>[^<]*</spotPrice>", f"<spotPrice>{price:.6f}</spotPrice>",
+                                                 item)
 
     def _control(self, verb: str, data: dict) -> None:
         st = self.state
         with st.lock:
             if verb == "reset":
-                st.rules.clear()
-                st.stats.clear()
+                _clear(st)
             elif verb == "fault":
                 st.rules.append(Rule(data["instance_type"], frozenset(data.get("subnets") or ()), data["kind"],
                                      int(data.get("count", 1))))
             elif verb == "capacity":
                 st.rules.append(Rule(data["instance_type"], frozenset(data.get("subnets") or ()),
                                      limit=int(data["limit"])))
+            elif verb == "prices":
+                st.spot_prices.update({k: float(v) for k, v in data.get("prices", {}).items()})
+                if data.get("default") is not None:
+                    st.default_price = float(data["default"])
             elif verb == "latency":
                 st.latency = float(data["seconds"])
             else:
@@ -266,10 +299,15 @@ class Ec2Proxy:
         with self.state.lock:
             self.state.rules.append(Rule(instance_type, frozenset(subnets), limit=limit))
 
+    def prices(self, prices: dict[str, float], default: float | None = None) -> None:
+        with self.state.lock:
+            self.state.spot_prices.update(prices)
+            if default is not None:
+                self.state.default_price = default
+
     def reset(self) -> None:
         with self.state.lock:
-            self.state.rules.clear()
-            self.state.stats.clear()
+            _clear(self.state)
 
     def stats(self) -> dict[str, int]:
         with self.state.lock:
