@@ -18,6 +18,8 @@ from providers.base import CheckResult
 GPU_QUOTAS = {"L-417A185B": "spot P vCPUs", "L-7212CCBC": "on-demand P vCPUs",
               "L-3819A6DF": "spot G and VT vCPUs", "L-DB2E81BA": "on-demand G and VT vCPUs"}
 DRY_RUN_TYPE = "g4dn.xlarge"
+#: Any public image will do for a DryRun (it launches nothing) when the GPU default is not resolvable.
+PROBE_AMI_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
 
 
 def check(settings: ProviderSettings, *, aws: Aws | None = None) -> CheckResult:
@@ -62,7 +64,7 @@ def _list_prices(aws: Aws, notes: list[str]) -> None:
 
 def _dry_run(aws: Aws, settings: ProviderSettings, region: str, notes: list[str]) -> bool | None:
     try:
-        image = Launcher(aws, settings).image(region)
+        image = _probe_image(aws, settings, region)
         aws.call("ec2", region, "run_instances", DryRun=True, ImageId=image, InstanceType=DRY_RUN_TYPE,
                  MinCount=1, MaxCount=1)
     except ProviderError as err:
@@ -74,6 +76,13 @@ def _dry_run(aws: Aws, settings: ProviderSettings, region: str, notes: list[str]
         notes.append(f"launch not determined: {err.code or err.message}")
         return None
     return True
+
+
+def _probe_image(aws: Aws, settings: ProviderSettings, region: str) -> str:
+    try:
+        return Launcher(aws, settings).image(region)
+    except ProviderError:
+        return aws.call("ssm", region, "get_parameter", Name=PROBE_AMI_PARAMETER)["Parameter"]["Value"]
 
 
 def _quotas(aws: Aws, region: str, notes: list[str]) -> dict[str, str]:

@@ -29,7 +29,7 @@ STATES = {"pending": InstanceState.PENDING, "running": InstanceState.RUNNING, "s
           "stopped": InstanceState.STOPPED, "shutting-down": InstanceState.TERMINATED,
           "terminated": InstanceState.TERMINATED}
 SPOT_TERMINATION = "Server.SpotInstanceTermination"
-_REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) GMT\)")
+_REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 _ID = re.compile(r"^i-[0-9a-f]{8,17}$")
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +84,7 @@ class AwsCli:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> AwsCli:
-    try:
-        world = aws_world.shared()
-    except aws_world.AwsUnavailable as err:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(err))
-    world.reset()
+    world = aws_world.fresh()
     world.proxy.prices(PRICES, default=5.0)
     return AwsCli(tmp_path, world)
 
@@ -147,3 +142,23 @@ def test_a_pool_out_of_capacity_is_replanned_to_another(cli: AwsCli):
     assert report["counts"] == {_pool("us-east-1c"): 2, _pool("us-east-1d"): 2}
     assert [f["error_code"] for f in report["failures"]] == ["InsufficientInstanceCapacity"]
     assert cli.alive_by_pool("awsfleet") == report["counts"]
+
+
+def test_a_spot_instance_aws_took_back_is_dated_by_aws(cli: AwsCli):
+    from fleet.state import open_store
+
+    spec = cli.spec()
+    cli.fleet_json("up", spec, "--yes")
+    victim = sorted(i["InstanceId"] for i in cli.ec2_instances("awsfleet"))[0]
+    time.sleep(2.5)
+    cli.world.direct("ec2", REGION).terminate_instances(InstanceIds=[victim])
+    taken_at = float(int(time.time()) - 1)
+    cli.world.proxy.interrupted([victim], taken_at)           # EC2 now describes it as a spot interruption
+    status = cli.fleet_json("status", "awsfleet")
+    assert status["reconciled"]
+    store = open_store(str(cli.root / "home" / "state.db"), create=False)
+    try:
+        [record] = [r for r in store.instances("awsfleet") if r.id == victim]
+    finally:
+        store.close()
+    assert record.end_reason == "preempted" and record.ended_at == taken_at

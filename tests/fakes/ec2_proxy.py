@@ -16,7 +16,10 @@ add a fixed latency to every request and counts requests per action. Control it 
 bodies): ``POST /_proxy/fault`` ``{"instance_type", "subnets"?, "kind", "count"}``,
 ``POST /_proxy/capacity`` ``{"instance_type", "subnets"?, "limit"}``, ``POST /_proxy/prices``
 ``{"prices": {"<type> <zone name>": usd}, "default": usd?}``, ``POST /_proxy/latency``
-``{"seconds"}``, ``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
+``{"seconds"}``, ``POST /_proxy/interrupted`` ``{"ids": [...], "at": epoch}`` (instances already
+terminated on moto are then described as AWS describes a spot interruption: ``StateReason``
+``Server.SpotInstanceTermination`` and the time in ``StateTransitionReason``),
+``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
 
     python tests/fakes/ec2_proxy.py --port 5001 --upstream http://127.0.0.1:5000 [--latency 0.05]
 """
@@ -33,6 +36,7 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlencode, urlsplit
+from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -67,6 +71,7 @@ class ProxyState:
     rules: list[Rule] = field(default_factory=list)
     spot_prices: dict[str, float] = field(default_factory=dict)    # "<type> <zone name>" -> USD/h
     default_price: float | None = None
+    interrupted: dict[str, float] = field(default_factory=dict)    # instance id -> when AWS took it back
     stats: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -79,6 +84,7 @@ def _clear(st: ProxyState) -> None:
     st.stats.clear()
     st.spot_prices.clear()
     st.default_price = None
+    st.interrupted.clear()
 
 
 def _overrides(params: dict[str, str]) -> list[dict[str, str]]:
@@ -162,7 +168,32 @@ class Handler(BaseHTTPRequestHandler):
             status, headers, payload = self._upstream("POST", body)
             self._reply(status, _ITEM.sub(self._priced, payload.decode()).encode() if status == 200 else payload)
             return
+        if action == "DescribeInstances" and self.state.interrupted:
+            status, headers, payload = self._upstream("POST", body)
+            self._reply(status, self._interruptions(payload.decode()).encode() if status == 200 else payload)
+            return
         self._forward(body)
+
+    def _interruptions(self, text: str) -> str:
+        root = ET.fromstring(text)
+        ns = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
+        q = (lambda tag: f"{{{ns}}}{tag}") if ns else (lambda tag: tag)
+        for item in root.iter(q("item")):
+            iid = item.find(q("instanceId"))
+            with self.state.lock:
+                at = self.state.interrupted.get(iid.text or "") if iid is not None else None
+            if at is None or item.find(q("instanceState")) is None:
+                continue
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
+            for old in [*item.findall(q("reason")), *item.findall(q("stateReason"))]:
+                item.remove(old)
+            ET.SubElement(item, q("reason")).text = f"Service initiated ({when} GMT)"
+            reason = ET.SubElement(item, q("stateReason"))
+            ET.SubElement(reason, q("code")).text = "Server.SpotInstanceTermination"
+            ET.SubElement(reason, q("message")).text = "Server.SpotInstanceTermination: Spot instance termination"
+        if ns:
+            ET.register_namespace("", ns)
+        return ET.tostring(root, encoding="unicode")
 
     def _priced(self, m: re.Match[str]) -> str:
         item = m.group(0)
@@ -189,6 +220,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.spot_prices.update({k: float(v) for k, v in data.get("prices", {}).items()})
                 if data.get("default") is not None:
                     st.default_price = float(data["default"])
+            elif verb == "interrupted":
+                st.interrupted.update({i: float(data["at"]) for i in data["ids"]})
             elif verb == "latency":
                 st.latency = float(data["seconds"])
             else:
@@ -304,6 +337,10 @@ class Ec2Proxy:
             self.state.spot_prices.update(prices)
             if default is not None:
                 self.state.default_price = default
+
+    def interrupted(self, ids: list[str], at: float) -> None:
+        with self.state.lock:
+            self.state.interrupted.update({i: at for i in ids})
 
     def reset(self) -> None:
         with self.state.lock:
