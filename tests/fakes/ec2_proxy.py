@@ -19,6 +19,8 @@ bodies): ``POST /_proxy/fault`` ``{"instance_type", "subnets"?, "kind", "count"}
 ``{"seconds"}``, ``POST /_proxy/interrupted`` ``{"ids": [...], "at": epoch}`` (instances already
 terminated on moto are then described as AWS describes a spot interruption: ``StateReason``
 ``Server.SpotInstanceTermination`` and the time in ``StateTransitionReason``),
+``POST /_proxy/on-demand`` ``{"prices": {"<region> <type>": usd}}`` (the Price List API's
+``GetProducts``, which moto lacks, is then answered in its own JSON shape),
 ``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
 
     python tests/fakes/ec2_proxy.py --port 5001 --upstream http://127.0.0.1:5000 [--latency 0.05]
@@ -72,6 +74,7 @@ class ProxyState:
     spot_prices: dict[str, float] = field(default_factory=dict)    # "<type> <zone name>" -> USD/h
     default_price: float | None = None
     interrupted: dict[str, float] = field(default_factory=dict)    # instance id -> when AWS took it back
+    on_demand: dict[str, float] = field(default_factory=dict)      # "<region> <type>" -> USD/h
     stats: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -85,6 +88,7 @@ def _clear(st: ProxyState) -> None:
     st.spot_prices.clear()
     st.default_price = None
     st.interrupted.clear()
+    st.on_demand.clear()
 
 
 def _overrides(params: dict[str, str]) -> list[dict[str, str]]:
@@ -156,11 +160,15 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/_proxy/"):
             self._control(self.path.split("?")[0].rsplit("/", 1)[-1], json.loads(body or b"{}"))
             return
+        target = self.headers.get("X-Amz-Target", "")
+        if target == "AWSPriceListService.GetProducts" and self.state.on_demand:
+            self._count("GetProducts")
+            self._reply(200, json.dumps(self._products(json.loads(body))).encode(), "application/x-amz-json-1.1")
+            return
         params = dict(parse_qsl(body.decode(errors="replace"), keep_blank_values=True))
         action = params.get("Action", "")
-        with self.state.lock:
-            if action:
-                self.state.stats[action] = self.state.stats.get(action, 0) + 1
+        if action:
+            self._count(action)
         if action == "CreateFleet":
             self._create_fleet(params)
             return
@@ -205,6 +213,32 @@ class Handler(BaseHTTPRequestHandler):
         return item if price is None else re.sub(r"<spotPrice>[^<]*</spotPrice>", f"<spotPrice>{price:.6f}</spotPrice>",
                                                  item)
 
+    def _count(self, action: str) -> None:
+        with self.state.lock:
+            self.state.stats[action] = self.state.stats.get(action, 0) + 1
+
+    def _products(self, request: dict) -> dict:
+        """A GetProducts answer: one Price List document per matching (region, type), as AWS shapes it."""
+        want = {f["Field"]: f["Value"] for f in request.get("Filters", [])}
+        types = set(want.get("instanceType", "").split(",")) - {""}
+        docs = []
+        with self.state.lock:
+            prices = dict(self.state.on_demand)
+        for key, usd in sorted(prices.items()):
+            region, itype = key.split(" ")
+            if want.get("regionCode", region) != region or (types and itype not in types):
+                continue
+            sku = uuid.uuid5(uuid.NAMESPACE_DNS, key).hex[:16].upper()
+            docs.append(json.dumps({
+                "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+                    "instanceType": itype, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
+                    "capacitystatus": "Used", "preInstalledSw": "NA"}},
+                "serviceCode": "AmazonEC2",
+                "terms": {"OnDemand": {f"{sku}.JRTCKXETXF": {"priceDimensions": {f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
+                    "unit": "Hrs", "pricePerUnit": {"USD": f"{usd:.10f}"},
+                    "description": f"${usd} per On Demand Linux {itype} Instance Hour"}}}}}}))
+        return {"FormatVersion": "aws_v1", "PriceList": docs}
+
     def _control(self, verb: str, data: dict) -> None:
         st = self.state
         with st.lock:
@@ -220,6 +254,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.spot_prices.update({k: float(v) for k, v in data.get("prices", {}).items()})
                 if data.get("default") is not None:
                     st.default_price = float(data["default"])
+            elif verb == "on-demand":
+                st.on_demand.update({k: float(v) for k, v in data["prices"].items()})
             elif verb == "interrupted":
                 st.interrupted.update({i: float(data["at"]) for i in data["ids"]})
             elif verb == "latency":
@@ -337,6 +373,10 @@ class Ec2Proxy:
             self.state.spot_prices.update(prices)
             if default is not None:
                 self.state.default_price = default
+
+    def on_demand_prices(self, prices: dict[str, float]) -> None:
+        with self.state.lock:
+            self.state.on_demand.update(prices)
 
     def interrupted(self, ids: list[str], at: float) -> None:
         with self.state.lock:
