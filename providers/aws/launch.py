@@ -59,6 +59,7 @@ class Launcher:
         self.aws = aws
         self.settings = settings
         self._ami: dict[str, str] = {}
+        self._subnets: dict[tuple[str, str], list[str]] = {}
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         pool = request.offer.pool
@@ -87,6 +88,11 @@ class Launcher:
 
     def subnets(self, region: str, zone: str) -> list[str]:
         """Subnets for zone ID ``zone``: the spec's ``subnets`` (by zone ID or name), else the default VPC's."""
+        if (region, zone) not in self._subnets:
+            self._subnets[(region, zone)] = self._find_subnets(region, zone)
+        return self._subnets[(region, zone)]
+
+    def _find_subnets(self, region: str, zone: str) -> list[str]:
         if self.settings.subnets:
             if zone in self.settings.subnets:
                 return [self.settings.subnets[zone]]

@@ -12,7 +12,8 @@ own part (which then comes from the snapshot, and is named in every offer's ``so
   pre-installed software).
 
 Interruption rates come from the Spot Advisor band where it can be fetched, else the AWS prior.
-Facts are cached on disk per endpoint and region for ``ttl`` seconds.
+Facts are cached on disk per endpoint and region for ``ttl`` seconds (a tenth of that when some
+part came from the snapshot, so a passing failure does not linger).
 """
 
 from __future__ import annotations
@@ -196,16 +197,16 @@ class OfferCache:
         return self.root / f"offers-{key}-{region}.json"
 
     def get(self, region: str) -> RegionFacts | None:
+        """Fresh facts for ``region``; an answer with snapshot parts stays fresh a tenth as long."""
         try:
             data = json.loads(self._path(region).read_text())
             facts = RegionFacts.from_json(data)
         except (OSError, ValueError, TypeError, KeyError):
             return None
-        return facts if time.time() - facts.fetched_at < self.ttl else None
+        ttl = self.ttl / 10 if facts.fallbacks else self.ttl
+        return facts if time.time() - facts.fetched_at < ttl else None
 
     def put(self, facts: RegionFacts) -> None:
-        if facts.fallbacks:            # a partial answer is not worth keeping: ask again next time
-            return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = self._path(facts.region).with_suffix(".tmp")

@@ -382,6 +382,10 @@ class Ec2Proxy:
         with self.state.lock:
             self.state.interrupted.update({i: at for i in ids})
 
+    def reset_stats(self) -> None:
+        with self.state.lock:
+            self.state.stats.clear()
+
     def reset(self) -> None:
         with self.state.lock:
             _clear(self.state)
