@@ -123,6 +123,9 @@ class Launcher:
         return self._ami[region]
 
     def _create_template(self, request: LaunchRequest, region: str) -> str:
+        """A launch template named after the token, at version 1; its name (stable across reruns,
+        unlike its id) is what CreateFleet references, so a replay under the same ClientToken
+        sends EC2 the same parameters."""
         name = "spotfleet-" + hashlib.sha256(request.token.encode()).hexdigest()[:24]
         data: dict[str, Any] = {"ImageId": self.image(region),
                                 "UserData": render_base64(boot_for("aws", request))}
@@ -132,21 +135,18 @@ class Launcher:
         if request.node.ssh_key:
             data["KeyName"] = request.node.ssh_key
         try:
-            made = self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name,
-                                 LaunchTemplateData=data, ClientToken=client_token(request.token))
-            return made["LaunchTemplate"]["LaunchTemplateId"]
+            self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data)
         except ProviderError as err:
             if "AlreadyExists" not in err.code:
                 raise
-        # left behind by a launch that died before cleaning up: start from a fresh one
-        self._delete_template(region, name, by_name=True)
-        made = self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data)
-        return made["LaunchTemplate"]["LaunchTemplateId"]
+            # left behind by a launch that died before cleaning up: start from a fresh one
+            self._delete_template(region, name)
+            self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data)
+        return name
 
-    def _delete_template(self, region: str, template: str, *, by_name: bool = False) -> None:
-        key = {"LaunchTemplateName": template} if by_name else {"LaunchTemplateId": template}
+    def _delete_template(self, region: str, name: str) -> None:
         try:
-            self.aws.call("ec2", region, "delete_launch_template", **key)
+            self.aws.call("ec2", region, "delete_launch_template", LaunchTemplateName=name)
         except ProviderError:
             pass                 # gone already, or a cleanup a later launch repeats
 
@@ -165,7 +165,7 @@ class Launcher:
         aws_tags = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         return dict(
             Type="instant", ClientToken=client_token(request.token),
-            LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": "$Latest"},
+            LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "1"},
                                     "Overrides": overrides}],
             TargetCapacitySpecification=target,
             SpotOptions={"AllocationStrategy": "price-capacity-optimized", "InstanceInterruptionBehavior": "terminate"},

@@ -106,12 +106,15 @@ def error_xml(code: str, message: str) -> bytes:
             "</Response>").encode()
 
 
-def error_set(code: str, message: str, lifecycle: str, overrides: list[dict[str, str]], template: str) -> str:
+def error_set(code: str, message: str, lifecycle: str, overrides: list[dict[str, str]],
+              template: tuple[str, str]) -> str:
+    """EC2's ``errorSet`` of an instant fleet; ``template`` is (``launchTemplateId``|``launchTemplateName``, value)."""
+    field_, value = template
     items = []
     for o in overrides:
         items.append(
             "<item><launchTemplateAndOverrides><launchTemplateSpecification>"
-            f"<launchTemplateId>{escape(template)}</launchTemplateId><version>1</version>"
+            f"<{field_}>{escape(value)}</{field_}><version>1</version>"
             "</launchTemplateSpecification><overrides>"
             f"<instanceType>{escape(o.get('InstanceType', ''))}</instanceType>"
             f"<subnetId>{escape(o.get('SubnetId', ''))}</subnetId>"
@@ -268,7 +271,9 @@ class Handler(BaseHTTPRequestHandler):
     def _create_fleet(self, params: dict[str, str]) -> None:
         overrides = _overrides(params)
         lifecycle = params.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
-        template = params.get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateId", "")
+        spec = "LaunchTemplateConfigs.1.LaunchTemplateSpecification."
+        template = (("launchTemplateId", params[spec + "LaunchTemplateId"]) if spec + "LaunchTemplateId" in params
+                    else ("launchTemplateName", params.get(spec + "LaunchTemplateName", "")))
         total = int(params.get("TargetCapacitySpecification.TotalTargetCapacity", "0"))
         fault, limited = None, None
         with self.state.lock:
