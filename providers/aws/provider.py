@@ -34,7 +34,7 @@ def cache_dir() -> Path:
 
 class AwsProvider:
     name = "aws"
-    capabilities = Capabilities(spot=True, zones=True, bidding=False, stop_start=True, placement_scores=False,
+    capabilities = Capabilities(spot=True, zones=True, bidding=False, stop_start=False, placement_scores=False,
                                 interruption_notice_seconds=120)
 
     def __init__(self, settings: ProviderSettings | None = None, *, aws: Aws | None = None,
@@ -57,7 +57,10 @@ class AwsProvider:
         return time.time()
 
     def list_offers(self, query: OfferQuery) -> list[Offer]:
-        """Live offers per zone; parts that fail come from the snapshot (named in ``Offer.source``)."""
+        """Live offers per zone; parts that fail come from the snapshot (named in ``Offer.source``).
+
+        Raises AuthError without credentials (the catalog then serves the whole snapshot)."""
+        self.aws.require_credentials()
         regions = [r for r in self.regions() if not query.regions or r in query.regions]
         if not regions:
             return []

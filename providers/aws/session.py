@@ -40,6 +40,7 @@ class Aws:
         self._lock = threading.Lock()
         self.retry_delays = tuple(retry_delays)
         self.calls = 0
+        self._has_credentials: bool | None = None
 
     @property
     def default_region(self) -> str:
@@ -52,8 +53,19 @@ class Aws:
                 self._clients[key] = self._session.client(service, region_name=region, config=_CONFIG)
             return self._clients[key]
 
+    def require_credentials(self) -> None:
+        """Raise AuthError at once when the credential chain finds nothing (looked up once)."""
+        with self._lock:
+            if self._has_credentials is None:
+                self._has_credentials = self._session.get_credentials() is not None
+            found = self._has_credentials
+        if not found:
+            raise to_error("NoCredentials", "no AWS credentials found (environment, ~/.aws, SSO or an instance "
+                           "role); run `aws configure` or set AWS_PROFILE")
+
     def call(self, service: str, region: str, operation: str, **params: Any) -> dict[str, Any]:
         """``client.<operation>(**params)``; raises the mapped ProviderError on failure."""
+        self.require_credentials()
         method = getattr(self.client(service, region), operation)
         for attempt in range(len(self.retry_delays) + 1):
             with self._lock:
@@ -67,8 +79,9 @@ class Aws:
                     continue
                 raise to_error(code, f"{operation}: {message}", region=region) from None
             except NoCredentialsError:
-                raise to_error("NoCredentials", "no AWS credentials found (environment, ~/.aws, SSO or an "
-                               "instance role); run `aws configure` or set AWS_PROFILE", region=region) from None
+                with self._lock:
+                    self._has_credentials = False
+                self.require_credentials()
             except EndpointConnectionError as err:
                 raise to_error("EndpointConnectionError", f"{operation}: {err}", region=region) from None
             except BotoCoreError as err:
