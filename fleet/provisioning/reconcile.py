@@ -4,10 +4,11 @@
 ``sync`` brings the store in line: instances found by tag but not recorded are added
 (``discovered``), recorded instances a provider no longer reports as alive are ended (spot:
 ``preempted``, on-demand: ``lost``; a stopped one, such as an outbid Vast instance, carries the
-provider's reason and time) at the time the provider gives for their end
-(``Provider.ended_at``), else at the deadline of their interruption notice where the node
-agent recorded one, else at the observation time (an upper bound: the bill never comes out
-lower than the provider's). A provider whose listing failed is left alone:
+provider's reason and time) at the time the provider gives for their end (a listed ended
+instance's ``ended_at``, as EC2 and GCE tell it, else ``Provider.ended_at``), else at the
+deadline of their interruption notice where the node agent recorded one, else at the
+observation time (an upper bound: the bill never comes out lower than the provider's). A
+provider whose listing failed is left alone:
 its instances are neither added nor ended.
 """
 
@@ -32,14 +33,17 @@ class Observation:
     stopped: list[Instance] = field(default_factory=list)     # paused but still billing (Vast outbid)
     now: dict[str, float] = field(default_factory=dict)       # provider -> its clock at the look
     errors: dict[str, str] = field(default_factory=dict)      # provider -> why listing failed
+    ended: dict[str, float] = field(default_factory=dict)     # instance id -> end time a listing gave
     providers: Mapping[str, Provider] = field(default_factory=dict, repr=False)   # who was asked
 
     def ended_at(self, records: list[InstanceRecord]) -> dict[str, float]:
-        """Instance id -> when its provider says it ended (on the provider's clock), where it can say."""
-        out: dict[str, float] = {}
+        """Instance id -> when its provider says it ended (on the provider's clock), where it can say:
+        from the listing itself, else from ``Provider.ended_at``."""
+        out: dict[str, float] = {r.id: self.ended[r.id] for r in records if r.id in self.ended}
         by_provider: dict[str, list[str]] = {}
         for r in records:
-            by_provider.setdefault(r.provider, []).append(r.id)
+            if r.id not in out:
+                by_provider.setdefault(r.provider, []).append(r.id)
         for name, ids in sorted(by_provider.items()):
             provider = self.providers.get(name)
             if provider is None or not hasattr(provider, "ended_at"):
@@ -99,8 +103,11 @@ def observe(providers: Mapping[str, Provider], fleet: str) -> Observation:
                 continue
             obs.now[name] = now
             # defence in depth: a provider must only return tagged instances, but never trust it
-            obs.instances.extend(i for i in found if i.tags.get(TAG_FLEET) == fleet and i.state.alive)
-            obs.stopped.extend(i for i in found if i.tags.get(TAG_FLEET) == fleet and i.state is InstanceState.STOPPED)
+            ours = [i for i in found if i.tags.get(TAG_FLEET) == fleet]
+            obs.instances.extend(i for i in ours if i.state.alive)
+            obs.stopped.extend(i for i in ours if i.state is InstanceState.STOPPED)
+            obs.ended.update({i.id: i.ended_at for i in ours
+                              if not i.state.alive and i.state is not InstanceState.STOPPED and i.ended_at is not None})
     return obs
 
 

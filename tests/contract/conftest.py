@@ -23,7 +23,7 @@ from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
-TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast"]
+TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "aws"]
 
 
 class Harness(Protocol):
@@ -74,8 +74,11 @@ class LocalHarness:
         return VENDORS[self.provider.name].make_id(os.urandom(32))
 
 
-def _make_harness(target: str, tmp_path: Path) -> Harness:
+def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -> Harness:
     family, _, name = target.partition(":")
+    if family == "aws":
+        from harness_aws import make as make_aws
+        return make_aws(request, tmp_path)
     if family == "local":
         cloud = LocalCloud.open(tmp_path / "cloud", time_scale=0)   # frozen clock: nothing moves unless told
         return LocalHarness(cloud, cloud.provider(name))
@@ -87,7 +90,7 @@ def _make_harness(target: str, tmp_path: Path) -> Harness:
 
 @pytest.fixture(params=TARGETS)
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
-    return _make_harness(request.param, tmp_path)
+    return _make_harness(request.param, tmp_path, request)
 
 
 @pytest.fixture

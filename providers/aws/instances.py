@@ -1,0 +1,110 @@
+"""Reading EC2 instances as spotfleet ``Instance`` values, finding them by tag, terminating them.
+
+An instance belongs to a fleet only through its ``spotfleet:fleet`` tag; nothing here touches an
+instance without one. A spot instance that AWS itself terminated (``StateReason`` code
+``Server.SpotInstanceTermination``) is reported as ``preempted`` with ``ended_at`` taken from
+AWS's own ``StateTransitionReason`` time, not the time we noticed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from calendar import timegm
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, PoolKey
+
+log = logging.getLogger(__name__)
+
+TAG_TOKEN = "spotfleet:token"
+TAG_REQUEST = "spotfleet:request"          # fingerprint of the launch request under that token
+TAG_SHORTFALL = "spotfleet:shortfall"      # vendor code of a partial launch's shortfall
+TAG_ACCELERATOR = "spotfleet:accelerator"
+TAG_GPUS = "spotfleet:gpus"
+TAG_PRICE = "spotfleet:price"
+
+STATES = {"pending": InstanceState.PENDING, "running": InstanceState.RUNNING, "stopping": InstanceState.STOPPED,
+          "stopped": InstanceState.STOPPED, "shutting-down": InstanceState.TERMINATED,
+          "terminated": InstanceState.TERMINATED}
+SPOT_TERMINATION = "Server.SpotInstanceTermination"
+_REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
+
+
+def tags_of(raw: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+
+
+def ended_at(raw: dict[str, Any]) -> float | None:
+    """When AWS says the instance stopped or ended (``StateTransitionReason``), if it says."""
+    m = _REASON_TIME.search(raw.get("StateTransitionReason") or "")
+    return float(timegm(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timetuple())) if m else None
+
+
+def to_instance(raw: dict[str, Any]) -> Instance | None:
+    """An Instance from a DescribeInstances item; None when it carries no pool tag."""
+    tags = tags_of(raw)
+    try:
+        pool = PoolKey.from_id(tags[TAG_POOL])
+    except (KeyError, ValueError):
+        return None
+    state = STATES.get(raw["State"]["Name"], InstanceState.PENDING)
+    end = None
+    if state is InstanceState.TERMINATED:
+        if raw.get("StateReason", {}).get("Code") == SPOT_TERMINATION:
+            state = InstanceState.PREEMPTED
+        end = ended_at(raw)
+    launched = raw.get("LaunchTime")
+    return Instance(id=raw["InstanceId"], fleet=tags.get(TAG_FLEET, ""), pool=pool, state=state,
+                    accelerator=tags.get(TAG_ACCELERATOR, ""), gpus=int(tags.get(TAG_GPUS, "1") or 1),
+                    price_per_hour=float(tags.get(TAG_PRICE, "0") or 0),
+                    launched_at=launched.timestamp() if isinstance(launched, datetime) else 0.0,
+                    ended_at=end, tags=tags)
+
+
+def describe(aws, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every instance in ``region`` matching ``filters``."""
+    out = []
+    for reservation in aws.pages("ec2", region, "describe_instances", "Reservations", Filters=filters):
+        out.extend(reservation.get("Instances", []))
+    return out
+
+
+def list_fleet(aws, region: str, fleet: str) -> list[Instance]:
+    """The fleet's live instances in ``region``, plus spot instances AWS took back (as preempted)."""
+    raw = describe(aws, region, [{"Name": f"tag:{TAG_FLEET}", "Values": [fleet]},
+                                 {"Name": "instance-state-name",
+                                  "Values": ["pending", "running", "stopping", "stopped", "shutting-down",
+                                             "terminated"]}])
+    out = []
+    for item in raw:
+        inst = to_instance(item)
+        if inst is None or inst.fleet != fleet:
+            continue
+        if inst.state.alive or inst.state is InstanceState.STOPPED or inst.state is InstanceState.PREEMPTED:
+            out.append(inst)
+    return out
+
+
+def terminate(aws, region: str, ids: Sequence[str]) -> list[str]:
+    """Terminate those of ``ids`` in ``region`` that carry a fleet tag and are not ended; the ids ended."""
+    wanted = [i for i in dict.fromkeys(ids) if _ID.match(i)]
+    if not wanted:
+        return []
+    found = describe(aws, region, [{"Name": "instance-id", "Values": wanted}])
+    ours, theirs = _split(found)
+    for raw in theirs:
+        log.warning("aws: not terminating %s: it carries no %s tag", raw["InstanceId"], TAG_FLEET)
+    doomed = [r["InstanceId"] for r in ours if r["State"]["Name"] not in ("shutting-down", "terminated")]
+    if doomed:
+        aws.call("ec2", region, "terminate_instances", InstanceIds=doomed)
+    return doomed
+
+
+def _split(found: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    ours, theirs = [], []
+    for raw in found:
+        (ours if tags_of(raw).get(TAG_FLEET) else theirs).append(raw)
+    return ours, theirs

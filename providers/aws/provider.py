@@ -1,0 +1,104 @@
+"""``AwsProvider``: EC2 spot and on-demand capacity and S3 checkpoint storage behind the Provider protocol.
+
+Regions are the spec's ``providers.aws.regions`` (else every region of the shipped snapshot,
+minus ``exclude_regions``); calls to different regions run in parallel. See ``offers``,
+``launch``, ``instances`` and ``storage`` for each part's contract.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+from fleet.errors import ProviderError
+from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
+from fleet.spec import ProviderSettings
+from providers.aws import advisor, instances, offers, storage
+from providers.aws.launch import Launcher
+from providers.aws.session import Aws
+from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+
+T = TypeVar("T")
+CACHE_ENV = "SPOTFLEET_CACHE_DIR"
+OFFER_TTL_SECONDS = 600.0
+
+
+def cache_dir() -> Path:
+    """Where live offer facts and the Spot Advisor data are cached (``$SPOTFLEET_CACHE_DIR``)."""
+    root = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "spotfleet")
+    return Path(root).expanduser() / "aws"
+
+
+class AwsProvider:
+    name = "aws"
+    capabilities = Capabilities(spot=True, zones=True, bidding=False, stop_start=False, placement_scores=False,
+                                interruption_notice_seconds=120)
+
+    def __init__(self, settings: ProviderSettings | None = None, *, aws: Aws | None = None,
+                 refresh_offers: bool = False, offer_ttl: float = OFFER_TTL_SECONDS):
+        self.settings = settings or ProviderSettings()
+        self.aws = aws or Aws()
+        self.launcher = Launcher(self.aws, self.settings)
+        self.cache = offers.OfferCache(cache_dir(), offer_ttl)
+        self.refresh_offers = refresh_offers
+
+    def __repr__(self) -> str:
+        return f"AwsProvider(regions={self.regions()})"
+
+    def regions(self) -> list[str]:
+        wanted = self.settings.regions or offers.snapshot_regions()
+        return [r for r in wanted if r not in self.settings.exclude_regions]
+
+    # ---- Provider protocol ---------------------------------------------------------------
+    def now(self) -> float:
+        return time.time()
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        """Live offers per zone; parts that fail come from the snapshot (named in ``Offer.source``).
+
+        Raises AuthError without credentials (the catalog then serves the whole snapshot)."""
+        self.aws.require_credentials()
+        regions = [r for r in self.regions() if not query.regions or r in query.regions]
+        if not regions:
+            return []
+        facts = offers.region_facts(self.aws, regions, self.cache, refresh=self.refresh_offers)
+        doc = advisor.load(self.cache.root) if query.spot else None
+        out: list[Offer] = []
+        for f in facts:
+            out.extend(offers.to_offers(f, query, advisor.rates(doc, f.region), self.settings.allows))
+        return out
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        return self.launcher.launch(request)
+
+    def list_instances(self, fleet: str) -> list[Instance]:
+        """The fleet's instances in every region (alive, stopped, and spot instances AWS took back)."""
+        found = self._each_region(lambda r: instances.list_fleet(self.aws, r, fleet))
+        return sorted((i for part in found for i in part), key=lambda i: (i.launched_at, i.id))
+
+    def terminate(self, ids: Sequence[str]) -> None:
+        """Terminate ``ids`` wherever they are; unknown or ended ids are success; untagged ones are left."""
+        ids = list(dict.fromkeys(ids))
+        if ids:
+            self._each_region(lambda r: instances.terminate(self.aws, r, ids))
+
+    def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
+        return storage.ensure(self.aws, spec)
+
+    # ---- internals -----------------------------------------------------------------------
+    def _each_region(self, work: Callable[[str], T]) -> list[T]:
+        regions = self.regions()
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(regions)))) as ex:
+            futures = [ex.submit(work, r) for r in regions]
+            results, first_error = [], None
+            for fut in futures:
+                try:
+                    results.append(fut.result())
+                except ProviderError as err:
+                    first_error = first_error or err
+        if first_error is not None:
+            raise first_error
+        return results

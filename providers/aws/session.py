@@ -1,0 +1,108 @@
+"""AWS clients for the adapter, and the one place a call is made, retried and translated.
+
+Credentials come from boto3's standard chain (environment, profiles, SSO, instance roles);
+they are never printed, logged or stored. boto3 honours ``AWS_ENDPOINT_URL`` (and the
+per-service ``AWS_ENDPOINT_URL_<SERVICE>``), so pointing it at an emulator such as a moto
+server sends every client there. botocore's own retries are switched off: :meth:`Aws.call`
+retries throttling with jittered backoff and then raises ``RateLimitedError``; every other
+failure becomes the class :mod:`providers.aws.errors` names, at once.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any, Sequence
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+
+from fleet.errors import ProviderError
+from providers.aws.errors import is_throttle, to_error
+
+#: Seconds slept before each retry of a throttled call (full jitter below each value).
+RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60,
+                 max_pool_connections=32)
+
+
+class Aws:
+    """Thread-safe boto3 clients per (service, region), with :meth:`call` as the only door.
+
+    ``calls`` counts API requests sent (retries included), for benchmarks and logs.
+    """
+
+    def __init__(self, *, profile: str | None = None, retry_delays: Sequence[float] = RETRY_DELAYS):
+        self._session = boto3.session.Session(profile_name=profile)
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self.retry_delays = tuple(retry_delays)
+        self.calls = 0
+        self._has_credentials: bool | None = None
+
+    @property
+    def default_region(self) -> str:
+        return self._session.region_name or "us-east-1"
+
+    def client(self, service: str, region: str) -> Any:
+        key = (service, region)
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = self._session.client(service, region_name=region, config=_CONFIG)
+            return self._clients[key]
+
+    def require_credentials(self) -> None:
+        """Raise AuthError at once when the credential chain finds nothing (looked up once)."""
+        with self._lock:
+            if self._has_credentials is None:
+                self._has_credentials = self._session.get_credentials() is not None
+            found = self._has_credentials
+        if not found:
+            raise to_error("NoCredentials", "no AWS credentials found (environment, ~/.aws, SSO or an instance "
+                           "role); run `aws configure` or set AWS_PROFILE")
+
+    def call(self, service: str, region: str, operation: str, **params: Any) -> dict[str, Any]:
+        """``client.<operation>(**params)``; raises the mapped ProviderError on failure."""
+        self.require_credentials()
+        method = getattr(self.client(service, region), operation)
+        for attempt in range(len(self.retry_delays) + 1):
+            with self._lock:
+                self.calls += 1
+            try:
+                return method(**params)
+            except ClientError as err:
+                code, message = _code_message(err)
+                if is_throttle(code) and attempt < len(self.retry_delays):
+                    time.sleep(random.uniform(0, self.retry_delays[attempt]))
+                    continue
+                raise to_error(code, f"{operation}: {message}", region=region) from None
+            except NoCredentialsError:
+                with self._lock:
+                    self._has_credentials = False
+                self.require_credentials()
+            except EndpointConnectionError as err:
+                raise to_error("EndpointConnectionError", f"{operation}: {err}", region=region) from None
+            except BotoCoreError as err:
+                raise ProviderError("aws", f"{operation}: {err}", region=region, code=type(err).__name__) from None
+        raise AssertionError("unreachable")
+
+    def pages(self, service: str, region: str, operation: str, key: str, **params: Any) -> list[Any]:
+        """Every item under ``key`` across the pages of a paginated call (NextToken)."""
+        out: list[Any] = []
+        token = None
+        while True:
+            page = self.call(service, region, operation, **params, **({"NextToken": token} if token else {}))
+            out.extend(page.get(key, []))
+            token = page.get("NextToken")
+            if not token:
+                return out
+
+
+def _code_message(err: ClientError) -> tuple[str, str]:
+    info = err.response.get("Error", {})
+    code = str(info.get("Code") or err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "Unknown"))
+    if code.isdigit():          # an HTTP status with no AWS code (an HTML 500 page)
+        code = "InternalError" if int(code) >= 500 else code
+    return code, str(info.get("Message") or code)

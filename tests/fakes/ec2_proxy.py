@@ -1,0 +1,415 @@
+"""An HTTP proxy in front of a moto server that makes EC2 Fleet fail the way real EC2 does.
+
+moto never returns CreateFleet ``Errors`` and never throttles. This proxy forwards every
+request to moto unchanged, except ``CreateFleet`` requests whose overrides match a rule:
+
+* ``capacity``/``quota`` faults and capacity limits answer with an instant-fleet response whose
+  ``errorSet`` carries the real EC2 codes (``InsufficientInstanceCapacity``,
+  ``VcpuLimitExceeded``) for the overrides, launching only what the limit leaves (the request's
+  target is lowered before it reaches moto);
+* ``throttle``, ``server-error`` and ``auth`` faults answer the whole request with EC2's error
+  XML (``RequestLimitExceeded`` 503, ``InternalError`` 500, ``AuthFailure`` 401).
+
+It also sets spot prices (moto's are one constant): ``DescribeSpotPriceHistory`` answers get the
+price set for their instance type and zone name, else the default price when one is set. It can
+add a fixed latency to every request and counts requests per action. Control it over HTTP (JSON
+bodies): ``POST /_proxy/fault`` ``{"instance_type", "subnets"?, "kind", "count"}``,
+``POST /_proxy/capacity`` ``{"instance_type", "subnets"?, "limit"}``, ``POST /_proxy/prices``
+``{"prices": {"<type> <zone name>": usd}, "default": usd?}``, ``POST /_proxy/latency``
+``{"seconds"}``, ``POST /_proxy/interrupted`` ``{"ids": [...], "at": epoch}`` (instances already
+terminated on moto are then described as AWS describes a spot interruption: ``StateReason``
+``Server.SpotInstanceTermination`` and the time in ``StateTransitionReason``),
+``POST /_proxy/on-demand`` ``{"prices": {"<region> <type>": usd}}`` (the Price List API's
+``GetProducts``, which moto lacks, is then answered in its own JSON shape),
+``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
+
+    python tests/fakes/ec2_proxy.py --port 5001 --upstream http://127.0.0.1:5000 [--latency 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlencode, urlsplit
+from xml.etree import ElementTree as ET
+from xml.sax.saxutils import escape
+
+NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+REQUEST_ERRORS = {"throttle": (503, "RequestLimitExceeded", "Request limit exceeded."),
+                  "server-error": (500, "InternalError", "An internal error has occurred."),
+                  "auth": (401, "AuthFailure", "AWS was not able to validate the provided access credentials")}
+FLEET_ERRORS = {"capacity": ("InsufficientInstanceCapacity",
+                             "We currently do not have sufficient {type} capacity in the Availability Zone you "
+                             "requested. Our system will be working on provisioning additional capacity."),
+                "quota": ("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit "
+                          "allows for the instance bucket that the specified instance type belongs to.")}
+
+
+@dataclass
+class Rule:
+    instance_type: str
+    subnets: frozenset[str] = frozenset()       # empty: any subnet
+    kind: str = ""                              # a fault kind, or "" for a capacity limit
+    count: int = 0                              # faults left
+    limit: int | None = None                    # instances that may still launch
+    launched: int = 0
+
+    def matches(self, overrides: list[dict[str, str]]) -> bool:
+        return any(o.get("InstanceType") == self.instance_type and (not self.subnets or o.get("SubnetId") in self.subnets)
+                   for o in overrides)
+
+
+@dataclass
+class ProxyState:
+    upstream: str
+    latency: float = 0.0
+    rules: list[Rule] = field(default_factory=list)
+    spot_prices: dict[str, float] = field(default_factory=dict)    # "<type> <zone name>" -> USD/h
+    default_price: float | None = None
+    interrupted: dict[str, float] = field(default_factory=dict)    # instance id -> when AWS took it back
+    on_demand: dict[str, float] = field(default_factory=dict)      # "<region> <type>" -> USD/h
+    stats: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_ITEM = re.compile(r"<item>(?:(?!<item>).)*?<spotPrice>.*?</item>", re.S)
+
+
+def _clear(st: ProxyState) -> None:
+    st.rules.clear()
+    st.stats.clear()
+    st.spot_prices.clear()
+    st.default_price = None
+    st.interrupted.clear()
+    st.on_demand.clear()
+
+
+def _overrides(params: dict[str, str]) -> list[dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for key, value in params.items():
+        parts = key.split(".")
+        if len(parts) == 5 and parts[0] == "LaunchTemplateConfigs" and parts[2] == "Overrides":
+            out.setdefault(f"{parts[1]}.{parts[3]}", {})[parts[4]] = value
+    return list(out.values())
+
+
+def error_xml(code: str, message: str) -> bytes:
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
+            f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID>"
+            "</Response>").encode()
+
+
+def error_set(code: str, message: str, lifecycle: str, overrides: list[dict[str, str]],
+              template: tuple[str, str]) -> str:
+    """EC2's ``errorSet`` of an instant fleet; ``template`` is (``launchTemplateId``|``launchTemplateName``, value)."""
+    field_, value = template
+    items = []
+    for o in overrides:
+        items.append(
+            "<item><launchTemplateAndOverrides><launchTemplateSpecification>"
+            f"<{field_}>{escape(value)}</{field_}><version>1</version>"
+            "</launchTemplateSpecification><overrides>"
+            f"<instanceType>{escape(o.get('InstanceType', ''))}</instanceType>"
+            f"<subnetId>{escape(o.get('SubnetId', ''))}</subnetId>"
+            f"<weightedCapacity>{escape(o.get('WeightedCapacity', '1'))}</weightedCapacity>"
+            f"</overrides></launchTemplateAndOverrides><lifecycle>{lifecycle}</lifecycle>"
+            f"<errorCode>{code}</errorCode><errorMessage>{escape(message)}</errorMessage></item>")
+    return "<errorSet>" + "".join(items) + "</errorSet>"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "ec2-proxy"
+    protocol_version = "HTTP/1.1"
+    state: ProxyState
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _reply(self, status: int, body: bytes, ctype: str = "text/xml") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/_proxy/stats"):
+            with self.state.lock:
+                self._reply(200, json.dumps(self.state.stats).encode(), "application/json")
+            return
+        self._forward(b"")
+
+    def do_DELETE(self) -> None:
+        self._forward(self._body())
+
+    def do_PUT(self) -> None:
+        self._forward(self._body())
+
+    def do_HEAD(self) -> None:
+        self._forward(b"")
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def do_POST(self) -> None:
+        body = self._body()
+        if self.path.startswith("/_proxy/"):
+            self._control(self.path.split("?")[0].rsplit("/", 1)[-1], json.loads(body or b"{}"))
+            return
+        target = self.headers.get("X-Amz-Target", "")
+        if target == "AWSPriceListService.GetProducts" and self.state.on_demand:
+            self._count("GetProducts")
+            self._reply(200, json.dumps(self._products(json.loads(body))).encode(), "application/x-amz-json-1.1")
+            return
+        params = dict(parse_qsl(body.decode(errors="replace"), keep_blank_values=True))
+        action = params.get("Action", "")
+        if action:
+            self._count(action)
+        if action == "CreateFleet":
+            self._create_fleet(params)
+            return
+        if action == "DescribeSpotPriceHistory" and (self.state.spot_prices or self.state.default_price is not None):
+            status, headers, payload = self._upstream("POST", body)
+            self._reply(status, _ITEM.sub(self._priced, payload.decode()).encode() if status == 200 else payload)
+            return
+        if action == "DescribeInstances" and self.state.interrupted:
+            status, headers, payload = self._upstream("POST", body)
+            self._reply(status, self._interruptions(payload.decode()).encode() if status == 200 else payload)
+            return
+        self._forward(body)
+
+    def _interruptions(self, text: str) -> str:
+        root = ET.fromstring(text)
+        ns = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
+        q = (lambda tag: f"{{{ns}}}{tag}") if ns else (lambda tag: tag)
+        for item in root.iter(q("item")):
+            iid = item.find(q("instanceId"))
+            with self.state.lock:
+                at = self.state.interrupted.get(iid.text or "") if iid is not None else None
+            if at is None or item.find(q("instanceState")) is None:
+                continue
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
+            for old in [*item.findall(q("reason")), *item.findall(q("stateReason"))]:
+                item.remove(old)
+            ET.SubElement(item, q("reason")).text = f"Service initiated ({when} GMT)"
+            reason = ET.SubElement(item, q("stateReason"))
+            ET.SubElement(reason, q("code")).text = "Server.SpotInstanceTermination"
+            ET.SubElement(reason, q("message")).text = "Server.SpotInstanceTermination: Spot instance termination"
+        if ns:
+            ET.register_namespace("", ns)
+        return ET.tostring(root, encoding="unicode")
+
+    def _priced(self, m: re.Match[str]) -> str:
+        item = m.group(0)
+        itype = re.search(r"<instanceType>([^<]*)</instanceType>", item)
+        zone = re.search(r"<availabilityZone>([^<]*)</availabilityZone>", item)
+        key = f"{itype.group(1) if itype else ''} {zone.group(1) if zone else ''}"
+        with self.state.lock:
+            price = self.state.spot_prices.get(key, self.state.default_price)
+        return item if price is None else re.sub(r"<spotPrice>[^<]*</spotPrice>", f"<spotPrice>{price:.6f}</spotPrice>",
+                                                 item)
+
+    def _count(self, action: str) -> None:
+        with self.state.lock:
+            self.state.stats[action] = self.state.stats.get(action, 0) + 1
+
+    def _products(self, request: dict) -> dict:
+        """A GetProducts answer: one Price List document per matching (region, type), as AWS shapes it."""
+        want = {f["Field"]: f["Value"] for f in request.get("Filters", [])}
+        types = set(want.get("instanceType", "").split(",")) - {""}
+        docs = []
+        with self.state.lock:
+            prices = dict(self.state.on_demand)
+        for key, usd in sorted(prices.items()):
+            region, itype = key.split(" ")
+            if want.get("regionCode", region) != region or (types and itype not in types):
+                continue
+            sku = uuid.uuid5(uuid.NAMESPACE_DNS, key).hex[:16].upper()
+            docs.append(json.dumps({
+                "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+                    "instanceType": itype, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
+                    "capacitystatus": "Used", "preInstalledSw": "NA"}},
+                "serviceCode": "AmazonEC2",
+                "terms": {"OnDemand": {f"{sku}.JRTCKXETXF": {"priceDimensions": {f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
+                    "unit": "Hrs", "pricePerUnit": {"USD": f"{usd:.10f}"},
+                    "description": f"${usd} per On Demand Linux {itype} Instance Hour"}}}}}}))
+        return {"FormatVersion": "aws_v1", "PriceList": docs}
+
+    def _control(self, verb: str, data: dict) -> None:
+        st = self.state
+        with st.lock:
+            if verb == "reset":
+                _clear(st)
+            elif verb == "fault":
+                st.rules.append(Rule(data["instance_type"], frozenset(data.get("subnets") or ()), data["kind"],
+                                     int(data.get("count", 1))))
+            elif verb == "capacity":
+                st.rules.append(Rule(data["instance_type"], frozenset(data.get("subnets") or ()),
+                                     limit=int(data["limit"])))
+            elif verb == "prices":
+                st.spot_prices.update({k: float(v) for k, v in data.get("prices", {}).items()})
+                if data.get("default") is not None:
+                    st.default_price = float(data["default"])
+            elif verb == "on-demand":
+                st.on_demand.update({k: float(v) for k, v in data["prices"].items()})
+            elif verb == "interrupted":
+                st.interrupted.update({i: float(data["at"]) for i in data["ids"]})
+            elif verb == "latency":
+                st.latency = float(data["seconds"])
+            else:
+                self._reply(404, b'{"error": "unknown control"}', "application/json")
+                return
+        self._reply(200, b"{}", "application/json")
+
+    def _create_fleet(self, params: dict[str, str]) -> None:
+        overrides = _overrides(params)
+        lifecycle = params.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
+        spec = "LaunchTemplateConfigs.1.LaunchTemplateSpecification."
+        template = (("launchTemplateId", params[spec + "LaunchTemplateId"]) if spec + "LaunchTemplateId" in params
+                    else ("launchTemplateName", params.get(spec + "LaunchTemplateName", "")))
+        total = int(params.get("TargetCapacitySpecification.TotalTargetCapacity", "0"))
+        fault, limited = None, None
+        with self.state.lock:
+            for rule in self.state.rules:
+                if not rule.matches(overrides):
+                    continue
+                if rule.kind and rule.count > 0 and fault is None:
+                    rule.count -= 1
+                    fault = rule.kind
+                elif rule.limit is not None and limited is None:
+                    limited = rule
+            allowed = total
+            if fault is None and limited is not None:
+                allowed = max(0, min(total, limited.limit - limited.launched))
+                limited.launched += allowed
+        if fault in REQUEST_ERRORS:
+            status, code, message = REQUEST_ERRORS[fault]
+            time.sleep(self.state.latency)
+            self._reply(status, error_xml(code, message))
+            return
+        if fault in FLEET_ERRORS:
+            allowed = 0
+            code, message = FLEET_ERRORS[fault]
+        else:
+            code, message = FLEET_ERRORS["capacity"]
+        message = message.format(type=overrides[0].get("InstanceType", "") if overrides else "")
+        if allowed == total:
+            self._forward(urlencode(params).encode())
+            return
+        errors = error_set(code, message, "spot" if lifecycle == "spot" else "on-demand", overrides, template)
+        if allowed == 0:
+            time.sleep(self.state.latency)
+            body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<CreateFleetResponse xmlns="{NS}">'
+                    f"<requestId>{uuid.uuid4()}</requestId><fleetId>fleet-{uuid.uuid4()}</fleetId>"
+                    f"{errors}<fleetInstanceSet/></CreateFleetResponse>").encode()
+            self._reply(200, body)
+            return
+        for key in ("TotalTargetCapacity", "SpotTargetCapacity", "OnDemandTargetCapacity"):
+            if f"TargetCapacitySpecification.{key}" in params:
+                params[f"TargetCapacitySpecification.{key}"] = str(allowed)
+        status, headers, body = self._upstream("POST", urlencode(params).encode())
+        if status == 200:
+            body = body.replace(b"</CreateFleetResponse>", errors.encode() + b"</CreateFleetResponse>")
+        self._reply(status, body, headers.get("Content-Type", "text/xml"))
+
+    def _upstream(self, method: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        time.sleep(self.state.latency)
+        url = urlsplit(self.state.upstream)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "connection", "host")}
+        headers["Host"] = f"{url.hostname}:{url.port}"
+        headers["Content-Length"] = str(len(body))
+        try:
+            conn.request(method, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, dict(resp.getheaders()), resp.read()
+        finally:
+            conn.close()
+
+    def _forward(self, body: bytes) -> None:
+        status, headers, payload = self._upstream(self.command, body)
+        self.send_response(status)
+        for k, v in headers.items():
+            if k.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+
+class Ec2Proxy:
+    """The proxy on ``127.0.0.1:port`` (0 = a free port) in a background thread."""
+
+    def __init__(self, upstream: str, *, port: int = 0, latency: float = 0.0):
+        self.state = ProxyState(upstream.rstrip("/"), latency)
+        handler = type("BoundHandler", (Handler,), {"state": self.state})
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> "Ec2Proxy":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # levers, in process (the HTTP control endpoints do the same)
+    def fault(self, instance_type: str, kind: str, count: int, subnets: tuple[str, ...] = ()) -> None:
+        with self.state.lock:
+            self.state.rules.append(Rule(instance_type, frozenset(subnets), kind, count))
+
+    def capacity(self, instance_type: str, limit: int, subnets: tuple[str, ...] = ()) -> None:
+        with self.state.lock:
+            self.state.rules.append(Rule(instance_type, frozenset(subnets), limit=limit))
+
+    def prices(self, prices: dict[str, float], default: float | None = None) -> None:
+        with self.state.lock:
+            self.state.spot_prices.update(prices)
+            if default is not None:
+                self.state.default_price = default
+
+    def on_demand_prices(self, prices: dict[str, float]) -> None:
+        with self.state.lock:
+            self.state.on_demand.update(prices)
+
+    def interrupted(self, ids: list[str], at: float) -> None:
+        with self.state.lock:
+            self.state.interrupted.update({i: at for i in ids})
+
+    def reset_stats(self) -> None:
+        with self.state.lock:
+            self.state.stats.clear()
+
+    def reset(self) -> None:
+        with self.state.lock:
+            _clear(self.state)
+
+    def stats(self) -> dict[str, int]:
+        with self.state.lock:
+            return dict(self.state.stats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, default=5001)
+    parser.add_argument("--upstream", required=True, help="the moto server, e.g. http://127.0.0.1:5000")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    args = parser.parse_args()
+    proxy = Ec2Proxy(args.upstream, port=args.port, latency=args.latency)
+    print(f"ec2 proxy on {proxy.url} -> {args.upstream}", flush=True)
+    proxy.server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
