@@ -23,7 +23,7 @@ from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
-TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod"]
+TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "gcp"]
 
 
 class Harness(Protocol):
@@ -79,6 +79,9 @@ def _make_harness(target: str, tmp_path: Path) -> Harness:
     if family == "local":
         cloud = LocalCloud.open(tmp_path / "cloud", time_scale=0)   # frozen clock: nothing moves unless told
         return LocalHarness(cloud, cloud.provider(name))
+    if family == "gcp":
+        from harness_gcp import make_gcp_harness
+        return make_gcp_harness()
     raise ValueError(f"unknown contract target {target}")
 
 
