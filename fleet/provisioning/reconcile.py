@@ -3,8 +3,9 @@
 ``observe`` asks every provider for the fleet's instances (by tag) and its clock;
 ``sync`` brings the store in line: instances found by tag but not recorded are added
 (``discovered``), recorded instances a provider no longer reports are ended (spot:
-``preempted``, on-demand: ``lost``) at the deadline of their interruption notice where the
-node agent recorded one, else at the observation time (an upper bound: the bill never
+``preempted``, on-demand: ``lost``) at the time the provider gives for it (an instance it reports
+ended with ``ended_at``, as GCE does for a preempted VM), else at the deadline of their
+interruption notice where the node agent recorded one, else at the observation time (an upper bound: the bill never
 comes out lower than the provider's). A provider whose listing failed is left alone:
 its instances are neither added nor ended.
 """
@@ -29,6 +30,7 @@ class Observation:
     instances: list[Instance] = field(default_factory=list)   # alive, carrying this fleet's tag
     now: dict[str, float] = field(default_factory=dict)       # provider -> its clock at the look
     errors: dict[str, str] = field(default_factory=dict)      # provider -> why listing failed
+    ended: dict[str, float] = field(default_factory=dict)     # instance id -> when the provider says it ended
 
     def counts(self) -> dict[str, int]:
         """Alive instances per pool id."""
@@ -79,7 +81,9 @@ def observe(providers: Mapping[str, Provider], fleet: str) -> Observation:
                 continue
             obs.now[name] = now
             # defence in depth: a provider must only return tagged instances, but never trust it
-            obs.instances.extend(i for i in found if i.tags.get(TAG_FLEET) == fleet and i.state.alive)
+            ours = [i for i in found if i.tags.get(TAG_FLEET) == fleet]
+            obs.instances.extend(i for i in ours if i.state.alive)
+            obs.ended.update((i.id, i.ended_at) for i in ours if not i.state.alive and i.ended_at is not None)
     return obs
 
 
@@ -116,7 +120,7 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
     for rec in vanished:
         reason = EventKind.PREEMPTED if rec.market == Market.SPOT.value else EventKind.LOST
         seen_gone = obs.clock(rec.provider)
-        deadline = deadlines.get(rec.id)
+        deadline = obs.ended.get(rec.id, deadlines.get(rec.id))
         at = deadline if deadline is not None and rec.launched_at <= deadline <= seen_gone else seen_gone
         ended[rec.id] = (at, reason)
         result.ended.append((rec, reason))
