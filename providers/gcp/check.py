@@ -16,9 +16,10 @@ from providers.gcp.provider import GceApi, endpoint_override, resolve_project
 def gpu_quotas(api: GceApi, regions: list[str] | None) -> dict[str, str]:
     """``"NVIDIA_H100_GPUS us-central1" -> "2 of 16 used"`` for each GPU quota with a limit."""
     if regions:
-        found = [api.call(api.regions.get, read=True, project=api.project, region=r) for r in regions]
+        found = [api.call(api.regions.get, read=True, region=r, request={"project": api.project, "region": r})
+                 for r in regions]
     else:
-        found = list(api.call(api.regions.list, read=True, project=api.project))
+        found = list(api.call(api.regions.list, read=True, request={"project": api.project}))
     out = {}
     for region in found:
         for q in region.quotas:

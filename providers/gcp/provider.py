@@ -34,6 +34,8 @@ PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)
 #: Per-call timeout in seconds (the client's own retry of reads is turned off: we retry here).
 CALL_TIMEOUT = 60.0
+#: Seconds a zone operation may take before the wait gives up.
+OPERATION_LIMIT = 900.0
 
 T = TypeVar("T")
 
@@ -154,12 +156,17 @@ class GceApi:
             time.sleep(random.uniform(self.retry_delays[attempt] / 2, self.retry_delays[attempt]))
         raise AssertionError("unreachable")
 
-    def wait(self, zone: str, operation: Any) -> Any:
+    def wait(self, zone: str, operation: Any, *, limit: float = OPERATION_LIMIT) -> Any:
         """Wait for a zone operation to be DONE (``zoneOperations.wait`` returns within two minutes
-        on GCE, so it is called until DONE) and return it."""
+        on GCE, so it is called until DONE) and return it; TransientProviderError after ``limit``
+        seconds (the requestId makes the caller's retry safe)."""
         done = self.compute.Operation.Status.DONE
         op = operation
+        deadline = time.monotonic() + limit
         while op.status != done:
+            if time.monotonic() > deadline:
+                raise TransientProviderError("gcp", f"operation {op.name} in {zone} not done after {limit:.0f} s",
+                                             region=zone.rsplit("-", 1)[0], code="OPERATION_TIMEOUT")
             op = self.call(self.zone_operations.wait, read=True, region=zone.rsplit("-", 1)[0],
                            project=self.project, zone=zone, operation=op.name)
         return op

@@ -219,10 +219,10 @@ def test_project_comes_from_the_spec_then_the_environment(monkeypatch):
     assert resolve_project(ProviderSettings()) == "from-env"
 
 
-def _check(server, tmp_path, **env):
+def _check(server, tmp_path, *args, **env):
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "CLOUDSDK_"))}
     base.update(SPOTFLEET_HOME=str(tmp_path), SPOTFLEET_GCE_ENDPOINT=server.url, **env)
-    return subprocess.run([FLEET_BIN, "check", "gcp", "--json"], env=base, capture_output=True, text=True,
+    return subprocess.run([FLEET_BIN, "check", "gcp", "--json", *args], env=base, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -237,8 +237,38 @@ def test_fleet_check_reports_project_and_gpu_quotas(server, tmp_path):
     assert "PREEMPTIBLE_NVIDIA_T4_GPUS us-central1" in result["quotas"]
 
 
+def test_fleet_check_reads_the_quotas_of_the_specs_regions(server, tmp_path):
+    control(server.url, "reset", {})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: quotas\nbackend: cloud\ncapacity: {gpus: 8, accelerators: [H100]}\n"
+                    "providers:\n  gcp: {project: spec-proj, regions: [us-east4]}\n")
+    proc = _check(server, tmp_path, "--spec", str(spec))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (result,) = json.loads(proc.stdout)
+    assert result["identity"].startswith("project spec-proj")
+    assert {k.split()[1] for k in result["quotas"]} == {"us-east4"}
+    assert result["quotas"]["PREEMPTIBLE_NVIDIA_H100_GPUS us-east4"] == "0 of 512 used"
+
+
 def test_fleet_check_without_a_project_names_the_fix(server, tmp_path):
     proc = _check(server, tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     (result,) = json.loads(proc.stdout)
     assert not result["ok"] and "GOOGLE_CLOUD_PROJECT" in result["detail"] and result["fix"]
+
+
+def test_the_fake_runs_on_its_own(tmp_path):
+    from fakes.storage_emulators import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parents[1] / "fakes" / "gce_server.py"),
+                             "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert f"127.0.0.1:{port}" in proc.stdout.readline()
+        url = f"http://127.0.0.1:{port}"
+        gcp = GcpProvider("solo", api=GceApi("solo", endpoint=url))
+        assert any(o.accelerator == "H100" for o in gcp.list_offers(OfferQuery(accelerators=("H100",))))
+        assert control(url, "stats") == {"machineTypes.aggregatedList": 1, "acceleratorTypes.aggregatedList": 1}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
