@@ -6,11 +6,12 @@ T4, V100, P100, P4 go on an n1 host through ``guestAccelerators``). An n1 shape 
 ``<host>+<accelerator type>x<count>``, for example ``n1-standard-8+nvidia-tesla-t4x1``;
 :func:`parse_instance_type` reads it back for the launch.
 
-Prices come from the catalog snapshot shipped with spotfleet (``fleet.catalog``, public list
-prices, read on ``SNAPSHOT_DATE``): the zone's row, else the cheapest row of the region; an n1
-shape adds the GPU rows of the snapshot to the n1 host list price below. A shape with no
-price is left out. Every offer names this provenance in ``Offer.source``. (The Cloud Billing
-Catalog would give live SKUs; it is not read yet.)
+Prices come from the Cloud Billing Catalog (:mod:`.pricing`: vCPUs, RAM and GPUs priced per
+region and market, cached on disk) and, where it gives none or cannot be read, from the catalog
+snapshot shipped with spotfleet (``fleet.catalog``, public list prices read on ``SNAPSHOT_DATE``):
+the zone's row, else the cheapest row of the region; an n1 shape adds the snapshot's GPU rows to
+the n1 host list price below. A shape with no price is left out. ``Offer.source`` names where
+each price came from (``gce-api+billing`` or ``gce-api+snapshot-<date>``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any, Iterator
 from fleet.catalog import SNAPSHOT_DATE, snapshot_offers, spot_interruption_estimate
 from fleet.model import Market, Offer, PoolKey
 from providers.base import OfferQuery
+from providers.gcp import pricing
+from providers.gcp.pricing import PriceTable
 
 #: GCE accelerator type -> the accelerator name spotfleet plans with.
 ACCELERATORS = {
@@ -42,7 +45,7 @@ N1_HOSTS = {1: "n1-standard-4", 2: "n1-standard-8", 4: "n1-standard-16", 8: "n1-
 N1_VCPU_HOUR = {Market.ON_DEMAND: 0.031611, Market.SPOT: 0.00663}
 N1_GIB_HOUR = {Market.ON_DEMAND: 0.004237, Market.SPOT: 0.000889}
 
-SOURCE = f"gce-api+snapshot-{SNAPSHOT_DATE}"
+SOURCE = f"gce-api+snapshot-{SNAPSHOT_DATE}"   # prices from the shipped snapshot
 _N1_SHAPE = re.compile(r"^(?P<host>n1-[a-z0-9-]+)\+(?P<accel>[a-z0-9-]+)x(?P<count>\d+)$")
 
 
@@ -118,6 +121,14 @@ def _prices() -> tuple[dict[tuple[str, str, Market], float], dict[tuple[str, str
     return machines, gpus
 
 
+def live_price(shape: Shape, market: Market, table: PriceTable | None) -> float | None:
+    """Hourly price of ``shape`` in ``market`` from the Billing Catalog table (None if a part is missing)."""
+    if table is None or shape.vcpus is None or shape.memory_gib is None:
+        return None
+    return table.price(shape.region, market, shape.machine_type, shape.vcpus, shape.memory_gib,
+                       shape.accelerator_type, shape.gpus)
+
+
 def price(shape: Shape, market: Market) -> float | None:
     """Hourly price of ``shape`` in ``market`` from the snapshot (zone first, then region); None if unknown."""
     machines, gpus = _prices()
@@ -131,15 +142,22 @@ def price(shape: Shape, market: Market) -> float | None:
     return round(gpu + shape.vcpus * N1_VCPU_HOUR[market] + shape.memory_gib * N1_GIB_HOUR[market], 5)
 
 
-def offers_for(shape: Shape, query: OfferQuery) -> list[Offer]:
-    """The spot and on-demand offers of one shape that the query wants and the snapshot prices."""
+def offers_for(shape: Shape, query: OfferQuery, table: PriceTable | None = None) -> list[Offer]:
+    """The spot and on-demand offers of one shape that the query wants and that have a price
+    (the Billing Catalog's where ``table`` has every part, else the snapshot's)."""
     markets = [m for m, wanted in ((Market.ON_DEMAND, query.on_demand), (Market.SPOT, query.spot)) if wanted]
-    on_demand = price(shape, Market.ON_DEMAND)
+    priced: dict[Market, tuple[float, str]] = {}
+    for market in (Market.ON_DEMAND, Market.SPOT):
+        live = live_price(shape, market, table)
+        fallback = price(shape, market) if live is None else None
+        if live is not None or fallback is not None:
+            priced[market] = (live, pricing.SOURCE) if live is not None else (fallback, SOURCE)
+    on_demand = priced.get(Market.ON_DEMAND, (None, ""))[0]
     out = []
     for market in markets:
-        p = on_demand if market is Market.ON_DEMAND else price(shape, market)
-        if p is None:
+        if market not in priced:
             continue
+        p, source = priced[market]
         rate, src = (0.0, None) if market is Market.ON_DEMAND else \
             spot_interruption_estimate("gcp", shape.zone, shape.accelerator)
         extra = {"interruptions_per_hour": rate, "interruption_source": src} if src is not None else {}
@@ -147,7 +165,7 @@ def offers_for(shape: Shape, query: OfferQuery) -> list[Offer]:
                        market=market)
         out.append(Offer(pool=pool, accelerator=shape.accelerator, gpus=shape.gpus, vcpus=shape.vcpus,
                          memory_gib=shape.memory_gib, price_per_hour=p, on_demand_price=on_demand,
-                         source=SOURCE, **extra))
+                         source=source, **extra))
     return out
 
 
@@ -166,11 +184,12 @@ def list_offers(api: Any, query: OfferQuery) -> list[Offer]:
     """Offers of every GPU shape in every zone of the project, filtered by ``query``."""
     machine_types = _aggregated(api, api.machine_types, "machine_types")
     accelerator_types = _aggregated(api, api.accelerator_types, "accelerator_types")
+    table = pricing.live_prices(stand_in=bool(api.endpoint))
     accs = {a.upper() for a in query.accelerators}
     regions = set(query.regions)
     out = []
     for shape in shapes(machine_types, accelerator_types):
         if (accs and shape.accelerator.upper() not in accs) or (regions and shape.region not in regions):
             continue
-        out.extend(offers_for(shape, query))
+        out.extend(offers_for(shape, query, table))
     return out

@@ -13,6 +13,8 @@ There is no Compute Engine emulator, so this speaks the wire format the real
   operation and creates nothing; a preemption leaves a ``compute.instances.preempted`` operation;
 * ``aggregated/machineTypes`` and ``aggregated/acceleratorTypes`` from a built-in world of 12
   zones; ``regions`` (get, list) with quotas whose usage counts the live VMs;
+* the Cloud Billing Catalog's ``GET /v1/services/6F81-5844-456A/skus`` (pages of Compute Engine
+  SKUs: family cores and RAM, GPUs, on-demand and Spot), for ``SPOTFLEET_GCP_BILLING_ENDPOINT``;
 * synchronous refusals with Google's JSON error body: 429 ``rateLimitExceeded``, 403
   ``quotaExceeded`` / ``forbidden``, 503 ``backendError``, 404 ``notFound``, 409 ``alreadyExists``.
 
@@ -20,7 +22,7 @@ Control API under ``/_fake/`` (JSON bodies): ``capacity`` {zone, machineType?, p
 count} caps live VMs of that kind in the zone (no capacity key = unlimited); ``fault`` {zone?,
 machineType?, kind, count} fails the next launch calls (kinds: capacity, throttle, server-error,
 auth, quota, quota-op); ``quota`` {region, metric, limit}; ``preempt`` {zone, name}; ``foreign``
-{zone, name, machineType} makes a VM with no labels; ``latency`` {seconds} added to every API call;
+{zone, name, machineType} makes a VM with no labels; ``latency`` {seconds} added to every API call; ``billing`` {down} fails the SKU listing;
 ``GET stats`` (calls per method) and ``GET instances`` (every VM, any state); ``reset``.
 
 Run on its own: ``python tests/fakes/gce_server.py --port 8089 [--latency 0.05]``, then
@@ -77,6 +79,14 @@ WORLD: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "europe-west4-b": (("a2", "g2"), ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100")),
 }
 DEFAULT_GPU_QUOTA = 512
+#: Cloud Billing Catalog stand-in: hourly (on-demand, Spot) price per vCPU and GiB of each family
+#: and per GPU, the same in every region of the world (list prices of us-central1, rounded).
+FAMILY_PRICES = {"N1": ((0.031611, 0.00663), (0.004237, 0.000889)), "A2": ((0.031611, 0.01264), (0.004237, 0.0017)),
+                 "A3": ((0.0291, 0.01164), (0.0039, 0.00156)), "G2": ((0.024988, 0.0099), (0.002927, 0.00116))}
+GPU_PRICES = {"Tesla T4": (0.35, 0.14), "Tesla V100": (2.48, 0.992), "Tesla P100": (1.46, 0.584),
+              "Tesla P4": (0.6, 0.24), "Tesla A100": (2.933908, 1.1472), "A100 80GB": (3.92808, 1.5712),
+              "H100 80GB": (9.79629, 2.253), "L4": (0.560040, 0.2231)}
+BILLING_SKUS = "/v1/services/6F81-5844-456A/skus"
 PREEMPTED = "compute.instances.preempted"
 DEFAULT_CPU_QUOTA = 100_000
 
@@ -167,6 +177,7 @@ class GceWorld:
             self.faults: list[dict[str, Any]] = []
             self.quotas: dict[tuple[str, str], float] = {}
             self.calls: Counter[str] = Counter()
+            self.billing_down = False
 
     # ---- control ------------------------------------------------------------------------
     def take_fault(self, zone: str, machine: str) -> str | None:
@@ -251,6 +262,8 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else {}
             if url.path.startswith("/_fake/"):
                 status, answer = 200, self._control(method, url.path[len("/_fake/"):], body)
+            elif url.path == BILLING_SKUS and method == "GET":
+                status, answer = 200, self._skus(query)
             else:
                 if self.world.latency > 0:
                     time.sleep(self.world.latency)
@@ -278,6 +291,8 @@ class Handler(BaseHTTPRequestHandler):
                                 | {"kind": body["kind"], "count": int(body.get("count", 1))})
             elif path == "quota":
                 w.quotas[(body["region"], body["metric"])] = float(body["limit"])
+            elif path == "billing":
+                w.billing_down = bool(body.get("down", False))
             elif path == "latency":
                 w.latency = float(body["seconds"])
             elif path == "preempt":
@@ -309,6 +324,42 @@ class Handler(BaseHTTPRequestHandler):
         if action == "DELETE":
             w.ended.append(w.instances[zone].pop(name))
         return op
+
+    # ---- Cloud Billing Catalog ----------------------------------------------------------------
+    def _skus(self, query: dict[str, str]) -> dict[str, Any]:
+        """Compute Engine SKUs in the catalog's shape, two per page."""
+        with self.world.lock:
+            self.world.calls["billing.skus"] += 1
+            if self.world.billing_down:
+                raise ApiError(503, "backendError", "The service is currently unavailable.")
+        regions = sorted({region_of(z) for z in WORLD})
+        rows = []
+        for (name, prices), group in [*((kv, "CPU") for kv in FAMILY_PRICES.items()),
+                                      *((kv, "GPU") for kv in GPU_PRICES.items())]:
+            parts = [("Core", prices[0]), ("Ram", prices[1])] if group == "CPU" else [("", prices)]
+            for part, (on_demand, spot) in parts:
+                what = f"{name} Instance {part}" if group == "CPU" else f"Nvidia {name} GPU"
+                if name == "N1" and group == "CPU":
+                    what = f"N1 Predefined Instance {part}"
+                for usage, price, prefix in (("OnDemand", on_demand, ""), ("Preemptible", spot, "Spot Preemptible ")):
+                    units, nanos = int(price), round((price - int(price)) * 1e9)
+                    rows.append({"name": f"services/6F81-5844-456A/skus/{len(rows):04X}", "skuId": f"{len(rows):04X}",
+                                 "description": f"{prefix}{what} running in Americas",
+                                 "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
+                                              "resourceGroup": group, "usageType": usage},
+                                 "serviceRegions": regions,
+                                 "pricingInfo": [{"pricingExpression": {
+                                     "usageUnit": "GiBy.h" if part == "Ram" else "h",
+                                     "tieredRates": [{"startUsageAmount": 0, "unitPrice": {
+                                         "currencyCode": "USD", "units": str(units), "nanos": nanos}}]}}]})
+        rows.append({"description": "Commitment v1: Nvidia Tesla T4 GPU in Americas for 1 Year",
+                     "category": {"resourceFamily": "Compute", "usageType": "Commit1Yr"}, "serviceRegions": regions})
+        size = int(query.get("pageSize") or 5000)
+        start = int(query.get("pageToken") or 0)
+        out: dict[str, Any] = {"skus": rows[start:start + size]}
+        if start + size < len(rows):
+            out["nextPageToken"] = str(start + size)
+        return out
 
     # ---- compute v1 -----------------------------------------------------------------------
     def _api(self, method: str, path: str, query: dict[str, str], body: dict[str, Any]) -> Any:

@@ -82,6 +82,52 @@ def test_n1_price_is_the_gpu_rows_plus_the_host(gcp):
     assert spot.interruptions_per_hour > 0
 
 
+def test_billing_catalog_prices_are_composed_per_machine_and_cached(server, gcp, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPOTFLEET_GCP_BILLING_ENDPOINT", server.url)
+    monkeypatch.setenv("SPOTFLEET_HOME", str(tmp_path))
+    t4 = _offer(gcp, "n1-standard-4+nvidia-tesla-t4x1")
+    assert t4.source == "gce-api+billing"
+    # n1-standard-4 (4 vCPUs, 15 GiB) + one T4, Spot rates of the fake catalog
+    assert t4.price_per_hour == pytest.approx(4 * 0.00663 + 15 * 0.000889 + 0.14, abs=1e-5)
+    a3 = _offer(gcp, "a3-highgpu-8g", Market.ON_DEMAND)
+    assert a3.price_per_hour == pytest.approx(208 * 0.0291 + 1872 * 0.0039 + 8 * 9.79629, abs=1e-4)
+    GcpProvider("proj", api=gcp.api).list_offers(OfferQuery())
+    assert control(server.url, "stats")["billing.skus"] == 1, "the second listing reads the disk cache"
+    assert list((tmp_path / "cache").glob("gcp-billing-*.json"))
+
+
+def test_an_unreadable_billing_catalog_falls_back_to_the_snapshot(server, gcp, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPOTFLEET_GCP_BILLING_ENDPOINT", server.url)
+    monkeypatch.setenv("SPOTFLEET_HOME", str(tmp_path))
+    control(server.url, "billing", {"down": True})
+    offers = gcp.list_offers(OfferQuery())
+    assert offers and all(o.source.startswith("gce-api+snapshot-") for o in offers)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_parse_skus_keeps_machine_parts_and_gpus_only():
+    from providers.gcp.pricing import parse_skus
+
+    def sku(description, usage, price, regions=("us-central1",), family="Compute"):
+        units, nanos = int(price), round((price - int(price)) * 1e9)
+        return {"description": description, "serviceRegions": list(regions),
+                "category": {"resourceFamily": family, "usageType": usage},
+                "pricingInfo": [{"pricingExpression": {"tieredRates": [
+                    {"startUsageAmount": 0, "unitPrice": {"units": str(units), "nanos": nanos}}]}}]}
+
+    table = parse_skus([
+        sku("G2 Instance Core running in Americas", "OnDemand", 0.024988),
+        sku("Spot Preemptible G2 Instance Ram running in Americas", "Preemptible", 0.00116),
+        sku("Nvidia L4 GPU running in Americas", "OnDemand", 0.56004),
+        sku("Commitment v1: Nvidia L4 GPU running in Americas", "Commit1Yr", 0.3),
+        sku("Nvidia L4 GPU running in Americas", "OnDemand", 0.1, family="Storage"),
+    ])
+    assert table.units == {("us-central1", "g2:core", Market.ON_DEMAND): pytest.approx(0.024988),
+                           ("us-central1", "g2:ram", Market.SPOT): pytest.approx(0.00116),
+                           ("us-central1", "nvidia-l4", Market.ON_DEMAND): pytest.approx(0.56004)}
+    assert table.price("us-central1", Market.SPOT, "g2-standard-4", 4, 16, "nvidia-l4", 1) is None
+
+
 def test_parse_instance_type_round_trips_n1_shapes():
     assert parse_instance_type("n1-standard-8+nvidia-tesla-v100x2") == ("n1-standard-8", "nvidia-tesla-v100", 2)
     assert parse_instance_type("a2-highgpu-1g") == ("a2-highgpu-1g", "", 0)
