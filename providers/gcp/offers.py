@@ -12,6 +12,11 @@ snapshot shipped with spotfleet (``fleet.catalog``, public list prices read on `
 the zone's row, else the cheapest row of the region; an n1 shape adds the snapshot's GPU rows to
 the n1 host list price below. A shape with no price is left out. ``Offer.source`` names where
 each price came from (``gce-api+billing`` or ``gce-api+snapshot-<date>``).
+
+``Offer.capacity_hint`` is the region's GPU quota still free (``regions.list``:
+``NVIDIA_T4_GPUS``, ``PREEMPTIBLE_NVIDIA_T4_GPUS``...) in VMs of the shape: an upper bound per
+pool, shared by the region's pools, so the planner never plans a pool beyond what the project may
+launch there. Spot VMs use the preemptible quota where the project has one, else the standard one.
 """
 
 from __future__ import annotations
@@ -142,7 +147,8 @@ def price(shape: Shape, market: Market) -> float | None:
     return round(gpu + shape.vcpus * N1_VCPU_HOUR[market] + shape.memory_gib * N1_GIB_HOUR[market], 5)
 
 
-def offers_for(shape: Shape, query: OfferQuery, table: PriceTable | None = None) -> list[Offer]:
+def offers_for(shape: Shape, query: OfferQuery, table: PriceTable | None = None,
+               room: dict[tuple[str, str], float] | None = None) -> list[Offer]:
     """The spot and on-demand offers of one shape that the query wants and that have a price
     (the Billing Catalog's where ``table`` has every part, else the snapshot's)."""
     markets = [m for m, wanted in ((Market.ON_DEMAND, query.on_demand), (Market.SPOT, query.spot)) if wanted]
@@ -165,8 +171,38 @@ def offers_for(shape: Shape, query: OfferQuery, table: PriceTable | None = None)
                        market=market)
         out.append(Offer(pool=pool, accelerator=shape.accelerator, gpus=shape.gpus, vcpus=shape.vcpus,
                          memory_gib=shape.memory_gib, price_per_hour=p, on_demand_price=on_demand,
-                         source=source, **extra))
+                         capacity_hint=vms_within_quota(shape, market, room), source=source, **extra))
     return out
+
+
+def quota_metric(accelerator_type: str) -> str:
+    """GCE's GPU quota metric: ``nvidia-tesla-t4`` -> ``NVIDIA_T4_GPUS``, ``nvidia-h100-80gb`` -> ``NVIDIA_H100_GPUS``."""
+    core = accelerator_type.upper().replace("-", "_").replace("NVIDIA_TESLA_", "NVIDIA_")
+    if core != "NVIDIA_A100_80GB":          # the one type whose memory size is part of its metric
+        core = re.sub(r"_(80GB|141GB)$", "", core)
+    return core + "_GPUS"
+
+
+def quota_room(api: Any) -> dict[tuple[str, str], float] | None:
+    """``(region, metric) -> limit - usage`` of every region; None when quotas cannot be read."""
+    from fleet.errors import ProviderError
+
+    try:
+        regions = list(api.call(api.regions.list, read=True, request={"project": api.project}))
+    except ProviderError:
+        return None
+    return {(r.name, q.metric): q.limit - q.usage for r in regions for q in r.quotas}
+
+
+def vms_within_quota(shape: Shape, market: Market, room: dict[tuple[str, str], float] | None) -> int | None:
+    """How many VMs of ``shape`` the region's GPU quota still allows (None: unknown)."""
+    if room is None:
+        return None
+    metric = quota_metric(shape.accelerator_type)
+    free = room.get((shape.region, metric))
+    if market is Market.SPOT and room.get((shape.region, f"PREEMPTIBLE_{metric}"), 0) > 0:
+        free = room[(shape.region, f"PREEMPTIBLE_{metric}")]
+    return None if free is None else max(0, int(free // shape.gpus))
 
 
 def _aggregated(api: Any, client: Any, field_name: str) -> dict[str, list[Any]]:
@@ -185,11 +221,12 @@ def list_offers(api: Any, query: OfferQuery) -> list[Offer]:
     machine_types = _aggregated(api, api.machine_types, "machine_types")
     accelerator_types = _aggregated(api, api.accelerator_types, "accelerator_types")
     table = pricing.live_prices(stand_in=bool(api.endpoint))
+    room = quota_room(api)
     accs = {a.upper() for a in query.accelerators}
     regions = set(query.regions)
     out = []
     for shape in shapes(machine_types, accelerator_types):
         if (accs and shape.accelerator.upper() not in accs) or (regions and shape.region not in regions):
             continue
-        out.extend(offers_for(shape, query, table))
+        out.extend(offers_for(shape, query, table, room))
     return out

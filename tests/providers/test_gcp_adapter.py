@@ -128,6 +128,17 @@ def test_parse_skus_keeps_machine_parts_and_gpus_only():
     assert table.price("us-central1", Market.SPOT, "g2-standard-4", 4, 16, "nvidia-l4", 1) is None
 
 
+def test_capacity_hints_are_the_regions_free_gpu_quota(server, gcp):
+    control(server.url, "quota", {"region": "us-central1", "metric": "PREEMPTIBLE_NVIDIA_T4_GPUS", "limit": 5})
+    hints = {(o.pool.zone, o.pool.instance_type, o.market): o.capacity_hint for o in gcp.list_offers(OfferQuery())}
+    assert hints[("us-central1-a", "n1-standard-4+nvidia-tesla-t4x1", Market.SPOT)] == 5
+    assert hints[("us-central1-b", "n1-standard-8+nvidia-tesla-t4x2", Market.SPOT)] == 2
+    assert hints[("us-central1-a", "n1-standard-4+nvidia-tesla-t4x1", Market.ON_DEMAND)] == 512
+    assert hints[("us-east1-b", "n1-standard-4+nvidia-tesla-t4x1", Market.SPOT)] == 512
+    _launch(gcp, _offer(gcp, "n1-standard-4+nvidia-tesla-t4x1"), 2, "tok-quota-use")
+    assert _offer(gcp, "n1-standard-4+nvidia-tesla-t4x1", zone="us-central1-c").capacity_hint == 3
+
+
 def test_parse_instance_type_round_trips_n1_shapes():
     assert parse_instance_type("n1-standard-8+nvidia-tesla-v100x2") == ("n1-standard-8", "nvidia-tesla-v100", 2)
     assert parse_instance_type("a2-highgpu-1g") == ("a2-highgpu-1g", "", 0)
@@ -314,7 +325,8 @@ def test_the_fake_runs_on_its_own(tmp_path):
         url = f"http://127.0.0.1:{port}"
         gcp = GcpProvider("solo", api=GceApi("solo", endpoint=url))
         assert any(o.accelerator == "H100" for o in gcp.list_offers(OfferQuery(accelerators=("H100",))))
-        assert control(url, "stats") == {"machineTypes.aggregatedList": 1, "acceleratorTypes.aggregatedList": 1}
+        assert control(url, "stats") == {"machineTypes.aggregatedList": 1, "acceleratorTypes.aggregatedList": 1,
+                                         "regions.list": 1}
     finally:
         proc.terminate()
         proc.wait(timeout=10)
