@@ -86,7 +86,8 @@ def main() -> dict[str, object]:
         for mode, bulk in (("bulk_insert", True), ("insert_per_vm", False)):
             for key, value in run(url, args.latency, bulk).items():
                 out[f"{mode}_{key}"] = value
-        out["insert_per_vm_over_bulk_calls"] = out["insert_per_vm_launch_api_calls"] / out["bulk_insert_launch_api_calls"]
+        calls = (out["insert_per_vm_launch_api_calls"], out["bulk_insert_launch_api_calls"])
+        out["insert_per_vm_over_bulk_calls"] = calls[0] / calls[1]
         out["insert_per_vm_over_bulk_time"] = out["insert_per_vm_launch_s"] / out["bulk_insert_launch_s"]
         return out
     finally:

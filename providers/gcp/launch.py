@@ -130,7 +130,8 @@ class Launcher:
             count=len(names), min_count=1, instance_properties=c.InstanceProperties(**props),
             per_instance_properties={n: c.BulkInsertInstanceResourcePerInstanceProperties(name=n) for n in names})
         op = self.api.call(self.api.instances.bulk_insert_unary, region=zone.rsplit("-", 1)[0],
-                           request={"project": self.api.project, "zone": zone, "request_id": request_id(token, "bulk", *names),
+                           request={"project": self.api.project, "zone": zone,
+                                    "request_id": request_id(token, "bulk", *names),
                                     "bulk_insert_instance_resource_resource": body})
         return self._outcome(zone, op)
 

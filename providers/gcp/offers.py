@@ -176,7 +176,8 @@ def offers_for(shape: Shape, query: OfferQuery, table: PriceTable | None = None,
 
 
 def quota_metric(accelerator_type: str) -> str:
-    """GCE's GPU quota metric: ``nvidia-tesla-t4`` -> ``NVIDIA_T4_GPUS``, ``nvidia-h100-80gb`` -> ``NVIDIA_H100_GPUS``."""
+    """GCE's GPU quota metric: ``nvidia-tesla-t4`` -> ``NVIDIA_T4_GPUS``,
+    ``nvidia-h100-80gb`` -> ``NVIDIA_H100_GPUS``."""
     core = accelerator_type.upper().replace("-", "_").replace("NVIDIA_TESLA_", "NVIDIA_")
     if core != "NVIDIA_A100_80GB":          # the one type whose memory size is part of its metric
         core = re.sub(r"_(80GB|141GB)$", "", core)

@@ -77,7 +77,6 @@ class GceApi:
     project: str
     endpoint: str = field(default_factory=endpoint_override)
     retry_delays: Sequence[float] = RETRY_DELAYS
-    calls: int = 0
 
     def _client(self, cls: Any) -> Any:
         kwargs: dict[str, Any] = {"transport": "rest"}
@@ -135,21 +134,14 @@ class GceApi:
 
         for attempt in range(len(self.retry_delays) + 1):
             try:
-                self.calls += 1
                 return fn(**kwargs, retry=None, timeout=CALL_TIMEOUT)
             except gexc.GoogleAPICallError as exc:
                 err = errors.from_api_error(exc, region=region)
-            except auth_exc.GoogleAuthError as exc:
-                err = AuthError("gcp", f"credentials refused: {exc}", region=region, code="authError")
-            except (gexc.RetryError, OSError) as exc:
+            except (auth_exc.TransportError, gexc.RetryError, OSError) as exc:   # requests' errors are OSErrors
                 err = TransientProviderError("gcp", f"cannot reach Compute Engine: {exc}", region=region,
                                              code="connection")
-            except Exception as exc:    # requests' connection errors are not OSError subclasses everywhere
-                if type(exc).__module__.startswith(("requests", "urllib3")):
-                    err = TransientProviderError("gcp", f"cannot reach Compute Engine: {exc}", region=region,
-                                                 code="connection")
-                else:
-                    raise
+            except auth_exc.GoogleAuthError as exc:
+                err = AuthError("gcp", f"credentials refused: {exc}", region=region, code="authError")
             again = isinstance(err, RateLimitedError) or (read and isinstance(err, TransientProviderError))
             if not again or attempt == len(self.retry_delays):
                 raise err

@@ -7,9 +7,10 @@ There is no Compute Engine emulator, so this speaks the wire format the real
   ``maxResults``/``pageToken``), delete, bulkInsert (``count``/``minCount`` as strings,
   ``namePattern`` or ``perInstanceProperties``); numeric string ids, labels, metadata,
   ``scheduling`` kept as sent, ``lastStopTimestamp`` on preemption;
-* zone operations: get, list, ``wait`` and ``aggregated/operations``; a failed one is ``DONE`` with ``error.errors[]`` and
-  ``httpErrorStatusCode`` as GCE sends them (``ZONE_RESOURCE_POOL_EXHAUSTED``,
-  ``VM_MIN_COUNT_NOT_REACHED``, ``QUOTA_EXCEEDED``); a repeated ``requestId`` returns the first
+* zone operations: get, list, ``wait`` and ``aggregated/operations`` (the call itself answers
+  ``RUNNING``); a failed one is ``DONE`` with ``error.errors[]`` and ``httpErrorStatusCode`` as
+  GCE sends them (``ZONE_RESOURCE_POOL_EXHAUSTED``, ``VM_MIN_COUNT_NOT_REACHED``,
+  ``QUOTA_EXCEEDED``); a repeated ``requestId`` returns the first
   operation and creates nothing; a preemption leaves a ``compute.instances.preempted`` operation;
 * ``aggregated/machineTypes`` and ``aggregated/acceleratorTypes`` from a built-in world of 12
   zones; ``regions`` (get, list) with quotas whose usage counts the live VMs;
@@ -22,7 +23,8 @@ Control API under ``/_fake/`` (JSON bodies): ``capacity`` {zone, machineType?, p
 count} caps live VMs of that kind in the zone (no capacity key = unlimited); ``fault`` {zone?,
 machineType?, kind, count} fails the next launch calls (kinds: capacity, throttle, server-error,
 auth, quota, quota-op); ``quota`` {region, metric, limit}; ``preempt`` {zone, name}; ``foreign``
-{zone, name, machineType} makes a VM with no labels; ``latency`` {seconds} added to every API call; ``billing`` {down} fails the SKU listing;
+{zone, name, machineType} makes a VM with no labels; ``latency`` {seconds} added to every API call;
+``billing`` {down} fails the SKU listing;
 ``GET stats`` (calls per method) and ``GET instances`` (every VM, any state); ``reset``.
 
 Run on its own: ``python tests/fakes/gce_server.py --port 8089 [--latency 0.05]``, then
@@ -461,7 +463,8 @@ class Handler(BaseHTTPRequestHandler):
             accel, gpus = kind, count
         model = str(scheduling.get("provisioningModel") or "STANDARD")
         if model not in ("SPOT", "STANDARD"):
-            raise ApiError(400, "invalid", f"Invalid value for field 'resource.scheduling.provisioningModel': '{model}'.")
+            raise ApiError(400, "invalid",
+                           f"Invalid value for field 'resource.scheduling.provisioningModel': '{model}'.")
         if gpus and scheduling.get("onHostMaintenance", "MIGRATE") != "TERMINATE":
             raise ApiError(400, "invalid", "Instances with guest accelerators do not support live migration "
                            "(scheduling.onHostMaintenance must be TERMINATE).")
@@ -635,7 +638,8 @@ class Handler(BaseHTTPRequestHandler):
         items: dict[str, Any] = {}
         for zone, inst in page:
             items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(inst)
-        out: dict[str, Any] = {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
+        out: dict[str, Any] = {"kind": "compute#instanceAggregatedList",
+                               "id": f"projects/{project}/aggregated/instances",
                                "items": items, "selfLink": f"{BASE}{project}/aggregated/instances"}
         if start + size < len(rows):
             out["nextPageToken"] = str(start + size)
