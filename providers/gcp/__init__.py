@@ -1,14 +1,18 @@
 """The GCP adapter: Spot VMs on Compute Engine, checkpoints on Cloud Storage.
 
 Importing this package registers it for ``backend: cloud`` (``providers.registry``); it needs
-``pip install 'spotfleet[gcp]'`` (google-cloud-compute, google-cloud-storage).
+``pip install 'spotfleet[gcp]'`` (google-cloud-compute, google-cloud-storage). The SDK is only
+looked for here (importing it takes seconds); it is imported when a call needs it.
 """
 
-import google.cloud.compute_v1  # noqa: F401  (fail early, naming the extra, when the SDK is missing)
+import importlib.util
 
-from providers.gcp.check import check
-from providers.gcp.provider import GcpProvider, from_spec
-from providers.registry import register_cloud_adapter
+if importlib.util.find_spec("google.cloud.compute_v1") is None:   # fail early, naming the extra
+    raise ModuleNotFoundError("No module named 'google.cloud.compute_v1'", name="google.cloud.compute_v1")
+
+from providers.gcp.check import check  # noqa: E402
+from providers.gcp.provider import GcpProvider, from_spec  # noqa: E402
+from providers.registry import register_cloud_adapter  # noqa: E402
 
 register_cloud_adapter("gcp", from_spec, check=check)
 
