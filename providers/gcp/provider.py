@@ -1,0 +1,220 @@
+"""``GcpProvider``: Spot and on-demand GPU VMs on Compute Engine, checkpoints on GCS.
+
+The Provider protocol (``providers.base``) over google-cloud-compute's REST transport. The
+work lives in one module per job: :mod:`.offers` (machine and accelerator types per zone,
+priced), :mod:`.launch` (insert / bulkInsert with deterministic names and requestIds),
+:mod:`.instances` (listing by label, terminate), :mod:`.storage` (the checkpoint bucket).
+This module builds the clients, finds the project, and makes every API call through
+:meth:`GceApi.call`, which turns Google's exceptions into ours and retries throttling.
+
+``SPOTFLEET_GCE_ENDPOINT`` (for example ``http://127.0.0.1:8089``) points every Compute
+Engine client at another server, with anonymous credentials, the way
+``STORAGE_EMULATOR_HOST`` does for Cloud Storage; without it the clients use Application
+Default Credentials against the real API.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Sequence, TypeVar
+
+from fleet.errors import AuthError, FleetError, ProviderError, RateLimitedError, TransientProviderError
+from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
+from fleet.spec import FleetSpec, ProviderSettings
+from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+from providers.gcp import errors
+
+ENDPOINT_ENV = "SPOTFLEET_GCE_ENDPOINT"
+PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
+#: Seconds slept before each retry of a throttled call (full jitter below each value).
+RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)
+#: Per-call timeout in seconds (the client's own retry of reads is turned off: we retry here).
+CALL_TIMEOUT = 60.0
+#: Seconds a zone operation may take before the wait gives up.
+OPERATION_LIMIT = 900.0
+
+T = TypeVar("T")
+
+
+def endpoint_override() -> str:
+    """The Compute Engine endpoint from ``SPOTFLEET_GCE_ENDPOINT`` ("" for the real API)."""
+    return os.environ.get(ENDPOINT_ENV, "").rstrip("/")
+
+
+def resolve_project(settings: ProviderSettings) -> str:
+    """The project: ``providers.gcp.project`` in the spec, else ``GOOGLE_CLOUD_PROJECT``, else the one
+    Application Default Credentials name. Raises FleetError naming all three when none is set."""
+    if settings.project:
+        return settings.project
+    for name in PROJECT_ENVS:
+        if os.environ.get(name):
+            return os.environ[name]
+    if not endpoint_override():
+        try:
+            import google.auth
+            from google.auth.exceptions import DefaultCredentialsError
+
+            try:
+                _, project = google.auth.default()
+            except DefaultCredentialsError:
+                project = None
+            if project:
+                return str(project)
+        except ImportError:
+            pass
+    raise FleetError("no GCP project: set providers.gcp.project in the spec, or GOOGLE_CLOUD_PROJECT, or a "
+                     "default project in Application Default Credentials (gcloud config set project ...)")
+
+
+@dataclass
+class GceApi:
+    """The Compute Engine clients of one project and the one way every call is made."""
+
+    project: str
+    endpoint: str = field(default_factory=endpoint_override)
+    retry_delays: Sequence[float] = RETRY_DELAYS
+
+    def _client(self, cls: Any) -> Any:
+        kwargs: dict[str, Any] = {"transport": "rest"}
+        if self.endpoint:
+            from google.api_core.client_options import ClientOptions
+            from google.auth.credentials import AnonymousCredentials
+
+            kwargs.update(client_options=ClientOptions(api_endpoint=self.endpoint),
+                          credentials=AnonymousCredentials())
+        try:
+            return cls(**kwargs)
+        except Exception as err:   # DefaultCredentialsError and friends: no usable credentials here
+            raise AuthError("gcp", f"no Google credentials ({type(err).__name__}: {err}); run "
+                            "`gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
+                            code="NoCredentials") from err
+
+    @cached_property
+    def compute(self) -> Any:
+        from google.cloud import compute_v1
+
+        return compute_v1
+
+    @cached_property
+    def instances(self) -> Any:
+        return self._client(self.compute.InstancesClient)
+
+    @cached_property
+    def zone_operations(self) -> Any:
+        return self._client(self.compute.ZoneOperationsClient)
+
+    @cached_property
+    def global_operations(self) -> Any:
+        return self._client(self.compute.GlobalOperationsClient)
+
+    @cached_property
+    def machine_types(self) -> Any:
+        return self._client(self.compute.MachineTypesClient)
+
+    @cached_property
+    def accelerator_types(self) -> Any:
+        return self._client(self.compute.AcceleratorTypesClient)
+
+    @cached_property
+    def regions(self) -> Any:
+        return self._client(self.compute.RegionsClient)
+
+    def call(self, fn: Callable[..., T], *, region: str = "", read: bool = False, **kwargs: Any) -> T:
+        """``fn(**kwargs)`` with our errors: throttling (and, for reads, 5xx) retried with backoff.
+
+        A mutation's 5xx is raised at once as TransientProviderError: its requestId makes the
+        caller's retry safe, and the executor decides when.
+        """
+        from google.api_core import exceptions as gexc
+        from google.auth import exceptions as auth_exc
+
+        for attempt in range(len(self.retry_delays) + 1):
+            try:
+                return fn(**kwargs, retry=None, timeout=CALL_TIMEOUT)
+            except gexc.GoogleAPICallError as exc:
+                err = errors.from_api_error(exc, region=region)
+            except (auth_exc.TransportError, gexc.RetryError, OSError) as exc:   # requests' errors are OSErrors
+                err = TransientProviderError("gcp", f"cannot reach Compute Engine: {exc}", region=region,
+                                             code="connection")
+            except auth_exc.GoogleAuthError as exc:
+                err = AuthError("gcp", f"credentials refused: {exc}", region=region, code="authError")
+            again = isinstance(err, RateLimitedError) or (read and isinstance(err, TransientProviderError))
+            if not again or attempt == len(self.retry_delays):
+                raise err
+            time.sleep(random.uniform(self.retry_delays[attempt] / 2, self.retry_delays[attempt]))
+        raise AssertionError("unreachable")
+
+    def wait(self, zone: str, operation: Any, *, limit: float = OPERATION_LIMIT) -> Any:
+        """Wait for a zone operation to be DONE (``zoneOperations.wait`` returns within two minutes
+        on GCE, so it is called until DONE) and return it; TransientProviderError after ``limit``
+        seconds (the requestId makes the caller's retry safe)."""
+        done = self.compute.Operation.Status.DONE
+        op = operation
+        deadline = time.monotonic() + limit
+        while op.status != done:
+            if time.monotonic() > deadline:
+                raise TransientProviderError("gcp", f"operation {op.name} in {zone} not done after {limit:.0f} s",
+                                             region=zone.rsplit("-", 1)[0], code="OPERATION_TIMEOUT")
+            op = self.call(self.zone_operations.wait, read=True, region=zone.rsplit("-", 1)[0],
+                           project=self.project, zone=zone, operation=op.name)
+        return op
+
+
+class GcpProvider:
+    """Compute Engine through one project; see the module docstring."""
+
+    name = "gcp"
+    capabilities = Capabilities(spot=True, zones=True, stop_start=True, interruption_notice_seconds=30)
+
+    def __init__(self, project: str, *, settings: ProviderSettings | None = None, termination_action: str = "DELETE",
+                 bulk: bool = True, api: GceApi | None = None, storage_host: str = ""):
+        self.project = project
+        self.settings = settings or ProviderSettings()
+        self.termination_action = termination_action
+        self.bulk = bulk
+        self.api = api or GceApi(project)
+        self.storage_host = storage_host
+
+    def __repr__(self) -> str:
+        where = self.api.endpoint or "compute.googleapis.com"
+        return f"GcpProvider(project={self.project!r}, endpoint={where!r})"
+
+    def now(self) -> float:
+        return time.time()
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        from providers.gcp.offers import list_offers
+
+        return list_offers(self.api, query)
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        from providers.gcp.launch import Launcher
+
+        if request.offer.pool.provider != self.name:
+            raise ProviderError(self.name, f"pool {request.offer.pool.id} belongs to {request.offer.pool.provider}",
+                                code="WRONG_PROVIDER")
+        return Launcher(self.api, bulk=self.bulk, termination_action=self.termination_action).launch(request)
+
+    def list_instances(self, fleet: str) -> list[Instance]:
+        from providers.gcp.instances import list_fleet
+
+        return list_fleet(self.api, fleet)
+
+    def terminate(self, ids: Sequence[str]) -> None:
+        from providers.gcp.instances import terminate
+
+        terminate(self.api, ids)
+
+    def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
+        from providers.gcp.storage import ensure_bucket
+
+        return ensure_bucket(self.project, spec, host=self.storage_host)
+
+
+def from_spec(spec: FleetSpec, settings: ProviderSettings) -> GcpProvider:
+    """The adapter factory ``providers.registry`` calls for ``backend: cloud``."""
+    return GcpProvider(resolve_project(settings), settings=settings)
