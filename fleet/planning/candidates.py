@@ -29,6 +29,9 @@ PRICE_CAP = "over budget.max_per_gpu_hour"
 OVER_BUDGET = "one node costs more than budget.max_per_hour"
 NO_CAPACITY = "capacity hint is 0"
 OVERSIZED = "one node exceeds diversification.max_pool_share of the spot part"
+#: The same for each failure-domain cap (``fleet.planning.domains``), checked after the pool cap.
+OVERSIZED_FOR = {level: f"one node exceeds diversification.max_{level}_share of the spot part"
+                 for level in ("zone", "region", "provider")}
 DUPLICATE = "duplicate pool id (cheapest kept)"
 
 
@@ -168,17 +171,27 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
 
 def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], counts: Counter,
                                   examples: dict[str, str]) -> tuple[list[Offer], dict[str, int]]:
-    """Drop spot pools whose one node holds more than ``spot_share_limit`` (reported as OVERSIZED)."""
+    """Drop spot pools whose one node holds more than ``spot_share_limit`` (reported as
+    OVERSIZED), or more than a zone, region or provider cap allows any plan (its share of
+    the largest spot part, ``gpus - on_demand_gpus``, or the smallest spot node)."""
     weights = spec.capacity.accelerators
     spot_weights = np.array([o.gpus * weights[o.accelerator] for o in chosen if o.pool.market is Market.SPOT])
-    limit = spot_share_limit(spec, spot_weights)
+    limits = [(OVERSIZED, spot_share_limit(spec, spot_weights))]
+    part = spec.capacity.gpus - spec.capacity.on_demand_gpus
+    smallest = float(np.min(spot_weights)) if len(spot_weights) else 0.0
+    for level, reason in OVERSIZED_FOR.items():
+        share = getattr(spec.diversification, f"max_{level}_share")
+        if share < 1:
+            limits.append((reason, max(share * part, smallest)))
     kept: list[Offer] = []
     for o in chosen:
-        if o.pool.market is Market.SPOT and o.gpus * weights[o.accelerator] > limit + 1e-9:
-            counts[OVERSIZED] += 1
+        w = o.gpus * weights[o.accelerator]
+        reason = next((r for r, limit in limits if w > limit + 1e-9), "") if o.pool.market is Market.SPOT else ""
+        if reason:
+            counts[reason] += 1
             pid = o.pool.id
-            if OVERSIZED not in examples or pid < examples[OVERSIZED]:
-                examples[OVERSIZED] = pid
+            if reason not in examples or pid < examples[reason]:
+                examples[reason] = pid
             continue
         kept.append(o)
     return kept, {o.pool.id: i for i, o in enumerate(kept)}
