@@ -96,7 +96,7 @@ def within_quotas(pools: list[Offer], grid: np.ndarray, quotas) -> np.ndarray:
     ok = np.ones(len(grid), bool)
     for q in quotas:
         units = np.array([(q.units(o) or 0.0) if q.covers(o) else 0.0 for o in pools])
-        ok &= grid @ units <= q.limit - q.in_use + EPS
+        ok &= grid @ units <= max(q.limit - q.in_use, 0.0) + EPS
     return ok
 
 
