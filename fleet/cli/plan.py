@@ -18,7 +18,7 @@ from fleet.cli.app import App, json_option, pass_app
 from fleet.errors import FleetError
 from fleet.model import Market, Offer, Plan
 from fleet.spec import Backend, FleetSpec, Strategy, load_spec
-from providers.base import OfferQuery, Provider
+from providers.base import OfferQuery, Provider, account_quotas
 
 EXIT_INFEASIBLE = 3
 
@@ -44,6 +44,18 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
     return filter_for_spec(offers, spec), info
 
 
+def _providers_if_any(spec: FleetSpec, app: App) -> dict | None:
+    """The spec's provider adapters, or ``None`` where there are none (snapshot planning)."""
+    from providers.registry import providers_for
+
+    try:
+        return providers_for(spec, app.home)
+    except FleetError:
+        if spec.backend is Backend.LOCAL:
+            raise
+        return None
+
+
 @click.command("plan")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--strategy", type=click.Choice([s.value for s in Strategy]),
@@ -60,8 +72,9 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, as
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
     with app.err.status("gathering offers and planning...") if not as_json else nullcontext():
-        offers, info = offers_for_spec(spec, app)
-        result = make_plan(spec, offers)
+        providers = _providers_if_any(spec, app)
+        offers, info = offers_for_spec(spec, app, providers)
+        result = make_plan(spec, offers, quotas=account_quotas(providers or {}))
     if out is not None:
         try:
             out.write_text(result.to_json() + "\n")

@@ -24,7 +24,7 @@ from fleet.model import NodeConfig, Plan
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
 from fleet.spec import load_spec
 from fleet.state import FleetStatus
-from providers.base import Provider
+from providers.base import Provider, account_quotas
 
 
 @click.command("up")
@@ -43,9 +43,10 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
     spec = load_spec(spec_path)
     providers = providers_for(spec, app.home)
     offers, _info = offers_for_spec(spec, app, providers)
+    quotas = account_quotas(providers)
     if dry_run:
         current = observe(providers, spec.name).counts()
-        plan = make_plan(spec, offers, current=current, blocked=_blocks_if_any(app, providers))
+        plan = make_plan(spec, offers, current=current, blocked=_blocks_if_any(app, providers), quotas=quotas)
         _dry_run(app, spec.name, plan, current, as_json)
         return
     store = store_of(app, create=True)
@@ -53,7 +54,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
     with store.lock(spec.name, "up"):
         obs = observe(providers, spec.name)
         current = obs.counts()
-        plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers))
+        plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers), quotas=quotas)
         if not as_json:
             _show_plan(app, plan, current)
         if not plan.feasible:
@@ -67,7 +68,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
         crashpoints.reached("fleet-saved")
 
         def replan(now_running: Mapping[str, int], blocked: Collection[str]) -> Plan:
-            return make_plan(spec, offers, current=now_running, blocked=blocked)
+            return make_plan(spec, offers, current=now_running, blocked=blocked, quotas=quotas)
 
         node = NodeConfig(**spec.node.model_dump())
         with _ProgressView(app, enabled=not as_json) as view:
