@@ -180,7 +180,7 @@ class Diversification(Section):
     max_pool_share: float = Field(default=0.5, gt=0, le=1, description=(
         "Max share of the spot part in one pool." + SHARE_RULE))
     min_pools: int = Field(default=1, ge=1, le=1000, description="Minimum number of spot pools used.")
-    max_zone_share: float = Field(default=1.0, gt=0, le=1, description=(
+    max_zone_share: float = Field(default=0.5, gt=0, le=1, description=(
         "Max share of the spot part in one zone (1 = no zone cap)." + SHARE_RULE))
     max_region_share: float = Field(default=1.0, gt=0, le=1, description=(
         "Max share of the spot part in one region (1 = no region cap)." + SHARE_RULE))

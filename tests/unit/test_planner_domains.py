@@ -41,11 +41,13 @@ def test_zone_cap_spreads_spot_over_zones():
     # four cheap instance types in zone a, dearer ones in b, c, d: the pool cap alone packs zone a
     offers = [offer(zone="a", itype=f"t{i}", price=1.0) for i in range(4)]
     offers += [offer(zone=z, itype="u", price=2.0) for z in "bcd"]
-    loose = plan(spec_of("max_pool_share: 0.25", gpus=8), offers)
+    loose = plan(spec_of("max_pool_share: 0.25, max_zone_share: 1", gpus=8), offers)
     assert largest_share(loose, "zone") == 1.0
-    p = plan(spec_of("max_pool_share: 0.25, max_zone_share: 0.5", gpus=8), offers)
-    assert p.feasible and largest_share(p, "zone") <= 0.5 + TOL
-    assert any(n.startswith("max_zone_share 0.5 binds in 1 zone(s) (e.g. aws/r1/a holds 4 of 4") for n in p.notes)
+    p = plan(spec_of("max_pool_share: 0.25, max_zone_share: 0.25", gpus=8), offers)
+    assert p.feasible and largest_share(p, "zone") <= 0.25 + TOL
+    assert any(n.startswith("max_zone_share 0.25 binds in 4 zone(s) (e.g. aws/r1/a holds 2 of 2") for n in p.notes)
+    default = plan(spec_of("max_pool_share: 0.25", gpus=8), offers)     # max_zone_share 0.5 by default
+    assert largest_share(default, "zone") == 0.5
 
 
 def test_region_and_provider_caps():
@@ -123,7 +125,7 @@ def test_vcpu_quota_by_instance_family_and_running_instances_count_back():
     offers = [o.model_copy(update={"vcpus": 192.0 if o.gpus == 8 else 4.0}) for o in offers]
     quota = Quota(provider="aws", region="r1", market=Market.SPOT, instance_types=("p*",), unit=QuotaUnit.VCPUS,
                   limit=192, in_use=192, name="L-7212CCBC")
-    spec = spec_of("max_pool_share: 1.0", gpus=8)
+    spec = spec_of("max_pool_share: 1.0, max_zone_share: 1", gpus=8)
     p = plan(spec, offers, quotas=[quota])
     assert {a.offer.pool.instance_type for a in p.allocations} == {"g6.xlarge"}
     # the 192 vCPUs in use are this fleet's own p5 node: it may keep it
