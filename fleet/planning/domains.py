@@ -35,10 +35,11 @@ within a class (``fleet.planning.pruning`` states the proof).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 
 import numpy as np
 
-from fleet.model import Market, Offer, Quota
+from fleet.model import Offer, Quota, QuotaUnit
 
 #: Capped levels from finest to coarsest, with the spec field that sets each share.
 LEVELS = ("pool", "zone", "region", "provider")
@@ -123,39 +124,58 @@ class Domains:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def bind(cls, limits: Limits, offers: list[Offer], weighted: np.ndarray, spot: np.ndarray,
-             current: np.ndarray) -> "Domains":
-        n = len(offers)
+    def bind(cls, limits: Limits, cand) -> "Domains":
+        """``limits`` over the pools of ``cand`` (``fleet.planning.candidates.Candidates``)."""
+        labels = cand.labels()
+        n, spot, weighted = len(cand), cand.spot, cand.weighted
         keys, names = {}, {}
         for level, _ in limits.shares:
             if level == "pool":
                 keys[level] = np.where(spot, np.arange(n), -1)
-                names[level] = [o.pool.id for o in offers]
-                continue
-            labels = np.array([domain_name(o, level) for o in offers], dtype=object)
-            uniq, inverse = np.unique(labels, return_inverse=True) if n else (np.zeros(0), np.zeros(0, int))
-            keys[level] = np.where(spot, inverse.reshape(-1), -1)
-            names[level] = list(uniq)
+                names[level] = _PoolIds(cand.offers)
+            else:
+                keys[level] = np.where(spot, labels.codes(level), -1)
+                names[level] = labels.names(level)
         units = np.zeros((len(limits.quotas), n))
         notes = []
+        per_unit: dict[QuotaUnit, np.ndarray] = {}
         for q, quota in enumerate(limits.quotas):
-            unknown = 0
-            for i, o in enumerate(offers):
-                if quota.covers(o):
-                    u = quota.units(o)
-                    unknown += u is None
-                    units[q, i] = u or 0.0
-            if unknown:
-                notes.append(f"quota {quota.label} counts vCPUs but {unknown} offer(s) it covers give none; "
-                             "they are planned without it")
-        headroom = np.maximum(np.array([q.limit - q.in_use for q in limits.quotas]) + units @ current, 0.0)
+            covered = _covered(labels, quota)
+            if quota.unit not in per_unit:
+                per_unit[quota.unit] = labels.gpus if quota.unit is QuotaUnit.GPUS else labels.vcpus
+            per_node = per_unit[quota.unit]
+            unknown = covered & np.isnan(per_node)
+            units[q] = np.where(covered & ~unknown, np.nan_to_num(per_node), 0.0)
+            if unknown.any():
+                notes.append(f"quota {quota.label} counts vCPUs but {int(unknown.sum())} offer(s) it covers give "
+                             "none; they are planned without it")
+        headroom = np.maximum(np.array([q.limit - q.in_use for q in limits.quotas]) + units @ cand.current, 0.0)
         coarse = [lv for lv in LEVELS[1:] if lv in keys]
         finest = keys[coarse[0]] if coarse else np.zeros(n, np.int64)
-        group_cols = np.vstack([np.where(spot, finest, -1)[None, :], units]) if n else np.zeros((1, 0))
-        _, group = np.unique(group_cols.T, axis=0, return_inverse=True) if n else (None, np.zeros(0, np.int64))
+        group = np.zeros(n, np.int64)
+        if n and (coarse or len(limits.quotas)):
+            # which quotas cover a pool (a bit each) and its units per node tell its quota rows apart
+            signature = np.zeros(n, np.int64)
+            for q in range(len(limits.quotas)):
+                _, codes = np.unique(units[q], return_inverse=True)
+                signature = signature * (int(codes.max()) + 1) + codes.reshape(-1) if q < 8 else signature
+            columns = [finest, signature] + ([units[q] for q in range(8, len(limits.quotas))])
+            _, group = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
         od = weighted[~spot]
         return cls(limits, weighted, spot, keys, names, units, headroom, group.reshape(-1).astype(np.int64),
                    float(od.max()) if len(od) else 0.0, notes=notes)
+
+    def room(self) -> np.ndarray:
+        """Per pool, the most spot weighted GPUs any plan may hold in its zone, region and
+        provider together (the tightest capped level: ``max(s * (T - B), c)``); inf for
+        on-demand pools and without zone, region or provider caps. Pools of one ``group``
+        share it."""
+        lim = self.limits
+        most = np.inf
+        for level, share in lim.shares:
+            if level != "pool":
+                most = min(most, max(share * (lim.target - lim.baseline), lim.floor))
+        return np.where(self.spot, most, np.inf)
 
     def loads(self, level: str, counts: np.ndarray) -> np.ndarray:
         """Spot weighted GPUs per domain of ``level`` under ``counts``."""
@@ -243,6 +263,34 @@ class Domains:
         return sorted({lv for lv, _ in self.active if not self.limits.fixed(shares[lv])}, key=LEVELS.index)
 
 
-def spot_weights(offers: list[Offer], weights: dict[str, float]) -> np.ndarray:
-    """Weighted GPUs per node of the spot offers in ``offers``."""
-    return np.array([o.gpus * weights[o.accelerator] for o in offers if o.pool.market is Market.SPOT], float)
+class _PoolIds:
+    """Pool ids by index, built only for the pools a note names."""
+
+    def __init__(self, offers: list[Offer]):
+        self.offers = offers
+
+    def __getitem__(self, i: int) -> str:
+        return self.offers[i].pool.id
+
+    def __len__(self) -> int:
+        return len(self.offers)
+
+
+def _covered(labels, quota: Quota) -> np.ndarray:
+    """Which pools ``quota`` covers (``Quota.covers`` over label codes)."""
+    def same(field: str, value: str) -> np.ndarray:
+        hits = np.flatnonzero(labels.names(field) == value)
+        return labels.codes(field) == (int(hits[0]) if len(hits) else -1)
+
+    mask = same("provider", quota.provider)
+    if quota.region:
+        mask &= same("region", f"{quota.provider}/{quota.region}")
+    if quota.market is not None:
+        mask &= same("market", quota.market.value)
+    if quota.accelerator:
+        mask &= same("accelerator", quota.accelerator)
+    if quota.instance_types:
+        types = labels.names("instance_type")
+        ok = np.array([any(fnmatchcase(t, p) for p in quota.instance_types) for t in types], bool)
+        mask &= ok[labels.codes("instance_type")] if len(types) else mask
+    return mask

@@ -88,7 +88,7 @@ class Model:
         self.cover = cover                  # False: no covering rows (the partial-plan stages)
         self.spot_idx = np.flatnonzero(cand.spot)
         self.min_pools = min_pools if min_pools >= 2 and len(self.spot_idx) else 0
-        self.domains = (Domains.bind(limits, cand.offers, cand.weighted, cand.spot, cand.current)
+        self.domains = (Domains.bind(limits, cand)
                         if limits is not None else None)
         self._layout()
 

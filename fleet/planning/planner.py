@@ -57,10 +57,11 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
     min_pools = _effective_min_pools(spec, cand_all, notes)
     limits = limits_for(spec, cand_all.weighted[cand_all.spot], quotas)
 
-    group = None
+    group = room = None
     if len(limits.shares) > 1 or limits.quotas:
-        group = Domains.bind(limits, cand_all.offers, cand_all.weighted, cand_all.spot, cand_all.current).group
-    keep = prune(cand_all, target, max(min_pools, 1), group)
+        domains = Domains.bind(limits, cand_all)
+        group, room = domains.group, domains.room()
+    keep = prune(cand_all, target, max(min_pools, 1), group, room)
     cand = cand_all.subset(keep)
     exclusions = list(cand_all.exclusions)
     if len(keep) < len(cand_all):

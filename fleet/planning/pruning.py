@@ -60,9 +60,13 @@ def pool_bound(target: float, weighted_per_node: float, min_pools: int) -> int:
     return max(min_pools, math.floor(target / weighted_per_node + 1e-9) + 1)
 
 
-def prune(cand: Candidates, target: float, min_pools: int, group: np.ndarray | None = None) -> np.ndarray:
+def prune(cand: Candidates, target: float, min_pools: int, group: np.ndarray | None = None,
+          room: np.ndarray | None = None) -> np.ndarray:
     """Indices (ascending) of the pools to keep; ``group`` as in the module docstring (None:
-    one group). See the module docstring for why it is exact."""
+    one group). ``room[i]``: most weighted GPUs any plan may hold in pool ``i``'s capped
+    domain (``Domains.room``; inf without one): a domain holding at most ``room`` holds at
+    most ``floor(room / w)`` nodes, so at most that many pools of a kind are in use there in
+    *any* plan, and ``K`` shrinks to it. See the module docstring for why it is exact."""
     n = len(cand)
     if n == 0:
         return np.zeros(0, np.int64)
@@ -72,7 +76,10 @@ def prune(cand: Candidates, target: float, min_pools: int, group: np.ndarray | N
     kinds = np.stack([group[order], cand.spot[order].astype(float), cand.weighted[order]])
     starts = np.flatnonzero(np.any(kinds[:, 1:] != kinds[:, :-1], axis=0)) + 1
     for members in np.split(order, starts):
-        k = pool_bound(target, float(cand.weighted[members[0]]), min_pools)
+        w = float(cand.weighted[members[0]])
+        k = pool_bound(target, w, min_pools)
+        if room is not None and np.isfinite(room[members[0]]):
+            k = min(k, max(1, math.floor(float(room[members[0]]) / w + 1e-9)))
         if len(members) <= k:
             continue
         upper = cand.upper[members]

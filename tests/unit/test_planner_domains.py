@@ -95,7 +95,7 @@ def test_dominance_across_zones_is_not_used_when_zones_are_capped():
     spec = spec_of("max_pool_share: 1.0, min_pools: 1, max_zone_share: 0.9", gpus=10)
     cand = select(spec, offers)
     limits = limits_for(spec, cand.weighted[cand.spot])
-    group = Domains.bind(limits, cand.offers, cand.weighted, cand.spot, cand.current).group
+    group = Domains.bind(limits, cand).group
     b = next(i for i, o in enumerate(cand.offers) if o.pool.zone == "b")
     assert b not in prune(cand, 10, 1)          # across zones it is dominated ...
     assert b in prune(cand, 10, 1, group)       # ... within its zone it is not
