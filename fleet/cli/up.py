@@ -68,7 +68,7 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, a
         crashpoints.reached("fleet-saved")
 
         def replan(now_running: Mapping[str, int], blocked: Collection[str]) -> Plan:
-            return make_plan(spec, offers, current=now_running, blocked=blocked, quotas=quotas)
+            return make_plan(spec, offers, current=now_running, blocked=blocked, quotas=account_quotas(providers))
 
         node = NodeConfig(**spec.node.model_dump())
         with _ProgressView(app, enabled=not as_json) as view:

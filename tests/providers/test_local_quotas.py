@@ -66,3 +66,14 @@ def test_bad_quota_input_is_one_clear_line(root):
     assert result.exit_code == 1 and "quota scope 'nowhere' must be a provider or provider/region" in result.output
     result = CliRunner().invoke(cli, ["local", "quota", "gcp"])
     assert result.exit_code == 1 and "give the quota in GPUs" in result.output
+
+
+def test_up_launches_within_the_quota(root, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    assert fleet("local", "quota", "gcp", "16", "--market", "spot").exit_code == 0
+    result = fleet("up", str(spec), "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    alive = [i for i in LocalCloud.open(root).all_instances(alive_only=True) if i.fleet == "quota-demo"]
+    assert sum(i.gpus for i in alive if i.pool.market is Market.SPOT) <= 16
+    assert sum(i.gpus for i in alive) >= 32
