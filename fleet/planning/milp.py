@@ -5,8 +5,10 @@ part ``z_i >= n_i - current_i`` of pools running instances now (so a re-plan can
 only new launches), any extra columns a strategy adds, and binaries ``y_i`` (spot pool
 ``i`` in use) and ``v`` (the plan uses spot) for ``min_pools``. Rows: weighted GPUs >=
 target, on-demand weighted GPUs >= baseline, total $/h <= budget, ``min_pools`` spot pools
-in use whenever spot is used, plus the strategy's extra rows. Per-pool caps and capacity
-hints are column bounds. ``Model.solve`` is deterministic: same inputs, same answer.
+in use whenever spot is used, the account quotas and the pool, zone, region and provider
+caps (``fleet.planning.domains``: caps lazily, with one binary per capped level), plus the
+strategy's extra rows. Per-pool caps and capacity hints are also column bounds.
+``Model.solve`` is deterministic: same inputs, same answer.
 """
 
 from __future__ import annotations
