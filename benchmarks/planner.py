@@ -2,14 +2,15 @@
 """Planner speed, exactness and plan quality.
 
 1. Speed: median wall time of ``plan()`` (``--runs`` runs) on the shipped snapshot and on
-   synthetic catalogs of 1k, 10k and 100k pools, for every strategy; pools left after the
-   spec's rules and after dominance pruning. Target: the default strategy on 100k pools in
-   under 1 s on a 2-core machine.
+   synthetic catalogs of 1k, 10k and 100k pools, for every strategy, with the zone cap off
+   (``plain``) and with zone, region and provider caps and per-provider quotas on
+   (``domains+quotas``); pools left after the spec's rules and after dominance pruning.
+   Target: the default strategy on 100k pools in under 1 s on a 2-core machine.
 2. Exactness: the same objective from an independent solve -- the plain MILP over every
    allowed pool (no pruning, twin merging or reduced-cost fixing) where it finishes within
    ``--independent-limit`` seconds per MILP, and exhaustive search on ``--small`` random
-   small instances (price-capacity-optimized and lowest-price, both workload models; the
-   unit tests also check the other strategies this way).
+   small instances (price-capacity-optimized and lowest-price, both workload models, random
+   zone/region/provider caps and quotas; the unit tests also check the other strategies).
 3. Quality, for the three example specs on the snapshot: expected true cost per weighted
    GPU-hour (and $/h, interruptions/day, the largest share of the spot capacity one reclaim
    can take) of our plan against (a) the cheapest all-on-demand fleet, (b) cheapest-first
@@ -17,7 +18,9 @@
    $/weighted-GPU pools first, no per-pool caps), (b') the same greedy held to the spec's
    per-pool caps, (c) the cheapest single pool holding the whole target (a one-zone
    cluster; it ignores the baseline). All use the pools the spec allows and the spec's
-   workload model; the baselines ignore the budget.
+   workload model; the baselines ignore the budget. And the share of the spot part in the
+   largest zone, region and provider without a zone cap (as before it existed) and with
+   the default ``max_zone_share`` of 0.5.
 
     python benchmarks/planner.py [--runs 5] [--small 200] [--independent-limit 120]
 
@@ -48,7 +51,8 @@ from fleet.planning import economics, milp, strategies  # noqa: E402
 from fleet.planning.candidates import select  # noqa: E402
 from fleet.catalog import filter_for_spec, snapshot_offers  # noqa: E402
 from fleet.errors import PlanError  # noqa: E402
-from fleet.model import InterruptionSource, Market, Offer, PoolKey  # noqa: E402
+from fleet.model import InterruptionSource, Market, Offer, PoolKey, Quota  # noqa: E402
+from fleet.planning.domains import Domains, domain_name, limits_for  # noqa: E402
 from fleet.planning.planner import plan  # noqa: E402
 from fleet.planning.pruning import prune  # noqa: E402
 from fleet.spec import FleetSpec, Strategy, load_spec, parse_spec  # noqa: E402
@@ -57,14 +61,26 @@ RESULTS = ROOT / "benchmarks" / "results" / "planner.json"
 EXAMPLES = ("h100-multicloud", "llm-pretrain-coupled", "batch-inference")
 BENCH_SPEC = """name: bench
 capacity: {gpus: 64, accelerators: {H100: 1.0, H200: 1.3, A100-80GB: 0.6}, on_demand_gpus: 16}
-diversification: {max_pool_share: 0.25, min_pools: 4}
+diversification: {max_pool_share: 0.25, min_pools: 4, %s}
 strategy: %s
 workload: {kind: %s}
 """
+#: Diversification beyond pools: off (as before zone caps existed), and every cap on.
+VARIANTS = {"plain": "max_zone_share: 1",
+            "domains+quotas": "max_zone_share: 0.25, max_region_share: 0.5, max_provider_share: 0.5"}
+
+
+def bench_quotas(variant: str) -> list[Quota]:
+    """Per provider: 24 spot GPUs and 48 on-demand GPUs (with ``domains+quotas``)."""
+    if variant == "plain":
+        return []
+    return [Quota(provider=p, market=m, limit=lim, name=f"bench-{m.value}")
+            for p in PROVIDERS for m, lim in ((Market.SPOT, 24), (Market.ON_DEMAND, 48))]
 CASES = [("price-capacity-optimized", "independent"), ("price-capacity-optimized", "coupled"),
          ("lowest-price", "independent"), ("capacity-optimized", "independent"), ("diversified", "independent")]
 ACCELERATORS = (("H100", 2.4), ("H200", 3.1), ("A100-80GB", 1.4))
 PRIORS = {"aws": 0.10, "gcp": 0.20, "azure": 0.15, "runpod": 0.12, "vast": 0.25}
+PROVIDERS = ("aws", "gcp", "azure", "runpod", "vast", "lambda")
 
 
 def synthetic_offers(pools: int, seed: int = 0) -> list[Offer]:
@@ -106,12 +122,14 @@ def objective(spec: FleetSpec, p) -> float:
     return t.price_per_hour if spec.strategy is Strategy.LOWEST_PRICE else t.true_cost_per_hour
 
 
-def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float) -> tuple[float | None, float]:
+def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float,
+                      quotas: list[Quota] = ()) -> tuple[float | None, float]:
     """The price-capacity / lowest-price objective from the plain MILP over every allowed pool."""
     cand = select(spec, offers)
     min_pools = min(spec.diversification.min_pools, int(cand.spot.sum()))
     model = milp.Model(cand, float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus),
-                       spec.budget.max_per_hour, min_pools, reduce=False, time_limit=limit)
+                       spec.budget.max_per_hour, min_pools, reduce=False, time_limit=limit,
+                       limits=limits_for(spec, cand.weighted[cand.spot], quotas))
     t = time.perf_counter()
     out = strategies.solve(spec.strategy, model, spec.workload, replan=False)
     elapsed = time.perf_counter() - t
@@ -124,27 +142,30 @@ def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float) -> tup
     return economics.fleet_true_cost_per_hour(groups, spec.workload), elapsed
 
 
-def speed(runs: int, limit: float) -> list[dict]:
+def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> list[dict]:
     catalogs = [("snapshot", list(snapshot_offers()))] + [(f"synthetic-{n // 1000}k", synthetic_offers(n))
-                                                           for n in (1_000, 10_000, 100_000)]
+                                                           for n in sizes]
     rows = []
     for name, offers in catalogs:
-        for strategy, kind in CASES:
-            spec = parse_spec(BENCH_SPEC % (strategy, kind))
+        for variant, (strategy, kind) in ((v, c) for v in VARIANTS for c in CASES):
+            spec = parse_spec(BENCH_SPEC % (VARIANTS[variant], strategy, kind))
+            quotas = bench_quotas(variant)
             n = runs if len(offers) < 50_000 or (strategy, kind) == CASES[0] else max(1, runs // 2)
-            seconds, p = median_time(lambda: plan(spec, offers), n)
+            seconds, p = median_time(lambda: plan(spec, offers, quotas=quotas), n)
             cand = select(spec, offers)
-            row = dict(catalog=name, offers=len(offers), strategy=strategy, workload=kind, runs=n,
+            limits = limits_for(spec, cand.weighted[cand.spot], quotas)
+            group = Domains.bind(limits, cand).group
+            row = dict(catalog=name, offers=len(offers), variant=variant, strategy=strategy, workload=kind, runs=n,
                        median_seconds=round(seconds, 4), allowed_pools=len(cand),
-                       after_pruning=len(prune(cand, spec.capacity.gpus, spec.diversification.min_pools)),
+                       after_pruning=len(prune(cand, spec.capacity.gpus, spec.diversification.min_pools, group)),
                        feasible=p.feasible, objective=round(objective(spec, p), 4))
-            small_enough = len(cand) <= (20_000 if kind == "independent" else 2_000)
+            small_enough = len(cand) <= (20_000 if kind == "independent" else 2_000 if variant == "plain" else 1_000)
             if strategy in ("price-capacity-optimized", "lowest-price") and small_enough:
-                ref, ref_seconds = independent_solve(spec, offers, limit)
+                ref, ref_seconds = independent_solve(spec, offers, limit, quotas)
                 row["independent_seconds"] = round(ref_seconds, 3)
                 row["gap_vs_independent"] = None if ref is None else objective(spec, p) / ref - 1
             rows.append(row)
-            print(f"{name:>15} {strategy:>25} {kind:>11}  {seconds:7.3f} s  pools {len(cand):>6} -> "
+            print(f"{name:>15} {variant:>14} {strategy:>25} {kind:>11}  {seconds:7.3f} s  pools {len(cand):>6} -> "
                   f"{row['after_pruning']:>5}  gap {row.get('gap_vs_independent', '-')}", flush=True)
     return rows
 
@@ -154,7 +175,8 @@ def exhaustive(count: int) -> dict:
     rng = random.Random(1)
     worst, checked, infeasible_agree = 0.0, 0, 0
     for _ in range(count):
-        offers = [offer(provider=rng.choice(["aws", "gcp"]), zone=f"z{i}", itype=f"t{i}", spot=rng.random() < 0.7,
+        offers = [offer(provider=rng.choice(["aws", "gcp"]), region=rng.choice(["r1", "r2"]),
+                        zone=rng.choice(["za", "zb"]), itype=f"t{i}", spot=rng.random() < 0.7,
                         gpus=rng.choice([1, 2, 4, 8]), acc=rng.choice(["H100", "A100-80GB"]),
                         price=round(rng.uniform(0.5, 20), 2), rate=round(rng.uniform(0, 1.5), 3),
                         hint=rng.choice([None, None, 2, 4])) for i in range(rng.randint(1, 4))]
@@ -164,11 +186,15 @@ def exhaustive(count: int) -> dict:
                           f"on_demand_gpus: {rng.randint(0, target) if rng.random() < 0.4 else 0}}}\n"
                           f"strategy: {strategy}\nworkload: {{kind: {rng.choice(['independent', 'coupled'])}}}\n"
                           f"diversification: {{max_pool_share: {rng.choice([0.25, 0.5, 1.0])}, "
-                          f"min_pools: {rng.randint(1, 3)}}}\n"
+                          f"min_pools: {rng.randint(1, 3)}, max_zone_share: {rng.choice([0.34, 0.5, 1])}, "
+                          f"max_region_share: {rng.choice([0.5, 0.75, 1])}, "
+                          f"max_provider_share: {rng.choice([0.5, 1])}}}\n"
                           + (f"budget: {{max_per_hour: {rng.randint(5, 60)}}}\n" if rng.random() < 0.3 else ""))
-        _, best = brute_force(spec, offers)
+        quotas = ([Quota(provider="aws", region=rng.choice(["", "r1"]), market=rng.choice([None, Market.SPOT]),
+                         limit=rng.randint(0, 8))] if rng.random() < 0.5 else [])
+        _, best = brute_force(spec, offers, quotas=quotas)
         try:
-            p = plan(spec, offers)
+            p = plan(spec, offers, quotas=quotas)
         except PlanError:               # no offer passes the rules: nothing to compare
             infeasible_agree += best is None
             continue
@@ -225,7 +251,18 @@ def describe(spec: FleetSpec, cand, counts: np.ndarray) -> dict:
             "price_per_hour": round(float(cand.price @ counts), 2),
             "interruptions_per_day": round(24 * float(cand.rate @ counts), 2),
             "largest_spot_pool_share": round(float(spot_w.max() / spot_w.sum()), 3) if spot_w.sum() else 0.0,
+            **{f"largest_spot_{level}_share": largest_domain_share(cand, spot_w, level)
+               for level in ("zone", "region", "provider")},
             "pools": len(used)}
+
+
+def largest_domain_share(cand, spot_w: np.ndarray, level: str) -> float:
+    """Share of the spot weighted GPUs held by the fullest domain of ``level``."""
+    if not spot_w.sum():
+        return 0.0
+    names = np.array([domain_name(o, level) for o in cand.offers], dtype=object)
+    _, inverse = np.unique(names, return_inverse=True)
+    return round(float(np.bincount(inverse.reshape(-1), weights=spot_w).max() / spot_w.sum()), 3)
 
 
 def quality() -> list[dict]:
@@ -249,6 +286,20 @@ def quality() -> list[dict]:
                 baseline = {"strategy": strategy.value,
                             "on_demand_alternative_per_hour": p.totals.on_demand_alternative_per_hour,
                             "savings_fraction": p.totals.savings_fraction}
+        before = spec.model_copy(update={"diversification": spec.diversification.model_copy(
+            update={"max_zone_share": 1.0})})
+        p = plan(before, offers)
+        counts = np.zeros(len(cand), np.int64)
+        for pool, n in p.counts().items():
+            counts[index[pool]] = n
+        fleets[f"spotfleet ({spec.strategy.value}, no zone cap)"] = counts
+        capped = spec.model_copy(update={"diversification": spec.diversification.model_copy(
+            update={"max_zone_share": 0.25, "max_region_share": 0.5, "max_provider_share": 0.5})})
+        p = plan(capped, offers)
+        counts = np.zeros(len(cand), np.int64)
+        for pool, n in p.counts().items():
+            counts[index[pool]] = n
+        fleets[f"spotfleet ({spec.strategy.value}, zone/region/provider <= 0.25/0.5/0.5)"] = counts
         fleets.update(naive_fleets(spec, cand))
         row = {"spec": name, "workload": spec.workload.kind.value, "plan": baseline,
                "fleets": {k: None if c is None else describe(spec, cand, c) for k, c in fleets.items()}}
@@ -259,7 +310,9 @@ def quality() -> list[dict]:
                   f"${d['true_per_weighted_gpu_h']:.3f}/weighted GPU-h (${d['true_cost_per_hour']:.2f}/h true "
                   f"for {d['weighted_gpus']:g}), "
                   f"{d['interruptions_per_day']:.1f} interruptions/day, one reclaim takes <= "
-                  f"{d['largest_spot_pool_share']:.0%} of spot, {d['pools']} pools"), flush=True)
+                  f"{d['largest_spot_pool_share']:.0%} of spot, {d['pools']} pools; largest zone/region/provider "
+                  f"{d['largest_spot_zone_share']:.0%}/{d['largest_spot_region_share']:.0%}/"
+                  f"{d['largest_spot_provider_share']:.0%}"), flush=True)
     return rows
 
 
@@ -270,6 +323,7 @@ def main() -> None:
     ap.add_argument("--independent-limit", type=float, default=120.0, help="seconds for the plain MILP")
     ap.add_argument("--quality-only", action="store_true",
                     help="rerun only the example plans' quality and keep the other saved figures")
+    ap.add_argument("--sizes", default="1000,10000,100000", help="synthetic catalog sizes (pools)")
     args = ap.parse_args()
     if args.quality_only:
         saved = json.loads(RESULTS.read_text())
@@ -279,7 +333,7 @@ def main() -> None:
         print(f"saved {RESULTS.relative_to(ROOT)}")
         return
     print("speed (median wall seconds) and exactness vs the plain MILP")
-    rows = speed(args.runs, args.independent_limit)
+    rows = speed(args.runs, args.independent_limit, tuple(int(x) for x in args.sizes.split(",")))
     print("exhaustive search on small instances")
     small = exhaustive(args.small)
     print(f"  {small}")

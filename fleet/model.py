@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from fnmatch import fnmatchcase
 from enum import Enum
 from typing import Any
 
@@ -163,6 +164,58 @@ class Plan(Frozen):
         data = json.loads(text)
         data.pop("id", None)
         return cls.model_validate(data)
+
+
+class QuotaUnit(str, Enum):
+    GPUS = "gpus"
+    VCPUS = "vcpus"
+
+
+class Quota(Frozen):
+    """One account limit: at most ``limit`` ``unit`` may run at once in the pools it covers.
+
+    It covers the pools of ``provider`` in ``region`` ("" = every region), in ``market``
+    (``None`` = both markets count against it), whose accelerator is ``accelerator`` ("" =
+    any) and whose instance type matches one of the shell patterns ``instance_types``
+    (``()`` = any; ``p*`` for AWS's "All P Spot Instance Requests", ``Standard_NDs*`` for an
+    Azure VM family). ``in_use`` is what the whole account runs in its scope now, this fleet's
+    instances included, so the fleet may hold ``limit - in_use`` plus what it already runs
+    there. ``name`` is the vendor's name for the quota, shown when it binds.
+    """
+
+    provider: str
+    region: str = ""
+    market: Market | None = None
+    accelerator: str = ""
+    instance_types: tuple[str, ...] = ()
+    unit: QuotaUnit = QuotaUnit.GPUS
+    limit: float = Field(ge=0)
+    in_use: float = Field(default=0.0, ge=0)
+    name: str = ""
+
+    def covers(self, offer: "Offer") -> bool:
+        """Whether ``offer``'s pool counts against this quota."""
+        pool = offer.pool
+        if pool.provider != self.provider or (self.region and pool.region != self.region):
+            return False
+        if self.market is not None and pool.market is not self.market:
+            return False
+        if self.accelerator and offer.accelerator != self.accelerator:
+            return False
+        return not self.instance_types or any(fnmatchcase(pool.instance_type, p) for p in self.instance_types)
+
+    def units(self, offer: "Offer") -> float | None:
+        """What one node of ``offer`` uses of this quota (``None``: vCPUs not known)."""
+        return float(offer.gpus) if self.unit is QuotaUnit.GPUS else offer.vcpus
+
+    @property
+    def label(self) -> str:
+        """Short description: ``gcp/us-east4 spot H100 GPUs (PREEMPTIBLE_NVIDIA_H100_GPUS)``."""
+        scope = "/".join(x for x in (self.provider, self.region) if x)
+        what = " ".join(x for x in (self.market.value if self.market else "",
+                                    self.accelerator, ",".join(self.instance_types)) if x)
+        unit = "GPUs" if self.unit is QuotaUnit.GPUS else "vCPUs"
+        return f"{scope} {what + ' ' if what else ''}{unit}" + (f" ({self.name})" if self.name else "")
 
 
 class InstanceState(str, Enum):

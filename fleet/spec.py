@@ -169,9 +169,21 @@ class ProviderSettings(Section):
         return not (zone and zone in self.exclude_zones)
 
 
+#: How every diversification share is measured (schema text and README say the same).
+SHARE_RULE = (" A share is of the plan's spot part, the target minus the on-demand weighted GPUs the plan"
+              " holds, and never less than the smallest spot node on offer.")
+
+
 class Diversification(Section):
-    max_pool_share: float = Field(default=0.5, gt=0, le=1, description="Max share of spot capacity in one pool.")
+    max_pool_share: float = Field(default=0.5, gt=0, le=1, description=(
+        "Max share of the spot part in one pool." + SHARE_RULE))
     min_pools: int = Field(default=1, ge=1, le=1000, description="Minimum number of spot pools used.")
+    max_zone_share: float = Field(default=0.5, gt=0, le=1, description=(
+        "Max share of the spot part in one zone (1 = no zone cap)." + SHARE_RULE))
+    max_region_share: float = Field(default=1.0, gt=0, le=1, description=(
+        "Max share of the spot part in one region (1 = no region cap)." + SHARE_RULE))
+    max_provider_share: float = Field(default=1.0, gt=0, le=1, description=(
+        "Max share of the spot part with one provider (1 = no provider cap)." + SHARE_RULE))
 
 
 class Workload(Section):

@@ -12,11 +12,16 @@ Contract (checked by ``tests/contract`` for every provider):
 * ``terminate(ids)`` is idempotent: an id that is already gone is success. It never
   touches an instance that does not carry a spotfleet fleet tag.
 * Throttling is retried inside the adapter with backoff; only then ``RateLimitedError``.
+* ``quotas()`` lists the account's launch limits (``fleet.model.Quota``: limit and current
+  use per provider, region, family or accelerator and market) that the planner must keep
+  within; ``[]`` where the provider has none or the API gives none. A launch over a quota
+  is answered like any launch shortfall (``error_kind="quota"``) or ``QuotaExceededError``.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+import logging
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,7 +34,9 @@ from fleet.errors import (  # noqa: F401  (re-exported: adapters import errors f
     RateLimitedError,
     TransientProviderError,
 )
-from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
+from fleet.model import Instance, LaunchRequest, LaunchResult, Offer, Quota
+
+log = logging.getLogger(__name__)
 
 
 class Capabilities(BaseModel):
@@ -123,6 +130,29 @@ class Provider(Protocol):
     def now(self) -> float:
         """The provider's clock in epoch seconds (simulated for the local cloud)."""
 
-    def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
-        """When these instances ended (preempted, terminated), on the provider's clock, for those
-        whose end the provider can tell (others are left out); reconciling dates endings by it."""
+
+#: Optional provider methods (not part of the Protocol, so an adapter may leave them out; callers
+#: look them up with ``getattr``):
+#:
+#: ``ended_at(ids: Sequence[str]) -> dict[str, float]``: when these instances ended (preempted,
+#: terminated), on the provider's clock, for those whose end the provider can tell (others are
+#: left out); reconciling dates endings by it.
+#:
+#: ``quotas() -> list[Quota]``: the account's launch quotas with their current use (``[]`` when
+#: unknown); raises ProviderError when the quota API fails (the planner then plans without them).
+OPTIONAL_METHODS = ("ended_at", "quotas")
+
+
+def account_quotas(providers: Mapping[str, Provider]) -> list[Quota]:
+    """Every provider's ``quotas()``; an adapter without the method, or whose quota API
+    fails, contributes none (logged), so quotas never stop a plan."""
+    out: list[Quota] = []
+    for name, provider in providers.items():
+        method = getattr(provider, "quotas", None)
+        if method is None:
+            continue
+        try:
+            out += method()
+        except ProviderError as err:
+            log.warning("%s: cannot read quotas (%s); planning without them", name, err)
+    return out

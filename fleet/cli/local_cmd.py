@@ -258,3 +258,32 @@ def capacity(app: App, pool: str, count: int) -> None:
     """Pin POOL's capacity to COUNT instances (spot pools still follow their trace)."""
     _cloud(app).set_capacity(pool, count)
     app.console.print(f"{pool}: capacity {count}")
+
+
+@command.command("quota")
+@click.argument("scope", required=False)
+@click.argument("gpus", required=False, type=click.IntRange(min=0))
+@click.option("--market", type=click.Choice(["spot", "on-demand"]), default=None, help="Only this market (default: both).")
+@click.option("--accelerator", default="", help="Only this accelerator, e.g. H100 (default: any).")
+@click.option("--remove", is_flag=True, help="Remove the quota of SCOPE, --market and --accelerator.")
+@json_option
+@pass_app
+def quota(app: App, scope: str | None, gpus: int | None, market: str | None, accelerator: str, remove: bool,
+          as_json: bool) -> None:
+    """Set a GPU quota on SCOPE (provider or provider/region), or list quotas with no arguments.
+
+    Launches past a quota get the vendor's quota error; `fleet plan` and `fleet up` plan within them.
+    """
+    cloud = _cloud(app)
+    if scope is not None:
+        if gpus is None and not remove:
+            raise FleetError("give the quota in GPUs (e.g. `fleet local quota gcp/us-east4 16`) or --remove")
+        cloud.set_quota(scope, None if remove else gpus, market or "", accelerator)
+    rows = [q.model_dump(mode="json") | {"label": q.label} for q in cloud.quotas()]
+    if as_json:
+        app.emit_json(rows)
+        return
+    if not rows:
+        app.console.print("no quotas set")
+    for r in rows:
+        app.console.print(f"{r['label']}: {r['in_use']:g} of {r['limit']:g} in use")

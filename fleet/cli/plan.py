@@ -19,7 +19,7 @@ from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
 from fleet.model import Market, Offer, Plan
 from fleet.spec import Backend, FleetSpec, Strategy, load_spec
-from providers.base import OfferQuery, Provider
+from providers.base import OfferQuery, Provider, account_quotas
 
 EXIT_INFEASIBLE = 3
 
@@ -107,7 +107,8 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
         providers = _providers_or_none(spec, app)
         offers, info = offers_for_spec(spec, app, providers)
         current = running_now(providers, spec.name)
-        result = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers))
+        result = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers),
+                           quotas=account_quotas(providers))
     if out is not None:
         try:
             out.write_text(result.to_json() + "\n")

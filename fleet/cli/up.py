@@ -27,6 +27,7 @@ from fleet.provisioning.storage import checkpoint_uri
 from fleet.secrets import resolve_env
 from fleet.spec import load_spec
 from fleet.state import FleetStatus
+from providers.base import account_quotas
 
 
 @click.command("up")
@@ -61,9 +62,10 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
     node_env = {} if dry_run else resolve_env(spec.node.env, os.environ)   # ${env:NAME} -> value, nodes only
     providers = providers_for(spec, app.home)
     offers, _info = offers_for_spec(spec, app, providers)
+    quotas = account_quotas(providers)
     if dry_run:
         current = observe(providers, spec.name).counts()
-        plan = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers))
+        plan = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers), quotas=quotas)
         _dry_run(app, spec.name, plan, current, wide, as_json)
         return
     store = store_of(app, create=True)
@@ -71,7 +73,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
     with store.lock(spec.name, "up"):
         obs = observe(providers, spec.name)
         current = obs.counts()
-        plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers))
+        plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers), quotas=quotas)
         if not as_json:
             _show_plan(app, plan, current, wide)
         if not plan.feasible:
@@ -92,7 +94,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
             left = [o if o.capacity_hint is None else o.model_copy(update={"capacity_hint": max(
                 0, o.capacity_hint - max(0, now_running.get(o.pool.id, 0) - current.get(o.pool.id, 0)))})
                 for o in offers]
-            return make_plan(spec, left, current=now_running, blocked=blocked)
+            return make_plan(spec, left, current=now_running, blocked=blocked, quotas=account_quotas(providers))
 
         node = NodeConfig(**{**spec.node.model_dump(), "env": node_env}, checkpoint_uri=checkpoint_uri(spec, providers))
         with _ProgressView(app, enabled=not as_json) as view:

@@ -29,6 +29,9 @@ PRICE_CAP = "over budget.max_per_gpu_hour"
 OVER_BUDGET = "one node costs more than budget.max_per_hour"
 NO_CAPACITY = "capacity hint is 0"
 OVERSIZED = "one node exceeds diversification.max_pool_share of the spot part"
+#: The same for each failure-domain cap (``fleet.planning.domains``), checked after the pool cap.
+OVERSIZED_FOR = {level: f"one node exceeds diversification.max_{level}_share of the spot part"
+                 for level in ("zone", "region", "provider")}
 DUPLICATE = "duplicate pool id (cheapest kept)"
 
 
@@ -50,6 +53,7 @@ class Candidates:
     notes: list[str] = field(default_factory=list)
     rule_counts: Counter = field(default_factory=Counter)
     placeable: list[Offer] = field(default_factory=list)   # pass every rule but the price limits
+    _labels: "Labels | None" = None
 
     def __len__(self) -> int:
         return len(self.offers)
@@ -58,7 +62,74 @@ class Candidates:
         """The pools at ``index`` (exclusions and notes are shared)."""
         return Candidates([self.offers[i] for i in index], self.price[index], self.rate[index],
                           self.weighted[index], self.spot[index], self.upper[index], self.current[index],
-                          self.hint[index], self.exclusions, self.notes, self.rule_counts, self.placeable)
+                          self.hint[index], self.exclusions, self.notes, self.rule_counts, self.placeable,
+                          None if self._labels is None else self._labels.subset(index))
+
+    def labels(self) -> "Labels":
+        """The pools' provider, region, zone, market, accelerator and instance type as codes
+        (computed once, carried by ``subset``)."""
+        if self._labels is None:
+            self._labels = Labels.of(self.offers)
+        return self._labels
+
+
+class Labels:
+    """Per pool, a code into ``names(field)`` for each of ``FIELDS``, each computed on first
+    use; ``gpus`` and ``vcpus`` (NaN where unknown) per node. Regions and zones are
+    qualified (``aws/us-east-1``, ``aws/us-east-1/use1-az4``; ``-`` for a provider without
+    zones)."""
+
+    FIELDS = {
+        "provider": lambda o: o.pool.provider,
+        "region": lambda o: f"{o.pool.provider}/{o.pool.region}",
+        "zone": lambda o: f"{o.pool.provider}/{o.pool.region}/{o.pool.zone or '-'}",
+        "market": lambda o: o.pool.market.value,
+        "accelerator": lambda o: o.accelerator,
+        "instance_type": lambda o: o.pool.instance_type,
+    }
+
+    def __init__(self, offers: list[Offer], index: np.ndarray | None = None, parent: "Labels | None" = None):
+        self._offers, self._index, self._parent = offers, index, parent
+        self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    @classmethod
+    def of(cls, offers: list[Offer]) -> "Labels":
+        return cls(offers)
+
+    def _coded(self, field: str) -> tuple[np.ndarray, np.ndarray]:
+        if field not in self._codes:
+            if self._parent is not None:
+                codes, names = self._parent._coded(field)
+                self._codes[field] = (codes[self._index], names)
+            else:
+                key, seen = self.FIELDS[field], {}
+                codes = np.fromiter((seen.setdefault(key(o), len(seen)) for o in self._offers), np.int64,
+                                    len(self._offers))
+                self._codes[field] = (codes, np.array(list(seen), dtype=object))
+        return self._codes[field]
+
+    def codes(self, field: str) -> np.ndarray:
+        return self._coded(field)[0]
+
+    def names(self, field: str) -> np.ndarray:
+        return self._coded(field)[1]
+
+    @property
+    def gpus(self) -> np.ndarray:
+        return np.array([o.gpus for o in self._pool_offers()], float)
+
+    @property
+    def vcpus(self) -> np.ndarray:
+        return np.array([np.nan if o.vcpus is None else o.vcpus for o in self._pool_offers()], float)
+
+    def _pool_offers(self) -> list[Offer]:
+        if self._parent is None:
+            return self._offers
+        base = self._parent._pool_offers()
+        return [base[i] for i in self._index]
+
+    def subset(self, index: np.ndarray) -> "Labels":
+        return Labels(self._offers, index, self)
 
 
 def spot_share_limit(spec: FleetSpec, spot_node_weights: np.ndarray) -> float:
@@ -168,17 +239,27 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
 
 def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], counts: Counter,
                                   examples: dict[str, str]) -> tuple[list[Offer], dict[str, int]]:
-    """Drop spot pools whose one node holds more than ``spot_share_limit`` (reported as OVERSIZED)."""
+    """Drop spot pools whose one node holds more than ``spot_share_limit`` (reported as
+    OVERSIZED), or more than a zone, region or provider cap allows any plan (its share of
+    the largest spot part, ``gpus - on_demand_gpus``, or the smallest spot node)."""
     weights = spec.capacity.accelerators
     spot_weights = np.array([o.gpus * weights[o.accelerator] for o in chosen if o.pool.market is Market.SPOT])
-    limit = spot_share_limit(spec, spot_weights)
+    limits = [(OVERSIZED, spot_share_limit(spec, spot_weights))]
+    part = spec.capacity.gpus - spec.capacity.on_demand_gpus
+    smallest = float(np.min(spot_weights)) if len(spot_weights) else 0.0
+    for level, reason in OVERSIZED_FOR.items():
+        share = getattr(spec.diversification, f"max_{level}_share")
+        if share < 1:
+            limits.append((reason, max(share * part, smallest)))
     kept: list[Offer] = []
     for o in chosen:
-        if o.pool.market is Market.SPOT and o.gpus * weights[o.accelerator] > limit + 1e-9:
-            counts[OVERSIZED] += 1
+        w = o.gpus * weights[o.accelerator]
+        reason = next((r for r, limit in limits if w > limit + 1e-9), "") if o.pool.market is Market.SPOT else ""
+        if reason:
+            counts[reason] += 1
             pid = o.pool.id
-            if OVERSIZED not in examples or pid < examples[OVERSIZED]:
-                examples[OVERSIZED] = pid
+            if reason not in examples or pid < examples[reason]:
+                examples[reason] = pid
             continue
         kept.append(o)
     return kept, {o.pool.id: i for i, o in enumerate(kept)}

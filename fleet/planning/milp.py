@@ -5,8 +5,10 @@ part ``z_i >= n_i - current_i`` of pools running instances now (so a re-plan can
 only new launches), any extra columns a strategy adds, and binaries ``y_i`` (spot pool
 ``i`` in use) and ``v`` (the plan uses spot) for ``min_pools``. Rows: weighted GPUs >=
 target, on-demand weighted GPUs >= baseline, total $/h <= budget, ``min_pools`` spot pools
-in use whenever spot is used, plus the strategy's extra rows. Per-pool caps and capacity
-hints are column bounds. ``Model.solve`` is deterministic: same inputs, same answer.
+in use whenever spot is used, the account quotas and the pool, zone, region and provider
+caps (``fleet.planning.domains``: caps lazily, with one binary per capped level), plus the
+strategy's extra rows. Per-pool caps and capacity hints are also column bounds.
+``Model.solve`` is deterministic: same inputs, same answer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from scipy.optimize import Bounds, LinearConstraint, linprog
 from scipy.sparse import coo_array, vstack
 
 from fleet.planning.candidates import Candidates
+from fleet.planning.domains import Domains, Limits
 from fleet.planning.highs import milp
 from fleet.planning.twins import find_twins, singletons
 
@@ -76,16 +79,30 @@ class Model:
     """
 
     def __init__(self, cand: Candidates, target: float, baseline: float, budget: float | None,
-                 min_pools: int, *, cover: bool = True, reduce: bool = True, time_limit: float = 60.0):
+                 min_pools: int, *, cover: bool = True, reduce: bool = True, time_limit: float = 60.0,
+                 limits: Limits | None = None):
         self.cand = cand
         self.n = len(cand)
         self.fixing = reduce                # drop columns by LP reduced costs first (exact)
+        self.reduce = reduce
         self.options = {**HIGHS_OPTIONS, "time_limit": time_limit}
         self.target, self.baseline, self.budget = target, baseline, budget
         self.cover = cover                  # False: no covering rows (the partial-plan stages)
         self.spot_idx = np.flatnonzero(cand.spot)
         self.min_pools = min_pools if min_pools >= 2 and len(self.spot_idx) else 0
-        self.twins = find_twins(cand) if reduce else singletons(len(cand))
+        self.domains = (Domains.bind(limits, cand)
+                        if limits is not None else None)
+        self._layout()
+
+    def _layout(self) -> None:
+        """Twin columns (pools with a pool-cap row of their own stay alone) and the layout."""
+        cand = self.cand
+        if self.reduce:
+            group = self.domains.group if self.domains is not None else None
+            alone = self.domains.pools_with_rows() if self.domains is not None else None
+            self.twins = find_twins(cand, group, alone)
+        else:
+            self.twins = singletons(len(cand))
         self.view = self.twins.merged(cand)
         self.cols = self.twins.columns
         self.penalised = np.flatnonzero(self.view.current > 0)
@@ -100,6 +117,8 @@ class Model:
                            or cand.weighted[~cand.spot] @ counts[~cand.spot] < self.baseline - TOL):
             return False
         if self.budget is not None and cand.price @ counts > self.budget + TOL:
+            return False
+        if self.domains is not None and (self.domains.broken(counts) or not self.domains.quotas_ok(counts)):
             return False
         return self._enough_pools(counts)
 
@@ -118,15 +137,26 @@ class Model:
 
         ``penalty[i]`` is charged per instance launched in pool ``i`` beyond ``current_i``;
         ``upper`` replaces the pools' bounds (it may only tighten them, equally for twins).
-        ``min_pools`` is enforced lazily: without it first, and with its binaries only if the
-        plan found breaks it (a relaxation's optimum that is feasible is optimal).
+        ``min_pools`` and the diversification caps are enforced lazily: without them first,
+        then with the binaries of ``min_pools`` and the rows of the caps the plan found breaks,
+        until a plan breaks none (a relaxation's optimum that is feasible is optimal). Cap rows
+        stay with the model for later solves.
         """
         extra = extra or Extra()
         upper = self.cand.upper if upper is None else upper
-        sol = self._run(self._build(cost, penalty, extra, upper, with_pools=False), cutoff)
-        if sol is not None and sol.objective < cutoff and not self._enough_pools(sol.counts):
-            sol = self._run(self._build(cost, penalty, extra, upper, with_pools=True), cutoff)
-        return sol if sol is not None and sol.objective < cutoff else None
+        with_pools = False
+        while True:
+            sol = self._run(self._build(cost, penalty, extra, upper, with_pools=with_pools), cutoff)
+            if sol is None or sol.objective >= cutoff:
+                return None
+            if self.domains is not None and self.domains.activate(sol.counts):
+                if self.reduce and len(self.domains.pools_with_rows()):
+                    self._layout()
+                continue
+            if not with_pools and not self._enough_pools(sol.counts):
+                with_pools = True
+                continue
+            return sol
 
     def lower_bound(self, cost: np.ndarray, penalty: np.ndarray | None = None, extra: Extra | None = None) -> float:
         """A lower bound on ``solve``'s objective (its LP relaxation); ``inf`` if infeasible."""
@@ -146,7 +176,9 @@ class Model:
         spot = np.flatnonzero(view.spot) if with_pools else np.zeros(0, np.int64)
         y0 = self.base_cols + len(extra.costs)
         v = y0 + len(spot)
-        total = v + (1 if with_pools else 0)
+        u0 = v + (1 if with_pools else 0)
+        levels = self.domains.binary_levels() if self.domains is not None else []
+        total = u0 + len(levels)
         c = np.zeros(total)
         c[:n] = cost[first]
         lb = np.zeros(total)
@@ -175,6 +207,11 @@ class Model:
             big = float(np.minimum(ub[:n], enough)[spot].sum())
             rows.append(Row(np.append(spot, v), np.append(np.ones(len(spot)), -big), ub=0))
             rows.append(Row(np.append(ys, v), np.append(np.ones(len(ys)), -float(self.min_pools)), lb=0))
+        if self.domains is not None:
+            integrality[u0:] = 1
+            ub[u0:] = 1
+            rows += self.domains.rows(self.twins.column_row, view.weighted, np.flatnonzero(~view.spot),
+                                      lambda level: u0 + levels.index(level))
         idx = np.arange(n)
         if self.cover:
             rows.append(Row(idx, view.weighted, lb=self.target))

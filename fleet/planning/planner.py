@@ -9,9 +9,10 @@ order of ``offers``. Steps:
 2. ``fleet.planning.pruning.prune`` drops pools that provably never appear in an optimum.
 3. ``fleet.planning.strategies.solve`` solves the mixed-integer program (``fleet.planning.milp``, HiGHS)
    for the spec's strategy: integer instances per pool, weighted GPUs >= target,
-   on-demand weighted GPUs >= baseline, $/h <= budget, per spot pool at most
-   ``max_pool_share`` of the spot part (never below one node) and at most its capacity
-   hint, at least ``min_pools`` spot pools whenever spot is used.
+   on-demand weighted GPUs >= baseline, $/h <= budget, per spot pool, zone, region and
+   provider at most its share of the spot part (``fleet.planning.domains`` states the rule),
+   per pool at most its capacity hint, within every ``Quota``, at least ``min_pools`` spot
+   pools whenever spot is used.
 4. An infeasible spec gives ``Plan(feasible=False)`` with the best partial plan and a
    ``shortfall`` naming the binding limit (``fleet.planning.shortfall``).
 
@@ -19,6 +20,7 @@ order of ``offers``. Steps:
 stay where the rules still allow them and new launches cost a little extra, so
 ``plan(spec, offers, current=p.counts())`` returns ``p``'s counts when nothing changed.
 ``blocked`` holds pool-id prefixes (``aws``, ``aws/us-east-1``, a full pool id).
+``quotas`` are the account's limits (``fleet.model.Quota``, from ``Provider.quotas()``).
 
 Raises ``PlanError`` only when no offer passes the spec's rules.
 """
@@ -33,8 +35,9 @@ import numpy as np
 from fleet.planning import economics, strategies
 from fleet.planning.candidates import OVER_BUDGET, PRICE_CAP, Candidates, arrays, select
 from fleet.errors import PlanError
+from fleet.planning.domains import Domains, limits_for
 from fleet.planning.milp import Model
-from fleet.model import Allocation, Exclusion, Market, Offer, Plan, PlanTotals
+from fleet.model import Allocation, Exclusion, Market, Offer, Plan, PlanTotals, Quota
 from fleet.planning.pruning import prune
 from fleet.planning.shortfall import partial
 from fleet.spec import FleetSpec, Strategy, WorkloadKind
@@ -43,7 +46,7 @@ DOMINATED = "dominated: enough pools of the same kind are cheaper and steadier"
 
 
 def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
-         blocked: Collection[str] = ()) -> Plan:
+         blocked: Collection[str] = (), quotas: Sequence[Quota] = ()) -> Plan:
     """Plan ``spec`` over ``offers``; see the module docstring."""
     offers = list(offers)
     cand_all = select(spec, offers, current, blocked)
@@ -52,8 +55,13 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
     target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
     notes = list(cand_all.notes)
     min_pools = _effective_min_pools(spec, cand_all, notes)
+    limits = limits_for(spec, cand_all.weighted[cand_all.spot], quotas)
 
-    keep = prune(cand_all, target, max(min_pools, 1))
+    group = room = None
+    if len(limits.shares) > 1 or limits.quotas:
+        domains = Domains.bind(limits, cand_all)
+        group, room = domains.group, domains.room()
+    keep = prune(cand_all, target, max(min_pools, 1), group, room)
     cand = cand_all.subset(keep)
     exclusions = list(cand_all.exclusions)
     if len(keep) < len(cand_all):
@@ -61,7 +69,8 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
         exclusions.append(Exclusion(reason=DOMINATED, pools=len(dropped), example=cand_all.offers[dropped[0]].pool.id))
 
     budget = spec.budget.max_per_hour
-    model = Model(cand, target, baseline, budget, min_pools)
+    model = Model(cand, target, baseline, budget, min_pools, limits=limits)
+    notes += model.domains.notes
     outcome = strategies.solve(spec.strategy, model, spec.workload, replan=bool(cand.current.any()))
     notes += outcome.notes
     shortfall = ""
@@ -69,8 +78,8 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
     if counts is None:
         cost = (strategies.independent_costs(model, spec.workload)
                 if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED else cand.price)
-        counts, shortfall = partial(cand, target, baseline, budget, min_pools, cost,
-                                    spec.diversification.max_pool_share)
+        counts, shortfall = partial(cand, target, baseline, budget, min_pools, cost, limits)
+    notes += model.domains.binding(counts)
     kept = int(np.minimum(counts, cand.current).sum())
     if cand.current.any():
         notes.append(f"keeps {kept} of {int(cand.current.sum())} instances running in allowed pools")

@@ -58,14 +58,20 @@ def singletons(n: int) -> Twins:
     return Twins(np.arange(n), np.arange(n), np.ones(n, np.int64))
 
 
-def find_twins(cand: Candidates) -> Twins:
-    """Group interchangeable pools (see the module docstring); pools running now stay alone."""
+def find_twins(cand: Candidates, group: np.ndarray | None = None, alone: np.ndarray | None = None) -> Twins:
+    """Group interchangeable pools (see the module docstring); pools running now and the
+    pools in ``alone`` stay alone, and only pools of one ``group`` (the same failure domain
+    and quotas, ``fleet.planning.domains``) share a column."""
     n = len(cand)
     if n == 0:
         return singletons(0)
-    alone = np.where(cand.current > 0, np.arange(n), -1).astype(float)
+    single = cand.current > 0
+    if alone is not None and len(alone):
+        single[alone] = True
     keys = np.stack([cand.spot.astype(float), cand.weighted, cand.price, cand.rate,
-                     np.where(np.isinf(cand.upper), -1.0, cand.upper), alone], axis=1)
+                     np.where(np.isinf(cand.upper), -1.0, cand.upper),
+                     np.where(single, np.arange(n), -1).astype(float),
+                     np.zeros(n) if group is None else group.astype(float)], axis=1)
     _, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     group = group.reshape(-1)
     # number columns in the order of their first pool, so the layout follows pool ids

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from fleet.errors import FleetError
-from fleet.model import Instance, InstanceState, NodeConfig
-from providers.local import ledger, nodes
+from fleet.model import Instance, InstanceState, NodeConfig, Quota
+from providers.local import ledger, nodes, quotas
 from providers.local.db import Database
 from providers.local.market import PoolModel, SpotMarket
 from providers.local.vendors import FAULT_KINDS, VENDORS
@@ -254,6 +254,22 @@ class LocalCloud:
             raise FleetError(f"capacity must be >= 0 (got {n})")
         with self.db.write() as conn:
             conn.execute("INSERT OR REPLACE INTO capacity VALUES (?, ?)", (pool_id, n))
+
+    def set_quota(self, scope: str, gpus: int | None, market: str = "", accelerator: str = "") -> None:
+        """Limit the GPUs alive under ``scope`` (``provider`` or ``provider/region``), of
+        ``market`` ("" = both) and ``accelerator`` ("" = any); ``gpus`` None removes the quota.
+        Launches past it are cut and answered with the vendor's quota error."""
+        provider, _, region = scope.strip("/").partition("/")
+        if provider not in VENDORS or "/" in region:
+            raise FleetError(f"quota scope {scope!r} must be a provider or provider/region "
+                             f"({', '.join(VENDORS)}), e.g. gcp/us-east4")
+        with self.db.write() as conn:
+            quotas.set_quota(conn, provider, region, market, accelerator.upper(), gpus)
+
+    def quotas(self) -> list[Quota]:
+        """Every simulated quota with the GPUs in use under it now."""
+        self.settle()
+        return quotas.quotas(self.db.conn())
 
     def launch_foreign(self, pool_id: str, count: int = 1) -> list[Instance]:
         """Start ``count`` instances that carry no spotfleet tag (someone else's machines)."""

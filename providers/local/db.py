@@ -63,6 +63,8 @@ CREATE TABLE IF NOT EXISTS faults (
     remaining INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS capacity (pool TEXT PRIMARY KEY, n INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS quotas (provider TEXT NOT NULL, region TEXT NOT NULL, market TEXT NOT NULL,
+    accelerator TEXT NOT NULL, gpus INTEGER NOT NULL, PRIMARY KEY (provider, region, market, accelerator));
 """
 
 

@@ -16,9 +16,10 @@ import time
 from typing import Sequence
 
 from fleet.errors import ProviderError, RateLimitedError
-from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, fleet_tags
+from fleet.model import (TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, Quota,
+                         fleet_tags)
 from providers.base import BucketRef, OfferQuery, StorageSpec
-from providers.local import buckets, ledger
+from providers.local import buckets, ledger, quotas
 from providers.local.cloud import LocalCloud, fingerprint, take_fault
 from providers.local.market import PoolModel
 from providers.local.vendors import ERROR_KIND, FAULT_ERRORS, Vendor
@@ -125,6 +126,12 @@ class LocalProvider:
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return buckets.ensure(self.cloud.buckets, self.name, spec)
 
+    def quotas(self) -> list[Quota]:
+        """This vendor's simulated GPU quotas with their use now (``fleet local quota``)."""
+        self._round_trip()
+        self.cloud.settle()
+        return quotas.quotas(self.cloud.db.conn(), self.name)
+
     # ---- internals -----------------------------------------------------------------------
     def _round_trip(self) -> None:
         """The simulated network and API time of one call (``LocalCloud.api_latency``)."""
@@ -159,8 +166,7 @@ class LocalProvider:
                 return LaunchResult(instances=tuple(ledger.to_instance(r) for r in rows),
                                     error_code=seen["error_code"], error_message=seen["error_message"],
                                     error_kind=seen["error_kind"])
-            n, code, message = self._fulfilment(conn, request, model, clock)
-            kind = ERROR_KIND["capacity"] if code else ""
+            n, code, message, kind = self._fulfilment(conn, request, model, clock)
             rows = ledger.create(conn, model, clock, self.cloud.seed, token=request.token, count=n, tags=tags)
             conn.execute("INSERT INTO launches VALUES (?, ?, ?, ?, ?, ?)",
                          (self.name, request.token, print_, code, message, kind))
@@ -169,17 +175,25 @@ class LocalProvider:
         return LaunchResult(instances=instances, error_code=code, error_message=message, error_kind=kind)
 
     def _fulfilment(self, conn: sqlite3.Connection, request: LaunchRequest, model: PoolModel,
-                    clock: ledger.Clock) -> tuple[int, str, str]:
-        """How many instances a fresh launch gets, and the vendor's code and message for a shortfall."""
+                    clock: ledger.Clock) -> tuple[int, str, str, str]:
+        """How many instances a fresh launch gets, and the vendor's code, message and error
+        kind for a shortfall (a quota that binds before capacity is reported as the quota)."""
         pool = request.offer.pool
+        capacity = ERROR_KIND["capacity"]
         if take_fault(conn, pool.id, ("capacity",)):
-            return 0, self.vendor.code("capacity"), f"injected capacity fault: no {pool.instance_type} in {pool.id}"
+            return (0, self.vendor.code("capacity"), f"injected capacity fault: no {pool.instance_type} in {pool.id}",
+                    capacity)
         price = model.offer.price_per_hour
         if request.max_price is not None and pool.market is Market.SPOT and request.max_price < price:
             return 0, self.vendor.code("price"), (f"max price {request.max_price:.4f} is below the spot price "
-                                                  f"{price:.4f} of {pool.id}")
+                                                  f"{price:.4f} of {pool.id}"), capacity
+        allowed, quota = quotas.room(conn, model.offer)
         n = min(request.count, self.cloud.room(conn, model, clock))
+        if allowed < n:
+            return allowed, self.vendor.code("quota"), (
+                f"quota {quota.label} ({quota.limit:g}, {quota.in_use:g} in use) allows {allowed} of "
+                f"{request.count} {pool.instance_type} in {pool.id}"), ERROR_KIND["quota"]
         if n < request.count:
             return n, self.vendor.code("capacity"), (f"only {n} of {request.count} {pool.instance_type} "
-                                                     f"available in {pool.id} right now")
-        return n, "", ""
+                                                     f"available in {pool.id} right now"), capacity
+        return n, "", "", ""

@@ -51,8 +51,9 @@ def weighted(spec: FleetSpec, o: Offer) -> float:
 
 
 def share_limit(spec: FleetSpec, pools: list[Offer]) -> float:
-    """Weighted GPUs one spot pool may hold: the share of the spot part, or the smallest spot
-    node allowed if that is bigger."""
+    """Most weighted GPUs one spot pool may hold in any plan: the share of the largest spot
+    part (target - baseline), or the smallest spot node allowed if that is bigger
+    (``within_caps`` applies the exact rule)."""
     part = spec.diversification.max_pool_share * (spec.capacity.gpus - spec.capacity.on_demand_gpus)
     nodes = [weighted(spec, o) for o in pools if o.pool.market is Market.SPOT]
     return max([part] + ([min(nodes)] if nodes else []))
@@ -66,11 +67,44 @@ def cap(spec: FleetSpec, o: Offer, limit: float) -> float:
     return bound
 
 
+def domain_of(o: Offer, level: str) -> str:
+    p = o.pool
+    return {"pool": p.id, "zone": f"{p.provider}/{p.region}/{p.zone or '-'}",
+            "region": f"{p.provider}/{p.region}", "provider": p.provider}[level]
+
+
+def within_caps(spec: FleetSpec, pools: list[Offer], grid: np.ndarray, w: np.ndarray, spot: np.ndarray,
+                od: np.ndarray) -> np.ndarray:
+    """Rows of ``grid`` where every spot pool, zone, region and provider holds at most its
+    share of (target - on-demand planned), or the smallest spot node if that is more."""
+    d = spec.diversification
+    nodes = [weighted(spec, o) for o in pools if o.pool.market is Market.SPOT]
+    smallest = min(nodes) if nodes else 0.0
+    ok = np.ones(len(grid), bool)
+    for level in ("pool", "zone", "region", "provider"):
+        share = getattr(d, f"max_{level}_share")
+        if level != "pool" and share >= 1:
+            continue
+        cap = np.maximum(share * (spec.capacity.gpus - od), smallest)
+        for name in {domain_of(o, level) for o, s in zip(pools, spot) if s}:
+            members = np.array([s and domain_of(o, level) == name for o, s in zip(pools, spot)])
+            ok &= grid[:, members] @ w[members] <= cap + EPS
+    return ok
+
+
+def within_quotas(pools: list[Offer], grid: np.ndarray, quotas) -> np.ndarray:
+    ok = np.ones(len(grid), bool)
+    for q in quotas:
+        units = np.array([(q.units(o) or 0.0) if q.covers(o) else 0.0 for o in pools])
+        ok &= grid @ units <= max(q.limit - q.in_use, 0.0) + EPS
+    return ok
+
+
 def brute_force(spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] = (),
-                od_cap: float | None = None) -> tuple[list[Offer], Best | None]:
+                od_cap: float | None = None, quotas=()) -> tuple[list[Offer], Best | None]:
     """The allowed offers (by pool id) and the best count vector (``None``: infeasible), by
     enumerating every vector up to the caps. ``od_cap`` limits on-demand weighted GPUs (the
-    market split of capacity-optimized / diversified)."""
+    market split of capacity-optimized / diversified); ``quotas`` are account limits."""
     pools = sorted((o for o in offers if allowed(spec, o, blocked)), key=lambda o: o.pool.id)
     limit = share_limit(spec, pools)
     pools = [o for o in pools if cap(spec, o, limit) > 0]
@@ -91,6 +125,7 @@ def brute_force(spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] =
     if spec.budget.max_per_hour is not None:
         ok &= cost <= spec.budget.max_per_hour + EPS
     ok &= ~((spot_used > 0) & (spot_used < min_pools))
+    ok &= within_caps(spec, pools, grid, w, spot, od) & within_quotas(pools, grid, quotas)
     if od_cap is not None:
         ok &= od <= od_cap + EPS
     if not ok.any():

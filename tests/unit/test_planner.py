@@ -28,7 +28,7 @@ def counts(p: Plan) -> dict[str, int]:
 def test_cheapest_true_cost_pool_wins_and_totals_add_up():
     offers = [offer(zone="a", price=2.0, rate=0.05), offer(zone="b", price=1.9, rate=2.0),
               offer(zone="c", spot=False, price=4.0)]
-    p = plan(spec_of("diversification: {max_pool_share: 1.0}"), offers)
+    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers)
     assert p.feasible and counts(p) == {"aws/r1/a/t/spot": 8}
     t = p.totals
     assert t.gpus == 8 and t.weighted_gpus == 8 and t.pools == 1
@@ -48,14 +48,14 @@ def p_spec_workload():
 
 def test_lowest_price_ignores_interruptions():
     offers = [offer(zone="a", price=2.0, rate=0.05), offer(zone="b", price=1.9, rate=2.0)]
-    p = plan(spec_of("strategy: lowest-price\ndiversification: {max_pool_share: 1.0}"), offers)
+    p = plan(spec_of("strategy: lowest-price\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers)
     assert counts(p) == {"aws/r1/b/t/spot": 8}
 
 
 def test_capacity_optimized_prefers_the_steadiest_pools_at_any_price():
     offers = [offer(zone="a", price=1.0, rate=0.3), offer(zone="b", price=3.0, rate=0.01, gpus=8),
               offer(zone="c", price=2.0, rate=0.01)]
-    p = plan(spec_of("strategy: capacity-optimized\ndiversification: {max_pool_share: 1.0}"), offers)
+    p = plan(spec_of("strategy: capacity-optimized\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers)
     # one 8-GPU node interrupted 0.01/h beats eight 1-GPU nodes at 0.01/h each
     assert counts(p) == {"aws/r1/b/t/spot": 1}
 
@@ -63,13 +63,13 @@ def test_capacity_optimized_prefers_the_steadiest_pools_at_any_price():
 def test_diversified_spreads_spot_over_as_many_pools_as_allowed():
     offers = [offer(zone=z, price=1.0 + i / 10, rate=0.1) for i, z in enumerate("abcdefgh")]
     offers.append(offer(zone="big", price=4.0, gpus=8, rate=0.1))
-    p = plan(spec_of("strategy: diversified\ndiversification: {max_pool_share: 1.0}"), offers)
+    p = plan(spec_of("strategy: diversified\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers)
     assert len(p.allocations) == 8 and all(a.count == 1 for a in p.allocations)
 
 
 def test_coupled_job_prefers_fewer_steadier_nodes():
     offers = [offer(zone="small", gpus=1, price=1.0, rate=0.4), offer(zone="big", gpus=8, price=9.0, rate=0.1)]
-    base = "diversification: {max_pool_share: 1.0}\nworkload: {kind: %s, restart_seconds: 600}"
+    base = "diversification: {max_pool_share: 1.0, max_zone_share: 1.0}\nworkload: {kind: %s, restart_seconds: 600}"
     independent = plan(spec_of(base % "independent", gpus=32), offers)
     coupled = plan(spec_of(base % "coupled", gpus=32), offers)
     assert counts(independent) == {"aws/r1/small/t/spot": 32}
@@ -88,7 +88,7 @@ def test_on_demand_baseline_comes_from_on_demand_pools():
 def test_weights_count_throughput():
     offers = [offer(zone="a", acc="A100-80GB", gpus=8, price=8.0, rate=0.1),
               offer(zone="b", acc="H200", gpus=8, price=20.0, rate=0.1)]
-    p = plan(spec_of("diversification: {max_pool_share: 1.0}", gpus=16, accelerators="{H200: 1.3, A100-80GB: 0.6}"),
+    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}", gpus=16, accelerators="{H200: 1.3, A100-80GB: 0.6}"),
              offers)
     # 4 A100 nodes (19.2 weighted) would exceed the whole spot part (16) in one pool, so at
     # most 3; 2 x 4.8 + 1 x 10.4 = 20 for $36/h beats 3 x 4.8 + 10.4 for $44/h
@@ -112,19 +112,19 @@ def test_share_never_caps_below_one_node():
 
 def test_min_pools_forces_a_second_pool_when_spot_is_used():
     offers = [offer(zone="a", price=1.0), offer(zone="b", price=1.5)]
-    p = plan(spec_of("diversification: {max_pool_share: 1.0, min_pools: 2}"), offers)
+    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0, min_pools: 2}"), offers)
     assert set(counts(p)) == {"aws/r1/a/t/spot", "aws/r1/b/t/spot"}
 
 
 def test_min_pools_is_lowered_when_fewer_spot_pools_exist():
-    p = plan(spec_of("diversification: {max_pool_share: 1.0, min_pools: 3}"), [offer(zone="a")])
+    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0, min_pools: 3}"), [offer(zone="a")])
     assert p.feasible and counts(p) == {"aws/r1/a/t/spot": 8}
     assert any("min_pools 3 lowered to 1" in n for n in p.notes)
 
 
 def test_capacity_hint_bounds_a_pool_and_zero_excludes_it():
     offers = [offer(zone="a", price=1.0, hint=3), offer(zone="b", price=2.0), offer(zone="c", price=0.5, hint=0)]
-    p = plan(spec_of("diversification: {max_pool_share: 1.0}"), offers)
+    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers)
     assert counts(p) == {"aws/r1/a/t/spot": 3, "aws/r1/b/t/spot": 5}
     assert any(e.reason == "capacity hint is 0" and e.example == "aws/r1/c/t/spot" for e in p.exclusions)
 
@@ -136,7 +136,7 @@ def test_every_rule_is_applied_and_reported():
   aws: {regions: [r1], exclude_zones: [bad]}
   gcp: {spot: false}
 budget: {max_per_gpu_hour: 3.0}
-diversification: {max_pool_share: 1.0}
+diversification: {max_pool_share: 1.0, max_zone_share: 1.0}
 """)
     offers = [
         offer(zone="ok", price=1.0),
@@ -163,14 +163,14 @@ diversification: {max_pool_share: 1.0}
 @pytest.mark.parametrize("prefix", ["aws", "aws/r1", "aws/r1/a", "aws/r1/a/t/spot"])
 def test_blocked_prefixes_remove_pools(prefix):
     offers = [offer(zone="a", price=1.0), offer(provider="gcp", zone="g", price=2.0)]
-    p = plan(spec_of("diversification: {max_pool_share: 1.0}"), offers, blocked=[prefix])
+    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers, blocked=[prefix])
     assert "aws/r1/a/t/spot" not in counts(p)
     assert any(e.reason.startswith("blocked") for e in p.exclusions)
 
 
 def test_blocked_prefix_matches_whole_path_segments_only():
     offers = [offer(region="r1", zone="a"), offer(region="r10", zone="b", price=5.0)]
-    p = plan(spec_of("diversification: {max_pool_share: 1.0}"), offers, blocked=["aws/r1"])
+    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers, blocked=["aws/r1"])
     assert counts(p) == {"aws/r10/b/t/spot": 8}
 
 
@@ -202,7 +202,7 @@ def test_result_does_not_depend_on_offer_order():
 
 def test_budget_shortfall_names_the_budget_and_the_gap():
     offers = [offer(zone=z, price=2.0) for z in "abcd"]
-    p = plan(spec_of("budget: {max_per_hour: 54}\ndiversification: {max_pool_share: 1.0}", gpus=32), offers)
+    p = plan(spec_of("budget: {max_per_hour: 54}\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}", gpus=32), offers)
     assert not p.feasible
     assert p.shortfall.startswith("budget $54.00/h allows 27 of 32 weighted GPUs")
     assert "needs $64.00/h" in p.shortfall
@@ -224,7 +224,7 @@ def test_pool_share_shortfall():
 
 
 def test_capacity_hint_shortfall():
-    p = plan(spec_of("diversification: {max_pool_share: 1.0}"), [offer(zone="a", hint=3)])
+    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), [offer(zone="a", hint=3)])
     assert not p.feasible and "capacity hints) allows 3 of 8" in p.shortfall
 
 
@@ -246,7 +246,7 @@ def test_replan_of_an_unchanged_fleet_changes_nothing(strategy, kind):
 
 
 def test_replan_keeps_running_pools_when_an_equal_pool_appears():
-    spec = spec_of("diversification: {max_pool_share: 1.0}")
+    spec = spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}")
     running = plan(spec, [offer(zone="a", price=1.0)])
     again = plan(spec, [offer(zone="a", price=1.0), offer(zone="b", price=1.0)], current=running.counts())
     assert again.counts() == {"aws/r1/a/t/spot": 8}
