@@ -128,7 +128,8 @@ def test_a_finished_run_started_again_resaves_nothing(location_factory):
     env = job_env(location)
     first = subprocess.run(command("--steps", "10"), env=env, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
+    saved = location.store().list("data/")
     again = subprocess.run(command("--steps", "10"), env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert "resumed from step 10 " in again.stdout and "finished at step 10" in again.stdout
-    assert len(location.store().list("data/")) == 1
+    assert location.store().list("data/") == saved                # nothing uploaded again
