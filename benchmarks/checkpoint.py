@@ -13,9 +13,15 @@ For each store (local directory, moto S3, fake-gcs-server, Azurite) and a state 
 Throughput ratio = raw time / save time (aim >= 0.80), from the best of ``--repeats`` runs each
 (the emulators share this machine's cores, so single runs vary a lot; the ratio of medians is
 saved too); blocking ratio = median async blocking time / median save time (aim <= 0.05).
+Resume time (``--resume-repeats``, default 5; 0 skips it): from starting the example job
+(examples/train_resumable.py) on a location that holds a checkpoint to its first resumed step
+printed, directly and under ``fleet run`` on a local directory, and directly on S3 (moto in a
+child process). Medians; a restart after a crash adds ``fleet run``'s backoff (1 s by default).
+
 Prints a table and writes benchmarks/results/checkpoint.json.
 
     python benchmarks/checkpoint.py [--size-mb 256] [--repeats 5] [--stores file,s3,gs,az]
+                                    [--resume-repeats 5]
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -124,17 +131,69 @@ def bench_store(kind: str, uri: str, env: dict[str, str], state: dict, repeats: 
     }
 
 
+EXAMPLE = ROOT / "examples" / "train_resumable.py"
+
+
+def time_to_first_step(argv: list[str], env: dict[str, str], step: int) -> float:
+    """Seconds from starting ``argv`` until it prints ``step <step> ...`` (the process then finishes)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert proc.stdout is not None
+    elapsed = None
+    for line in proc.stdout:
+        if elapsed is None and line.startswith(f"step {step} "):
+            elapsed = time.perf_counter() - t0
+    if proc.wait(timeout=120) != 0 or elapsed is None:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode} without printing step {step}")
+    return elapsed
+
+
+def bench_resume(uri: str, env: dict[str, str], repeats: int, wrapper: bool) -> dict:
+    """Median time from start to the first resumed step of the example job on ``uri``."""
+    full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    job = [sys.executable, str(EXAMPLE), "--uri", uri, "--backend", "numpy", "--save-every", "1000"]
+    subprocess.run([*job, "--steps", "20"], check=True, stdout=subprocess.DEVNULL, env=full_env)
+    times = []
+    with tempfile.TemporaryDirectory(prefix="ckpt-bench-home-") as home:
+        for i in range(repeats):
+            steps = 20 + i + 1            # each run resumes at the previous run's final checkpoint
+            argv = [*job, "--steps", str(steps)]
+            if wrapper:
+                argv = [sys.executable, "-m", "fleet.cli.main", "--home", home, "run", "--cloud", "none",
+                        "--checkpoint-uri", uri, "--", *argv]
+            times.append(time_to_first_step(argv, full_env, steps))
+    return {"median_s": statistics.median(times), "runs_s": times}
+
+
+def resume_section(repeats: int) -> dict:
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="ckpt-bench-") as tmp:
+        results["direct_local"] = bench_resume(f"file://{tmp}/direct", {}, repeats, wrapper=False)
+        results["fleet_run_local"] = bench_resume(f"file://{tmp}/wrapped", {}, repeats, wrapper=True)
+    em = emu.start_moto_process()
+    try:
+        results["direct_s3_moto"] = bench_resume(em.bucket_uri("bench-resume", "run"), em.env, repeats,
+                                                 wrapper=False)
+    finally:
+        em.stop()
+    for name, r in results.items():
+        print(f"resume {name:<16} {r['median_s']:.2f} s to the first resumed step (median of {repeats})",
+              flush=True)
+    return results
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="checkpoint throughput and async blocking benchmark")
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--stores", default="file,s3,gs,az")
+    ap.add_argument("--resume-repeats", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "checkpoint.json"))
     args = ap.parse_args()
     state = make_state(args.size_mb)
     starters = {"s3": emu.start_moto_process, "gs": emu.start_fake_gcs, "az": emu.start_azurite}
     results: dict[str, dict] = {}
-    for kind in args.stores.split(","):
+    for kind in filter(None, args.stores.split(",")):
         with tempfile.TemporaryDirectory(prefix="ckpt-bench-", dir=os.environ.get("BENCH_TMP")) as tmp:
             em = None
             if kind == "file":
@@ -159,6 +218,7 @@ def main() -> int:
                  "use the best of the repeats (ratio of medians alongside), blocking ratios use medians",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "stores": results,
+        "resume": resume_section(args.resume_repeats) if args.resume_repeats > 0 else {},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")

@@ -30,6 +30,17 @@ class CheckpointProbe:
                              "storage extra for this URI scheme") from err
         self.manager = CheckpointManager(self.uri)
 
+    def check(self) -> None:
+        """Read the storage once, raising a one-line :class:`FleetError` when it cannot be read
+        (missing bucket, refused credentials, unreachable endpoint): a configuration error to
+        report before starting a job that could never save."""
+        try:
+            self.manager.latest()
+        except FleetError as err:
+            raise FleetError(f"checkpoint storage cannot be used: {err}") from err
+        except Exception as err:  # SDK errors a backend did not translate
+            raise FleetError(f"checkpoint storage {self.uri} cannot be used: {err}") from err
+
     def latest(self) -> Any | None:
         """The newest valid CheckpointInfo, or None (also when storage cannot be read right now)."""
         try:

@@ -10,6 +10,12 @@ process started (``fleet run``), that the job exited 0 after the signal without 
 one (its newest step was already saved). The agent also waits for a job it told to stop
 (terminating signal or command hook) to finish, so an acknowledgement never cuts a save short;
 it stops waiting ``settle`` seconds after the signalled job exited without committing anything.
+
+The margin scales with the notice window: it is at most :data:`MARGIN_SHARE` of the time from
+receiving the notice to its deadline. Real clouds give 30 s (GCE, Azure) to 120 s (AWS), so the
+default 5 s margin applies as given; the local cloud compresses its windows by its time scale
+(x60: 0.5 s for GCE, 2 s for AWS), and the margin shrinks with them instead of ending the wait
+before it begins. A notice seen late gets the same proportional margin.
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ from fleet.agent.notice import Notice, TransientError, Watcher
 log = logging.getLogger("fleet.agent")
 
 Reporter = Callable[[Notice, dict[str, Any]], bool]
+MARGIN_SHARE = 0.25
+
+
+def effective_margin(margin: float, notice: Notice) -> float:
+    """``margin``, capped at :data:`MARGIN_SHARE` of the notice's window as received."""
+    window = max(0.0, notice.deadline - notice.received_at)
+    return min(margin, MARGIN_SHARE * window)
 
 
 @dataclass
@@ -86,7 +99,7 @@ def respond(notice: Notice, hook: Hook | None, *, probe: CheckpointProbe | None 
         fired_at, hook_ok, hook_detail = result.fired_at, result.ok, result.detail
         latency = max(0.0, fired_at - notice.received_at)
         (log.info if hook_ok else log.warning)("%s %s notice: %s", notice.cloud, notice.kind, hook_detail)
-    info = _wait(notice, hook, probe, margin, poll, settle)
+    info = _wait(notice, hook, probe, effective_margin(margin, notice), poll, settle)
     newest = info if info is not None or probe is None else probe.latest()
     current = info is not None or (newest is not None and _exited_cleanly(hook))
     outcome = Outcome(

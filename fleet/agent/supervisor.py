@@ -1,8 +1,10 @@
 """``fleet run``: start the job, resume it from the newest checkpoint, restart it on crashes.
 
 Promises:
-- Idempotent: one wrapper per lock file on a node. A second start while the first wrapper (or
-  its job) lives returns ``already-running`` at once (exit 0) and touches nothing.
+- Idempotent: one wrapper per lock file on a node. A second start while the first wrapper
+  lives returns ``already-running`` at once (exit 0) and touches nothing. When the wrapper is
+  gone but its job still runs (the wrapper was killed), nothing restarts that job or delivers
+  notices to it: a second start returns ``unwatched`` (exit 1), naming the job and how to fix it.
 - Every start exports ``SPOTFLEET_CHECKPOINT_URI`` and ``SPOTFLEET_RESUME_STEP`` (the newest
   valid checkpoint's step, 0 without one) so the job resumes where the last run committed.
 - A crash (non-zero exit, death by a signal such as kill -9) restarts the job after an
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.agent.checkpoints import CheckpointProbe
-from fleet.agent.hooks import SignalHook
+from fleet.agent.hooks import SignalHook, pid_alive
 from fleet.agent.lock import RunLock
 from fleet.agent.notice import Notice, PollingWatcher, WatcherConfigError
 from fleet.agent.runner import Outcome, Reporter, respond
@@ -50,7 +52,8 @@ class RunOptions:
 
 @dataclass
 class RunResult:
-    """How the run ended: ``finished``, ``interrupted``, ``failed``, ``stopped`` or ``already-running``."""
+    """How the run ended: ``finished``, ``interrupted``, ``failed``, ``stopped``, ``already-running``
+    or ``unwatched``."""
 
     status: str
     exit_code: int
@@ -66,10 +69,7 @@ def supervise(opts: RunOptions, *, handle_signals: bool = True) -> RunResult:
     """Run ``opts.argv`` under the lock until it finishes, is interrupted or fails for good."""
     lock = RunLock(opts.lock_path)
     if not lock.acquire(opts.argv):
-        holder = lock.holder()
-        who = f"wrapper pid {holder.get('pid', '?')}, job pid {holder.get('job_pid') or '-'}"
-        return RunResult("already-running", 0, f"already running under {opts.lock_path} ({who}); nothing to do",
-                         holder=holder)
+        return _busy(opts.lock_path, lock.holder())
     try:
         return _Supervisor(opts, lock).run(handle_signals)
     finally:
@@ -203,6 +203,19 @@ class _Supervisor:
         self.proc = subprocess.Popen(self.opts.argv, env=env, pass_fds=(self.lock.fd,))
         self.lock.update(job_pid=self.proc.pid)
         return self.proc.wait()
+
+
+def _busy(lock_path: Path, holder: dict) -> RunResult:
+    """The result for a lock someone else holds: a live wrapper, or a job whose wrapper is gone."""
+    wrapper, job = holder.get("pid"), holder.get("job_pid")
+    if isinstance(wrapper, int) and isinstance(job, int) and not pid_alive(wrapper) and pid_alive(job):
+        return RunResult("unwatched", 1, (
+            f"job pid {job} is running UNWATCHED: its wrapper (pid {wrapper}) is gone, so nothing restarts it "
+            f"after a crash or passes interruption notices to it; stop it (kill {job}) and run this command "
+            f"again, or watch it with `fleet agent --pid {job}`"), holder=holder)
+    who = f"wrapper pid {wrapper or '?'}, job pid {job or '-'}"
+    return RunResult("already-running", 0, f"already running under {lock_path} ({who}); nothing to do",
+                     holder=holder)
 
 
 def _describe(rc: int) -> str:

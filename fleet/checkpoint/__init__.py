@@ -10,7 +10,10 @@ Quick use on a node (``SPOTFLEET_CHECKPOINT_URI`` is set by the fleet's startup 
     ...
     mgr.save_async(state, step)                     # every N steps; training continues
     if stop.requested:                              # SIGTERM / SIGUSR1 from the agent
-        mgr.wait(); mgr.save(state, step)           # final synchronous checkpoint
+        mgr.save(state, step)                       # final checkpoint (waits for background saves)
+
+A failed background save is logged at once; ``mgr.healthy`` turns False and the next
+``save_async`` raises it. ``keep_every`` and ``keep_best``/``metric`` keep more than the newest N.
 
 State is a dict of numpy arrays, bytes and plain Python values, stored by a safe serialiser
 that never runs code on load (see :mod:`fleet.checkpoint.codec`); PyTorch modules and
@@ -18,7 +21,7 @@ optimizers go through :mod:`fleet.checkpoint.torch` (optional ``torch`` extra).
 """
 
 from fleet.checkpoint.errors import (CheckpointError, CheckpointExistsError, CorruptCheckpointError,
-                                     UnsupportedStateError)
+                                     StaleStepError, UnsupportedStateError)
 from fleet.checkpoint.layout import CheckpointInfo
 from fleet.checkpoint.manager import URI_ENV, CheckpointManager
 from fleet.checkpoint.signals import StopRequest, install_signal_handler
@@ -27,7 +30,7 @@ from fleet.checkpoint.stores import ObjectStore, TransferSettings, open_store
 
 __all__ = [
     "CheckpointError", "CheckpointExistsError", "CheckpointInfo", "CheckpointManager",
-    "CorruptCheckpointError", "DataPosition", "ObjectStore", "StopRequest", "TransferSettings",
-    "URI_ENV", "UnsupportedStateError", "capture_rng", "install_signal_handler", "open_store",
+    "CorruptCheckpointError", "DataPosition", "ObjectStore", "StaleStepError", "StopRequest",
+    "TransferSettings", "URI_ENV", "UnsupportedStateError", "capture_rng", "install_signal_handler", "open_store",
     "restore_rng",
 ]

@@ -23,7 +23,7 @@ def read_manifest(store: ObjectStore, step: int) -> CheckpointInfo | None:
         return None
     try:
         info = CheckpointInfo.from_manifest(raw)
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, OverflowError) as err:
         log.warning("%s: ignoring step %d: unreadable manifest (%s)", store.uri, step, err)
         return None
     if info.step != step:

@@ -8,13 +8,19 @@
 A checkpoint exists for readers exactly when its manifest exists. The manifest names the data
 object and records its size and SHA-256, so a reader can tell a complete, intact checkpoint from
 a truncated or corrupted one. Step numbers are zero-padded so names sort in step order.
+
+A manifest is untrusted input (anyone with write access to the location may have put it there):
+it is size-capped before parsing, a nesting too deep for the parser is "not a manifest", and its
+data key must be exactly a data name of its own step (no ``..``, no other folder), so a reader
+never follows a manifest outside the layout.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 FORMAT = "spotfleet-checkpoint/1"
 DATA_DIR = "data/"
@@ -22,6 +28,8 @@ COMMIT_DIR = "commits/"
 _STEP_WIDTH = 12
 _COMMIT_RE = re.compile(r"^commits/step-(\d{12})\.json$")
 _ANY_STEP_RE = re.compile(r"^(?:data|commits)/step-(\d{12})")
+_DATA_RE = re.compile(r"^data/step-(\d{12})-[0-9A-Za-z_-]{1,64}\.ckpt$")
+MAX_MANIFEST_BYTES = 64 * 1024      # a manifest is a few hundred bytes; anything larger is not ours
 
 
 @dataclass(frozen=True)
@@ -35,22 +43,47 @@ class CheckpointInfo:
     committed_at: float     # epoch seconds, the writer's clock at commit
     data_key: str = ""      # the data object, relative to the store prefix
     writer: str = ""        # "host:pid" of the process that committed it
+    metrics: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
+    # numbers the writer recorded with the checkpoint (``save(..., metrics=...)``), for retention
 
     def to_manifest(self) -> bytes:
         return json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode()
 
     @classmethod
     def from_manifest(cls, raw: bytes) -> CheckpointInfo:
-        """Parse a manifest; raises ``ValueError`` when it is not one this library wrote."""
-        doc = json.loads(raw)
+        """Parse a manifest; raises ``ValueError`` when it is not one this library wrote.
+
+        Bounded: a document over :data:`MAX_MANIFEST_BYTES` or nested too deeply to parse is
+        refused before or while parsing; a data key outside ``data/step-N-<token>.ckpt`` of its
+        own step is refused before anything reads it.
+        """
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise ValueError(f"{len(raw)} bytes, more than a manifest holds ({MAX_MANIFEST_BYTES})")
+        try:
+            doc = json.loads(raw)
+        except RecursionError:
+            raise ValueError("nested too deeply to be a manifest") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} manifest")
         info = cls(step=int(doc["step"]), name=str(doc["name"]), size=int(doc["size"]),
                    sha256=str(doc["sha256"]), committed_at=float(doc["committed_at"]),
-                   data_key=str(doc["data_key"]), writer=str(doc.get("writer", "")))
-        if not info.data_key.startswith(DATA_DIR) or step_of(info.data_key) != info.step:
+                   data_key=str(doc["data_key"]), writer=str(doc.get("writer", "")),
+                   metrics=_metrics(doc.get("metrics", {})))
+        m = _DATA_RE.match(info.data_key)
+        if m is None:
+            raise ValueError(f"data key {info.data_key[:80]!r} is outside the layout")
+        if int(m.group(1)) != info.step:
             raise ValueError("manifest names a data object of another step")
         return info
+
+
+def _metrics(raw: object) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        raise ValueError("metrics is not a mapping")
+    out = {str(k): float(v) for k, v in raw.items()}
+    if not all(math.isfinite(v) for v in out.values()):
+        raise ValueError("metrics hold a value that is not a finite number")
+    return out
 
 
 def step_name(step: int) -> str:

@@ -2,24 +2,36 @@
 
 Contract:
 - ``save(state, step)`` returns only after the checkpoint is committed (visible to readers,
-  size and SHA-256 recorded) and older ones beyond ``keep_last`` are pruned. Pruning failures are
-  logged, never raised: the checkpoint itself is safe.
+  size and SHA-256 recorded) and older ones outside the retention policy are pruned. Pruning
+  failures are logged, never raised: the checkpoint itself is safe. It first waits for pending
+  async saves (so saves land in order); their failures were already reported and never stop it,
+  which makes ``mgr.save(state, step)`` the whole final-save pattern.
+- Saving a step that is already committed with the same content is a no-op returning the existing
+  checkpoint (the final save after a periodic save of the same step); other content raises
+  :class:`CheckpointExistsError`. Saving below the newest valid checkpoint of the location raises
+  :class:`StaleStepError` before anything is written (a resume would never use it).
+- ``step`` is any integral number >= 0 (``int``, ``numpy.int64``, ...), never a bool.
 - ``save_async(state, step)`` serialises (snapshots) ``state`` in the caller, so the caller may
   mutate its arrays as soon as it returns; the upload and commit run on a background thread. At
   most ``max_pending`` saves are in flight: a further call blocks until one finishes. Snapshot
   buffers are reused across saves, so the manager holds up to ``max_pending + 1`` state-sized
   buffers until ``close()``.
+- A failed background save is reported at once: logged at WARNING with its cause, ``healthy``
+  turns False and ``error`` holds it until a later save succeeds, and the next ``save_async`` (or
+  ``wait``/``close``) raises it. Each failure is raised once.
 - ``wait()`` blocks until every async save issued so far is done and raises the first failure
-  among them (each failure is raised once).
+  not raised yet.
 - Readers (``latest``, ``load_latest``, ``list``) see committed checkpoints only; ``load_latest``
-  verifies size and SHA-256 and falls back to older ones past any corrupt or partial checkpoint.
-  Storage errors (network, credentials) are raised, not skipped, so a transient failure never
-  silently resumes from an older step.
+  verifies size and SHA-256 and falls back to older ones past any corrupt, partial or malformed
+  checkpoint. Storage errors (network, credentials) are raised, not skipped, so a transient
+  failure never silently resumes from an older step.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import operator
 import os
 import threading
 from collections.abc import Mapping
@@ -31,12 +43,12 @@ from typing import Any
 import numpy as np
 
 from fleet.checkpoint import codec
-from fleet.checkpoint.commit import write_checkpoint
-from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
+from fleet.checkpoint.commit import same_content, write_checkpoint
+from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError, CorruptCheckpointError, StaleStepError
 from fleet.checkpoint.index import committed_steps, data_intact, read_manifest
 from fleet.checkpoint.layout import CheckpointInfo
 from fleet.checkpoint.payload import Payload
-from fleet.checkpoint.retention import prune
+from fleet.checkpoint.retention import Retention, prune
 from fleet.checkpoint.stores import SCHEMES, open_store
 from fleet.checkpoint.stores.base import ObjectStore, TransferSettings
 
@@ -45,13 +57,18 @@ URI_ENV = "SPOTFLEET_CHECKPOINT_URI"
 
 
 class CheckpointManager:
-    """Checkpoints of one job under one storage URI (see the module docstring for the contract)."""
+    """Checkpoints of one job under one storage URI (see the module docstring for the contract).
+
+    Retention: ``keep_last`` newest valid checkpoints, plus every ``keep_every``-th step and the
+    ``keep_best`` best by ``metric`` (``mode`` "min" or "max") when set; see
+    :mod:`fleet.checkpoint.retention`.
+    """
 
     def __init__(self, uri: str | None = None, *, keep_last: int = 3, store: ObjectStore | None = None,
                  env: Mapping[str, str] | None = None, transfer: TransferSettings | None = None,
-                 max_pending: int = 1):
-        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
-            raise CheckpointError(f"keep_last must be a whole number >= 1, got {keep_last!r}")
+                 max_pending: int = 1, keep_every: int = 0, keep_best: int = 0, metric: str = "",
+                 mode: str = "min"):
+        self.retention = Retention(keep_last, keep_every, keep_best, metric, mode).check()
         if max_pending < 1:
             raise CheckpointError(f"max_pending must be >= 1, got {max_pending!r}")
         if store is None:
@@ -62,33 +79,62 @@ class CheckpointManager:
             store = open_store(uri, env=env, transfer=transfer)
         self.store = store
         self.uri = store.uri
-        self.keep_last = keep_last
         self._uploader = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-upload")
         self._hasher = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash")
         self._slots = threading.BoundedSemaphore(max_pending)
         self._buffers = _BufferPool(keep=max_pending + 1)
         self._pending: list[Future[CheckpointInfo]] = []
+        self._unraised: list[BaseException] = []   # failed background saves not raised to the caller yet
+        self._error: BaseException | None = None
         self._lock = threading.Lock()
         self._closed = False
 
+    @property
+    def keep_last(self) -> int:
+        return self.retention.keep_last
+
+    @property
+    def healthy(self) -> bool:
+        """False from a failed save until a later save succeeds (``error`` says why)."""
+        return self._error is None
+
+    @property
+    def error(self) -> BaseException | None:
+        """The failure of the most recent save when it failed; None while healthy."""
+        return self._error
+
     # -- writing -------------------------------------------------------------------------------
 
-    def save(self, state: dict[str, Any], step: int) -> CheckpointInfo:
-        """Serialise, upload, verify and commit ``state`` as ``step``; prune beyond ``keep_last``."""
-        self._check(step)
+    def save(self, state: dict[str, Any], step: int, *, metrics: Mapping[str, float] | None = None
+             ) -> CheckpointInfo:
+        """Serialise, upload, verify and commit ``state`` as ``step``; prune per the retention policy.
+
+        Waits for pending async saves first; their failures (already reported) do not stop this
+        save, and this save's own outcome replaces them (they are not raised later).
+        """
+        step, scores = self._check(step, metrics)
+        self._drain()
+        with self._lock:
+            self._unraised.clear()
         payload, buffer = self._snapshot(state)
         try:
-            return self._commit(payload, step)
+            return self._commit(payload, step, scores)
         finally:
             self._buffers.give(buffer)
 
-    def save_async(self, state: dict[str, Any], step: int) -> Future[CheckpointInfo]:
-        """Snapshot ``state`` now; upload and commit it in the background. See ``wait()``."""
-        self._check(step)
+    def save_async(self, state: dict[str, Any], step: int, *, metrics: Mapping[str, float] | None = None
+                   ) -> Future[CheckpointInfo]:
+        """Snapshot ``state`` now; upload and commit it in the background. See ``wait()``.
+
+        Raises the failure of an earlier background save that was not raised yet (nothing is
+        saved then: the loop learns at once that checkpoints are not landing).
+        """
+        step, scores = self._check(step, metrics)
+        self._raise_unraised()
         self._slots.acquire()
         try:
             payload, buffer = self._snapshot(state)
-            future = self._uploader.submit(self._commit, payload, step)
+            future = self._uploader.submit(self._commit_reporting, payload, step, scores)
         except BaseException:
             self._slots.release()
             raise
@@ -103,10 +149,20 @@ class CheckpointManager:
         return future
 
     def wait(self) -> None:
-        """Wait for every pending async save; raise the first failure among them."""
+        """Wait for every pending async save; raise the first failure not raised yet."""
+        self._drain()
+        self._raise_unraised()
+
+    def _drain(self) -> None:
+        """Wait for every pending async save (failures stay recorded, not raised)."""
         with self._lock:
             pending, self._pending = self._pending, []
-        errors = [err for f in pending if (err := f.exception()) is not None]
+        for future in pending:
+            future.exception()
+
+    def _raise_unraised(self) -> None:
+        with self._lock:
+            errors, self._unraised = self._unraised, []
         if errors:
             raise errors[0]
 
@@ -119,10 +175,29 @@ class CheckpointManager:
 
         return codec.encode(state, allocate), held[0]
 
-    def _commit(self, payload: Payload, step: int) -> CheckpointInfo:
-        info = write_checkpoint(self.store, payload, step, self._hasher)
+    def _commit_reporting(self, payload: Payload, step: int, metrics: dict[str, float]) -> CheckpointInfo:
+        """A background save: report its failure at once (log, ``healthy``), keep it for raising."""
         try:
-            removed = prune(self.store, self.keep_last)
+            return self._commit(payload, step, metrics)
+        except BaseException as err:
+            log.warning("%s: background save of step %d FAILED: %s", self.uri, step, err)
+            with self._lock:
+                self._unraised.append(err)
+            raise
+
+    def _commit(self, payload: Payload, step: int, metrics: dict[str, float]) -> CheckpointInfo:
+        try:
+            existing = self._existing(payload, step)
+            info = existing or write_checkpoint(self.store, payload, step, self._hasher, metrics)
+        except BaseException as err:
+            self._error = err
+            raise
+        self._error = None
+        if existing is not None:
+            log.info("%s: step %d is already committed with this content; nothing to save", self.uri, step)
+            return existing
+        try:
+            removed = prune(self.store, self.retention)
             if removed:
                 log.debug("%s: pruned steps %s", self.uri, removed)
         except CheckpointError as err:
@@ -130,11 +205,42 @@ class CheckpointManager:
                         self.uri, step, err)
         return info
 
-    def _check(self, step: int) -> None:
+    def _existing(self, payload: Payload, step: int) -> CheckpointInfo | None:
+        """The committed checkpoint ``step`` when it holds this payload already; None when the step
+        is free. Raises when a newer valid checkpoint exists or the step holds other content."""
+        for newer in committed_steps(self.store):
+            if newer < step:
+                return None
+            info = read_manifest(self.store, newer)
+            if info is None:
+                continue
+            if newer == step:
+                if same_content(info, payload.size, payload.sha256()):
+                    return info
+                raise CheckpointExistsError(self.uri, step, info.writer)
+            if data_intact(self.store, info):
+                raise StaleStepError(self.uri, step, newer)
+        return None
+
+    def _check(self, step: Any, metrics: Mapping[str, float] | None) -> tuple[int, dict[str, float]]:
+        """``step`` as an int (numpy integers accepted) and ``metrics`` as finite floats."""
         if self._closed:
             raise CheckpointError(f"{self.uri}: the checkpoint manager is closed")
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        try:
+            number = -1 if isinstance(step, (bool, np.bool_)) else operator.index(step)
+        except TypeError:
+            number = -1
+        if number < 0:
             raise CheckpointError(f"step must be a whole number >= 0, got {step!r}")
+        scores: dict[str, float] = {}
+        for name, value in (metrics or {}).items():
+            try:
+                scores[str(name)] = float(value)
+            except (TypeError, ValueError):
+                scores[str(name)] = math.nan
+            if not math.isfinite(scores[str(name)]):
+                raise CheckpointError(f"metrics[{name!r}] must be a finite number, got {value!r}")
+        return number, scores
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -27,7 +27,9 @@ log = logging.getLogger("fleet.agent")
               help="Restarts after crashes before giving up.")
 @click.option("--backoff", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="First restart delay in seconds (doubles each time, at most 60 s).")
-@click.option("--name", default=None, help="Lock name: one wrapper per name on a node (default: from the command).")
+@click.option("--name", default=None, callback=lambda _c, _p, v: _check_name(v),
+              help="Lock name: one wrapper per name on a node (default: from the command). "
+                   "Letters, digits, '.', '_' and '-'.")
 @node_options
 @json_option
 @click.argument("job", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -39,12 +41,15 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     """Run JOB, resuming from the newest checkpoint and restarting it on crashes.
 
     Starting it twice on one node is harmless: the second start sees the first and exits 0.
-    The job gets $SPOTFLEET_CHECKPOINT_URI and $SPOTFLEET_RESUME_STEP.
+    The job gets $SPOTFLEET_CHECKPOINT_URI and $SPOTFLEET_RESUME_STEP. Checkpoint storage that
+    cannot be read (missing bucket, refused credentials) is an error before the job starts.
     """
     configure_logging()
     argv = list(job)
     sig = parse_signal(hook_signal)
     probe = CheckpointProbe(checkpoint_uri) if checkpoint_uri else None
+    if probe is not None:
+        probe.check()
     watcher = _watcher(cloud, metadata_url=metadata_url, poll_interval=poll_interval, instance_id=instance_id,
                        notice_file=notice_file, no_rebalance=no_rebalance)
     lock_path = app.home / "run" / f"{name or _default_name(argv, checkpoint_uri, instance_id)}.lock"
@@ -71,6 +76,17 @@ def _watcher(cloud: str, **kwargs: object) -> PollingWatcher | None:
             raise
         log.warning("%s; running without a notice watcher", err)
         return None
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def _check_name(name: str | None) -> str | None:
+    """``--name`` becomes a file name under the lock folder: one plain name, never a path."""
+    if name is not None and not _NAME_RE.match(name):
+        raise click.BadParameter(f"{name[:60]!r} is not a plain name; use letters, digits, '.', '_' and '-' "
+                                 "(at most 128, not starting with '.' or '-')")
+    return name
 
 
 def _default_name(argv: list[str], checkpoint_uri: str | None, instance_id: str) -> str:

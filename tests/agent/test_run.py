@@ -76,8 +76,10 @@ def test_double_start_lands_in_the_same_place(tmp_path):
     os.kill(first.pid, signal.SIGKILL)              # the wrapper dies, its job keeps the lock
     first.wait()
     third_log = tmp_path / "third.log"
-    assert finish(start(argv, third_log, env(home))) == 0
-    assert trailing_json(third_log)["status"] == "already-running"
+    assert finish(start(argv, third_log, env(home))) == 1
+    third = trailing_json(third_log)                # said plainly: nobody watches that job now
+    assert third["status"] == "unwatched" and f"job pid {job_pid} is running UNWATCHED" in third["message"]
+    assert f"wrapper (pid {first.pid}) is gone" in third["message"] and f"kill {job_pid}" in third["message"]
 
     os.kill(job_pid, signal.SIGKILL)                # now nothing holds it: the next start resumes
     wait_until(lambda: not os.path.exists(f"/proc/{job_pid}") or _zombie(job_pid), what="the job to die")

@@ -120,3 +120,16 @@ def test_missing_uri_is_one_line_error():
     run = subprocess.run(command(), env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert run.stderr.strip().count("\n") == 0 and "SPOTFLEET_CHECKPOINT_URI" in run.stderr
+
+
+def test_a_finished_run_started_again_resaves_nothing(location_factory):
+    """The final save of a step the run already committed (here: the resumed one) is a no-op."""
+    location = location_factory("file")
+    env = job_env(location)
+    first = subprocess.run(command("--steps", "10"), env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    saved = location.store().list("data/")
+    again = subprocess.run(command("--steps", "10"), env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "resumed from step 10 " in again.stdout and "finished at step 10" in again.stdout
+    assert location.store().list("data/") == saved                # nothing uploaded again

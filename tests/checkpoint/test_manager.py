@@ -116,7 +116,7 @@ def test_wait_raises_a_failed_background_save(location_factory):
     loc = location_factory("file")
     mgr = loc.manager()
     mgr.save(state_for(5), 5)
-    future = mgr.save_async(state_for(5), 5)       # same step again: the commit must lose
+    future = mgr.save_async(state_for(6), 5)       # same step, other content: the commit must lose
     with pytest.raises(CheckpointExistsError, match="step 5 is already committed"):
         mgr.wait()
     assert isinstance(future.exception(), CheckpointExistsError)

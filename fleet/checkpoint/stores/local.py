@@ -4,10 +4,16 @@ Uploads write ``<key>.partial`` then fsync and rename, so a crash never leaves a
 under the final name. ``create`` is a hard link of a fully written temporary file to the final
 name: ``link(2)`` fails if the name exists, which makes the commit atomic and exclusive (a plain
 rename would silently replace a concurrent writer's commit).
+
+Every ``write`` is checked for what it wrote (a short write is continued, never ignored), and a
+full disk or quota is reported as such ("no space left on device: ... needs N bytes"), not as a
+size mismatch found later. Keeping N checkpoints needs room for N + 1 while one is saved: the new
+one is written before older ones are pruned.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import uuid
@@ -18,6 +24,8 @@ from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import MiB
 
 _BLOCK = 4 * MiB
+_OUT_OF_ROOM = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+                errno.EFBIG: "file size limit exceeded"}
 
 
 class LocalStore:
@@ -39,21 +47,21 @@ class LocalStore:
             block = bytearray(_BLOCK)
             with open(tmp, "wb", buffering=0) as f:
                 while n := reader.readinto(block):
-                    f.write(memoryview(block)[:n])
+                    write_all(f.fileno(), memoryview(block)[:n])
                 os.fsync(f.fileno())
             os.replace(tmp, final)
             _fsync_dir(final.parent)
         except OSError as err:
-            raise CheckpointError(f"{self.uri}: cannot write {key}: {err.strerror or err}") from err
+            _remove(tmp)
+            raise self._write_error(key, err, payload.size) from err
 
     def create(self, key: str, data: bytes) -> bool:
         final = self._path(key)
         tmp = final.with_name(f"{final.name}.{uuid.uuid4().hex}.partial")
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
+            with open(tmp, "wb", buffering=0) as f:
+                write_all(f.fileno(), memoryview(data))
                 os.fsync(f.fileno())
             try:
                 os.link(tmp, final)
@@ -64,7 +72,16 @@ class LocalStore:
             _fsync_dir(final.parent)
             return True
         except OSError as err:
-            raise CheckpointError(f"{self.uri}: cannot commit {key}: {err.strerror or err}") from err
+            _remove(tmp)
+            raise self._write_error(key, err, len(data), "commit") from err
+
+    def _write_error(self, key: str, err: OSError, size: int, op: str = "write") -> CheckpointError:
+        """One line naming the resource that ran out (disk space, quota, file size) when one did."""
+        if err.errno in _OUT_OF_ROOM:
+            return CheckpointError(f"{self.uri}: cannot {op} {key}: {_OUT_OF_ROOM[err.errno]} "
+                                   f"(the checkpoint needs {size} bytes; keeping N checkpoints needs room "
+                                   f"for N + 1 while saving)")
+        return CheckpointError(f"{self.uri}: cannot {op} {key}: {err.strerror or err}")
 
     def read(self, key: str) -> bytes | None:
         try:
@@ -108,6 +125,23 @@ class LocalStore:
             self._path(key).unlink(missing_ok=True)
         except OSError as err:
             raise CheckpointError(f"{self.uri}: cannot delete {key}: {err.strerror or err}") from err
+
+
+def _remove(path: Path) -> None:
+    """Best-effort removal of a temporary file after a failed write (the write's error wins)."""
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
+
+
+def write_all(fd: int, data: memoryview) -> None:
+    """Write every byte of ``data`` to ``fd``, continuing short writes; a write that makes no
+    progress raises ``OSError(ENOSPC)`` (what a full device does after a partial write)."""
+    data = data.cast("B")
+    while data.nbytes:
+        n = os.write(fd, data)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        data = data[n:]
 
 
 def _fsync_dir(path: Path) -> None:
