@@ -160,8 +160,11 @@ class Catalog:
         sources = {o.source for o in out} or {"live"}
         source = "local" if sources == {"local"} else ("live" if "snapshot" not in sources else "snapshot")
         matched = _match(out, query)
-        return matched, CatalogInfo(source, _describe(source, sorted(self.providers), len(matched)), now,
-                                    tuple(fallbacks))
+        detail = _describe(source, sorted(self.providers), len(matched))
+        mixed = sorted(x for x in sources if x not in ("live", "local", "snapshot"))
+        if mixed:          # an adapter that fell back for part of its answer names the part
+            detail += f" (offer sources: {', '.join(mixed)})"
+        return matched, CatalogInfo(source, detail, now, tuple(fallbacks))
 
 
 def _describe(source: str, providers: list[str], count: int) -> str:

@@ -142,7 +142,7 @@ def test_killed_mid_up_a_rerun_converges_without_doubles(cloud, point):
 
 
 def test_zones_out_of_capacity_are_planned_around(cloud):
-    cloud.spec.write_text(SPEC.replace("{min_pools: 3, max_pool_share: 0.34}", "{min_pools: 2, max_pool_share: 0.5}"))
+    cloud.spec.write_text(SPEC.replace("{min_pools: 3, max_pool_share: 0.34}", "{min_pools: 2, max_pool_share: 0.5, max_zone_share: 1.0}"))
     control(cloud.url, "capacity", {"zone": "us-central1-a", "count": 0})
     control(cloud.url, "capacity", {"zone": "us-central1-b", "count": 0})
     proc = cloud.fleet("up", str(cloud.spec), "--yes", "--json")

@@ -41,8 +41,9 @@ def up(world: World) -> None:
 
 
 def lose_spot(world: World, n: int = 2, *, cli: bool = False) -> list[str]:
-    """Preempt ``n`` spot nodes, then let an hour pass (the market may take more), through the
-    CLI (``fleet local preempt``/``advance``) or, quicker, the local cloud's own API."""
+    """Preempt ``n`` spot nodes, then let five minutes pass (the market may take more; within the
+    default 10-minute back-off, which counts from the preemption itself, as the provider dates it),
+    through the CLI (``fleet local preempt``/``advance``) or, quicker, the local cloud's own API."""
     spot = sorted(i.id for i in world.created("chaos") if i.state.alive and i.pool.market.value == "spot")[:n]
     for iid in spot:
         if cli:
@@ -51,10 +52,10 @@ def lose_spot(world: World, n: int = 2, *, cli: bool = False) -> list[str]:
         else:
             world.cloud.preempt(iid)
     if cli:
-        proc = world.fleet("local", "advance", "1h")
+        proc = world.fleet("local", "advance", "5m")
         assert proc.returncode == 0, proc.stderr
     else:
-        world.cloud.advance(3600)
+        world.cloud.advance(300)
     return spot
 
 

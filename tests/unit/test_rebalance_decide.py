@@ -22,7 +22,7 @@ capacity:
   accelerators: [H100]
   gpus_per_node: {{min: 8, max: 8}}
   on_demand_gpus: {baseline}
-diversification: {{min_pools: 1, max_pool_share: 1.0}}
+diversification: {{min_pools: 1, max_pool_share: 1.0, max_zone_share: 1.0}}
 rebalance:
   critical_gpus: {critical}
   max_moves_per_pass: {moves}
