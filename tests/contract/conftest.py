@@ -23,7 +23,7 @@ from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
-TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast"]
+TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "azure"]
 
 
 class Harness(Protocol):
@@ -82,6 +82,9 @@ def _make_harness(target: str, tmp_path: Path) -> Harness:
     if family == "vast":
         from tests.contract.harness_vast import vast_harness
         return vast_harness()
+    if family == "azure":
+        from tests.contract.harness_azure import azure_harness
+        return azure_harness()
     raise ValueError(f"unknown contract target {target}")
 
 
