@@ -15,7 +15,8 @@ endpoint). What it models, from the documented ARM behaviour:
   ``Retry-After``), ``InternalServerError`` (500).
 
 Test levers under ``/_control/``: ``reset`` (SKUs, capacity), ``capacity`` (per
-``location/size/priority``), ``faults`` (the next N VM creations into a target fail with a kind),
+``location/size/priority``), ``faults`` (the next N VM creations into a target fail with a kind; a throttle
+names ``Retry-After: <retry_after>``, 1 s unless reset says otherwise),
 ``foreign`` (VMs without spotfleet tags), ``evict``, ``state`` (everything, as JSON), ``calls``.
 
 Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
@@ -94,6 +95,7 @@ class ArmState:
         self.calls: dict[str, int] = {}
         self.deleted: list[str] = []
         self.latency = float(body.get("latency", 0.0))
+        self.retry_after = int(body.get("retry_after", 1))
         self.ids = itertools.count(1)
 
 
@@ -280,10 +282,11 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(405, "MethodNotAllowed", method)
 
     # ---- virtual machines ------------------------------------------------------------------
-    def _vm_view(self, vm: dict[str, Any], instance_view: bool) -> dict[str, Any]:
+    def _vm_view(self, vm: dict[str, Any], instance_view: bool, secrets: bool = False) -> dict[str, Any]:
         out = {k: v for k, v in vm.items() if not k.startswith("_")}
         props = dict(out["properties"])
-        props.pop("osProfile", None)
+        if not secrets:      # ARM never returns customData; the control API shows it to tests
+            props.pop("osProfile", None)
         if instance_view:
             statuses = [{"code": f"ProvisioningState/{props['provisioningState'].lower()}"}]
             if vm.get("_power"):
@@ -317,7 +320,7 @@ class Handler(BaseHTTPRequestHandler):
             fault["count"] -= 1
             status, code, message = FAULTS[fault["kind"]]
             return self._error(status, code, message.format(location=location),
-                               {"Retry-After": "0"} if status == 429 else None)
+                               {"Retry-After": str(self.st.retry_after)} if status == 429 else None)
         if vm is not None:
             return self._send(200, self._vm_view(vm, False))
         for ref in _nic_refs(body):
@@ -391,7 +394,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(404, {"ok": False})
         if what == "state":
             return self._send(200, {"groups": list(st.groups.values()), "vnets": list(st.vnets.values()),
-                                    "nics": list(st.nics.values()), "vms": [self._vm_view(v, True) for v in st.vms.values()],
+                                    "nics": list(st.nics.values()),
+                                    "vms": [self._vm_view(v, True, secrets=True) for v in st.vms.values()],
                                     "deleted": st.deleted})
         if what == "calls":
             return self._send(200, {"calls": st.calls})
