@@ -11,7 +11,8 @@ and is reported in the result; anything else is raised when nothing was created.
 creation left (a VM in ``Failed`` state, its NIC) is deleted before the launch returns.
 
 ``terminate`` deletes the VM, then its NICs that carry the fleet tag (404 = gone); a VM without a
-spotfleet fleet tag is never touched.
+spotfleet fleet tag is never touched. A NIC whose VM never came (a run killed between the two) is
+deleted by the next launch into that region or the next terminate of that fleet.
 """
 
 from __future__ import annotations
@@ -156,35 +157,70 @@ class AzureProvider:
         wanted = list(dict.fromkeys(str(i) for i in ids))
         if wanted:
             with ThreadPoolExecutor(max_workers=max(1, min(8, len(wanted)))) as pool:
-                list(pool.map(self._delete_vm, wanted))
+                fleets = set(pool.map(self._delete_vm, wanted)) - {None}
+            for fleet in sorted(fleets):
+                self._sweep_nics(fleet)
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return ensure_container(spec, self._environ)
 
     # ---- internals -----------------------------------------------------------------------
     def _ensure_network(self, fleet: str, region: str) -> str:
-        """The subnet id of the fleet's VNet in ``region``, creating the group and VNet once."""
+        """The subnet id of the fleet's VNet in ``region``, creating the group and VNet once.
+
+        The first time per fleet and region in this process it also deletes the fleet's orphaned
+        NICs there (:meth:`_sweep_nics`): a run killed between a NIC and its VM leaves one."""
         key = f"{fleet}|{region}"
         with self._lock:
             if key in self._ready:
                 return self._ready[key]
+            net_lock = self._token_locks.setdefault(f"network|{key}", threading.Lock())
+        with net_lock:
+            if key in self._ready:
+                return self._ready[key]
+            rg, arm = self.resource_group, self.arm
+            if "group" not in self._ready:
+                exists = arm.call(lambda: arm.resources.resource_groups.check_existence(rg),
+                                  f"find resource group {rg}")
+                if not exists:
+                    arm.call(lambda: arm.resources.resource_groups.create_or_update(
+                        rg, {"location": region, "tags": {"spotfleet:managed": "true"}}), f"create resource group {rg}")
+                self._ready["group"] = rg
+            name = vnet_name(fleet, region)
+            try:
+                vnet = _wire(arm.call(lambda: arm.network.virtual_networks.get(rg, name), f"find vnet {name}"))
+            except InstanceNotFoundError:
+                vnet = _wire(arm.call(lambda: arm.network.virtual_networks.begin_create_or_update(
+                    rg, name, vnet_body(fleet, region)).result(), f"create vnet {name}"))
+            subnet = next(s["id"] for s in vnet["properties"]["subnets"] if s["name"] == SUBNET)
+            self._sweep_nics(fleet, region)
+            with self._lock:
+                self._ready[key] = subnet
+            return subnet
+
+    def _sweep_nics(self, fleet: str, region: str = "") -> None:
+        """Delete NICs tagged with ``fleet`` whose VM does not exist, except those of launches this
+        process has made or is making (their VM may be on its way)."""
         rg, arm = self.resource_group, self.arm
-        if "group" not in self._ready:
-            exists = arm.call(lambda: arm.resources.resource_groups.check_existence(rg), f"find resource group {rg}")
-            if not exists:
-                arm.call(lambda: arm.resources.resource_groups.create_or_update(
-                    rg, {"location": region, "tags": {"spotfleet:managed": "true"}}), f"create resource group {rg}")
-            self._ready["group"] = rg
-        name = vnet_name(fleet, region)
         try:
-            vnet = _wire(arm.call(lambda: arm.network.virtual_networks.get(rg, name), f"find vnet {name}"))
+            nics = arm.call(lambda: [_wire(n) for n in arm.network.network_interfaces.list(rg)], f"list NICs in {rg}")
         except InstanceNotFoundError:
-            vnet = _wire(arm.call(lambda: arm.network.virtual_networks.begin_create_or_update(
-                rg, name, vnet_body(fleet, region)).result(), f"create vnet {name}"))
-        subnet = next(s["id"] for s in vnet["properties"]["subnets"] if s["name"] == SUBNET)
+            return
         with self._lock:
-            self._ready[key] = subnet
-        return subnet
+            busy = set(self._launched) | {t for t, lock in self._token_locks.items() if lock.locked()}
+        vms = {vm["name"] for vm in self._vms()}
+        for nic in nics:
+            tags = nic.get("tags") or {}
+            if tags.get(TAG_FLEET) != fleet or tags.get(TAG_TOKEN) in busy or (region and nic.get("location") != region):
+                continue
+            if nic["name"].removesuffix("-nic") in vms:
+                continue
+            log.info("azure: deleting NIC %s left by an interrupted launch", nic["name"])
+            try:
+                arm.call(lambda: arm.network.network_interfaces.begin_delete(rg, nic["name"]).result(),
+                         f"delete orphaned NIC {nic['name']}")
+            except ProviderError as err:
+                log.warning("azure: could not delete orphaned NIC %s: %s", nic["name"], err)
 
     def _create_one(self, request: LaunchRequest, name: str, subnet: str, tags: dict[str, str]) -> Instance:
         """Create one NIC + VM; on any failure delete what this attempt made, then raise."""
@@ -211,15 +247,16 @@ class AzureProvider:
         except ProviderError as err:     # reported, not raised: the launch's own error matters more
             log.warning("azure: could not clean up after a failed creation of %s: %s", name, err)
 
-    def _delete_vm(self, name: str) -> None:
+    def _delete_vm(self, name: str) -> str | None:
+        """Delete VM ``name`` and its tagged NICs; its fleet, or None when nothing was ours to delete."""
         rg, arm = self.resource_group, self.arm
         try:
             vm = _wire(arm.call(lambda: arm.compute.virtual_machines.get(rg, name), f"find VM {name}"))
         except InstanceNotFoundError:
-            return
+            return None
         if not (vm.get("tags") or {}).get(TAG_FLEET):
             log.warning("azure: not deleting VM %s: it carries no spotfleet fleet tag", name)
-            return
+            return None
         fleet = vm["tags"][TAG_FLEET]
         try:
             arm.call(lambda: arm.compute.virtual_machines.begin_delete(rg, name).result(), f"delete VM {name}")
@@ -233,6 +270,7 @@ class AzureProvider:
                     arm.call(lambda: arm.network.network_interfaces.begin_delete(rg, nic).result(), f"delete NIC {nic}")
             except InstanceNotFoundError:
                 pass
+        return fleet
 
     def _vms(self) -> list[dict[str, Any]]:
         rg, arm = self.resource_group, self.arm

@@ -19,6 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
 
+from fleet.state import LaunchStatus, open_store  # noqa: E402
+
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 RG = "fleetrg"
 
@@ -141,3 +143,22 @@ def test_fleet_check_azure_reports_identity_and_quota(world: AzureWorld):
     assert bare.returncode == 1 and "Traceback" not in bare.stderr
     [res] = json.loads(bare.stdout)
     assert not res["ok"] and "AZURE_SUBSCRIPTION_ID" in res["fix"] + res["detail"]
+
+
+@pytest.mark.parametrize("point", ["launch-sent:2", "instances-recorded:3"])
+def test_killed_mid_up_a_rerun_converges_without_duplicates(world: AzureWorld, point: str):
+    crashed = world.fleet("up", str(world.spec), "--yes", SPOTFLEET_TEST_CRASH_AT=point)
+    assert crashed.returncode == 137, crashed.stderr
+    rerun = world.fleet_json("up", str(world.spec), "--yes")
+    assert rerun["ok"], rerun
+    ours = world.ours()
+    assert len(ours) == sum(rerun["desired"].values())
+    assert sorted(n["name"] for n in world.state()["nics"]) == sorted(f"{v['name']}-nic" for v in ours)
+    store = open_store(str(world.home / "state.db"), create=False)
+    try:
+        assert {r.id for r in store.instances("af", alive_only=True)} == {v["name"] for v in ours}
+        assert store.launches("af", status=LaunchStatus.REQUESTED) == []
+    finally:
+        store.close()
+    world.fleet_json("down", "af", "--yes")
+    assert world.ours() == [] and world.foreign_alive()

@@ -185,6 +185,8 @@ class Handler(BaseHTTPRequestHandler):
                         return self._send(200, {"value": [self._vm_view(v, "instanceview" in url.query.lower())
                                                           for (g, _), v in sorted(self.st.vms.items()) if g == rg]})
                     return self._vm(method, rg, orig[5], body, "instanceview" in url.query.lower())
+                if kind == "microsoft.network/networkinterfaces" and len(rest) == 5 and method == "GET":
+                    return self._send(200, {"value": [n for (g, _), n in sorted(self.st.nics.items()) if g == rg]})
                 if kind in ("microsoft.network/virtualnetworks", "microsoft.network/networkinterfaces") and len(rest) == 6:
                     table = self.st.vnets if kind.endswith("virtualnetworks") else self.st.nics
                     return self._simple(method, table, rg, orig, body)
@@ -406,12 +408,18 @@ def _nic_refs(vm: dict[str, Any]) -> list[dict[str, Any]]:
     return list(((vm.get("properties") or {}).get("networkProfile") or {}).get("networkInterfaces") or [])
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client killed mid-request (kill -9 tests) is normal here, not worth a traceback."""
+
+
 class ArmServer:
     """The fake on a background thread: ``ArmServer(port=0).start()``; ``url``; ``stop()``."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1"):
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server((host, port), Handler)
         self.httpd.state = ArmState()  # type: ignore[attr-defined]
         self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self._thread: threading.Thread | None = None
