@@ -94,7 +94,7 @@ def world(tmp_path: Path, server: ArmServer) -> AzureWorld:
 
 def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: AzureWorld):
     report = world.fleet_json("up", str(world.spec), "--yes")
-    planned = sum(report["desired"].values())        # spares over the 4 GPUs cover expected evictions
+    planned = sum(report["desired"].values())        # gpus count H100-equivalents: an A100 weighs 0.6
     assert report["ok"] and planned >= 4
     ours = world.ours()
     assert len(ours) == planned and all(v["properties"]["provisioningState"] == "Succeeded" for v in ours)
