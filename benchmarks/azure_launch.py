@@ -57,7 +57,7 @@ def run_once(server: ArmServer, gpus: int, latency: float) -> dict:
         spec.write_text(SPEC.format(gpus=gpus, sub=SUBSCRIPTION))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AZURE_"))}
         env.update(SPOTFLEET_HOME=str(Path(tmp) / "home"), HOME=tmp, SPOTFLEET_AZURE_ARM_ENDPOINT=server.url,
-                   SPOTFLEET_AZURE_POLLING_INTERVAL="0")
+                   SPOTFLEET_AZURE_POLLING_INTERVAL="0", SPOTFLEET_AZURE_PRICES_URL=f"{server.url}/api/retail/prices")
         start = time.perf_counter()
         proc = subprocess.run([FLEET_BIN, "up", str(spec), "--yes", "--json"], env=env, capture_output=True,
                               text=True, timeout=1200)

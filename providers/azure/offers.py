@@ -1,12 +1,13 @@
-"""Azure offers: GPU VM sizes from Resource SKUs, priced from the shipped snapshot.
+"""Azure offers: GPU VM sizes from Resource SKUs, priced live (Retail Prices) or from the snapshot.
 
 A pool is (region, zone, size, market). :func:`sku_places` reads one Resource SKU row and
 returns the (region, zone) places this subscription may use: a ``Location`` restriction
 removes the region, a ``Zone`` restriction removes those zones, a size without zones is offered
-region-wide (zone ``""``). :func:`to_offers` joins those places with the snapshot's prices
-(``fleet.catalog.snapshot_offers``: Azure sizes of the NC, ND and NV families); a size the
-snapshot does not price is left out. Offers keep ``source="snapshot"`` so the plan's
-provenance line names the snapshot as the source of the prices. Pure: no I/O.
+region-wide (zone ``""``). :func:`to_offers` joins those places with the snapshot
+(``fleet.catalog.snapshot_offers``: which NC/ND/NV sizes carry which GPUs, and their list
+prices); a size the snapshot does not know is left out. A live price (``providers.azure.prices``)
+replaces the snapshot's and marks the offer ``source="azure-retail-prices"``; the others keep
+``source="snapshot"``, so the plan's provenance line names where the prices came from. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -57,8 +58,28 @@ def sku_places(sku: Any) -> list[tuple[str, str]]:
     return out
 
 
-def to_offers(skus: Iterable[Any], priced: Iterable[Offer], settings: ProviderSettings) -> list[Offer]:
-    """One offer per place and market the SKUs allow, the settings allow, and the snapshot prices."""
+LIVE_SOURCE = "azure-retail-prices"
+
+
+def wanted_sizes(skus: Iterable[Any], priced: Iterable[Offer], settings: ProviderSettings) -> dict[str, set[str]]:
+    """Region -> the sizes worth pricing there (offered by the SKUs, allowed, known to the snapshot)."""
+    known = {o.pool.instance_type.lower() for o in priced if o.pool.provider == "azure"}
+    out: dict[str, set[str]] = {}
+    for sku in skus:
+        size = str(_get(sku, "name") or "")
+        if size.lower() not in known:
+            continue
+        for region, zone in sku_places(sku):
+            if settings.allows(region, zone):
+                out.setdefault(region, set()).add(size)
+    return out
+
+
+def to_offers(skus: Iterable[Any], priced: Iterable[Offer], settings: ProviderSettings,
+              live: Mapping[tuple[str, str, Market], float] | None = None) -> list[Offer]:
+    """One offer per place and market the SKUs allow, the settings allow, and the snapshot knows;
+    priced from ``live`` ((region, size lower, market) -> USD/h) where it has the size."""
+    live = live or {}
     prices: dict[tuple[str, str, Market], Offer] = {}
     for o in priced:
         if o.pool.provider == "azure":
@@ -76,5 +97,11 @@ def to_offers(skus: Iterable[Any], priced: Iterable[Offer], settings: ProviderSe
                 if base is None:
                     continue
                 pool = PoolKey(provider="azure", region=region, zone=zone, instance_type=size, market=market)
-                found.setdefault(pool.id, base.model_copy(update={"pool": pool}))
+                update: dict[str, Any] = {"pool": pool}
+                price = live.get((region, size.lower(), market))
+                if price is not None:
+                    update.update(price_per_hour=price, source=LIVE_SOURCE,
+                                  on_demand_price=live.get((region, size.lower(), Market.ON_DEMAND),
+                                                           base.on_demand_price))
+                found.setdefault(pool.id, base.model_copy(update=update))
     return sorted(found.values(), key=lambda o: o.pool.id)

@@ -1,7 +1,8 @@
 """``AzureProvider``: individual Spot (and on-demand) VMs through Azure Resource Manager.
 
-Offers: GPU sizes from Resource SKUs (restrictions respected), priced from the shipped snapshot
-(``providers.azure.offers``), cached ``cache_seconds``. Launch (see ``providers.base`` for the
+Offers: GPU sizes from Resource SKUs (restrictions respected), priced from the Retail Prices API
+(``providers.azure.prices``, cached on disk) or, when it fails, the shipped snapshot
+(``providers.azure.offers``), kept ``cache_seconds``. Launch (see ``providers.base`` for the
 contract): the resource group (``providers.azure.resource_group``, default ``spotfleet``) and the
 fleet's VNet in the region are created once and tagged; then per VM a NIC and the VM, named from
 the launch token (``providers.azure.launch``), so a rerun in another process finds what exists and
@@ -44,7 +45,8 @@ from providers.azure.launch import (
     vnet_body,
     vnet_name,
 )
-from providers.azure.offers import to_offers
+from providers.azure.offers import to_offers, wanted_sizes
+from providers.azure.prices import RetailPrices
 from providers.azure.storage import ensure_container
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
 
@@ -64,9 +66,11 @@ class AzureProvider:
     capabilities = Capabilities(spot=True, zones=True, interruption_notice_seconds=30)
 
     def __init__(self, settings: ProviderSettings | None = None, *, arm: Arm | None = None,
-                 environ: Mapping[str, str] | None = None, cache_seconds: float = 600.0):
+                 environ: Mapping[str, str] | None = None, cache_seconds: float = 600.0,
+                 prices: RetailPrices | None = None, live_prices: bool = True):
         self.settings = settings or ProviderSettings()
         self._environ = environ if environ is not None else os.environ
+        self.prices = prices or (RetailPrices.from_env(self._environ) if live_prices else None)
         self._arm = arm
         self.resource_group = self.settings.resource_group or DEFAULT_RESOURCE_GROUP
         self.cache_seconds = cache_seconds
@@ -95,7 +99,7 @@ class AzureProvider:
         if cached is None or time.monotonic() - cached[0] > self.cache_seconds:
             skus = self.arm.call(lambda: [_wire(s) for s in self.arm.compute.resource_skus.list()],
                                  "list resource SKUs")
-            cached = (time.monotonic(), to_offers(skus, snapshot_offers(), self.settings))
+            cached = (time.monotonic(), to_offers(skus, snapshot_offers(), self.settings, self._live_prices(skus)))
             with self._lock:
                 self._offers = cached
         accs, regions = {a.upper() for a in query.accelerators}, set(query.regions)
@@ -165,6 +169,17 @@ class AzureProvider:
         return ensure_container(spec, self._environ)
 
     # ---- internals -----------------------------------------------------------------------
+    def _live_prices(self, skus: list[dict[str, Any]]) -> dict:
+        """Retail prices for the sizes the SKUs offer; {} (snapshot prices) when they cannot be had."""
+        wanted = wanted_sizes(skus, snapshot_offers(), self.settings)
+        if self.prices is None or not wanted:
+            return {}
+        try:
+            return self.prices.prices(wanted)[0]
+        except ProviderError as err:
+            log.warning("azure: live prices unavailable, pricing from the snapshot: %s", err)
+            return {}
+
     def _ensure_network(self, fleet: str, region: str) -> str:
         """The subnet id of the fleet's VNet in ``region``, creating the group and VNet once.
 

@@ -58,7 +58,7 @@ class AzureWorld:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AZURE_"))}
         env.update({"SPOTFLEET_HOME": str(self.home), "HOME": str(self.root), "COLUMNS": "200", "NO_COLOR": "1",
                     "SPOTFLEET_AZURE_ARM_ENDPOINT": self.server.url, "SPOTFLEET_AZURE_POLLING_INTERVAL": "0",
-                    **extra})
+                    "SPOTFLEET_AZURE_PRICES_URL": f"{self.server.url}/api/retail/prices", **extra})
         return env
 
     def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
 
 from fleet.model import Market, Offer  # noqa: E402
 from providers.azure.arm import Arm  # noqa: E402
+from providers.azure.prices import RetailPrices  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 
@@ -93,5 +94,5 @@ def azure_harness() -> AzureHarness:
     arm = Arm(SUBSCRIPTION, srv.url, polling_interval=0, sleep=lambda s: None)
     from providers.azure.provider import ProviderSettings
     provider = AzureProvider(ProviderSettings(resource_group=RESOURCE_GROUP), arm=arm, environ=storage_env(),
-                             cache_seconds=0.0)
+                             cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"))
     return AzureHarness(srv.url, provider)

@@ -3,6 +3,8 @@
 Serves plain HTTP on 127.0.0.1 (the adapter drops the bearer-token policy for a loopback
 endpoint). What it models, from the documented ARM behaviour:
 
+* the Retail Prices API (``/api/retail/prices``: Linux/Windows, on-demand/Spot/Low Priority meters,
+  ``$filter`` on region and size, pages of 3 through ``NextPageLink``);
 * resource groups (GET/HEAD/PUT), Resource SKUs (``Microsoft.Compute/skus``), compute usages;
 * virtual networks and network interfaces (PUT answers 201 + ``Azure-AsyncOperation``);
 * virtual machines: PUT answers 201 with ``provisioningState: Creating`` and an
@@ -15,8 +17,9 @@ endpoint). What it models, from the documented ARM behaviour:
   ``Retry-After``), ``InternalServerError`` (500).
 
 Test levers under ``/_control/``: ``reset`` (SKUs, capacity), ``capacity`` (per
-``location/size/priority``), ``faults`` (the next N VM creations into a target fail with a kind; a throttle
-names ``Retry-After: <retry_after>``, 1 s unless reset says otherwise),
+``location/size/priority``), ``faults`` (the next N VM creations into a target, or N price queries
+for target ``prices``, fail with a kind; a throttle names ``Retry-After: <retry_after>``, 1 s
+unless reset says otherwise),
 ``foreign`` (VMs without spotfleet tags), ``evict``, ``state`` (everything, as JSON), ``calls``.
 
 Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
@@ -33,7 +36,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000f1ee"
 DEFAULT_CAPACITY = 64
@@ -45,6 +48,33 @@ DEFAULT_SKUS: list[dict[str, Any]] = [
     {"name": "Standard_ND96asr_v4", "location": "eastus", "zones": ["1", "2"], "restricted_zones": ["2"]},
     {"name": "Standard_NV36ads_A10_v5", "location": "eastus", "zones": [], "restricted": True},
 ]
+
+#: Hourly (on-demand, spot) USD the fake's Retail Prices API answers per size (not the snapshot's).
+DEFAULT_PRICES = {"Standard_NC24ads_A100_v4": (3.5, 0.42), "Standard_ND96asr_v4": (27.0, 2.9),
+                  "Standard_NV36ads_A10_v5": (3.1, 0.7)}
+PRICES_PAGE = 3
+
+
+def price_items(skus: list[dict[str, Any]], table: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    """Retail Prices items as the API lists them: Linux and Windows, on-demand, Spot and Low Priority meters."""
+    items = []
+    for sku in skus:
+        if sku["name"] not in table:
+            continue
+        od, spot = table[sku["name"]]
+        short = sku["name"].split("_", 1)[1].replace("_", " ")
+        for loc in sku["locations"]:
+            for product, factor in ((f"Virtual Machines {short} Series", 1.0),
+                                    (f"Virtual Machines {short} Series Windows", 1.4)):
+                for meter, price in ((short, od), (f"{short} Spot", spot), (f"{short} Low Priority", spot * 0.9)):
+                    items.append({"currencyCode": "USD", "retailPrice": round(price * factor, 4),
+                                  "unitPrice": round(price * factor, 4), "armRegionName": loc, "location": loc,
+                                  "meterName": meter, "skuName": meter, "productName": product,
+                                  "armSkuName": sku["name"], "serviceName": "Virtual Machines",
+                                  "serviceFamily": "Compute", "unitOfMeasure": "1 Hour", "type": "Consumption",
+                                  "isPrimaryMeterRegion": True})
+    return items
+
 
 #: Fault kind -> (HTTP status, ARM code, message); "capacity" fails the creation asynchronously.
 FAULTS = {
@@ -85,6 +115,7 @@ class ArmState:
 
     def reset(self, body: dict[str, Any]) -> None:
         self.skus = [sku_row(s) for s in body.get("skus", DEFAULT_SKUS)]
+        self.prices = price_items(self.skus, {k: tuple(v) for k, v in (body.get("prices") or DEFAULT_PRICES).items()})
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("capacity") or {}).items()}
         self.groups: dict[str, dict[str, Any]] = {}
         self.vnets: dict[tuple[str, str], dict[str, Any]] = {}
@@ -161,6 +192,8 @@ class Handler(BaseHTTPRequestHandler):
             self.st.calls[name] = self.st.calls.get(name, 0) + 1
             if low[:1] == ["_control"]:
                 return self._control(method, low[1:], body)
+            if low[:3] == ["api", "retail", "prices"]:
+                return self._prices(url.query)
             if len(low) < 2 or low[0] != "subscriptions":
                 return self._error(404, "NotFound", f"no route {url.path}")
             if parts[1] != SUBSCRIPTION:
@@ -191,6 +224,28 @@ class Handler(BaseHTTPRequestHandler):
                     table = self.st.vnets if kind.endswith("virtualnetworks") else self.st.nics
                     return self._simple(method, table, rg, orig, body)
             return self._error(404, "InvalidResourceType", f"no route {url.path}")
+
+    # ---- Retail Prices (no auth; pages through NextPageLink) ---------------------------------
+    def _prices(self, query: str) -> None:
+        fault = next((f for f in self.st.faults if f["count"] > 0 and f["target"] == "prices"), None)
+        if fault:
+            fault["count"] -= 1
+            status, code, message = FAULTS[fault["kind"]]
+            return self._error(status, code, message)
+        params = parse_qs(query)
+        flt = (params.get("$filter") or [""])[0]
+        regions = re.findall(r"armRegionName eq '([^']+)'", flt)
+        sizes = re.findall(r"armSkuName eq '([^']+)'", flt)
+        rows = [i for i in self.st.prices if (not regions or i["armRegionName"] in regions)
+                and (not sizes or i["armSkuName"] in sizes)]
+        skip = int((params.get("$skip") or ["0"])[0])
+        page = rows[skip:skip + PRICES_PAGE]
+        nxt = None
+        if skip + PRICES_PAGE < len(rows):
+            nxt = f"{self._base()}/api/retail/prices?" + urlencode({"$filter": flt, "$skip": skip + PRICES_PAGE})
+        return self._send(200, {"BillingCurrency": "USD", "CustomerEntityId": "Default",
+                                "CustomerEntityType": "Retail", "Items": page, "NextPageLink": nxt,
+                                "Count": len(page)})
 
     # ---- resource groups, usages, operations -----------------------------------------------
     def _group(self, method: str, name: str, body: dict[str, Any]) -> None:

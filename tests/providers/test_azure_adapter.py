@@ -20,6 +20,7 @@ from fleet.spec import ProviderSettings  # noqa: E402
 from providers.azure.arm import Arm, is_local  # noqa: E402
 from providers.azure.errors import error_class  # noqa: E402
 from providers.azure.instances import to_instance  # noqa: E402
+from providers.azure.prices import RetailPrices  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 
@@ -45,9 +46,10 @@ class Fake:
         resp.raise_for_status()
         return resp.json()
 
-    def provider(self, **settings) -> AzureProvider:
+    def provider(self, cache: Path | None = None, **settings) -> AzureProvider:
         arm = Arm(SUBSCRIPTION, self.url, polling_interval=0, sleep=self.sleeps.append)
-        return AzureProvider(ProviderSettings(resource_group=RG, **settings), arm=arm, environ={}, cache_seconds=0)
+        return AzureProvider(ProviderSettings(resource_group=RG, **settings), arm=arm, environ={}, cache_seconds=0,
+                             prices=RetailPrices(f"{self.url}/api/retail/prices", cache))
 
 
 @pytest.fixture
@@ -70,9 +72,25 @@ def test_offers_follow_resource_skus_and_their_restrictions(fake):
     assert ("Standard_NC24ads_A100_v4", "eastus", "1") in places and ("Standard_NC24ads_A100_v4", "westus2", "") in places
     assert {z for t, r, z in places if t == "Standard_ND96asr_v4"} == {"1"}         # zone 2 is restricted
     assert not any(t == "Standard_NV36ads_A10_v5" for t, _, _ in places)            # the region is restricted
-    assert all(o.source == "snapshot" and o.price_per_hour > 0 for o in offers)     # priced from the snapshot
     only = fake.provider(regions=["westus2"], on_demand=False).list_offers(OfferQuery())
     assert only and {(o.pool.region, o.market) for o in only} == {("westus2", Market.SPOT)}
+
+
+def test_offers_are_priced_from_retail_prices_linux_meters_and_fall_back_to_the_snapshot(fake, tmp_path):
+    cache = tmp_path / "prices.json"
+    spot = {(o.pool.region, o.pool.zone): o for o in fake.provider(cache).list_offers(OfferQuery(on_demand=False))
+            if o.pool.instance_type == "Standard_NC24ads_A100_v4"}
+    assert {o.price_per_hour for o in spot.values()} == {0.42}                  # the Linux Spot meter
+    assert all(o.source == "azure-retail-prices" and o.on_demand_price == 3.5 for o in spot.values())
+    calls = fake.control("calls")["calls"]["GET api/retail/prices"]
+    assert calls > 2                                                            # NextPageLink was followed
+    fake.control("faults", {"target": "prices", "kind": "server-error", "count": 100})
+    cached = fake.provider(cache).list_offers(OfferQuery(on_demand=False))     # fresh on disk: no new call
+    assert {o.source for o in cached} == {"azure-retail-prices"}
+    assert fake.control("calls")["calls"]["GET api/retail/prices"] == calls
+    fallback = fake.provider(tmp_path / "other.json").list_offers(OfferQuery(on_demand=False))
+    assert fallback and {o.source for o in fallback} == {"snapshot"}
+    assert {o.price_per_hour for o in fallback if o.pool.region == "westus2"} == {0.615962}
 
 
 def test_the_vm_is_a_spot_vm_with_the_cap_the_tags_and_the_bootstrap(fake):
