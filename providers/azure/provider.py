@@ -131,6 +131,8 @@ class AzureProvider:
                 if vm is not None and (vm.get("properties") or {}).get("provisioningState") != "Failed":
                     instances.append(self._instance(vm))
                     continue
+                if vm is not None:          # a Failed VM left by a run killed before its cleanup
+                    self._cleanup(name)
                 try:
                     instances.append(self._create_one(request, name, subnet, tags))
                 except NoCapacityError as err:

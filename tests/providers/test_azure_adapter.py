@@ -20,6 +20,7 @@ from fleet.spec import ProviderSettings  # noqa: E402
 from providers.azure.arm import Arm, is_local  # noqa: E402
 from providers.azure.errors import error_class  # noqa: E402
 from providers.azure.instances import to_instance  # noqa: E402
+from providers.azure.launch import tags_for, vm_names  # noqa: E402
 from providers.azure.prices import RetailPrices  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
@@ -198,3 +199,23 @@ def test_a_nic_left_by_a_killed_launch_is_swept_by_the_next_one(fake):
     fake.provider().launch(_request(offer, 1, token="second"))                  # a new process, same region
     names = sorted(n["name"] for n in fake.control("state")["nics"])
     assert names == sorted(f"{v['name']}-nic" for v in fake.control("state")["vms"]) and len(names) == 2
+
+
+def test_a_failed_vm_left_by_a_killed_run_is_replaced_not_counted(fake):
+    provider = fake.provider()
+    offer = _offer(provider)
+    request = _request(offer, 1, token="tf")
+    name = vm_names("tf", 1)[0]
+    fake.control("capacity", {"target": "westus2/Standard_NC24ads_A100_v4/Spot", "count": 0})
+    group = f"{fake.url}/subscriptions/{SUBSCRIPTION}/resourceGroups/{RG}"
+    httpx.put(f"{group}?api-version=2024-03-01", json={"location": "westus2"}).raise_for_status()
+    made = httpx.put(f"{group}/providers/Microsoft.Compute/virtualMachines/{name}?api-version=2024-07-01",
+                     json={"location": "westus2", "tags": tags_for(request), "properties": {
+                         "hardwareProfile": {"vmSize": offer.pool.instance_type}, "priority": "Spot"}})
+    httpx.get(made.headers["Azure-AsyncOperation"])
+    httpx.get(made.headers["Azure-AsyncOperation"]).raise_for_status()
+    assert [v["properties"]["provisioningState"] for v in fake.control("state")["vms"]] == ["Failed"]
+    fake.control("capacity", {"target": "westus2/Standard_NC24ads_A100_v4/Spot", "count": 5})
+    [inst] = fake.provider().launch(request).instances
+    assert inst.id == name and inst.state is InstanceState.RUNNING
+    assert [v["properties"]["provisioningState"] for v in fake.control("state")["vms"]] == ["Succeeded"]
