@@ -29,7 +29,7 @@ _CLOUD_ADAPTERS: dict[str, AdapterFactory] = {}
 _CLOUD_CHECKS: dict[str, CheckFunction] = {}
 
 #: The pip extra that brings each adapter's SDK.
-ADAPTER_EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast"}
+ADAPTER_EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure-vm", "vast": "vast"}
 
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"
 

@@ -23,7 +23,8 @@ from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
-TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "aws", "gcp"]
+TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "aws", "gcp",
+           "azure"]
 
 
 class Harness(Protocol):
@@ -88,6 +89,9 @@ def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -
     if family == "gcp":
         from harness_gcp import make_gcp_harness
         return make_gcp_harness()
+    if family == "azure":
+        from tests.contract.harness_azure import azure_harness
+        return azure_harness()
     raise ValueError(f"unknown contract target {target}")
 
 

@@ -1,0 +1,26 @@
+"""The Azure adapter (``pip install 'spotfleet[azure]'``): individual Spot VMs through ARM, registered as ``azure``.
+
+Credentials: ``DefaultAzureCredential`` (azure-identity). Subscription from the spec
+(``providers.azure.subscription_id``) or ``$AZURE_SUBSCRIPTION_ID``; resource group from the spec
+(``providers.azure.resource_group``, default ``spotfleet``; created if missing).
+``$SPOTFLEET_AZURE_ARM_ENDPOINT`` points it at another ARM endpoint (a loopback ``http://`` one needs
+no credential), ``$SPOTFLEET_AZURE_POLLING_INTERVAL`` sets the seconds between operation polls.
+Checkpoint containers live in the account of ``$AZURE_STORAGE_CONNECTION_STRING``.
+"""
+
+from __future__ import annotations
+
+from fleet.spec import FleetSpec, ProviderSettings
+from providers.azure.check import check
+from providers.azure.provider import AzureProvider
+from providers.registry import register_cloud_adapter
+
+
+def build(spec: FleetSpec, settings: ProviderSettings) -> AzureProvider:
+    """The adapter for ``spec``'s Azure settings."""
+    return AzureProvider(settings)
+
+
+register_cloud_adapter("azure", build, check=check)
+
+__all__ = ["AzureProvider", "build"]

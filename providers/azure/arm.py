@@ -1,0 +1,141 @@
+"""The Azure Resource Manager clients the adapter uses, and one way to call them.
+
+``Arm`` builds the azure-mgmt compute, network and resource clients for one subscription.
+``$SPOTFLEET_AZURE_ARM_ENDPOINT`` points them at another ARM endpoint (the test fake); a plain
+``http://`` endpoint on a loopback address gets a no-op authentication policy (the SDK's bearer
+policy refuses plain http, and a local fake has no Entra ID), anything else authenticates with
+``DefaultAzureCredential`` (azure-identity). :meth:`Arm.call` runs one SDK call, maps Azure
+errors to ours (``providers.azure.errors``) and absorbs throttling: a 429 is retried after the
+``Retry-After`` it names (capped), up to ``throttle_retries`` times, then RateLimitedError. The
+SDK's own retry policy is switched off, so a 5xx reaches the caller (the executor retries).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from typing import Any, Callable, Mapping, TypeVar
+from urllib.parse import urlparse
+
+from azure.core.exceptions import AzureError, HttpResponseError
+from azure.core.pipeline.policies import SansIOHTTPPolicy
+
+from fleet.errors import AuthError, RateLimitedError
+from providers.azure.errors import to_error
+
+ENDPOINT_ENV = "SPOTFLEET_AZURE_ARM_ENDPOINT"
+SUBSCRIPTION_ENV = "AZURE_SUBSCRIPTION_ID"
+DEFAULT_ENDPOINT = "https://management.azure.com"
+
+T = TypeVar("T")
+
+
+def is_local(endpoint: str) -> bool:
+    """True for a plain-http endpoint on a loopback address (a test fake)."""
+    url = urlparse(endpoint)
+    if url.scheme != "http":
+        return False
+    host = url.hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _LocalToken:
+    """A credential for a loopback fake: never sent (the auth policy is a no-op there)."""
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessToken
+
+        return AccessToken("local", int(time.time()) + 3600)
+
+
+class Arm:
+    """Clients for ``subscription`` at ``endpoint``; ``polling_interval`` seconds between LRO polls."""
+
+    def __init__(self, subscription: str, endpoint: str = "", *, credential: Any = None,
+                 polling_interval: float = 2.0, throttle_retries: int = 4, max_retry_after: float = 30.0,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.subscription = subscription
+        self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+        self.polling_interval = polling_interval
+        self.throttle_retries = throttle_retries
+        self.max_retry_after = max_retry_after
+        self._sleep = sleep
+        local = is_local(self.endpoint)
+        if credential is None:
+            if local:
+                credential = _LocalToken()
+            else:
+                from azure.identity import DefaultAzureCredential
+
+                credential = DefaultAzureCredential()
+        self.credential = credential
+        self._options: dict[str, Any] = {"polling_interval": polling_interval, "retry_total": 0}
+        if local:
+            self._options["authentication_policy"] = SansIOHTTPPolicy()
+        self._clients: dict[str, Any] = {}
+
+    @classmethod
+    def from_env(cls, subscription: str = "", environ: Mapping[str, str] | None = None, **kwargs: Any) -> "Arm":
+        """Subscription from the argument or ``$AZURE_SUBSCRIPTION_ID``; endpoint from the override."""
+        env = os.environ if environ is None else environ
+        sub = subscription or env.get(SUBSCRIPTION_ENV, "")
+        if not sub:
+            raise AuthError("azure", "no subscription: set providers.azure.subscription_id in the spec or "
+                            f"${SUBSCRIPTION_ENV}", code="no-subscription")
+        if "polling_interval" not in kwargs and env.get("SPOTFLEET_AZURE_POLLING_INTERVAL"):
+            kwargs["polling_interval"] = float(env["SPOTFLEET_AZURE_POLLING_INTERVAL"])
+        return cls(sub, env.get(ENDPOINT_ENV, ""), **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Arm({self.endpoint}, subscription={self.subscription})"
+
+    def _client(self, kind: str) -> Any:
+        if kind not in self._clients:
+            if kind == "compute":
+                from azure.mgmt.compute import ComputeManagementClient as C
+            elif kind == "network":
+                from azure.mgmt.network import NetworkManagementClient as C
+            else:
+                from azure.mgmt.resource.resources import ResourceManagementClient as C
+            self._clients[kind] = C(self.credential, self.subscription, base_url=self.endpoint, **self._options)
+        return self._clients[kind]
+
+    @property
+    def compute(self) -> Any:
+        return self._client("compute")
+
+    @property
+    def network(self) -> Any:
+        return self._client("network")
+
+    @property
+    def resources(self) -> Any:
+        return self._client("resource")
+
+    def call(self, fn: Callable[[], T], what: str) -> T:
+        """``fn()`` with throttles retried after their Retry-After; Azure errors become ours."""
+        for attempt in range(self.throttle_retries + 1):
+            try:
+                return fn()
+            except HttpResponseError as err:
+                if err.status_code != 429:
+                    raise to_error(err, what) from err
+                if attempt == self.throttle_retries:
+                    raise RateLimitedError("azure", f"{what}: still throttled after {attempt + 1} attempts",
+                                           code="TooManyRequests") from err
+                self._sleep(self._retry_after(err, attempt))
+            except AzureError as err:
+                raise to_error(err, what) from err
+        raise AssertionError("unreachable")
+
+    def _retry_after(self, err: HttpResponseError, attempt: int) -> float:
+        headers = getattr(err.response, "headers", None) or {}
+        try:
+            wait = float(headers.get("Retry-After", ""))
+        except ValueError:
+            wait = 2.0 ** attempt
+        return max(0.0, min(wait, self.max_retry_after))

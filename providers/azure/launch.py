@@ -1,0 +1,103 @@
+"""What a launch sends to ARM: names, tags, the per-fleet network, the NIC and the Spot VM.
+
+Names are deterministic: VM ``i`` of a launch token is ``sf-<hash(token)>-<i>`` and its NIC
+``<vm>-nic``, so a rerun of the same request finds what an earlier (perhaps killed) run made and
+never creates a second copy. Every resource carries the fleet tags plus ``spotfleet:token``
+(the launch token) and ``spotfleet:request`` (a hash of what was asked: a token reused for another
+request is refused). The VNet ``spotfleet-<fleet>-<region>`` with one subnet is created once per
+fleet and region. The VM's NIC and OS disk have ``deleteOption: Delete``, so they go with it.
+Custom data is the shared node bootstrap (``fleet.bootstrap``). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from fleet.bootstrap import boot_for, render_base64
+from fleet.model import TAG_FLEET, TAG_POOL, LaunchRequest, Market, fleet_tags, stable_hash
+
+TAG_TOKEN = "spotfleet:token"
+TAG_REQUEST = "spotfleet:request"
+ADDRESS_SPACE = "10.42.0.0/16"
+SUBNET = "nodes"
+SUBNET_PREFIX = "10.42.0.0/20"
+ADMIN_USER = "spotfleet"
+#: Ubuntu 22.04 LTS (Canonical's Gen2 image); GPU drivers come from the user's image or startup.
+IMAGE = {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2",
+         "version": "latest"}
+
+
+def _slug(text: str, n: int) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:n] or "fleet"
+
+
+def vm_names(token: str, count: int) -> list[str]:
+    """The VM names of a launch token (stable across processes)."""
+    h = hashlib.sha256(token.encode()).hexdigest()[:12]
+    return [f"sf-{h}-{i}" for i in range(count)]
+
+
+def nic_name(vm: str) -> str:
+    return f"{vm}-nic"
+
+
+def vnet_name(fleet: str, region: str) -> str:
+    return f"spotfleet-{_slug(fleet, 40)}-{region}"
+
+
+def request_hash(request: LaunchRequest) -> str:
+    """What a token promises: the pool and the count (a reused token must ask the same)."""
+    return stable_hash([request.fleet, request.offer.pool.id, request.count])
+
+
+def tags_for(request: LaunchRequest) -> dict[str, str]:
+    """The request's tags, with the fleet/pool tags it may have forgotten, the token and request hash."""
+    return {**request.tags, **fleet_tags(request.fleet, request.offer.pool), TAG_TOKEN: request.token,
+            TAG_REQUEST: request_hash(request)}
+
+
+def vnet_body(fleet: str, region: str) -> dict[str, Any]:
+    """The fleet's VNet in ``region`` (ARM wire format), one subnet, tagged with the fleet."""
+    return {"location": region, "tags": {TAG_FLEET: fleet},
+            "properties": {"addressSpace": {"addressPrefixes": [ADDRESS_SPACE]},
+                           "subnets": [{"name": SUBNET, "properties": {"addressPrefix": SUBNET_PREFIX}}]}}
+
+
+def nic_body(region: str, subnet_id: str, tags: dict[str, str]) -> dict[str, Any]:
+    """A NIC with a private address only (no public IP: nothing to clean up but the NIC)."""
+    return {"location": region, "tags": tags,
+            "properties": {"ipConfigurations": [{"name": "ipconfig1", "properties": {
+                "subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"}}]}}
+
+
+def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]) -> dict[str, Any]:
+    """The VM (ARM wire format): Spot with evictionPolicy Delete and maxPrice (the cap, or -1 =
+    up to the on-demand price), or Regular for an on-demand pool."""
+    pool = request.offer.pool
+    props: dict[str, Any] = {
+        "hardwareProfile": {"vmSize": pool.instance_type},
+        "storageProfile": {"imageReference": IMAGE,
+                           "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
+                                      "managedDisk": {"storageAccountType": "Premium_LRS"}}},
+        "osProfile": {"computerName": name, "adminUsername": ADMIN_USER,
+                      "customData": render_base64(boot_for("azure", request)),
+                      "linuxConfiguration": _linux(request.node.ssh_key)},
+        "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": True,
+                                                                                "deleteOption": "Delete"}}]},
+    }
+    if pool.market is Market.SPOT:
+        props.update(priority="Spot", evictionPolicy="Delete",
+                     billingProfile={"maxPrice": request.max_price if request.max_price is not None else -1})
+    else:
+        props["priority"] = "Regular"
+    body: dict[str, Any] = {"location": pool.region, "tags": tags, "properties": props}
+    if pool.zone:
+        body["zones"] = [pool.zone]
+    return body
+
+
+def _linux(ssh_key: str) -> dict[str, Any]:
+    keys = [{"path": f"/home/{ADMIN_USER}/.ssh/authorized_keys", "keyData": ssh_key}] if ssh_key else []
+    return {"disablePasswordAuthentication": True, "provisionVMAgent": True, "ssh": {"publicKeys": keys}}

@@ -1,0 +1,331 @@
+"""``AzureProvider``: individual Spot (and on-demand) VMs through Azure Resource Manager.
+
+Offers: GPU sizes from Resource SKUs (restrictions respected), priced from the Retail Prices API
+(``providers.azure.prices``, cached on disk) or, when it fails, the shipped snapshot
+(``providers.azure.offers``), kept ``cache_seconds``. Launch (see ``providers.base`` for the
+contract): the resource group (``providers.azure.resource_group``, default ``spotfleet``) and the
+fleet's VNet in the region are created once and tagged; then per VM a NIC and the VM, named from
+the launch token (``providers.azure.launch``), so a rerun in another process finds what exists and
+creates only what is missing, and a token seen in this process returns what it returned before
+(deleted VMs are not recreated). A capacity refusal (``AllocationFailed`` and kin) ends the launch
+and is reported in the result; anything else is raised when nothing was created. Whatever a failed
+creation left (a VM in ``Failed`` state, its NIC) is deleted before the launch returns.
+
+``terminate`` deletes the VM, then its NICs that carry the fleet tag (404 = gone); a VM without a
+spotfleet fleet tag is never touched. A NIC whose VM never came (a run killed between the two) is
+deleted by the next launch into that region or the next terminate of that fleet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Sequence
+
+from fleet.catalog import snapshot_offers
+from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
+from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market
+from fleet.provisioning.launching import error_kind
+from fleet.spec import ProviderSettings
+from providers.azure.arm import Arm
+from providers.azure.instances import to_instance
+from providers.azure.launch import (
+    SUBNET,
+    TAG_REQUEST,
+    TAG_TOKEN,
+    nic_body,
+    nic_name,
+    request_hash,
+    tags_for,
+    vm_body,
+    vm_names,
+    vnet_body,
+    vnet_name,
+)
+from providers.azure.offers import to_offers, wanted_sizes
+from providers.azure.prices import RetailPrices
+from providers.azure.storage import ensure_container
+from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RESOURCE_GROUP = "spotfleet"
+_Failure = tuple[str, str, str]
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    """An SDK model (or a dict) in ARM wire format."""
+    return model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
+
+
+class AzureProvider:
+    name = "azure"
+    capabilities = Capabilities(spot=True, zones=True, interruption_notice_seconds=30)
+
+    def __init__(self, settings: ProviderSettings | None = None, *, arm: Arm | None = None,
+                 environ: Mapping[str, str] | None = None, cache_seconds: float = 600.0,
+                 prices: RetailPrices | None = None, live_prices: bool = True):
+        self.settings = settings or ProviderSettings()
+        self._environ = environ if environ is not None else os.environ
+        self.prices = prices or (RetailPrices.from_env(self._environ) if live_prices else None)
+        self._arm = arm
+        self.resource_group = self.settings.resource_group or DEFAULT_RESOURCE_GROUP
+        self.cache_seconds = cache_seconds
+        self._lock = threading.Lock()
+        self._offers: tuple[float, list] | None = None
+        self._ready: dict[str, str] = {}            # "group" / "<fleet>|<region>" -> subnet id
+        self._launched: dict[str, tuple[str, list[Instance], _Failure]] = {}
+        self._token_locks: dict[str, threading.Lock] = {}
+
+    @property
+    def arm(self) -> Arm:
+        if self._arm is None:
+            self._arm = Arm.from_env(self.settings.subscription_id, self._environ)
+        return self._arm
+
+    def __repr__(self) -> str:
+        return f"AzureProvider({self.arm!r}, resource_group={self.resource_group})"
+
+    # ---- Provider protocol ---------------------------------------------------------------
+    def now(self) -> float:
+        return time.time()
+
+    def list_offers(self, query: OfferQuery) -> list:
+        with self._lock:
+            cached = self._offers
+        if cached is None or time.monotonic() - cached[0] > self.cache_seconds:
+            skus = self.arm.call(lambda: [_wire(s) for s in self.arm.compute.resource_skus.list()],
+                                 "list resource SKUs")
+            cached = (time.monotonic(), to_offers(skus, snapshot_offers(), self.settings, self._live_prices(skus)))
+            with self._lock:
+                self._offers = cached
+        accs, regions = {a.upper() for a in query.accelerators}, set(query.regions)
+        return [o for o in cached[1]
+                if (not accs or o.accelerator in accs) and (not regions or o.pool.region in regions)
+                and (query.spot or o.market is not Market.SPOT)
+                and (query.on_demand or o.market is not Market.ON_DEMAND)]
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        pool = request.offer.pool
+        if pool.provider != self.name:
+            raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not azure",
+                                code="wrong-provider")
+        want = request_hash(request)
+        with self._token_lock(request.token):
+            seen = self._launched.get(request.token)
+            if seen is not None:
+                return self._replay(request, want, seen)
+            subnet = self._ensure_network(request.fleet, pool.region)
+            existing = self._token_vms(request.token)
+            if any((vm.get("tags") or {}).get(TAG_REQUEST) != want for vm in existing.values()):
+                raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
+                                    "parameters", code="token-mismatch")
+            tags = tags_for(request)
+            instances: list[Instance] = []
+            failure: _Failure = ("", "", "")
+            for name in vm_names(request.token, request.count):
+                vm = existing.get(name)
+                if vm is not None and (vm.get("properties") or {}).get("provisioningState") != "Failed":
+                    instances.append(self._instance(vm))
+                    continue
+                if vm is not None:          # a Failed VM left by a run killed before its cleanup
+                    self._cleanup(name)
+                try:
+                    instances.append(self._create_one(request, name, subnet, tags))
+                except NoCapacityError as err:
+                    failure = ("capacity", err.code, str(err))
+                    break
+                except ProviderError as err:
+                    if not instances:
+                        raise
+                    failure = (error_kind(err), err.code, str(err))
+                    break
+            self._launched[request.token] = (want, instances, failure)
+        kind, code, message = failure
+        return LaunchResult(instances=tuple(instances), error_kind=kind, error_code=code, error_message=message)
+
+    def list_instances(self, fleet: str) -> list[Instance]:
+        """The fleet's VMs in the resource group (found by tag), terminated ones left out."""
+        out = []
+        for vm in self._vms():
+            if (vm.get("tags") or {}).get(TAG_FLEET) != fleet:
+                continue
+            inst = self._instance(vm)
+            if inst is not None and inst.state is not InstanceState.TERMINATED:
+                out.append(inst)
+        return out
+
+    def terminate(self, ids: Sequence[str]) -> None:
+        """Delete these VMs and their tagged NICs; gone is success; untagged VMs are left alone."""
+        wanted = list(dict.fromkeys(str(i) for i in ids))
+        if wanted:
+            with ThreadPoolExecutor(max_workers=max(1, min(8, len(wanted)))) as pool:
+                fleets = set(pool.map(self._delete_vm, wanted)) - {None}
+            for fleet in sorted(fleets):
+                self._sweep_nics(fleet)
+
+    def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
+        return ensure_container(spec, self._environ)
+
+    # ---- internals -----------------------------------------------------------------------
+    def _live_prices(self, skus: list[dict[str, Any]]) -> dict:
+        """Retail prices for the sizes the SKUs offer; {} (snapshot prices) when they cannot be had."""
+        wanted = wanted_sizes(skus, snapshot_offers(), self.settings)
+        if self.prices is None or not wanted:
+            return {}
+        try:
+            return self.prices.prices(wanted)[0]
+        except ProviderError as err:
+            log.warning("azure: live prices unavailable, pricing from the snapshot: %s", err)
+            return {}
+
+    def _ensure_network(self, fleet: str, region: str) -> str:
+        """The subnet id of the fleet's VNet in ``region``, creating the group and VNet once.
+
+        The first time per fleet and region in this process it also deletes the fleet's orphaned
+        NICs there (:meth:`_sweep_nics`): a run killed between a NIC and its VM leaves one."""
+        key = f"{fleet}|{region}"
+        with self._lock:
+            if key in self._ready:
+                return self._ready[key]
+            net_lock = self._token_locks.setdefault(f"network|{key}", threading.Lock())
+        with net_lock:
+            if key in self._ready:
+                return self._ready[key]
+            rg, arm = self.resource_group, self.arm
+            if "group" not in self._ready:
+                exists = arm.call(lambda: arm.resources.resource_groups.check_existence(rg),
+                                  f"find resource group {rg}")
+                if not exists:
+                    arm.call(lambda: arm.resources.resource_groups.create_or_update(
+                        rg, {"location": region, "tags": {"spotfleet:managed": "true"}}), f"create resource group {rg}")
+                self._ready["group"] = rg
+            name = vnet_name(fleet, region)
+            try:
+                vnet = _wire(arm.call(lambda: arm.network.virtual_networks.get(rg, name), f"find vnet {name}"))
+            except InstanceNotFoundError:
+                vnet = _wire(arm.call(lambda: arm.network.virtual_networks.begin_create_or_update(
+                    rg, name, vnet_body(fleet, region)).result(), f"create vnet {name}"))
+            subnet = next(s["id"] for s in vnet["properties"]["subnets"] if s["name"] == SUBNET)
+            self._sweep_nics(fleet, region)
+            with self._lock:
+                self._ready[key] = subnet
+            return subnet
+
+    def _sweep_nics(self, fleet: str, region: str = "") -> None:
+        """Delete NICs tagged with ``fleet`` whose VM does not exist, except those of launches this
+        process has made or is making (their VM may be on its way)."""
+        rg, arm = self.resource_group, self.arm
+        try:
+            nics = arm.call(lambda: [_wire(n) for n in arm.network.network_interfaces.list(rg)], f"list NICs in {rg}")
+        except InstanceNotFoundError:
+            return
+        with self._lock:
+            busy = set(self._launched) | {t for t, lock in self._token_locks.items() if lock.locked()}
+        vms = {vm["name"] for vm in self._vms()}
+        for nic in nics:
+            tags = nic.get("tags") or {}
+            if tags.get(TAG_FLEET) != fleet or tags.get(TAG_TOKEN) in busy or (region and nic.get("location") != region):
+                continue
+            if nic["name"].removesuffix("-nic") in vms:
+                continue
+            log.info("azure: deleting NIC %s left by an interrupted launch", nic["name"])
+            try:
+                arm.call(lambda: arm.network.network_interfaces.begin_delete(rg, nic["name"]).result(),
+                         f"delete orphaned NIC {nic['name']}")
+            except ProviderError as err:
+                log.warning("azure: could not delete orphaned NIC %s: %s", nic["name"], err)
+
+    def _create_one(self, request: LaunchRequest, name: str, subnet: str, tags: dict[str, str]) -> Instance:
+        """Create one NIC + VM; on any failure delete what this attempt made, then raise."""
+        rg, arm, region = self.resource_group, self.arm, request.offer.pool.region
+        try:
+            nic = _wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
+                rg, nic_name(name), nic_body(region, subnet, tags)).result(), f"create NIC for {name}"))
+            vm = _wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
+                rg, name, vm_body(request, name, nic["id"], tags)).result(), f"create VM {name}"))
+        except ProviderError as err:
+            self._cleanup(name)
+            raise err
+        inst = self._instance(vm)
+        assert inst is not None
+        return inst
+
+    def _cleanup(self, name: str) -> None:
+        """Delete what a failed creation of VM ``name`` left: the VM (Failed state) and its NIC."""
+        rg, arm = self.resource_group, self.arm
+        try:
+            arm.call(lambda: arm.compute.virtual_machines.begin_delete(rg, name).result(), f"clean up VM {name}")
+            arm.call(lambda: arm.network.network_interfaces.begin_delete(rg, nic_name(name)).result(),
+                     f"clean up NIC of {name}")
+        except ProviderError as err:     # reported, not raised: the launch's own error matters more
+            log.warning("azure: could not clean up after a failed creation of %s: %s", name, err)
+
+    def _delete_vm(self, name: str) -> str | None:
+        """Delete VM ``name`` and its tagged NICs; its fleet, or None when nothing was ours to delete."""
+        rg, arm = self.resource_group, self.arm
+        try:
+            vm = _wire(arm.call(lambda: arm.compute.virtual_machines.get(rg, name), f"find VM {name}"))
+        except InstanceNotFoundError:
+            return None
+        if not (vm.get("tags") or {}).get(TAG_FLEET):
+            log.warning("azure: not deleting VM %s: it carries no spotfleet fleet tag", name)
+            return None
+        fleet = vm["tags"][TAG_FLEET]
+        try:
+            arm.call(lambda: arm.compute.virtual_machines.begin_delete(rg, name).result(), f"delete VM {name}")
+        except InstanceNotFoundError:
+            pass
+        for ref in ((vm.get("properties") or {}).get("networkProfile") or {}).get("networkInterfaces") or []:
+            nic = ref["id"].rsplit("/", 1)[-1]
+            try:
+                found = _wire(arm.call(lambda: arm.network.network_interfaces.get(rg, nic), f"find NIC {nic}"))
+                if (found.get("tags") or {}).get(TAG_FLEET) == fleet:
+                    arm.call(lambda: arm.network.network_interfaces.begin_delete(rg, nic).result(), f"delete NIC {nic}")
+            except InstanceNotFoundError:
+                pass
+        return fleet
+
+    def _vms(self) -> list[dict[str, Any]]:
+        rg, arm = self.resource_group, self.arm
+        try:
+            return arm.call(lambda: [_wire(v) for v in arm.compute.virtual_machines.list(rg, expand="instanceView")],
+                            f"list VMs in {rg}")
+        except InstanceNotFoundError:      # no resource group yet: no VMs
+            return []
+
+    def _token_vms(self, token: str) -> dict[str, dict[str, Any]]:
+        return {vm["name"]: vm for vm in self._vms() if (vm.get("tags") or {}).get(TAG_TOKEN) == token}
+
+    def _instance(self, vm: Mapping[str, Any]) -> Instance | None:
+        return to_instance(vm, self.now(), _prices())
+
+    def _replay(self, request: LaunchRequest, want: str, seen: tuple[str, list[Instance], _Failure]) -> LaunchResult:
+        old, instances, (kind, code, message) = seen
+        if old != want:
+            raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
+                                "parameters", code="token-mismatch")
+        alive = set(self._token_vms(request.token))
+        now = self.now()
+        out = tuple(i if i.id in alive else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
+                    for i in instances)
+        return LaunchResult(instances=out, error_kind=kind, error_code=code, error_message=message)
+
+    def _token_lock(self, token: str) -> threading.Lock:
+        with self._lock:
+            return self._token_locks.setdefault(token, threading.Lock())
+
+
+_PRICES: dict[str, tuple[str, int, float]] = {}
+
+
+def _prices() -> dict[str, tuple[str, int, float]]:
+    """Pool id (zone-free) -> (accelerator, GPUs, snapshot price), for listing VMs as instances."""
+    if not _PRICES:
+        for o in snapshot_offers():
+            if o.pool.provider == "azure":
+                _PRICES[o.pool.id] = (o.accelerator, o.gpus, o.price_per_hour)
+    return _PRICES

@@ -1,0 +1,164 @@
+"""``fleet up / status / down / check`` as subprocesses against the fake ARM server (backend: cloud).
+
+The fake (tests/fakes/azure_arm.py) runs on a thread of the test process; the ``fleet`` command
+reaches it through ``SPOTFLEET_AZURE_ARM_ENDPOINT`` with operation polling at 0 s, using the real
+azure-mgmt clients.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
+from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
+
+from fleet.state import LaunchStatus, open_store  # noqa: E402
+
+FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
+RG = "fleetrg"
+
+SPEC = f"""
+name: af
+backend: cloud
+capacity:
+  gpus: 4
+  accelerators: [A100-80GB]
+  gpus_per_node: {{min: 1, max: 1}}
+providers:
+  azure: {{subscription_id: "{SUBSCRIPTION}", resource_group: {RG}}}
+diversification:
+  max_pool_share: 0.5
+"""
+
+
+class AzureWorld:
+    def __init__(self, root: Path, server: ArmServer):
+        self.root, self.server = root, server
+        self.home = root / "home"
+        self.spec = root / "af.yaml"
+        self.spec.write_text(SPEC)
+        self.control("reset", {})
+        self.foreign = self.control("foreign", {"resource_group": RG, "location": "eastus", "count": 1,
+                                                "size": "Standard_NC24ads_A100_v4"})["names"]
+
+    def control(self, path: str, body: dict | None = None) -> dict:
+        url = f"{self.server.url}/_control/{path}"
+        resp = httpx.post(url, json=body) if body is not None else httpx.get(url)
+        resp.raise_for_status()
+        return resp.json()
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AZURE_"))}
+        env.update({"SPOTFLEET_HOME": str(self.home), "HOME": str(self.root), "COLUMNS": "200", "NO_COLOR": "1",
+                    "SPOTFLEET_AZURE_ARM_ENDPOINT": self.server.url, "SPOTFLEET_AZURE_POLLING_INTERVAL": "0",
+                    "SPOTFLEET_AZURE_PRICES_URL": f"{self.server.url}/api/retail/prices", **extra})
+        return env
+
+    def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([FLEET_BIN, *args], env=self.env(**extra), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=180)
+
+    def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> dict:
+        proc = self.fleet(*args, "--json")
+        assert proc.returncode in ok, f"fleet {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return json.loads(proc.stdout)
+
+    def state(self) -> dict:
+        return self.control("state")
+
+    def ours(self) -> list[dict]:
+        return [v for v in self.state()["vms"] if (v.get("tags") or {}).get("spotfleet:fleet") == "af"]
+
+    def foreign_alive(self) -> bool:
+        return set(self.foreign) <= {v["name"] for v in self.state()["vms"]}
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = ArmServer(port=0).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def world(tmp_path: Path, server: ArmServer) -> AzureWorld:
+    return AzureWorld(tmp_path, server)
+
+
+def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: AzureWorld):
+    report = world.fleet_json("up", str(world.spec), "--yes")
+    planned = sum(report["desired"].values())        # gpus count H100-equivalents: an A100 weighs 0.6
+    assert report["ok"] and planned >= 4
+    ours = world.ours()
+    assert len(ours) == planned and all(v["properties"]["provisioningState"] == "Succeeded" for v in ours)
+    assert {v["tags"]["spotfleet:pool"] for v in ours} == set(report["desired"])
+    for vm in ours:
+        props = vm["properties"]
+        if vm["tags"]["spotfleet:pool"].endswith("/spot"):
+            assert props["priority"] == "Spot" and props["evictionPolicy"] == "Delete"
+            assert props["billingProfile"]["maxPrice"] == -1
+        assert props["osProfile"]["customData"]                                  # the node bootstrap
+    state = world.state()
+    assert len(state["nics"]) == planned and len(state["vnets"]) >= 1
+    assert all(n["tags"]["spotfleet:fleet"] == "af" for n in state["nics"] + state["vnets"])
+    again = world.fleet_json("up", str(world.spec), "--yes")
+    assert again["ok"] and again["launched"] == [] and again["terminated"] == []
+    assert {v["name"] for v in world.ours()} == {v["name"] for v in ours}          # nothing created twice
+    status = world.fleet_json("status", "af")
+    assert status["running"] == planned and status["planned"] == planned
+    down = world.fleet_json("down", "af", "--yes")
+    assert sorted(down["terminated"]) == sorted(v["name"] for v in ours) and down["remaining"] == []
+    assert world.ours() == [] and world.state()["nics"] == [] and world.foreign_alive()
+
+
+def test_an_allocation_failure_re_plans_and_leaves_nothing_half_created(world: AzureWorld):
+    world.control("capacity", {"target": "eastus/Standard_NC24ads_A100_v4/Spot", "count": 0})
+    report = world.fleet_json("up", str(world.spec), "--yes")
+    assert report["ok"], report
+    assert any(f["error_kind"] == "capacity" and "AllocationFailed" in f["error_message"] for f in report["failures"])
+    ours = world.ours()
+    assert len(ours) == sum(report["desired"].values()) >= 4
+    assert all(v["properties"]["provisioningState"] == "Succeeded" for v in ours)
+    assert not any(v["tags"]["spotfleet:pool"].startswith("azure/eastus/") and
+                   v["tags"]["spotfleet:pool"].endswith("/spot") for v in ours)
+    state = world.state()
+    assert sorted(n["name"] for n in state["nics"]) == sorted(f"{v['name']}-nic" for v in ours)   # no orphan NIC
+    assert any("/virtualMachines/" in d for d in state["deleted"])          # the Failed VM was removed
+    world.fleet_json("down", "af", "--yes")
+    assert world.ours() == [] and world.foreign_alive()
+
+
+def test_fleet_check_azure_reports_identity_and_quota(world: AzureWorld):
+    [res] = world.fleet_json("check", "azure", "--spec", str(world.spec))
+    assert res["ok"] and res["can_price"] and res["can_launch"] and SUBSCRIPTION in res["identity"]
+    assert any(k.startswith("lowPriorityCores ") for k in res["quotas"])
+    bare = world.fleet("check", "azure", "--json")                    # no spec, no $AZURE_SUBSCRIPTION_ID
+    assert bare.returncode == 1 and "Traceback" not in bare.stderr
+    [res] = json.loads(bare.stdout)
+    assert not res["ok"] and "AZURE_SUBSCRIPTION_ID" in res["fix"] + res["detail"]
+
+
+@pytest.mark.parametrize("point", ["launch-sent:2", "instances-recorded:3"])
+def test_killed_mid_up_a_rerun_converges_without_duplicates(world: AzureWorld, point: str):
+    crashed = world.fleet("up", str(world.spec), "--yes", SPOTFLEET_TEST_CRASH_AT=point)
+    assert crashed.returncode == 137, crashed.stderr
+    rerun = world.fleet_json("up", str(world.spec), "--yes")
+    assert rerun["ok"], rerun
+    ours = world.ours()
+    assert len(ours) == sum(rerun["desired"].values())
+    assert sorted(n["name"] for n in world.state()["nics"]) == sorted(f"{v['name']}-nic" for v in ours)
+    store = open_store(str(world.home / "state.db"), create=False)
+    try:
+        assert {r.id for r in store.instances("af", alive_only=True)} == {v["name"] for v in ours}
+        assert store.launches("af", status=LaunchStatus.REQUESTED) == []
+    finally:
+        store.close()
+    world.fleet_json("down", "af", "--yes")
+    assert world.ours() == [] and world.foreign_alive()

@@ -1,0 +1,98 @@
+"""The ``azure`` contract target: the Azure adapter, with the real azure-mgmt clients, against the
+fake ARM server (tests/fakes/azure_arm.py); checkpoint containers on Azurite.
+
+One fake serves the whole session; each harness resets it (the default GPU SKUs, roomy capacity).
+The levers act through the fake's control API.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
+from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
+
+from fleet.model import Market, Offer  # noqa: E402
+from providers.azure.arm import Arm  # noqa: E402
+from providers.azure.prices import RetailPrices  # noqa: E402
+from providers.azure.provider import AzureProvider  # noqa: E402
+from providers.base import OfferQuery  # noqa: E402
+
+_SERVER: ArmServer | None = None
+_AZURITE: dict[str, str] | None = None
+RESOURCE_GROUP = "contract"
+
+
+def server() -> ArmServer:
+    """The session's fake ARM server (started on first use)."""
+    global _SERVER
+    if _SERVER is None:
+        _SERVER = ArmServer(port=0).start()
+    return _SERVER
+
+
+def storage_env() -> dict[str, str]:
+    """Azurite's connection string (started once); {} when Azurite is not installed."""
+    global _AZURITE
+    if _AZURITE is None:
+        from storage_emulators import EmulatorUnavailable, start_azurite
+        try:
+            _AZURITE = dict(start_azurite().env)
+        except EmulatorUnavailable:
+            _AZURITE = {}
+    return _AZURITE
+
+
+def priority(offer: Offer) -> str:
+    return "Spot" if offer.market is Market.SPOT else "Regular"
+
+
+@dataclass
+class AzureHarness:
+    url: str
+    provider: AzureProvider
+
+    def _control(self, path: str, body: dict | None = None) -> dict:
+        resp = httpx.post(f"{self.url}/_control/{path}", json=body or {}) if body is not None else \
+            httpx.get(f"{self.url}/_control/{path}")
+        resp.raise_for_status()
+        return resp.json()
+
+    def _target(self, offer: Offer) -> str:
+        return f"{offer.pool.region}/{offer.pool.instance_type}/{priority(offer)}"
+
+    def offer(self, market: Market) -> Offer | None:
+        return next((o for o in self.provider.list_offers(OfferQuery())
+                     if o.market is market and o.pool.region == "westus2"), None)
+
+    def limit_capacity(self, offer: Offer, n: int) -> None:
+        self._control("capacity", {"target": self._target(offer), "count": n})
+
+    def inject(self, offer: Offer, kind: str, count: int) -> None:
+        self._control("faults", {"target": self._target(offer), "kind": kind, "count": count})
+
+    def foreign(self, offer: Offer, count: int) -> list[str]:
+        return self._control("foreign", {"resource_group": RESOURCE_GROUP, "location": offer.pool.region,
+                                         "size": offer.pool.instance_type, "priority": priority(offer),
+                                         "count": count})["names"]
+
+    def alive(self, ids: list[str]) -> set[str]:
+        return {v["name"] for v in self._control("state")["vms"]} & set(ids)
+
+    def missing_id(self) -> str:
+        return "sf-000000000000-0"
+
+
+def azure_harness() -> AzureHarness:
+    """A harness on a freshly reset fake, polling without delay and absorbing throttles at once."""
+    srv = server()
+    httpx.post(f"{srv.url}/_control/reset", json={}).raise_for_status()
+    arm = Arm(SUBSCRIPTION, srv.url, polling_interval=0, sleep=lambda s: None)
+    from providers.azure.provider import ProviderSettings
+    provider = AzureProvider(ProviderSettings(resource_group=RESOURCE_GROUP), arm=arm, environ=storage_env(),
+                             cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"))
+    return AzureHarness(srv.url, provider)

@@ -1,0 +1,503 @@
+"""A small fake Azure Resource Manager for the Azure adapter's tests, driven by the real azure-mgmt clients.
+
+Serves plain HTTP on 127.0.0.1 (the adapter drops the bearer-token policy for a loopback
+endpoint). What it models, from the documented ARM behaviour:
+
+* the Retail Prices API (``/api/retail/prices``: Linux/Windows, on-demand/Spot/Low Priority meters,
+  ``$filter`` on region and size, pages of 3 through ``NextPageLink``);
+* resource groups (GET/HEAD/PUT), Resource SKUs (``Microsoft.Compute/skus``), compute usages;
+* virtual networks and network interfaces (PUT answers 201 + ``Azure-AsyncOperation``);
+* virtual machines: PUT answers 201 with ``provisioningState: Creating`` and an
+  ``Azure-AsyncOperation`` URL that reports ``InProgress`` once, then ``Succeeded`` or ``Failed``
+  with the ARM error (``AllocationFailed`` / ``ZonalAllocationFailed`` leave the VM in
+  ``Failed`` state, as Azure does); DELETE answers 202 + ``Location``; a NIC still attached to a VM
+  cannot be deleted (``NicInUse``); a VM's NICs with ``deleteOption: Delete`` go with it;
+* synchronous refusals with real ARM error bodies: ``OperationNotAllowed`` (quota, 409),
+  ``SkuNotAvailable`` (409), ``AuthorizationFailed`` (403), ``TooManyRequests`` (429 with
+  ``Retry-After``), ``InternalServerError`` (500).
+
+Test levers under ``/_control/``: ``reset`` (SKUs, capacity), ``capacity`` (per
+``location/size/priority``), ``faults`` (the next N VM creations into a target, or N price queries
+for target ``prices``, fail with a kind; a throttle names ``Retry-After: <retry_after>``, 1 s
+unless reset says otherwise),
+``foreign`` (VMs without spotfleet tags), ``evict``, ``state`` (everything, as JSON), ``calls``.
+
+Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlparse
+
+SUBSCRIPTION = "00000000-0000-0000-0000-00000000f1ee"
+DEFAULT_CAPACITY = 64
+
+#: GPU sizes the fake offers when a test names none (zones 1-3 in eastus, none in westus2).
+DEFAULT_SKUS: list[dict[str, Any]] = [
+    {"name": "Standard_NC24ads_A100_v4", "location": "eastus", "zones": ["1", "2", "3"]},
+    {"name": "Standard_NC24ads_A100_v4", "location": "westus2", "zones": []},
+    {"name": "Standard_ND96asr_v4", "location": "eastus", "zones": ["1", "2"], "restricted_zones": ["2"]},
+    {"name": "Standard_NV36ads_A10_v5", "location": "eastus", "zones": [], "restricted": True},
+]
+
+#: Hourly (on-demand, spot) USD the fake's Retail Prices API answers per size (not the snapshot's).
+DEFAULT_PRICES = {"Standard_NC24ads_A100_v4": (3.5, 0.42), "Standard_ND96asr_v4": (27.0, 2.9),
+                  "Standard_NV36ads_A10_v5": (3.1, 0.7)}
+PRICES_PAGE = 3
+
+
+def price_items(skus: list[dict[str, Any]], table: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    """Retail Prices items as the API lists them: Linux and Windows, on-demand, Spot and Low Priority meters."""
+    items = []
+    for sku in skus:
+        if sku["name"] not in table:
+            continue
+        od, spot = table[sku["name"]]
+        short = sku["name"].split("_", 1)[1].replace("_", " ")
+        for loc in sku["locations"]:
+            for product, factor in ((f"Virtual Machines {short} Series", 1.0),
+                                    (f"Virtual Machines {short} Series Windows", 1.4)):
+                for meter, price in ((short, od), (f"{short} Spot", spot), (f"{short} Low Priority", spot * 0.9)):
+                    items.append({"currencyCode": "USD", "retailPrice": round(price * factor, 4),
+                                  "unitPrice": round(price * factor, 4), "armRegionName": loc, "location": loc,
+                                  "meterName": meter, "skuName": meter, "productName": product,
+                                  "armSkuName": sku["name"], "serviceName": "Virtual Machines",
+                                  "serviceFamily": "Compute", "unitOfMeasure": "1 Hour", "type": "Consumption",
+                                  "isPrimaryMeterRegion": True})
+    return items
+
+
+#: Fault kind -> (HTTP status, ARM code, message); "capacity" fails the creation asynchronously.
+FAULTS = {
+    "throttle": (429, "TooManyRequests", "The request is being throttled."),
+    "quota": (409, "OperationNotAllowed", "Operation could not be completed as it results in exceeding approved "
+              "LowPriorityCores quota. Location: {location}, Current Limit: 0, Additional Required: 24."),
+    "auth": (403, "AuthorizationFailed", "The client does not have authorization to perform action "
+             "'Microsoft.Compute/virtualMachines/write'."),
+    "server-error": (500, "InternalServerError", "An internal server error occurred."),
+    "sku": (409, "SkuNotAvailable", "The requested size for resource is currently not available in location "
+            "'{location}' for subscription."),
+}
+
+
+def sku_row(spec: dict[str, Any]) -> dict[str, Any]:
+    """A Resource SKU as ARM lists it, from a short ``{name, location, zones, restricted...}`` spec."""
+    name, location, zones = spec["name"], spec["location"], list(spec.get("zones") or [])
+    restrictions = []
+    if spec.get("restricted"):
+        restrictions.append({"type": "Location", "values": [location], "reasonCode": "NotAvailableForSubscription",
+                             "restrictionInfo": {"locations": [location]}})
+    if spec.get("restricted_zones"):
+        restrictions.append({"type": "Zone", "values": [location], "reasonCode": "NotAvailableForSubscription",
+                             "restrictionInfo": {"locations": [location], "zones": list(spec["restricted_zones"])}})
+    family = re.sub(r"^Standard_[A-Z]+\d+", "", name)
+    return {"resourceType": "virtualMachines", "name": name, "tier": "Standard", "size": name.split("_", 1)[1],
+            "family": f"standard{family.replace('_', '')}Family", "locations": [location],
+            "locationInfo": [{"location": location, "zones": zones, "zoneDetails": []}],
+            "capabilities": [{"name": "LowPriorityCapable", "value": "True"}], "restrictions": restrictions}
+
+
+class ArmState:
+    """Everything the fake holds; one lock guards it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset({})
+
+    def reset(self, body: dict[str, Any]) -> None:
+        self.skus = [sku_row(s) for s in body.get("skus", DEFAULT_SKUS)]
+        self.prices = price_items(self.skus, {k: tuple(v) for k, v in (body.get("prices") or DEFAULT_PRICES).items()})
+        self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("capacity") or {}).items()}
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.vnets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.nics: dict[tuple[str, str], dict[str, Any]] = {}
+        self.vms: dict[tuple[str, str], dict[str, Any]] = {}
+        self.ops: dict[str, dict[str, Any]] = {}
+        self.faults: list[dict[str, Any]] = []
+        self.calls: dict[str, int] = {}
+        self.deleted: list[str] = []
+        self.latency = float(body.get("latency", 0.0))
+        self.retry_after = int(body.get("retry_after", 1))
+        self.ids = itertools.count(1)
+
+
+def _key(location: str, size: str, priority: str) -> str:
+    return f"{location}/{size}/{priority}".lower()
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "FakeARM/1.0"
+    protocol_version = "HTTP/1.1"
+
+    # ---- plumbing ------------------------------------------------------------------------
+    @property
+    def st(self) -> ArmState:
+        return self.server.state  # type: ignore[attr-defined]
+
+    def log_message(self, fmt: str, *args: Any) -> None:   # quiet
+        pass
+
+    def _body(self) -> dict[str, Any]:
+        n = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(n) or b"{}") if n else {}
+
+    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-ms-request-id", str(uuid.uuid4()))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if data and self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _error(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        self._send(status, {"error": {"code": code, "message": message}}, headers)
+
+    def _base(self) -> str:
+        return f"http://{self.headers.get('Host')}"
+
+    def _op(self, location: str, outcome: dict[str, Any]) -> str:
+        oid = str(uuid.uuid4())
+        self.st.ops[oid] = {**outcome, "polls": 0}
+        return (f"{self._base()}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/{location}"
+                f"/operations/{oid}?api-version=2024-07-01")
+
+    def do_GET(self) -> None: self._route("GET")      # noqa: E704
+    def do_PUT(self) -> None: self._route("PUT")      # noqa: E704
+    def do_POST(self) -> None: self._route("POST")    # noqa: E704
+    def do_DELETE(self) -> None: self._route("DELETE")  # noqa: E704
+    def do_HEAD(self) -> None: self._route("HEAD")    # noqa: E704
+
+    def _route(self, method: str) -> None:
+        url = urlparse(self.path)
+        parts = [p for p in url.path.split("/") if p]
+        low = [p.lower() for p in parts]
+        body = self._body() if method in ("PUT", "POST") else {}
+        if self.st.latency and low[:1] != ["_control"]:
+            time.sleep(self.st.latency)
+        with self.st.lock:
+            name = f"{method} {'/'.join(low[4:7]) if len(low) > 4 else '/'.join(low[:3])}"
+            self.st.calls[name] = self.st.calls.get(name, 0) + 1
+            if low[:1] == ["_control"]:
+                return self._control(method, low[1:], body)
+            if low[:3] == ["api", "retail", "prices"]:
+                return self._prices(url.query)
+            if len(low) < 2 or low[0] != "subscriptions":
+                return self._error(404, "NotFound", f"no route {url.path}")
+            if parts[1] != SUBSCRIPTION:
+                return self._error(404, "SubscriptionNotFound", f"The subscription '{parts[1]}' could not be found.")
+            rest, orig = low[2:], parts[2:]
+            if rest[:3] == ["providers", "microsoft.compute", "skus"]:
+                return self._send(200, {"value": self.st.skus})
+            if rest[:3] == ["providers", "microsoft.compute", "locations"] and len(rest) >= 5:
+                if rest[4] == "usages":
+                    return self._usages(orig[3])
+                if rest[4] == "operations":
+                    return self._poll(orig[5])
+            if rest[:1] == ["resourcegroups"] and len(rest) == 2:
+                return self._group(method, orig[1], body)
+            if rest[:1] == ["resourcegroups"] and len(rest) >= 5 and rest[2] == "providers":
+                rg = orig[1].lower()
+                if rg not in self.st.groups:
+                    return self._error(404, "ResourceGroupNotFound", f"Resource group '{orig[1]}' could not be found.")
+                kind = "/".join(rest[3:5])
+                if kind == "microsoft.compute/virtualmachines":
+                    if len(rest) == 5:
+                        return self._send(200, {"value": [self._vm_view(v, "instanceview" in url.query.lower())
+                                                          for (g, _), v in sorted(self.st.vms.items()) if g == rg]})
+                    return self._vm(method, rg, orig[5], body, "instanceview" in url.query.lower())
+                if kind == "microsoft.network/networkinterfaces" and len(rest) == 5 and method == "GET":
+                    return self._send(200, {"value": [n for (g, _), n in sorted(self.st.nics.items()) if g == rg]})
+                if kind in ("microsoft.network/virtualnetworks", "microsoft.network/networkinterfaces") and len(rest) == 6:
+                    table = self.st.vnets if kind.endswith("virtualnetworks") else self.st.nics
+                    return self._simple(method, table, rg, orig, body)
+            return self._error(404, "InvalidResourceType", f"no route {url.path}")
+
+    # ---- Retail Prices (no auth; pages through NextPageLink) ---------------------------------
+    def _prices(self, query: str) -> None:
+        fault = next((f for f in self.st.faults if f["count"] > 0 and f["target"] == "prices"), None)
+        if fault:
+            fault["count"] -= 1
+            status, code, message = FAULTS[fault["kind"]]
+            return self._error(status, code, message)
+        params = parse_qs(query)
+        flt = (params.get("$filter") or [""])[0]
+        regions = re.findall(r"armRegionName eq '([^']+)'", flt)
+        sizes = re.findall(r"armSkuName eq '([^']+)'", flt)
+        rows = [i for i in self.st.prices if (not regions or i["armRegionName"] in regions)
+                and (not sizes or i["armSkuName"] in sizes)]
+        skip = int((params.get("$skip") or ["0"])[0])
+        page = rows[skip:skip + PRICES_PAGE]
+        nxt = None
+        if skip + PRICES_PAGE < len(rows):
+            nxt = f"{self._base()}/api/retail/prices?" + urlencode({"$filter": flt, "$skip": skip + PRICES_PAGE})
+        return self._send(200, {"BillingCurrency": "USD", "CustomerEntityId": "Default",
+                                "CustomerEntityType": "Retail", "Items": page, "NextPageLink": nxt,
+                                "Count": len(page)})
+
+    # ---- resource groups, usages, operations -----------------------------------------------
+    def _group(self, method: str, name: str, body: dict[str, Any]) -> None:
+        key = name.lower()
+        if method == "HEAD":
+            return self._send(204 if key in self.st.groups else 404)
+        if method == "GET":
+            if key not in self.st.groups:
+                return self._error(404, "ResourceGroupNotFound", f"Resource group '{name}' could not be found.")
+            return self._send(200, self.st.groups[key])
+        if method == "PUT":
+            created = key not in self.st.groups
+            self.st.groups[key] = {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{name}", "name": name,
+                                   "location": body.get("location", ""), "tags": body.get("tags") or {},
+                                   "properties": {"provisioningState": "Succeeded"}}
+            return self._send(201 if created else 200, self.st.groups[key])
+        return self._error(405, "MethodNotAllowed", method)
+
+    def _usages(self, location: str) -> None:
+        used = sum(int(re.search(r"(\d+)", v["properties"]["hardwareProfile"]["vmSize"].split("_")[1]).group(1))
+                   for v in self.st.vms.values() if v["location"] == location and v["properties"].get("priority") == "Spot"
+                   and v["properties"]["provisioningState"] != "Failed")
+        rows = [{"name": {"value": "lowPriorityCores", "localizedValue": "Total Regional Low-priority vCPUs"},
+                 "currentValue": used, "limit": 1000, "unit": "Count"},
+                {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"},
+                 "currentValue": 0, "limit": 350, "unit": "Count"}]
+        return self._send(200, {"value": rows})
+
+    def _poll(self, oid: str) -> None:
+        op = self.st.ops.get(oid)
+        if op is None:
+            return self._error(404, "NotFound", f"operation {oid} not found")
+        op["polls"] += 1
+        if op["polls"] == 1 and op.get("vm"):
+            return self._send(200, {"name": oid, "status": "InProgress"})
+        vm = self.st.vms.get(op["vm"]) if op.get("vm") else None
+        if op.get("error"):
+            if vm is not None:
+                vm["properties"]["provisioningState"] = "Failed"
+            return self._send(200, {"name": oid, "status": "Failed", "error": op["error"]})
+        if vm is not None:
+            vm["properties"]["provisioningState"] = "Succeeded"
+            vm["_power"] = "running"
+        return self._send(200, {"name": oid, "status": "Succeeded"})
+
+    # ---- networks ----------------------------------------------------------------------------
+    def _simple(self, method: str, table: dict, rg: str, orig: list[str], body: dict[str, Any]) -> None:
+        name = orig[5]
+        key = (rg, name.lower())
+        rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{orig[1]}/providers/{orig[3]}/{orig[4]}/{name}"
+        if method == "GET":
+            if key not in table:
+                return self._error(404, "ResourceNotFound", f"The Resource '{orig[3]}/{orig[4]}/{name}' under "
+                                   f"resource group '{orig[1]}' was not found.")
+            return self._send(200, table[key])
+        if method == "PUT":
+            created = key not in table
+            props = dict(body.get("properties") or {})
+            if orig[4].lower() == "virtualnetworks":
+                props["subnets"] = [{**s, "id": f"{rid}/subnets/{s['name']}",
+                                     "properties": {**(s.get("properties") or {}), "provisioningState": "Succeeded"}}
+                                    for s in props.get("subnets") or []]
+            else:
+                for cfg in props.get("ipConfigurations") or []:
+                    subnet = ((cfg.get("properties") or {}).get("subnet") or {}).get("id", "")
+                    m = re.search(r"resourceGroups/([^/]+)/providers/Microsoft.Network/virtualNetworks/([^/]+)/",
+                                  subnet, re.I)
+                    if not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.vnets:
+                        return self._error(400, "InvalidResourceReference",
+                                           f"Resource {subnet} referenced by resource {rid} was not found.")
+                    cfg["id"] = f"{rid}/ipConfigurations/{cfg.get('name', 'ipconfig1')}"
+            props["provisioningState"] = "Succeeded"
+            table[key] = {"id": rid, "name": name, "location": body.get("location", ""),
+                          "tags": body.get("tags") or {}, "properties": props}
+            op = self._op(body.get("location", "eastus"), {})
+            return self._send(201 if created else 200, table[key], {"Azure-AsyncOperation": op})
+        if method == "DELETE":
+            if key not in table:
+                return self._send(204)
+            if table is self.st.nics:
+                user = next((v["name"] for v in self.st.vms.values()
+                             if any(n["id"].lower() == rid.lower() for n in _nic_refs(v))), None)
+                if user:
+                    return self._error(400, "NicInUse", f"Network Interface {rid} is used by existing resource "
+                                       f"{user}. In order to delete the network interface, it must be dissociated.")
+            if table is self.st.vnets and any(n for n in self.st.nics.values() if rid.lower() in json.dumps(n).lower()):
+                return self._error(400, "InUseSubnetCannotBeDeleted", f"Subnet of {rid} is in use.")
+            del table[key]
+            self.st.deleted.append(rid)
+            return self._send(202, None, {"Location": self._op("eastus", {}), "Retry-After": "0"})
+        return self._error(405, "MethodNotAllowed", method)
+
+    # ---- virtual machines ------------------------------------------------------------------
+    def _vm_view(self, vm: dict[str, Any], instance_view: bool, secrets: bool = False) -> dict[str, Any]:
+        out = {k: v for k, v in vm.items() if not k.startswith("_")}
+        props = dict(out["properties"])
+        if not secrets:      # ARM never returns customData; the control API shows it to tests
+            props.pop("osProfile", None)
+        if instance_view:
+            statuses = [{"code": f"ProvisioningState/{props['provisioningState'].lower()}"}]
+            if vm.get("_power"):
+                statuses.append({"code": f"PowerState/{vm['_power']}"})
+            props["instanceView"] = {"statuses": statuses}
+        out["properties"] = props
+        return out
+
+    def _vm(self, method: str, rg: str, name: str, body: dict[str, Any], instance_view: bool) -> None:
+        key = (rg, name.lower())
+        vm = self.st.vms.get(key)
+        if method == "GET":
+            if vm is None:
+                return self._error(404, "ResourceNotFound", f"The Resource 'Microsoft.Compute/virtualMachines/{name}' "
+                                   f"under resource group '{rg}' was not found.")
+            return self._send(200, self._vm_view(vm, instance_view))
+        if method == "DELETE":
+            if vm is None:
+                return self._send(204)
+            self._remove_vm(key)
+            return self._send(202, None, {"Location": self._op(vm["location"], {}), "Retry-After": "0"})
+        if method != "PUT":
+            return self._error(405, "MethodNotAllowed", method)
+        props = body.get("properties") or {}
+        location = body.get("location", "")
+        size = (props.get("hardwareProfile") or {}).get("vmSize", "")
+        priority = props.get("priority") or "Regular"
+        target = _key(location, size, priority)
+        fault = next((f for f in self.st.faults if f["count"] > 0 and f["target"] in (target, "*")), None)
+        if fault and fault["kind"] != "capacity":
+            fault["count"] -= 1
+            status, code, message = FAULTS[fault["kind"]]
+            return self._error(status, code, message.format(location=location),
+                               {"Retry-After": str(self.st.retry_after)} if status == 429 else None)
+        if vm is not None:
+            return self._send(200, self._vm_view(vm, False))
+        for ref in _nic_refs(body):
+            m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
+            if not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nics:
+                return self._error(400, "NotFound", f"Resource {ref['id']} not found.")
+        rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
+        vm = {"id": rid, "name": name, "type": "Microsoft.Compute/virtualMachines", "location": location,
+              "tags": body.get("tags") or {}, "zones": body.get("zones") or None,
+              "properties": {**props, "vmId": str(uuid.uuid4()), "provisioningState": "Creating",
+                             "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}}
+        error = None
+        live = sum(1 for v in self.st.vms.values() if v["properties"]["provisioningState"] != "Failed"
+                   and _key(v["location"], v["properties"]["hardwareProfile"]["vmSize"],
+                            v["properties"].get("priority") or "Regular") == target)
+        if fault is not None:
+            fault["count"] -= 1
+        if fault is not None or live >= self.st.capacity.get(target, DEFAULT_CAPACITY):
+            code = "ZonalAllocationFailed" if body.get("zones") else "AllocationFailed"
+            error = {"code": code, "message": f"Allocation failed. We do not have sufficient capacity for the "
+                     f"requested VM size {size} in this region."}
+        self.st.vms[key] = vm
+        op = self._op(location, {"vm": key, "error": error})
+        return self._send(201, self._vm_view(vm, False), {"Azure-AsyncOperation": op})
+
+    def _remove_vm(self, key: tuple[str, str]) -> None:
+        vm = self.st.vms.pop(key)
+        self.st.deleted.append(vm["id"])
+        for ref in _nic_refs(vm):
+            if (ref.get("properties") or {}).get("deleteOption") == "Delete":
+                m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
+                if m and self.st.nics.pop((m.group(1).lower(), m.group(2).lower()), None) is not None:
+                    self.st.deleted.append(ref["id"])
+
+    # ---- control -------------------------------------------------------------------------------
+    def _control(self, method: str, path: list[str], body: dict[str, Any]) -> None:
+        st = self.st
+        what = path[0] if path else ""
+        if what == "reset":
+            st.reset(body)
+            return self._send(200, {"ok": True})
+        if what == "capacity":
+            st.capacity[body["target"].lower()] = int(body["count"])
+            return self._send(200, {"ok": True})
+        if what == "faults":
+            st.faults.append({"target": body["target"].lower(), "kind": body["kind"], "count": int(body["count"])})
+            return self._send(200, {"ok": True})
+        if what == "foreign":
+            rg = body.get("resource_group", "spotfleet").lower()
+            st.groups.setdefault(rg, {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}", "name": rg,
+                                      "location": body["location"], "tags": {}, "properties": {}})
+            names = []
+            for _ in range(int(body.get("count", 1))):
+                name = f"theirs-{next(st.ids)}"
+                rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
+                st.vms[(rg, name)] = {"id": rid, "name": name, "location": body["location"],
+                                      "tags": dict(body.get("tags") or {}), "zones": None, "_power": "running",
+                                      "properties": {"hardwareProfile": {"vmSize": body["size"]},
+                                                     "priority": body.get("priority", "Spot"),
+                                                     "provisioningState": "Succeeded", "vmId": str(uuid.uuid4())}}
+                names.append(name)
+            return self._send(200, {"names": names})
+        if what == "evict":
+            for vm in st.vms.values():
+                if vm["name"] == body["name"]:
+                    if vm["properties"].get("evictionPolicy") == "Delete":
+                        self._remove_vm(next(k for k, v in st.vms.items() if v is vm))
+                    else:
+                        vm["_power"] = "deallocated"
+                    return self._send(200, {"ok": True})
+            return self._send(404, {"ok": False})
+        if what == "state":
+            return self._send(200, {"groups": list(st.groups.values()), "vnets": list(st.vnets.values()),
+                                    "nics": list(st.nics.values()),
+                                    "vms": [self._vm_view(v, True, secrets=True) for v in st.vms.values()],
+                                    "deleted": st.deleted})
+        if what == "calls":
+            return self._send(200, {"calls": st.calls})
+        return self._error(404, "NotFound", f"no control {what}")
+
+
+def _nic_refs(vm: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(((vm.get("properties") or {}).get("networkProfile") or {}).get("networkInterfaces") or [])
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client killed mid-request (kill -9 tests) is normal here, not worth a traceback."""
+
+
+class ArmServer:
+    """The fake on a background thread: ``ArmServer(port=0).start()``; ``url``; ``stop()``."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1"):
+        self.httpd = _Server((host, port), Handler)
+        self.httpd.state = ArmState()  # type: ignore[attr-defined]
+        self.url = f"http://{host}:{self.httpd.server_address[1]}"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "ArmServer":
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8443)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args()
+    server = ArmServer(args.port, args.host)
+    print(f"fake ARM on {server.url} (subscription {SUBSCRIPTION})", flush=True)
+    server.httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
