@@ -28,6 +28,9 @@ from fleet.planning.twins import find_twins, singletons
 HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "disp": False, "presolve": True}
 #: Above this many pools, drop pools by LP reduced costs before the MILP (exact).
 FIXING_MIN_POOLS = 48
+#: Solve the full program once at most this many times the restricted program's pools stay
+#: open (a speed knob; exactness does not depend on it).
+FULL_SOLVE_RATIO = 12
 #: Tolerance for covering and budget checks on rounded solutions (weighted GPUs, $/h).
 TOL = 1e-6
 
@@ -267,8 +270,8 @@ class Model:
                     still_open = np.flatnonzero(ub[:self.cols] > 0)
                     if incumbent and incumbent.proven and np.isin(still_open, inside).all():
                         return incumbent      # every pool that can matter was in the restricted program
-                    if len(still_open) <= 4 * size:
-                        break
+                    if len(still_open) <= FULL_SOLVE_RATIO * size:
+                        break     # a larger restricted program would cost about what the full one does
                 size *= 4
         return self._milp(prog, ub)
 
