@@ -36,6 +36,7 @@ GAP = 1e-9
 MAX_STEPS = 100
 SCREEN_BANDS = 8
 TANGENT_ROUNDS = 6
+CUT_POINTS = 256  # grid intervals for cut_row
 _EPS = 1e-4       # interruption rates closer than this (per hour) count as equal
 
 
@@ -82,7 +83,7 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
             hi = _screen(model, penalty, hi, best_value * (1 - GAP), factor)
         if hi < 0:
             break
-        x = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP))   # value >= P'
+        x = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP), factor=factor)   # value >= P'
         if x is None:
             break
         if value(x.counts) < best_value * (1 - GAP):
@@ -140,9 +141,30 @@ def _inverse_factor(target: float, workload: Workload) -> float:
     return hi
 
 
-def _cheapest_below(model: Model, penalty: np.ndarray | None, hi: float, cutoff: float) -> Solution | None:
-    """Cheapest plan (``P'``) whose interruption rate is at most ``hi``; ``None`` when none
-    has ``P'`` below ``cutoff``."""
+def cut_row(hi: float, beat: float, factor) -> tuple[float, float]:
+    """``(s, c)`` with ``s >= 0`` such that every plan with ``Lam <= hi`` worth less than
+    ``beat`` has ``P + s * Lam < c`` (``P`` its price without launch penalty).
+
+    Such a plan has ``P <= P' < beat / F(Lam)``. On the grid ``l_k = k * hi / K`` and ``Lam``
+    in ``[l_k, l_k+1]``, F increasing gives ``P + s * Lam < beat / F(l_k) + s * l_k+1``, so
+    ``c`` is the largest of those (only F increasing is used); ``s`` is the chord slope of
+    ``beat / F`` over ``[0, hi]``, which makes the row bite near ``Lam = hi``.
+    """
+    if hi <= 0 or beat <= 0:
+        return 0.0, beat
+    grid = np.linspace(0.0, hi, CUT_POINTS + 1)
+    g = beat / np.array([factor(float(x)) for x in grid])
+    if not np.isfinite(g).all():
+        return 0.0, beat            # P <= P' < beat: always valid
+    slope = max((g[0] - g[-1]) / hi, 0.0)
+    return slope, float(np.max(g[:-1] + slope * grid[1:])) * (1 + 1e-9)
+
+
+def _cheapest_below(model: Model, penalty: np.ndarray | None, hi: float, cutoff: float, factor) -> Solution | None:
+    """Cheapest plan (``P'``) whose interruption rate is at most ``hi`` among those that may be
+    worth less than ``cutoff`` (``cut_row``); ``None`` when there is none."""
     cand = model.cand
-    row = Row(np.arange(model.n), cand.rate, ub=hi)
-    return model.solve(cand.price, penalty=penalty, extra=Extra(rows=[row]), cutoff=cutoff)
+    pools = np.arange(model.n)
+    slope, bound = cut_row(hi, cutoff, factor)
+    rows = [Row(pools, cand.rate, ub=hi), Row(pools, cand.price + slope * cand.rate, ub=bound)]
+    return model.solve(cand.price, penalty=penalty, extra=Extra(rows=rows), cutoff=cutoff)
