@@ -97,13 +97,17 @@ def _screen(model: Model, penalty: np.ndarray | None, hi: float, beat: float, fa
     """Lower ``hi`` past rate bands that cannot hold a plan worth less than ``beat``.
 
     ``[0, hi]`` is cut into ``SCREEN_BANDS`` bands; in band ``[a, b]`` every plan is worth at
-    least ``LP(min P' s.t. a <= Lam <= b) * F(a)``. Returns the top of the highest band that
+    least ``LP(min P' s.t. a <= Lam <= b) * F(a)``, and only plans that meet the band's
+    ``cut_row`` may be worth less than ``beat``, so the LP carries it too (an infeasible LP
+    rules the band out). Returns the top of the highest band that
     may still hold a better plan, or -1 when none can.
     """
     cand = model.cand
     edges = np.linspace(0.0, hi, SCREEN_BANDS + 1)
+    pools = np.arange(model.n)
     for a, b in reversed(list(zip(edges[:-1], edges[1:]))):
-        band = Extra(rows=[Row(np.arange(model.n), cand.rate, lb=a, ub=b)])
+        slope, bound = cut_row(b, beat, factor, lo=a)
+        band = Extra(rows=[Row(pools, cand.rate, lb=a, ub=b), Row(pools, cand.price + slope * cand.rate, ub=bound)])
         if model.lower_bound(cand.price, penalty, band) * factor(a) < beat:
             return float(b)
     return -1.0
@@ -141,22 +145,22 @@ def _inverse_factor(target: float, workload: Workload) -> float:
     return hi
 
 
-def cut_row(hi: float, beat: float, factor) -> tuple[float, float]:
-    """``(s, c)`` with ``s >= 0`` such that every plan with ``Lam <= hi`` worth less than
-    ``beat`` has ``P + s * Lam < c`` (``P`` its price without launch penalty).
+def cut_row(hi: float, beat: float, factor, lo: float = 0.0) -> tuple[float, float]:
+    """``(s, c)`` with ``s >= 0`` such that every plan with ``lo <= Lam <= hi`` worth less
+    than ``beat`` has ``P + s * Lam < c`` (``P`` its price without launch penalty).
 
-    Such a plan has ``P <= P' < beat / F(Lam)``. On the grid ``l_k = k * hi / K`` and ``Lam``
-    in ``[l_k, l_k+1]``, F increasing gives ``P + s * Lam < beat / F(l_k) + s * l_k+1``, so
-    ``c`` is the largest of those (only F increasing is used); ``s`` is the chord slope of
-    ``beat / F`` over ``[0, hi]``, which makes the row bite near ``Lam = hi``.
+    Such a plan has ``P <= P' < beat / F(Lam)``. On the grid ``l_k = lo + k * (hi - lo) / K``
+    and ``Lam`` in ``[l_k, l_k+1]``, F increasing gives ``P + s * Lam < beat / F(l_k) + s *
+    l_k+1``, so ``c`` is the largest of those (only F increasing is used); ``s`` is the chord
+    slope of ``beat / F`` over ``[lo, hi]``, which makes the row bite near ``Lam = hi``.
     """
-    if hi <= 0 or beat <= 0:
+    if hi <= lo or beat <= 0:
         return 0.0, beat
-    grid = np.linspace(0.0, hi, CUT_POINTS + 1)
+    grid = np.linspace(lo, hi, CUT_POINTS + 1)
     g = beat / np.array([factor(float(x)) for x in grid])
     if not np.isfinite(g).all():
         return 0.0, beat            # P <= P' < beat: always valid
-    slope = max((g[0] - g[-1]) / hi, 0.0)
+    slope = max((g[0] - g[-1]) / (hi - lo), 0.0)
     return slope, float(np.max(g[:-1] + slope * grid[1:])) * (1 + 1e-9)
 
 
