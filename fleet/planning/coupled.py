@@ -14,8 +14,11 @@ the two. The walk ends when ``hi < 0`` or no plan with ``Lam <= hi`` has ``P'`` 
 best value (``F >= 1``, so none could beat it); the best plan seen is then optimal (plans
 whose rates differ by less than ``_EPS`` per hour count as equal).
 
-Before each MILP, LP relaxations over bands of ``Lam`` (``_screen``) lower ``hi`` past
-bands that cannot hold a better plan. Incumbents make the cuts bite early: the plan running
+Each step's MILP also carries ``cut_row``, a linear row every plan better than the best
+meets (the minimum over those plans is what the invariant needs), so a step that can find
+nothing better is infeasible. Before each MILP, LP relaxations over bands of ``Lam``
+(``_screen``, with each band's own cut row) lower ``hi`` past bands that cannot hold a
+better plan. Incumbents make the cuts bite early: the plan running
 now, the independent-nodes plan, and the plans of a successive linearisation
 (``_tangent_plans``: the MILP on the tangent plane of ``P * F(Lam)``,
 ``economics.coupled_tangent``, re-taken at each plan). ``MAX_STEPS`` bounds the work;
