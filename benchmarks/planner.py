@@ -23,6 +23,7 @@
    the default ``max_zone_share`` of 0.5.
 
     python benchmarks/planner.py [--runs 5] [--small 200] [--independent-limit 120]
+    python benchmarks/planner.py --coupled-only [--sizes 1000,10000]   # coupled plans only
 
 Prints tables and writes benchmarks/results/planner.json.
 """
@@ -58,6 +59,7 @@ from fleet.planning.pruning import prune  # noqa: E402
 from fleet.spec import FleetSpec, Strategy, load_spec, parse_spec  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "planner.json"
+COUPLED_RESULTS = ROOT / "benchmarks" / "results" / "planner-coupled.json"
 EXAMPLES = ("h100-multicloud", "llm-pretrain-coupled", "batch-inference")
 BENCH_SPEC = """name: bench
 capacity: {gpus: 64, accelerators: {H100: 1.0, H200: 1.3, A100-80GB: 0.6}, on_demand_gpus: 16}
@@ -142,12 +144,13 @@ def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float,
     return economics.fleet_true_cost_per_hour(groups, spec.workload), elapsed
 
 
-def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> list[dict]:
+def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
+          cases: list[tuple[str, str]] = CASES) -> list[dict]:
     catalogs = [("snapshot", list(snapshot_offers()))] + [(f"synthetic-{n // 1000}k", synthetic_offers(n))
                                                            for n in sizes]
     rows = []
     for name, offers in catalogs:
-        for variant, (strategy, kind) in ((v, c) for v in VARIANTS for c in CASES):
+        for variant, (strategy, kind) in ((v, c) for v in VARIANTS for c in cases):
             spec = parse_spec(BENCH_SPEC % (VARIANTS[variant], strategy, kind))
             quotas = bench_quotas(variant)
             n = runs if len(offers) < 50_000 or (strategy, kind) == CASES[0] else max(1, runs // 2)
@@ -316,6 +319,10 @@ def quality() -> list[dict]:
     return rows
 
 
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -324,7 +331,17 @@ def main() -> None:
     ap.add_argument("--quality-only", action="store_true",
                     help="rerun only the example plans' quality and keep the other saved figures")
     ap.add_argument("--sizes", default="1000,10000,100000", help="synthetic catalog sizes (pools)")
+    ap.add_argument("--coupled-only", action="store_true",
+                    help=f"time only coupled plans; save to {COUPLED_RESULTS.relative_to(ROOT)}")
     args = ap.parse_args()
+    sizes = tuple(int(x) for x in args.sizes.split(",") if x)
+    if args.coupled_only:
+        print("coupled plans: speed (median wall seconds) and exactness vs the plain MILP")
+        rows = speed(args.runs, args.independent_limit, sizes, [c for c in CASES if c[1] == "coupled"])
+        COUPLED_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        COUPLED_RESULTS.write_text(json.dumps({"machine": machine(), "speed": rows}, indent=2) + "\n")
+        print(f"saved {COUPLED_RESULTS.relative_to(ROOT)}")
+        return
     if args.quality_only:
         saved = json.loads(RESULTS.read_text())
         print("plan quality: expected true cost per weighted GPU-hour (examples, snapshot)")
@@ -333,7 +350,7 @@ def main() -> None:
         print(f"saved {RESULTS.relative_to(ROOT)}")
         return
     print("speed (median wall seconds) and exactness vs the plain MILP")
-    rows = speed(args.runs, args.independent_limit, tuple(int(x) for x in args.sizes.split(",")))
+    rows = speed(args.runs, args.independent_limit, sizes)
     print("exhaustive search on small instances")
     small = exhaustive(args.small)
     print(f"  {small}")
@@ -341,7 +358,7 @@ def main() -> None:
     examples = quality()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
         "target": "default strategy, 100k pools, under 1 s",
         "speed": rows, "exhaustive": small, "quality": examples}, indent=2) + "\n")
     print(f"saved {RESULTS.relative_to(ROOT)}")

@@ -14,8 +14,11 @@ the two. The walk ends when ``hi < 0`` or no plan with ``Lam <= hi`` has ``P'`` 
 best value (``F >= 1``, so none could beat it); the best plan seen is then optimal (plans
 whose rates differ by less than ``_EPS`` per hour count as equal).
 
-Before each MILP, LP relaxations over bands of ``Lam`` (``_screen``) lower ``hi`` past
-bands that cannot hold a better plan. Incumbents make the cuts bite early: the plan running
+Each step's MILP also carries ``cut_row``, a linear row every plan better than the best
+meets (the minimum over those plans is what the invariant needs), so a step that can find
+nothing better is infeasible. Before each MILP, LP relaxations over bands of ``Lam``
+(``_screen``, with each band's own cut row) lower ``hi`` past bands that cannot hold a
+better plan. Incumbents make the cuts bite early: the plan running
 now, the independent-nodes plan, and the plans of a successive linearisation
 (``_tangent_plans``: the MILP on the tangent plane of ``P * F(Lam)``,
 ``economics.coupled_tangent``, re-taken at each plan). ``MAX_STEPS`` bounds the work;
@@ -36,6 +39,7 @@ GAP = 1e-9
 MAX_STEPS = 100
 SCREEN_BANDS = 8
 TANGENT_ROUNDS = 6
+CUT_POINTS = 256  # grid intervals for cut_row
 _EPS = 1e-4       # interruption rates closer than this (per hour) count as equal
 
 
@@ -82,7 +86,7 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
             hi = _screen(model, penalty, hi, best_value * (1 - GAP), factor)
         if hi < 0:
             break
-        x = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP))   # value >= P'
+        x = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP), factor=factor)   # value >= P'
         if x is None:
             break
         if value(x.counts) < best_value * (1 - GAP):
@@ -96,13 +100,17 @@ def _screen(model: Model, penalty: np.ndarray | None, hi: float, beat: float, fa
     """Lower ``hi`` past rate bands that cannot hold a plan worth less than ``beat``.
 
     ``[0, hi]`` is cut into ``SCREEN_BANDS`` bands; in band ``[a, b]`` every plan is worth at
-    least ``LP(min P' s.t. a <= Lam <= b) * F(a)``. Returns the top of the highest band that
+    least ``LP(min P' s.t. a <= Lam <= b) * F(a)``, and only plans that meet the band's
+    ``cut_row`` may be worth less than ``beat``, so the LP carries it too (an infeasible LP
+    rules the band out). Returns the top of the highest band that
     may still hold a better plan, or -1 when none can.
     """
     cand = model.cand
     edges = np.linspace(0.0, hi, SCREEN_BANDS + 1)
+    pools = np.arange(model.n)
     for a, b in reversed(list(zip(edges[:-1], edges[1:]))):
-        band = Extra(rows=[Row(np.arange(model.n), cand.rate, lb=a, ub=b)])
+        slope, bound = cut_row(b, beat, factor, lo=a)
+        band = Extra(rows=[Row(pools, cand.rate, lb=a, ub=b), Row(pools, cand.price + slope * cand.rate, ub=bound)])
         if model.lower_bound(cand.price, penalty, band) * factor(a) < beat:
             return float(b)
     return -1.0
@@ -140,9 +148,30 @@ def _inverse_factor(target: float, workload: Workload) -> float:
     return hi
 
 
-def _cheapest_below(model: Model, penalty: np.ndarray | None, hi: float, cutoff: float) -> Solution | None:
-    """Cheapest plan (``P'``) whose interruption rate is at most ``hi``; ``None`` when none
-    has ``P'`` below ``cutoff``."""
+def cut_row(hi: float, beat: float, factor, lo: float = 0.0) -> tuple[float, float]:
+    """``(s, c)`` with ``s >= 0`` such that every plan with ``lo <= Lam <= hi`` worth less
+    than ``beat`` has ``P + s * Lam < c`` (``P`` its price without launch penalty).
+
+    Such a plan has ``P <= P' < beat / F(Lam)``. On the grid ``l_k = lo + k * (hi - lo) / K``
+    and ``Lam`` in ``[l_k, l_k+1]``, F increasing gives ``P + s * Lam < beat / F(l_k) + s *
+    l_k+1``, so ``c`` is the largest of those (only F increasing is used); ``s`` is the chord
+    slope of ``beat / F`` over ``[lo, hi]``, which makes the row bite near ``Lam = hi``.
+    """
+    if hi <= lo or beat <= 0:
+        return 0.0, beat
+    grid = np.linspace(lo, hi, CUT_POINTS + 1)
+    g = beat / np.array([factor(float(x)) for x in grid])
+    if not np.isfinite(g).all():
+        return 0.0, beat            # P <= P' < beat: always valid
+    slope = max((g[0] - g[-1]) / (hi - lo), 0.0)
+    return slope, float(np.max(g[:-1] + slope * grid[1:])) * (1 + 1e-9)
+
+
+def _cheapest_below(model: Model, penalty: np.ndarray | None, hi: float, cutoff: float, factor) -> Solution | None:
+    """Cheapest plan (``P'``) whose interruption rate is at most ``hi`` among those that may be
+    worth less than ``cutoff`` (``cut_row``); ``None`` when there is none."""
     cand = model.cand
-    row = Row(np.arange(model.n), cand.rate, ub=hi)
-    return model.solve(cand.price, penalty=penalty, extra=Extra(rows=[row]), cutoff=cutoff)
+    pools = np.arange(model.n)
+    slope, bound = cut_row(hi, cutoff, factor)
+    rows = [Row(pools, cand.rate, ub=hi), Row(pools, cand.price + slope * cand.rate, ub=bound)]
+    return model.solve(cand.price, penalty=penalty, extra=Extra(rows=rows), cutoff=cutoff)

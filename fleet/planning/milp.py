@@ -28,6 +28,9 @@ from fleet.planning.twins import find_twins, singletons
 HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "disp": False, "presolve": True}
 #: Above this many pools, drop pools by LP reduced costs before the MILP (exact).
 FIXING_MIN_POOLS = 48
+#: Solve the full program once at most this many times the restricted program's pools stay
+#: open (a speed knob; exactness does not depend on it).
+FULL_SOLVE_RATIO = 12
 #: Tolerance for covering and budget checks on rounded solutions (weighted GPUs, $/h).
 TOL = 1e-6
 
@@ -145,18 +148,25 @@ class Model:
         extra = extra or Extra()
         upper = self.cand.upper if upper is None else upper
         with_pools = False
+
         while True:
             sol = self._run(self._build(cost, penalty, extra, upper, with_pools=with_pools), cutoff)
+            if sol is _MORE_ROWS or (sol is not None and sol.objective < cutoff and self._more_cap_rows(sol.counts)):
+                continue
             if sol is None or sol.objective >= cutoff:
                 return None
-            if self.domains is not None and self.domains.activate(sol.counts):
-                if self.reduce and len(self.domains.pools_with_rows()):
-                    self._layout()
-                continue
             if not with_pools and not self._enough_pools(sol.counts):
                 with_pools = True
                 continue
             return sol
+
+    def _more_cap_rows(self, counts: np.ndarray) -> bool:
+        """Activates the rows of the caps ``counts`` breaks; whether any was new."""
+        if self.domains is None or not self.domains.activate(counts):
+            return False
+        if self.reduce and len(self.domains.pools_with_rows()):
+            self._layout()
+        return True
 
     def lower_bound(self, cost: np.ndarray, penalty: np.ndarray | None = None, extra: Extra | None = None) -> float:
         """A lower bound on ``solve``'s objective (its LP relaxation); ``inf`` if infeasible."""
@@ -223,7 +233,12 @@ class Model:
         return _Program(c, integrality, lb, ub, _matrix(rows, total), np.array([r.lb for r in rows]),
                         np.array([r.ub for r in rows]), len(extra.costs))
 
-    def _run(self, prog: "_Program", cutoff: float) -> Solution | None:
+    def _run(self, prog: "_Program", cutoff: float) -> "Solution | None | object":
+        """Solves ``prog`` (after reduced-cost fixing above ``FIXING_MIN_POOLS`` columns).
+        Returns ``_MORE_ROWS`` when a restricted program's plan breaks caps whose rows were not
+        active: their rows are active now and ``prog`` is stale. Every cap row is valid, so
+        adding it before the full program is solved changes no optimum, and spares a full
+        solve whose plan would likely break it too."""
         c, integrality, lb, ub = prog.c, prog.integrality, prog.lb, prog.ub
         if self.fixing and self.cols > FIXING_MIN_POOLS:
             relaxed = _relaxation(prog)
@@ -245,6 +260,8 @@ class Model:
                 ub_r[:self.cols] = 0
                 ub_r[inside] = ub[inside]
                 incumbent = self._milp(prog, ub_r)
+                if incumbent is not None and self._more_cap_rows(incumbent.counts):
+                    return _MORE_ROWS
                 if incumbent is None and size >= len(ranked):
                     return None               # every open pool was in the restricted program
                 z_ub = min(incumbent.objective if incumbent else np.inf, cutoff)
@@ -253,8 +270,8 @@ class Model:
                     still_open = np.flatnonzero(ub[:self.cols] > 0)
                     if incumbent and incumbent.proven and np.isin(still_open, inside).all():
                         return incumbent      # every pool that can matter was in the restricted program
-                    if len(still_open) <= 4 * size:
-                        break
+                    if len(still_open) <= FULL_SOLVE_RATIO * size:
+                        break     # a larger restricted program would cost about what the full one does
                 size *= 4
         return self._milp(prog, ub)
 
@@ -268,6 +285,10 @@ class Model:
         counts = self.twins.spread(np.rint(x[:self.cols]).astype(np.int64))
         return Solution(counts=counts, extra=x[self.base_cols:self.base_cols + prog.extras],
                         proven=res.status == 0, objective=float(prog.c @ x))
+
+
+#: ``Model._run``'s answer when new cap rows were activated and the program must be rebuilt.
+_MORE_ROWS = object()
 
 
 def _matrix(rows: list[Row], columns: int):

@@ -3,6 +3,8 @@ exact against exhaustive search (planner_oracle) and the plain MILP, and named w
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,7 @@ from fleet.model import Market, Quota, QuotaUnit
 from fleet.planning import economics, plan, strategies
 from fleet.planning.candidates import select
 from fleet.planning.domains import Domains, limits_for
-from fleet.planning.milp import Model
+from fleet.planning.milp import FIXING_MIN_POOLS, Model
 from fleet.planning.pruning import prune
 from fleet.spec import parse_spec
 
@@ -103,6 +105,39 @@ def test_dominance_across_zones_is_not_used_when_zones_are_capped():
     _, best = brute_force(spec, offers)
     assert p.feasible and p.totals.true_cost_per_hour == pytest.approx(best.key[0])
     assert any(a.offer.pool.zone == "b" for a in p.allocations)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["independent", "coupled"]),
+       zone_share=st.sampled_from([0.2, 0.34]))
+def test_caps_found_by_restricted_programs_keep_the_plain_milp_optimum(seed, kind, zone_share):
+    """Above ``FIXING_MIN_POOLS`` columns the reduced model solves restricted programs first;
+    the caps their plans break become rows before the full program is solved. Many cheap
+    pools in few zones make those plans break zone caps; the optimum is the plain MILP's."""
+    rng = random.Random(seed)
+    offers = [offer(provider=rng.choice(["aws", "gcp"]), region=f"r{rng.randrange(2)}", zone=f"z{rng.randrange(4)}",
+                    itype=f"t{i}", spot=rng.random() < 0.8, gpus=rng.choice([1, 2, 4]),
+                    price=round(rng.uniform(1, 4), 2), rate=rng.choice([0.05, 0.1, 0.2, 0.4]),
+                    hint=rng.choice([None, 2, 3])) for i in range(90)]
+    spec = spec_of(f"max_pool_share: 0.3, min_pools: 2, max_zone_share: {zone_share}, max_region_share: 0.6",
+                   gpus=16, on_demand=2, extra=f"workload: {{kind: {kind}}}")
+    cand = select(spec, offers)
+    limits = limits_for(spec, cand.weighted[cand.spot])
+    fast = Model(cand, 16.0, 2.0, None, 2, limits=limits)
+    plain = Model(cand, 16.0, 2.0, None, 2, reduce=False, limits=limits)
+    assert fast.cols > FIXING_MIN_POOLS
+    a = strategies.solve(spec.strategy, fast, spec.workload, replan=False)
+    b = strategies.solve(spec.strategy, plain, spec.workload, replan=False)
+    assert (a.counts is None) == (b.counts is None)
+    if a.counts is None:
+        return
+    assert not fast.domains.broken(a.counts)
+
+    def value(model, counts):
+        return economics.fleet_true_cost_per_hour(
+            ((int(n), float(p), float(r)) for n, p, r in zip(counts, model.cand.price, model.cand.rate)),
+            spec.workload)
+    assert value(fast, a.counts) == pytest.approx(value(plain, b.counts), rel=1e-6)
 
 
 # ---- quotas ------------------------------------------------------------------------------
