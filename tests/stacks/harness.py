@@ -34,7 +34,13 @@ class EngineMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         self.inputs[(args.typ, args.name)] = dict(args.inputs)
-        outs = {**args.inputs, "arn": f"arn:mock:{args.name}", "email": f"{args.name}@mock.iam",
+        # echo the inputs as outputs, in the output's shape where the two differ
+        # (azure-native takes identity ids as a list and reports them as a map)
+        echoed = dict(args.inputs)
+        identity = echoed.get("identity")
+        if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+            echoed["identity"] = {**identity, "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]}}
+        outs = {**echoed, "arn": f"arn:mock:{args.name}", "email": f"{args.name}@mock.iam",
                 "latestVersion": 1, "selfLinkUnique": f"https://mock/{args.name}", "principalId": f"pid-{args.name}"}
         if args.typ == "pulumi-python:dynamic:Resource":
             outs["instance_ids"] = []
