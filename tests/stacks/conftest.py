@@ -58,3 +58,8 @@ def fleet_plan(tmp: Path, text: str, name: str = "spec.yaml") -> tuple[Path, Pat
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory) -> tuple[Path, Path]:
     return fleet_plan(tmp_path_factory.mktemp("multi"), MULTI)
+
+
+def pytest_configure(config):
+    # the provider SDKs warn about their own deprecated resources when imported; not ours to fix
+    config.addinivalue_line("filterwarnings", "ignore:.*has been deprecated in favor of:DeprecationWarning")
