@@ -119,8 +119,10 @@ class VastFleet(pulumi.ComponentResource):
         super().__init__("spotfleet:index:VastFleet", name, None, opts)
         self.instance_ids: dict[str, pulumi.Output] = {}
         for p in pools:
-            resource = VastPool(p.name, pool_inputs(spec, p), pulumi.ResourceOptions(
-                parent=self, ignore_changes=ignore_changes(DYNAMIC_TYPE, spot=p.spot),
-                additional_secret_outputs=["node"]))
+            props = pool_inputs(spec, p)
+            if p.secret:     # node.env holds resolved ${env:...} values: keep them encrypted in the state
+                props["node"] = pulumi.Output.secret(props["node"])
+            resource = VastPool(p.name, props, pulumi.ResourceOptions(
+                parent=self, ignore_changes=ignore_changes(DYNAMIC_TYPE, spot=p.spot)))
             self.instance_ids[p.name] = resource.instance_ids
         self.register_outputs({"instance_ids": self.instance_ids})

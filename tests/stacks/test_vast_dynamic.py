@@ -13,7 +13,7 @@ pytest.importorskip("pulumi", reason="the Pulumi SDK is not installed: pip insta
 pytest.importorskip("httpx", reason="httpx is not installed: pip install -e '.[vast]'")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
-from harness import declare, one  # noqa: E402
+from harness import declare, one, reveal  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
 from fleet.bootstrap import boot_for, render  # noqa: E402
@@ -144,3 +144,14 @@ def test_pools_are_declared_as_dynamic_resources_with_the_rebalancer_count_ignor
         assert Offer.model_validate(d.inputs["offer"]) == p.offer
         assert d.ignore_changes == list(REBALANCER_OWNS[DYNAMIC_TYPE])
         assert API_KEY not in repr(d.inputs)
+
+
+def test_resolved_secrets_in_node_env_reach_the_state_encrypted(fake):
+    spec = parse_spec(SPEC.replace("env: {WANDB_MODE: offline}", 'env: {HF_TOKEN: "${env:HF_TOKEN}"}'))
+    adapter = VastProvider(spec.provider_settings("vast"), api=VastApi(fake.url, API_KEY))
+    plan = make_plan(spec, adapter.list_offers(OfferQuery(accelerators=("H100",))))
+    planned_pools = pools(spec, plan, env={"HF_TOKEN": "hf-value"})
+    declared, _ = declare(lambda: VastFleet("vastfleet-vast", spec, planned_pools))
+    for p in planned_pools:
+        node, secret = reveal(one(declared, DYNAMIC_TYPE, p.name).inputs["node"])
+        assert secret and node["env"] == {"HF_TOKEN": "hf-value"}
