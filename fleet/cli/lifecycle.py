@@ -38,7 +38,10 @@ def store_exists(app: App) -> bool:
 def store_of(app: App, *, create: bool = False) -> StateStore:
     """The state store at ``app.state_url``; missing -> StateError unless ``create``. The spotfleet
     home holding it (``$SPOTFLEET_HOME``, ``~/.spotfleet``) is made private (0700) on the way."""
-    if app.home.is_dir() and path_from_url(app.state_url).parent.resolve() == app.home.resolve():
+    from fleet.state.postgres import is_postgres_url
+
+    if (not is_postgres_url(app.state_url) and app.home.is_dir()
+            and path_from_url(app.state_url).parent.resolve() == app.home.resolve()):
         private_dir(app.home)
     return open_store(app.state_url, create=create)
 

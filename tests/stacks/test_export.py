@@ -1,0 +1,88 @@
+"""`fleet export pulumi SPEC DIR`: a complete Pulumi project whose program runs under the mocks
+and declares the plan it saved."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import MULTI
+
+FLEET = str(Path(sys.executable).with_name("fleet"))
+
+
+def export(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([FLEET, "--home", str(tmp / "home"), "export", "pulumi", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def project(tmp_path) -> tuple[Path, dict]:
+    spec = tmp_path / "in.yaml"
+    spec.write_text(MULTI)
+    done = export(tmp_path, str(spec), str(tmp_path / "proj"), "--json")
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "proj", json.loads(done.stdout)
+
+
+def test_export_writes_a_complete_project(project):
+    root, report = project
+    assert sorted(p.name for p in root.iterdir()) == sorted(report["files"]) == [
+        "Pulumi.yaml", "README.md", "__main__.py", "plan.json", "requirements.txt", "spec.yaml"]
+    meta = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    assert meta["runtime"]["name"] == "python" and meta["name"] == "multi-fleet"
+    assert meta["config"]["spotfleet:spec"]["value"] == "spec.yaml"
+    assert "spotfleet[pulumi]==" in (root / "requirements.txt").read_text()
+    plan = json.loads((root / "plan.json").read_text())
+    assert plan["id"] == report["plan_id"] and "pulumi preview" in (root / "README.md").read_text()
+
+
+def test_export_refuses_to_overwrite_without_force(project, tmp_path):
+    root, _ = project
+    done = export(tmp_path, str(root / "spec.yaml"), str(root))
+    assert done.returncode == 1 and "--force" in done.stderr and "Traceback" not in done.stderr
+    assert export(tmp_path, str(root / "spec.yaml"), str(root), "--force").returncode == 0
+
+
+def test_export_of_a_bad_spec_names_the_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x1\ncapacity: {gpus: 0, accelerators: [H100]}\n")
+    done = export(tmp_path, str(bad), str(tmp_path / "out"))
+    assert done.returncode == 2 and "capacity.gpus" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_exported_program_runs_under_the_mocks(project, monkeypatch):
+    pytest.importorskip("pulumi", reason="the Pulumi SDK is not installed: pip install -e '.[pulumi]'")
+    pytest.importorskip("pulumi_aws", reason="pulumi-aws is not installed")
+    pytest.importorskip("pulumi_gcp", reason="pulumi-gcp is not installed")
+    import pulumi.runtime
+    from harness import declare
+
+    root, report = project
+    meta = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    monkeypatch.setenv("HF_TOKEN", "hf-from-the-environment")
+    monkeypatch.chdir("/")            # the program finds its files from its own path
+
+    def run():
+        pulumi.runtime.set_all_config({key: entry["value"] for key, entry in meta["config"].items()})
+        return runpy.run_path(str(root / "__main__.py"))
+
+    declared, _ = declare(run)
+    stack_counts = {}
+    for d in declared:
+        if d.type == "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager":
+            stack_counts[d.name] = d.inputs["targetSize"]
+    from fleet.model import PoolKey
+    from stacks.layout import logical_name
+    expected = {logical_name(PoolKey.from_id(p)): c for p, c in report["counts"].items() if p.startswith("gcp/")}
+    assert stack_counts == expected and expected
+    assert any(d.type == "spotfleet:index:SpotFleet" for d in declared)
+    assert len([d for d in declared if d.type == "aws:ec2/launchTemplate:LaunchTemplate"]) == sum(
+        1 for p in report["counts"] if p.startswith("aws/"))
