@@ -15,7 +15,7 @@ from fleet.errors import FleetError
 
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).
 COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
-                   "up", "status", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance")
+                   "up", "status", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance", "simulate")
 
 
 class FleetGroup(click.Group):
