@@ -81,6 +81,7 @@ class Outcome:
     ready_series: tuple[float, ...] = ()
     cost_series: tuple[float, ...] = ()       # cumulative cost at the end of each tick
     on_demand_series: tuple[float, ...] = ()  # weighted GPUs alive on on-demand per tick
+    spot_series: tuple[float, ...] = ()       # weighted GPUs alive on spot per tick
 
 
 @dataclass
@@ -113,6 +114,7 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
     ready_s: list[float] = []
     cost_s: list[float] = []
     od_s: list[float] = []
+    spot_s: list[float] = []
     memory = spec.rebalance.backoff_memory_seconds
 
     for t in range(replay.ticks):
@@ -185,7 +187,7 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
         max_spend = max(max_spend, spend)
         cost += spend * gap / 3600
         ready = sum(n.weight for n in alive.values() if n.ready_tick <= t)
-        od_w = 0.0
+        od_w = spot_w = 0.0
         for n in alive.values():
             pool = n.offer.pool.id
             hours[pool] = hours.get(pool, 0.0) + gap / 3600
@@ -194,6 +196,7 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
                 od_w += n.weight
             else:
                 spot_hours += gap / 3600
+                spot_w += n.weight
         if t >= cold_ticks:
             measured += 1
             at_target += ready >= target - EPS
@@ -202,6 +205,7 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
             ready_s.append(ready)
             cost_s.append(cost)
             od_s.append(od_w)
+            spot_s.append(spot_w)
     rates = {o.pool.id: o.interruptions_per_hour for o in replay.offers}
     pools = {p: PoolFigures(h, lost_in.get(p, 0), rates.get(p, 0.0) * h) for p, h in sorted(hours.items())
              if p in replay.capacity}
@@ -210,7 +214,7 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
                    interruptions=interruptions, work_lost_gpu_hours=work_lost, on_demand_node_hours=od_hours,
                    spot_node_hours=spot_hours, launches=launches, failed_launches=failed,
                    max_spend_per_hour=max_spend, pools=pools, ready_series=tuple(ready_s),
-                   cost_series=tuple(cost_s), on_demand_series=tuple(od_s))
+                   cost_series=tuple(cost_s), on_demand_series=tuple(od_s), spot_series=tuple(spot_s))
 
 
 def _observed(node: _Node, gap: int) -> ObservedInstance:

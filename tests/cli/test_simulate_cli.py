@@ -72,3 +72,16 @@ def test_bad_input_is_one_line_naming_the_option(tmp_path):
     assert len(res.stderr.strip().splitlines()) == 1
     res = fleet("simulate", str(spec), "--interval", "soon", home=tmp_path)
     assert res.returncode == 1 and "cannot read duration 'soon'" in res.stderr
+
+
+def test_chart_writes_a_png(tmp_path):
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "sim.png"
+    res = fleet("simulate", str(spec), "--days", "0.5", "--no-optimum", "--chart", str(out), "--json", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    assert json.loads(res.stdout)["ticks"] == 72
