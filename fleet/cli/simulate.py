@@ -21,6 +21,7 @@ from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.local_cmd import parse_duration
 from fleet.errors import FleetError
 from fleet.simulate import Report, SimOptions, simulate
+from fleet.simulate.run import hazard_rates
 from fleet.simulate.tracefile import ValueMeaning, load_traces, shipped_trace_dir
 from fleet.spec import load_spec
 
@@ -42,6 +43,9 @@ from fleet.spec import load_spec
               help="JSON file: trace name -> list of pool-id prefixes it drives (replaces the zone rule).")
 @click.option("--spare", type=click.IntRange(min=0, max=10_000), default=0, show_default=True,
               help="Plan this many weighted GPUs beyond the target (spare spot nodes).")
+@click.option("--rates", type=click.Choice(["catalog", "hazard"]), default="catalog", show_default=True,
+              help="Spot interruption rates the policy plans with: the catalog's, or fitted from the traces' "
+                   "run lengths (fresh-node hazard).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random choices (count traces).")
 @click.option("--no-optimum", is_flag=True, help="Skip the offline optimum (an integer program).")
 @click.option("--chart", type=click.Path(path_type=Path), default=None, metavar="PNG",
@@ -49,7 +53,7 @@ from fleet.spec import load_spec
 @json_option
 @pass_app
 def command(app: App, spec_path: Path, traces_dir: Path | None, days: float | None, interval: str, cold_start: str,
-            tick: str | None, values: str, mapping: Path | None, spare: int, seed: int, no_optimum: bool,
+            tick: str | None, values: str, mapping: Path | None, spare: int, rates: str, seed: int, no_optimum: bool,
             chart: Path | None, as_json: bool) -> None:
     """Simulate SPEC's fleet on spot traces against the baselines and the offline optimum."""
     spec = load_spec(spec_path)
@@ -61,7 +65,7 @@ def command(app: App, spec_path: Path, traces_dir: Path | None, days: float | No
     if chart is not None:
         _need_matplotlib()
     options = SimOptions(interval_seconds=interval_s, cold_start_seconds=cold_s, days=days, seed=seed, spare=spare,
-                         optimum=not no_optimum, series=chart is not None)
+                         optimum=not no_optimum, series=chart is not None, rates=rates)
     started = time.perf_counter()
     report = simulate(spec, snapshot_offers(), traces, options, pools)
     elapsed = time.perf_counter() - started
@@ -110,6 +114,8 @@ def to_dict(report: Report) -> dict[str, Any]:
     od = report.on_demand_cost
     best = report.optimum.cost if report.optimum is not None else None
     rows = []
+    planned = {o.pool.id: o.interruptions_per_hour for o in report.replay.offers}
+    fitted = hazard_rates(report.replay)
     for o in report.outcomes:
         rows.append({
             "policy": o.policy, "at_target": o.at_target, "at_critical": o.at_critical, "cost": round(o.cost, 2),
@@ -120,13 +126,17 @@ def to_dict(report: Report) -> dict[str, Any]:
             "launches": o.launches, "failed_launches": o.failed_launches,
             "max_spend_per_hour": round(o.max_spend_per_hour, 4),
             "pools": {p: {"hours": round(f.hours, 3), "interruptions": f.interruptions,
-                          "predicted_interruptions": round(f.predicted, 3)} for p, f in o.pools.items()},
+                          "predicted_interruptions": round(f.predicted, 3),
+                          "planned_rate_per_hour": round(planned.get(p, 0.0), 5),
+                          "hazard_rate_per_hour": round(fitted.get(p, 0.0), 5),
+                          "realised_rate_per_hour": round(f.interruptions / f.hours, 5) if f.hours else None}
+                      for p, f in o.pools.items()},
         })
     r = report.replay
     return {
         "ticks": r.ticks, "tick_seconds": r.tick_seconds, "hours": r.ticks * r.tick_seconds / 3600,
         "interval_ticks": report.interval_ticks, "cold_start_ticks": report.cold_ticks,
-        "seed": report.options.seed, "spare": report.options.spare,
+        "seed": report.options.seed, "spare": report.options.spare, "rates": report.options.rates,
         "pools": dict(r.trace_of), "unmapped_pools": list(r.unmapped), "unused_traces": list(r.unused),
         "policies": rows,
         "optimum": None if report.optimum is None else {"cost": best, "status": report.optimum.status,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from fleet.catalog import filter_for_spec
-from fleet.model import Offer
+from fleet.model import InterruptionSource, Offer
 from fleet.simulate import engine, optimum, policies
+from fleet.simulate.hazard import fresh_node_rate
 from fleet.simulate.market import Replay, build_replay
 from fleet.simulate.tracefile import ZoneTrace
 from fleet.spec import FleetSpec
@@ -23,6 +24,7 @@ class SimOptions:
     baselines: bool = True
     optimum: bool = True
     series: bool = False
+    rates: str = "catalog"          # or "hazard": spot rates fitted from the replayed traces
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,20 @@ def ticks_of(seconds: float, tick: int, *, at_least: int) -> int:
     return max(at_least, int(-(-seconds // tick)))
 
 
+def hazard_rates(replay: Replay) -> dict[str, float]:
+    """Fresh-node interruption rate of every replayed spot pool, fitted from its trace."""
+    return {pool: fresh_node_rate([c > 0 for c in cap], replay.tick_seconds) for pool, cap in replay.capacity.items()}
+
+
+def with_hazard_rates(replay: Replay) -> Replay:
+    """``replay`` with its spot offers' interruption rates replaced by :func:`hazard_rates`."""
+    rates = hazard_rates(replay)
+    offers = tuple(o.model_copy(update={"interruptions_per_hour": rates[o.pool.id],
+                                        "interruption_source": InterruptionSource.TRACE})
+                   if o.pool.id in rates else o for o in replay.offers)
+    return replace(replay, offers=offers)
+
+
 def simulate(spec: FleetSpec, offers: Sequence[Offer], traces: Sequence[ZoneTrace], options: SimOptions = SimOptions(),
              mapping: Mapping[str, Sequence[str]] | None = None) -> Report:
     """Replay ``traces`` for ``spec`` over the catalog ``offers`` (see ``engine`` for the model)."""
@@ -54,6 +70,8 @@ def simulate(spec: FleetSpec, offers: Sequence[Offer], traces: Sequence[ZoneTrac
     gap = traces[0].gap_seconds
     ticks = None if options.days is None else max(1, int(options.days * 86400 // gap))
     replay = build_replay(usable, traces, ticks, mapping)
+    if options.rates == "hazard":
+        replay = with_hazard_rates(replay)
     interval = ticks_of(options.interval_seconds, gap, at_least=1)
     cold = ticks_of(options.cold_start_seconds, gap, at_least=0)
     notes = []

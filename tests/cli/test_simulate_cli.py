@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SPEC = """
 name: sim
 capacity: {gpus: 2, accelerators: [H100], gpus_per_node: {min: 1, max: 1}}
@@ -75,8 +77,6 @@ def test_bad_input_is_one_line_naming_the_option(tmp_path):
 
 
 def test_chart_writes_a_png(tmp_path):
-    import pytest
-
     pytest.importorskip("matplotlib")
     spec = tmp_path / "fleet.yaml"
     spec.write_text(SPEC)
@@ -85,3 +85,16 @@ def test_chart_writes_a_png(tmp_path):
     assert res.returncode == 0, res.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     assert json.loads(res.stdout)["ticks"] == 72
+
+
+def test_hazard_rates_replace_the_catalog_estimates_and_pools_report_them(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    res = fleet("simulate", str(spec), "--days", "1", "--no-optimum", "--rates", "hazard", "--json", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    ours = data["policies"][0]
+    assert data["rates"] == "hazard" and ours["pools"]
+    for figures in ours["pools"].values():
+        assert figures["planned_rate_per_hour"] == figures["hazard_rate_per_hour"]
+        assert figures["realised_rate_per_hour"] == pytest.approx(figures["interruptions"] / figures["hours"], rel=1e-3)

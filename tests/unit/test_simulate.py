@@ -122,3 +122,17 @@ def test_budget_is_never_exceeded_over_a_whole_trace():
     ours = report.outcomes[0]
     assert report.replay.ticks == 2114
     assert ours.launches > 8 and 0 < ours.max_spend_per_hour <= 30 + 1e-9
+
+
+def test_fresh_node_rate_from_run_lengths():
+    from fleet.simulate.hazard import fresh_node_rate, run_lengths
+
+    bursty = [True] * 10 + [False] + [True, False] * 5 + [True] * 4
+    assert run_lengths(bursty) == [(10, True)] + [(1, True)] * 5 + [(4, False)]
+    # hour ticks, 2-hour horizon: the long run loses 2 of its 10 launches over 1+2*9 hours,
+    # each flapping run loses its one launch after 1 hour, the censored run loses none (1+2*3 hours)
+    assert fresh_node_rate(bursty, 3600, horizon_hours=2) == pytest.approx((2 + 5) / (19 + 5 + 7))
+    assert fresh_node_rate([False, False], 3600) == 0.0
+    # a steady trace, a drop every 10 available hours: a fresh node lives 5.5 h on average
+    steady = ([True] * 10 + [False]) * 50
+    assert fresh_node_rate(steady, 3600, horizon_hours=100) == pytest.approx(1 / 5.5)
