@@ -49,7 +49,7 @@ def test_optimum_equals_brute_force_on_tiny_traces(case):
     rnd = random.Random(case)
     target = 1 if case < 4 else 2
     ticks = 5 if target == 1 else 3
-    cold = case % 2 + (0 if target == 1 else 0)
+    cold = case % 2
     offers = [spot("z1", 2.0), spot("z2", 3.0), on_demand(10.0)]
     if case % 3 == 2:
         traces = [trace("z1", [rnd.randint(0, 2) for _ in range(ticks)], ValueMeaning.COUNT),
