@@ -1,0 +1,100 @@
+"""`fleet simulate` end to end: a real subprocess of the installed command on traces written to disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SPEC = """
+name: sim
+capacity: {gpus: 2, accelerators: [H100], gpus_per_node: {min: 1, max: 1}}
+providers: {gcp: {}}
+rebalance: {critical_gpus: 2}
+diversification: {max_pool_share: 1}
+"""
+
+
+def fleet(*args: str, home: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fleet.cli.main", "--home", str(home), *args],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def write_traces(tmp_path: Path) -> Path:
+    d = tmp_path / "traces"
+    d.mkdir()
+    # us-central1-a (catalog spot $2.52/h) drops at tick 10; us-west1-a never does
+    (d / "a.json").write_text(json.dumps({"metadata": {"gap_seconds": 600, "zone": "us-central1-a"},
+                                          "data": [1] * 10 + [0] * 10}))
+    (d / "us-west1-b.json").write_text(json.dumps({"data": [1] * 20}))
+    return d
+
+
+def test_json_report_on_hand_made_traces(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    traces = write_traces(tmp_path)
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"us-central1-a": ["gcp/us-central1/us-central1-a/a3-highgpu-1g/spot"]}))
+    res = fleet("simulate", str(spec), "--traces", str(traces), "--values", "one", "--tick", "10m",
+                "--mapping", str(mapping), "--json", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["ticks"] == 20 and data["cold_start_ticks"] == 1
+    assert set(data["pools"].values()) == {"us-central1-a", "us-west1-b"}
+    by = {p["policy"]: p for p in data["policies"]}
+    assert set(by) == {"ours", "all on-demand", "single pool + on-demand", "cheapest-first spot", "even spread"}
+    assert by["all on-demand"]["at_target"] == 1.0 and by["all on-demand"]["cost_share_of_on_demand"] == 1.0
+    assert by["ours"]["interruptions"] >= 1 and by["ours"]["cost_share_of_on_demand"] < 1
+    assert data["optimum"]["status"] == "optimal"
+    assert all(p["cost_multiple_of_optimum"] >= 1 - 1e-9 for p in data["policies"] if p["at_target"] == 1.0)
+
+
+def test_table_on_the_shipped_traces_with_no_trace_options(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    res = fleet("simulate", str(spec), "--days", "0.5", "--no-optimum", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "cheapest-first spot" in res.stdout and "12 spot pools" in res.stdout
+
+
+def test_bad_input_is_one_line_naming_the_option(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    traces = tmp_path / "t"
+    traces.mkdir()
+    (traces / "z.json").write_text(json.dumps({"data": [0, 1]}))
+    res = fleet("simulate", str(spec), "--traces", str(traces), home=tmp_path)
+    assert res.returncode == 1 and "--tick" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    res = fleet("simulate", str(spec), "--interval", "soon", home=tmp_path)
+    assert res.returncode == 1 and "cannot read duration 'soon'" in res.stderr
+
+
+def test_chart_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "sim.png"
+    res = fleet("simulate", str(spec), "--days", "0.5", "--no-optimum", "--chart", str(out), "--json", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    assert json.loads(res.stdout)["ticks"] == 72
+
+
+def test_hazard_rates_replace_the_catalog_estimates_and_pools_report_them(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    res = fleet("simulate", str(spec), "--days", "1", "--no-optimum", "--rates", "hazard", "--json", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    ours = data["policies"][0]
+    assert data["rates"] == "hazard" and ours["pools"]
+    for figures in ours["pools"].values():
+        assert figures["planned_rate_per_hour"] == figures["hazard_rate_per_hour"]
+        assert figures["realised_rate_per_hour"] == pytest.approx(figures["interruptions"] / figures["hours"], rel=1e-3)
