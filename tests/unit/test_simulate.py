@@ -15,7 +15,7 @@ from simulate_world import dollars, fleet_spec, on_demand, spot, trace
 
 
 def test_one_zone_dropping_at_a_known_tick_falls_back_to_on_demand():
-    spec = fleet_spec(2, "rebalance: {critical_gpus: 2}\ndiversification: {max_pool_share: 1}")
+    spec = fleet_spec(2, "rebalance: {critical_gpus: 2}\ndiversification: {max_pool_share: 1, max_zone_share: 1}")
     offers = [spot("z1", 2.0), on_demand(10.0)]
     replay = build_replay(offers, [trace("z1", [0] * 10 + [1] * 10)])
     out = run(Rebalancer(spec, replay.offers), spec, replay, cold_ticks=1)
@@ -66,7 +66,7 @@ def test_even_spread_and_single_pool_on_known_traces():
 
 def test_return_to_spot_waits_for_the_replacement_to_be_ready():
     spec = fleet_spec(1, "rebalance: {critical_gpus: 1, min_fallback_age_seconds: 0, backoff_seconds: 600}\n"
-                     "diversification: {max_pool_share: 1}")
+                     "diversification: {max_pool_share: 1, max_zone_share: 1}")
     offers = [spot("z1", 2.0), on_demand(10.0)]
     replay = build_replay(offers, [trace("z1", [0] * 3 + [1] * 3 + [0] * 14)])
     out = run(Rebalancer(spec, replay.offers), spec, replay, cold_ticks=2)
