@@ -20,7 +20,7 @@ Raises ``PlanError`` when no offer the spec allows meets the head's requirements
 
 from __future__ import annotations
 
-from typing import Collection, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
 from fleet.catalog import CPU
 from fleet.errors import PlanError
@@ -50,25 +50,31 @@ def _allowed(spec: FleetSpec, offer: Offer, blocked: Collection[str]) -> bool:
     return not any(pool_id == b or pool_id.startswith(b.rstrip("/") + "/") for b in blocked)
 
 
-def anchor(workers: Plan) -> tuple[str, str] | None:
-    """(provider, region) of the largest worker share by weighted GPUs; ``None`` for no workers."""
+def anchor(shares: Iterable[tuple[str, float]]) -> tuple[str, str] | None:
+    """(provider, region) of the largest share among ``(pool id, weighted GPUs)`` pairs (the
+    workers' allocations or instances); ``None`` when there are none."""
     share: dict[tuple[str, str], float] = {}
-    for a in workers.allocations:
-        key = (a.offer.pool.provider, a.offer.pool.region)
-        share[key] = share.get(key, 0.0) + a.weighted_gpus
+    for pool_id, weighted in shares:
+        provider, region = pool_id.split("/")[:2]
+        share[(provider, region)] = share.get((provider, region), 0.0) + weighted
     if not share:
         return None
     return max(sorted(share), key=lambda k: share[k])
 
 
-def choose(spec: FleetSpec, offers: Sequence[Offer], workers: Plan, current: Mapping[str, int] | None = None,
-           blocked: Collection[str] = ()) -> tuple[Offer, list[str]]:
-    """The head's offer and the notes that explain where it went (see the module doc)."""
+def worker_shares(workers: Plan) -> list[tuple[str, float]]:
+    """``(pool id, weighted GPUs)`` of a plan's worker allocations, for :func:`anchor`."""
+    return [(a.offer.pool.id, a.weighted_gpus) for a in workers.allocations if a.role != HEAD]
+
+
+def choose(spec: FleetSpec, offers: Sequence[Offer], near: tuple[str, str] | None,
+           current: Mapping[str, int] | None = None, blocked: Collection[str] = ()) -> tuple[Offer, list[str]]:
+    """The head's offer and the notes that explain where it went (see the module doc);
+    ``near`` is the workers' :func:`anchor`."""
     head = spec.head
     assert head is not None
     current = current or {}
     fitting = [o for o in offers if fits(head, o) and _allowed(spec, o, blocked)]
-    near = anchor(workers)
     provider = head.provider or (near[0] if near else "")
     region = head.region or (near[1] if near and (not head.provider or head.provider == near[0]) else "")
     places = [(provider, region)]
@@ -104,7 +110,7 @@ def add_head(spec: FleetSpec, workers: Plan, offers: Sequence[Offer], current: M
     """``workers`` with the head allocation added (role ``head``), its price in the totals."""
     head = spec.head
     assert head is not None
-    offer, notes = choose(spec, offers, workers, current, blocked)
+    offer, notes = choose(spec, offers, anchor(worker_shares(workers)), current, blocked)
     price = offer.price_per_hour * head.count
     alloc = Allocation(offer=offer, count=head.count, weighted_gpus=0.0, true_cost_per_hour=price, role=HEAD)
     t = workers.totals
