@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.bootstrap import boot_for, render
 from fleet.catalog import CPU, cpu_offers, filter_for_spec, snapshot_offers
 from fleet.errors import PlanError, SpecError
-from fleet.model import HEAD, Market
+from fleet.model import HEAD, Instance, InstanceState, LaunchRequest, Market, NodeConfig
 from fleet.planning import heads
 from fleet.planning.planner import plan
-from fleet.provisioning.roles import head_stage
+from fleet.provisioning.roles import head_node, head_stage, worker_node
 from fleet.spec import parse_spec
 
 BASE = "name: roles\ncapacity: {gpus: 16, accelerators: [H100]}\n"
@@ -97,3 +98,23 @@ def test_head_stage_launches_the_head_only():
     assert stage.role_allocations(HEAD) == p.role_allocations(HEAD)
     assert {a.offer.pool.id: a.count for a in stage.role_allocations("worker")} == {worker_pool: 1}
     assert head_stage(p, {}).counts() == {p.role_allocations(HEAD)[0].offer.pool.id: 1}
+
+
+def test_the_node_bootstrap_exports_the_head_address_to_workers():
+    spec = parse_spec(BASE + "head: {port: 6379, startup: 'ray start --head --block'}\n")
+    p = plan(spec, offers_for(spec))
+    head_offer = p.role_allocations(HEAD)[0].offer
+    head = Instance(id="i-head", fleet="roles", pool=head_offer.pool, state=InstanceState.RUNNING,
+                    accelerator=CPU, gpus=0, price_per_hour=head_offer.price_per_hour, launched_at=0.0,
+                    address="10.0.0.5")
+    worker = p.role_allocations("worker")[0].offer
+    request = LaunchRequest(fleet="roles", offer=worker, count=1, token="t",
+                            node=worker_node(spec, NodeConfig(startup="train"), head))
+    script = render(boot_for("aws", request))
+    for line in ("export SPOTFLEET_HEAD_ADDR=10.0.0.5", "export SPOTFLEET_HEAD_PORT=6379",
+                 "export SPOTFLEET_ROLE=worker"):
+        assert line in script
+    head_script = render(boot_for("aws", LaunchRequest(fleet="roles", offer=head_offer, count=1, token="h",
+                                                       node=head_node(spec, {}, ""))))
+    assert "export SPOTFLEET_ROLE=head" in head_script and "SPOTFLEET_HEAD_ADDR" not in head_script
+    assert "ray start --head --block" in head_script
