@@ -44,7 +44,7 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
     offers, info = catalog.offers(OfferQuery(accelerators=tuple(spec.capacity.accelerators)))
     offers = filter_for_spec(offers, spec)
     if spec.head is not None:       # CPU types for the head; live adapters may not list them
-        cpu, _ = catalog.offers(OfferQuery(accelerators=(CPU,), spot=False))
+        cpu = [o for o in catalog.offers(OfferQuery(accelerators=(CPU,), spot=False))[0] if o.accelerator == CPU]
         listed = {o.pool.provider for o in cpu}
         offers += cpu + [o for o in cpu_offers() if o.pool.provider not in listed
                          and spec.backend is not Backend.LOCAL and spec.provider_settings(o.pool.provider)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from fleet.bootstrap import boot_for, render
@@ -118,3 +120,21 @@ def test_the_node_bootstrap_exports_the_head_address_to_workers():
                                                        node=head_node(spec, {}, ""))))
     assert "export SPOTFLEET_ROLE=head" in head_script and "SPOTFLEET_HEAD_ADDR" not in head_script
     assert "ray start --head --block" in head_script
+
+
+def test_fleet_plan_shows_the_head_row_and_roles_in_json(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from fleet.cli.main import cli
+
+    monkeypatch.setenv("SPOTFLEET_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SPOTFLEET_LOCAL_CLOUD", raising=False)
+    path = tmp_path / "fleet.yaml"
+    path.write_text(BASE + "providers: {gcp: {}}\nhead: {vcpus: 2}\n")
+    table = CliRunner().invoke(cli, ["plan", str(path), "--wide"], catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    head_rows = [line for line in table.output.splitlines() if "on-demand (head)" in line]
+    assert len(head_rows) == 1 and "e2-medium" in head_rows[0] and "2 vCPU" in head_rows[0]
+    data = json.loads(CliRunner().invoke(cli, ["plan", str(path), "--json"], catch_exceptions=False).output)
+    roles = [(a["role"], a["offer"]["accelerator"]) for a in data["allocations"]]
+    assert roles[0] == ("head", CPU) and {r for r, _ in roles[1:]} == {"worker"}
