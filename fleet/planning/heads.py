@@ -91,7 +91,7 @@ def choose(spec: FleetSpec, offers: Sequence[Offer], near: tuple[str, str] | Non
             continue
         best = min(here, key=lambda o: (current.get(o.pool.id, 0) == 0, o.price_per_hour, o.pool.id))
         pinned = bool(head.provider or head.region)
-        where = "/".join(x for x in (prov, reg) if x) or "any provider"
+        where = f"{best.pool.provider}/{best.pool.region}"
         if (prov, reg) != places[0]:
             kind = "CPU-only type" if tier is not tiers[-1] else "offer"
             notes.append(f"head: no {kind} meets it in {'/'.join(x for x in places[0] if x) or 'the plan'}; "

@@ -104,3 +104,27 @@ def test_a_head_that_never_runs_stops_up_before_any_worker(home, tmp_path):
     assert "Traceback" not in result.output
     alive = cloud.all_instances(alive_only=True)
     assert [i.tags.get("spotfleet:role") for i in alive] == ["head"]
+
+
+def test_a_lost_head_is_relaunched_on_demand_by_rebalance(home, tmp_path):
+    cloud = LocalCloud.open(home / "localcloud", time_scale=600, run_nodes=False)
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC.format(port=free_port(), timeout=60))
+    runner = CliRunner()
+    try:
+        assert runner.invoke(cli, ["up", str(spec), "-y", "--json"], catch_exceptions=False).exit_code == 0
+        (head,) = [i for i in cloud.all_instances(alive_only=True) if i.tags.get("spotfleet:role") == "head"]
+        cloud.provider(head.pool.provider).terminate([head.id])       # the head's host is gone
+        result = runner.invoke(cli, ["rebalance", "roles", "--json"], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output[result.output.index("{"):])
+        (incident,) = report["decision"]["incidents"]
+        assert incident.startswith("INCIDENT: 1 of 1 head node(s) of fleet 'roles' lost")
+        (launch,) = [r for r in report["results"] if r["kind"] == "launch"]
+        assert (launch["reason"], launch["market"], launch["done"]) == ("head-lost", "on-demand", True)
+        (new_head,) = [i for i in cloud.all_instances(alive_only=True) if i.tags.get("spotfleet:role") == "head"]
+        assert new_head.id != head.id and new_head.pool == head.pool
+        history = runner.invoke(cli, ["history", "roles", "--json"], catch_exceptions=False).output
+        assert "head-lost" in history
+    finally:
+        runner.invoke(cli, ["down", "roles", "-y"])
