@@ -4,7 +4,9 @@ EC2 user data, a GCE ``startup-script``, Azure custom data and a Vast ``onstart`
 same bash script, made by :func:`render`. On first boot it:
 
 1. exports the fleet identity (``SPOTFLEET_FLEET``, ``SPOTFLEET_POOL``, ``SPOTFLEET_PROVIDER``),
-   the checkpoint location (``SPOTFLEET_CHECKPOINT_URI``) and the spec's ``node.env``;
+   the checkpoint location (``SPOTFLEET_CHECKPOINT_URI``) and the spec's ``node.env``; in a fleet
+   with a head these include ``SPOTFLEET_ROLE`` and, on workers, ``SPOTFLEET_HEAD_ADDR`` and
+   ``SPOTFLEET_HEAD_PORT`` (``fleet.provisioning.roles``);
 2. installs spotfleet into its own virtual environment (``/opt/spotfleet`` by default) unless a
    ``fleet`` command is already on the image at the pinned version;
 3. starts the user's command under ``fleet run --cloud <cloud>`` in the background, so the node

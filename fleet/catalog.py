@@ -91,6 +91,23 @@ def snapshot_offers() -> tuple[Offer, ...]:
     return tuple(out)
 
 
+#: The accelerator name of CPU-only types (``gpus == 0``), offered for head nodes only.
+CPU = "CPU"
+
+
+@lru_cache(maxsize=1)
+def cpu_offers() -> tuple[Offer, ...]:
+    """General-purpose on-demand types for head nodes (``catalog/cpu_offers.csv``, see ``SOURCE.md``)."""
+    text = resources.files("fleet.data").joinpath("catalog/cpu_offers.csv").read_text()
+    return tuple(
+        Offer(pool=PoolKey(provider=row["provider"], region=row["region"], zone=row["zone"],
+                           instance_type=row["instance_type"], market=Market.ON_DEMAND),
+              accelerator=CPU, gpus=0, vcpus=float(row["vcpus"]), memory_gib=float(row["memory_gib"]),
+              price_per_hour=float(row["on_demand_usd_per_hour"]),
+              on_demand_price=float(row["on_demand_usd_per_hour"]), source="snapshot")
+        for row in csv.DictReader(io.StringIO(text)))
+
+
 def spot_interruption_estimate(provider: str, zone: str, accelerator: str) -> tuple[float, InterruptionSource]:
     """Best offline estimate of a spot pool's interruption rate per instance-hour."""
     if provider == "gcp" and accelerator == "H100" and zone:
@@ -131,14 +148,14 @@ class Catalog:
 
     providers: dict[str, "Provider"] = field(default_factory=dict)
     ttl_seconds: float = 600.0
-    _cache: dict[str, tuple[float, list[Offer]]] = field(default_factory=dict)
+    _cache: dict[tuple[str, "OfferQuery"], tuple[float, list[Offer]]] = field(default_factory=dict)
 
     def offers(self, query: "OfferQuery", *, only: Iterable[str] | None = None) -> tuple[list[Offer], CatalogInfo]:
         from fleet.errors import ProviderError
 
         wanted = set(only) if only is not None else None
         if not self.providers:
-            offers = [o for o in snapshot_offers() if wanted is None or o.pool.provider in wanted]
+            offers = [o for o in (*snapshot_offers(), *cpu_offers()) if wanted is None or o.pool.provider in wanted]
             return _match(offers, query), CatalogInfo("snapshot", f"{SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}")
         out: list[Offer] = []
         fallbacks: list[str] = []
@@ -146,7 +163,7 @@ class Catalog:
         for name, provider in sorted(self.providers.items()):
             if wanted is not None and name not in wanted:
                 continue
-            cached = self._cache.get(name)
+            cached = self._cache.get((name, query))
             if cached and now - cached[0] < self.ttl_seconds:
                 out.extend(cached[1])
                 continue
@@ -155,7 +172,7 @@ class Catalog:
             except ProviderError:
                 fallbacks.append(name)
                 got = [o for o in snapshot_offers() if o.pool.provider == name]
-            self._cache[name] = (now, got)
+            self._cache[(name, query)] = (now, got)
             out.extend(got)
         sources = {o.source for o in out} or {"live"}
         source = "local" if sources == {"local"} else ("live" if "snapshot" not in sources else "snapshot")

@@ -75,7 +75,7 @@ class Offer(Frozen):
 
     pool: PoolKey
     accelerator: str
-    gpus: int = Field(gt=0)
+    gpus: int = Field(ge=0)      # 0: a CPU-only type (accelerator ``CPU``), offered for head nodes
     vcpus: float | None = None
     memory_gib: float | None = None
     price_per_hour: float = Field(ge=0)
@@ -91,16 +91,19 @@ class Offer(Frozen):
 
     @property
     def price_per_gpu_hour(self) -> float:
-        return self.price_per_hour / self.gpus
+        return self.price_per_hour / self.gpus if self.gpus else self.price_per_hour
 
 
 class Allocation(Frozen):
-    """``count`` instances of ``offer``'s pool; ``weighted_gpus`` counts throughput weight."""
+    """``count`` instances of ``offer``'s pool; ``weighted_gpus`` counts throughput weight.
+
+    ``role`` is ``worker`` (the spec's capacity) or ``head`` (the spec's ``head:``, on-demand)."""
 
     offer: Offer
     count: int = Field(ge=0)
     weighted_gpus: float
     true_cost_per_hour: float
+    role: str = "worker"
 
 
 class Exclusion(Frozen):
@@ -151,8 +154,16 @@ class Plan(Frozen):
         return hashlib.sha256(body.encode()).hexdigest()[:12]
 
     def counts(self) -> dict[str, int]:
-        """Desired instance count per pool id."""
-        return {a.offer.pool.id: a.count for a in self.allocations if a.count > 0}
+        """Desired instance count per pool id (heads and workers together)."""
+        out: dict[str, int] = {}
+        for a in self.allocations:
+            if a.count > 0:
+                out[a.offer.pool.id] = out.get(a.offer.pool.id, 0) + a.count
+        return out
+
+    def role_allocations(self, role: str) -> tuple[Allocation, ...]:
+        """The allocations of one role (``head`` or ``worker``)."""
+        return tuple(a for a in self.allocations if a.role == role)
 
     def to_json(self) -> str:
         data = self.model_dump(mode="json")
@@ -247,6 +258,7 @@ class Instance(Frozen):
     ended_at: float | None = None
     reason: str = ""             # why it stopped or ended, where the provider says (Vast: "outbid")
     tags: dict[str, str] = Field(default_factory=dict)
+    address: str = ""            # where other nodes of the fleet reach it (private IP), "" if not reported
 
 
 class NodeConfig(Frozen):
@@ -296,6 +308,10 @@ class LaunchResult(Frozen):
 TAG_FLEET = "spotfleet:fleet"
 TAG_POOL = "spotfleet:pool"
 TAG_PLAN = "spotfleet:plan"
+#: Set on head nodes only (value ``head``); a node without it is a worker.
+TAG_ROLE = "spotfleet:role"
+WORKER = "worker"
+HEAD = "head"
 
 
 def fleet_tags(fleet: str, pool: PoolKey, plan_id: str = "") -> dict[str, str]:

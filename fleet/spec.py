@@ -216,6 +216,39 @@ class Node(Section):
         return value
 
 
+class Head(Section):
+    """The head role: nodes that coordinate the workers (a scheduler, a task queue, a Ray head,
+    a rendezvous host). Always on-demand, launched before the workers; every worker gets its
+    address as ``SPOTFLEET_HEAD_ADDR`` (and ``SPOTFLEET_HEAD_PORT`` when ``port`` is set).
+    ``provider``/``region`` pin it; by default it goes next to the largest worker share."""
+
+    count: int = Field(default=1, ge=1, le=16, description="Head nodes (all on-demand).")
+    vcpus: float = Field(default=2, ge=0, le=1024, description="Least vCPUs per head node.")
+    memory_gib: float = Field(default=4, ge=0, le=16_384, description="Least memory per head node, GiB.")
+    gpus: int = Field(default=0, ge=0, le=16, description="Least GPUs per head node (0: CPU-only is fine).")
+    provider: str = Field(default="", description="Pin the head to this provider; default: next to the workers.")
+    region: str = Field(default="", description="Pin the head to this region; default: next to the workers.")
+    port: int | None = Field(default=None, ge=1, le=65_535, description="Port the head serves on, given to workers.")
+    ready_timeout_seconds: float = Field(default=600, gt=0, le=86_400,
+                                         description="How long `fleet up` waits for the head to run.")
+    image: str = ""
+    startup: str = ""
+    env: dict[str, str] = Field(default_factory=dict, description="Environment of the head nodes (secrets by reference).")
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        if value and value not in KNOWN_PROVIDERS:
+            raise ValueError(f"unknown provider {value!r} (known: {', '.join(KNOWN_PROVIDERS)})")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _secrets_by_reference(cls, value: dict[str, str]) -> dict[str, str]:
+        check_env(value)
+        return value
+
+
 class LocalCloud(Section):
     """Settings of the embedded simulated cloud."""
 
@@ -265,6 +298,7 @@ class FleetSpec(Section):
     workload: Workload = Field(default_factory=Workload)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     node: Node = Field(default_factory=Node)
+    head: Head | None = Field(default=None, description="Optional head role on on-demand; `capacity` is the workers.")
     local: LocalCloud = Field(default_factory=LocalCloud)
     rebalance: Rebalance = Field(default_factory=Rebalance)
 
@@ -305,6 +339,14 @@ class FleetSpec(Section):
                              f"({self.capacity.on_demand_gpus}) and capacity.gpus ({self.capacity.gpus})")
         return self
 
+    @model_validator(mode="after")
+    def _head_pin_allowed(self) -> "FleetSpec":
+        pin = self.head.provider if self.head else ""
+        if pin and self.providers and self.provider_settings(pin) is None:
+            raise ValueError(f"head.provider {pin!r} is not among the enabled providers; "
+                             "enable it under `providers` or drop the pin")
+        return self
+
     @property
     def critical_gpus(self) -> float:
         """Weighted GPUs on-demand may fill when spot is short (never below the baseline)."""
@@ -327,7 +369,10 @@ class FleetSpec(Section):
         return self.checkpoint.bucket or f"{self.name}-checkpoints"
 
     def spec_hash(self) -> str:
-        body = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        data = self.model_dump(mode="json")
+        if data.get("head") is None:      # a spec without roles hashes as it always did
+            data.pop("head", None)
+        body = json.dumps(data, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -435,6 +480,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             continue
         field = model.model_fields.get(loc[i]) if isinstance(loc[i], str) else None
         ann = field.annotation if field else None
+        ann = Head if ann == (Head | None) else ann
         if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
             return None
         model, i = ann, i + 1

@@ -13,11 +13,11 @@ from typing import Mapping
 
 import click
 
-from fleet.catalog import Catalog, CatalogInfo, filter_for_spec
+from fleet.catalog import CPU, Catalog, CatalogInfo, cpu_offers, filter_for_spec
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
-from fleet.model import Market, Offer, Plan
+from fleet.model import HEAD, Market, Offer, Plan
 from fleet.spec import Backend, FleetSpec, Strategy, load_spec
 from providers.base import OfferQuery, Provider, account_quotas
 
@@ -42,7 +42,13 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
             raise
         catalog = Catalog()         # no live adapters in this version: plan from the snapshot
     offers, info = catalog.offers(OfferQuery(accelerators=tuple(spec.capacity.accelerators)))
-    return filter_for_spec(offers, spec), info
+    offers = filter_for_spec(offers, spec)
+    if spec.head is not None:       # CPU types for the head; live adapters may not list them
+        cpu = [o for o in catalog.offers(OfferQuery(accelerators=(CPU,), spot=False))[0] if o.accelerator == CPU]
+        listed = {o.pool.provider for o in cpu}
+        offers += cpu + [o for o in cpu_offers() if o.pool.provider not in listed
+                         and spec.backend is not Backend.LOCAL and spec.provider_settings(o.pool.provider)]
+    return offers, info
 
 
 def blocked_pools(app: App, providers: Mapping[str, Provider]) -> list[str]:
@@ -150,7 +156,8 @@ def plan_table(app: App, p: Plan, current: Mapping[str, int] | None, wide: bool)
 
     ``$/h`` is what the row costs per hour (count x node price), here as in every table.
     """
-    offers = {a.offer.pool.id: (a.offer, a.count) for a in p.allocations}
+    offers = {a.offer.pool.id: (a.offer, p.counts().get(a.offer.pool.id, 0)) for a in p.allocations}
+    heads = {a.offer.pool.id for a in p.role_allocations(HEAD)}
     pools = sorted(set(offers) | set(current or {}))
     columns = [Column("pool"), Column("market"), Column("node", drop=2)]
     columns += ([Column("now", right=True), Column("plan", right=True), Column("change")]
@@ -163,9 +170,10 @@ def plan_table(app: App, p: Plan, current: Mapping[str, int] | None, wide: bool)
         counts = ([str(current.get(pool, 0)), str(n), _change_cell(current.get(pool, 0), n)]
                   if current is not None else [str(n)])
         spot = o is not None and o.market is Market.SPOT
-        rows.append([pool_label(pool, wide), pool.rsplit("/", 1)[1], f"{o.gpus}x{o.accelerator}" if o else "-",
-                     *counts, f"{o.price_per_hour * n:,.2f}" if o else "-",
-                     f"{o.price_per_gpu_hour:.3f}" if o else "-",
+        market = pool.rsplit("/", 1)[1] + (" (head)" if pool in heads else "")
+        rows.append([pool_label(pool, wide), market, _node_cell(o), *counts,
+                     f"{o.price_per_hour * n:,.2f}" if o else "-",
+                     f"{o.price_per_gpu_hour:.3f}" if o and o.gpus else "-",
                      f"{o.interruptions_per_hour:.3f}" if spot else "-",
                      o.interruption_source.value if spot else "-"])
     if current is None:
@@ -179,6 +187,12 @@ def plan_table(app: App, p: Plan, current: Mapping[str, int] | None, wide: bool)
         terminate = -sum(n for n in delta.values() if n < 0)
         keep = sum(min(current.get(q, 0), p.counts().get(q, 0)) for q in current)
         app.console.print(f"change: keep {keep}, launch {launch}, terminate {terminate} instance(s)")
+
+
+def _node_cell(o: Offer | None) -> str:
+    if o is None:
+        return "-"
+    return f"{o.gpus}x{o.accelerator}" if o.gpus else f"{o.vcpus or 0:g} vCPU"
 
 
 def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | None = None,

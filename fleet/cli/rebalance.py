@@ -140,6 +140,8 @@ def _show(app: App, report: PassReport, as_json: bool) -> None:
         data = r.to_dict()
         status = "done" if r.done else f"not done: {r.message}"
         app.console.print(f"{_line(data)}: {status}")
+    for incident in d.incidents:
+        app.err.print(f"[bold red]{incident}[/]")
     for note in [*d.notes, *report.notes]:
         app.console.print(f"[dim]note:[/] {note}")
     if report.nothing_to_do:

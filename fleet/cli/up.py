@@ -23,6 +23,7 @@ from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
 from fleet.model import NodeConfig, Plan
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
+from fleet.provisioning.roles import start_head
 from fleet.provisioning.storage import checkpoint_uri
 from fleet.secrets import resolve_env
 from fleet.spec import load_spec
@@ -97,9 +98,16 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
             return make_plan(spec, left, current=now_running, blocked=blocked, quotas=account_quotas(providers))
 
         node = NodeConfig(**{**spec.node.model_dump(), "env": node_env}, checkpoint_uri=checkpoint_uri(spec, providers))
+        role_nodes = None
         with _ProgressView(app, enabled=not as_json) as view:
+            if spec.head is not None:      # the head first; the workers get its address
+                node, role_nodes = start_head(spec, plan, providers, store, node=node, current=current,
+                                              head_env=resolve_env(spec.head.env, os.environ), progress=view,
+                                              max_workers=parallel)
+                obs, prompted = observe(providers, spec.name), True
             report = apply(plan, providers, store, progress=view, replan=replan, node=node, max_workers=parallel,
-                           observed=None if prompted else obs)   # a prompt may have taken a while
+                           observed=None if prompted else obs,   # a prompt may have taken a while
+                           role_nodes=role_nodes)
         store.set_status(spec.name, FleetStatus.UP if report.ok else FleetStatus.SHORT)
     app.stage = f"after applying the plan; `fleet status {spec.name}` shows the fleet"
     if as_json:

@@ -32,7 +32,7 @@ from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
-from fleet.planning import economics, strategies
+from fleet.planning import economics, heads, strategies
 from fleet.planning.candidates import OVER_BUDGET, PRICE_CAP, Candidates, arrays, select
 from fleet.errors import PlanError
 from fleet.planning.domains import Domains, limits_for
@@ -47,7 +47,13 @@ DOMINATED = "dominated: enough pools of the same kind are cheaper and steadier"
 
 def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
          blocked: Collection[str] = (), quotas: Sequence[Quota] = ()) -> Plan:
-    """Plan ``spec`` over ``offers``; see the module docstring."""
+    """Plan ``spec`` over ``offers``; see the module docstring. A spec with ``head:`` gets its
+    head as a separate on-demand allocation (``fleet.planning.heads``) beside the workers."""
+    if spec.head is not None:
+        worker_offers, head_offers = heads.split(offers)
+        workers = plan(spec.model_copy(update={"head": None}), worker_offers, current, blocked, quotas)
+        return heads.add_head(spec, workers.model_copy(update={"spec_hash": spec.spec_hash()}),
+                              head_offers, current, blocked)
     offers = list(offers)
     cand_all = select(spec, offers, current, blocked)
     if not len(cand_all):

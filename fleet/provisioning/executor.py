@@ -30,7 +30,7 @@ from typing import Callable, Collection, Mapping
 from fleet import crashpoints
 from fleet.errors import PlanError, ProviderError
 from fleet.provisioning.launching import LaunchOutcome, PoolLauncher, Progress, ProgressFn
-from fleet.model import TAG_FLEET, Instance, InstanceState, NodeConfig, Plan
+from fleet.model import HEAD, TAG_FLEET, Instance, InstanceState, NodeConfig, Plan
 from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
 from fleet.state import EventKind, StateStore
 from providers.base import Provider
@@ -65,7 +65,8 @@ class ApplyReport:
         return sum(per.get(p, 0.0) * n for p, n in self.missing.items())
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        heads = {a.offer.pool.id: a.count for a in self.plan.role_allocations(HEAD)}
+        return {**({"head": heads} if heads else {}),
             "fleet": self.fleet, "plan_id": self.plan.id, "ok": self.ok, "feasible": self.plan.feasible,
             "launched": [i.id for i in self.launched], "terminated": self.terminated,
             "failures": [f.to_dict() for f in self.failures],
@@ -93,17 +94,19 @@ def new_incarnation() -> str:
 
 def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
           progress: ProgressFn | None = None, replan: Replan | None = None, node: NodeConfig | None = None,
-          max_rounds: int = MAX_ROUNDS, max_workers: int = 32, observed: Observation | None = None) -> ApplyReport:
+          max_rounds: int = MAX_ROUNDS, max_workers: int = 32, observed: Observation | None = None,
+          role_nodes: Mapping[str, NodeConfig] | None = None) -> ApplyReport:
     """Make the providers hold ``plan.counts()`` for ``plan.fleet``; see the module doc.
 
     ``observed``: a look the caller just took and synced into ``store`` (saves listing
-    again). Raises only ``StateError`` (the store failed); provider failures are in the report.
+    again). ``role_nodes``: what the nodes of a role other than ``worker`` run (``head``);
+    ``node`` is what the workers run. Raises only ``StateError`` (the store failed); provider failures are in the report.
     """
     say = progress or (lambda _p: None)
     fleet = plan.fleet
     report = ApplyReport(fleet=fleet, plan=plan)
     incarnation = new_incarnation()
-    launcher = PoolLauncher(fleet, providers, store, node=node, say=say,
+    launcher = PoolLauncher(fleet, providers, store, node=node, say=say, role_nodes=role_nodes,
                             token=lambda f, plan_id, pool, seq: launch_token(f, plan_id, pool, seq, incarnation))
     store.save_plan(plan)
     blocked_now: set[str] = set()
@@ -116,6 +119,7 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
         say(Progress("round", count=sum(min(n, desired.get(p, 0)) for p, n in obs.counts().items()),
                      total=sum(desired.values()), message=f"round {round_no}"))
         offers = {a.offer.pool.id: a.offer for a in current.allocations}
+        launcher.roles = {a.offer.pool.id: a.role for a in current.allocations if a.count > 0}
         outcomes = launcher.run(current.id, desired, offers, obs, replay=round_no == 1, max_workers=max_workers)
         crashpoints.reached("round-launched")
         new_blocks = _settle(outcomes, report, store, providers, obs, say)

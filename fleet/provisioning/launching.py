@@ -22,7 +22,8 @@ from fleet.errors import (
     RateLimitedError,
     TransientProviderError,
 )
-from fleet.model import Instance, LaunchRequest, LaunchResult, Market, NodeConfig, Offer, fleet_tags
+from fleet.model import (TAG_ROLE, WORKER, Instance, LaunchRequest, LaunchResult, Market, NodeConfig, Offer,
+                         fleet_tags)
 from fleet.provisioning.reconcile import Observation
 from fleet.state import EventKind, LaunchRecord, LaunchStatus, StateStore
 from providers.base import Provider
@@ -78,13 +79,16 @@ class PoolLauncher:
 
     def __init__(self, fleet: str, providers: Mapping[str, Provider], store: StateStore, *,
                  token: Callable[[str, str, str, int], str], say: ProgressFn,
-                 node: NodeConfig | None = None):
+                 node: NodeConfig | None = None, role_nodes: Mapping[str, NodeConfig] | None = None):
         self.fleet = fleet
         self.providers = providers
         self.store = store
         self.token = token
         self.say = say
         self.node = node or NodeConfig()
+        #: What a role other than ``worker`` runs (``head``), and each pool's role in the plan.
+        self.role_nodes = dict(role_nodes or {})
+        self.roles: dict[str, str] = {}
 
     def run(self, plan_id: str, desired: Mapping[str, int], offers: Mapping[str, Offer], obs: Observation, *,
             replay: bool, max_workers: int) -> list[LaunchOutcome]:
@@ -142,8 +146,10 @@ class PoolLauncher:
 
     def _call(self, provider: Provider, plan_id: str, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome,
               known: set[str]) -> None:
+        role = self.roles.get(offer.pool.id, WORKER)
+        tags = fleet_tags(self.fleet, offer.pool, plan_id) | ({TAG_ROLE: role} if role != WORKER else {})
         request = LaunchRequest(fleet=self.fleet, offer=offer, count=launch.count, token=launch.token,
-                                tags=fleet_tags(self.fleet, offer.pool, plan_id), node=self.node)
+                                tags=tags, node=self.role_nodes.get(role, self.node))
         try:
             result: LaunchResult = provider.launch(request)
             crashpoints.reached("launch-sent")

@@ -23,7 +23,8 @@ from typing import Callable, Collection, Mapping, Sequence
 
 from fleet import crashpoints
 from fleet.errors import ProviderError
-from fleet.model import Allocation, Market, NodeConfig, Offer, Plan, PlanTotals
+from fleet.model import HEAD, TAG_ROLE, WORKER, Allocation, Market, NodeConfig, Offer, Plan, PlanTotals
+from fleet.provisioning.roles import head_node, worker_node
 from fleet.provisioning.executor import ApplyReport, apply, terminate
 from fleet.provisioning.launching import ProgressFn
 from fleet.provisioning.reconcile import Observation, observe, sync
@@ -101,6 +102,8 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
     if dry_run or store is None:
         return report
     crashpoints.reached("rebalance-decided")
+    for incident in decision.incidents:      # a lost head: in the fleet's history, not only on screen
+        store.record_event(spec.name, HEAD_LOST, detail={"message": incident}, ts=inputs.now)
     launches = decision.launches
     apply_report = None
     # unfinished launches of a run killed mid-pass are replayed or abandoned by the executor
@@ -114,8 +117,9 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
                     launches.append(launch)
             return plan_of(spec, redo, again)
 
+        node, role_nodes = nodes_for(spec, obs)
         apply_report = apply(plan_of(spec, decision, obs), providers, store, progress=progress, replan=replan,
-                             node=NodeConfig(**spec.node.model_dump()), observed=obs)
+                             node=node, observed=obs, role_nodes=role_nodes)
         report.notes += apply_report.notes
     report.results += _launch_results(launches, apply_report)
     for bid in decision.bids:
@@ -146,10 +150,28 @@ def _running(spec: FleetSpec, obs: Observation, report: PassReport) -> None:
     report.price_per_hour = sum(i.price_per_hour for i in obs.instances)
 
 
+#: Event kind recorded when a pass finds the head lost.
+HEAD_LOST = "head-lost"
+
+
+def nodes_for(spec: FleetSpec, obs: Observation) -> tuple[NodeConfig, dict[str, NodeConfig] | None]:
+    """What replacement workers (and a relaunched head) run: with a head, workers get the
+    address of the oldest running head node, as ``fleet up`` gives it."""
+    node = NodeConfig(**spec.node.model_dump())
+    if spec.head is None:
+        return node, None
+    role_nodes = {HEAD: head_node(spec, spec.head.env, node.checkpoint_uri)}
+    running = sorted((i for i in obs.instances if i.tags.get(TAG_ROLE) == HEAD and i.address),
+                     key=lambda i: (i.launched_at, i.id))
+    return (worker_node(spec, node, running[0]) if running else node), role_nodes
+
+
 def plan_of(spec: FleetSpec, decision: Decision, obs: Observation, *, with_launches: bool = True) -> Plan:
     """The plan the executor applies: every alive instance of ``obs`` stays, plus the launches."""
     counts = obs.counts()
     offers = {o.pool.id: o for o in decision.offers}
+    head_pools = {i.pool.id for i in obs.instances if i.tags.get(TAG_ROLE) == HEAD}
+    head_pools |= {launch.pool for launch in decision.launches if launch.reason == "head-lost"}
     for inst in obs.instances:
         offers.setdefault(inst.pool.id, Offer(pool=inst.pool, accelerator=inst.accelerator, gpus=inst.gpus,
                                               price_per_hour=inst.price_per_hour, source="observed"))
@@ -158,7 +180,7 @@ def plan_of(spec: FleetSpec, decision: Decision, obs: Observation, *, with_launc
         offers[launch.pool] = launch.offer
     allocations = tuple(
         Allocation(offer=offers[p], count=n, weighted_gpus=spec.weight(offers[p].accelerator) * offers[p].gpus * n,
-                   true_cost_per_hour=offers[p].price_per_hour * n)
+                   true_cost_per_hour=offers[p].price_per_hour * n, role=HEAD if p in head_pools else WORKER)
         for p, n in sorted(counts.items()) if n > 0)
     weighted = sum(a.weighted_gpus for a in allocations)
     price = sum(a.true_cost_per_hour for a in allocations)

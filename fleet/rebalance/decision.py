@@ -31,6 +31,9 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
    ``on_demand_gpus``; launches are dropped (dearest per weighted GPU first) until the alive
    fleet plus its launches fits ``budget.max_per_hour``; launches the plan added beyond the
    target (a re-plan may move nodes) are dropped too, so a pass never over-fills.
+8. **The head stays on-demand**: head nodes (``role`` ``head``) are not capacity and never
+   move; fewer than ``head.count`` alive is an incident, and the missing ones are relaunched
+   on-demand (``fleet.rebalance.head_rule``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from fleet.errors import PlanError
 from fleet.model import Market, Offer, Plan, PoolKey
 from fleet.rebalance.backoff import backoff_until
 from fleet.rebalance.bidding import outbid_action
+from fleet.rebalance.head_rule import decide_with_head
 from fleet.rebalance.learning import learned_offers
 from fleet.rebalance.types import (Action, Decision, Exposure, Launch, ObservedInstance, PolicyState, PoolEvent,
                                    RaiseBid, Terminate)
@@ -59,8 +63,12 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
 
     ``bidding``: providers whose instances take ``RaiseBid`` (``Capabilities.bidding``).
     Never raises for want of offers: when nothing can be planned the decision says why in
-    ``notes`` and holds no launches.
+    ``notes`` and holds no launches. A spec with ``head:`` adds the head rule
+    (``fleet.rebalance.head_rule``): the head is never moved, a lost one is an incident.
     """
+    if spec.head is not None:
+        return decide_with_head(spec, offers, instances, lambda s, o, i: decide(
+            s, o, i, events, now, state, exposure=exposure, bidding=bidding))
     ctx = _Context(spec, learned_offers(offers, exposure or {}, spec.rebalance.prior_hours), now)
     ours = [i for i in instances if i.ours]
     notes: list[str] = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from fleet.model import TAG_ROLE, WORKER
 from fleet.provisioning.reconcile import Observation
 from fleet.rebalance.bidding import can_raise_bid
 from fleet.rebalance.learning import exposure_of
@@ -59,7 +60,8 @@ def gather(obs: Observation, store: StateStore | None, providers: Mapping[str, P
         instances.append(ObservedInstance(
             id=i.id, pool=i.pool.id, market=i.pool.market, accelerator=i.accelerator, gpus=i.gpus,
             price_per_hour=i.price_per_hour, launched_at=i.launched_at,
-            notice="" if notice == OUTBID else notice, outbid=notice == OUTBID))
+            notice="" if notice == OUTBID else notice, outbid=notice == OUTBID,
+            role=i.tags.get(TAG_ROLE, WORKER)))
     records = store.instances(fleet) if store is not None else []
     exposure = exposure_of(((r.pool, r.launched_at, r.ended_at, r.end_reason == EventKind.PREEMPTED)
                             for r in records), now)

@@ -22,6 +22,7 @@ class ObservedInstance:
     (``terminate``, ``preempt``, Azure ``Preempt`` eviction, ...). ``outbid``: a Vast
     interruptible instance whose bid was beaten (stopped until the bid is raised).
     ``bid``: its current bid in USD/h where the provider bids (Vast), else ``None``.
+    ``role``: ``head`` for the spec's head nodes (never moved, never counted as capacity).
     """
 
     id: str
@@ -35,6 +36,7 @@ class ObservedInstance:
     notice: str = ""
     outbid: bool = False
     bid: float | None = None
+    role: str = "worker"
 
     @property
     def provider(self) -> str:
@@ -74,7 +76,7 @@ class PolicyState:
 
 
 #: Why a launch is asked for.
-LaunchReason = Literal["replace-lost", "fallback", "early-replace", "return-to-spot", "baseline"]
+LaunchReason = Literal["replace-lost", "fallback", "early-replace", "return-to-spot", "baseline", "head-lost"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ class Decision:
     ``blocked``: pools the back-off and warnings kept the planner away from.
     ``offers``: the offers as planned with, interruption rates updated from ``Exposure``.
     ``short_weighted_gpus``: how far below target the fleet stays after the actions.
+    ``incidents``: what must be said loudly (a lost head), beside the routine ``notes``.
     """
 
     actions: tuple[Action, ...]
@@ -153,6 +156,7 @@ class Decision:
     blocked: tuple[str, ...] = ()
     offers: tuple[Offer, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    incidents: tuple[str, ...] = field(default=())
 
     @property
     def launches(self) -> list[Launch]:
@@ -172,4 +176,5 @@ class Decision:
                 "healthy_weighted_gpus": self.healthy_weighted_gpus,
                 "on_demand_weighted_gpus": self.on_demand_weighted_gpus,
                 "short_weighted_gpus": self.short_weighted_gpus,
-                "blocked": list(self.blocked), "notes": list(self.notes)}
+                "blocked": list(self.blocked), "notes": list(self.notes),
+                **({"incidents": list(self.incidents)} if self.incidents else {})}

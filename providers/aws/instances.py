@@ -61,7 +61,7 @@ def to_instance(raw: dict[str, Any]) -> Instance | None:
                     accelerator=tags.get(TAG_ACCELERATOR, ""), gpus=int(tags.get(TAG_GPUS, "1") or 1),
                     price_per_hour=float(tags.get(TAG_PRICE, "0") or 0),
                     launched_at=launched.timestamp() if isinstance(launched, datetime) else 0.0,
-                    ended_at=end, tags=tags)
+                    ended_at=end, tags=tags, address=str(raw.get("PrivateIpAddress") or ""))
 
 
 def describe(aws, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:

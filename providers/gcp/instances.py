@@ -57,6 +57,12 @@ def _metadata(inst: Any) -> dict[str, str]:
     return {item.key: item.value for item in inst.metadata.items}
 
 
+def _private_ip(inst: Any) -> str:
+    """The first network interface's internal IP (``networkIP``), "" while none is assigned."""
+    nics = list(getattr(inst, "network_interfaces", None) or [])
+    return str(getattr(nics[0], "network_i_p", "") or "") if nics else ""
+
+
 def to_instance(inst: Any, zone: str) -> Instance:
     """A spotfleet Instance from a GCE instance this adapter created (tags read from metadata)."""
     meta = _metadata(inst)
@@ -72,7 +78,7 @@ def to_instance(inst: Any, zone: str) -> Instance:
     return Instance(id=f"{zone}/{inst.name}", fleet=tags[TAG_FLEET], pool=pool, state=state,
                     accelerator=str(offer.get("accelerator", "")), gpus=int(offer.get("gpus", 1)),
                     price_per_hour=float(offer.get("price", 0.0)), launched_at=parse_time(inst.creation_timestamp),
-                    ended_at=ended, tags=tags)
+                    ended_at=ended, tags=tags, address=_private_ip(inst))
 
 
 def list_fleet(api: Any, fleet: str) -> list[Instance]:

@@ -15,6 +15,8 @@ from providers.local.market import PoolModel, digest
 from providers.local.vendors import VENDORS
 
 BOOT_SECONDS = 30.0          # simulated seconds an instance stays PENDING
+#: Every local node is a process on this machine: other nodes reach it on the loopback address.
+LOCAL_ADDRESS = "127.0.0.1"
 ALIVE = (InstanceState.PENDING.value, InstanceState.RUNNING.value)
 ALIVE_SQL = "state IN ('pending', 'running')"
 
@@ -23,7 +25,7 @@ def to_instance(row: sqlite3.Row) -> Instance:
     return Instance(id=row["id"], fleet=row["fleet"] or "", pool=PoolKey.from_id(row["pool"]),
                     state=InstanceState(row["state"]), accelerator=row["accelerator"], gpus=row["gpus"],
                     price_per_hour=row["price"], launched_at=row["launched_at"], ended_at=row["ended_at"],
-                    tags=json.loads(row["tags"]))
+                    tags=json.loads(row["tags"]), address=LOCAL_ADDRESS)
 
 
 @dataclass(frozen=True)

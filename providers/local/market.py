@@ -1,6 +1,6 @@
 """The simulated spot market: pure functions of (seed, pool, simulated time).
 
-Every catalog pool becomes a ``PoolModel``. Spot pools follow a recorded availability
+Every catalog pool (the CPU head types included) becomes a ``PoolModel``. Spot pools follow a recorded availability
 trace (GCP H100 zones their own trace; every other spot pool a trace picked from a hash
 of its pool id, with its own phase offset so pools differ) plus a seeded background
 hazard; on-demand pools have large finite capacity and are never preempted.
@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from fleet.catalog import snapshot_offers
+from fleet.catalog import cpu_offers, snapshot_offers
 from fleet.model import InterruptionSource, Market, Offer
 from fleet.traces import Trace, all_traces, trace_for_zone
 from providers.local.vendors import VENDORS
@@ -112,7 +112,7 @@ class SpotMarket:
 
     @cached_property
     def _offers(self) -> dict[str, Offer]:
-        return {o.pool.id: o for o in snapshot_offers() if o.pool.provider in VENDORS}
+        return {o.pool.id: o for o in (*snapshot_offers(), *cpu_offers()) if o.pool.provider in VENDORS}
 
     @cached_property
     def _by_provider(self) -> dict[str, list[str]]:

@@ -90,4 +90,4 @@ def to_instance(row: Mapping[str, Any], label: Label, now: float, stopped_since:
     return Instance(id=str(row["id"]), fleet=label.fleet, pool=pool, state=state, accelerator=acc, gpus=gpus,
                     price_per_hour=round(price, 6), launched_at=float(row.get("start_date") or now),
                     ended_at=(stopped_since if stopped_since is not None else now) if reason else None,
-                    reason=reason, tags=tags)
+                    reason=reason, tags=tags, address=str(row.get("public_ipaddr") or "").strip())

@@ -345,3 +345,46 @@ def test_decision_serialises():
     data = d.to_dict()
     assert data["actions"] and all(a["kind"] == "launch" for a in data["actions"])
     assert isinstance(d.launches[0], Launch)
+
+
+# ---- the head: never moved to spot, a lost head is an incident ------------------------------
+
+CPU_HEAD = Offer(pool=PoolKey(provider="aws", region="r1", zone="h", instance_type="m5zn.large",
+                              market=Market.ON_DEMAND), accelerator="CPU", gpus=0, vcpus=2, memory_gib=8,
+                 price_per_hour=0.17)
+
+
+def head_inst(age: float = 5 * HOUR) -> ObservedInstance:
+    return ObservedInstance(id=f"h-{next(_seq)}", pool=CPU_HEAD.pool.id, market=Market.ON_DEMAND, accelerator="CPU",
+                            gpus=0, price_per_hour=0.17, launched_at=NOW - age, role="head")
+
+
+def test_a_running_head_is_neither_capacity_nor_moved_to_spot():
+    a, b, od = offer("a", price=5.0), offer("b", price=5.0), offer("od", Market.ON_DEMAND, price=30.0)
+    head = head_inst()
+    # at target on spot, one old on-demand fallback beyond the baseline: it returns to spot, the head stays
+    running = [inst(a), inst(a), inst(b), inst(od), head]
+    d = decide(spec(extra="head: {}"), [a, b, od, CPU_HEAD], running, [], NOW)
+    assert head.id not in {t.instance_id for t in d.terminations}
+    assert all(x.reason == "return-to-spot" for x in d.launches) and not d.incidents
+    assert [t.instance_id for t in d.terminations] == [running[3].id]
+    # the head does not count toward the target: three workers are short by one node
+    short = decide(spec(extra="head: {}"), [a, b, CPU_HEAD], [inst(a), inst(b), inst(a), head], [], NOW)
+    assert weighted_launched(short, Market.SPOT) == 8 and CPU_HEAD.pool.id not in launched(short)
+
+
+def test_a_lost_head_is_an_incident_and_is_relaunched_on_demand():
+    a, b = offer("a", price=5.0), offer("b", price=5.0)
+    workers = [inst(a), inst(a), inst(b), inst(b)]
+    d = decide(spec(extra="head: {}"), [a, b, CPU_HEAD], workers, [], NOW)
+    (launch,) = d.launches
+    assert (launch.pool, launch.count, launch.reason) == (CPU_HEAD.pool.id, 1, "head-lost")
+    assert launch.offer.market is Market.ON_DEMAND
+    (incident,) = d.incidents
+    assert incident.startswith("INCIDENT: 1 of 1 head node(s) of fleet 'rb' lost") and CPU_HEAD.pool.id in incident
+    assert d.to_dict()["incidents"] == [incident]
+    # nothing fits the head: still an incident, no launch
+    d = decide(spec(extra="head: {vcpus: 64}"), [a, b, CPU_HEAD], workers, [], NOW)
+    assert not d.launches and "cannot relaunch" in d.incidents[0]
+    # a spec without a head never has incidents
+    assert not decide(spec(), [a, b], workers, [], NOW).incidents
