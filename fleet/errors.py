@@ -87,3 +87,12 @@ class TransientProviderError(ProviderError):
 
 class InstanceNotFoundError(ProviderError):
     """The instance does not exist (terminate treats this as success)."""
+
+
+#: HTTP status -> our error class, for a vendor answer that names no code the adapter knows
+#: (every REST adapter falls back on it; each may add its own statuses).
+HTTP_STATUS_ERRORS: dict[int, type[ProviderError]] = {
+    401: AuthError, 403: AuthError, 404: InstanceNotFoundError, 429: RateLimitedError,
+    500: TransientProviderError, 502: TransientProviderError, 503: TransientProviderError,
+    504: TransientProviderError,
+}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.errors import (
+    HTTP_STATUS_ERRORS,
     AuthError,
     InstanceNotFoundError,
     NoCapacityError,
@@ -42,11 +43,7 @@ ARM_ERRORS: dict[str, type[ProviderError]] = {
 }
 
 #: HTTP status -> our class, for answers without a known code.
-STATUS_ERRORS: dict[int, type[ProviderError]] = {
-    401: AuthError, 403: AuthError, 404: InstanceNotFoundError, 429: RateLimitedError,
-    500: TransientProviderError, 502: TransientProviderError, 503: TransientProviderError,
-    504: TransientProviderError,
-}
+STATUS_ERRORS = HTTP_STATUS_ERRORS
 
 
 def error_class(status: int | None, code: str) -> type[ProviderError]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.errors import (
+    HTTP_STATUS_ERRORS,
     AuthError,
     InstanceNotFoundError,
     NoCapacityError,
@@ -61,11 +62,7 @@ ERROR_TABLE: dict[str, type[ProviderError]] = {
 }
 
 #: HTTP status -> class, for answers without a known reason.
-STATUS_TABLE: dict[int, type[ProviderError]] = {
-    401: AuthError, 403: AuthError, 404: InstanceNotFoundError, 429: RateLimitedError,
-    500: TransientProviderError, 502: TransientProviderError, 503: TransientProviderError,
-    504: TransientProviderError,
-}
+STATUS_TABLE = HTTP_STATUS_ERRORS
 
 
 def error_class(code: str, status: int = 0) -> type[ProviderError]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.errors import (
+    HTTP_STATUS_ERRORS,
     AuthError,
     InstanceNotFoundError,
     NoCapacityError,
@@ -36,11 +37,7 @@ VENDOR_ERRORS: dict[str, type[ProviderError]] = {
 }
 
 #: HTTP status -> our class, for answers without a known vendor code.
-STATUS_ERRORS: dict[int, type[ProviderError]] = {
-    401: AuthError, 403: AuthError, 404: InstanceNotFoundError, 410: NoCapacityError, 429: RateLimitedError,
-    500: TransientProviderError, 502: TransientProviderError, 503: TransientProviderError,
-    504: TransientProviderError,
-}
+STATUS_ERRORS: dict[int, type[ProviderError]] = {**HTTP_STATUS_ERRORS, 410: NoCapacityError}
 
 
 def error_class(status: int, code: str) -> type[ProviderError]:
