@@ -42,7 +42,9 @@ def test_offers_are_well_formed(provider):
     for o in offers:
         assert o.pool.provider == provider.name
         assert PoolKey.from_id(o.pool.id) == o.pool
-        assert o.gpus > 0 and o.price_per_hour >= 0 and o.accelerator
+        assert o.price_per_hour >= 0 and o.accelerator
+        # GPU types carry GPUs; a CPU-only type (for head nodes) is on-demand and says so
+        assert o.gpus > 0 or (o.accelerator == "CPU" and o.market is Market.ON_DEMAND and o.vcpus)
         assert o.capacity_hint is None or o.capacity_hint >= 0
         if o.market is Market.ON_DEMAND:
             assert o.interruptions_per_hour == 0
