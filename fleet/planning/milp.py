@@ -239,7 +239,7 @@ class Model:
         active: their rows are active now and ``prog`` is stale. Every cap row is valid, so
         adding it before the full program is solved changes no optimum, and spares a full
         solve whose plan would likely break it too."""
-        c, integrality, lb, ub = prog.c, prog.integrality, prog.lb, prog.ub
+        ub = prog.ub
         if self.fixing and self.cols > FIXING_MIN_POOLS:
             relaxed = _relaxation(prog)
             if relaxed is None:
@@ -327,5 +327,5 @@ def _relaxation(prog: _Program) -> tuple[float, np.ndarray] | None:
     if res.status == 2:
         return None
     if res.status != 0:
-        return -np.inf, np.zeros(len(c))     # no bound: nothing is dropped
+        return -np.inf, np.zeros(len(prog.c))     # no bound: nothing is dropped
     return float(res.fun), np.maximum(res.lower.marginals, 0.0)

@@ -128,3 +128,13 @@ def test_twin_pools_share_a_column_and_are_spread_round_robin():
     members = np.flatnonzero(twins.group == column)   # ascending pool index = id order
     assert counts[members].tolist() == [2, 2, 1, 1, 1]  # round-robin, first pools first
     assert counts.sum() == 7
+
+
+def test_an_lp_relaxation_without_a_bound_drops_nothing():
+    """An unbounded relaxation (HiGHS status 3) gives no bound: -inf and zero reduced costs."""
+    from fleet.planning.milp import _Program, _relaxation
+
+    prog = _Program(c=np.array([-1.0, 2.0]), integrality=np.ones(2), lb=np.zeros(2),
+                    ub=np.array([np.inf, 5.0]), a=None, row_lb=np.zeros(0), row_ub=np.zeros(0), extras=0)
+    z, reduced = _relaxation(prog)
+    assert z == -np.inf and list(reduced) == [0.0, 0.0]
