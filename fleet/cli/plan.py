@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
 import click
 
@@ -20,6 +20,11 @@ from fleet.errors import FleetError
 from fleet.model import HEAD, Market, Offer, Plan
 from fleet.spec import Backend, FleetSpec, Strategy, load_spec
 from providers.base import OfferQuery, Provider, account_quotas
+
+if TYPE_CHECKING:
+    from fleet.state import StateStore
+
+T = TypeVar("T")
 
 EXIT_INFEASIBLE = 3
 
@@ -51,23 +56,46 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
     return offers, info
 
 
-def blocked_pools(app: App, providers: Mapping[str, Provider]) -> list[str]:
-    """Pools blocked in the state store (capacity or quota errors), without creating a store."""
-    from pathlib import Path as _Path
-
+def _from_store(app: App, providers: Mapping[str, Provider], read: Callable[[StateStore], T], empty: T) -> T:
+    """``read(store)`` on the state store when one exists, without creating one; ``empty``
+    when there is none (or no provider to relate it to) or its record cannot be read."""
     from fleet.cli.lifecycle import store_of
-    from fleet.provisioning.executor import active_blocks
+    from fleet.state.postgres import is_postgres_url
 
-    if not providers or not _Path(app.state_url).exists():
-        return []
+    if not providers or not (is_postgres_url(app.state_url) or Path(app.state_url).exists()):
+        return empty
     try:
         store = store_of(app)
-    except FleetError:          # an unreadable record blocks nothing here; `fleet up` and `repair` say why
-        return []
+    except FleetError:          # an unreadable record: `fleet up` and `repair` say why
+        return empty
     try:
-        return active_blocks(store, providers)
+        return read(store)
     finally:
         store.close()
+
+
+def blocked_pools(app: App, providers: Mapping[str, Provider]) -> list[str]:
+    """Pools blocked in the state store (capacity or quota errors), without creating a store."""
+    from fleet.provisioning.executor import active_blocks
+
+    return _from_store(app, providers, lambda store: active_blocks(store, providers), [])
+
+
+def with_learned_rates(spec: FleetSpec, offers: list[Offer], providers: Mapping[str, Provider],
+                       store: StateStore) -> list[Offer]:
+    """``offers`` with each spot pool's interruption rate updated from what this fleet saw
+    there (the rebalancer's Gamma-Poisson update, ``fleet.rebalance.learning``), so `plan`,
+    `up` and `rebalance` weigh pools alike. A fleet with no history keeps the catalog's rates."""
+    from fleet.rebalance.inputs import fleet_exposure
+    from fleet.rebalance.learning import learned_offers
+
+    now = max((p.now() for p in providers.values()), default=0.0)
+    return learned_offers(offers, fleet_exposure(store, spec.name, now), spec.rebalance.prior_hours)
+
+
+def learned_rates(app: App, spec: FleetSpec, offers: list[Offer], providers: Mapping[str, Provider]) -> list[Offer]:
+    """:func:`with_learned_rates` from the state store when there is one, without creating it."""
+    return _from_store(app, providers, lambda store: with_learned_rates(spec, offers, providers, store), offers)
 
 
 def running_now(providers: Mapping[str, Provider], fleet: str) -> dict[str, int]:
@@ -112,6 +140,7 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     with app.err.status("gathering offers and planning...") if not as_json else nullcontext():
         providers = _providers_or_none(spec, app)
         offers, info = offers_for_spec(spec, app, providers)
+        offers = learned_rates(app, spec, offers, providers)
         current = running_now(providers, spec.name)
         result = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers),
                            quotas=account_quotas(providers))

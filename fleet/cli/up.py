@@ -17,7 +17,8 @@ from fleet import crashpoints
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import EXIT_SHORT, confirm, store_of
 from fleet.cli.runs import start_run
-from fleet.cli.plan import blocked_pools, changes, offers_for_spec, plan_table, totals_lines
+from fleet.cli.plan import (blocked_pools, changes, learned_rates, offers_for_spec, plan_table, totals_lines,
+                             with_learned_rates)
 from fleet.cli.tables import compact_pool, wide_option
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
@@ -66,6 +67,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
     quotas = account_quotas(providers)
     if dry_run:
         current = observe(providers, spec.name).counts()
+        offers = learned_rates(app, spec, offers, providers)
         plan = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers), quotas=quotas)
         _dry_run(app, spec.name, plan, current, wide, as_json)
         return
@@ -74,6 +76,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
     with store.lock(spec.name, "up"):
         obs = observe(providers, spec.name)
         current = obs.counts()
+        offers = with_learned_rates(spec, offers, providers, store)
         plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers), quotas=quotas)
         if not as_json:
             _show_plan(app, plan, current, wide)

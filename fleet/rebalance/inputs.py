@@ -37,6 +37,13 @@ class Inputs:
     now: float
 
 
+def fleet_exposure(store: StateStore, fleet: str, now: float) -> dict[str, Exposure]:
+    """Pool id -> instance-hours and interruptions over every instance record of ``fleet``
+    (alive ones counted until ``now``, on the providers' clock)."""
+    return exposure_of(((r.pool, r.launched_at, r.ended_at, r.end_reason == EventKind.PREEMPTED)
+                        for r in store.instances(fleet)), now)
+
+
 def gather(obs: Observation, store: StateStore | None, providers: Mapping[str, Provider]) -> Inputs:
     """``decide``'s inputs for ``obs.fleet``; ``store`` ``None`` (no store yet) reads as empty."""
     fleet = obs.fleet
@@ -62,9 +69,7 @@ def gather(obs: Observation, store: StateStore | None, providers: Mapping[str, P
             price_per_hour=i.price_per_hour, launched_at=i.launched_at,
             notice="" if notice == OUTBID else notice, outbid=notice == OUTBID,
             role=i.tags.get(TAG_ROLE, WORKER)))
-    records = store.instances(fleet) if store is not None else []
-    exposure = exposure_of(((r.pool, r.launched_at, r.ended_at, r.end_reason == EventKind.PREEMPTED)
-                            for r in records), now)
+    exposure = fleet_exposure(store, fleet, now) if store is not None else {}
     bidding = frozenset(n for n, p in providers.items() if can_raise_bid(getattr(p, "capabilities", None)))
     return Inputs(instances=instances, events=pool_events, exposure=exposure,
                   state=PolicyState(last_return_at=last_return), bidding=bidding, now=now)
