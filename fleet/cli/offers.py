@@ -25,18 +25,29 @@ _SOURCE_LABEL = {"provider-prior": "prior", "placement-score": "score", "spot-ad
 @click.option("--gpus", type=int, help="Only nodes with exactly this many GPUs.")
 @click.option("--max-price", type=float, help="Only offers at or below this USD per GPU-hour.")
 @click.option("--limit", type=int, default=30, show_default=True, help="Rows to show (0 = all).")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False),
+              help="The offers `fleet plan SPEC` weighs: from the spec's providers (live where it runs on a "
+                   "cloud, the local cloud's for backend: local), filtered by its settings, with the rates "
+                   "this fleet has seen.")
 @wide_option
 @json_option
 @pass_app
 def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], region: tuple[str, ...],
-            market: str | None, gpus: int | None, max_price: float | None, limit: int, wide: bool,
-            as_json: bool) -> None:
-    """List offers, cheapest per GPU-hour first."""
-    query = OfferQuery(accelerators=tuple(_accelerator(a) for a in accelerator), regions=region,
-                       spot=market != "on-demand", on_demand=market != "spot")
-    offers, info = Catalog().offers(query, only=provider or None)
+            market: str | None, gpus: int | None, max_price: float | None, limit: int, spec_path: str | None,
+            wide: bool, as_json: bool) -> None:
+    """List offers, cheapest per GPU-hour first: the shipped snapshot, or with --spec what
+    `fleet plan` would weigh for that spec."""
+    accs = tuple(_accelerator(a) for a in accelerator)
+    if spec_path:
+        offers, info = _spec_offers(app, spec_path)
+    else:
+        query = OfferQuery(accelerators=accs, regions=region, spot=market != "on-demand", on_demand=market != "spot")
+        offers, info = Catalog().offers(query, only=provider or None)
     offers = [o for o in offers
-              if (gpus is None or o.gpus == gpus) and (max_price is None or o.price_per_gpu_hour <= max_price)]
+              if (gpus is None or o.gpus == gpus) and (max_price is None or o.price_per_gpu_hour <= max_price)
+              and (not accs or o.accelerator in accs) and (not provider or o.pool.provider in provider)
+              and (not region or o.pool.region in region)
+              and (market is None or (o.market is Market.ON_DEMAND) == (market == "on-demand"))]
     offers.sort(key=lambda o: (o.price_per_gpu_hour, o.pool.id))
     shown = offers if limit <= 0 else offers[:limit]
     if as_json:
@@ -59,6 +70,19 @@ def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], r
                       f"comes from; offers: {info.source}: {info.detail}[/]")
     if len(shown) < len(offers):
         app.console.print(f"[dim]{len(offers) - len(shown)} more; use --limit 0 to show all[/]")
+
+
+def _spec_offers(app: App, spec_path: str) -> tuple[list, object]:
+    """The offers `fleet plan` weighs for the spec at ``spec_path`` (its providers, settings and
+    learned rates), and where they came from."""
+    from fleet.cli.plan import learned_rates, offers_for_spec, providers_or_none
+    from fleet.spec import load_spec
+
+    spec = load_spec(spec_path)
+    with app.err.status("gathering offers..."):
+        providers = providers_or_none(spec, app)
+        offers, info = offers_for_spec(spec, app, providers)
+        return learned_rates(app, spec, offers, providers), info
 
 
 def _accelerator(name: str) -> str:

@@ -105,7 +105,7 @@ def running_now(providers: Mapping[str, Provider], fleet: str) -> dict[str, int]
     return observe(providers, fleet).counts() if providers else {}
 
 
-def _providers_or_none(spec: FleetSpec, app: App) -> dict[str, Provider]:
+def providers_or_none(spec: FleetSpec, app: App) -> dict[str, Provider]:
     """The spec's provider adapters; none (plan from the snapshot) where a cloud has no adapter yet."""
     from providers.registry import providers_for
 
@@ -138,7 +138,7 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
     with app.err.status("gathering offers and planning...") if not as_json else nullcontext():
-        providers = _providers_or_none(spec, app)
+        providers = providers_or_none(spec, app)
         offers, info = offers_for_spec(spec, app, providers)
         offers = learned_rates(app, spec, offers, providers)
         current = running_now(providers, spec.name)

@@ -47,3 +47,17 @@ def test_a_fresh_fleet_keeps_the_catalog_rates(tmp_path: Path):
     plan = world.fleet_json("plan", str(world.spec()))
     assert {src for _, src in _rates(plan).values()} <= {"provider-prior", "trace", "none", "spot-advisor",
                                                           "placement-score"}
+
+
+def test_offers_for_a_spec_are_what_plan_weighs(tmp_path: Path):
+    world = World(tmp_path)
+    spec = str(world.spec())
+    listed = world.fleet_json("offers", "--spec", spec, "--limit", "0")
+    assert listed["source"] == "local" and listed["total"] == len(listed["offers"]) > 0
+    pools = {_pool_id(o["pool"]) for o in listed["offers"]}
+    plan = world.fleet_json("plan", spec)
+    assert set(_rates(plan)) <= pools                       # every planned pool is among them
+    assert {o["accelerator"] for o in listed["offers"]} == {"H100"}   # the spec's accelerators only
+    spot_gcp = world.fleet_json("offers", "--spec", spec, "--spot", "-p", "gcp", "--limit", "0")
+    assert spot_gcp["offers"] and {(o["pool"]["provider"], o["pool"]["market"]) for o in spot_gcp["offers"]} \
+        == {("gcp", "spot")}
