@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fleet.state import LaunchStatus, open_store
+
 from tests.cli.test_azure_cli import RG, SUBSCRIPTION, ArmServer, AzureWorld, server  # noqa: F401  (the fixture)
 
 SPEC = f"""
@@ -76,5 +78,12 @@ def test_killed_mid_up_a_rerun_converges_without_a_second_set(world: AzureWorld)
     assert len(_members(world)) == sum(rerun["desired"].values())
     names = [s["name"] for s in world.state()["scale_sets"] if s["tags"].get("spotfleet:fleet") == "af"]
     assert len(names) == len(set(names)) == len({p.split("/")[1] for p in rerun["desired"]})
+    store = open_store(str(world.home / "state.db"), create=False)
+    try:         # the killed run's launches are abandoned, not replayed; its VMs are known
+        assert {r.id for r in store.instances("af", alive_only=True)} == {v["name"] for v in _members(world)}
+        assert store.launches("af", status=LaunchStatus.REQUESTED) == []
+        assert store.launches("af", status=LaunchStatus.ABANDONED)
+    finally:
+        store.close()
     world.fleet_json("down", "af", "--yes")
     assert _members(world) == [] and world.foreign_alive()
