@@ -57,6 +57,7 @@ class AzureScaleSetProvider(AzureProvider):
         super().__init__(*args, **kwargs)
         self._groups: dict[str, tuple[LaunchRequest, LaunchResult]] = {}
         self._touched: set[str] = set()
+        self._owners: dict[str, dict[str, str]] = {}    # set id (lower) -> its tags, for sets with a fleet tag
 
     # ---- offers and launch ----------------------------------------------------------------
     def list_offers(self, query: OfferQuery) -> list:
@@ -179,6 +180,8 @@ class AzureScaleSetProvider(AzureProvider):
         if not any(set_ref(v) and not (v.get("tags") or {}).get(TAG_FLEET) for v in vms):
             return vms
         sets = {str(s["id"]).lower(): s.get("tags") or {} for s in self._sets()}
+        with self._lock:
+            self._owners.update({k: t for k, t in sets.items() if t.get(TAG_FLEET)})
         out = []
         for vm in vms:
             tags = sets.get(set_ref(vm)) or {}
@@ -192,8 +195,13 @@ class AzureScaleSetProvider(AzureProvider):
         ref = set_ref(vm)
         if tags.get(TAG_FLEET) or not ref:
             return tags
-        found = self._get_set(ref.rsplit("/", 1)[-1])
-        set_tags = (found or {}).get("tags") or {}
+        with self._lock:
+            set_tags = self._owners.get(ref)
+        if set_tags is None:        # a set's fleet tag never changes: one look per set and process
+            set_tags = ((self._get_set(ref.rsplit("/", 1)[-1]) or {}).get("tags") or {})
+            if set_tags.get(TAG_FLEET):
+                with self._lock:
+                    self._owners[ref] = set_tags
         return member_tags(vm, set_tags) if set_tags.get(TAG_FLEET) else tags
 
     def _delete_vm(self, name: str) -> str | None:
