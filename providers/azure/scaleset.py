@@ -11,7 +11,8 @@ regional too (:func:`regional`): a VM made by the set belongs to pool
 ``regularPriorityPercentageAboveBase: 0`` (everything above the base is Spot), Spot
 ``evictionPolicy: Delete`` with ``billingProfile.maxPrice``, and a ``skuProfile`` listing the
 region's sizes with ``allocationStrategy: Prioritized``: the size being launched ranks first, the
-others follow as fallbacks when it has no capacity. The set carries the fleet tags and
+others follow as fallbacks when it has no capacity. The set carries the request's tags (not its
+pool's: each VM gets the pool its size and priority give) and
 ``spotfleet:launches``, the hashes of the launch tokens it was grown for (the newest
 :data:`LEDGER_SIZE`), so a repeated request is recognised in any process.
 """
@@ -23,7 +24,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from fleet.bootstrap import boot_for, render_base64
-from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, LaunchRequest, Market, Offer, PoolKey
+from fleet.model import TAG_FLEET, TAG_POOL, TAG_ROLE, LaunchRequest, Market, Offer, PoolKey
 from providers.azure.launch import ADMIN_USER, IMAGE, _linux
 
 TAG_LAUNCHES = "spotfleet:launches"
@@ -89,9 +90,8 @@ def set_body(request: LaunchRequest, sizes: list[str], subnet_id: str, *, capaci
     ``sizes``: the region's VM sizes, the request's first. ``capacity``: the VMs the set must
     hold; ``base_regular``: how many of them are Regular; ``marks``: the launch ledger."""
     pool = request.offer.pool
-    tags = {TAG_FLEET: request.fleet, TAG_LAUNCHES: " ".join(marks[-LEDGER_SIZE:])}
-    if request.tags.get(TAG_PLAN):
-        tags[TAG_PLAN] = request.tags[TAG_PLAN]
+    tags = {**{k: v for k, v in request.tags.items() if k not in (TAG_POOL, TAG_ROLE)},
+            TAG_FLEET: request.fleet, TAG_LAUNCHES: " ".join(marks[-LEDGER_SIZE:])}
     nic = {"name": "nic", "properties": {
         "primary": True, "deleteOption": "Delete",
         "ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet_id}}}]}}

@@ -30,7 +30,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
-from fleet.errors import InstanceNotFoundError, ProviderError
+from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import TAG_FLEET, TAG_ROLE, WORKER, Instance, InstanceState, LaunchRequest, LaunchResult, Market
 from fleet.provisioning.launching import error_kind
 from providers.azure.provider import AzureProvider, _wire
@@ -64,11 +64,13 @@ class AzureScaleSetProvider(AzureProvider):
         return regional(super().list_offers(query))
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
-        return self.launch_group([request])[0]
+        """A group of one; a refusal before anything was made is raised (the ``launch`` contract)."""
+        return self.launch_group([request], raise_refusals=True)[0]
 
-    def launch_group(self, requests: Sequence[LaunchRequest]) -> list[LaunchResult]:
-        """One result per request, in order; see the module doc. A region's failure is reported in
-        the results of its requests (``error_kind``), never raised."""
+    def launch_group(self, requests: Sequence[LaunchRequest], *, raise_refusals: bool = False) -> list[LaunchResult]:
+        """One result per request, in order; see the module doc. A region's refusal before anything
+        was made there (quota, auth, throttling...) is reported in the results of its requests
+        (``error_kind``), or raised with ``raise_refusals``."""
         out: dict[int, LaunchResult] = {}
         regions: dict[tuple[str, str], list[tuple[int, LaunchRequest]]] = {}
         for i, req in enumerate(requests):
@@ -85,7 +87,8 @@ class AzureScaleSetProvider(AzureProvider):
                 regions.setdefault((req.fleet, pool.region), []).append((i, req))
         if regions:
             with ThreadPoolExecutor(max_workers=min(8, len(regions))) as ex:
-                for done in ex.map(lambda job: self._region_or_failure(*job), regions.items()):
+                run = self._launch_region if raise_refusals else self._region_or_failure
+                for done in ex.map(lambda job: run(*job), regions.items()):
                     out.update(done)
         return [out[i] for i in range(len(requests))]
 
@@ -138,6 +141,8 @@ class AzureScaleSetProvider(AzureProvider):
                     vmss = _wire(self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_create_or_update(
                         self.resource_group, name, body).result(), f"grow scale set {name}"))
                 except ProviderError as err:
+                    if not isinstance(err, NoCapacityError) and not (spare or any(got.values())):
+                        raise                         # nothing made: refused as ``launch`` refuses
                     failures[i] = (error_kind(err), err.code, str(err))
                     vmss = self._get_set(name)
                 now = self._members(name)

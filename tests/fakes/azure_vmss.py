@@ -25,6 +25,8 @@ Modelled on the documented ARM behaviour of ``Microsoft.Compute/virtualMachineSc
 * Deleting one VM of a Flexible set (``DELETE .../virtualMachines/<name>``) removes it and
   lowers the set's capacity by one; nothing else changes.
 
+Faults (``/_control/faults``) aimed at ``vmss``, ``*`` or ``<location>/<size>/<priority>`` for one
+of a set's sizes hit the set's next PUT (a ``capacity`` fault fails its scale-out, making nothing).
 Test lever (``POST /_control/vmss_foreign``): a set without spotfleet tags, with ``count`` VMs.
 Run the whole fake alone: ``python tests/fakes/azure_arm.py --port 8443``.
 """
@@ -169,7 +171,8 @@ def route(h: Any, method: str, rg: str, orig: list[str], body: dict[str, Any]) -
         return h._send(202, None, {"Location": h._op(vmss["location"], {}), "Retry-After": "0"})
     if method != "PUT":
         return h._error(405, "MethodNotAllowed", method)
-    fault = next((f for f in st.faults if f["count"] > 0 and f["target"] in ("vmss", "*")), None)
+    aimed = {"vmss", "*"} | {f"{body.get('location', '')}/{s}/{p}".lower() for s in _sizes(body) for p in ("spot", "regular")}
+    fault = next((f for f in st.faults if f["count"] > 0 and f["target"] in aimed), None)
     if fault and fault["kind"] != "capacity":
         fault["count"] -= 1
         status, code, message = h.fault(fault["kind"])
@@ -188,11 +191,12 @@ def route(h: Any, method: str, rg: str, orig: list[str], body: dict[str, Any]) -
                            "timeCreated": (old.get("properties") or {}).get("timeCreated")
                            or time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}}
     st.vmss[key] = vmss
-    made, error = _scale(h, rg, vmss)
-    if fault is not None:           # a "capacity" fault: the scale-out fails whatever room there is
+    if fault is not None:           # a "capacity" fault: the scale-out fails and makes nothing
         fault["count"] -= 1
-        error = error or {"code": "AllocationFailed", "message": "Allocation failed. We do not have sufficient "
-                          "capacity for the requested VM sizes in this region."}
+        made, error = [], {"code": "AllocationFailed", "message": "Allocation failed. We do not have sufficient "
+                           "capacity for the requested VM sizes in this region."}
+    else:
+        made, error = _scale(h, rg, vmss)
     op = h._op(vmss["location"], {"vmss": key, "made": made, "error": error})
     return h._send(201 if created else 200, _view(vmss), {"Azure-AsyncOperation": op})
 
