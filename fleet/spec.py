@@ -143,6 +143,9 @@ class ProviderSettings(Section):
     # Azure
     subscription_id: str = ""
     resource_group: str = ""
+    launch_mode: Literal["vms", "scale-set"] = Field(
+        default="vms", description="Azure: vms (one Spot VM per instance) or scale-set (one Flexible scale set "
+        "per region with a Spot priority mix; pools become regional).")
     # Vast
     bid: VastBid = Field(default_factory=VastBid)
     min_reliability: float = Field(default=0.95, ge=0, le=1)

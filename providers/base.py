@@ -140,7 +140,12 @@ class Provider(Protocol):
 #:
 #: ``quotas() -> list[Quota]``: the account's launch quotas with their current use (``[]`` when
 #: unknown); raises ProviderError when the quota API fails (the planner then plans without them).
-OPTIONAL_METHODS = ("ended_at", "quotas")
+#:
+#: ``launch_group(requests: Sequence[LaunchRequest]) -> list[LaunchResult]``: a round's requests of
+#: several pools at once, one result per request in order, each with ``launch``'s contract except
+#: that a provider sizes what it creates from what exists (a crash's unfinished launches are not
+#: replayed); the executor calls it instead of ``launch`` where present (Azure scale sets).
+OPTIONAL_METHODS = ("ended_at", "quotas", "launch_group")
 
 
 def account_quotas(providers: Mapping[str, Provider]) -> list[Quota]:

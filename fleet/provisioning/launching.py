@@ -5,6 +5,12 @@ its own token (the provider returns what that token already created, or creates 
 then the remaining shortfall is launched under a fresh token that is recorded in the
 store before the call. Instances a call returns are recorded with ``launched`` events.
 Provider errors become ``LaunchOutcome.error_kind``; nothing here raises ProviderError.
+
+A provider with the optional ``launch_group(requests) -> list[LaunchResult]`` (``providers.base``)
+gets all of its pools' requests of the round in one call instead (an Azure scale set per region).
+Such a provider sizes what it launches from what exists, so launches a crash left unfinished are
+abandoned rather than replayed: what they made is listed, and each pool gets one fresh token for
+its remaining shortfall.
 """
 
 from __future__ import annotations
@@ -106,8 +112,46 @@ class PoolLauncher:
         if not jobs:
             return []
         known = {i.id for i in obs.instances}
-        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs)))) as ex:
-            return list(ex.map(lambda job: self._pool(plan_id, *job, known=known), jobs))
+        groups: dict[str, list[tuple]] = {}
+        tasks: list[Callable[[], list[LaunchOutcome]]] = []
+        for job in jobs:
+            provider = self.providers.get(job[2].pool.provider)
+            if callable(getattr(provider, "launch_group", None)):
+                groups.setdefault(job[2].pool.provider, []).append(job)
+            else:
+                tasks.append(lambda job=job: [self._pool(plan_id, *job, known=known)])
+        for name, group in sorted(groups.items()):
+            tasks.append(lambda name=name, group=group: self._group(plan_id, self.providers[name], group, known))
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(tasks)))) as ex:
+            return [out for outs in ex.map(lambda task: task(), tasks) for out in outs]
+
+    def _group(self, plan_id: str, provider: Provider, jobs: list[tuple], known: set[str]) -> list[LaunchOutcome]:
+        """All of one provider's pools in one ``launch_group`` call (see the module doc)."""
+        launches, requests = [], []
+        for pool_id, short, offer, replays in jobs:
+            for old in replays:
+                self.store.finish_launch(old.id, status=LaunchStatus.ABANDONED, launched=0,
+                                         error_message="left unfinished by an earlier run; its provider launches "
+                                         "from what exists")
+            launch = self.store.begin_launch(self.fleet, plan_id, pool_id, short,
+                                             lambda seq, pool_id=pool_id: self.token(self.fleet, plan_id, pool_id, seq))
+            launches.append(launch)
+            requests.append(self._request(plan_id, offer, launch))
+        crashpoints.reached("launch-recorded")
+        outcomes = [LaunchOutcome(pool=pool_id, requested=short) for pool_id, short, _, _ in jobs]
+        try:
+            results = provider.launch_group(requests)  # type: ignore[attr-defined]
+            crashpoints.reached("launch-sent")
+        except ProviderError as err:
+            for launch, outcome in zip(launches, outcomes):
+                self._failed(launch, outcome, err)
+        else:
+            for (_, _, offer, _), launch, outcome, result in zip(jobs, launches, outcomes, results):
+                self._record(offer, launch, outcome, result, known)
+        for outcome in outcomes:
+            self.say(Progress("launched", pool=outcome.pool, count=len(outcome.instances), total=outcome.requested,
+                              message=outcome.error_message))
+        return outcomes
 
     def _pending(self, plan_id: str, desired: Mapping[str, int], counts: Mapping[str, int],
                  obs: Observation) -> dict[str, list[LaunchRecord]]:
@@ -144,21 +188,32 @@ class PoolLauncher:
                           message=outcome.error_message))
         return outcome
 
-    def _call(self, provider: Provider, plan_id: str, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome,
-              known: set[str]) -> None:
+    def _request(self, plan_id: str, offer: Offer, launch: LaunchRecord) -> LaunchRequest:
         role = self.roles.get(offer.pool.id, WORKER)
         tags = fleet_tags(self.fleet, offer.pool, plan_id) | ({TAG_ROLE: role} if role != WORKER else {})
-        request = LaunchRequest(fleet=self.fleet, offer=offer, count=launch.count, token=launch.token,
-                                tags=tags, node=self.role_nodes.get(role, self.node))
+        return LaunchRequest(fleet=self.fleet, offer=offer, count=launch.count, token=launch.token,
+                             tags=tags, node=self.role_nodes.get(role, self.node))
+
+    def _call(self, provider: Provider, plan_id: str, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome,
+              known: set[str]) -> None:
         try:
-            result: LaunchResult = provider.launch(request)
+            result: LaunchResult = provider.launch(self._request(plan_id, offer, launch))
             crashpoints.reached("launch-sent")
         except ProviderError as err:
-            kind = error_kind(err)
-            status = LaunchStatus.REQUESTED if kind in RETRYABLE else LaunchStatus.FAILED
-            self.store.finish_launch(launch.id, status=status, launched=0, error_kind=kind, error_message=str(err))
-            outcome.error_kind, outcome.error_code, outcome.error_message = kind, err.code, str(err)
+            self._failed(launch, outcome, err)
             return
+        self._record(offer, launch, outcome, result, known)
+
+    def _failed(self, launch: LaunchRecord, outcome: LaunchOutcome, err: ProviderError) -> None:
+        kind = error_kind(err)
+        status = LaunchStatus.REQUESTED if kind in RETRYABLE else LaunchStatus.FAILED
+        self.store.finish_launch(launch.id, status=status, launched=0, error_kind=kind, error_message=str(err))
+        outcome.error_kind, outcome.error_code, outcome.error_message = kind, err.code, str(err)
+
+    def _record(self, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome, result: LaunchResult,
+                known: set[str]) -> None:
+        """Record what one launch returned (instances, events, the launch's end) in the store and ``outcome``."""
+        plan_id = launch.plan_id
         fresh = [i for i in result.instances if i.state.alive and i.id not in known]
         known.update(i.id for i in fresh)
         od = offer.on_demand_price if offer.market is Market.SPOT else offer.price_per_hour

@@ -3,6 +3,8 @@
 Credentials: ``DefaultAzureCredential`` (azure-identity). Subscription from the spec
 (``providers.azure.subscription_id``) or ``$AZURE_SUBSCRIPTION_ID``; resource group from the spec
 (``providers.azure.resource_group``, default ``spotfleet``; created if missing).
+``providers.azure.launch_mode: scale-set`` launches one Flexible Spot-priority-mix scale set per
+region instead of single VMs (``providers.azure.scaleset_provider``).
 ``$SPOTFLEET_AZURE_ARM_ENDPOINT`` points it at another ARM endpoint (a loopback ``http://`` one needs
 no credential), ``$SPOTFLEET_AZURE_POLLING_INTERVAL`` sets the seconds between operation polls.
 Checkpoint containers live in the account of ``$AZURE_STORAGE_CONNECTION_STRING``.
@@ -17,7 +19,11 @@ from providers.registry import register_cloud_adapter
 
 
 def build(spec: FleetSpec, settings: ProviderSettings) -> AzureProvider:
-    """The adapter for ``spec``'s Azure settings."""
+    """The adapter for ``spec``'s Azure settings (``launch_mode: scale-set`` -> one scale set per region)."""
+    if settings.launch_mode == "scale-set":
+        from providers.azure.scaleset_provider import AzureScaleSetProvider
+
+        return AzureScaleSetProvider(settings)
     return AzureProvider(settings)
 
 

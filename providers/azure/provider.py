@@ -271,10 +271,10 @@ class AzureProvider:
             vm = _wire(arm.call(lambda: arm.compute.virtual_machines.get(rg, name), f"find VM {name}"))
         except InstanceNotFoundError:
             return None
-        if not (vm.get("tags") or {}).get(TAG_FLEET):
+        fleet = self._tags(vm).get(TAG_FLEET)
+        if not fleet:
             log.warning("azure: not deleting VM %s: it carries no spotfleet fleet tag", name)
             return None
-        fleet = vm["tags"][TAG_FLEET]
         try:
             arm.call(lambda: arm.compute.virtual_machines.begin_delete(rg, name).result(), f"delete VM {name}")
         except InstanceNotFoundError:
@@ -296,6 +296,10 @@ class AzureProvider:
                             f"list VMs in {rg}")
         except InstanceNotFoundError:      # no resource group yet: no VMs
             return []
+
+    def _tags(self, vm: Mapping[str, Any]) -> dict[str, str]:
+        """The tags that say whose ``vm`` is (its own; a subclass may add those of its owner)."""
+        return dict(vm.get("tags") or {})
 
     def _token_vms(self, token: str) -> dict[str, dict[str, Any]]:
         return {vm["name"]: vm for vm in self._vms() if (vm.get("tags") or {}).get(TAG_TOKEN) == token}

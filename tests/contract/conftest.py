@@ -24,7 +24,7 @@ from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
 TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "aws", "gcp",
-           "azure"]
+           "azure", "azure:scale-set"]
 
 
 class Harness(Protocol):
@@ -91,7 +91,7 @@ def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -
         return make_gcp_harness()
     if family == "azure":
         from tests.contract.harness_azure import azure_harness
-        return azure_harness()
+        return azure_harness(name or "vms")
     raise ValueError(f"unknown contract target {target}")
 
 

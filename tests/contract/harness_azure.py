@@ -87,12 +87,15 @@ class AzureHarness:
         return "sf-000000000000-0"
 
 
-def azure_harness() -> AzureHarness:
-    """A harness on a freshly reset fake, polling without delay and absorbing throttles at once."""
+def azure_harness(launch_mode: str = "vms") -> AzureHarness:
+    """A harness on a freshly reset fake, polling without delay and absorbing throttles at once;
+    ``launch_mode: scale-set`` tests the adapter that launches Flexible scale sets."""
     srv = server()
     httpx.post(f"{srv.url}/_control/reset", json={}).raise_for_status()
     arm = Arm(SUBSCRIPTION, srv.url, polling_interval=0, sleep=lambda s: None)
     from providers.azure.provider import ProviderSettings
-    provider = AzureProvider(ProviderSettings(resource_group=RESOURCE_GROUP), arm=arm, environ=storage_env(),
-                             cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"))
+    from providers.azure.scaleset_provider import AzureScaleSetProvider
+    cls = AzureScaleSetProvider if launch_mode == "scale-set" else AzureProvider
+    provider = cls(ProviderSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode), arm=arm,
+                   environ=storage_env(), cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"))
     return AzureHarness(srv.url, provider)

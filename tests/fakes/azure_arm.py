@@ -12,6 +12,8 @@ endpoint). What it models, from the documented ARM behaviour:
   with the ARM error (``AllocationFailed`` / ``ZonalAllocationFailed`` leave the VM in
   ``Failed`` state, as Azure does); DELETE answers 202 + ``Location``; a NIC still attached to a VM
   cannot be deleted (``NicInUse``); a VM's NICs with ``deleteOption: Delete`` go with it;
+* Flexible virtual machine scale sets with ``priorityMixPolicy`` and a multi-size ``skuProfile``
+  (``tests/fakes/azure_vmss.py``);
 * synchronous refusals with real ARM error bodies: ``OperationNotAllowed`` (quota, 409),
   ``SkuNotAvailable`` (409), ``AuthorizationFailed`` (403), ``TooManyRequests`` (429 with
   ``Retry-After``), ``InternalServerError`` (500).
@@ -20,7 +22,7 @@ Test levers under ``/_control/``: ``reset`` (SKUs, capacity), ``capacity`` (per
 ``location/size/priority``), ``faults`` (the next N VM creations into a target, or N price queries
 for target ``prices``, fail with a kind; a throttle names ``Retry-After: <retry_after>``, 1 s
 unless reset says otherwise),
-``foreign`` (VMs without spotfleet tags), ``evict``, ``state`` (everything, as JSON), ``calls``.
+``foreign`` (VMs without spotfleet tags), ``vmss_foreign`` (a scale set without them), ``evict``, ``state`` (everything, as JSON), ``calls``.
 
 Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
 """
@@ -37,6 +39,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
+
+try:
+    import azure_vmss
+except ImportError:          # imported as tests.fakes.azure_arm
+    from tests.fakes import azure_vmss
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000f1ee"
 DEFAULT_CAPACITY = 64
@@ -121,6 +128,7 @@ class ArmState:
         self.vnets: dict[tuple[str, str], dict[str, Any]] = {}
         self.nics: dict[tuple[str, str], dict[str, Any]] = {}
         self.vms: dict[tuple[str, str], dict[str, Any]] = {}
+        self.vmss: dict[tuple[str, str], dict[str, Any]] = {}
         self.ops: dict[str, dict[str, Any]] = {}
         self.faults: list[dict[str, Any]] = []
         self.calls: dict[str, int] = {}
@@ -220,6 +228,8 @@ class Handler(BaseHTTPRequestHandler):
                     return self._vm(method, rg, orig[5], body, "instanceview" in url.query.lower())
                 if kind == "microsoft.network/networkinterfaces" and len(rest) == 5 and method == "GET":
                     return self._send(200, {"value": [n for (g, _), n in sorted(self.st.nics.items()) if g == rg]})
+                if kind == azure_vmss.KIND and len(rest) in (5, 6):
+                    return azure_vmss.route(self, method, rg, orig, body)
                 if kind in ("microsoft.network/virtualnetworks", "microsoft.network/networkinterfaces") and len(rest) == 6:
                     table = self.st.vnets if kind.endswith("virtualnetworks") else self.st.nics
                     return self._simple(method, table, rg, orig, body)
@@ -279,6 +289,8 @@ class Handler(BaseHTTPRequestHandler):
         if op is None:
             return self._error(404, "NotFound", f"operation {oid} not found")
         op["polls"] += 1
+        if op.get("vmss"):
+            return azure_vmss.poll(self, oid, op)
         if op["polls"] == 1 and op.get("vm"):
             return self._send(200, {"name": oid, "status": "InProgress"})
         vm = self.st.vms.get(op["vm"]) if op.get("vm") else None
@@ -390,12 +402,9 @@ class Handler(BaseHTTPRequestHandler):
               "properties": {**props, "vmId": str(uuid.uuid4()), "provisioningState": "Creating",
                              "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}}
         error = None
-        live = sum(1 for v in self.st.vms.values() if v["properties"]["provisioningState"] != "Failed"
-                   and _key(v["location"], v["properties"]["hardwareProfile"]["vmSize"],
-                            v["properties"].get("priority") or "Regular") == target)
         if fault is not None:
             fault["count"] -= 1
-        if fault is not None or live >= self.st.capacity.get(target, DEFAULT_CAPACITY):
+        if fault is not None or self.room(location, size, priority) <= 0:
             code = "ZonalAllocationFailed" if body.get("zones") else "AllocationFailed"
             error = {"code": code, "message": f"Allocation failed. We do not have sufficient capacity for the "
                      f"requested VM size {size} in this region."}
@@ -403,9 +412,21 @@ class Handler(BaseHTTPRequestHandler):
         op = self._op(location, {"vm": key, "error": error})
         return self._send(201, self._vm_view(vm, False), {"Azure-AsyncOperation": op})
 
+    def room(self, location: str, size: str, priority: str) -> int:
+        """How many more VMs of ``size`` and ``priority`` the test's capacity allows in ``location``."""
+        target = _key(location, size, priority)
+        live = sum(1 for v in self.st.vms.values() if v["properties"]["provisioningState"] != "Failed"
+                   and _key(v["location"], v["properties"]["hardwareProfile"]["vmSize"],
+                            v["properties"].get("priority") or "Regular") == target)
+        return self.st.capacity.get(target, DEFAULT_CAPACITY) - live
+
+    def fault(self, kind: str) -> tuple[int, str, str]:
+        return FAULTS[kind]
+
     def _remove_vm(self, key: tuple[str, str]) -> None:
         vm = self.st.vms.pop(key)
         self.st.deleted.append(vm["id"])
+        azure_vmss.member_removed(self.st, vm)
         for ref in _nic_refs(vm):
             if (ref.get("properties") or {}).get("deleteOption") == "Delete":
                 m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
@@ -449,9 +470,11 @@ class Handler(BaseHTTPRequestHandler):
                         vm["_power"] = "deallocated"
                     return self._send(200, {"ok": True})
             return self._send(404, {"ok": False})
+        if what == "vmss_foreign":
+            return azure_vmss.control_foreign(self, body)
         if what == "state":
             return self._send(200, {"groups": list(st.groups.values()), "vnets": list(st.vnets.values()),
-                                    "nics": list(st.nics.values()),
+                                    "nics": list(st.nics.values()), "scale_sets": list(st.vmss.values()),
                                     "vms": [self._vm_view(v, True, secrets=True) for v in st.vms.values()],
                                     "deleted": st.deleted})
         if what == "calls":
