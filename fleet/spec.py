@@ -143,6 +143,9 @@ class ProviderSettings(Section):
     # Azure
     subscription_id: str = ""
     resource_group: str = ""
+    eviction_policy: Literal["Delete", "Deallocate"] = Field(default="Delete", description=(
+        "Azure: what an evicted Spot VM becomes: Delete (gone with its disks) or Deallocate (kept, "
+        "billing its disks, until `fleet down`)."))
     # Vast
     bid: VastBid = Field(default_factory=VastBid)
     min_reliability: float = Field(default=0.95, ge=0, le=1)

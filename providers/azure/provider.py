@@ -30,6 +30,7 @@ from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market
 from fleet.provisioning.launching import error_kind
 from fleet.spec import ProviderSettings
+from providers.azure.activity import deletions
 from providers.azure.arm import Arm
 from providers.azure.instances import to_instance
 from providers.azure.launch import (
@@ -170,6 +171,11 @@ class AzureProvider:
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return ensure_container(spec, self._environ)
 
+    def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
+        """When Azure deleted these VMs (an eviction under evictionPolicy Delete, or any delete), from
+        the Activity Log (``providers.azure.activity``); VMs it holds no delete of are left out."""
+        return deletions(self.arm, self.resource_group, [str(i) for i in ids])
+
     # ---- internals -----------------------------------------------------------------------
     def _live_prices(self, skus: list[dict[str, Any]]) -> dict:
         """Retail prices for the sizes the SKUs offer; {} (snapshot prices) when they cannot be had."""
@@ -246,7 +252,7 @@ class AzureProvider:
             nic = _wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
                 rg, nic_name(name), nic_body(region, subnet, tags)).result(), f"create NIC for {name}"))
             vm = _wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
-                rg, name, vm_body(request, name, nic["id"], tags)).result(), f"create VM {name}"))
+                rg, name, vm_body(request, name, nic["id"], tags, self.settings.eviction_policy)).result(), f"create VM {name}"))
         except ProviderError as err:
             self._cleanup(name)
             raise err

@@ -20,7 +20,15 @@ Test levers under ``/_control/``: ``reset`` (SKUs, capacity), ``capacity`` (per
 ``location/size/priority``), ``faults`` (the next N VM creations into a target, or N price queries
 for target ``prices``, fail with a kind; a throttle names ``Retry-After: <retry_after>``, 1 s
 unless reset says otherwise),
-``foreign`` (VMs without spotfleet tags), ``evict``, ``state`` (everything, as JSON), ``calls``.
+``foreign`` (VMs without spotfleet tags), ``evict`` (as Azure evicts a Spot VM: by its
+evictionPolicy, deleted or deallocated, at ``at`` epoch seconds or now), ``state`` (everything, as
+JSON), ``calls``. ``POST .../virtualMachines/{vm}/simulateEviction`` (204) evicts the same way, at once.
+
+The Activity Log (``Microsoft.Insights/eventtypes/management/values``, ``$filter`` on
+``eventTimestamp`` and ``resourceGroupName``, pages of 50 through ``nextLink``) holds a
+``Microsoft.Compute/virtualMachines/delete`` Started and Succeeded event per deleted VM; the
+instance view's ``ProvisioningState`` status carries the ``time`` of the VM's last operation
+(creation, deallocation).
 
 Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
 """
@@ -34,6 +42,7 @@ import re
 import threading
 import time
 import uuid
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
@@ -53,6 +62,7 @@ DEFAULT_SKUS: list[dict[str, Any]] = [
 DEFAULT_PRICES = {"Standard_NC24ads_A100_v4": (3.5, 0.42), "Standard_ND96asr_v4": (27.0, 2.9),
                   "Standard_NV36ads_A10_v5": (3.1, 0.7)}
 PRICES_PAGE = 3
+ACTIVITY_PAGE = 50
 
 
 def price_items(skus: list[dict[str, Any]], table: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
@@ -125,6 +135,7 @@ class ArmState:
         self.faults: list[dict[str, Any]] = []
         self.calls: dict[str, int] = {}
         self.deleted: list[str] = []
+        self.activity: list[dict[str, Any]] = []
         self.latency = float(body.get("latency", 0.0))
         self.retry_after = int(body.get("retry_after", 1))
         self.ids = itertools.count(1)
@@ -206,6 +217,8 @@ class Handler(BaseHTTPRequestHandler):
                     return self._usages(orig[3])
                 if rest[4] == "operations":
                     return self._poll(orig[5])
+            if rest[:4] == ["providers", "microsoft.insights", "eventtypes", "management"]:
+                return self._activity(url.query)
             if rest[:1] == ["resourcegroups"] and len(rest) == 2:
                 return self._group(method, orig[1], body)
             if rest[:1] == ["resourcegroups"] and len(rest) >= 5 and rest[2] == "providers":
@@ -217,6 +230,13 @@ class Handler(BaseHTTPRequestHandler):
                     if len(rest) == 5:
                         return self._send(200, {"value": [self._vm_view(v, "instanceview" in url.query.lower())
                                                           for (g, _), v in sorted(self.st.vms.items()) if g == rg]})
+                    if len(rest) == 7 and rest[6] == "simulateeviction" and method == "POST":
+                        vm = self.st.vms.get((rg, orig[5].lower()))
+                        if vm is None or vm["properties"].get("priority") != "Spot":
+                            return self._error(409 if vm else 404, "OperationNotAllowed" if vm else "ResourceNotFound",
+                                               f"Virtual machine {orig[5]} is not an Azure Spot VM.")
+                        self._evict(vm, time.time())
+                        return self._send(204)
                     return self._vm(method, rg, orig[5], body, "instanceview" in url.query.lower())
                 if kind == "microsoft.network/networkinterfaces" and len(rest) == 5 and method == "GET":
                     return self._send(200, {"value": [n for (g, _), n in sorted(self.st.nics.items()) if g == rg]})
@@ -289,6 +309,7 @@ class Handler(BaseHTTPRequestHandler):
         if vm is not None:
             vm["properties"]["provisioningState"] = "Succeeded"
             vm["_power"] = "running"
+            vm["_status_time"] = _iso(time.time())
         return self._send(200, {"name": oid, "status": "Succeeded"})
 
     # ---- networks ----------------------------------------------------------------------------
@@ -345,7 +366,8 @@ class Handler(BaseHTTPRequestHandler):
         if not secrets:      # ARM never returns customData; the control API shows it to tests
             props.pop("osProfile", None)
         if instance_view:
-            statuses = [{"code": f"ProvisioningState/{props['provisioningState'].lower()}"}]
+            statuses = [{"code": f"ProvisioningState/{props['provisioningState'].lower()}", "level": "Info",
+                         "time": vm.get("_status_time", props.get("timeCreated"))}]
             if vm.get("_power"):
                 statuses.append({"code": f"PowerState/{vm['_power']}"})
             props["instanceView"] = {"statuses": statuses}
@@ -403,14 +425,51 @@ class Handler(BaseHTTPRequestHandler):
         op = self._op(location, {"vm": key, "error": error})
         return self._send(201, self._vm_view(vm, False), {"Azure-AsyncOperation": op})
 
-    def _remove_vm(self, key: tuple[str, str]) -> None:
+    def _remove_vm(self, key: tuple[str, str], at: float | None = None) -> None:
         vm = self.st.vms.pop(key)
         self.st.deleted.append(vm["id"])
+        for status in ("Started", "Succeeded"):
+            self.st.activity.append({
+                "eventTimestamp": _iso(time.time() if at is None else at), "resourceGroupName": key[0],
+                "resourceId": vm["id"], "resourceProviderName": {"value": "Microsoft.Compute"},
+                "operationName": {"value": "Microsoft.Compute/virtualMachines/delete",
+                                  "localizedValue": "Delete Virtual Machine"},
+                "status": {"value": status, "localizedValue": status}, "category": {"value": "Administrative"},
+                "level": "Informational", "eventDataId": str(uuid.uuid4()),
+                "subscriptionId": SUBSCRIPTION})
         for ref in _nic_refs(vm):
             if (ref.get("properties") or {}).get("deleteOption") == "Delete":
                 m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
                 if m and self.st.nics.pop((m.group(1).lower(), m.group(2).lower()), None) is not None:
                     self.st.deleted.append(ref["id"])
+
+    def _evict(self, vm: dict[str, Any], at: float) -> None:
+        """Azure takes the Spot VM back: deleted (with its Delete-option NICs) or deallocated."""
+        if vm["properties"].get("evictionPolicy") == "Delete":
+            self._remove_vm(next(k for k, v in self.st.vms.items() if v is vm), at)
+        else:
+            vm["_power"] = "deallocated"
+            vm["_status_time"] = _iso(at)
+
+    # ---- Activity Log ----------------------------------------------------------------------------
+    def _activity(self, query: str) -> None:
+        params = parse_qs(query)
+        flt = (params.get("$filter") or [""])[0]
+        since = re.search(r"eventTimestamp ge '([^']+)'", flt)
+        until = re.search(r"eventTimestamp le '([^']+)'", flt)
+        group = re.search(r"resourceGroupName eq '([^']+)'", flt)
+        if not since:
+            return self._error(400, "BadRequest", "The filter must contain 'eventTimestamp ge'.")
+        lo, hi = _epoch(since.group(1)), _epoch(until.group(1)) if until else time.time()
+        rows = [e for e in self.st.activity if lo <= _epoch(e["eventTimestamp"]) <= hi
+                and (not group or e["resourceGroupName"] == group.group(1).lower())]
+        skip = int((params.get("$skip") or ["0"])[0])
+        page = rows[skip:skip + ACTIVITY_PAGE]
+        nxt = None
+        if skip + ACTIVITY_PAGE < len(rows):
+            nxt = (f"{self._base()}{urlparse(self.path).path}?"
+                   + urlencode({"api-version": "2015-04-01", "$filter": flt, "$skip": skip + ACTIVITY_PAGE}))
+        return self._send(200, {"value": page, "nextLink": nxt})
 
     # ---- control -------------------------------------------------------------------------------
     def _control(self, method: str, path: list[str], body: dict[str, Any]) -> None:
@@ -443,10 +502,7 @@ class Handler(BaseHTTPRequestHandler):
         if what == "evict":
             for vm in st.vms.values():
                 if vm["name"] == body["name"]:
-                    if vm["properties"].get("evictionPolicy") == "Delete":
-                        self._remove_vm(next(k for k, v in st.vms.items() if v is vm))
-                    else:
-                        vm["_power"] = "deallocated"
+                    self._evict(vm, float(body.get("at") or time.time()))
                     return self._send(200, {"ok": True})
             return self._send(404, {"ok": False})
         if what == "state":
@@ -457,6 +513,14 @@ class Handler(BaseHTTPRequestHandler):
         if what == "calls":
             return self._send(200, {"calls": st.calls})
         return self._error(404, "NotFound", f"no control {what}")
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _nic_refs(vm: dict[str, Any]) -> list[dict[str, Any]]:
