@@ -140,7 +140,12 @@ class Provider(Protocol):
 #:
 #: ``quotas() -> list[Quota]``: the account's launch quotas with their current use (``[]`` when
 #: unknown); raises ProviderError when the quota API fails (the planner then plans without them).
-OPTIONAL_METHODS = ("ended_at", "quotas")
+#:
+#: ``teardown(fleet: str) -> list[str]``: delete what the provider made for ``fleet`` besides its
+#: instances (networks, security groups) where none of the fleet's instances is left, only what
+#: carries the fleet's tag; returns the names deleted. ``fleet down`` calls it once the provider
+#: lists no instance of the fleet; idempotent.
+OPTIONAL_METHODS = ("ended_at", "quotas", "teardown")
 
 
 def account_quotas(providers: Mapping[str, Provider]) -> list[Quota]:

@@ -4,7 +4,7 @@ Offers: GPU sizes from Resource SKUs (restrictions respected), priced from the R
 (``providers.azure.prices``, cached on disk) or, when it fails, the shipped snapshot
 (``providers.azure.offers``), kept ``cache_seconds``. Launch (see ``providers.base`` for the
 contract): the resource group (``providers.azure.resource_group``, default ``spotfleet``) and the
-fleet's VNet in the region are created once and tagged; then per VM a NIC and the VM, named from
+fleet's VNet and NSG in the region (``providers.azure.network``) are created once and tagged; then per VM a NIC and the VM, named from
 the launch token (``providers.azure.launch``), so a rerun in another process finds what exists and
 creates only what is missing, and a token seen in this process returns what it returned before
 (deleted VMs are not recreated). A capacity refusal (``AllocationFailed`` and kin) ends the launch
@@ -13,7 +13,8 @@ creation left (a VM in ``Failed`` state, its NIC) is deleted before the launch r
 
 ``terminate`` deletes the VM, then its NICs that carry the fleet tag (404 = gone); a VM without a
 spotfleet fleet tag is never touched. A NIC whose VM never came (a run killed between the two) is
-deleted by the next launch into that region or the next terminate of that fleet.
+deleted by the next launch into that region or the next terminate of that fleet. ``teardown``
+(called by ``fleet down``) deletes the fleet's network in regions where none of its VMs is left.
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, Launc
 from fleet.provisioning.launching import error_kind
 from fleet.spec import ProviderSettings
 from providers.azure.activity import deletions
-from providers.azure.arm import Arm
+from providers.azure.arm import Arm, wire
 from providers.azure.instances import to_instance
 from providers.azure.launch import (
-    SUBNET,
     TAG_REQUEST,
     TAG_TOKEN,
     nic_body,
@@ -43,9 +43,8 @@ from providers.azure.launch import (
     tags_for,
     vm_body,
     vm_names,
-    vnet_body,
-    vnet_name,
 )
+from providers.azure.network import ensure_network, fleet_networks, remove_network
 from providers.azure.offers import to_offers, wanted_sizes
 from providers.azure.prices import RetailPrices
 from providers.azure.storage import ensure_container
@@ -57,9 +56,7 @@ DEFAULT_RESOURCE_GROUP = "spotfleet"
 _Failure = tuple[str, str, str]
 
 
-def _wire(model: Any) -> dict[str, Any]:
-    """An SDK model (or a dict) in ARM wire format."""
-    return model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
+_wire = wire
 
 
 class AzureProvider:
@@ -119,7 +116,7 @@ class AzureProvider:
             seen = self._launched.get(request.token)
             if seen is not None:
                 return self._replay(request, want, seen)
-            subnet = self._ensure_network(request.fleet, pool.region)
+            subnet = self._ensure_network(request.fleet, pool.region, ssh=bool(request.node.ssh_key))
             existing = self._token_vms(request.token)
             if any((vm.get("tags") or {}).get(TAG_REQUEST) != want for vm in existing.values()):
                 raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
@@ -171,6 +168,21 @@ class AzureProvider:
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return ensure_container(spec, self._environ)
 
+    def teardown(self, fleet: str) -> list[str]:
+        """Delete the network (VNet, NSG) ``fleet`` made in each region where none of its VMs is left,
+        after its orphaned NICs there; only resources carrying the fleet's tag. Returns what went."""
+        vms = self._vms()
+        busy = {vm.get("location") for vm in vms if (vm.get("tags") or {}).get(TAG_FLEET) == fleet}
+        done: list[str] = []
+        for region, items in sorted(fleet_networks(self.arm, self.resource_group, fleet).items()):
+            if region in busy:
+                continue
+            self._sweep_nics(fleet, region)
+            with self._lock:
+                self._ready.pop(f"{fleet}|{region}", None)
+            done += remove_network(self.arm, self.resource_group, fleet, items)
+        return done
+
     def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
         """When Azure deleted these VMs (an eviction under evictionPolicy Delete, or any delete), from
         the Activity Log (``providers.azure.activity``); VMs it holds no delete of are left out."""
@@ -188,8 +200,9 @@ class AzureProvider:
             log.warning("azure: live prices unavailable, pricing from the snapshot: %s", err)
             return {}
 
-    def _ensure_network(self, fleet: str, region: str) -> str:
-        """The subnet id of the fleet's VNet in ``region``, creating the group and VNet once.
+    def _ensure_network(self, fleet: str, region: str, ssh: bool = False) -> str:
+        """The subnet id of the fleet's VNet in ``region``, creating the group once and the VNet and its
+        NSG (SSH in when ``ssh``: ``providers.azure.network``) once per fleet and region.
 
         The first time per fleet and region in this process it also deletes the fleet's orphaned
         NICs there (:meth:`_sweep_nics`): a run killed between a NIC and its VM leaves one."""
@@ -209,13 +222,7 @@ class AzureProvider:
                     arm.call(lambda: arm.resources.resource_groups.create_or_update(
                         rg, {"location": region, "tags": {"spotfleet:managed": "true"}}), f"create resource group {rg}")
                 self._ready["group"] = rg
-            name = vnet_name(fleet, region)
-            try:
-                vnet = _wire(arm.call(lambda: arm.network.virtual_networks.get(rg, name), f"find vnet {name}"))
-            except InstanceNotFoundError:
-                vnet = _wire(arm.call(lambda: arm.network.virtual_networks.begin_create_or_update(
-                    rg, name, vnet_body(fleet, region)).result(), f"create vnet {name}"))
-            subnet = next(s["id"] for s in vnet["properties"]["subnets"] if s["name"] == SUBNET)
+            subnet = ensure_network(arm, rg, fleet, region, ssh=ssh)
             self._sweep_nics(fleet, region)
             with self._lock:
                 self._ready[key] = subnet

@@ -6,7 +6,10 @@ endpoint). What it models, from the documented ARM behaviour:
 * the Retail Prices API (``/api/retail/prices``: Linux/Windows, on-demand/Spot/Low Priority meters,
   ``$filter`` on region and size, pages of 3 through ``NextPageLink``);
 * resource groups (GET/HEAD/PUT), Resource SKUs (``Microsoft.Compute/skus``), compute usages;
-* virtual networks and network interfaces (PUT answers 201 + ``Azure-AsyncOperation``);
+* virtual networks, network security groups and network interfaces (PUT answers 201 +
+  ``Azure-AsyncOperation``; a reference to a missing subnet or NSG is ``InvalidResourceReference``;
+  an NSG lists Azure's ``defaultSecurityRules``; one still attached to a subnet cannot be deleted,
+  ``InUseNetworkSecurityGroupCannotBeDeleted``; a VNet with NICs in its subnet neither);
 * virtual machines: PUT answers 201 with ``provisioningState: Creating`` and an
   ``Azure-AsyncOperation`` URL that reports ``InProgress`` once, then ``Succeeded`` or ``Failed``
   with the ARM error (``AllocationFailed`` / ``ZonalAllocationFailed`` leave the VM in
@@ -129,6 +132,7 @@ class ArmState:
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("capacity") or {}).items()}
         self.groups: dict[str, dict[str, Any]] = {}
         self.vnets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.nsgs: dict[tuple[str, str], dict[str, Any]] = {}
         self.nics: dict[tuple[str, str], dict[str, Any]] = {}
         self.vms: dict[tuple[str, str], dict[str, Any]] = {}
         self.ops: dict[str, dict[str, Any]] = {}
@@ -238,11 +242,13 @@ class Handler(BaseHTTPRequestHandler):
                         self._evict(vm, time.time())
                         return self._send(204)
                     return self._vm(method, rg, orig[5], body, "instanceview" in url.query.lower())
-                if kind == "microsoft.network/networkinterfaces" and len(rest) == 5 and method == "GET":
-                    return self._send(200, {"value": [n for (g, _), n in sorted(self.st.nics.items()) if g == rg]})
-                if kind in ("microsoft.network/virtualnetworks", "microsoft.network/networkinterfaces") and len(rest) == 6:
-                    table = self.st.vnets if kind.endswith("virtualnetworks") else self.st.nics
-                    return self._simple(method, table, rg, orig, body)
+                tables = {"microsoft.network/networkinterfaces": self.st.nics,
+                          "microsoft.network/virtualnetworks": self.st.vnets,
+                          "microsoft.network/networksecuritygroups": self.st.nsgs}
+                if kind in tables and len(rest) == 5 and method == "GET":
+                    return self._send(200, {"value": [n for (g, _), n in sorted(tables[kind].items()) if g == rg]})
+                if kind in tables and len(rest) == 6:
+                    return self._simple(method, tables[kind], rg, orig, body)
             return self._error(404, "InvalidResourceType", f"no route {url.path}")
 
     # ---- Retail Prices (no auth; pages through NextPageLink) ---------------------------------
@@ -325,7 +331,18 @@ class Handler(BaseHTTPRequestHandler):
         if method == "PUT":
             created = key not in table
             props = dict(body.get("properties") or {})
-            if orig[4].lower() == "virtualnetworks":
+            if orig[4].lower() == "networksecuritygroups":
+                props["securityRules"] = [{**r, "id": f"{rid}/securityRules/{r['name']}"}
+                                          for r in props.get("securityRules") or []]
+                props["defaultSecurityRules"] = _default_rules(rid)
+            elif orig[4].lower() == "virtualnetworks":
+                for s in props.get("subnets") or []:
+                    nsg = ((s.get("properties") or {}).get("networkSecurityGroup") or {}).get("id", "")
+                    m = re.search(r"resourceGroups/([^/]+)/providers/Microsoft.Network/networkSecurityGroups/([^/]+)$",
+                                  nsg, re.I)
+                    if nsg and (not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nsgs):
+                        return self._error(400, "InvalidResourceReference",
+                                           f"Resource {nsg} referenced by resource {rid} was not found.")
                 props["subnets"] = [{**s, "id": f"{rid}/subnets/{s['name']}",
                                      "properties": {**(s.get("properties") or {}), "provisioningState": "Succeeded"}}
                                     for s in props.get("subnets") or []]
@@ -354,6 +371,9 @@ class Handler(BaseHTTPRequestHandler):
                                        f"{user}. In order to delete the network interface, it must be dissociated.")
             if table is self.st.vnets and any(n for n in self.st.nics.values() if rid.lower() in json.dumps(n).lower()):
                 return self._error(400, "InUseSubnetCannotBeDeleted", f"Subnet of {rid} is in use.")
+            if table is self.st.nsgs and any(rid.lower() in json.dumps(v).lower() for v in self.st.vnets.values()):
+                return self._error(400, "InUseNetworkSecurityGroupCannotBeDeleted",
+                                   f"Network security group {rid} cannot be deleted because it is in use by a subnet.")
             del table[key]
             self.st.deleted.append(rid)
             return self._send(202, None, {"Location": self._op("eastus", {}), "Retry-After": "0"})
@@ -507,12 +527,29 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(404, {"ok": False})
         if what == "state":
             return self._send(200, {"groups": list(st.groups.values()), "vnets": list(st.vnets.values()),
+                                    "nsgs": list(st.nsgs.values()),
                                     "nics": list(st.nics.values()),
                                     "vms": [self._vm_view(v, True, secrets=True) for v in st.vms.values()],
                                     "deleted": st.deleted})
         if what == "calls":
             return self._send(200, {"calls": st.calls})
         return self._error(404, "NotFound", f"no control {what}")
+
+
+def _default_rules(nsg_id: str) -> list[dict[str, Any]]:
+    """The default rules Azure gives every NSG (priorities 65000-65500): in, the VNet and the load
+    balancer, then deny all; out, the VNet and the internet, then deny all."""
+    rows = [("AllowVnetInBound", "Inbound", "VirtualNetwork", "Allow", 65000),
+            ("AllowAzureLoadBalancerInBound", "Inbound", "AzureLoadBalancer", "Allow", 65001),
+            ("DenyAllInBound", "Inbound", "*", "Deny", 65500),
+            ("AllowVnetOutBound", "Outbound", "VirtualNetwork", "Allow", 65000),
+            ("AllowInternetOutBound", "Outbound", "*", "Allow", 65001),
+            ("DenyAllOutBound", "Outbound", "*", "Deny", 65500)]
+    return [{"name": n, "id": f"{nsg_id}/defaultSecurityRules/{n}", "properties": {
+        "protocol": "*", "sourcePortRange": "*", "destinationPortRange": "*", "sourceAddressPrefix": src,
+        "destinationAddressPrefix": "Internet" if n == "AllowInternetOutBound" else src, "access": access,
+        "priority": prio, "direction": direction, "provisioningState": "Succeeded"}}
+        for n, direction, src, access, prio in rows]
 
 
 def _iso(epoch: float) -> str:
