@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from fleet.catalog import snapshot_offers
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market
+from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Quota
 from fleet.provisioning.launching import error_kind
 from fleet.spec import ProviderSettings
 from providers.azure.activity import deletions
@@ -45,8 +45,9 @@ from providers.azure.launch import (
     vm_names,
 )
 from providers.azure.network import ensure_network, fleet_networks, remove_network
-from providers.azure.offers import to_offers, wanted_sizes
+from providers.azure.offers import sku_places, to_offers, wanted_sizes
 from providers.azure.prices import RetailPrices
+from providers.azure.quotas import to_quotas
 from providers.azure.storage import ensure_container
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
 
@@ -95,8 +96,7 @@ class AzureProvider:
         with self._lock:
             cached = self._offers
         if cached is None or time.monotonic() - cached[0] > self.cache_seconds:
-            skus = self.arm.call(lambda: [_wire(s) for s in self.arm.compute.resource_skus.list()],
-                                 "list resource SKUs")
+            skus = self._skus()
             cached = (time.monotonic(), to_offers(skus, snapshot_offers(), self.settings, self._live_prices(skus)))
             with self._lock:
                 self._offers = cached
@@ -183,12 +183,29 @@ class AzureProvider:
             done += remove_network(self.arm, self.resource_group, fleet, items)
         return done
 
+    def quotas(self) -> list[Quota]:
+        """The vCPU quotas (Spot regional, on-demand regional and per family: ``providers.azure.quotas``)
+        of each allowed region where a GPU size is offered; ProviderError when the usage API fails."""
+        skus = self._skus()
+        regions = sorted({r for s in skus for r, z in sku_places(s) if self.settings.allows(r, z)})
+
+        def one(region: str) -> list[Quota]:
+            usages = self.arm.call(lambda: [_wire(u) for u in self.arm.compute.usage.list(region)],
+                                   f"read compute usages in {region}")
+            return to_quotas(region, usages, skus)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(regions)))) as pool:
+            return [q for found in pool.map(one, regions) for q in found]
+
     def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
         """When Azure deleted these VMs (an eviction under evictionPolicy Delete, or any delete), from
         the Activity Log (``providers.azure.activity``); VMs it holds no delete of are left out."""
         return deletions(self.arm, self.resource_group, [str(i) for i in ids])
 
     # ---- internals -----------------------------------------------------------------------
+    def _skus(self) -> list[dict[str, Any]]:
+        return self.arm.call(lambda: [_wire(s) for s in self.arm.compute.resource_skus.list()], "list resource SKUs")
+
     def _live_prices(self, skus: list[dict[str, Any]]) -> dict:
         """Retail prices for the sizes the SKUs offer; {} (snapshot prices) when they cannot be had."""
         wanted = wanted_sizes(skus, snapshot_offers(), self.settings)

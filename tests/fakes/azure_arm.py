@@ -5,7 +5,8 @@ endpoint). What it models, from the documented ARM behaviour:
 
 * the Retail Prices API (``/api/retail/prices``: Linux/Windows, on-demand/Spot/Low Priority meters,
   ``$filter`` on region and size, pages of 3 through ``NextPageLink``);
-* resource groups (GET/HEAD/PUT), Resource SKUs (``Microsoft.Compute/skus``), compute usages;
+* resource groups (GET/HEAD/PUT), Resource SKUs (``Microsoft.Compute/skus``), compute usages
+  (``lowPriorityCores``, ``cores`` and one row per VM family, counting the VMs that exist);
 * virtual networks, network security groups and network interfaces (PUT answers 201 +
   ``Azure-AsyncOperation``; a reference to a missing subnet or NSG is ``InvalidResourceReference``;
   an NSG lists Azure's ``defaultSecurityRules``; one still attached to a subnet cannot be deleted,
@@ -19,8 +20,10 @@ endpoint). What it models, from the documented ARM behaviour:
   ``SkuNotAvailable`` (409), ``AuthorizationFailed`` (403), ``TooManyRequests`` (429 with
   ``Retry-After``), ``InternalServerError`` (500).
 
-Test levers under ``/_control/``: ``reset`` (SKUs, capacity), ``capacity`` (per
-``location/size/priority``), ``faults`` (the next N VM creations into a target, or N price queries
+Test levers under ``/_control/``: ``reset`` (SKUs, capacity, quotas), ``capacity`` (per
+``location/size/priority``), ``quota`` (a vCPU limit per ``location/usage name``: a creation over
+``lowPriorityCores`` for Spot, or ``cores`` or the size's family for regular VMs, is refused with
+``OperationNotAllowed``, as Azure refuses it), ``faults`` (the next N VM creations into a target, or N price queries
 for target ``prices``, fail with a kind; a throttle names ``Retry-After: <retry_after>``, 1 s
 unless reset says otherwise),
 ``foreign`` (VMs without spotfleet tags), ``evict`` (as Azure evicts a Spot VM: by its
@@ -65,6 +68,9 @@ DEFAULT_SKUS: list[dict[str, Any]] = [
 DEFAULT_PRICES = {"Standard_NC24ads_A100_v4": (3.5, 0.42), "Standard_ND96asr_v4": (27.0, 2.9),
                   "Standard_NV36ads_A10_v5": (3.1, 0.7)}
 PRICES_PAGE = 3
+#: vCPU limits of the compute usages unless a test sets one (``quota``: ``location/name``).
+DEFAULT_QUOTAS = {"lowPriorityCores": 1000, "cores": 350}
+DEFAULT_FAMILY_QUOTA = 350
 ACTIVITY_PAGE = 50
 
 
@@ -102,6 +108,19 @@ FAULTS = {
 }
 
 
+def family_of(size: str) -> str:
+    """The quota family of a size, as Resource SKUs and usages name it (``Standard_NC24ads_A100_v4`` ->
+    ``standardNCADSA100v4Family``; Azure's own names have exceptions a fake need not copy)."""
+    series, _, version = re.sub(r"^Standard_([A-Z]+)\d+", r"\1", size).rpartition("_v")
+    return f"standard{series.replace('_', '').upper()}v{version}Family"
+
+
+def vcpus_of(size: str) -> int:
+    """The vCPUs of a size: the number after its series letters (``Standard_NC24ads_A100_v4`` -> 24)."""
+    m = re.search(r"^Standard_[A-Z]+(\d+)", size)
+    return int(m.group(1)) if m else 0
+
+
 def sku_row(spec: dict[str, Any]) -> dict[str, Any]:
     """A Resource SKU as ARM lists it, from a short ``{name, location, zones, restricted...}`` spec."""
     name, location, zones = spec["name"], spec["location"], list(spec.get("zones") or [])
@@ -112,9 +131,8 @@ def sku_row(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("restricted_zones"):
         restrictions.append({"type": "Zone", "values": [location], "reasonCode": "NotAvailableForSubscription",
                              "restrictionInfo": {"locations": [location], "zones": list(spec["restricted_zones"])}})
-    family = re.sub(r"^Standard_[A-Z]+\d+", "", name)
     return {"resourceType": "virtualMachines", "name": name, "tier": "Standard", "size": name.split("_", 1)[1],
-            "family": f"standard{family.replace('_', '')}Family", "locations": [location],
+            "family": family_of(name), "locations": [location],
             "locationInfo": [{"location": location, "zones": zones, "zoneDetails": []}],
             "capabilities": [{"name": "LowPriorityCapable", "value": "True"}], "restrictions": restrictions}
 
@@ -130,6 +148,7 @@ class ArmState:
         self.skus = [sku_row(s) for s in body.get("skus", DEFAULT_SKUS)]
         self.prices = price_items(self.skus, {k: tuple(v) for k, v in (body.get("prices") or DEFAULT_PRICES).items()})
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("capacity") or {}).items()}
+        self.quotas: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("quotas") or {}).items()}
         self.groups: dict[str, dict[str, Any]] = {}
         self.vnets: dict[tuple[str, str], dict[str, Any]] = {}
         self.nsgs: dict[tuple[str, str], dict[str, Any]] = {}
@@ -291,14 +310,31 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(405, "MethodNotAllowed", method)
 
     def _usages(self, location: str) -> None:
-        used = sum(int(re.search(r"(\d+)", v["properties"]["hardwareProfile"]["vmSize"].split("_")[1]).group(1))
-                   for v in self.st.vms.values() if v["location"] == location and v["properties"].get("priority") == "Spot"
-                   and v["properties"]["provisioningState"] != "Failed")
-        rows = [{"name": {"value": "lowPriorityCores", "localizedValue": "Total Regional Low-priority vCPUs"},
-                 "currentValue": used, "limit": 1000, "unit": "Count"},
-                {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"},
-                 "currentValue": 0, "limit": 350, "unit": "Count"}]
-        return self._send(200, {"value": rows})
+        return self._send(200, {"value": self._usage_rows(location)})
+
+    def _usage_rows(self, location: str) -> list[dict[str, Any]]:
+        """Compute usages in ``location``: Spot vCPUs (``lowPriorityCores``), regular vCPUs (``cores``)
+        and regular vCPUs per VM family of the SKUs offered there; limits from ``quotas``."""
+        def used(spot: bool, family: str = "") -> int:
+            return sum(vcpus_of(v["properties"]["hardwareProfile"]["vmSize"]) for v in self.st.vms.values()
+                       if v["location"] == location and (v["properties"].get("priority") == "Spot") == spot
+                       and v["properties"]["provisioningState"] != "Failed"
+                       and (not family or family_of(v["properties"]["hardwareProfile"]["vmSize"]) == family))
+        rows = [("lowPriorityCores", "Total Regional Low-priority vCPUs", used(True)),
+                ("cores", "Total Regional vCPUs", used(False))]
+        families = sorted({s["family"] for s in self.st.skus if location in s["locations"]})
+        rows += [(f, f"Standard {f[8:-6]} Family vCPUs", used(False, f)) for f in families]
+        return [{"name": {"value": n, "localizedValue": text}, "currentValue": cur, "unit": "Count",
+                 "limit": self.st.quotas.get(f"{location}/{n}".lower(), DEFAULT_QUOTAS.get(n, DEFAULT_FAMILY_QUOTA))}
+                for n, text, cur in rows]
+
+    def _over_quota(self, location: str, size: str, priority: str) -> str:
+        """The name of the quota one more ``size`` VM would exceed, "" when none."""
+        names = ("lowPriorityCores",) if priority == "Spot" else ("cores", family_of(size))
+        for row in self._usage_rows(location):
+            if row["name"]["value"] in names and row["currentValue"] + vcpus_of(size) > row["limit"]:
+                return row["name"]["value"]
+        return ""
 
     def _poll(self, oid: str) -> None:
         op = self.st.ops.get(oid)
@@ -422,6 +458,11 @@ class Handler(BaseHTTPRequestHandler):
                                {"Retry-After": str(self.st.retry_after)} if status == 429 else None)
         if vm is not None:
             return self._send(200, self._vm_view(vm, False))
+        over = self._over_quota(location, size, priority)
+        if over:
+            return self._error(409, "OperationNotAllowed", f"Operation could not be completed as it results in "
+                               f"exceeding approved {over} quota. Location: {location}, Additional Required: "
+                               f"{vcpus_of(size)}.")
         for ref in _nic_refs(body):
             m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
             if not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nics:
@@ -500,6 +541,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"ok": True})
         if what == "capacity":
             st.capacity[body["target"].lower()] = int(body["count"])
+            return self._send(200, {"ok": True})
+        if what == "quota":
+            st.quotas[body["target"].lower()] = int(body["limit"])
             return self._send(200, {"ok": True})
         if what == "faults":
             st.faults.append({"target": body["target"].lower(), "kind": body["kind"], "count": int(body["count"])})

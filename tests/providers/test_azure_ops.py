@@ -127,3 +127,21 @@ def test_teardown_removes_the_fleets_network_only_where_none_of_its_vms_is_left(
     assert [v["name"] for v in state["vnets"]] == ["spotfleet-beta-westus2"]
     assert sorted(n["name"] for n in state["nsgs"]) == ["spotfleet-alpha-westus3-nsg", "spotfleet-beta-westus2-nsg"]
     assert len(provider.launch(_request(west, 1, token="w2")).instances) == 1    # the same process rebuilds it
+
+
+def test_quotas_per_region_spot_regional_and_on_demand_per_family_from_the_usage_api(fake):
+    fake.control("quota", {"target": "westus2/lowPriorityCores", "limit": 48})
+    provider = fake.provider()
+    provider.launch(_request(_offer(provider), 1))
+    quotas = {(q.region, q.name): q for q in provider.quotas()}
+    spot = quotas[("westus2", "lowPriorityCores")]
+    assert (spot.market, spot.unit.value, spot.limit, spot.in_use, spot.instance_types) == \
+        (Market.SPOT, "vcpus", 48, 24, ())
+    family = quotas[("eastus", "standardNCADSA100v4Family")]
+    assert family.market is Market.ON_DEMAND and family.instance_types == ("Standard_NC24ads_A100_v4",)
+    assert quotas[("eastus", "cores")].market is Market.ON_DEMAND
+    assert {r for r, _ in quotas} == {"eastus", "westus2"}             # the regions with a GPU size offered
+    only = fake.provider(regions=["westus2"]).quotas()
+    assert {q.region for q in only} == {"westus2"}
+    offers = provider.list_offers(OfferQuery(regions=("westus2",), on_demand=False))
+    assert offers and all(spot.covers(o) and spot.units(o) == 24 for o in offers)
