@@ -4,7 +4,7 @@ Offers: GPU sizes from Resource SKUs (restrictions respected), priced from the R
 (``providers.azure.prices``, cached on disk) or, when it fails, the shipped snapshot
 (``providers.azure.offers``), kept ``cache_seconds``. Launch (see ``providers.base`` for the
 contract): the resource group (``providers.azure.resource_group``, default ``spotfleet``) and the
-fleet's VNet and NSG in the region (``providers.azure.network``) are created once and tagged; then per VM a NIC and the VM, named from
+fleet's VNet and NSG in the region are created once and tagged; then per VM a NIC and the VM, named from
 the launch token (``providers.azure.launch``), so a rerun in another process finds what exists and
 creates only what is missing, and a token seen in this process returns what it returned before
 (deleted VMs are not recreated). A capacity refusal (``AllocationFailed`` and kin) ends the launch

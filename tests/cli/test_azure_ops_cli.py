@@ -28,7 +28,8 @@ def test_the_spot_vcpu_quota_binds_the_plan_and_its_shortfall_names_it(world: Az
 
 
 def test_a_deallocated_eviction_is_stopped_until_down_deletes_it_and_the_network(world: AzureWorld):
-    world.spec.write_text(SPEC.replace("resource_group: fleetrg", "resource_group: fleetrg, eviction_policy: Deallocate"))
+    world.spec.write_text(SPEC.replace("resource_group: fleetrg",
+                                       "resource_group: fleetrg, eviction_policy: Deallocate"))
     world.fleet_json("up", str(world.spec), "--yes")
     spot = [v for v in world.ours() if v["properties"].get("priority") == "Spot"]
     assert spot and {v["properties"]["evictionPolicy"] for v in spot} == {"Deallocate"}

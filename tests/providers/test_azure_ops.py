@@ -99,12 +99,14 @@ def test_an_ssh_key_opens_tcp_22_and_only_that_and_a_rerun_converges(fake):
     puts = fake.control("calls")["calls"]
     fake.provider().launch(keyed.model_copy(update={"token": "key2"}))
     again = fake.control("calls")["calls"]
-    nsg_puts, vnet_puts = "PUT providers/microsoft.network/networksecuritygroups", "PUT providers/microsoft.network/virtualnetworks"
+    nsg_puts = "PUT providers/microsoft.network/networksecuritygroups"
+    vnet_puts = "PUT providers/microsoft.network/virtualnetworks"
     assert again[nsg_puts] == puts[nsg_puts] == 2 and again[vnet_puts] == 1     # found as it should be: no PUT
 
 
 def test_teardown_removes_the_fleets_network_only_where_none_of_its_vms_is_left(fake):
     provider = fake.provider()
+    assert provider.teardown("alpha") == []                                  # no resource group yet: nothing
     west = _offer(provider)
     east = next(o for o in provider.list_offers(OfferQuery()) if o.pool.region == "eastus" and o.market is Market.SPOT)
     [w] = [i.id for i in provider.launch(_request(west, 1, token="w")).instances]
