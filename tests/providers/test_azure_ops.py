@@ -147,3 +147,13 @@ def test_quotas_per_region_spot_regional_and_on_demand_per_family_from_the_usage
     assert {q.region for q in only} == {"westus2"}
     offers = provider.list_offers(OfferQuery(regions=("westus2",), on_demand=False))
     assert offers and all(spot.covers(o) and spot.units(o) == 24 for o in offers)
+
+
+def test_a_launch_past_the_spot_vcpu_quota_stops_there_as_a_quota_shortfall(fake):
+    fake.control("quota", {"target": "westus2/lowPriorityCores", "limit": 24})
+    provider = fake.provider()
+    result = provider.launch(_request(_offer(provider), 2))
+    assert len(result.instances) == 1 and result.error_kind == "quota" and result.error_code == "OperationNotAllowed"
+    assert "lowPriorityCores" in result.error_message
+    state = fake.control("state")
+    assert len(state["vms"]) == 1 and len(state["nics"]) == 1                  # the refused VM's NIC is gone
