@@ -146,6 +146,9 @@ class ProviderSettings(Section):
     launch_mode: Literal["vms", "scale-set"] = Field(
         default="vms", description="Azure: vms (one Spot VM per instance) or scale-set (one Flexible scale set "
         "per region with a Spot priority mix; pools become regional).")
+    eviction_policy: Literal["Delete", "Deallocate"] = Field(default="Delete", description=(
+        "Azure: what an evicted Spot VM becomes: Delete (gone with its disks) or Deallocate (kept, "
+        "billing its disks, until `fleet down`)."))
     # Vast
     bid: VastBid = Field(default_factory=VastBid)
     min_reliability: float = Field(default=0.95, ge=0, le=1)

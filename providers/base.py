@@ -145,7 +145,12 @@ class Provider(Protocol):
 #: several pools at once, one result per request in order, each with ``launch``'s contract except
 #: that a provider sizes what it creates from what exists (a crash's unfinished launches are not
 #: replayed); the executor calls it instead of ``launch`` where present (Azure scale sets).
-OPTIONAL_METHODS = ("ended_at", "quotas", "launch_group")
+#:
+#: ``teardown(fleet: str) -> list[str]``: delete what the provider made for ``fleet`` besides its
+#: instances (networks, security groups) where none of the fleet's instances is left, only what
+#: carries the fleet's tag; returns the names deleted. ``fleet down`` calls it once the provider
+#: lists no instance of the fleet; idempotent.
+OPTIONAL_METHODS = ("ended_at", "quotas", "launch_group", "teardown")
 
 
 def account_quotas(providers: Mapping[str, Provider]) -> list[Quota]:

@@ -1,5 +1,8 @@
 """``fleet down NAME``: terminate everything the fleet created (found by tag); idempotent.
 
+Once a provider lists none of the fleet's instances, its optional ``teardown`` removes what else
+the fleet made there (Azure: the VNet and NSG per region).
+
 A damaged record (an unreadable row, or an unreadable store file) never keeps a fleet up:
 `down` then finds the instances by tag, terminates them, says the record was not updated
 and points to ``fleet repair``. A missing store stays an error (nothing says which cloud)."""
@@ -7,7 +10,7 @@ and points to ``fleet repair``. A missing store stays an error (nothing says whi
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, TypeVar
+from typing import Callable, Mapping, TypeVar
 
 import click
 
@@ -17,8 +20,9 @@ from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, s
 from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError, ProviderError
 from fleet.provisioning.executor import terminate
-from fleet.provisioning.reconcile import observe, on_demand_prices, sync
+from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
 from fleet.state import CorruptStoreError, FleetStatus, LaunchStatus, StateStore
+from providers.base import Provider
 
 T = TypeVar("T")
 
@@ -52,6 +56,7 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
             except ProviderError as err:
                 refused[provider] = str(err)
         left = observe(providers, name)
+        _teardown(providers, name, left)
         if store is not None and not damaged:
             _quiet(damaged, lambda: _close_launches(store, name))
             _quiet(damaged, lambda: sync(store, left))
@@ -99,6 +104,20 @@ def _quiet(damaged: list[str], step: Callable[[], T]) -> T | None:
     except CorruptStoreError as err:
         damaged.append(str(err))
         return None
+
+
+def _teardown(providers: Mapping[str, Provider], fleet: str, left: Observation) -> None:
+    """Each provider's optional ``teardown`` (``providers.base``), once it lists none of the fleet's
+    instances; a refusal is recorded in ``left.errors``, so `down` says to run it again."""
+    busy = {i.pool.provider for i in left.instances + left.stopped}
+    for name, provider in sorted(providers.items()):
+        method = getattr(provider, "teardown", None)
+        if method is None or name in busy or name in left.errors:
+            continue
+        try:
+            method(fleet)
+        except ProviderError as err:
+            left.errors[name] = f"removing what fleet {fleet} left besides instances: {err}"
 
 
 def _close_launches(store: StateStore, name: str) -> None:

@@ -31,6 +31,11 @@ DEFAULT_ENDPOINT = "https://management.azure.com"
 T = TypeVar("T")
 
 
+def wire(model: Any) -> dict[str, Any]:
+    """An SDK model (or a dict) in ARM wire format."""
+    return model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
+
+
 def is_local(endpoint: str) -> bool:
     """True for a plain-http endpoint on a loopback address (a test fake)."""
     url = urlparse(endpoint)

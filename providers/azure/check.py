@@ -2,7 +2,8 @@
 
 Three calls: Resource SKUs (``can_price``), the resource group (``can_launch``: readable, or
 absent and creatable by the first ``fleet up``), and the compute usages of the regions the
-settings allow (Spot vCPU quota, ``lowPriorityCores``). No secret is part of the result.
+settings allow (Spot vCPU quota ``lowPriorityCores``, ``cores`` and the GPU families' on-demand
+quotas: ``providers.azure.quotas``). No secret is part of the result.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from fleet.spec import ProviderSettings
 from providers.azure.arm import Arm
 from providers.azure.offers import sku_places
 from providers.azure.provider import DEFAULT_RESOURCE_GROUP, _wire
+from providers.azure.quotas import to_quotas
 from providers.base import CheckResult
 
 FIX_LOGIN = ("sign in (`az login`, or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET) and set "
              "providers.azure.subscription_id or $AZURE_SUBSCRIPTION_ID")
-QUOTA_NAMES = ("lowPriorityCores", "cores")
 MAX_QUOTA_REGIONS = 4
 
 
@@ -54,10 +55,8 @@ def check(settings: ProviderSettings, arm: Arm | None = None) -> CheckResult:
             usages = arm.call(lambda: [_wire(u) for u in arm.compute.usage.list(region)], f"usages in {region}")
         except ProviderError:
             continue
-        for u in usages:
-            name = (u.get("name") or {}).get("value")
-            if name in QUOTA_NAMES:
-                quotas[f"{name} {region}"] = f"{u.get('currentValue', 0)} of {u.get('limit', 0)} vCPUs used"
+        for q in to_quotas(region, usages, skus):
+            quotas[f"{q.name} {region}"] = f"{q.in_use:g} of {q.limit:g} vCPUs used"
     ok = bool(places) and can_launch is True
     return CheckResult(provider="azure", ok=ok, identity=where, can_price=True, can_launch=can_launch, quotas=quotas,
                        detail=f"GPU sizes offered in {len(places)} region(s)",

@@ -5,7 +5,8 @@ Names are deterministic: VM ``i`` of a launch token is ``sf-<hash(token)>-<i>`` 
 never creates a second copy. Every resource carries the fleet tags plus ``spotfleet:token``
 (the launch token) and ``spotfleet:request`` (a hash of what was asked: a token reused for another
 request is refused). The VNet ``spotfleet-<fleet>-<region>`` with one subnet is created once per
-fleet and region. The VM's NIC and OS disk have ``deleteOption: Delete``, so they go with it.
+fleet and region. The VM's NIC and OS disk have ``deleteOption: Delete``, so they go with it
+(whether our delete or an eviction with evictionPolicy Delete removes it).
 Custom data is the shared node bootstrap (``fleet.bootstrap``). Pure: no I/O.
 """
 
@@ -72,9 +73,11 @@ def nic_body(region: str, subnet_id: str, tags: dict[str, str]) -> dict[str, Any
                 "subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"}}]}}
 
 
-def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]) -> dict[str, Any]:
-    """The VM (ARM wire format): Spot with evictionPolicy Delete and maxPrice (the cap, or -1 =
-    up to the on-demand price), or Regular for an on-demand pool."""
+def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str],
+            eviction_policy: str = "Delete") -> dict[str, Any]:
+    """The VM (ARM wire format): Spot with ``eviction_policy`` (Delete, or Deallocate: an evicted
+    VM is kept, deallocated) and maxPrice (the cap, or -1 = up to the on-demand price), or Regular
+    for an on-demand pool."""
     pool = request.offer.pool
     props: dict[str, Any] = {
         "hardwareProfile": {"vmSize": pool.instance_type},
@@ -88,7 +91,7 @@ def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]
                                                                                 "deleteOption": "Delete"}}]},
     }
     if pool.market is Market.SPOT:
-        props.update(priority="Spot", evictionPolicy="Delete",
+        props.update(priority="Spot", evictionPolicy=eviction_policy,
                      billingProfile={"maxPrice": request.max_price if request.max_price is not None else -1})
     else:
         props["priority"] = "Regular"

@@ -4,7 +4,7 @@ Offers: GPU sizes from Resource SKUs (restrictions respected), priced from the R
 (``providers.azure.prices``, cached on disk) or, when it fails, the shipped snapshot
 (``providers.azure.offers``), kept ``cache_seconds``. Launch (see ``providers.base`` for the
 contract): the resource group (``providers.azure.resource_group``, default ``spotfleet``) and the
-fleet's VNet in the region are created once and tagged; then per VM a NIC and the VM, named from
+fleet's VNet and NSG in the region are created once and tagged; then per VM a NIC and the VM, named from
 the launch token (``providers.azure.launch``), so a rerun in another process finds what exists and
 creates only what is missing, and a token seen in this process returns what it returned before
 (deleted VMs are not recreated). A capacity refusal (``AllocationFailed`` and kin) ends the launch
@@ -13,7 +13,8 @@ creation left (a VM in ``Failed`` state, its NIC) is deleted before the launch r
 
 ``terminate`` deletes the VM, then its NICs that carry the fleet tag (404 = gone); a VM without a
 spotfleet fleet tag is never touched. A NIC whose VM never came (a run killed between the two) is
-deleted by the next launch into that region or the next terminate of that fleet.
+deleted by the next launch into that region or the next terminate of that fleet. ``teardown``
+(called by ``fleet down``) deletes the fleet's network in regions where none of its VMs is left.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from typing import Any, Mapping, Sequence
 
 from fleet.catalog import snapshot_offers
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market
+from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Quota
 from fleet.provisioning.launching import error_kind
 from fleet.spec import ProviderSettings
-from providers.azure.arm import Arm
+from providers.azure.activity import deletions
+from providers.azure.arm import Arm, wire
 from providers.azure.instances import to_instance
 from providers.azure.launch import (
-    SUBNET,
     TAG_REQUEST,
     TAG_TOKEN,
     nic_body,
@@ -42,11 +43,11 @@ from providers.azure.launch import (
     tags_for,
     vm_body,
     vm_names,
-    vnet_body,
-    vnet_name,
 )
-from providers.azure.offers import to_offers, wanted_sizes
+from providers.azure.network import ensure_network, fleet_networks, remove_network
+from providers.azure.offers import sku_places, to_offers, wanted_sizes
 from providers.azure.prices import RetailPrices
+from providers.azure.quotas import to_quotas
 from providers.azure.storage import ensure_container
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
 
@@ -56,9 +57,7 @@ DEFAULT_RESOURCE_GROUP = "spotfleet"
 _Failure = tuple[str, str, str]
 
 
-def _wire(model: Any) -> dict[str, Any]:
-    """An SDK model (or a dict) in ARM wire format."""
-    return model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
+_wire = wire
 
 
 class AzureProvider:
@@ -97,8 +96,7 @@ class AzureProvider:
         with self._lock:
             cached = self._offers
         if cached is None or time.monotonic() - cached[0] > self.cache_seconds:
-            skus = self.arm.call(lambda: [_wire(s) for s in self.arm.compute.resource_skus.list()],
-                                 "list resource SKUs")
+            skus = self._skus()
             cached = (time.monotonic(), to_offers(skus, snapshot_offers(), self.settings, self._live_prices(skus)))
             with self._lock:
                 self._offers = cached
@@ -118,7 +116,7 @@ class AzureProvider:
             seen = self._launched.get(request.token)
             if seen is not None:
                 return self._replay(request, want, seen)
-            subnet = self._ensure_network(request.fleet, pool.region)
+            subnet = self._ensure_network(request.fleet, pool.region, ssh=bool(request.node.ssh_key))
             existing = self._token_vms(request.token)
             if any((vm.get("tags") or {}).get(TAG_REQUEST) != want for vm in existing.values()):
                 raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
@@ -170,7 +168,44 @@ class AzureProvider:
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return ensure_container(spec, self._environ)
 
+    def teardown(self, fleet: str) -> list[str]:
+        """Delete the network (VNet, NSG) ``fleet`` made in each region where none of its VMs is left,
+        after its orphaned NICs there; only resources carrying the fleet's tag. Returns what went."""
+        vms = self._vms()
+        busy = {vm.get("location") for vm in vms if (vm.get("tags") or {}).get(TAG_FLEET) == fleet}
+        done: list[str] = []
+        for region, items in sorted(fleet_networks(self.arm, self.resource_group, fleet).items()):
+            if region in busy:
+                continue
+            self._sweep_nics(fleet, region)
+            with self._lock:
+                self._ready.pop(f"{fleet}|{region}", None)
+            done += remove_network(self.arm, self.resource_group, fleet, items)
+        return done
+
+    def quotas(self) -> list[Quota]:
+        """The vCPU quotas (Spot regional, on-demand regional and per family: ``providers.azure.quotas``)
+        of each allowed region where a GPU size is offered; ProviderError when the usage API fails."""
+        skus = self._skus()
+        regions = sorted({r for s in skus for r, z in sku_places(s) if self.settings.allows(r, z)})
+
+        def one(region: str) -> list[Quota]:
+            usages = self.arm.call(lambda: [_wire(u) for u in self.arm.compute.usage.list(region)],
+                                   f"read compute usages in {region}")
+            return to_quotas(region, usages, skus)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(regions)))) as pool:
+            return [q for found in pool.map(one, regions) for q in found]
+
+    def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
+        """When Azure deleted these VMs (an eviction under evictionPolicy Delete, or any delete), from
+        the Activity Log (``providers.azure.activity``); VMs it holds no delete of are left out."""
+        return deletions(self.arm, self.resource_group, [str(i) for i in ids])
+
     # ---- internals -----------------------------------------------------------------------
+    def _skus(self) -> list[dict[str, Any]]:
+        return self.arm.call(lambda: [_wire(s) for s in self.arm.compute.resource_skus.list()], "list resource SKUs")
+
     def _live_prices(self, skus: list[dict[str, Any]]) -> dict:
         """Retail prices for the sizes the SKUs offer; {} (snapshot prices) when they cannot be had."""
         wanted = wanted_sizes(skus, snapshot_offers(), self.settings)
@@ -182,8 +217,9 @@ class AzureProvider:
             log.warning("azure: live prices unavailable, pricing from the snapshot: %s", err)
             return {}
 
-    def _ensure_network(self, fleet: str, region: str) -> str:
-        """The subnet id of the fleet's VNet in ``region``, creating the group and VNet once.
+    def _ensure_network(self, fleet: str, region: str, ssh: bool = False) -> str:
+        """The subnet id of the fleet's VNet in ``region``, creating the group once and the VNet and its
+        NSG (SSH in when ``ssh``: ``providers.azure.network``) once per fleet and region.
 
         The first time per fleet and region in this process it also deletes the fleet's orphaned
         NICs there (:meth:`_sweep_nics`): a run killed between a NIC and its VM leaves one."""
@@ -203,13 +239,7 @@ class AzureProvider:
                     arm.call(lambda: arm.resources.resource_groups.create_or_update(
                         rg, {"location": region, "tags": {"spotfleet:managed": "true"}}), f"create resource group {rg}")
                 self._ready["group"] = rg
-            name = vnet_name(fleet, region)
-            try:
-                vnet = _wire(arm.call(lambda: arm.network.virtual_networks.get(rg, name), f"find vnet {name}"))
-            except InstanceNotFoundError:
-                vnet = _wire(arm.call(lambda: arm.network.virtual_networks.begin_create_or_update(
-                    rg, name, vnet_body(fleet, region)).result(), f"create vnet {name}"))
-            subnet = next(s["id"] for s in vnet["properties"]["subnets"] if s["name"] == SUBNET)
+            subnet = ensure_network(arm, rg, fleet, region, ssh=ssh)
             self._sweep_nics(fleet, region)
             with self._lock:
                 self._ready[key] = subnet
@@ -246,7 +276,7 @@ class AzureProvider:
             nic = _wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
                 rg, nic_name(name), nic_body(region, subnet, tags)).result(), f"create NIC for {name}"))
             vm = _wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
-                rg, name, vm_body(request, name, nic["id"], tags)).result(), f"create VM {name}"))
+                rg, name, vm_body(request, name, nic["id"], tags, self.settings.eviction_policy)).result(), f"create VM {name}"))
         except ProviderError as err:
             self._cleanup(name)
             raise err

@@ -103,7 +103,7 @@ class AzureScaleSetProvider(AzureProvider):
     def _launch_region(self, key: tuple[str, str], jobs: list[tuple[int, LaunchRequest]]) -> dict[int, LaunchResult]:
         fleet, region = key
         with self._token_lock(f"scale-set|{fleet}|{region}"):
-            subnet = self._ensure_network(fleet, region)
+            subnet = self._ensure_network(fleet, region, ssh=any(r.node.ssh_key for _, r in jobs))
             name = set_name(fleet, region)
             vmss = self._get_set(name)
             if vmss is not None and (vmss.get("tags") or {}).get(TAG_FLEET) != fleet:
@@ -223,9 +223,14 @@ class AzureScaleSetProvider(AzureProvider):
         if fleets:
             self._delete_empty_sets(fleets)
 
-    def _delete_empty_sets(self, fleets: list[str]) -> None:
-        """Delete the scale sets of ``fleets`` that hold no VM (never a set without the tag)."""
+    def teardown(self, fleet: str) -> list[str]:
+        """The fleet's empty scale sets (all their VMs evicted), then its network (``AzureProvider.teardown``)."""
+        return self._delete_empty_sets([fleet]) + super().teardown(fleet)
+
+    def _delete_empty_sets(self, fleets: list[str]) -> list[str]:
+        """Delete the scale sets of ``fleets`` that hold no VM (never a set without the tag); their names."""
         used = {set_ref(v) for v in super()._vms()}
+        deleted: list[str] = []
         for vmss in self._sets():
             fleet = (vmss.get("tags") or {}).get(TAG_FLEET)
             if fleet not in fleets or str(vmss["id"]).lower() in used:
@@ -234,8 +239,10 @@ class AzureScaleSetProvider(AzureProvider):
             try:
                 self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_delete(
                     self.resource_group, name).result(), f"delete empty scale set {name}")
+                deleted.append(name)
             except InstanceNotFoundError:
                 pass
+        return deleted
 
     # ---- ARM reads ----------------------------------------------------------------------------
     def _sets(self) -> list[dict[str, Any]]:

@@ -107,7 +107,7 @@ def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: A
         assert props["osProfile"]["customData"]                                  # the node bootstrap
     state = world.state()
     assert len(state["nics"]) == planned and len(state["vnets"]) >= 1
-    assert all(n["tags"]["spotfleet:fleet"] == "af" for n in state["nics"] + state["vnets"])
+    assert all(n["tags"]["spotfleet:fleet"] == "af" for n in state["nics"] + state["vnets"] + state["nsgs"])
     again = world.fleet_json("up", str(world.spec), "--yes")
     assert again["ok"] and again["launched"] == [] and again["terminated"] == []
     assert {v["name"] for v in world.ours()} == {v["name"] for v in ours}          # nothing created twice
@@ -116,6 +116,7 @@ def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: A
     down = world.fleet_json("down", "af", "--yes")
     assert sorted(down["terminated"]) == sorted(v["name"] for v in ours) and down["remaining"] == []
     assert world.ours() == [] and world.state()["nics"] == [] and world.foreign_alive()
+    assert world.state()["vnets"] == [] and world.state()["nsgs"] == []          # the fleet's network went too
 
 
 def test_an_allocation_failure_re_plans_and_leaves_nothing_half_created(world: AzureWorld):

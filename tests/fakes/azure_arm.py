@@ -5,8 +5,12 @@ endpoint). What it models, from the documented ARM behaviour:
 
 * the Retail Prices API (``/api/retail/prices``: Linux/Windows, on-demand/Spot/Low Priority meters,
   ``$filter`` on region and size, pages of 3 through ``NextPageLink``);
-* resource groups (GET/HEAD/PUT), Resource SKUs (``Microsoft.Compute/skus``), compute usages;
-* virtual networks and network interfaces (PUT answers 201 + ``Azure-AsyncOperation``);
+* resource groups (GET/HEAD/PUT), Resource SKUs (``Microsoft.Compute/skus``), compute usages
+  (``lowPriorityCores``, ``cores`` and one row per VM family, counting the VMs that exist);
+* virtual networks, network security groups and network interfaces (PUT answers 201 +
+  ``Azure-AsyncOperation``; a reference to a missing subnet or NSG is ``InvalidResourceReference``;
+  an NSG lists Azure's ``defaultSecurityRules``; one still attached to a subnet cannot be deleted,
+  ``InUseNetworkSecurityGroupCannotBeDeleted``; a VNet with NICs in its subnet neither);
 * virtual machines: PUT answers 201 with ``provisioningState: Creating`` and an
   ``Azure-AsyncOperation`` URL that reports ``InProgress`` once, then ``Succeeded`` or ``Failed``
   with the ARM error (``AllocationFailed`` / ``ZonalAllocationFailed`` leave the VM in
@@ -18,11 +22,21 @@ endpoint). What it models, from the documented ARM behaviour:
   ``SkuNotAvailable`` (409), ``AuthorizationFailed`` (403), ``TooManyRequests`` (429 with
   ``Retry-After``), ``InternalServerError`` (500).
 
-Test levers under ``/_control/``: ``reset`` (SKUs, capacity), ``capacity`` (per
-``location/size/priority``), ``faults`` (the next N VM creations into a target, or N price queries
+Test levers under ``/_control/``: ``reset`` (SKUs, capacity, quotas), ``capacity`` (per
+``location/size/priority``), ``quota`` (a vCPU limit per ``location/usage name``: a creation over
+``lowPriorityCores`` for Spot, or ``cores`` or the size's family for regular VMs, is refused with
+``OperationNotAllowed``, as Azure refuses it), ``faults`` (the next N VM creations into a target, or N price queries
 for target ``prices``, fail with a kind; a throttle names ``Retry-After: <retry_after>``, 1 s
 unless reset says otherwise),
-``foreign`` (VMs without spotfleet tags), ``vmss_foreign`` (a scale set without them), ``evict``, ``state`` (everything, as JSON), ``calls``.
+``foreign`` (VMs without spotfleet tags), ``vmss_foreign`` (a scale set without them), ``evict`` (as Azure evicts a Spot VM: by its
+evictionPolicy, deleted or deallocated, at ``at`` epoch seconds or now), ``state`` (everything, as
+JSON), ``calls``. ``POST .../virtualMachines/{vm}/simulateEviction`` (204) evicts the same way, at once.
+
+The Activity Log (``Microsoft.Insights/eventtypes/management/values``, ``$filter`` on
+``eventTimestamp`` and ``resourceGroupName``, pages of 50 through ``nextLink``) holds a
+``Microsoft.Compute/virtualMachines/delete`` Started and Succeeded event per deleted VM; the
+instance view's ``ProvisioningState`` status carries the ``time`` of the VM's last operation
+(creation, deallocation).
 
 Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
 """
@@ -36,6 +50,7 @@ import re
 import threading
 import time
 import uuid
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
@@ -60,6 +75,11 @@ DEFAULT_SKUS: list[dict[str, Any]] = [
 DEFAULT_PRICES = {"Standard_NC24ads_A100_v4": (3.5, 0.42), "Standard_ND96asr_v4": (27.0, 2.9),
                   "Standard_NV36ads_A10_v5": (3.1, 0.7)}
 PRICES_PAGE = 3
+#: vCPU limits of the compute usages unless a test sets one (``quota``: ``location/name``); roomy, so
+#: that only a test that means a quota to bind meets one.
+DEFAULT_QUOTAS = {"lowPriorityCores": 10000, "cores": 10000}
+DEFAULT_FAMILY_QUOTA = 10000
+ACTIVITY_PAGE = 50
 
 
 def price_items(skus: list[dict[str, Any]], table: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
@@ -96,6 +116,19 @@ FAULTS = {
 }
 
 
+def family_of(size: str) -> str:
+    """The quota family of a size, as Resource SKUs and usages name it (``Standard_NC24ads_A100_v4`` ->
+    ``standardNCADSA100v4Family``; Azure's own names have exceptions a fake need not copy)."""
+    series, _, version = re.sub(r"^Standard_([A-Z]+)\d+", r"\1", size).rpartition("_v")
+    return f"standard{series.replace('_', '').upper()}v{version}Family"
+
+
+def vcpus_of(size: str) -> int:
+    """The vCPUs of a size: the number after its series letters (``Standard_NC24ads_A100_v4`` -> 24)."""
+    m = re.search(r"^Standard_[A-Z]+(\d+)", size)
+    return int(m.group(1)) if m else 0
+
+
 def sku_row(spec: dict[str, Any]) -> dict[str, Any]:
     """A Resource SKU as ARM lists it, from a short ``{name, location, zones, restricted...}`` spec."""
     name, location, zones = spec["name"], spec["location"], list(spec.get("zones") or [])
@@ -106,9 +139,8 @@ def sku_row(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("restricted_zones"):
         restrictions.append({"type": "Zone", "values": [location], "reasonCode": "NotAvailableForSubscription",
                              "restrictionInfo": {"locations": [location], "zones": list(spec["restricted_zones"])}})
-    family = re.sub(r"^Standard_[A-Z]+\d+", "", name)
     return {"resourceType": "virtualMachines", "name": name, "tier": "Standard", "size": name.split("_", 1)[1],
-            "family": f"standard{family.replace('_', '')}Family", "locations": [location],
+            "family": family_of(name), "locations": [location],
             "locationInfo": [{"location": location, "zones": zones, "zoneDetails": []}],
             "capabilities": [{"name": "LowPriorityCapable", "value": "True"}], "restrictions": restrictions}
 
@@ -124,8 +156,10 @@ class ArmState:
         self.skus = [sku_row(s) for s in body.get("skus", DEFAULT_SKUS)]
         self.prices = price_items(self.skus, {k: tuple(v) for k, v in (body.get("prices") or DEFAULT_PRICES).items()})
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("capacity") or {}).items()}
+        self.quotas: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("quotas") or {}).items()}
         self.groups: dict[str, dict[str, Any]] = {}
         self.vnets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.nsgs: dict[tuple[str, str], dict[str, Any]] = {}
         self.nics: dict[tuple[str, str], dict[str, Any]] = {}
         self.vms: dict[tuple[str, str], dict[str, Any]] = {}
         self.vmss: dict[tuple[str, str], dict[str, Any]] = {}
@@ -133,6 +167,7 @@ class ArmState:
         self.faults: list[dict[str, Any]] = []
         self.calls: dict[str, int] = {}
         self.deleted: list[str] = []
+        self.activity: list[dict[str, Any]] = []
         self.latency = float(body.get("latency", 0.0))
         self.retry_after = int(body.get("retry_after", 1))
         self.ids = itertools.count(1)
@@ -214,6 +249,8 @@ class Handler(BaseHTTPRequestHandler):
                     return self._usages(orig[3])
                 if rest[4] == "operations":
                     return self._poll(orig[5])
+            if rest[:4] == ["providers", "microsoft.insights", "eventtypes", "management"]:
+                return self._activity(url.query)
             if rest[:1] == ["resourcegroups"] and len(rest) == 2:
                 return self._group(method, orig[1], body)
             if rest[:1] == ["resourcegroups"] and len(rest) >= 5 and rest[2] == "providers":
@@ -225,14 +262,23 @@ class Handler(BaseHTTPRequestHandler):
                     if len(rest) == 5:
                         return self._send(200, {"value": [self._vm_view(v, "instanceview" in url.query.lower())
                                                           for (g, _), v in sorted(self.st.vms.items()) if g == rg]})
+                    if len(rest) == 7 and rest[6] == "simulateeviction" and method == "POST":
+                        vm = self.st.vms.get((rg, orig[5].lower()))
+                        if vm is None or vm["properties"].get("priority") != "Spot":
+                            return self._error(409 if vm else 404, "OperationNotAllowed" if vm else "ResourceNotFound",
+                                               f"Virtual machine {orig[5]} is not an Azure Spot VM.")
+                        self._evict(vm, time.time())
+                        return self._send(204)
                     return self._vm(method, rg, orig[5], body, "instanceview" in url.query.lower())
-                if kind == "microsoft.network/networkinterfaces" and len(rest) == 5 and method == "GET":
-                    return self._send(200, {"value": [n for (g, _), n in sorted(self.st.nics.items()) if g == rg]})
+                tables = {"microsoft.network/networkinterfaces": self.st.nics,
+                          "microsoft.network/virtualnetworks": self.st.vnets,
+                          "microsoft.network/networksecuritygroups": self.st.nsgs}
+                if kind in tables and len(rest) == 5 and method == "GET":
+                    return self._send(200, {"value": [n for (g, _), n in sorted(tables[kind].items()) if g == rg]})
                 if kind == azure_vmss.KIND and len(rest) in (5, 6):
                     return azure_vmss.route(self, method, rg, orig, body)
-                if kind in ("microsoft.network/virtualnetworks", "microsoft.network/networkinterfaces") and len(rest) == 6:
-                    table = self.st.vnets if kind.endswith("virtualnetworks") else self.st.nics
-                    return self._simple(method, table, rg, orig, body)
+                if kind in tables and len(rest) == 6:
+                    return self._simple(method, tables[kind], rg, orig, body)
             return self._error(404, "InvalidResourceType", f"no route {url.path}")
 
     # ---- Retail Prices (no auth; pages through NextPageLink) ---------------------------------
@@ -275,14 +321,31 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(405, "MethodNotAllowed", method)
 
     def _usages(self, location: str) -> None:
-        used = sum(int(re.search(r"(\d+)", v["properties"]["hardwareProfile"]["vmSize"].split("_")[1]).group(1))
-                   for v in self.st.vms.values() if v["location"] == location and v["properties"].get("priority") == "Spot"
-                   and v["properties"]["provisioningState"] != "Failed")
-        rows = [{"name": {"value": "lowPriorityCores", "localizedValue": "Total Regional Low-priority vCPUs"},
-                 "currentValue": used, "limit": 1000, "unit": "Count"},
-                {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"},
-                 "currentValue": 0, "limit": 350, "unit": "Count"}]
-        return self._send(200, {"value": rows})
+        return self._send(200, {"value": self._usage_rows(location)})
+
+    def _usage_rows(self, location: str) -> list[dict[str, Any]]:
+        """Compute usages in ``location``: Spot vCPUs (``lowPriorityCores``), regular vCPUs (``cores``)
+        and regular vCPUs per VM family of the SKUs offered there; limits from ``quotas``."""
+        def used(spot: bool, family: str = "") -> int:
+            return sum(vcpus_of(v["properties"]["hardwareProfile"]["vmSize"]) for v in self.st.vms.values()
+                       if v["location"] == location and (v["properties"].get("priority") == "Spot") == spot
+                       and v["properties"]["provisioningState"] != "Failed"
+                       and (not family or family_of(v["properties"]["hardwareProfile"]["vmSize"]) == family))
+        rows = [("lowPriorityCores", "Total Regional Low-priority vCPUs", used(True)),
+                ("cores", "Total Regional vCPUs", used(False))]
+        families = sorted({s["family"] for s in self.st.skus if location in s["locations"]})
+        rows += [(f, f"Standard {f[8:-6]} Family vCPUs", used(False, f)) for f in families]
+        return [{"name": {"value": n, "localizedValue": text}, "currentValue": cur, "unit": "Count",
+                 "limit": self.st.quotas.get(f"{location}/{n}".lower(), DEFAULT_QUOTAS.get(n, DEFAULT_FAMILY_QUOTA))}
+                for n, text, cur in rows]
+
+    def _over_quota(self, location: str, size: str, priority: str) -> str:
+        """The name of the quota one more ``size`` VM would exceed, "" when none."""
+        names = ("lowPriorityCores",) if priority == "Spot" else ("cores", family_of(size))
+        for row in self._usage_rows(location):
+            if row["name"]["value"] in names and row["currentValue"] + vcpus_of(size) > row["limit"]:
+                return row["name"]["value"]
+        return ""
 
     def _poll(self, oid: str) -> None:
         op = self.st.ops.get(oid)
@@ -301,6 +364,7 @@ class Handler(BaseHTTPRequestHandler):
         if vm is not None:
             vm["properties"]["provisioningState"] = "Succeeded"
             vm["_power"] = "running"
+            vm["_status_time"] = _iso(time.time())
         return self._send(200, {"name": oid, "status": "Succeeded"})
 
     # ---- networks ----------------------------------------------------------------------------
@@ -316,7 +380,18 @@ class Handler(BaseHTTPRequestHandler):
         if method == "PUT":
             created = key not in table
             props = dict(body.get("properties") or {})
-            if orig[4].lower() == "virtualnetworks":
+            if orig[4].lower() == "networksecuritygroups":
+                props["securityRules"] = [{**r, "id": f"{rid}/securityRules/{r['name']}"}
+                                          for r in props.get("securityRules") or []]
+                props["defaultSecurityRules"] = _default_rules(rid)
+            elif orig[4].lower() == "virtualnetworks":
+                for s in props.get("subnets") or []:
+                    nsg = ((s.get("properties") or {}).get("networkSecurityGroup") or {}).get("id", "")
+                    m = re.search(r"resourceGroups/([^/]+)/providers/Microsoft.Network/networkSecurityGroups/([^/]+)$",
+                                  nsg, re.I)
+                    if nsg and (not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nsgs):
+                        return self._error(400, "InvalidResourceReference",
+                                           f"Resource {nsg} referenced by resource {rid} was not found.")
                 props["subnets"] = [{**s, "id": f"{rid}/subnets/{s['name']}",
                                      "properties": {**(s.get("properties") or {}), "provisioningState": "Succeeded"}}
                                     for s in props.get("subnets") or []]
@@ -345,6 +420,9 @@ class Handler(BaseHTTPRequestHandler):
                                        f"{user}. In order to delete the network interface, it must be dissociated.")
             if table is self.st.vnets and any(n for n in self.st.nics.values() if rid.lower() in json.dumps(n).lower()):
                 return self._error(400, "InUseSubnetCannotBeDeleted", f"Subnet of {rid} is in use.")
+            if table is self.st.nsgs and any(rid.lower() in json.dumps(v).lower() for v in self.st.vnets.values()):
+                return self._error(400, "InUseNetworkSecurityGroupCannotBeDeleted",
+                                   f"Network security group {rid} cannot be deleted because it is in use by a subnet.")
             del table[key]
             self.st.deleted.append(rid)
             return self._send(202, None, {"Location": self._op("eastus", {}), "Retry-After": "0"})
@@ -357,7 +435,8 @@ class Handler(BaseHTTPRequestHandler):
         if not secrets:      # ARM never returns customData; the control API shows it to tests
             props.pop("osProfile", None)
         if instance_view:
-            statuses = [{"code": f"ProvisioningState/{props['provisioningState'].lower()}"}]
+            statuses = [{"code": f"ProvisioningState/{props['provisioningState'].lower()}", "level": "Info",
+                         "time": vm.get("_status_time", props.get("timeCreated"))}]
             if vm.get("_power"):
                 statuses.append({"code": f"PowerState/{vm['_power']}"})
             props["instanceView"] = {"statuses": statuses}
@@ -392,6 +471,11 @@ class Handler(BaseHTTPRequestHandler):
                                {"Retry-After": str(self.st.retry_after)} if status == 429 else None)
         if vm is not None:
             return self._send(200, self._vm_view(vm, False))
+        over = self._over_quota(location, size, priority)
+        if over:
+            return self._error(409, "OperationNotAllowed", f"Operation could not be completed as it results in "
+                               f"exceeding approved {over} quota. Location: {location}, Additional Required: "
+                               f"{vcpus_of(size)}.")
         for ref in _nic_refs(body):
             m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
             if not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nics:
@@ -423,15 +507,52 @@ class Handler(BaseHTTPRequestHandler):
     def fault(self, kind: str) -> tuple[int, str, str]:
         return FAULTS[kind]
 
-    def _remove_vm(self, key: tuple[str, str]) -> None:
+    def _remove_vm(self, key: tuple[str, str], at: float | None = None) -> None:
         vm = self.st.vms.pop(key)
         self.st.deleted.append(vm["id"])
+        for status in ("Started", "Succeeded"):
+            self.st.activity.append({
+                "eventTimestamp": _iso(time.time() if at is None else at), "resourceGroupName": key[0],
+                "resourceId": vm["id"], "resourceProviderName": {"value": "Microsoft.Compute"},
+                "operationName": {"value": "Microsoft.Compute/virtualMachines/delete",
+                                  "localizedValue": "Delete Virtual Machine"},
+                "status": {"value": status, "localizedValue": status}, "category": {"value": "Administrative"},
+                "level": "Informational", "eventDataId": str(uuid.uuid4()),
+                "subscriptionId": SUBSCRIPTION})
         azure_vmss.member_removed(self.st, vm)
         for ref in _nic_refs(vm):
             if (ref.get("properties") or {}).get("deleteOption") == "Delete":
                 m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
                 if m and self.st.nics.pop((m.group(1).lower(), m.group(2).lower()), None) is not None:
                     self.st.deleted.append(ref["id"])
+
+    def _evict(self, vm: dict[str, Any], at: float) -> None:
+        """Azure takes the Spot VM back: deleted (with its Delete-option NICs) or deallocated."""
+        if vm["properties"].get("evictionPolicy") == "Delete":
+            self._remove_vm(next(k for k, v in self.st.vms.items() if v is vm), at)
+        else:
+            vm["_power"] = "deallocated"
+            vm["_status_time"] = _iso(at)
+
+    # ---- Activity Log ----------------------------------------------------------------------------
+    def _activity(self, query: str) -> None:
+        params = parse_qs(query)
+        flt = (params.get("$filter") or [""])[0]
+        since = re.search(r"eventTimestamp ge '([^']+)'", flt)
+        until = re.search(r"eventTimestamp le '([^']+)'", flt)
+        group = re.search(r"resourceGroupName eq '([^']+)'", flt)
+        if not since:
+            return self._error(400, "BadRequest", "The filter must contain 'eventTimestamp ge'.")
+        lo, hi = _epoch(since.group(1)), _epoch(until.group(1)) if until else time.time()
+        rows = [e for e in self.st.activity if lo <= _epoch(e["eventTimestamp"]) <= hi
+                and (not group or e["resourceGroupName"] == group.group(1).lower())]
+        skip = int((params.get("$skip") or ["0"])[0])
+        page = rows[skip:skip + ACTIVITY_PAGE]
+        nxt = None
+        if skip + ACTIVITY_PAGE < len(rows):
+            nxt = (f"{self._base()}{urlparse(self.path).path}?"
+                   + urlencode({"api-version": "2015-04-01", "$filter": flt, "$skip": skip + ACTIVITY_PAGE}))
+        return self._send(200, {"value": page, "nextLink": nxt})
 
     # ---- control -------------------------------------------------------------------------------
     def _control(self, method: str, path: list[str], body: dict[str, Any]) -> None:
@@ -442,6 +563,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"ok": True})
         if what == "capacity":
             st.capacity[body["target"].lower()] = int(body["count"])
+            return self._send(200, {"ok": True})
+        if what == "quota":
+            st.quotas[body["target"].lower()] = int(body["limit"])
             return self._send(200, {"ok": True})
         if what == "faults":
             st.faults.append({"target": body["target"].lower(), "kind": body["kind"], "count": int(body["count"])})
@@ -464,22 +588,44 @@ class Handler(BaseHTTPRequestHandler):
         if what == "evict":
             for vm in st.vms.values():
                 if vm["name"] == body["name"]:
-                    if vm["properties"].get("evictionPolicy") == "Delete":
-                        self._remove_vm(next(k for k, v in st.vms.items() if v is vm))
-                    else:
-                        vm["_power"] = "deallocated"
+                    self._evict(vm, float(body.get("at") or time.time()))
                     return self._send(200, {"ok": True})
             return self._send(404, {"ok": False})
         if what == "vmss_foreign":
             return azure_vmss.control_foreign(self, body)
         if what == "state":
             return self._send(200, {"groups": list(st.groups.values()), "vnets": list(st.vnets.values()),
-                                    "nics": list(st.nics.values()), "scale_sets": list(st.vmss.values()),
+                                    "nsgs": list(st.nsgs.values()), "scale_sets": list(st.vmss.values()),
+                                    "nics": list(st.nics.values()),
                                     "vms": [self._vm_view(v, True, secrets=True) for v in st.vms.values()],
                                     "deleted": st.deleted})
         if what == "calls":
             return self._send(200, {"calls": st.calls})
         return self._error(404, "NotFound", f"no control {what}")
+
+
+def _default_rules(nsg_id: str) -> list[dict[str, Any]]:
+    """The default rules Azure gives every NSG (priorities 65000-65500): in, the VNet and the load
+    balancer, then deny all; out, the VNet and the internet, then deny all."""
+    rows = [("AllowVnetInBound", "Inbound", "VirtualNetwork", "Allow", 65000),
+            ("AllowAzureLoadBalancerInBound", "Inbound", "AzureLoadBalancer", "Allow", 65001),
+            ("DenyAllInBound", "Inbound", "*", "Deny", 65500),
+            ("AllowVnetOutBound", "Outbound", "VirtualNetwork", "Allow", 65000),
+            ("AllowInternetOutBound", "Outbound", "*", "Allow", 65001),
+            ("DenyAllOutBound", "Outbound", "*", "Deny", 65500)]
+    return [{"name": n, "id": f"{nsg_id}/defaultSecurityRules/{n}", "properties": {
+        "protocol": "*", "sourcePortRange": "*", "destinationPortRange": "*", "sourceAddressPrefix": src,
+        "destinationAddressPrefix": "Internet" if n == "AllowInternetOutBound" else src, "access": access,
+        "priority": prio, "direction": direction, "provisioningState": "Succeeded"}}
+        for n, direction, src, access, prio in rows]
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _nic_refs(vm: dict[str, Any]) -> list[dict[str, Any]]:

@@ -161,12 +161,12 @@ def test_terminate_deletes_the_vm_and_its_nic_and_leaves_foreign_ones(fake):
     assert provider.list_instances("alpha") == []
 
 
-def test_an_evicted_spot_vm_is_listed_as_preempted():
+def test_an_evicted_spot_vm_is_listed_as_stopped_by_eviction():
     vm = {"name": "sf-1-0", "tags": fleet_tags("alpha", _pool()),
           "properties": {"priority": "Spot", "provisioningState": "Succeeded",
                          "instanceView": {"statuses": [{"code": "PowerState/deallocated"}]}}}
     inst = to_instance(vm, 1.7e9, {})
-    assert inst is not None and inst.state is InstanceState.PREEMPTED and inst.reason == "evicted"
+    assert inst is not None and inst.state is InstanceState.STOPPED and inst.reason == "evicted"
     assert to_instance({**vm, "tags": {}}, 1.7e9, {}) is None
 
 

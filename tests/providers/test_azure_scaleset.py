@@ -178,3 +178,21 @@ def test_a_bad_scale_set_body_gets_the_arm_error(fake):
                            "priorityMixPolicy": {"baseRegularPriorityCount": 1},
                            "virtualMachineProfile": {"priority": "Regular"}}}).result()
     assert "InvalidParameter" in str(err.value) and "priorityMixPolicy" in str(err.value)
+
+
+def test_teardown_removes_a_set_whose_vms_were_all_evicted_then_the_network(fake):
+    prov = fake.provider()
+    offer = _offer(prov)
+    keyed = _request(offer, 2, token="evicted", node=NodeConfig(ssh_key="ssh-ed25519 AAAA test"))
+    (result,) = prov.launch_group([keyed])
+    assert len(result.instances) == 2
+    nsg = next(n for n in fake.control("state")["nsgs"])
+    assert any(r["properties"]["destinationPortRange"] == "22" for r in nsg["properties"]["securityRules"])
+    for inst in result.instances:          # Azure evicts them all: nothing is left for `down` to terminate
+        fake.control("evict", {"name": inst.id.rsplit("/", 1)[-1]})
+    assert [i for i in prov.list_instances("alpha") if i.state.alive] == []
+    gone = prov.teardown("alpha")
+    assert set_name("alpha", "eastus") in gone
+    state = fake.control("state")
+    assert state["scale_sets"] == [] and state["vnets"] == [] and state["nsgs"] == []
+    assert prov.teardown("alpha") == []      # idempotent
