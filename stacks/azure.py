@@ -67,6 +67,12 @@ def mix_pool(region: str) -> str:
     return f"azure/{region}/-/mix/spot"
 
 
+def _eviction_policy(spec: FleetSpec) -> str:
+    """``providers.azure.eviction_policy`` (Delete unless the spec says Deallocate)."""
+    settings = spec.provider_settings("azure")
+    return settings.eviction_policy if settings else "Delete"
+
+
 def _scale_set(spec: FleetSpec, region: str, planned: list[PoolPlan], group_name, identity,
                parent: pulumi.Resource) -> azure.compute.VirtualMachineScaleSet:
     ranked = sorted(planned, key=lambda p: (-p.count, p.pool.instance_type))
@@ -86,7 +92,7 @@ def _scale_set(spec: FleetSpec, region: str, planned: list[PoolPlan], group_name
         priority_mix_policy={"base_regular_priority_count": baseline, "regular_priority_percentage_above_base": 0},
         identity={"type": "UserAssigned", "user_assigned_identities": [identity.id]},
         virtual_machine_profile={
-            "priority": "Spot", "eviction_policy": "Delete", "billing_profile": {"max_price": -1},
+            "priority": "Spot", "eviction_policy": _eviction_policy(spec), "billing_profile": {"max_price": -1},
             "os_profile": {"computer_name_prefix": re.sub(r"[^a-z0-9-]", "", spec.name)[:9],
                            "admin_username": "spotfleet",
                            "custom_data": pulumi.Output.secret(custom_data) if ranked[0].secret else custom_data,

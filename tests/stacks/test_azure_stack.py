@@ -64,3 +64,11 @@ def test_storage_is_private_protected_with_lifecycle_and_a_scoped_role(built):
     role = one(declared, "azure-native:authorization:RoleAssignment")
     assert role.inputs["scope"] == "azfleet-checkpoints-id"       # the container, not the account
     assert len(of_type(declared, "azure-native:managedidentity:UserAssignedIdentity")) == 1
+
+
+def test_the_spec_eviction_policy_reaches_the_scale_set(tmp_path):
+    text = AZURE.replace("azure: {regions: [eastus]}", "azure: {regions: [eastus], eviction_policy: Deallocate}")
+    spec_path, plan_path = fleet_plan(tmp_path, text)
+    spec, plan = load_spec(spec_path), Plan.from_json(plan_path.read_text())
+    declared, _ = declare(lambda: SpotFleet("azfleet", spec, plan, env={}))
+    assert one(declared, VMSS).inputs["virtualMachineProfile"]["evictionPolicy"] == "Deallocate"
