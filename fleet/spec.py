@@ -143,6 +143,9 @@ class ProviderSettings(Section):
     # Azure
     subscription_id: str = ""
     resource_group: str = ""
+    storage_account: str = Field(default="", description=(
+        "Azure: storage account for checkpoints (created if missing); default derived from subscription, "
+        "resource group and container."))
     # Vast
     bid: VastBid = Field(default_factory=VastBid)
     min_reliability: float = Field(default=0.95, ge=0, le=1)

@@ -11,6 +11,7 @@ Custom data is the shared node bootstrap (``fleet.bootstrap``). Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from typing import Any
@@ -72,17 +73,27 @@ def nic_body(region: str, subnet_id: str, tags: dict[str, str]) -> dict[str, Any
                 "subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"}}]}}
 
 
-def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]) -> dict[str, Any]:
+def identity_block(identity_id: str) -> dict[str, Any]:
+    """A VM's (or scale set's) ``identity``: the one user-assigned identity ``identity_id``."""
+    return {"type": "UserAssigned", "userAssignedIdentities": {identity_id: {}}}
+
+
+def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str],
+            identity: tuple[str, str] | None = None) -> dict[str, Any]:
     """The VM (ARM wire format): Spot with evictionPolicy Delete and maxPrice (the cap, or -1 =
-    up to the on-demand price), or Regular for an on-demand pool."""
+    up to the on-demand price), or Regular for an on-demand pool. ``identity`` (resource id,
+    client id) attaches the node identity and names it to the node as ``$AZURE_CLIENT_ID``."""
     pool = request.offer.pool
+    boot = boot_for("azure", request)
+    if identity is not None:
+        boot = dataclasses.replace(boot, env={**boot.env, "AZURE_CLIENT_ID": identity[1]})
     props: dict[str, Any] = {
         "hardwareProfile": {"vmSize": pool.instance_type},
         "storageProfile": {"imageReference": IMAGE,
                            "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
                                       "managedDisk": {"storageAccountType": "Premium_LRS"}}},
         "osProfile": {"computerName": name, "adminUsername": ADMIN_USER,
-                      "customData": render_base64(boot_for("azure", request)),
+                      "customData": render_base64(boot),
                       "linuxConfiguration": _linux(request.node.ssh_key)},
         "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": True,
                                                                                 "deleteOption": "Delete"}}]},
@@ -93,6 +104,8 @@ def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]
     else:
         props["priority"] = "Regular"
     body: dict[str, Any] = {"location": pool.region, "tags": tags, "properties": props}
+    if identity is not None:
+        body["identity"] = identity_block(identity[0])
     if pool.zone:
         body["zones"] = [pool.zone]
     return body

@@ -21,6 +21,8 @@ Test levers under ``/_control/``: ``reset`` (SKUs, capacity), ``capacity`` (per
 for target ``prices``, fail with a kind; a throttle names ``Retry-After: <retry_after>``, 1 s
 unless reset says otherwise),
 ``foreign`` (VMs without spotfleet tags), ``evict``, ``state`` (everything, as JSON), ``calls``.
+Storage accounts, managed identities and role assignments: ``tests/fakes/azure_storage_arm.py``
+(its levers under ``/_control/storage/``).
 
 Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
 """
@@ -31,12 +33,17 @@ import argparse
 import itertools
 import json
 import re
+import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import azure_storage_arm  # noqa: E402  (storage accounts, identities, role assignments)
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000f1ee"
 DEFAULT_CAPACITY = 64
@@ -128,6 +135,7 @@ class ArmState:
         self.latency = float(body.get("latency", 0.0))
         self.retry_after = int(body.get("retry_after", 1))
         self.ids = itertools.count(1)
+        self.storage = azure_storage_arm.StorageState()
 
 
 def _key(location: str, size: str, priority: str) -> str:
@@ -199,6 +207,8 @@ class Handler(BaseHTTPRequestHandler):
             if parts[1] != SUBSCRIPTION:
                 return self._error(404, "SubscriptionNotFound", f"The subscription '{parts[1]}' could not be found.")
             rest, orig = low[2:], parts[2:]
+            if azure_storage_arm.handles(rest):
+                return azure_storage_arm.route(self, method, orig, rest, body)
             if rest[:3] == ["providers", "microsoft.compute", "skus"]:
                 return self._send(200, {"value": self.st.skus})
             if rest[:3] == ["providers", "microsoft.compute", "locations"] and len(rest) >= 5:
@@ -384,9 +394,13 @@ class Handler(BaseHTTPRequestHandler):
             m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
             if not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nics:
                 return self._error(400, "NotFound", f"Resource {ref['id']} not found.")
+        identity, problem = azure_storage_arm.vm_identity(self.st.storage, body)
+        if problem:
+            return self._error(400, "FailedIdentityOperation", problem)
         rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
         vm = {"id": rid, "name": name, "type": "Microsoft.Compute/virtualMachines", "location": location,
               "tags": body.get("tags") or {}, "zones": body.get("zones") or None,
+              **({"identity": identity} if identity else {}),
               "properties": {**props, "vmId": str(uuid.uuid4()), "provisioningState": "Creating",
                              "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}}
         error = None
@@ -416,6 +430,8 @@ class Handler(BaseHTTPRequestHandler):
     def _control(self, method: str, path: list[str], body: dict[str, Any]) -> None:
         st = self.st
         what = path[0] if path else ""
+        if what == "storage":
+            return azure_storage_arm.control(self, path[1:], body)
         if what == "reset":
             st.reset(body)
             return self._send(200, {"ok": True})
