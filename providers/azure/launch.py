@@ -16,7 +16,7 @@ import hashlib
 import re
 from typing import Any
 
-from fleet.bootstrap import boot_for, render_base64
+from fleet.bootstrap import NodeBoot, boot_for, render_base64
 from fleet.model import TAG_FLEET, TAG_POOL, LaunchRequest, Market, fleet_tags, stable_hash
 
 TAG_TOKEN = "spotfleet:token"
@@ -73,6 +73,15 @@ def nic_body(region: str, subnet_id: str, tags: dict[str, str]) -> dict[str, Any
                 "subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"}}]}}
 
 
+def node_boot(request: LaunchRequest, identity: tuple[str, str] | None = None) -> NodeBoot:
+    """The node bootstrap of a launch; with a node identity (resource id, client id), the node's
+    ``$AZURE_CLIENT_ID`` names it, so DefaultAzureCredential picks that managed identity."""
+    boot = boot_for("azure", request)
+    if identity is None:
+        return boot
+    return dataclasses.replace(boot, env={**boot.env, "AZURE_CLIENT_ID": identity[1]})
+
+
 def identity_block(identity_id: str) -> dict[str, Any]:
     """A VM's (or scale set's) ``identity``: the one user-assigned identity ``identity_id``."""
     return {"type": "UserAssigned", "userAssignedIdentities": {identity_id: {}}}
@@ -84,16 +93,13 @@ def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]
     up to the on-demand price), or Regular for an on-demand pool. ``identity`` (resource id,
     client id) attaches the node identity and names it to the node as ``$AZURE_CLIENT_ID``."""
     pool = request.offer.pool
-    boot = boot_for("azure", request)
-    if identity is not None:
-        boot = dataclasses.replace(boot, env={**boot.env, "AZURE_CLIENT_ID": identity[1]})
     props: dict[str, Any] = {
         "hardwareProfile": {"vmSize": pool.instance_type},
         "storageProfile": {"imageReference": IMAGE,
                            "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
                                       "managedDisk": {"storageAccountType": "Premium_LRS"}}},
         "osProfile": {"computerName": name, "adminUsername": ADMIN_USER,
-                      "customData": render_base64(boot),
+                      "customData": render_base64(node_boot(request, identity)),
                       "linuxConfiguration": _linux(request.node.ssh_key)},
         "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": True,
                                                                                 "deleteOption": "Delete"}}]},

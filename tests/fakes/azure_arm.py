@@ -33,17 +33,17 @@ import argparse
 import itertools
 import json
 import re
-import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import azure_storage_arm  # noqa: E402  (storage accounts, identities, role assignments)
+try:                         # storage accounts, identities, role assignments
+    import azure_storage_arm
+except ImportError:          # imported as tests.fakes.azure_arm
+    from tests.fakes import azure_storage_arm
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000f1ee"
 DEFAULT_CAPACITY = 64
