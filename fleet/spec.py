@@ -149,6 +149,9 @@ class ProviderSettings(Section):
     eviction_policy: Literal["Delete", "Deallocate"] = Field(default="Delete", description=(
         "Azure: what an evicted Spot VM becomes: Delete (gone with its disks) or Deallocate (kept, "
         "billing its disks, until `fleet down`)."))
+    storage_account: str = Field(default="", description=(
+        "Azure: storage account for checkpoints (created if missing); default derived from subscription, "
+        "resource group and container."))
     # Vast
     bid: VastBid = Field(default_factory=VastBid)
     min_reliability: float = Field(default=0.95, ge=0, le=1)

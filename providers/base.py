@@ -73,6 +73,8 @@ class StorageSpec(BaseModel):
     region: str = ""
     keep_last: int = 3
     expire_days: int | None = None
+    prefix: str = ""            # the fleet's prefix inside the bucket (lifecycle rules may be limited to it)
+    fleet: str = ""             # the fleet the storage is for (tags, names of per-fleet resources)
 
 
 class BucketRef(BaseModel):

@@ -25,7 +25,7 @@ import pulumi_azure_native as azure
 
 from fleet.bootstrap import render_base64
 from fleet.spec import FleetSpec, Strategy
-from stacks.layout import PoolPlan, by_region
+from stacks.layout import PoolPlan, azure_account, by_region
 from stacks.ownership import ignore_changes
 
 VMSS_TYPE = "azure-native:compute:VirtualMachineScaleSet"
@@ -110,7 +110,7 @@ def _scale_set(spec: FleetSpec, region: str, planned: list[PoolPlan], group_name
 
 def _storage(spec: FleetSpec, group_name, location: str, identity, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
     keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=True, retain_on_delete=True))
-    account_name = re.sub(r"[^a-z0-9]", "", spec.name)[:18] + "ckpt"
+    account_name = azure_account(spec)
     account = azure.storage.StorageAccount(
         f"{spec.name}-checkpoints", account_name=account_name, resource_group_name=group_name, location=location,
         kind="StorageV2", sku={"name": "Standard_LRS"}, allow_blob_public_access=False, enable_https_traffic_only=True,
@@ -131,4 +131,4 @@ def _storage(spec: FleetSpec, group_name, location: str, identity, child: pulumi
         f"{spec.name}-checkpoints", principal_id=identity.principal_id, principal_type="ServicePrincipal",
         role_definition_id=f"/providers/Microsoft.Authorization/roleDefinitions/{BLOB_CONTRIBUTOR}",
         scope=container.id, opts=child)
-    return container.name.apply(lambda c: f"az://{c}/{prefix}")
+    return container.name.apply(lambda c: f"az://{c}@{account_name}/{prefix}")

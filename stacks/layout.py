@@ -68,12 +68,24 @@ def logical_name(pool: PoolKey) -> str:
     return f"{pool.provider}-{pool.short_hash}"
 
 
+def azure_account(spec: FleetSpec) -> str:
+    """The storage account the Azure stack keeps checkpoints in: ``providers.azure.storage_account``,
+    else one named after the fleet (3-24 lowercase letters and digits)."""
+    settings = spec.provider_settings("azure")
+    if settings and settings.storage_account:
+        return settings.storage_account
+    return re.sub(r"[^a-z0-9]", "", spec.name)[:18] + "ckpt"
+
+
 def checkpoint_uri(spec: FleetSpec) -> str:
-    """Where nodes write checkpoints ("" for ``checkpoint.provider: local``)."""
+    """Where nodes write checkpoints ("" for ``checkpoint.provider: local``). Azure URIs name the
+    account (``az://container@account/prefix``), so nodes reach it with their managed identity."""
     store = spec.checkpoint.provider
     if store == "local":
         return ""
     prefix = (spec.checkpoint.prefix or spec.name).strip("/")
+    if store == "azure":
+        return f"az://{spec.bucket}@{azure_account(spec)}/{prefix}"
     return f"{_STORE_SCHEME[store]}://{spec.bucket}/{prefix}"
 
 

@@ -33,8 +33,8 @@ def checkpoint_uri(spec: FleetSpec, providers: Mapping[str, Provider]) -> str:
     if provider is None:
         raise FleetError(f"checkpoint.provider is {store!r}, which needs the {owner} provider: enable "
                          f"{owner} under `providers:` or choose another checkpoint.provider")
+    prefix = (spec.checkpoint.prefix or spec.name).strip("/")
     ref = provider.ensure_bucket(StorageSpec(provider=owner, bucket=spec.checkpoint.bucket or f"{spec.name}-checkpoints",
                                              region=spec.checkpoint.region, keep_last=spec.checkpoint.keep_last,
-                                             expire_days=spec.checkpoint.expire_days))
-    prefix = (spec.checkpoint.prefix or spec.name).strip("/")
+                                             expire_days=spec.checkpoint.expire_days, prefix=prefix, fleet=spec.name))
     return f"{ref.uri.rstrip('/')}/{prefix}"

@@ -7,7 +7,9 @@ Credentials: ``DefaultAzureCredential`` (azure-identity). Subscription from the 
 region instead of single VMs (``providers.azure.scaleset_provider``).
 ``$SPOTFLEET_AZURE_ARM_ENDPOINT`` points it at another ARM endpoint (a loopback ``http://`` one needs
 no credential), ``$SPOTFLEET_AZURE_POLLING_INTERVAL`` sets the seconds between operation polls.
-Checkpoint containers live in the account of ``$AZURE_STORAGE_CONNECTION_STRING``.
+Checkpoint storage (``providers.azure.storage``): an account, container, lifecycle rule and node
+identity made through ARM (``providers.azure.storage_account`` names the account), or a container in
+the account of ``$AZURE_STORAGE_CONNECTION_STRING`` when that is set.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Azure Resource Manager clients the adapter uses, and one way to call them.
 
-``Arm`` builds the azure-mgmt compute, network and resource clients for one subscription.
+``Arm`` builds the azure-mgmt compute, network, resource and storage clients for one subscription.
 ``$SPOTFLEET_AZURE_ARM_ENDPOINT`` points them at another ARM endpoint (the test fake); a plain
 ``http://`` endpoint on a loopback address gets a no-op authentication policy (the SDK's bearer
 policy refuses plain http, and a local fake has no Entra ID), anything else authenticates with
@@ -104,6 +104,8 @@ class Arm:
                 from azure.mgmt.compute import ComputeManagementClient as C
             elif kind == "network":
                 from azure.mgmt.network import NetworkManagementClient as C
+            elif kind == "storage":
+                from azure.mgmt.storage import StorageManagementClient as C
             else:
                 from azure.mgmt.resource.resources import ResourceManagementClient as C
             self._clients[kind] = C(self.credential, self.subscription, base_url=self.endpoint, **self._options)
@@ -120,6 +122,10 @@ class Arm:
     @property
     def resources(self) -> Any:
         return self._client("resource")
+
+    @property
+    def storage(self) -> Any:
+        return self._client("storage")
 
     def call(self, fn: Callable[[], T], what: str) -> T:
         """``fn()`` with throttles retried after their Retry-After; Azure errors become ours."""

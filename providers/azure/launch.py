@@ -12,11 +12,12 @@ Custom data is the shared node bootstrap (``fleet.bootstrap``). Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from typing import Any
 
-from fleet.bootstrap import boot_for, render_base64
+from fleet.bootstrap import NodeBoot, boot_for, render_base64
 from fleet.model import TAG_FLEET, TAG_POOL, LaunchRequest, Market, fleet_tags, stable_hash
 
 TAG_TOKEN = "spotfleet:token"
@@ -73,11 +74,26 @@ def nic_body(region: str, subnet_id: str, tags: dict[str, str]) -> dict[str, Any
                 "subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"}}]}}
 
 
+def node_boot(request: LaunchRequest, identity: tuple[str, str] | None = None) -> NodeBoot:
+    """The node bootstrap of a launch; with a node identity (resource id, client id), the node's
+    ``$AZURE_CLIENT_ID`` names it, so DefaultAzureCredential picks that managed identity."""
+    boot = boot_for("azure", request)
+    if identity is None:
+        return boot
+    return dataclasses.replace(boot, env={**boot.env, "AZURE_CLIENT_ID": identity[1]})
+
+
+def identity_block(identity_id: str) -> dict[str, Any]:
+    """A VM's (or scale set's) ``identity``: the one user-assigned identity ``identity_id``."""
+    return {"type": "UserAssigned", "userAssignedIdentities": {identity_id: {}}}
+
+
 def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str],
-            eviction_policy: str = "Delete") -> dict[str, Any]:
+            eviction_policy: str = "Delete", identity: tuple[str, str] | None = None) -> dict[str, Any]:
     """The VM (ARM wire format): Spot with ``eviction_policy`` (Delete, or Deallocate: an evicted
     VM is kept, deallocated) and maxPrice (the cap, or -1 = up to the on-demand price), or Regular
-    for an on-demand pool."""
+    for an on-demand pool. ``identity`` (resource id, client id) attaches the node identity and
+    names it to the node as ``$AZURE_CLIENT_ID``."""
     pool = request.offer.pool
     props: dict[str, Any] = {
         "hardwareProfile": {"vmSize": pool.instance_type},
@@ -85,7 +101,7 @@ def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]
                            "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
                                       "managedDisk": {"storageAccountType": "Premium_LRS"}}},
         "osProfile": {"computerName": name, "adminUsername": ADMIN_USER,
-                      "customData": render_base64(boot_for("azure", request)),
+                      "customData": render_base64(node_boot(request, identity)),
                       "linuxConfiguration": _linux(request.node.ssh_key)},
         "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": True,
                                                                                 "deleteOption": "Delete"}}]},
@@ -96,6 +112,8 @@ def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]
     else:
         props["priority"] = "Regular"
     body: dict[str, Any] = {"location": pool.region, "tags": tags, "properties": props}
+    if identity is not None:
+        body["identity"] = identity_block(identity[0])
     if pool.zone:
         body["zones"] = [pool.zone]
     return body

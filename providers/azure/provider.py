@@ -48,7 +48,7 @@ from providers.azure.network import ensure_network, fleet_networks, remove_netwo
 from providers.azure.offers import sku_places, to_offers, wanted_sizes
 from providers.azure.prices import RetailPrices
 from providers.azure.quotas import to_quotas
-from providers.azure.storage import ensure_container
+from providers.azure.storage import AccountStorage, ensure_container, uses_connection_string
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ class AzureProvider:
         self._ready: dict[str, str] = {}            # "group" / "<fleet>|<region>" -> subnet id
         self._launched: dict[str, tuple[str, list[Instance], _Failure]] = {}
         self._token_locks: dict[str, threading.Lock] = {}
+        self._identities: dict[str, tuple[str, str] | None] = {}   # checkpoint URI -> node identity
 
     @property
     def arm(self) -> Arm:
@@ -166,7 +167,11 @@ class AzureProvider:
                 self._sweep_nics(fleet)
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
-        return ensure_container(spec, self._environ)
+        """Through ``$AZURE_STORAGE_CONNECTION_STRING`` when set, else through ARM with a node identity
+        (``providers.azure.storage``)."""
+        if uses_connection_string(self.settings, self._environ):
+            return ensure_container(spec, self._environ)
+        return AccountStorage(self.arm, self.resource_group, self.settings).ensure(spec)
 
     def teardown(self, fleet: str) -> list[str]:
         """Delete the network (VNet, NSG) ``fleet`` made in each region where none of its VMs is left,
@@ -272,17 +277,26 @@ class AzureProvider:
     def _create_one(self, request: LaunchRequest, name: str, subnet: str, tags: dict[str, str]) -> Instance:
         """Create one NIC + VM; on any failure delete what this attempt made, then raise."""
         rg, arm, region = self.resource_group, self.arm, request.offer.pool.region
+        identity = self._node_identity(request)
         try:
             nic = _wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
                 rg, nic_name(name), nic_body(region, subnet, tags)).result(), f"create NIC for {name}"))
             vm = _wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
-                rg, name, vm_body(request, name, nic["id"], tags, self.settings.eviction_policy)).result(), f"create VM {name}"))
+                rg, name, vm_body(request, name, nic["id"], tags, self.settings.eviction_policy, identity)).result(),
+                f"create VM {name}"))
         except ProviderError as err:
             self._cleanup(name)
             raise err
         inst = self._instance(vm)
         assert inst is not None
         return inst
+
+    def _node_identity(self, request: LaunchRequest) -> tuple[str, str] | None:
+        """The identity VMs writing to the request's checkpoint URI carry (looked up once per URI)."""
+        uri = request.node.checkpoint_uri
+        if uri not in self._identities:
+            self._identities[uri] = AccountStorage(self.arm, self.resource_group, self.settings).node_identity(uri)
+        return self._identities[uri]
 
     def _cleanup(self, name: str) -> None:
         """Delete what a failed creation of VM ``name`` left: the VM (Failed state) and its NIC."""

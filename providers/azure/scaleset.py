@@ -23,9 +23,9 @@ import hashlib
 import re
 from typing import Any, Iterable, Mapping
 
-from fleet.bootstrap import boot_for, render_base64
+from fleet.bootstrap import render_base64
 from fleet.model import TAG_FLEET, TAG_POOL, TAG_ROLE, LaunchRequest, Market, Offer, PoolKey
-from providers.azure.launch import ADMIN_USER, IMAGE, _linux
+from providers.azure.launch import ADMIN_USER, IMAGE, _linux, identity_block, node_boot
 
 TAG_LAUNCHES = "spotfleet:launches"
 LEDGER_SIZE = 24
@@ -84,11 +84,14 @@ def regional(offers: Iterable[Offer]) -> list[Offer]:
 
 
 def set_body(request: LaunchRequest, sizes: list[str], subnet_id: str, *, capacity: int, base_regular: int,
-             max_price: float, marks: list[str]) -> dict[str, Any]:
+             max_price: float, marks: list[str], eviction_policy: str = "Delete",
+             identity: tuple[str, str] | None = None) -> dict[str, Any]:
     """The fleet's scale set in the request's region (ARM wire format), grown for ``request``.
 
     ``sizes``: the region's VM sizes, the request's first. ``capacity``: the VMs the set must
-    hold; ``base_regular``: how many of them are Regular; ``marks``: the launch ledger."""
+    hold; ``base_regular``: how many of them are Regular; ``marks``: the launch ledger;
+    ``eviction_policy``: its Spot VMs' (Delete or Deallocate); ``identity`` (resource id, client
+    id): the node identity every VM carries, named to the node as ``$AZURE_CLIENT_ID``."""
     pool = request.offer.pool
     tags = {**{k: v for k, v in request.tags.items() if k not in (TAG_POOL, TAG_ROLE)},
             TAG_FLEET: request.fleet, TAG_LAUNCHES: " ".join(marks[-LEDGER_SIZE:])}
@@ -97,15 +100,15 @@ def set_body(request: LaunchRequest, sizes: list[str], subnet_id: str, *, capaci
         "ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet_id}}}]}}
     profile = {
         "osProfile": {"computerNamePrefix": f"sf{_hash(request.fleet, 6)}", "adminUsername": ADMIN_USER,
-                      "customData": render_base64(boot_for("azure", request)),
+                      "customData": render_base64(node_boot(request, identity)),
                       "linuxConfiguration": _linux(request.node.ssh_key)},
         "storageProfile": {"imageReference": IMAGE,
                            "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
                                       "managedDisk": {"storageAccountType": "Premium_LRS"}}},
         "networkProfile": {"networkApiVersion": NETWORK_API_VERSION, "networkInterfaceConfigurations": [nic]},
-        "priority": "Spot", "evictionPolicy": "Delete", "billingProfile": {"maxPrice": max_price},
+        "priority": "Spot", "evictionPolicy": eviction_policy, "billingProfile": {"maxPrice": max_price},
     }
-    return {"location": pool.region, "tags": tags, "sku": {"name": "Mix", "capacity": capacity},
+    body: dict[str, Any] = {"location": pool.region, "tags": tags, "sku": {"name": "Mix", "capacity": capacity},
             "properties": {
                 "orchestrationMode": "Flexible", "platformFaultDomainCount": 1, "singlePlacementGroup": False,
                 "priorityMixPolicy": {"baseRegularPriorityCount": base_regular,
@@ -113,3 +116,6 @@ def set_body(request: LaunchRequest, sizes: list[str], subnet_id: str, *, capaci
                 "skuProfile": {"vmSizes": [{"name": s, "rank": i} for i, s in enumerate(sizes)],
                                "allocationStrategy": "Prioritized"},
                 "virtualMachineProfile": profile}}
+    if identity is not None:
+        body["identity"] = identity_block(identity[0])
+    return body

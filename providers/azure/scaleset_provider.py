@@ -136,7 +136,8 @@ class AzureScaleSetProvider(AzureProvider):
                 first = req.offer.pool.instance_type
                 body = set_body(req, [first] + [s for s in sizes if s != first], subnet, capacity=len(members) + need,
                                 base_regular=regular + (need if req.offer.pool.market is Market.ON_DEMAND else 0),
-                                max_price=max_price, marks=ledger(vmss) + [token_mark(req.token)])
+                                max_price=max_price, marks=ledger(vmss) + [token_mark(req.token)],
+                                eviction_policy=self.settings.eviction_policy, identity=self._node_identity(req))
                 try:
                     vmss = _wire(self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_create_or_update(
                         self.resource_group, name, body).result(), f"grow scale set {name}"))

@@ -7,6 +7,7 @@ azure-mgmt clients.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -161,5 +162,25 @@ def test_killed_mid_up_a_rerun_converges_without_duplicates(world: AzureWorld, p
         assert store.launches("af", status=LaunchStatus.REQUESTED) == []
     finally:
         store.close()
+    world.fleet_json("down", "af", "--yes")
+    assert world.ours() == [] and world.foreign_alive()
+
+
+def test_up_with_azure_checkpoints_gives_nodes_the_account_uri_and_the_identity(world: AzureWorld):
+    world.spec.write_text(SPEC + "checkpoint: {provider: azure, region: eastus, expire_days: 7}\n")
+    report = world.fleet_json("up", str(world.spec), "--yes")
+    assert report["ok"], report
+    storage = world.control("storage/state")
+    [account], [identity] = storage["accounts"], storage["identities"]
+    [grant] = storage["role_assignments"]
+    assert grant["properties"]["scope"].endswith("/blobServices/default/containers/af-checkpoints")
+    uri = f"az://af-checkpoints@{account['name']}/af"
+    for vm in world.ours():
+        script = base64.b64decode(vm["properties"]["osProfile"]["customData"]).decode()
+        assert uri in script and identity["properties"]["clientId"] in script
+        assert {k.lower() for k in vm["identity"]["userAssignedIdentities"]} == {identity["id"].lower()}
+    writes = storage["writes"]
+    assert world.fleet_json("up", str(world.spec), "--yes")["launched"] == []
+    assert world.control("storage/state")["writes"] == writes                   # the rerun changed nothing
     world.fleet_json("down", "af", "--yes")
     assert world.ours() == [] and world.foreign_alive()

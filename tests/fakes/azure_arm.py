@@ -37,6 +37,8 @@ The Activity Log (``Microsoft.Insights/eventtypes/management/values``, ``$filter
 ``Microsoft.Compute/virtualMachines/delete`` Started and Succeeded event per deleted VM; the
 instance view's ``ProvisioningState`` status carries the ``time`` of the VM's last operation
 (creation, deallocation).
+Storage accounts, managed identities and role assignments: ``tests/fakes/azure_storage_arm.py``
+(its levers under ``/_control/storage/``).
 
 Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
 """
@@ -59,6 +61,10 @@ try:
     import azure_vmss
 except ImportError:          # imported as tests.fakes.azure_arm
     from tests.fakes import azure_vmss
+try:                         # storage accounts, identities, role assignments
+    import azure_storage_arm
+except ImportError:          # imported as tests.fakes.azure_arm
+    from tests.fakes import azure_storage_arm
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000f1ee"
 DEFAULT_CAPACITY = 64
@@ -171,6 +177,7 @@ class ArmState:
         self.latency = float(body.get("latency", 0.0))
         self.retry_after = int(body.get("retry_after", 1))
         self.ids = itertools.count(1)
+        self.storage = azure_storage_arm.StorageState()
 
 
 def _key(location: str, size: str, priority: str) -> str:
@@ -242,6 +249,8 @@ class Handler(BaseHTTPRequestHandler):
             if parts[1] != SUBSCRIPTION:
                 return self._error(404, "SubscriptionNotFound", f"The subscription '{parts[1]}' could not be found.")
             rest, orig = low[2:], parts[2:]
+            if azure_storage_arm.handles(rest):
+                return azure_storage_arm.route(self, method, orig, rest, body)
             if rest[:3] == ["providers", "microsoft.compute", "skus"]:
                 return self._send(200, {"value": self.st.skus})
             if rest[:3] == ["providers", "microsoft.compute", "locations"] and len(rest) >= 5:
@@ -480,9 +489,13 @@ class Handler(BaseHTTPRequestHandler):
             m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
             if not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nics:
                 return self._error(400, "NotFound", f"Resource {ref['id']} not found.")
+        identity, problem = self.identity_of(body)
+        if problem:
+            return self._error(400, "FailedIdentityOperation", problem)
         rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
         vm = {"id": rid, "name": name, "type": "Microsoft.Compute/virtualMachines", "location": location,
               "tags": body.get("tags") or {}, "zones": body.get("zones") or None,
+              **({"identity": identity} if identity else {}),
               "properties": {**props, "vmId": str(uuid.uuid4()), "provisioningState": "Creating",
                              "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}}
         error = None
@@ -503,6 +516,10 @@ class Handler(BaseHTTPRequestHandler):
                    and _key(v["location"], v["properties"]["hardwareProfile"]["vmSize"],
                             v["properties"].get("priority") or "Regular") == target)
         return self.st.capacity.get(target, DEFAULT_CAPACITY) - live
+
+    def identity_of(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        """A VM's or scale set's ``identity`` as ARM returns it, or the problem ARM names."""
+        return azure_storage_arm.vm_identity(self.st.storage, body)
 
     def fault(self, kind: str) -> tuple[int, str, str]:
         return FAULTS[kind]
@@ -558,6 +575,8 @@ class Handler(BaseHTTPRequestHandler):
     def _control(self, method: str, path: list[str], body: dict[str, Any]) -> None:
         st = self.st
         what = path[0] if path else ""
+        if what == "storage":
+            return azure_storage_arm.control(self, path[1:], body)
         if what == "reset":
             st.reset(body)
             return self._send(200, {"ok": True})

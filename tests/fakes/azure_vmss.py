@@ -135,7 +135,8 @@ def _scale(h: Any, rg: str, vmss: dict[str, Any]) -> tuple[list[tuple[str, str]]
                             billingProfile=profile.get("billingProfile") or {"maxPrice": -1})
         vm = {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/"
                     f"virtualMachines/{name}", "name": name, "type": "Microsoft.Compute/virtualMachines",
-              "location": vmss["location"], "tags": {}, "zones": vmss.get("zones") or None, "properties": vm_props}
+              "location": vmss["location"], "tags": {}, "zones": vmss.get("zones") or None, "properties": vm_props,
+              **({"identity": vmss["identity"]} if vmss.get("identity") else {})}
         st.vms[(rg, name.lower())] = vm
         vms.append(vm)
         made.append((rg, name.lower()))
@@ -180,12 +181,15 @@ def route(h: Any, method: str, rg: str, orig: list[str], body: dict[str, Any]) -
                         {"Retry-After": str(st.retry_after)} if status == 429 else None)
     if not _validate(h, body):
         return None
+    identity, problem = h.identity_of(body)
+    if problem:
+        return h._error(400, "FailedIdentityOperation", problem)
     created = vmss is None
     props = dict(body.get("properties") or {})
     old = vmss or {}
     vmss = {"id": _set_id(orig[1], name), "name": name, "type": "Microsoft.Compute/virtualMachineScaleSets",
             "location": body.get("location", ""), "tags": body.get("tags") or {}, "sku": dict(body.get("sku") or {}),
-            "zones": body.get("zones") or None,
+            "zones": body.get("zones") or None, **({"identity": identity} if identity else {}),
             "properties": {**props, "provisioningState": "Updating",
                            "uniqueId": (old.get("properties") or {}).get("uniqueId") or str(uuid.uuid4()),
                            "timeCreated": (old.get("properties") or {}).get("timeCreated")

@@ -10,12 +10,16 @@ answer longer than a client's timeout), and inspect ``requests`` (method, path, 
 - :class:`FakeGce`    GCE metadata: ``Metadata-Flavor: Google`` required (403), ``ETag``,
   ``wait_for_change`` with ``last_etag`` and ``timeout_sec`` blocking until the value changes.
 - :class:`FakeAzure`  Azure IMDS Scheduled Events: ``Metadata: true`` required (400),
-  ``api-version`` required, events document, ``StartRequests`` acknowledgements.
+  ``api-version`` required, events document, ``StartRequests`` acknowledgements; managed-identity
+  tokens (``/metadata/identity/oauth2/token``: ``resource`` required, ``client_id`` picks one of the
+  VM's user-assigned identities, which must be named when there are several) as JWTs an emulator
+  that checks issuer, audience and lifetime accepts (Azurite's ``--oauth basic``).
 - :class:`FakeVast`   ``GET /api/v0/instances/{id}/?owner=me`` with Bearer auth; outbid/stop/destroy.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -260,10 +264,19 @@ class FakeAzure(FakeServer):
         self.incarnation = 1
         self.events: list[dict[str, Any]] = []
         self.acks: list[str] = []
+        self.identities: dict[str, str] = {}          # client id -> principal (object) id
+        self.tenant = "00000000-0000-0000-0000-0000000a11ce"
+        self.token_seconds = 3600
+        self.audience = ""                              # tokens for another audience, when set
 
     def __init__(self) -> None:
         super().__init__()
         self._reset()
+
+    def assign_identity(self, client_id: str, principal_id: str = "") -> None:
+        """Give the VM a user-assigned identity (as attaching it to the VM does)."""
+        with self._lock:
+            self.identities[client_id] = principal_id or str(uuid.uuid4())
 
     def schedule(self, event_type: str = "Preempt", *, resources: list[str] | None = None,
                  not_before_in: float = 30.0) -> str:
@@ -287,12 +300,42 @@ class FakeAzure(FakeServer):
             return _json(400, {"error": "Bad request. api-version was not specified in the request"})
         if seen.path == "/metadata/instance/compute/name" and seen.method == "GET":
             return _text(200, self.vm_name)
+        if seen.path == "/metadata/identity/oauth2/token" and seen.method == "GET":
+            with self._lock:
+                return self._token(seen.query)
         if seen.path != "/metadata/scheduledevents":
             return _json(404, {"error": "Not found"})
         with self._lock:
             if seen.method == "POST":
                 return self._start(seen.body)
             return _json(200, {"DocumentIncarnation": self.incarnation, "Events": self.events})
+
+    def _token(self, query: dict[str, str]) -> Answer:
+        """A managed-identity token, in IMDS's wire format (string numbers, ``expires_on`` epoch)."""
+        resource = query.get("resource", "")
+        if not resource:
+            return _json(400, {"error": "invalid_request", "error_description": "Required query variable "
+                               "'resource' is missing"})
+        client_id = query.get("client_id", "")
+        if not self.identities or (client_id and client_id not in self.identities):
+            return _json(400, {"error": "invalid_request", "error_description": "Identity not found"})
+        if not client_id:
+            if len(self.identities) > 1:
+                return _json(400, {"error": "invalid_request", "error_description": "Multiple user assigned "
+                                   "identities exist, please specify the clientId / resourceId of the identity "
+                                   "in the token request"})
+            client_id = next(iter(self.identities))
+        now = int(time.time())
+        claims = {"aud": self.audience or resource.rstrip("/"), "iss": f"https://sts.windows.net/{self.tenant}/", "iat": now - 5,
+                  "nbf": now - 5, "exp": now + self.token_seconds, "appid": client_id,
+                  "oid": self.identities[client_id], "sub": self.identities[client_id], "tid": self.tenant,
+                  "xms_mirid": f"/subscriptions/x/resourcegroups/x/providers/Microsoft.ManagedIdentity/"
+                               f"userAssignedIdentities/{client_id}"}
+        token = ".".join(_b64url(json.dumps(part).encode()) for part in ({"typ": "JWT", "alg": "RS256"}, claims))
+        return _json(200, {"access_token": f"{token}.{_b64url(uuid.uuid4().bytes)}", "client_id": client_id,
+                           "expires_in": str(self.token_seconds), "expires_on": str(now + self.token_seconds),
+                           "ext_expires_in": str(self.token_seconds), "not_before": str(now - 5),
+                           "resource": resource, "token_type": "Bearer"})
 
     def _start(self, body: bytes) -> Answer:
         try:
@@ -355,6 +398,10 @@ class FakeVast(FakeServer):
                 return _json(404, {"success": False, "error": "no_such_instance",
                                    "msg": f"Instance {parts[3]} not found."})
             return _json(200, {"instances": dict(row)})
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
 def _iso(epoch: float) -> str:

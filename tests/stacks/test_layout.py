@@ -21,7 +21,7 @@ def test_logical_names_depend_on_the_pool_only():
 
 
 @pytest.mark.parametrize("store,uri", [("s3", "s3://demo-checkpoints/demo"), ("gcs", "gs://demo-checkpoints/demo"),
-                                       ("azure", "az://demo-checkpoints/demo"), ("local", "")])
+                                       ("azure", "az://demo-checkpoints@demockpt/demo"), ("local", "")])
 def test_checkpoint_uri_is_the_one_nodes_get_from_fleet_up(store, uri):
     spec = parse_spec(SPEC + f"checkpoint: {{provider: {store}}}\n")
     assert checkpoint_uri(spec) == uri

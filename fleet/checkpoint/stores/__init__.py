@@ -1,7 +1,7 @@
 """Checkpoint storage backends, chosen by URI scheme.
 
 ``open_store(uri)`` accepts ``file:///dir``, ``s3://bucket/prefix``, ``gs://bucket/prefix`` and
-``az://container/prefix``. A plain path (``/data/ckpt``, ``runs/one``) is accepted on purpose as a
+``az://container/prefix`` (``az://container@account/prefix`` names the storage account). A plain path (``/data/ckpt``, ``runs/one``) is accepted on purpose as a
 local directory; a relative one is resolved against the current directory when opened. The cloud
 SDK of a scheme is imported only when that scheme is used, so a node needs just the extra it writes
 to (``pip install 'spotfleet[s3]'``, ``[gcs]``, ``[azure]``).

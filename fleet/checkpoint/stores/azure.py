@@ -1,16 +1,28 @@
-"""``az://container/prefix`` checkpoint store (azure-storage-blob).
+"""``az://container/prefix`` and ``az://container@account/prefix`` checkpoint store (azure-storage-blob).
 
-The storage account comes from ``AZURE_STORAGE_CONNECTION_STRING`` in ``env`` (Azurite's
-well-known development string works the same way). Large transfers are staged blocks uploaded
-in parallel (``max_concurrency``) and committed as one block list; downloads are parallel ranged
-reads. The commit is an upload with ``overwrite=False`` (``If-None-Match: *``): the service
-answers 409 BlobAlreadyExists to the second of two racing writers.
+Which account, and how it is reached:
+
+* ``az://container@account/...`` (what ``fleet up`` hands Azure nodes): the account's Blob endpoint,
+  ``https://<account>.blob.core.windows.net`` (``$SPOTFLEET_AZURE_BLOB_ENDPOINT`` replaces it: a
+  URL in which ``{account}`` is replaced, or to which ``/<account>`` is appended, as Azurite
+  serves accounts), with ``azure.identity.DefaultAzureCredential``: on a node, the VM's managed
+  identity (``$AZURE_CLIENT_ID`` names it), elsewhere ``az login`` or a service principal. When
+  ``AZURE_STORAGE_CONNECTION_STRING`` is set for that same account, the string is used instead.
+* ``az://container/...``: the account of ``AZURE_STORAGE_CONNECTION_STRING`` (Azurite's well-known
+  development string works the same way), or, without one, ``$AZURE_STORAGE_ACCOUNT`` with the
+  credential as above.
+
+Large transfers are staged blocks uploaded in parallel (``max_concurrency``) and committed as one
+block list; downloads are parallel ranged reads. The commit is an upload with ``overwrite=False``
+(``If-None-Match: *``): the service answers 409 BlobAlreadyExists to the second of two racing writers.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
@@ -20,24 +32,59 @@ from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import TransferSettings, download_sized, join, relative
 
 
+CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
+ACCOUNT_ENV = "AZURE_STORAGE_ACCOUNT"
+ENDPOINT_ENV = "SPOTFLEET_AZURE_BLOB_ENDPOINT"
+
+
+def account_url(account: str, env: Mapping[str, str]) -> str:
+    """The Blob endpoint of ``account`` (public cloud, or the ``$SPOTFLEET_AZURE_BLOB_ENDPOINT`` override)."""
+    override = env.get(ENDPOINT_ENV, "").rstrip("/")
+    if not override:
+        return f"https://{account}.blob.core.windows.net"
+    return override.replace("{account}", account) if "{account}" in override else f"{override}/{account}"
+
+
+def _conn_account(conn: str) -> str:
+    """The AccountName of a connection string ("" when it has none)."""
+    match = re.search(r"(?:^|;)\s*AccountName=([^;]+)", conn, re.I)
+    return match.group(1).strip().lower() if match else ""
+
+
+def _credential(env: Mapping[str, str]) -> Any:
+    """DefaultAzureCredential, told the managed identity of ``$AZURE_CLIENT_ID`` when ``env`` names one."""
+    try:
+        from azure.identity import DefaultAzureCredential
+    except ImportError as err:
+        raise CheckpointError("az://container@account checkpoints sign in with azure-identity: "
+                              "pip install 'spotfleet[azure]'") from err
+    client_id = env.get("AZURE_CLIENT_ID") or None
+    return DefaultAzureCredential(managed_identity_client_id=client_id)
+
+
 class AzureStore:
-    """Checkpoints under ``az://container/prefix``."""
+    """Checkpoints under ``az://container[@account]/prefix``."""
 
     def __init__(self, container: str, prefix: str, env: Mapping[str, str],
                  transfer: TransferSettings = TransferSettings()):
         self.prefix = prefix.strip("/")
         self.uri = f"az://{container}/{self.prefix}".rstrip("/")
         self.transfer = transfer
-        conn = env.get("AZURE_STORAGE_CONNECTION_STRING")
-        if not conn:
-            raise CheckpointError(f"{self.uri}: az:// checkpoints need the storage account: set "
-                                  "AZURE_STORAGE_CONNECTION_STRING")
-        try:
-            service = BlobServiceClient.from_connection_string(
-                conn, max_single_put_size=transfer.part_size, max_block_size=transfer.part_size,
-                max_single_get_size=transfer.part_size, max_chunk_get_size=transfer.part_size)
-        except ValueError as err:
-            raise CheckpointError(f"{self.uri}: AZURE_STORAGE_CONNECTION_STRING is not valid: {err}") from err
+        container, _, named = container.partition("@")
+        conn = env.get(CONNECTION_ENV, "")
+        account = named or ("" if conn else env.get(ACCOUNT_ENV, ""))
+        sizes = dict(max_single_put_size=transfer.part_size, max_block_size=transfer.part_size,
+                     max_single_get_size=transfer.part_size, max_chunk_get_size=transfer.part_size)
+        if conn and (not account or _conn_account(conn) == account.lower()):
+            try:
+                service = BlobServiceClient.from_connection_string(conn, **sizes)
+            except ValueError as err:
+                raise CheckpointError(f"{self.uri}: {CONNECTION_ENV} is not valid: {err}") from err
+        elif account:
+            service = BlobServiceClient(account_url(account, env), credential=_credential(env), **sizes)
+        else:
+            raise CheckpointError(f"{self.uri}: az:// checkpoints need the storage account: use "
+                                  f"az://container@account/prefix, or set {CONNECTION_ENV} or {ACCOUNT_ENV}")
         self.container = service.get_container_client(container)
 
     @contextmanager
