@@ -146,3 +146,15 @@ def test_a_stale_record_with_a_free_lock_starts_a_fresh_job(tmp_path):
     result = trailing_json(log)
     assert (result["status"], result["starts"], result["adopted"]) == ("finished", 1, {})
     assert "finished at step 12" in log.read_text() and bystander.poll() is None
+
+
+def test_another_command_under_the_same_name_does_not_adopt_the_job(tmp_path):
+    uri = f"file://{tmp_path / 'ckpt'}"
+    home, job, _ = orphan_a_job(tmp_path, wrapper_argv(uri))
+    other = [*FLEET, "run", "--cloud", "none", "--name", "train", "--checkpoint-uri", uri, "--json", "--",
+             *job_argv(uri, steps=7)]
+    log = tmp_path / "other.log"
+    assert finish(start(other, log, env(home))) == 1
+    result = trailing_json(log)
+    assert result["status"] == "unwatched" and f"job pid {job} is running UNWATCHED" in result["message"]
+    assert "not adopted" in result["message"] and identity(job) is not None     # left alone, not signalled
