@@ -4,12 +4,19 @@
 ``state_url`` is parametrised over both backends and gives each test a fresh store URL:
 an SQLite file, or a new database on that cluster. Without server binaries the PostgreSQL
 cases are skipped with the reason, except on CI (``CI=true``), where they fail.
+
+Session-end safety net: every process the tests start inherits ``FLEET_TEST_SESSION`` (a fresh
+id per session); at the end, local-cloud node supervisors (``python -m providers.local.nodes``)
+carrying this session's id are killed with their process group (each runs in its own session),
+so a failed test cannot leave simulated nodes running. Nothing without the id is touched.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -18,6 +25,38 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pgcluster  # noqa: E402
+
+
+SESSION_MARK = "FLEET_TEST_SESSION"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ[SESSION_MARK] = uuid.uuid4().hex
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    mark = f"{SESSION_MARK}={os.environ.get(SESSION_MARK, '')}".encode()
+    for pid in _local_nodes_marked(mark):
+        try:
+            os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _local_nodes_marked(mark: bytes) -> list[int]:
+    """Pids of local-cloud node supervisors whose environment holds ``mark`` (this session's id)."""
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mark in environ and b"providers.local.nodes" in cmdline:
+            found.append(int(entry.name))
+    return found
 
 
 def _on_ci() -> bool:

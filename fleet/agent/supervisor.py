@@ -2,9 +2,17 @@
 
 Promises:
 - Idempotent: one wrapper per lock file on a node. A second start while the first wrapper
-  lives returns ``already-running`` at once (exit 0) and touches nothing. When the wrapper is
-  gone but its job still runs (the wrapper was killed), nothing restarts that job or delivers
-  notices to it: a second start returns ``unwatched`` (exit 1), naming the job and how to fix it.
+  lives returns ``already-running`` at once (exit 0) and touches nothing.
+- Adoption: when the wrapper is gone (killed) but its job still runs, a second start of the same
+  command adopts the job: it verifies the job is the recorded process (pid, start time and boot
+  id; a recycled pid is never adopted), takes the ``.adopt`` lock (so of two concurrent reruns
+  exactly one adopts; the other returns ``already-running``), rewrites the record with its own
+  pid, delivers notices to the job exactly as the original wrapper would and ends when the job
+  ends. The job is not its child, so its exit code is unknown: the run ends ``interrupted`` after
+  a final notice, ``stopped`` after SIGTERM/SIGINT (forwarded to the job), and otherwise
+  ``exited`` (exit 0, "code unknown"); nothing restarts an adopted job after it ends. A job that
+  cannot be proved to be the recorded one is reported ``unwatched`` (exit 1) and never signalled;
+  a lock held by a leftover process while the recorded job is gone is reported ``stale`` (exit 1).
 - Every start exports ``SPOTFLEET_CHECKPOINT_URI`` and ``SPOTFLEET_RESUME_STEP`` (the newest
   valid checkpoint's step, 0 without one) so the job resumes where the last run committed.
 - A crash (non-zero exit, death by a signal such as kill -9) restarts the job after an
@@ -24,12 +32,15 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet.agent.adopt import Finding, classify
 from fleet.agent.checkpoints import CheckpointProbe
-from fleet.agent.hooks import SignalHook, pid_alive
-from fleet.agent.lock import RunLock
+from fleet.agent.hooks import SignalHook
+from fleet.agent.lock import AdoptLock, RunLock, own_identity
+from fleet.agent.procid import ProcessId, identity, same_process, wait_exit
 from fleet.agent.notice import Notice, PollingWatcher, WatcherConfigError
 from fleet.agent.runner import Outcome, Reporter, respond
 
@@ -52,8 +63,9 @@ class RunOptions:
 
 @dataclass
 class RunResult:
-    """How the run ended: ``finished``, ``interrupted``, ``failed``, ``stopped``, ``already-running``
-    or ``unwatched``."""
+    """How the run ended: ``finished``, ``interrupted``, ``failed``, ``stopped``, ``exited`` (an
+    adopted job ended, code unknown), ``already-running``, ``unwatched`` or ``stale``.
+    ``adopted`` describes the job this run adopted ({} when it started its own)."""
 
     status: str
     exit_code: int
@@ -63,23 +75,57 @@ class RunResult:
     resume_steps: list[int] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     holder: dict = field(default_factory=dict)
+    adopted: dict = field(default_factory=dict)
 
 
 def supervise(opts: RunOptions, *, handle_signals: bool = True) -> RunResult:
-    """Run ``opts.argv`` under the lock until it finishes, is interrupted or fails for good."""
+    """Run ``opts.argv`` under the lock until it finishes, is interrupted or fails for good; adopt
+    the job instead when the lock is held by a job whose wrapper is gone."""
     lock = RunLock(opts.lock_path)
-    if not lock.acquire(opts.argv):
-        return _busy(opts.lock_path, lock.holder())
+    if lock.acquire(opts.argv):
+        try:
+            return _Supervisor(opts, lock).run(handle_signals)
+        finally:
+            lock.release()
+    adopt = AdoptLock(opts.lock_path)
+    if not adopt.acquire():
+        holder = lock.holder()
+        finding = classify(holder, opts.argv)
+        if finding.kind == "watched":
+            return _busy(opts.lock_path, holder, finding)
+        return _watched_by_adopter(opts.lock_path, holder, adopt.holder_pid())
     try:
-        return _Supervisor(opts, lock).run(handle_signals)
+        finding = classify(lock.holder(), opts.argv)
+        if finding.kind in ("unverifiable", "stale"):
+            time.sleep(0.2)   # a wrapper that just took the lock may not have written the record yet
+            finding = classify(lock.holder(), opts.argv)
+        if finding.kind != "orphan":
+            return _busy(opts.lock_path, lock.holder(), finding)
+        assert finding.job is not None
+        lock.take_over(**own_identity(), adopted_from=finding.wrapper_pid, adopted_at=time.time())
+        adopted = _adoption(finding)
+        log.warning("%s", adopted["line"])
+        return _Supervisor(opts, lock, adopted=finding.job, adoption=adopted).run(handle_signals)
     finally:
-        lock.release()
+        adopt.release()
+
+
+def _adoption(finding: Finding) -> dict:
+    """The JSON (and the one line) describing an adoption."""
+    assert finding.job is not None
+    started = finding.job.started_at()
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if started is not None else "an unknown time"
+    line = f"adopted job pid {finding.job.pid} started at {when} (its wrapper pid {finding.wrapper_pid} is gone)"
+    return {"job_pid": finding.job.pid, "job_started_at": started, "wrapper_pid": finding.wrapper_pid, "line": line}
 
 
 class _Supervisor:
-    def __init__(self, opts: RunOptions, lock: RunLock):
+    def __init__(self, opts: RunOptions, lock: RunLock, *, adopted: ProcessId | None = None,
+                 adoption: dict | None = None):
         self.opts = opts
         self.lock = lock
+        self.adopted = adopted                 # a job started by a wrapper that is gone
+        self.adoption = adoption or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.wake = threading.Event()          # a notice or a stop request interrupts waits
         self.stop_agent = threading.Event()
@@ -90,6 +136,8 @@ class _Supervisor:
 
     # ---- the agent thread ----------------------------------------------------------------------
     def _job_pid(self) -> int | None:
+        if self.adopted is not None:
+            return self.adopted.pid if same_process(self.adopted) else None
         proc = self.proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
@@ -128,7 +176,7 @@ class _Supervisor:
         if self.opts.watcher is not None:
             threading.Thread(target=self._agent, name="fleet-agent", daemon=True).start()
         try:
-            return self._loop()
+            return self._watch_adopted() if self.adopted is not None else self._loop()
         finally:
             self.stop_agent.set()
 
@@ -183,6 +231,27 @@ class _Supervisor:
             if end is not None:
                 return end
 
+    def _watch_adopted(self) -> RunResult:
+        """Wait for the adopted job to end (it is not our child: its exit code is unknown)."""
+        assert self.adopted is not None
+        pid = self.adopted.pid
+        wait_exit(self.adopted)
+
+        def result(status: str, message: str) -> RunResult:
+            return RunResult(status, 0, message, outcomes=self.outcomes,
+                             adopted={k: v for k, v in self.adoption.items() if k != "line"})
+
+        if self.stop_signal is not None:
+            return result("stopped", f"stopped by {signal.Signals(self.stop_signal).name}; "
+                                     f"adopted job pid {pid} exited, code unknown")
+        notice = self._settle_notice()
+        if notice is not None and notice.final:
+            last = self.outcomes[-1].summary() if self.outcomes else f"{notice.cloud} {notice.kind} notice"
+            return result("interrupted", f"interrupted: {last}")
+        return result("exited", f"adopted job pid {pid} exited, code unknown (only the wrapper that started it "
+                                "could see it); if it did not finish, run this command again to resume it from "
+                                "the newest checkpoint")
+
     def _settle_notice(self) -> Notice | None:
         """Wait until the agent has responded to the current notice; return it (advice is consumed)."""
         notice = self.notice
@@ -201,21 +270,37 @@ class _Supervisor:
         assert self.lock.fd is not None
         # same process group as the wrapper: whoever kills the node's group kills the job too
         self.proc = subprocess.Popen(self.opts.argv, env=env, pass_fds=(self.lock.fd,))
-        self.lock.update(job_pid=self.proc.pid)
+        job = identity(self.proc.pid)
+        self.lock.update(job_pid=self.proc.pid, job_start=job.start if job else None,
+                         job_boot=job.boot if job else None)
         return self.proc.wait()
 
 
-def _busy(lock_path: Path, holder: dict) -> RunResult:
-    """The result for a lock someone else holds: a live wrapper, or a job whose wrapper is gone."""
-    wrapper, job = holder.get("pid"), holder.get("job_pid")
-    if isinstance(wrapper, int) and isinstance(job, int) and not pid_alive(wrapper) and pid_alive(job):
+def _busy(lock_path: Path, holder: dict, finding: Finding) -> RunResult:
+    """The result for a lock held by a live wrapper, a job nothing proves is ours, or a leftover."""
+    wrapper, job = finding.wrapper_pid, finding.job_pid
+    if finding.kind == "unverifiable":
         return RunResult("unwatched", 1, (
-            f"job pid {job} is running UNWATCHED: its wrapper (pid {wrapper}) is gone, so nothing restarts it "
-            f"after a crash or passes interruption notices to it; stop it (kill {job}) and run this command "
+            f"job pid {job} is running UNWATCHED: its wrapper (pid {wrapper}) is gone, and the run record "
+            f"cannot prove pid {job} is the job this command started (a different command under this name, or a "
+            f"record without its start time), so it is not adopted; stop it (kill {job}) and run this command "
             f"again, or watch it with `fleet agent --pid {job}`"), holder=holder)
+    if finding.kind == "stale":
+        return RunResult("stale", 1, (
+            f"{lock_path} is held, but its job (pid {job or '-'}) and wrapper (pid {wrapper or '-'}) are gone: a "
+            f"process the job started still holds the lock; find it with `fuser -v {lock_path}`, stop it and run "
+            "this command again"), holder=holder)
     who = f"wrapper pid {wrapper or '?'}, job pid {job or '-'}"
     return RunResult("already-running", 0, f"already running under {lock_path} ({who}); nothing to do",
                      holder=holder)
+
+
+def _watched_by_adopter(lock_path: Path, holder: dict, adopter: int | None) -> RunResult:
+    """Another rerun holds the adopt lock: it watches (or is adopting) the job."""
+    job = holder.get("job_pid")
+    return RunResult("already-running", 0, (
+        f"already running under {lock_path} (job pid {job or '-'}, adopted by wrapper pid {adopter or '?'}); "
+        "nothing to do"), holder=holder)
 
 
 def _describe(rc: int) -> str:

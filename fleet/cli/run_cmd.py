@@ -41,6 +41,7 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     """Run JOB, resuming from the newest checkpoint and restarting it on crashes.
 
     Starting it twice on one node is harmless: the second start sees the first and exits 0.
+    When the first wrapper was killed but its job runs on, the second start adopts the job.
     The job gets $SPOTFLEET_CHECKPOINT_URI and $SPOTFLEET_RESUME_STEP. Checkpoint storage that
     cannot be read (missing bucket, refused credentials) is an error before the job starts.
     """
@@ -59,7 +60,8 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     if as_json:
         app.emit_json({"status": result.status, "exit_code": result.exit_code, "message": result.message,
                        "starts": result.starts, "restarts": result.restarts, "resume_steps": result.resume_steps,
-                       "notices": [o.to_json() for o in result.outcomes], "holder": result.holder})
+                       "notices": [o.to_json() for o in result.outcomes], "holder": result.holder,
+                       "adopted": result.adopted})
     else:
         click.echo(result.message)
     if result.exit_code:

@@ -76,13 +76,16 @@ def test_double_start_lands_in_the_same_place(tmp_path):
     os.kill(first.pid, signal.SIGKILL)              # the wrapper dies, its job keeps the lock
     first.wait()
     third_log = tmp_path / "third.log"
-    assert finish(start(argv, third_log, env(home))) == 1
-    third = trailing_json(third_log)                # said plainly: nobody watches that job now
-    assert third["status"] == "unwatched" and f"job pid {job_pid} is running UNWATCHED" in third["message"]
-    assert f"wrapper (pid {first.pid}) is gone" in third["message"] and f"kill {job_pid}" in third["message"]
+    third = start(argv, third_log, env(home))       # ... and the next start adopts the job
+    wait_until(lambda: f"adopted job pid {job_pid} started at " in third_log.read_text(), what="the adoption")
+    assert lock_holder(home)["pid"] == third.pid and lock_holder(home)["adopted_from"] == first.pid
 
     os.kill(job_pid, signal.SIGKILL)                # now nothing holds it: the next start resumes
     wait_until(lambda: not os.path.exists(f"/proc/{job_pid}") or _zombie(job_pid), what="the job to die")
+    assert finish(third) == 0                       # the adopter ends with the job it watched
+    ended = trailing_json(third_log)
+    assert ended["status"] == "exited" and "code unknown" in ended["message"]
+    assert ended["adopted"]["job_pid"] == job_pid and ended["adopted"]["wrapper_pid"] == first.pid
     fourth_log = tmp_path / "fourth.log"
     final = CheckpointManager(uri).latest().step
     assert finish(start([*wrapper, *job_argv(uri, steps=final + 5)], fourth_log, env(home))) == 0
