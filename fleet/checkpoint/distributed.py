@@ -44,24 +44,35 @@ def active(group: Any = None) -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
 
 
-def _broadcast(value: Any, group: Any) -> Any:
+def broadcast(value: Any, group: Any) -> Any:
+    """``value`` of the group's first rank, on every rank."""
     box = [value]
     dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0,
                                group=group)
     return box[0]
 
 
-def _gather(value: Any, group: Any) -> list[Any]:
+def gather(value: Any, group: Any) -> list[Any]:
+    """Every rank's ``value``, in rank order, on every rank."""
     out: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(out, value, group=group)
     return out
 
 
-def _outcome(fn: Any) -> tuple[Any, BaseException | None]:
+def outcome(fn: Any) -> tuple[Any, BaseException | None]:
+    """``(fn(), None)`` or ``(None, error)``: a rank reports its failure to the others before raising."""
     try:
         return fn(), None
     except Exception as err:        # reported to every rank, then raised here
         return None, err
+
+
+def new_token_for_fresh(mgr: CheckpointManager, step: int) -> Any:
+    """A call that checks ``step`` is fresh (see ``check_fresh``) and returns a new data token."""
+    def check() -> str:
+        mgr.check_fresh(step)
+        return new_token()
+    return check
 
 
 def save_sharded(mgr: CheckpointManager, state: dict[str, Any], step: int, *,
@@ -72,23 +83,23 @@ def save_sharded(mgr: CheckpointManager, state: dict[str, Any], step: int, *,
     any rank failed (nothing is committed then).
     """
     rank = dist.get_rank(group)
-    head = _outcome(lambda: (mgr.check_fresh(step), new_token())) if rank == 0 else (None, None)
-    token = _broadcast(None if head[1] else head[0][1], group)
+    head = outcome(new_token_for_fresh(mgr, step)) if rank == 0 else (None, None)
+    token = broadcast(head[0], group)
     if head[1] is not None:
         raise head[1]
     if token is None:
         raise CheckpointError(f"{mgr.uri}: rank 0 refused to save step {step} (see rank 0's error)")
     step = int(step)
-    part, err = _outcome(lambda: upload_part(mgr.store, codec.encode(state), step, f"{token}-r{rank}"))
-    results = _gather(part if err is None else f"{type(err).__name__}: {err}", group)
+    part, err = outcome(lambda: upload_part(mgr.store, codec.encode(state), step, f"{token}-r{rank}"))
+    results = gather(part if err is None else f"{type(err).__name__}: {err}", group)
     failed = [(r, msg) for r, msg in enumerate(results) if isinstance(msg, str)]
     if failed:
         if part is not None:
             discard(mgr.store, [part.key])
         summary = "; ".join(f"rank {r}: {msg}" for r, msg in failed)
         raise CheckpointError(f"{mgr.uri}: step {step} not committed: {summary}") from err
-    commit = _outcome(lambda: mgr.commit_parts(step, results, metrics=metrics)) if rank == 0 else (None, None)
-    info = _broadcast(commit[0] if commit[1] is None else f"{type(commit[1]).__name__}: {commit[1]}", group)
+    commit = outcome(lambda: mgr.commit_parts(step, results, metrics=metrics)) if rank == 0 else (None, None)
+    info = broadcast(commit[0] if commit[1] is None else f"{type(commit[1]).__name__}: {commit[1]}", group)
     if commit[1] is not None:
         raise commit[1]
     if isinstance(info, str):
@@ -101,9 +112,9 @@ def load_sharded(mgr: CheckpointManager, *, step: int | None = None, group: Any 
     """This rank's shard of the newest checkpoint every rank can verify (or of ``step``); a
     collective call. None on every rank when there is no such checkpoint."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    listed = _outcome(lambda: [i for i in mgr.intact() if step is None or i.step == step]) \
+    listed = outcome(lambda: [i for i in mgr.intact() if step is None or i.step == step]) \
         if rank == 0 else (None, None)
-    infos = _broadcast(listed[0] if listed[1] is None else f"{type(listed[1]).__name__}: {listed[1]}", group)
+    infos = broadcast(listed[0] if listed[1] is None else f"{type(listed[1]).__name__}: {listed[1]}", group)
     if listed[1] is not None:
         raise listed[1]
     if isinstance(infos, str):
@@ -112,9 +123,9 @@ def load_sharded(mgr: CheckpointManager, *, step: int | None = None, group: Any 
         if len(info.objects) != world:
             raise CheckpointError(f"{mgr.uri}: step {info.step} was saved by {len(info.objects)} rank(s); "
                                   f"this job has {world}: load it with the same world size")
-        tree, err = _outcome(lambda: codec.decode(mgr.fetch_part(info, rank)))
+        tree, err = outcome(lambda: codec.decode(mgr.fetch_part(info, rank)))
         kind = "" if err is None else "corrupt" if isinstance(err, CorruptCheckpointError) else "error"
-        verdicts = _gather((kind, "" if err is None else f"{type(err).__name__}: {err}"), group)
+        verdicts = gather((kind, "" if err is None else f"{type(err).__name__}: {err}"), group)
         if any(k == "error" for k, _ in verdicts):
             if kind == "error":
                 raise err                                   # type: ignore[misc]
