@@ -120,13 +120,14 @@ def main() -> int:
     for name, r in results.items():
         cells = "  ".join(f"{k[:-2]} {v:.2f} s ({size / MB / v:.0f} MB/s)" for k, v in r.items() if k != "runs")
         print(f"{name:<24} {cells}", flush=True)
-    doc = {"benchmark": "checkpoint_torch", "bytes": size, "repeats": args.repeats,
-           "torch": torch.__version__, "notes": "medians; moto runs in a child process on the same machine",
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-           "results": results}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    out.write_text(json.dumps({"benchmark": "checkpoint_torch", "bytes": size, "repeats": args.repeats,
+                               "torch": torch.__version__, "machine": machine, "results": results,
+                               "notes": "medians; moto runs in a child process on the same machine"},
+                              indent=2) + "\n")
+    print(f"wrote {out}")
     return 0
 
 
