@@ -304,7 +304,15 @@ class CheckpointManager:
         return None
 
     def load(self, info: CheckpointInfo) -> dict[str, Any]:
-        """The state saved in ``info``; raises :class:`CorruptCheckpointError` if it does not verify."""
+        """The state saved in ``info``; raises :class:`CorruptCheckpointError` if it does not verify.
+
+        A sharded checkpoint (several data objects: a distributed or DCP save) is refused with a
+        :class:`CheckpointError` naming the loaders that read it, never skipped as corrupt.
+        """
+        if info.parts:
+            raise CheckpointError(f"{self.uri}: step {info.step} is a sharded checkpoint ({len(info.objects)} "
+                                  "data objects); load it with fleet.checkpoint.torch.load from the same number "
+                                  "of ranks, or fleet.checkpoint.dcp.StorageReader")
         return codec.decode(self._fetch(info))
 
     def load_latest(self) -> tuple[dict[str, Any], CheckpointInfo] | None:

@@ -108,9 +108,6 @@ def _load_single(mgr: CheckpointManager, step: int | None) -> tuple[dict[str, An
         if info is None:
             raise CheckpointError(f"{mgr.uri}: no committed checkpoint at step {step}")
         found = (mgr.load(info), info)
-    if found is not None and len(found[1].objects) > 1:
-        raise CheckpointError(f"{mgr.uri}: step {found[1].step} was saved by {len(found[1].objects)} ranks; "
-                              "load it from a job with the same world size")
     return found
 
 

@@ -27,8 +27,10 @@ def test_every_rank_writes_its_shard_and_one_commit_makes_the_step_visible(locat
     newest = mgr.latest(verify=True)
     assert [p.key.rsplit("-", 1)[1] for p in newest.objects] == [f"r{r}.ckpt" for r in range(world)]
     assert len({p.key.split("-")[2] for p in newest.objects}) == 1     # one save token for all shards
-    with pytest.raises(CheckpointError, match=f"saved by {world} ranks"):
+    with pytest.raises(CheckpointError, match=f"sharded checkpoint \\({world} data objects\\)"):
         load(mgr)                                                       # one process cannot take N shards
+    with pytest.raises(CheckpointError, match="sharded checkpoint"):
+        mgr.load_latest()                                               # refused, never skipped as corrupt
 
     resumed = reports(run_ranks("resume", loc.uri, loc.env, world))
     assert [(r["loaded"], r["rank_loaded"]) for r in resumed] == [(2, r) for r in range(world)]
