@@ -73,7 +73,8 @@ def bench(uri: str, env: dict[str, str], model: torch.nn.Module, target: torch.n
     dcp_mgr = CheckpointManager(f"{uri}-dcp", env=env, keep_last=1)
     for _ in range(repeats):
         step += 1
-        runs["dcp_save_s"].append(timed(lambda: dcp.save(model.state_dict(), storage_writer=StorageWriter(dcp_mgr, step))))
+        writer = StorageWriter(dcp_mgr, step)
+        runs["dcp_save_s"].append(timed(lambda: dcp.save(model.state_dict(), storage_writer=writer)))
         sd = target.state_dict()
         runs["dcp_load_s"].append(timed(lambda: dcp.load(sd, storage_reader=StorageReader(dcp_mgr))))
     return {k: statistics.median(v) for k, v in runs.items()} | {"runs": runs}

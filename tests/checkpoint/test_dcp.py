@@ -10,7 +10,6 @@ torch = pytest.importorskip("torch")
 import torch.distributed.checkpoint as dcp  # noqa: E402
 from rank_jobs import reports, run_ranks  # noqa: E402
 
-from fleet.checkpoint import CheckpointError  # noqa: E402
 from fleet.checkpoint.dcp import StorageReader, StorageWriter  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")   # DCP warns when there is no process group
@@ -85,7 +84,6 @@ def test_dcp_with_nothing_saved_says_so(tmp_path):
 
     with pytest.raises(dcp.CheckpointException, match="no valid DCP checkpoint"):
         dcp.load({"w": torch.zeros(1)}, storage_reader=StorageReader(CheckpointManager(f"file://{tmp_path}")))
-    assert issubclass(CheckpointError, Exception)
 
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
