@@ -123,7 +123,8 @@ def main() -> int:
         print(f"{name:<24} {cells}", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    machine = {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0], "python": platform.python_version(),
+               "platform": platform.platform()}
     out.write_text(json.dumps({"benchmark": "checkpoint_torch", "bytes": size, "repeats": args.repeats,
                                "torch": torch.__version__, "machine": machine, "results": results,
                                "notes": "medians; moto runs in a child process on the same machine"},

@@ -20,7 +20,7 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError
 from fleet.checkpoint.index import read_manifest
@@ -52,16 +52,20 @@ def new_token() -> str:
 def upload_part(store: ObjectStore, payload: Payload, step: int, token: str,
                 hasher: Executor | None = None) -> Part:
     """Upload ``payload`` to ``data/step-N-<token>.ckpt`` and check its stored size; nothing is
-    committed. On failure the partial object is removed (best effort) and the error raised."""
+    committed. Its SHA-256 is computed alongside the upload (on ``hasher``, else a thread of its
+    own). On failure the partial object is removed (best effort) and the error raised."""
+    if hasher is None:
+        with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as own:
+            return upload_part(store, payload, step, token, own)
     key = data_key(step, token)
-    digest = hasher.submit(payload.sha256) if hasher is not None else None
+    digest = hasher.submit(payload.sha256)
     try:
         store.upload(key, payload)
         stored = store.size(key)
         if stored != payload.size:
             raise CheckpointError(f"{store.uri}: {key} holds {stored} bytes after upload, "
                                   f"expected {payload.size}; not committed")
-        return Part(key, payload.size, digest.result() if digest is not None else payload.sha256())
+        return Part(key, payload.size, digest.result())
     except BaseException:
         discard(store, [key], failing=True)
         raise
