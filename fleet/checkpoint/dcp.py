@@ -52,7 +52,7 @@ from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 from fleet.checkpoint import distributed
-from fleet.checkpoint.commit import new_token, upload_part
+from fleet.checkpoint.commit import upload_part
 from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
 from fleet.checkpoint.layout import CheckpointInfo, Part
 from fleet.checkpoint.manager import CheckpointManager
@@ -94,8 +94,7 @@ class StorageWriter(dcp.StorageWriter):
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
-        self.mgr.check_fresh(self.step)              # coordinator: refuse before anyone writes
-        self.token = new_token()
+        self.token = distributed.fresh_token(self.mgr, self.step)   # coordinator: refuse before anyone writes
         return [dataclasses.replace(p, storage_data=f"{self.token}-r{rank}") for rank, p in enumerate(plans)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:

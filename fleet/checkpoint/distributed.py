@@ -67,12 +67,10 @@ def outcome(fn: Any) -> tuple[Any, BaseException | None]:
         return None, err
 
 
-def new_token_for_fresh(mgr: CheckpointManager, step: int) -> Any:
-    """A call that checks ``step`` is fresh (see ``check_fresh``) and returns a new data token."""
-    def check() -> str:
-        mgr.check_fresh(step)
-        return new_token()
-    return check
+def fresh_token(mgr: CheckpointManager, step: int) -> str:
+    """A new data token once ``step`` is known not to lie below a newer valid checkpoint."""
+    mgr.check_fresh(step)
+    return new_token()
 
 
 def save_sharded(mgr: CheckpointManager, state: dict[str, Any], step: int, *,
@@ -83,7 +81,7 @@ def save_sharded(mgr: CheckpointManager, state: dict[str, Any], step: int, *,
     any rank failed (nothing is committed then).
     """
     rank = dist.get_rank(group)
-    head = outcome(new_token_for_fresh(mgr, step)) if rank == 0 else (None, None)
+    head = outcome(lambda: fresh_token(mgr, step)) if rank == 0 else (None, None)
     token = broadcast(head[0], group)
     if head[1] is not None:
         raise head[1]
