@@ -16,8 +16,9 @@ A failed background save is logged at once; ``mgr.healthy`` turns False and the 
 ``save_async`` raises it. ``keep_every`` and ``keep_best``/``metric`` keep more than the newest N.
 
 State is a dict of numpy arrays, bytes and plain Python values, stored by a safe serialiser
-that never runs code on load (see :mod:`fleet.checkpoint.codec`); PyTorch modules and
-optimizers go through :mod:`fleet.checkpoint.torch` (optional ``torch`` extra).
+that never runs code on load (see :mod:`fleet.checkpoint.codec`); PyTorch state dicts (also
+sharded over the ranks of a distributed job) go through :mod:`fleet.checkpoint.torch`, and
+``torch.distributed.checkpoint`` through :mod:`fleet.checkpoint.dcp` (optional ``torch`` extra).
 """
 
 from fleet.checkpoint.errors import (CheckpointError, CheckpointExistsError, CorruptCheckpointError,

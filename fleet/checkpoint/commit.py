@@ -6,6 +6,10 @@ writer uses) while its SHA-256 is computed alongside; check the stored size; the
 checkpoint, so a crash at any earlier point leaves only an orphan that pruning removes later.
 When the commit already exists with the very content just uploaded (a retried or repeated save
 of the same state), the existing checkpoint is the result and the duplicate data is removed.
+
+A sharded checkpoint uses the same two halves apart: every writer (rank) runs ``upload_part`` for
+its own object, and once all of them have succeeded one writer runs ``commit_parts`` with the
+whole list. A writer that dies before that leaves only orphans; the step never becomes visible.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ import os
 import socket
 import time
 import uuid
-from concurrent.futures import Executor
+from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError
 from fleet.checkpoint.index import read_manifest
-from fleet.checkpoint.layout import CheckpointInfo, commit_key, data_key, step_name
+from fleet.checkpoint.layout import CheckpointInfo, Part, commit_key, data_key, step_name
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import ObjectStore
 
@@ -35,7 +40,24 @@ def write_checkpoint(store: ObjectStore, payload: Payload, step: int, hasher: Ex
     (this writer's data is removed), :class:`CheckpointError` when storage fails. If the commit
     request itself fails ambiguously the data is kept: the commit may have landed.
     """
-    key = data_key(step, uuid.uuid4().hex[:16])
+    part = upload_part(store, payload, step, new_token(), hasher)
+    return commit_parts(store, step, [part], metrics)
+
+
+def new_token() -> str:
+    """A data-object token no other writer uses."""
+    return uuid.uuid4().hex[:16]
+
+
+def upload_part(store: ObjectStore, payload: Payload, step: int, token: str,
+                hasher: Executor | None = None) -> Part:
+    """Upload ``payload`` to ``data/step-N-<token>.ckpt`` and check its stored size; nothing is
+    committed. Its SHA-256 is computed alongside the upload (on ``hasher``, else a thread of its
+    own). On failure the partial object is removed (best effort) and the error raised."""
+    if hasher is None:
+        with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as own:
+            return upload_part(store, payload, step, token, own)
+    key = data_key(step, token)
     digest = hasher.submit(payload.sha256)
     try:
         store.upload(key, payload)
@@ -43,18 +65,33 @@ def write_checkpoint(store: ObjectStore, payload: Payload, step: int, hasher: Ex
         if stored != payload.size:
             raise CheckpointError(f"{store.uri}: {key} holds {stored} bytes after upload, "
                                   f"expected {payload.size}; not committed")
-        info = CheckpointInfo(step=step, name=step_name(step), size=payload.size, sha256=digest.result(),
-                              committed_at=time.time(), data_key=key, writer=WRITER, metrics=dict(metrics or {}))
+        return Part(key, payload.size, digest.result())
     except BaseException:
-        _discard(store, key, failing=True)
+        discard(store, [key], failing=True)
         raise
+
+
+def commit_parts(store: ObjectStore, step: int, parts: Sequence[Part],
+                 metrics: dict[str, float] | None = None) -> CheckpointInfo:
+    """Make the uploaded ``parts`` (first one first) visible as ``step`` with one create-if-absent
+    manifest. When the step is already committed with exactly these contents the existing info is
+    returned and this writer's data removed; other contents raise :class:`CheckpointExistsError`."""
+    first, rest = parts[0], tuple(parts[1:])
+    info = CheckpointInfo(step=step, name=step_name(step), size=first.size, sha256=first.sha256,
+                          committed_at=time.time(), data_key=first.key, writer=WRITER,
+                          metrics=dict(metrics or {}), parts=rest)
     if not store.create(commit_key(step), info.to_manifest()):
-        _discard(store, key)
+        discard(store, [p.key for p in parts])
         existing = read_manifest(store, step)
-        if existing is not None and same_content(existing, info.size, info.sha256):
+        if existing is not None and same_objects(existing, parts):
             return existing
         raise CheckpointExistsError(store.uri, step, existing.writer if existing is not None else "")
     return info
+
+
+def same_objects(info: CheckpointInfo, parts: Sequence[Part]) -> bool:
+    """Whether the committed checkpoint ``info`` holds exactly the contents of ``parts``."""
+    return [(p.size, p.sha256) for p in info.objects] == [(p.size, p.sha256) for p in parts]
 
 
 def same_content(info: CheckpointInfo, size: int, sha256: str) -> bool:
@@ -62,11 +99,13 @@ def same_content(info: CheckpointInfo, size: int, sha256: str) -> bool:
     return info.size == size and info.sha256 == sha256
 
 
-def _discard(store: ObjectStore, key: str, *, failing: bool = False) -> None:
+def discard(store: ObjectStore, keys: Sequence[str], *, failing: bool = False) -> None:
     """Remove uncommitted data, best effort (pruning removes orphans later). While a failure is
     on its way up, a cleanup failure (usually the same cause) is only a debug note, so the log
     shows the real cause first."""
-    try:
-        store.delete(key)
-    except Exception as err:
-        (log.debug if failing else log.warning)("%s: could not remove uncommitted %s: %s", store.uri, key, err)
+    for key in keys:
+        try:
+            store.delete(key)
+        except Exception as err:
+            (log.debug if failing else log.warning)("%s: could not remove uncommitted %s: %s",
+                                                    store.uri, key, err)

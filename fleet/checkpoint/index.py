@@ -1,10 +1,12 @@
-"""What is committed in a store: commit steps and their manifests (reads only)."""
+"""What is committed in a store: commit steps, their manifests and verified data (reads only)."""
 
 from __future__ import annotations
 
 import logging
+from hashlib import sha256
 
-from fleet.checkpoint.layout import COMMIT_DIR, CheckpointInfo, commit_key, committed_step
+from fleet.checkpoint.errors import CorruptCheckpointError
+from fleet.checkpoint.layout import COMMIT_DIR, CheckpointInfo, Part, commit_key, committed_step
 from fleet.checkpoint.stores.base import ObjectStore
 
 log = logging.getLogger("fleet.checkpoint")
@@ -33,5 +35,16 @@ def read_manifest(store: ObjectStore, step: int) -> CheckpointInfo | None:
 
 
 def data_intact(store: ObjectStore, info: CheckpointInfo) -> bool:
-    """Cheap validity check: the data object exists with the recorded size (no checksum)."""
-    return store.size(info.data_key) == info.size
+    """Cheap validity check: every data object exists with its recorded size (no checksum)."""
+    return all(store.size(part.key) == part.size for part in info.objects)
+
+
+def fetch_verified(store: ObjectStore, part: Part) -> bytearray:
+    """Download one data object; raises :class:`CorruptCheckpointError` when it is missing or its
+    SHA-256 differs from the manifest's."""
+    data = store.download(part.key, part.size)
+    if data is None:
+        raise CorruptCheckpointError(f"data object {part.key} is missing")
+    if sha256(data).hexdigest() != part.sha256:
+        raise CorruptCheckpointError(f"data object {part.key} fails its SHA-256 check")
+    return data

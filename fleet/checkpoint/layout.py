@@ -9,6 +9,11 @@ A checkpoint exists for readers exactly when its manifest exists. The manifest n
 object and records its size and SHA-256, so a reader can tell a complete, intact checkpoint from
 a truncated or corrupted one. Step numbers are zero-padded so names sort in step order.
 
+A sharded checkpoint (one object per rank of a distributed job, or a DCP checkpoint) has more
+than one data object: the manifest's ``data_key``/``size``/``sha256`` describe the first and
+``parts`` lists the others, each with its own size and SHA-256, all of the same step. Every
+object is written before the one manifest that makes the step visible.
+
 A manifest is untrusted input (anyone with write access to the location may have put it there):
 it is size-capped before parsing, a nesting too deep for the parser is "not a manifest", and its
 data key must be exactly a data name of its own step (no ``..``, no other folder), so a reader
@@ -29,7 +34,16 @@ _STEP_WIDTH = 12
 _COMMIT_RE = re.compile(r"^commits/step-(\d{12})\.json$")
 _ANY_STEP_RE = re.compile(r"^(?:data|commits)/step-(\d{12})")
 _DATA_RE = re.compile(r"^data/step-(\d{12})-[0-9A-Za-z_-]{1,64}\.ckpt$")
-MAX_MANIFEST_BYTES = 64 * 1024      # a manifest is a few hundred bytes; anything larger is not ours
+MAX_MANIFEST_BYTES = 1024 * 1024    # a few hundred bytes, ~150 more per part; anything larger is not ours
+
+
+@dataclass(frozen=True)
+class Part:
+    """One data object of a checkpoint: its key under the store prefix, size and SHA-256."""
+
+    key: str
+    size: int
+    sha256: str
 
 
 @dataclass(frozen=True)
@@ -45,9 +59,19 @@ class CheckpointInfo:
     writer: str = ""        # "host:pid" of the process that committed it
     metrics: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
     # numbers the writer recorded with the checkpoint (``save(..., metrics=...)``), for retention
+    parts: tuple[Part, ...] = field(default=(), compare=False, hash=False)
+    # the further data objects of a sharded checkpoint (rank 1.. of a distributed save)
+
+    @property
+    def objects(self) -> tuple[Part, ...]:
+        """Every data object of the checkpoint, the first (``data_key``) first."""
+        return (Part(self.data_key, self.size, self.sha256), *self.parts)
 
     def to_manifest(self) -> bytes:
-        return json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode()
+        doc = {"format": FORMAT, **asdict(self)}
+        if not self.parts:
+            del doc["parts"]                  # single-object manifests stay as they always were
+        return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
     def from_manifest(cls, raw: bytes) -> CheckpointInfo:
@@ -68,13 +92,20 @@ class CheckpointInfo:
         info = cls(step=int(doc["step"]), name=str(doc["name"]), size=int(doc["size"]),
                    sha256=str(doc["sha256"]), committed_at=float(doc["committed_at"]),
                    data_key=str(doc["data_key"]), writer=str(doc.get("writer", "")),
-                   metrics=_metrics(doc.get("metrics", {})))
-        m = _DATA_RE.match(info.data_key)
-        if m is None:
-            raise ValueError(f"data key {info.data_key[:80]!r} is outside the layout")
-        if int(m.group(1)) != info.step:
-            raise ValueError("manifest names a data object of another step")
+                   metrics=_metrics(doc.get("metrics", {})), parts=_parts(doc.get("parts", [])))
+        for part in info.objects:
+            m = _DATA_RE.match(part.key)
+            if m is None:
+                raise ValueError(f"data key {part.key[:80]!r} is outside the layout")
+            if int(m.group(1)) != info.step:
+                raise ValueError("manifest names a data object of another step")
         return info
+
+
+def _parts(raw: object) -> tuple[Part, ...]:
+    if not isinstance(raw, list):
+        raise ValueError("parts is not a list")
+    return tuple(Part(key=str(p["key"]), size=int(p["size"]), sha256=str(p["sha256"])) for p in raw)
 
 
 def _metrics(raw: object) -> dict[str, float]:

@@ -34,19 +34,18 @@ import math
 import operator
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from hashlib import sha256
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
 from fleet.checkpoint import codec
-from fleet.checkpoint.commit import same_content, write_checkpoint
+from fleet.checkpoint.commit import commit_parts, same_objects, write_checkpoint
 from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError, CorruptCheckpointError, StaleStepError
-from fleet.checkpoint.index import committed_steps, data_intact, read_manifest
-from fleet.checkpoint.layout import CheckpointInfo
+from fleet.checkpoint.index import committed_steps, data_intact, fetch_verified, read_manifest
+from fleet.checkpoint.layout import CheckpointInfo, Part
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.retention import Retention, prune
 from fleet.checkpoint.stores import SCHEMES, open_store
@@ -196,6 +195,10 @@ class CheckpointManager:
         if existing is not None:
             log.info("%s: step %d is already committed with this content; nothing to save", self.uri, step)
             return existing
+        self._prune(step)
+        return info
+
+    def _prune(self, step: int) -> None:
         try:
             removed = prune(self.store, self.retention)
             if removed:
@@ -203,7 +206,43 @@ class CheckpointManager:
         except CheckpointError as err:
             log.warning("%s: step %d committed, but pruning older checkpoints failed: %s",
                         self.uri, step, err)
+
+    # -- sharded saves (one data object per rank; see fleet.checkpoint.distributed) ---------------
+
+    def check_fresh(self, step: Any) -> int:
+        """``step`` as an int, before a sharded save writes anything; raises
+        :class:`StaleStepError` when the location holds a newer valid checkpoint."""
+        number, _ = self._check(step, None)
+        for newer in committed_steps(self.store):
+            if newer <= number:
+                break
+            info = read_manifest(self.store, newer)
+            if info is not None and data_intact(self.store, info):
+                raise StaleStepError(self.uri, number, newer)
+        return number
+
+    def commit_parts(self, step: Any, parts: Sequence[Part], *,
+                     metrics: Mapping[str, float] | None = None) -> CheckpointInfo:
+        """Make data objects uploaded with :func:`fleet.checkpoint.commit.upload_part` (one per
+        rank, first one first) visible as ``step`` with one manifest, then prune per the retention
+        policy. Same rules as ``save``: identical contents of a committed step are a no-op."""
+        number, scores = self._check(step, metrics)
+        try:
+            info = commit_parts(self.store, number, parts, scores)
+        except BaseException as err:
+            self._error = err
+            raise
+        self._error = None
+        self._prune(number)
         return info
+
+    def fetch_part(self, info: CheckpointInfo, index: int) -> bytearray:
+        """Data object ``index`` of ``info`` (0 is the first), SHA-256 verified; raises
+        :class:`CorruptCheckpointError` when it is missing or does not verify."""
+        objects = info.objects
+        if not 0 <= index < len(objects):
+            raise CorruptCheckpointError(f"step {info.step} has {len(objects)} data objects, not {index + 1}")
+        return fetch_verified(self.store, objects[index])
 
     def _existing(self, payload: Payload, step: int) -> CheckpointInfo | None:
         """The committed checkpoint ``step`` when it holds this payload already; None when the step
@@ -215,7 +254,7 @@ class CheckpointManager:
             if info is None:
                 continue
             if newer == step:
-                if same_content(info, payload.size, payload.sha256()):
+                if same_objects(info, [Part("", payload.size, payload.sha256())]):
                     return info
                 raise CheckpointExistsError(self.uri, step, info.writer)
             if data_intact(self.store, info):
@@ -254,7 +293,7 @@ class CheckpointManager:
 
         With ``verify=True`` the data is also downloaded and its SHA-256 checked.
         """
-        for info in self._candidates():
+        for info in self.intact():
             if not verify:
                 return info
             try:
@@ -265,12 +304,20 @@ class CheckpointManager:
         return None
 
     def load(self, info: CheckpointInfo) -> dict[str, Any]:
-        """The state saved in ``info``; raises :class:`CorruptCheckpointError` if it does not verify."""
+        """The state saved in ``info``; raises :class:`CorruptCheckpointError` if it does not verify.
+
+        A sharded checkpoint (several data objects: a distributed or DCP save) is refused with a
+        :class:`CheckpointError` naming the loaders that read it, never skipped as corrupt.
+        """
+        if info.parts:
+            raise CheckpointError(f"{self.uri}: step {info.step} is a sharded checkpoint ({len(info.objects)} "
+                                  "data objects); load it with fleet.checkpoint.torch.load from the same number "
+                                  "of ranks, or fleet.checkpoint.dcp.StorageReader")
         return codec.decode(self._fetch(info))
 
     def load_latest(self) -> tuple[dict[str, Any], CheckpointInfo] | None:
         """The newest checkpoint that verifies, with its info; None when there is none."""
-        for info in self._candidates():
+        for info in self.intact():
             try:
                 return self.load(info), info
             except CorruptCheckpointError as err:
@@ -278,7 +325,9 @@ class CheckpointManager:
                             self.uri, info.step, err)
         return None
 
-    def _candidates(self) -> Any:
+    def intact(self) -> Iterator[CheckpointInfo]:
+        """Committed checkpoints whose data objects all exist with their recorded sizes, newest
+        first (lazily; no checksums)."""
         for step in committed_steps(self.store):
             info = read_manifest(self.store, step)
             if info is None:
@@ -289,12 +338,7 @@ class CheckpointManager:
                 log.warning("%s: skipping step %d: data object missing or truncated", self.uri, step)
 
     def _fetch(self, info: CheckpointInfo) -> bytearray:
-        data = self.store.download(info.data_key, info.size)
-        if data is None:
-            raise CorruptCheckpointError(f"data object {info.data_key} is missing")
-        if sha256(data).hexdigest() != info.sha256:
-            raise CorruptCheckpointError(f"data object {info.data_key} fails its SHA-256 check")
-        return data
+        return self.fetch_part(info, 0)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -76,7 +76,7 @@ def prune(store: ObjectStore, policy: Retention | int) -> list[int]:
         return []
     oldest_kept = valid[policy.keep_last - 1].step
     kept = {i.step: i for i in [*valid[:policy.keep_last], *policy.extras(valid)]}
-    kept_data = {i.data_key for i in kept.values()}
+    kept_data = {part.key for i in kept.values() for part in i.objects}
     doomed = [s for s in steps if s < oldest_kept and s not in kept]
     for step in doomed:
         store.delete(commit_key(step))

@@ -1,4 +1,20 @@
-"""PyTorch helper (optional extra ``spotfleet[torch]``): modules, optimizers, schedulers, RNG.
+"""PyTorch helper (optional extra ``spotfleet[torch]``): state dicts, modules, optimizers, RNG.
+
+``save(mgr, state_dict, step)`` / ``load(mgr, state_dict)`` take what PyTorch users already
+hold: a (nested) state dict whose values are tensors, plain values, or stateful objects (module,
+optimizer, LR scheduler, ``GradScaler``: anything with ``state_dict``/``load_state_dict``).
+``load`` fills the given objects and tensors in place, the way ``torch.distributed.checkpoint.load``
+does, and also returns the loaded state::
+
+    sd = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": scaler, "step": 0}
+    save(mgr, sd, step)                          # or save(..., background=True): returns a Future
+    loaded = load(mgr, sd)                       # newest valid checkpoint; None when there is none
+    if loaded: step = sd["step"]                 # model/opt/... restored, plain values replaced
+
+In a ``torch.distributed`` job (process group of more than one rank) both are collective calls:
+every rank writes its own shard and rank 0 commits the step once all have written
+(:mod:`fleet.checkpoint.distributed`). Tensors are stored through the safe serialiser (no pickle).
+For sharded models (FSDP/DTensor) use :mod:`fleet.checkpoint.dcp` with ``torch.distributed.checkpoint``.
 
 ``capture(...)`` turns the usual training objects into a plain state dict the checkpoint
 manager can store; ``restore(state, ...)`` loads it back into freshly built objects::
@@ -21,10 +37,13 @@ restricted unpickler, so loading a checkpoint does not execute arbitrary code. R
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from concurrent.futures import Future
 from typing import Any
 
 from fleet.checkpoint.errors import CheckpointError
+from fleet.checkpoint.layout import CheckpointInfo
+from fleet.checkpoint.manager import CheckpointManager
 from fleet.checkpoint.state import DataPosition, capture_rng, restore_rng
 
 try:
@@ -33,7 +52,63 @@ try:
 except ImportError as _err:  # pragma: no cover - exercised only where torch is absent
     raise ImportError("fleet.checkpoint.torch needs PyTorch: pip install 'spotfleet[torch]'") from _err
 
+from fleet.checkpoint import distributed  # noqa: E402  (needs torch, imported above)
+from fleet.checkpoint.tensors import from_storable, load_into, to_storable  # noqa: E402
+
 _OBJECTS = ("model", "optimizer", "scheduler")
+
+
+def save(mgr: CheckpointManager, state_dict: Mapping[str, Any], step: int, *,
+         metrics: Mapping[str, float] | None = None, background: bool = False,
+         group: Any = None) -> CheckpointInfo | Future[CheckpointInfo]:
+    """Save a state dict (tensors, plain values, stateful objects) as ``step`` through ``mgr``.
+
+    ``metrics`` feed the manager's ``keep_best`` retention. ``background=True`` snapshots now and
+    uploads in the background (``mgr.save_async``); not with more than one rank, where the call is
+    collective and every rank writes its shard (see :mod:`fleet.checkpoint.distributed`).
+    """
+    state = to_storable(dict(state_dict))
+    if distributed.active(group):
+        if background:
+            raise CheckpointError("background=True is not supported with more than one rank "
+                                  "(the save is a collective call); save synchronously")
+        return distributed.save_sharded(mgr, state, step, metrics=metrics, group=group)
+    if background:
+        return mgr.save_async(state, step, metrics=metrics)
+    return mgr.save(state, step, metrics=metrics)
+
+
+def load(mgr: CheckpointManager, state_dict: MutableMapping[str, Any] | None = None, *,
+         step: int | None = None, map_location: Any = "cpu", group: Any = None
+         ) -> tuple[dict[str, Any], CheckpointInfo] | None:
+    """Load the newest valid checkpoint (or ``step``); fill ``state_dict`` in place when given.
+
+    Returns ``(state, info)`` with tensors on ``map_location`` (stateful objects appear as their
+    state dicts), or None when there is no checkpoint (``state_dict`` is then untouched). Raises
+    :class:`CheckpointError` when the target holds a key the checkpoint lacks, or when a
+    checkpoint saved by several ranks is loaded by a different number of ranks.
+    """
+    if distributed.active(group):
+        found = distributed.load_sharded(mgr, step=step, group=group)
+    else:
+        found = _load_single(mgr, step)
+    if found is None:
+        return None
+    tree, info = found
+    if state_dict is not None:
+        load_into(state_dict, tree, map_location)
+    return from_storable(tree, map_location), info
+
+
+def _load_single(mgr: CheckpointManager, step: int | None) -> tuple[dict[str, Any], CheckpointInfo] | None:
+    if step is None:
+        found = mgr.load_latest()
+    else:
+        info = next((i for i in mgr.list() if i.step == step), None)
+        if info is None:
+            raise CheckpointError(f"{mgr.uri}: no committed checkpoint at step {step}")
+        found = (mgr.load(info), info)
+    return found
 
 
 def _to_bytes(obj: Any) -> bytes:

@@ -1,4 +1,4 @@
-"""The PyTorch helper (skipped where torch is not installed; CI does not install it)."""
+"""The PyTorch helper (skipped where torch is not installed; CI installs the CPU build)."""
 
 from __future__ import annotations
 

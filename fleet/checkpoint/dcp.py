@@ -1,0 +1,256 @@
+"""PyTorch Distributed Checkpoint (``torch.distributed.checkpoint``) storage on the checkpoint layout.
+
+``StorageWriter`` / ``StorageReader`` so ``dcp.save`` and ``dcp.load`` use the same atomic,
+keep-N locations as :class:`~fleet.checkpoint.CheckpointManager` (any store: directory, S3, GCS,
+Azure)::
+
+    import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+    from fleet.checkpoint import CheckpointManager
+    from fleet.checkpoint.dcp import StorageReader, StorageWriter
+
+    mgr = CheckpointManager("s3://bucket/run1", keep_last=3)
+    dcp.save(state_dict, storage_writer=StorageWriter(mgr, step))       # every rank
+    dcp.load(state_dict, storage_reader=StorageReader(mgr))              # newest valid, in place
+
+How a save lands (the DCP protocol mapped onto the layout): the coordinator checks the step is not
+below a newer valid checkpoint and hands every rank a token; each rank with items to write uploads
+one object ``data/step-N-<token>-r<rank>.ckpt`` (its tensors' raw bytes, 64-byte aligned, and its
+non-tensor values as DCP serialised them); after DCP has gathered every rank's results, the
+coordinator uploads DCP's metadata as ``data/step-N-<token>-meta.ckpt`` and commits one manifest
+listing the metadata first and every rank's object after it (each with size and SHA-256). A rank
+that fails or dies before that leaves the step invisible; retention (``keep_last``, ``keep_every``,
+``keep_best`` with ``metrics=``) is the manager's. DCP's planner de-duplicates replicated tensors,
+so a rank may write nothing.
+
+Loading picks the newest checkpoint whose metadata verifies (or ``step=``); in a job of several
+ranks rank 0 chooses and broadcasts the step, so every rank reads the same one. Each object is
+SHA-256 checked before use. DCP reshards on load, so the world size may differ from the save's.
+
+Trust: the metadata is read with ``torch.load(weights_only=True)`` and DCP's own metadata classes
+allowed, but DCP's default load planner unpickles non-tensor values (``weights_only=False``), so
+load DCP checkpoints only from locations you trust (:func:`fleet.checkpoint.torch.load` never runs
+code from a checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed._shard._utils import narrow_tensor_by_index
+from torch.distributed.checkpoint import metadata as dcp_metadata
+from torch.distributed.checkpoint.planner import (LoadItemType, LoadPlan, LoadPlanner, SavePlan, SavePlanner,
+                                                  WriteItemType)
+from torch.distributed.checkpoint.storage import WriteResult
+from torch.futures import Future
+
+from fleet.checkpoint import distributed
+from fleet.checkpoint.commit import upload_part
+from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
+from fleet.checkpoint.layout import CheckpointInfo, Part
+from fleet.checkpoint.manager import CheckpointManager
+from fleet.checkpoint.payload import Payload
+
+_ALIGN = 64
+log = logging.getLogger("fleet.checkpoint")
+_SAFE_METADATA = [dcp_metadata.Metadata, dcp_metadata.MetadataIndex, dcp_metadata.TensorStorageMetadata,
+                  dcp_metadata.ChunkStorageMetadata, dcp_metadata.BytesStorageMetadata,
+                  dcp_metadata.TensorProperties, dcp_metadata.StorageMeta, dcp_metadata._MEM_FORMAT_ENCODING]
+
+
+def _done(value: Any) -> Future:
+    fut: Future = Future()
+    fut.set_result(value)
+    return fut
+
+
+class StorageWriter(dcp.StorageWriter):
+    """Writes one ``dcp.save`` as checkpoint ``step`` of ``mgr``'s location (see the module doc).
+
+    ``info`` holds the committed checkpoint on the coordinator after ``dcp.save`` returns.
+    """
+
+    def __init__(self, mgr: CheckpointManager, step: int, *, metrics: Mapping[str, float] | None = None):
+        super().__init__()
+        self.mgr, self.metrics = mgr, dict(metrics or {})
+        self.step = int(step)                        # checked (and refused when stale) by the coordinator
+        self.token = ""
+        self.info: CheckpointInfo | None = None
+
+    def reset(self, checkpoint_id: Any = None) -> None:
+        self.token, self.info = "", None
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.is_coordinator = is_coordinator
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        self.token = distributed.fresh_token(self.mgr, self.step)   # coordinator: refuse before anyone writes
+        return [dataclasses.replace(p, storage_data=f"{self.token}-r{rank}") for rank, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+        if not plan.items:
+            return _done([])
+        chunks: list[Any] = []
+        placed: list[tuple[Any, int, int, str, list[int]]] = []
+        pos = 0
+        for item in plan.items:
+            data = planner.resolve_data(item)
+            if item.type == WriteItemType.BYTE_IO:
+                raw, dtype, shape = memoryview(data.getbuffer()).cast("B"), "", []
+            else:
+                tensor = data.detach().cpu().contiguous()
+                raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy()).cast("B")
+                dtype, shape = str(tensor.dtype).removeprefix("torch."), list(tensor.shape)
+            pad = -pos % _ALIGN
+            if pad:
+                chunks.append(bytes(pad))
+                pos += pad
+            chunks.append(raw)
+            placed.append((item.index, pos, raw.nbytes, dtype, shape))
+            pos += raw.nbytes
+        part = upload_part(self.mgr.store, Payload.of(chunks), self.step, str(plan.storage_data))
+        return _done([WriteResult(index=index, size_in_bytes=n,
+                                  storage_data=(part.key, part.size, part.sha256, offset, n, dtype, shape))
+                      for index, offset, n, dtype, shape in placed])
+
+    def finish(self, metadata: dcp_metadata.Metadata, results: list[list[WriteResult]]) -> None:
+        parts: list[Part] = []
+        slot: dict[str, int] = {}
+        storage: dict[Any, tuple[int, int, int, str, list[int]]] = {}
+        for rank_results in results:
+            for wr in rank_results:
+                key, size, digest, offset, n, dtype, shape = wr.storage_data
+                if key not in slot:
+                    parts.append(Part(key, size, digest))
+                    slot[key] = len(parts)              # object 0 is the metadata
+                storage[wr.index] = (slot[key], offset, n, dtype, shape)
+        metadata.storage_data = storage
+        metadata.storage_meta = dcp_metadata.StorageMeta(checkpoint_id=f"{self.mgr.uri}#{self.step}",
+                                                         save_id=self.token)
+        buf = io.BytesIO()
+        torch.save(metadata, buf)
+        meta = upload_part(self.mgr.store, Payload.of([buf.getbuffer()]), self.step, f"{self.token}-meta")
+        self.info = self.mgr.commit_parts(self.step, [meta, *parts], metrics=self.metrics)
+
+    def storage_meta(self) -> dcp_metadata.StorageMeta | None:
+        return None
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
+        return False                                 # chosen explicitly, never by a checkpoint_id
+
+
+class StorageReader(dcp.StorageReader):
+    """Reads the newest valid DCP checkpoint of ``mgr``'s location, or ``step`` (see the module doc).
+
+    ``info`` holds the checkpoint read once ``dcp.load`` has started. ``group`` is the process
+    group used to agree on the step (default: the default group, when one is initialised).
+    """
+
+    def __init__(self, mgr: CheckpointManager, *, step: int | None = None, group: Any = None):
+        super().__init__()
+        self.mgr, self.step, self.group = mgr, step, group
+        self.info: CheckpointInfo | None = None
+        self.storage_data: dict[Any, Any] = {}
+
+    def reset(self, checkpoint_id: Any = None) -> None:
+        self.storage_data = {}
+
+    def read_metadata(self, *args: Any, **options: Any) -> dcp_metadata.Metadata:
+        # (no parameter named "kwargs": DCP would then retry a failed read per rank, out of step)
+        if distributed.active(self.group):
+            rank0 = dist.get_rank(self.group) == 0
+            chosen, err = distributed.outcome(self._choose) if rank0 else (None, None)
+            step = distributed.broadcast(chosen[0].step if chosen is not None else None, self.group)
+            if err is not None:
+                raise err
+            if step is None:
+                raise CheckpointError(f"{self.mgr.uri}: rank 0 could not read a DCP checkpoint")
+            self.info, metadata = chosen if rank0 else self._read(self._info(step))
+        else:
+            self.info, metadata = self._choose()
+        return metadata
+
+    def _info(self, step: int) -> CheckpointInfo:
+        info = next((i for i in self.mgr.intact() if i.step == step), None)
+        if info is None:
+            raise CheckpointError(f"{self.mgr.uri}: no intact checkpoint at step {step}")
+        return info
+
+    def _choose(self) -> tuple[CheckpointInfo, dcp_metadata.Metadata]:
+        if self.step is not None:
+            return self._read(self._info(self.step))
+        for info in self.mgr.intact():
+            try:
+                return self._read(info)
+            except CorruptCheckpointError as err:
+                log.warning("%s: skipping step %d: %s; falling back to an older checkpoint",
+                                        self.mgr.uri, info.step, err)
+        raise CheckpointError(f"{self.mgr.uri}: no valid DCP checkpoint to load")
+
+    def _read(self, info: CheckpointInfo) -> tuple[CheckpointInfo, dcp_metadata.Metadata]:
+        raw = self.mgr.fetch_part(info, 0)
+        try:
+            with torch.serialization.safe_globals(_SAFE_METADATA):
+                metadata = torch.load(io.BytesIO(raw), weights_only=True)
+        except Exception as err:
+            raise CorruptCheckpointError(f"step {info.step} holds no DCP metadata ({type(err).__name__}: "
+                                         f"{str(err)[:200]})") from err
+        if not isinstance(metadata, dcp_metadata.Metadata):
+            raise CorruptCheckpointError(f"step {info.step} holds no DCP metadata")
+        return info, metadata
+
+    def set_up_storage_reader(self, metadata: dcp_metadata.Metadata, is_coordinator: bool,
+                              *args: Any, **kwargs: Any) -> None:
+        self.storage_data = metadata.storage_data
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        return plans
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
+        assert self.info is not None, "read_metadata runs first"
+        by_object: dict[int, list[Any]] = {}
+        for req in plan.items:
+            by_object.setdefault(self.storage_data[req.storage_index][0], []).append(req)
+        for index, reqs in sorted(by_object.items()):
+            buf = self.mgr.fetch_part(self.info, index)
+            for req in reqs:
+                _, offset, n, dtype, shape = self.storage_data[req.storage_index]
+                if req.type == LoadItemType.BYTE_IO:
+                    planner.load_bytes(req, io.BytesIO(bytes(buf[offset:offset + n])))
+                    continue
+                tensor = _tensor(buf, offset, n, dtype, shape)
+                tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
+                target = planner.resolve_tensor(req).detach()
+                if target.size() != tensor.size():
+                    raise CheckpointError(f"{req.storage_index.fqn}: the checkpoint holds {tuple(tensor.shape)}, "
+                                          f"the target {tuple(target.shape)}")
+                target.copy_(tensor)
+                planner.commit_tensor(req, target)
+        return _done(None)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
+        return False
+
+
+def _tensor(buf: bytearray, offset: int, n: int, dtype: str, shape: list[int]) -> torch.Tensor:
+    kind = getattr(torch, dtype, None)
+    if not isinstance(kind, torch.dtype):
+        raise CorruptCheckpointError(f"unknown tensor dtype {dtype!r} in DCP metadata")
+    if n == 0:
+        return torch.empty(shape, dtype=kind)
+    return torch.frombuffer(buf, dtype=torch.uint8, count=n, offset=offset).view(kind).reshape(shape)
