@@ -14,7 +14,9 @@ Promises:
   cannot be proved to be the recorded one is reported ``unwatched`` (exit 1) and never signalled;
   a lock held by a leftover process while the recorded job is gone is reported ``stale`` (exit 1).
 - Every start exports ``SPOTFLEET_CHECKPOINT_URI`` and ``SPOTFLEET_RESUME_STEP`` (the newest
-  valid checkpoint's step, 0 without one) so the job resumes where the last run committed.
+  valid checkpoint's step, 0 without one) so the job resumes where the last run committed. When
+  the storage cannot be read at a restart the job is not started (it would be told step 0): the
+  read is retried with the restart backoff and counts as a restart.
 - A crash (non-zero exit, death by a signal such as kill -9) restarts the job after an
   exponential backoff, at most ``max_restarts`` times; exit 0 ends the run.
 - The notice watcher runs alongside in a thread: on a notice it signals the current job and
@@ -43,6 +45,7 @@ from fleet.agent.lock import AdoptLock, RunLock, own_identity
 from fleet.agent.procid import ProcessId, identity, same_process, wait_exit
 from fleet.agent.notice import Notice, PollingWatcher, WatcherConfigError
 from fleet.agent.runner import Outcome, Reporter, respond
+from fleet.errors import FleetError
 
 log = logging.getLogger("fleet.agent")
 
@@ -206,7 +209,20 @@ class _Supervisor:
             return None, notice
 
         while True:
-            step = self.opts.probe.latest_step() if self.opts.probe is not None else 0
+            try:
+                step = self.opts.probe.latest_step() if self.opts.probe is not None else 0
+            except FleetError as err:      # never start the job with a wrong resume step
+                restarts += 1
+                if restarts > self.opts.max_restarts:
+                    return result("failed", 1, f"{err}; giving up after {restarts - 1} restart(s)")
+                delay = min(self.opts.backoff * 2 ** (restarts - 1), self.opts.backoff_max)
+                log.warning("%s; not starting the job; trying again in %.1f s (%d/%d)", err, delay, restarts,
+                            self.opts.max_restarts)
+                self.wake.wait(delay)
+                end, _ = ending(None)
+                if end is not None:
+                    return end
+                continue
             steps.append(step)
             starts += 1
             rc = self._run_job(step)

@@ -151,3 +151,19 @@ def test_sigterm_to_the_wrapper_is_forwarded_and_nothing_restarts(tmp_path):
     assert (result["status"], result["starts"]) == ("stopped", 1)
     assert "stopped by SIGTERM" in log.read_text()
     assert CheckpointManager(uri).latest().step == last_step(log)
+
+
+def test_a_restart_never_tells_the_job_step_0_while_its_storage_is_unreadable(tmp_path):
+    """The checkpoint location turns unreadable after the first start (here: the directory is
+    replaced by a file); the job is not started again with SPOTFLEET_RESUME_STEP=0."""
+    log, ckpt = tmp_path / "run.log", tmp_path / "ckpt"
+    ckpt.mkdir()
+    job = [sys.executable, "-c", "import os, shutil, sys; print('start', os.environ['SPOTFLEET_RESUME_STEP'], flush=True); "
+           f"shutil.rmtree({str(ckpt)!r}); open({str(ckpt)!r}, 'w').write('not a directory'); sys.exit(3)"]
+    run = start([*FLEET, "run", "--cloud", "none", "--checkpoint-uri", f"file://{ckpt}", "--max-restarts", "2",
+                 "--backoff", "0.01", "--json", "--", *job], log, env(tmp_path))
+    assert finish(run) == 1, log.read_text()
+    result = trailing_json(log)
+    assert (result["starts"], result["resume_steps"]) == (1, [0])   # never started again with a wrong step
+    assert result["status"] == "failed" and "cannot be read" in result["message"], result
+    assert "Not a directory" in result["message"]                     # the cause, in the one line

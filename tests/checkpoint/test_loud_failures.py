@@ -46,7 +46,7 @@ def test_health_comes_back_after_a_successful_save(tmp_path):
     mgr = CheckpointManager(f"file://{blocker}/ckpt")
     mgr.save_async({"x": 1}, 1).exception()
     assert not mgr.healthy
-    with pytest.raises(CheckpointError, match="cannot write"):
+    with pytest.raises(CheckpointError, match="cannot (write|list).*Not a directory"):
         mgr.wait()
     blocker.unlink()
     mgr.save_async({"x": 2}, 2).result()
@@ -137,3 +137,14 @@ def test_disk_full_is_reported_at_the_first_failed_save_and_the_final_save_still
     assert "background save of step 40 FAILED" in run.stderr and "no space left on device" in run.stderr
     assert "holds" not in run.stderr                 # not reported as a size mismatch
     assert out["final"] == 101
+
+
+def test_a_local_location_that_cannot_be_listed_is_an_error_not_an_empty_one(tmp_path):
+    from fleet.checkpoint import CheckpointManager
+    from fleet.checkpoint.errors import CheckpointError
+
+    blocked = tmp_path / "ckpt"
+    blocked.write_text("a file where the checkpoint directory should be")
+    with pytest.raises(CheckpointError, match="Not a directory"):
+        CheckpointManager(f"file://{blocked}").latest()
+    assert CheckpointManager(f"file://{tmp_path / 'not-yet'}").latest() is None    # not written yet: empty

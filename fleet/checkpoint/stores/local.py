@@ -115,9 +115,20 @@ class LocalStore:
             return None
 
     def list(self, prefix: str) -> list[str]:
+        """Keys under ``prefix``; none when its directory does not exist yet. A directory that
+        cannot be read (permissions, a file where a directory should be, I/O errors) raises
+        CheckpointError: it is never taken for an empty location."""
         directory = self.root / prefix[:prefix.rfind("/") + 1]
+
+        def refuse(err: OSError) -> None:
+            if isinstance(err, FileNotFoundError):
+                return                   # not written yet, or removed while we walked: nothing there
+            raise CheckpointError(f"{self.uri}: cannot list {err.filename or directory}: {err.strerror or err}") from err
+
+        if directory.exists() and not directory.is_dir():
+            refuse(NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(directory)))
         keys = [(Path(d) / f).relative_to(self.root).as_posix()
-                for d, _, files in os.walk(directory) for f in files]
+                for d, _, files in os.walk(directory, onerror=refuse) for f in files]
         return sorted(k for k in keys if k.startswith(prefix))
 
     def delete(self, key: str) -> None:
