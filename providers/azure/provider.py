@@ -7,7 +7,8 @@ contract): the resource group (``providers.azure.resource_group``, default ``spo
 fleet's VNet and NSG in the region are created once and tagged; then per VM a NIC and the VM, named from
 the launch token (``providers.azure.launch``), so a rerun in another process finds what exists and
 creates only what is missing, and a token seen in this process returns what it returned before
-(deleted VMs are not recreated). A capacity refusal (``AllocationFailed`` and kin) ends the launch
+(deleted VMs are not recreated). The first missing VM is created alone, the rest in parallel
+(``CREATE_PARALLEL`` at a time). A capacity refusal (``AllocationFailed`` and kin) ends the launch
 and is reported in the result; anything else is raised when nothing was created. Whatever a failed
 creation left (a VM in ``Failed`` state, its NIC) is deleted before the launch returns.
 
@@ -54,6 +55,8 @@ from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
 log = logging.getLogger(__name__)
 
 DEFAULT_RESOURCE_GROUP = "spotfleet"
+#: VMs of one launch created at once (after the first, which goes alone).
+CREATE_PARALLEL = 8
 _Failure = tuple[str, str, str]
 
 
@@ -122,9 +125,8 @@ class AzureProvider:
             if any((vm.get("tags") or {}).get(TAG_REQUEST) != want for vm in existing.values()):
                 raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
                                     "parameters", code="token-mismatch")
-            tags = tags_for(request)
             instances: list[Instance] = []
-            failure: _Failure = ("", "", "")
+            missing: list[str] = []
             for name in vm_names(request.token, request.count):
                 vm = existing.get(name)
                 if vm is not None and (vm.get("properties") or {}).get("provisioningState") != "Failed":
@@ -132,16 +134,16 @@ class AzureProvider:
                     continue
                 if vm is not None:          # a Failed VM left by a run killed before its cleanup
                     self._cleanup(name)
-                try:
-                    instances.append(self._create_one(request, name, subnet, tags))
-                except NoCapacityError as err:
-                    failure = ("capacity", err.code, str(err))
-                    break
-                except ProviderError as err:
-                    if not instances:
-                        raise
-                    failure = (error_kind(err), err.code, str(err))
-                    break
+                missing.append(name)
+            made, err = self._create_many(request, missing, subnet, tags_for(request))
+            instances += made
+            failure: _Failure = ("", "", "")
+            if isinstance(err, NoCapacityError):
+                failure = ("capacity", err.code, str(err))
+            elif err is not None:
+                if not instances:
+                    raise err
+                failure = (error_kind(err), err.code, str(err))
             self._launched[request.token] = (want, instances, failure)
         kind, code, message = failure
         return LaunchResult(instances=tuple(instances), error_kind=kind, error_code=code, error_message=message)
@@ -273,6 +275,28 @@ class AzureProvider:
                          f"delete orphaned NIC {nic['name']}")
             except ProviderError as err:
                 log.warning("azure: could not delete orphaned NIC %s: %s", nic["name"], err)
+
+    def _create_many(self, request: LaunchRequest, names: Sequence[str], subnet: str, tags: dict[str, str]
+                     ) -> tuple[list[Instance], ProviderError | None]:
+        """Create the VMs ``names`` (a NIC and a VM each): the first alone, so a refusal (capacity,
+        quota, auth) costs one attempt, then the rest ``CREATE_PARALLEL`` at a time, as ARM takes
+        concurrent creations. Returns what was made, in name order, and the error of the first
+        name that failed (None when all were made)."""
+        made: dict[str, Instance] = {}
+        failed: dict[int, ProviderError] = {}
+
+        def one(index: int) -> None:
+            try:
+                made[names[index]] = self._create_one(request, names[index], subnet, tags)
+            except ProviderError as err:
+                failed[index] = err
+
+        if names:
+            one(0)
+        if len(names) > 1 and not failed:
+            with ThreadPoolExecutor(max_workers=min(CREATE_PARALLEL, len(names) - 1)) as pool:
+                list(pool.map(one, range(1, len(names))))
+        return [made[n] for n in names if n in made], (failed[min(failed)] if failed else None)
 
     def _create_one(self, request: LaunchRequest, name: str, subnet: str, tags: dict[str, str]) -> Instance:
         """Create one NIC + VM; on any failure delete what this attempt made, then raise."""

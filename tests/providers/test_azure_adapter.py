@@ -219,3 +219,15 @@ def test_a_failed_vm_left_by_a_killed_run_is_replaced_not_counted(fake):
     [inst] = fake.provider().launch(request).instances
     assert inst.id == name and inst.state is InstanceState.RUNNING
     assert [v["properties"]["provisioningState"] for v in fake.control("state")["vms"]] == ["Succeeded"]
+
+
+def test_vms_created_in_parallel_stop_at_capacity_and_leave_nothing_half_made(fake):
+    provider = fake.provider()
+    offer = _offer(provider)
+    fake.control("capacity", {"target": "westus2/Standard_NC24ads_A100_v4/Spot", "count": 5})
+    result = provider.launch(_request(offer, 12, token="wide"))
+    assert len(result.instances) == 5 and result.error_kind == "capacity" and result.error_code == "AllocationFailed"
+    state = fake.control("state")
+    assert sorted(v["name"] for v in state["vms"]) == sorted(i.id.rsplit("/", 1)[-1] for i in result.instances)
+    assert len(state["nics"]) == 5            # every failed attempt's NIC went with it
+    assert all(v["properties"]["provisioningState"] != "Failed" for v in state["vms"])
