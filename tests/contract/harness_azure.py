@@ -7,6 +7,8 @@ The levers act through the fake's control API.
 
 from __future__ import annotations
 
+import atexit
+
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +38,18 @@ def server() -> ArmServer:
 
 
 def storage_env() -> dict[str, str]:
-    """Azurite's connection string (started once); {} when Azurite is not installed."""
+    """Azurite's connection string (started once, stopped when the test process exits); {} when
+    Azurite is not installed."""
     global _AZURITE
     if _AZURITE is None:
         from storage_emulators import EmulatorUnavailable, start_azurite
         try:
-            _AZURITE = dict(start_azurite().env)
+            emulator = start_azurite()
         except EmulatorUnavailable:
             _AZURITE = {}
+        else:
+            atexit.register(emulator.stop)
+            _AZURITE = dict(emulator.env)
     return _AZURITE
 
 
