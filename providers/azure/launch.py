@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from fleet.bootstrap import NodeBoot, boot_for, render_base64
-from fleet.model import TAG_FLEET, TAG_POOL, LaunchRequest, Market, fleet_tags, stable_hash
+from fleet.model import TAG_FLEET, LaunchRequest, Market, fleet_tags, stable_hash
 
 TAG_TOKEN = "spotfleet:token"
 TAG_REQUEST = "spotfleet:request"

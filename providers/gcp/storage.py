@@ -83,9 +83,9 @@ def ensure_bucket(project: str, spec: StorageSpec, *, host: str = "") -> BucketR
             bucket = client.create_bucket(bucket, location=spec.region or "US")
         elif _settle(bucket, spec):
             bucket.patch()
-    except gexc.Conflict:
+    except gexc.Conflict as err:
         raise ProviderError("gcp", f"bucket {spec.bucket!r} is taken by another project (GCS names are global): "
-                            "set checkpoint.bucket to another name", region=spec.region, code="BucketNameTaken")
+                            "set checkpoint.bucket to another name", region=spec.region, code="BucketNameTaken") from err
     except gexc.Forbidden as err:
         raise AuthError("gcp", f"no access to bucket {spec.bucket!r}: {err.message}", region=spec.region,
                         code="forbidden") from err

@@ -91,11 +91,11 @@ def start_azurite_oauth(timeout: float = 30.0) -> AzuriteOAuth:
             break
         except urllib.error.HTTPError:
             break                                   # it answered (anonymous listing is refused)
-        except OSError:
+        except OSError as err:
             if time.monotonic() > deadline:
                 _terminate(proc)
                 shutil.rmtree(workdir, ignore_errors=True)
-                raise RuntimeError(f"azurite did not answer {endpoint} within {timeout:.0f} s")
+                raise RuntimeError(f"azurite did not answer {endpoint} within {timeout:.0f} s") from err
             time.sleep(0.05)
     conn = (f"DefaultEndpointsProtocol=https;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
             f"BlobEndpoint={endpoint}/{AZURITE_ACCOUNT};")
