@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from fleet.catalog import Catalog
+from fleet.catalog import Catalog, CatalogInfo
 from fleet.cli.app import App, json_option, pass_app
 from fleet.errors import FleetError
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
-from fleet.model import Market
+from fleet.model import Market, Offer
 from providers.base import OfferQuery
 
 
@@ -72,7 +72,7 @@ def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], r
         app.console.print(f"[dim]{len(offers) - len(shown)} more; use --limit 0 to show all[/]")
 
 
-def _spec_offers(app: App, spec_path: str) -> tuple[list, object]:
+def _spec_offers(app: App, spec_path: str) -> tuple[list[Offer], CatalogInfo]:
     """The offers `fleet plan` weighs for the spec at ``spec_path`` (its providers, settings and
     learned rates), and where they came from."""
     from fleet.cli.plan import learned_rates, offers_for_spec, providers_or_none

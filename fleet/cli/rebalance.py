@@ -12,6 +12,7 @@ and ``/healthz``.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -77,7 +78,7 @@ def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
         with store.lock(name, "rebalance"):
             if store.get_fleet(name).status == FleetStatus.DOWN:    # taken down while we looked
                 return None
-            return run_pass(spec, offers, providers, store)
+            return run_pass(spec, offers, providers, store, environ=os.environ)   # replacements run what `up` gave
     finally:
         store.close()
 

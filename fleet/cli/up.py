@@ -22,10 +22,9 @@ from fleet.cli.plan import (blocked_pools, changes, learned_rates, offers_for_sp
 from fleet.cli.tables import compact_pool, wide_option
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
-from fleet.model import NodeConfig, Plan
+from fleet.model import Plan
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
-from fleet.provisioning.roles import start_head
-from fleet.provisioning.storage import checkpoint_uri
+from fleet.provisioning.roles import fleet_node, start_head
 from fleet.secrets import resolve_env
 from fleet.spec import load_spec
 from fleet.state import FleetStatus
@@ -61,7 +60,8 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
 
     app.stage = "before launching anything"
     spec = load_spec(spec_path)
-    node_env = {} if dry_run else resolve_env(spec.node.env, os.environ)   # ${env:NAME} -> value, nodes only
+    if not dry_run:     # a ${env:NAME} that is not set fails here, before anything is launched
+        resolve_env(spec.node.env, os.environ)
     providers = providers_for(spec, app.home)
     offers, _info = offers_for_spec(spec, app, providers)
     quotas = account_quotas(providers)
@@ -100,7 +100,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
                 for o in offers]
             return make_plan(spec, left, current=now_running, blocked=blocked, quotas=account_quotas(providers))
 
-        node = NodeConfig(**{**spec.node.model_dump(), "env": node_env}, checkpoint_uri=checkpoint_uri(spec, providers))
+        node = fleet_node(spec, providers, os.environ)
         role_nodes = None
         with _ProgressView(app, enabled=not as_json) as view:
             if spec.head is not None:      # the head first; the workers get its address

@@ -81,6 +81,18 @@ def wait_for_head(spec: FleetSpec, plan: Plan, providers: Mapping[str, Provider]
         sleep(POLL_SECONDS)
 
 
+def fleet_node(spec: FleetSpec, providers: Mapping[str, Provider], environ: Mapping[str, str]) -> NodeConfig:
+    """What the fleet's worker nodes run: ``spec.node`` with its ``${env:NAME}`` references
+    resolved from ``environ`` and the checkpoint URI (the store is ensured: ``checkpoint_uri``).
+    ``fleet up`` and the rebalancer's replacements use the same, so a replacement resumes as
+    the node it replaces would."""
+    from fleet.provisioning.storage import checkpoint_uri
+    from fleet.secrets import resolve_env
+
+    return NodeConfig(**{**spec.node.model_dump(), "env": resolve_env(spec.node.env, environ)},
+                      checkpoint_uri=checkpoint_uri(spec, providers))
+
+
 def head_node(spec: FleetSpec, env: Mapping[str, str], checkpoint_uri: str) -> NodeConfig:
     """What head nodes run: ``head.image``/``head.startup`` with ``env`` (resolved ``head.env``)."""
     assert spec.head is not None

@@ -24,12 +24,13 @@ from typing import Callable, Collection, Mapping, Sequence
 from fleet import crashpoints
 from fleet.errors import ProviderError
 from fleet.model import HEAD, TAG_ROLE, WORKER, Allocation, Market, NodeConfig, Offer, Plan, PlanTotals
-from fleet.provisioning.roles import head_node, worker_node
+from fleet.provisioning.roles import fleet_node, head_node, worker_node
 from fleet.provisioning.executor import ApplyReport, apply, terminate
 from fleet.provisioning.launching import ProgressFn
 from fleet.provisioning.reconcile import Observation, observe, sync
 from fleet.rebalance.inputs import EVENT_KIND, gather
 from fleet.rebalance.types import Action, Decision, Launch, PoolEvent, RaiseBid, Terminate
+from fleet.secrets import resolve_env
 from fleet.spec import FleetSpec
 from fleet.state import EventKind, FleetStatus, LaunchStatus, StateStore
 from providers.base import Provider
@@ -78,8 +79,14 @@ class PassReport:
 
 
 def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, Provider],
-             store: StateStore | None, *, dry_run: bool = False, progress: ProgressFn | None = None) -> PassReport:
-    """One pass over ``spec``'s fleet; see the module doc. ``store`` may be ``None`` only for a dry run."""
+             store: StateStore | None, *, dry_run: bool = False, progress: ProgressFn | None = None,
+             environ: Mapping[str, str] | None = None) -> PassReport:
+    """One pass over ``spec``'s fleet; see the module doc. ``store`` may be ``None`` only for a dry run.
+
+    Replacements run what ``fleet up``'s nodes run (``roles.fleet_node``): ``spec.node`` with its
+    ``${env:NAME}`` references resolved from ``environ`` and the checkpoint URI, worked out only
+    when the pass launches something. ``environ`` ``None``: the spec's node as written, no
+    checkpoint URI (tests that launch on the local cloud)."""
     from fleet.rebalance.decision import decide
 
     obs = observe(providers, spec.name)
@@ -117,7 +124,7 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
                     launches.append(launch)
             return plan_of(spec, redo, again)
 
-        node, role_nodes = nodes_for(spec, obs)
+        node, role_nodes = nodes_for(spec, obs, providers, environ)
         apply_report = apply(plan_of(spec, decision, obs), providers, store, progress=progress, replan=replan,
                              node=node, observed=obs, role_nodes=role_nodes)
         report.notes += apply_report.notes
@@ -154,13 +161,16 @@ def _running(spec: FleetSpec, obs: Observation, report: PassReport) -> None:
 HEAD_LOST = "head-lost"
 
 
-def nodes_for(spec: FleetSpec, obs: Observation) -> tuple[NodeConfig, dict[str, NodeConfig] | None]:
-    """What replacement workers (and a relaunched head) run: with a head, workers get the
-    address of the oldest running head node, as ``fleet up`` gives it."""
-    node = NodeConfig(**spec.node.model_dump())
+def nodes_for(spec: FleetSpec, obs: Observation, providers: Mapping[str, Provider],
+              environ: Mapping[str, str] | None) -> tuple[NodeConfig, dict[str, NodeConfig] | None]:
+    """What replacement workers (and a relaunched head) run (see :func:`run_pass` for
+    ``environ``): with a head, workers get the address of the oldest running head node, as
+    ``fleet up`` gives it."""
+    node = fleet_node(spec, providers, environ) if environ is not None else NodeConfig(**spec.node.model_dump())
     if spec.head is None:
         return node, None
-    role_nodes = {HEAD: head_node(spec, spec.head.env, node.checkpoint_uri)}
+    head_env = resolve_env(spec.head.env, environ) if environ is not None else spec.head.env
+    role_nodes = {HEAD: head_node(spec, head_env, node.checkpoint_uri)}
     running = sorted((i for i in obs.instances if i.tags.get(TAG_ROLE) == HEAD and i.address),
                      key=lambda i: (i.launched_at, i.id))
     return (worker_node(spec, node, running[0]) if running else node), role_nodes

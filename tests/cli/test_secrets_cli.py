@@ -82,3 +82,30 @@ def test_a_literal_secret_in_a_spec_is_refused(world: World):
     proc = world.fleet("spec", "check", str(spec), "--json")
     assert proc.returncode == 2 and "node.env: AWS_SECRET_ACCESS_KEY looks like a secret" in proc.stderr
     assert "${env:AWS_SECRET_ACCESS_KEY}" in proc.stderr and SECRET not in proc.stderr + proc.stdout
+
+
+def _written(node_dir: Path) -> str:
+    deadline = time.monotonic() + 30
+    while not (node_dir / "got.txt").exists() or not (node_dir / "got.txt").read_text():
+        assert time.monotonic() < deadline, "the node never wrote its secret"
+        time.sleep(0.1)
+    return (node_dir / "got.txt").read_text()
+
+
+def test_a_replacement_from_the_rebalancer_gets_the_resolved_secret_too(tmp_path):
+    world = _world(tmp_path)
+    spec = world.spec("secret", SPEC)
+    env = world.env(TEST_NODE_SECRET=SECRET)
+    assert world.fleet("up", str(spec), "--yes", "--json", env=env).returncode == 0
+    (first,) = world.created("secret")
+    world.cloud.preempt(first.id)
+    world.cloud.advance(60)
+    proc = world.fleet("rebalance", "secret", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (replacement,) = [i for i in world.created("secret") if i.id != first.id]
+    assert _written(world.home / "localcloud" / "nodes" / replacement.id) == SECRET   # not "${env:...}"
+    missing = world.env()                                     # the rebalancer's environment lacks it
+    world.cloud.preempt(replacement.id)
+    world.cloud.advance(60)
+    proc = world.fleet("rebalance", "secret", "--json", env=missing)
+    assert proc.returncode != 0 and "TEST_NODE_SECRET" in proc.stderr and SECRET not in proc.stderr + proc.stdout
