@@ -26,9 +26,6 @@ class ProcessId:
     start: int      # clock ticks after boot
     boot: str       # /proc/sys/kernel/random/boot_id
 
-    def to_json(self) -> dict[str, int | str]:
-        return {"pid": self.pid, "start": self.start, "boot": self.boot}
-
     def started_at(self) -> float | None:
         """Wall-clock start time (seconds since the epoch), None when /proc/stat has no btime."""
         try:

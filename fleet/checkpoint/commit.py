@@ -81,8 +81,11 @@ def commit_parts(store: ObjectStore, step: int, parts: Sequence[Part],
                           committed_at=time.time(), data_key=first.key, writer=WRITER,
                           metrics=dict(metrics or {}), parts=rest)
     if not store.create(commit_key(step), info.to_manifest()):
-        discard(store, [p.key for p in parts])
         existing = read_manifest(store, step)
+        # this writer's data goes, except objects the committed manifest names (a retry of the
+        # same commit whose first try landed: its data is the committed checkpoint's)
+        kept = {o.key for o in existing.objects} if existing is not None else set()
+        discard(store, [p.key for p in parts if p.key not in kept])
         if existing is not None and same_objects(existing, parts):
             return existing
         raise CheckpointExistsError(store.uri, step, existing.writer if existing is not None else "")
@@ -92,11 +95,6 @@ def commit_parts(store: ObjectStore, step: int, parts: Sequence[Part],
 def same_objects(info: CheckpointInfo, parts: Sequence[Part]) -> bool:
     """Whether the committed checkpoint ``info`` holds exactly the contents of ``parts``."""
     return [(p.size, p.sha256) for p in info.objects] == [(p.size, p.sha256) for p in parts]
-
-
-def same_content(info: CheckpointInfo, size: int, sha256: str) -> bool:
-    """Whether the committed checkpoint ``info`` holds exactly these bytes."""
-    return info.size == size and info.sha256 == sha256
 
 
 def discard(store: ObjectStore, keys: Sequence[str], *, failing: bool = False) -> None:

@@ -316,11 +316,15 @@ class AzureProvider:
         return inst
 
     def _node_identity(self, request: LaunchRequest) -> tuple[str, str] | None:
-        """The identity VMs writing to the request's checkpoint URI carry (looked up once per URI)."""
+        """The identity VMs writing to the request's checkpoint URI carry (looked up once per URI and
+        process, also when pools launch in parallel)."""
         uri = request.node.checkpoint_uri
-        if uri not in self._identities:
-            self._identities[uri] = AccountStorage(self.arm, self.resource_group, self.settings).node_identity(uri)
-        return self._identities[uri]
+        with self._lock:
+            lookup = self._token_locks.setdefault(f"identity|{uri}", threading.Lock())
+        with lookup:
+            if uri not in self._identities:
+                self._identities[uri] = AccountStorage(self.arm, self.resource_group, self.settings).node_identity(uri)
+            return self._identities[uri]
 
     def _cleanup(self, name: str) -> None:
         """Delete what a failed creation of VM ``name`` left: the VM (Failed state) and its NIC."""

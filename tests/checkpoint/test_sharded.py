@@ -66,6 +66,19 @@ def test_an_identical_recommit_is_a_no_op_and_other_contents_are_refused(tmp_pat
     assert len(mgr.store.list("data/")) == 2                          # the losers' shards were removed
 
 
+def test_a_retried_commit_of_the_same_parts_keeps_the_committed_data(tmp_path):
+    """The first commit landed but its caller did not hear (a timeout): the retry with the same
+    parts returns the committed step and leaves its data in place."""
+    from fleet.checkpoint import CheckpointManager
+
+    mgr = CheckpointManager(f"file://{tmp_path}")
+    parts = upload_shards(mgr, 7, world=2)
+    first = mgr.commit_parts(7, parts)
+    again = mgr.commit_parts(7, parts)
+    assert again.objects == first.objects
+    assert [decode(mgr.fetch_part(mgr.latest(), r))["rank"] for r in range(2)] == [0, 1]
+
+
 @pytest.mark.parametrize("key", ["../../etc/passwd", "data/step-000000000009-x.ckpt", "commits/step-000000000003.json"])
 def test_a_part_outside_the_layout_or_of_another_step_is_refused(key):
     doc = {"format": "spotfleet-checkpoint/1", "step": 3, "name": "step-000000000003", "size": 1, "sha256": "0",
