@@ -20,6 +20,7 @@ from urllib.parse import quote
 from azure.core.rest import HttpRequest
 
 from providers.azure.arm import Arm
+from providers.azure.instances import parse_time
 
 API_VERSION = "2015-04-01"
 DELETE_OPERATION = "microsoft.compute/virtualmachines/delete"
@@ -29,13 +30,6 @@ MAX_PAGES = 50
 
 def _stamp(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _epoch(text: str) -> float | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except (AttributeError, ValueError):
-        return None
 
 
 def events_url(subscription: str, resource_group: str, start: float, end: float) -> str:
@@ -56,7 +50,7 @@ def delete_times(events: Iterable[dict[str, Any]], names: set[str]) -> dict[str,
         if str((e.get("status") or {}).get("value") or "") != "Succeeded":
             continue
         name = wanted.get(str(e.get("resourceId") or "").rsplit("/", 1)[-1].lower())
-        when = _epoch(str(e.get("eventTimestamp") or ""))
+        when = parse_time(e.get("eventTimestamp"))
         if name is not None and when is not None and when > out.get(name, 0.0):
             out[name] = when
     return out

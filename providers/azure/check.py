@@ -12,7 +12,8 @@ from fleet.errors import AuthError, ProviderError
 from fleet.spec import ProviderSettings
 from providers.azure.arm import Arm
 from providers.azure.offers import sku_places
-from providers.azure.provider import DEFAULT_RESOURCE_GROUP, _wire
+from providers.azure.arm import wire
+from providers.azure.provider import DEFAULT_RESOURCE_GROUP
 from providers.azure.quotas import to_quotas
 from providers.base import CheckResult
 
@@ -30,7 +31,7 @@ def check(settings: ProviderSettings, arm: Arm | None = None) -> CheckResult:
                            fix=FIX_LOGIN)
     where = f"subscription {arm.subscription} at {arm.endpoint}"
     try:
-        skus = arm.call(lambda: [_wire(s) for s in arm.compute.resource_skus.list()], "list resource SKUs")
+        skus = arm.call(lambda: [wire(s) for s in arm.compute.resource_skus.list()], "list resource SKUs")
     except AuthError as err:
         return CheckResult(provider="azure", ok=False, can_price=False, can_launch=False,
                            detail=f"{where}: {err.message}", fix=FIX_LOGIN)
@@ -52,7 +53,7 @@ def check(settings: ProviderSettings, arm: Arm | None = None) -> CheckResult:
     quotas: dict[str, str] = {}
     for region in (settings.regions or places)[:MAX_QUOTA_REGIONS]:
         try:
-            usages = arm.call(lambda: [_wire(u) for u in arm.compute.usage.list(region)], f"usages in {region}")
+            usages = arm.call(lambda: [wire(u) for u in arm.compute.usage.list(region)], f"usages in {region}")
         except ProviderError:
             continue
         for q in to_quotas(region, usages, skus):

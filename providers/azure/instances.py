@@ -40,7 +40,7 @@ def status_time(vm: Mapping[str, Any]) -> float | None:
     view = (vm.get("properties") or {}).get("instanceView") or {}
     stamps = {str(s.get("code") or "").split("/", 1)[0]: s.get("time") for s in view.get("statuses") or []}
     for kind in ("PowerState", "ProvisioningState"):
-        when = _parse(stamps.get(kind))
+        when = parse_time(stamps.get(kind))
         if when is not None:
             return when
     return None
@@ -61,7 +61,7 @@ def state_of(vm: Mapping[str, Any]) -> tuple[InstanceState, str]:
     return InstanceState.RUNNING, ""
 
 
-def _parse(text: Any) -> float | None:
+def parse_time(text: Any) -> float | None:
     """Epoch seconds of an ARM timestamp; None when absent or unreadable."""
     if not text:
         return None
@@ -72,7 +72,7 @@ def _parse(text: Any) -> float | None:
 
 
 def _epoch(text: Any, default: float) -> float:
-    when = _parse(text)
+    when = parse_time(text)
     return default if when is None else when
 
 

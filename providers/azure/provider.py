@@ -60,7 +60,6 @@ CREATE_PARALLEL = 8
 _Failure = tuple[str, str, str]
 
 
-_wire = wire
 
 
 class AzureProvider:
@@ -197,7 +196,7 @@ class AzureProvider:
         regions = sorted({r for s in skus for r, z in sku_places(s) if self.settings.allows(r, z)})
 
         def one(region: str) -> list[Quota]:
-            usages = self.arm.call(lambda: [_wire(u) for u in self.arm.compute.usage.list(region)],
+            usages = self.arm.call(lambda: [wire(u) for u in self.arm.compute.usage.list(region)],
                                    f"read compute usages in {region}")
             return to_quotas(region, usages, skus)
 
@@ -211,7 +210,7 @@ class AzureProvider:
 
     # ---- internals -----------------------------------------------------------------------
     def _skus(self) -> list[dict[str, Any]]:
-        return self.arm.call(lambda: [_wire(s) for s in self.arm.compute.resource_skus.list()], "list resource SKUs")
+        return self.arm.call(lambda: [wire(s) for s in self.arm.compute.resource_skus.list()], "list resource SKUs")
 
     def _live_prices(self, skus: list[dict[str, Any]]) -> dict:
         """Retail prices for the sizes the SKUs offer; {} (snapshot prices) when they cannot be had."""
@@ -257,7 +256,7 @@ class AzureProvider:
         process has made or is making (their VM may be on its way)."""
         rg, arm = self.resource_group, self.arm
         try:
-            nics = arm.call(lambda: [_wire(n) for n in arm.network.network_interfaces.list(rg)], f"list NICs in {rg}")
+            nics = arm.call(lambda: [wire(n) for n in arm.network.network_interfaces.list(rg)], f"list NICs in {rg}")
         except InstanceNotFoundError:
             return
         with self._lock:
@@ -303,9 +302,9 @@ class AzureProvider:
         rg, arm, region = self.resource_group, self.arm, request.offer.pool.region
         identity = self._node_identity(request)
         try:
-            nic = _wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
+            nic = wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
                 rg, nic_name(name), nic_body(region, subnet, tags)).result(), f"create NIC for {name}"))
-            vm = _wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
+            vm = wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
                 rg, name, vm_body(request, name, nic["id"], tags, self.settings.eviction_policy, identity)).result(),
                 f"create VM {name}"))
         except ProviderError as err:
@@ -340,7 +339,7 @@ class AzureProvider:
         """Delete VM ``name`` and its tagged NICs; its fleet, or None when nothing was ours to delete."""
         rg, arm = self.resource_group, self.arm
         try:
-            vm = _wire(arm.call(lambda: arm.compute.virtual_machines.get(rg, name), f"find VM {name}"))
+            vm = wire(arm.call(lambda: arm.compute.virtual_machines.get(rg, name), f"find VM {name}"))
         except InstanceNotFoundError:
             return None
         fleet = self._tags(vm).get(TAG_FLEET)
@@ -354,7 +353,7 @@ class AzureProvider:
         for ref in ((vm.get("properties") or {}).get("networkProfile") or {}).get("networkInterfaces") or []:
             nic = ref["id"].rsplit("/", 1)[-1]
             try:
-                found = _wire(arm.call(lambda: arm.network.network_interfaces.get(rg, nic), f"find NIC {nic}"))
+                found = wire(arm.call(lambda: arm.network.network_interfaces.get(rg, nic), f"find NIC {nic}"))
                 if (found.get("tags") or {}).get(TAG_FLEET) == fleet:
                     arm.call(lambda: arm.network.network_interfaces.begin_delete(rg, nic).result(), f"delete NIC {nic}")
             except InstanceNotFoundError:
@@ -364,7 +363,7 @@ class AzureProvider:
     def _vms(self) -> list[dict[str, Any]]:
         rg, arm = self.resource_group, self.arm
         try:
-            return arm.call(lambda: [_wire(v) for v in arm.compute.virtual_machines.list(rg, expand="instanceView")],
+            return arm.call(lambda: [wire(v) for v in arm.compute.virtual_machines.list(rg, expand="instanceView")],
                             f"list VMs in {rg}")
         except InstanceNotFoundError:      # no resource group yet: no VMs
             return []

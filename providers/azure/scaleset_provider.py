@@ -33,7 +33,8 @@ from typing import Any, Mapping, Sequence
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import TAG_FLEET, TAG_ROLE, WORKER, Instance, InstanceState, LaunchRequest, LaunchResult, Market
 from fleet.provisioning.launching import error_kind
-from providers.azure.provider import AzureProvider, _wire
+from providers.azure.arm import wire
+from providers.azure.provider import AzureProvider
 from providers.azure.scaleset import (
     member_tags,
     pool_of,
@@ -139,7 +140,7 @@ class AzureScaleSetProvider(AzureProvider):
                                 max_price=max_price, marks=ledger(vmss) + [token_mark(req.token)],
                                 eviction_policy=self.settings.eviction_policy, identity=self._node_identity(req))
                 try:
-                    vmss = _wire(self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_create_or_update(
+                    vmss = wire(self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_create_or_update(
                         self.resource_group, name, body).result(), f"grow scale set {name}"))
                 except ProviderError as err:
                     if not isinstance(err, NoCapacityError) and not (spare or any(got.values())):
@@ -249,7 +250,7 @@ class AzureScaleSetProvider(AzureProvider):
     def _sets(self) -> list[dict[str, Any]]:
         rg, arm = self.resource_group, self.arm
         try:
-            return arm.call(lambda: [_wire(s) for s in arm.compute.virtual_machine_scale_sets.list(rg)],
+            return arm.call(lambda: [wire(s) for s in arm.compute.virtual_machine_scale_sets.list(rg)],
                             f"list scale sets in {rg}")
         except InstanceNotFoundError:
             return []
@@ -257,7 +258,7 @@ class AzureScaleSetProvider(AzureProvider):
     def _get_set(self, name: str) -> dict[str, Any] | None:
         rg, arm = self.resource_group, self.arm
         try:
-            return _wire(arm.call(lambda: arm.compute.virtual_machine_scale_sets.get(rg, name),
+            return wire(arm.call(lambda: arm.compute.virtual_machine_scale_sets.get(rg, name),
                                   f"find scale set {name}"))
         except InstanceNotFoundError:
             return None

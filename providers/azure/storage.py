@@ -27,7 +27,7 @@ from fleet.errors import AuthError, InstanceNotFoundError, ProviderError
 from fleet.model import TAG_FLEET
 from fleet.spec import ProviderSettings
 from providers.azure import blob_account as ba
-from providers.azure.arm import Arm
+from providers.azure.arm import Arm, wire
 from providers.base import BucketRef, StorageSpec
 
 log = logging.getLogger(__name__)
@@ -35,10 +35,6 @@ log = logging.getLogger(__name__)
 CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 #: Azure container names: 3-63 lowercase letters, digits and single dashes, starting alphanumeric.
 CONTAINER = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
-
-
-def _wire(model: Any) -> dict[str, Any]:
-    return model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
 
 
 def check_container_name(bucket: str) -> None:
@@ -104,7 +100,7 @@ class AccountStorage:
     def _get(self, fn: Any, what: str) -> dict[str, Any] | None:
         """The resource ``fn()`` reads, or None when ARM answers 404."""
         try:
-            return _wire(self.arm.call(fn, what))
+            return wire(self.arm.call(fn, what))
         except InstanceNotFoundError:
             return None
 
@@ -132,7 +128,7 @@ class AccountStorage:
             if weak:
                 log.warning("azure: storage account %s allows %s; checkpoints should not", name, ", ".join(weak))
             return
-        answer = _wire(arm.call(lambda: arm.storage.storage_accounts.check_name_availability(
+        answer = wire(arm.call(lambda: arm.storage.storage_accounts.check_name_availability(
             {"name": name, "type": "Microsoft.Storage/storageAccounts"}), f"check storage account name {name}"))
         if not answer.get("nameAvailable", answer.get("name_available")):
             raise ProviderError("azure", f"storage account name {name} is not available to resource group {rg} "
@@ -147,7 +143,7 @@ class AccountStorage:
         found = self._get(lambda: arm.storage.blob_containers.get(rg, account, container),
                           f"find container {container}")
         if found is None:
-            found = _wire(arm.call(lambda: arm.storage.blob_containers.create(
+            found = wire(arm.call(lambda: arm.storage.blob_containers.create(
                 rg, account, container, {"properties": {"publicAccess": "None"}}), f"create container {container}"))
         return str(found["id"])
 
@@ -176,7 +172,7 @@ class AccountStorage:
         arm, rid = self.arm, ba.identity_id(self.arm.subscription, self.rg, name)
         found = self._by_id(rid, ba.IDENTITY_API, f"find identity {name}")
         if found is None:
-            found = _wire(arm.call(lambda: arm.resources.resources.begin_create_or_update_by_id(
+            found = wire(arm.call(lambda: arm.resources.resources.begin_create_or_update_by_id(
                 rid, {"location": location, "tags": tags}, api_version=ba.IDENTITY_API).result(),
                 f"create identity {name}"))
         return dict(found.get("properties") or {})
