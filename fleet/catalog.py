@@ -156,7 +156,7 @@ class Catalog:
         wanted = set(only) if only is not None else None
         if not self.providers:
             offers = [o for o in (*snapshot_offers(), *cpu_offers()) if wanted is None or o.pool.provider in wanted]
-            return _match(offers, query), CatalogInfo("snapshot", f"{SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}")
+            return matching(offers, query), CatalogInfo("snapshot", f"{SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}")
         out: list[Offer] = []
         fallbacks: list[str] = []
         now = time.time()
@@ -176,7 +176,7 @@ class Catalog:
             out.extend(got)
         sources = {o.source for o in out} or {"live"}
         source = "local" if sources == {"local"} else ("live" if "snapshot" not in sources else "snapshot")
-        matched = _match(out, query)
+        matched = matching(out, query)
         detail = _describe(source, sorted(self.providers), len(matched))
         mixed = sorted(x for x in sources if x not in ("live", "local", "snapshot"))
         if mixed:          # an adapter that fell back for part of its answer names the part
@@ -194,7 +194,8 @@ def _describe(source: str, providers: list[str], count: int) -> str:
     return f"{count} offers, live where available ({', '.join(providers)}), else {SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}"
 
 
-def _match(offers: Iterable[Offer], query: "OfferQuery") -> list[Offer]:
+def matching(offers: Iterable[Offer], query: "OfferQuery") -> list[Offer]:
+    """The ``offers`` that ``query`` admits (accelerators, markets, regions)."""
     accs = {a.upper() for a in query.accelerators}
     regions = set(query.regions)
     return [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fleet.catalog import Catalog, CatalogInfo
+from fleet.catalog import Catalog, CatalogInfo, matching
 from fleet.cli.app import App, json_option, pass_app
 from fleet.errors import FleetError
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
@@ -37,17 +37,15 @@ def command(app: App, accelerator: tuple[str, ...], provider: tuple[str, ...], r
             wide: bool, as_json: bool) -> None:
     """List offers, cheapest per GPU-hour first: the shipped snapshot, or with --spec what
     `fleet plan` would weigh for that spec."""
-    accs = tuple(_accelerator(a) for a in accelerator)
+    query = OfferQuery(accelerators=tuple(_accelerator(a) for a in accelerator), regions=region,
+                       spot=market != "on-demand", on_demand=market != "spot")
     if spec_path:
-        offers, info = _spec_offers(app, spec_path)
+        found, info = _spec_offers(app, spec_path)
+        offers = [o for o in matching(found, query) if not provider or o.pool.provider in provider]
     else:
-        query = OfferQuery(accelerators=accs, regions=region, spot=market != "on-demand", on_demand=market != "spot")
         offers, info = Catalog().offers(query, only=provider or None)
     offers = [o for o in offers
-              if (gpus is None or o.gpus == gpus) and (max_price is None or o.price_per_gpu_hour <= max_price)
-              and (not accs or o.accelerator in accs) and (not provider or o.pool.provider in provider)
-              and (not region or o.pool.region in region)
-              and (market is None or (o.market is Market.ON_DEMAND) == (market == "on-demand"))]
+              if (gpus is None or o.gpus == gpus) and (max_price is None or o.price_per_gpu_hour <= max_price)]
     offers.sort(key=lambda o: (o.price_per_gpu_hour, o.pool.id))
     shown = offers if limit <= 0 else offers[:limit]
     if as_json:
