@@ -141,4 +141,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # skip interpreter teardown: torch's gloo threads can abort it after a clean run ("terminate
+    # called without an active exception", exit -6) once the report above is written
+    os._exit(code)
