@@ -89,7 +89,8 @@ def fleet_node(spec: FleetSpec, providers: Mapping[str, Provider], environ: Mapp
     from fleet.provisioning.storage import checkpoint_uri
     from fleet.secrets import resolve_env
 
-    return NodeConfig(**{**spec.node.model_dump(), "env": resolve_env(spec.node.env, environ)},
+    node = spec.node.model_dump(exclude={"forward_credentials"})
+    return NodeConfig(**{**node, "env": resolve_env(spec.node.env, environ)},
                       checkpoint_uri=checkpoint_uri(spec, providers))
 
 
