@@ -18,7 +18,8 @@ store; logs) shows provider text only through :func:`safe`.
 
 The registry (:func:`register_secret`, :func:`register_environ`) is thread-safe; adapters register
 the credentials they hold, ``fleet.secrets.resolve_env`` the values it resolves, and the CLI the
-credential variables of its own environment. Values shorter than :data:`MIN_SECRET_LENGTH` are not
+secret-named variables of its own environment. A password in a URL (``postgresql://u:pw@host``)
+is masked by shape. Values shorter than :data:`MIN_SECRET_LENGTH` are not
 registered (they would scrub ordinary words).
 """
 
@@ -66,6 +67,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)(\bauthorization\"?\s*[:=]\s*\"?)(?!\*\*\*)([A-Za-z]+\s+)?[^\s\"',;]+"), rf"\1\2{MASK}"),
     (re.compile(r"\b([Bb]earer\s+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{MASK}"),
     (re.compile(r"\b(Basic\s+)(?=[A-Za-z+/]*[0-9=])[A-Za-z0-9+/]{8,}={0,2}"), rf"\1{MASK}"),
+    (re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@"), rf"\1{MASK}@"),        # URL password
     (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),               # JWT
     (re.compile(r"\bya29\.[A-Za-z0-9._-]{10,}"), MASK),                                           # Google OAuth
     (re.compile(r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}"), MASK),                          # GitHub
@@ -95,12 +97,12 @@ def register_secret(value: str | None) -> None:
 
 
 def register_environ(environ: Mapping[str, str]) -> None:
-    """Register the values of every variable in ``environ`` whose name says it holds a secret,
-    and of the known credential variables (``fleet.secrets.CREDENTIAL_VARIABLES``)."""
-    from fleet.secrets import is_credential_variable
-
+    """Register the values of every variable in ``environ`` whose name says it holds a secret
+    (:data:`SECRET_NAME_RE`: ``AWS_SECRET_ACCESS_KEY``, ``VAST_API_KEY``, ``ARM_CLIENT_SECRET``,
+    ``AZURE_STORAGE_CONNECTION_STRING``...). Settings such as ``AWS_DEFAULT_REGION`` are not
+    secrets and are left readable."""
     for name, value in environ.items():
-        if SECRET_NAME_RE.search(name) or is_credential_variable(name):
+        if SECRET_NAME_RE.search(name):
             register_secret(value)
 
 

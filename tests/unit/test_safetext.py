@@ -29,6 +29,7 @@ def test_control_characters_are_written_out_on_one_line():
     ('{"password": "hunter2hunter2", "client_secret": "s3cr3t-value"}', "hunter2hunter2"),
     ('{"password": "hunter2hunter2", "client_secret": "s3cr3t-value"}', "s3cr3t-value"),
     ("session=0123456789abcdef0123456789abcdef0123 expired", "0123456789abcdef0123456789abcdef0123"),
+    ("could not connect to postgresql://fleet:pg-pass-word@db:5432/fleet", "pg-pass-word"),
 ])
 def test_credential_shaped_strings_are_masked(text, secret):
     out = scrub(text)
@@ -41,8 +42,9 @@ def test_registered_and_known_values_are_masked_wherever_they_appear():
     register_secret("abc")                                   # too short to mask safely: ignored
     assert scrub("echo operator-vast-key-123 abc", known=["resolved-from-env"]) == "echo *** abc"
     assert scrub("got resolved-from-env", known=["resolved-from-env"]) == "got ***"
-    register_environ({"MY_API_KEY": "value-of-my-api-key", "ARM_CLIENT_ID": "4f1c-client-id", "HOME": "/root/x"})
-    assert scrub("value-of-my-api-key 4f1c-client-id /root/x") == "*** *** /root/x"
+    register_environ({"MY_API_KEY": "value-of-my-api-key", "ARM_CLIENT_SECRET": "4f1c-client-secret",
+                      "AWS_DEFAULT_REGION": "eu-north-1", "HOME": "/root/x"})
+    assert scrub("value-of-my-api-key 4f1c-client-secret /root/x eu-north-1") == "*** *** /root/x eu-north-1"
 
 
 def test_ordinary_provider_text_is_kept():
