@@ -1,5 +1,5 @@
 """Vast nodes checkpointing to S3 get a per-fleet IAM user's key for the fleet's prefix, never the
-operator's own keys; `fleet down` deletes that user (issue 28, part 3). The real CLI as a
+operator's own keys (the rebalancer's replacements the same key); `fleet down` deletes that user (issue 28, part 3). The real CLI as a
 subprocess against the fake Vast server and moto (behind the EC2 proxy) together."""
 
 from __future__ import annotations
@@ -73,6 +73,14 @@ def test_vast_nodes_get_the_fleets_scoped_key_and_down_revokes_it(tmp_path: Path
     secret = bodies[0]["env"]["AWS_SECRET_ACCESS_KEY"]
     assert secret not in up.stdout + up.stderr
     assert all(secret.encode() not in p.read_bytes() for p in (tmp_path / "home").rglob("*") if p.is_file())
+
+    lost = httpx.get(f"{vast.url}/_control/instances").json()["instances"][0]["id"]     # the host goes away
+    httpx.delete(f"{vast.url}/api/v0/instances/{lost}/", headers={"Authorization": f"Bearer {API_KEY}"})
+    rebalance = _fleet(tmp_path, world, vast, "rebalance", "vs3")
+    assert rebalance.returncode == 0, rebalance.stdout + rebalance.stderr
+    replacements = [i for i in httpx.get(f"{vast.url}/_control/instances").json()["instances"] if not i["destroyed"]]
+    assert len(replacements) == 2 and lost not in [i["id"] for i in replacements]
+    assert all(i["create_body"]["env"]["AWS_ACCESS_KEY_ID"] == key["AccessKeyId"] for i in replacements)
 
     down = _fleet(tmp_path, world, vast, "down", "vs3", "--yes")
     assert down.returncode == 0, down.stdout + down.stderr
