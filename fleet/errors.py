@@ -6,6 +6,8 @@ subclasses; the CLI prints ``str(err)`` and exits non-zero without a traceback.
 
 from __future__ import annotations
 
+from fleet.safetext import safe
+
 
 class FleetError(Exception):
     """Base of every expected failure; ``str()`` is a complete, user-facing sentence."""
@@ -47,15 +49,21 @@ class ProviderError(FleetError):
 
     ``code`` is the vendor's own error code (``InsufficientInstanceCapacity``,
     ``ZONE_RESOURCE_POOL_EXHAUSTED``...), kept for logs and for the state store.
+
+    ``message``, ``region`` and ``code`` are provider text: they are made safe here, when the
+    error is made (``fleet.safetext.safe``: one line, control characters escaped, known secrets
+    and credential-shaped strings masked), so every face that shows or stores the error (``up``
+    progress, ``status``, the state store, ``history --json``, logs) gets the safe text.
     """
 
     retryable = False
 
     def __init__(self, provider: str, message: str, *, region: str = "", code: str = ""):
         self.provider = provider
-        self.region = region
-        self.code = code
-        self.message = message
+        self.region = safe(region)
+        self.code = safe(code)
+        self.message = message = safe(message)
+        region, code = self.region, self.code
         where = f"{provider}/{region}" if region else provider
         tag = f" [{code}]" if code else ""
         super().__init__(f"{where}: {message}{tag}")

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fleet.accelerators import KNOWN, REFERENCE_WEIGHTS, canonical, unknown_message
 from fleet.errors import SpecError
-from fleet.secrets import check_env
+from fleet.secrets import REF_NAME_RE, check_env, check_forwarding, references
 from fleet.spec_input import load_yaml, read_spec_text, short
 
 #: Accelerator names and reference throughput weights live in ``fleet.accelerators``.
@@ -216,7 +216,23 @@ class Node(Section):
     env: dict[str, str] = Field(default_factory=dict, description=(
         "Environment of every node. Secrets are references resolved at launch: ${env:NAME} "
         "(see fleet.secrets); a secret-looking name with a literal value is refused."))
+    forward_credentials: list[str] = Field(default_factory=list, description=(
+        "Credential variables (AWS_*, GOOGLE_*, AZURE_*, VAST_API_KEY, SPOTFLEET_*... see fleet.secrets) that "
+        "node.env and head.env may refer to; any other reference to one is refused."))
     ssh_key: str = ""
+
+    @field_validator("forward_credentials")
+    @classmethod
+    def _credential_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not REF_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a variable name; list names such as AWS_SECRET_ACCESS_KEY")
+        return value
+
+    @model_validator(mode="after")
+    def _credentials_forwarded_on_purpose(self) -> "Node":
+        check_forwarding(self.env, self.forward_credentials, "env")
+        return self
 
     @field_validator("env")
     @classmethod
@@ -349,6 +365,19 @@ class FleetSpec(Section):
         return self
 
     @model_validator(mode="after")
+    def _credentials_forwarded_on_purpose(self) -> "FleetSpec":
+        allowed = self.node.forward_credentials      # node.env is checked by Node (its error names the line)
+        if self.head is not None:
+            check_forwarding(self.head.env, allowed, "head.env")
+        used = {ref for env in (self.node.env, self.head.env if self.head else {})
+                for refs in references(env).values() for ref in refs}
+        for name in allowed:
+            if name not in used:
+                raise ValueError(f"node.forward_credentials names {name}, which neither node.env nor head.env "
+                                 f"refers to; remove it or refer to it as ${{env:{name}}}")
+        return self
+
+    @model_validator(mode="after")
     def _head_pin_allowed(self) -> "FleetSpec":
         pin = self.head.provider if self.head else ""
         if pin and self.providers and self.provider_settings(pin) is None:
@@ -381,6 +410,8 @@ class FleetSpec(Section):
         data = self.model_dump(mode="json")
         if data.get("head") is None:      # a spec without roles hashes as it always did
             data.pop("head", None)
+        if not data["node"].get("forward_credentials"):   # so does one that forwards no credential
+            data["node"].pop("forward_credentials", None)
         body = json.dumps(data, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 

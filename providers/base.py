@@ -155,6 +155,29 @@ class Provider(Protocol):
 OPTIONAL_METHODS = ("ended_at", "quotas", "launch_group", "teardown")
 
 
+@runtime_checkable
+class GrantsNodeCredentials(Protocol):
+    """A checkpoint store's owner that can give nodes without a cloud identity credentials for
+    the fleet's prefix only (``providers/<name>/node_credentials.py``), and take them back."""
+
+    def grant_node_credentials(self, spec: StorageSpec) -> dict[str, str]:
+        """The node environment that reaches ``spec``'s bucket under ``spec.prefix`` and nothing
+        else; idempotent (a rerun finds what it made). Raises ProviderError."""
+
+    def revoke_node_credentials(self, spec: StorageSpec) -> list[str]:
+        """Delete what :meth:`grant_node_credentials` made for ``spec.fleet``; the names deleted;
+        idempotent (nothing made: ``[]``)."""
+
+
+@runtime_checkable
+class NodesWithoutIdentity(Protocol):
+    """A provider whose nodes have no cloud identity (Vast: a third party's host), so they reach the
+    checkpoint store only with the scoped credentials handed over here before launching."""
+
+    def use_node_credentials(self, env: Mapping[str, str]) -> None:
+        """Give every node launched from now on ``env`` (scoped store credentials)."""
+
+
 def account_quotas(providers: Mapping[str, Provider]) -> list[Quota]:
     """Every provider's ``quotas()``; an adapter without the method, or whose quota API
     fails, contributes none (logged), so quotas never stop a plan."""

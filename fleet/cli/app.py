@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from fleet.errors import FleetError
+from fleet.safetext import safe, scrub_known
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -76,13 +77,23 @@ class App:
         return self.state or os.environ.get("SPOTFLEET_STATE") or str(self.home / "state.db")
 
     def emit_json(self, data: Any) -> None:
-        click.echo(json.dumps(data, indent=2, default=str))
+        """Print ``data`` as JSON (control characters come out escaped, as JSON writes them); every
+        registered secret value is masked (``fleet.safetext``)."""
+        click.echo(scrub_known(json.dumps(data, indent=2, default=str)))
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/] {message}")
 
 
 pass_app = click.make_pass_decorator(App, ensure=True)
+
+
+def shown(text: Any) -> str:
+    """Provider text ready for a rich console: one line, escaped, secrets masked
+    (``fleet.safetext.safe``), and its ``[`` escaped so it cannot pass for rich markup."""
+    from rich.markup import escape as markup_escape
+
+    return markup_escape(safe(text))
 
 
 def json_option(f: Any) -> Any:

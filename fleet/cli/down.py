@@ -1,7 +1,8 @@
 """``fleet down NAME``: terminate everything the fleet created (found by tag); idempotent.
 
 Once a provider lists none of the fleet's instances, its optional ``teardown`` removes what else
-the fleet made there (Azure: the VNet and NSG per region).
+the fleet made there (Azure: the VNet and NSG per region); once none is left anywhere, the
+scoped checkpoint credentials of identity-less nodes (Vast) are revoked.
 
 A damaged record (an unreadable row, or an unreadable store file) never keeps a fleet up:
 `down` then finds the instances by tag, terminates them, says the record was not updated
@@ -16,12 +17,13 @@ import click
 
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, store_of
+from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, spec_of, store_of
 from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError, ProviderError
+from fleet.provisioning import node_credentials
 from fleet.provisioning.executor import terminate
 from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
-from fleet.state import CorruptStoreError, FleetStatus, LaunchStatus, StateStore
+from fleet.state import CorruptStoreError, FleetRecord, FleetStatus, LaunchStatus, StateStore
 from providers.base import Provider
 
 T = TypeVar("T")
@@ -61,6 +63,8 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
             _quiet(damaged, lambda: _close_launches(store, name))
             _quiet(damaged, lambda: sync(store, left))
         left.errors.update(refused)
+        if record is not None and not left.instances and not left.stopped and not left.errors:
+            _revoke_node_credentials(record, providers, left)
         if store is not None and not left.instances and not left.stopped and not left.errors:
             _quiet(damaged, lambda: store.set_status(name, FleetStatus.DOWN))
     cost = None
@@ -118,6 +122,18 @@ def _teardown(providers: Mapping[str, Provider], fleet: str, left: Observation) 
             method(fleet)
         except ProviderError as err:
             left.errors[name] = f"removing what fleet {fleet} left besides instances: {err}"
+
+
+def _revoke_node_credentials(record: FleetRecord, providers: Mapping[str, Provider], left: Observation) -> None:
+    """Once nothing of the fleet is left, delete the scoped store credentials its identity-less
+    nodes had (``fleet.provisioning.node_credentials``); a refusal is recorded in ``left.errors``."""
+    spec = spec_of(record)
+    if spec is None:
+        return
+    try:
+        node_credentials.revoke(spec, providers)
+    except ProviderError as err:
+        left.errors[err.provider] = f"revoking the nodes' scoped checkpoint credentials: {err}"
 
 
 def _close_launches(store: StateStore, name: str) -> None:

@@ -9,10 +9,11 @@ from typing import Any
 import click
 
 from fleet.provisioning.accounting import summarize
-from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import look, money, store_of
 from fleet.cli.runs import Run, current_run, events_of, instances_of
 from fleet.cli.status import condition, headline
+from fleet.safetext import safe_data
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.state import EventRecord
 
@@ -40,7 +41,8 @@ def command(app: App, name: str, limit: int, every_run: bool, wide: bool, as_jso
         app.emit_json({"fleet": name, "status": view.record.status, "run": run.number, "all_runs": every_run,
                        "cost": cost.to_dict(),
                        "counts": dict(Counter(e.kind for e in events)),
-                       "events": [e.to_dict() for e in events], "launches": [l.to_dict() for l in launches]})
+                       "events": safe_data([e.to_dict() for e in events]),
+                       "launches": safe_data([l.to_dict() for l in launches])})
         return
     running = view.obs.counts()
     planned = view.plan.counts() if view.plan else {}
@@ -52,13 +54,14 @@ def command(app: App, name: str, limit: int, every_run: bool, wide: bool, as_jso
                                                                      if every_run else "; --all shows every run"))
     counts = Counter(e.kind for e in events)
     app.console.print(", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no events yet")
-    shown = events if limit == 0 else events[-limit:]
+    listed = events if limit == 0 else events[-limit:]
     columns = [Column("time (UTC)"), Column("event"), Column("instance"), Column("pool", drop=1),
                Column("detail", flex=True)]
-    rows = [[_when(e.ts), e.kind, e.instance_id or "-", pool_label(e.pool, wide) if e.pool else "-", _detail(e)]
-            for e in shown]
+    rows = [[_when(e.ts), e.kind, shown(e.instance_id or "-"), pool_label(e.pool, wide) if e.pool else "-",
+             shown(_detail(e))]
+            for e in listed]
     app.console.print()
-    print_table(app.console, f"events ({len(shown)} of {len(events)}, on the provider clock)", columns, rows,
+    print_table(app.console, f"events ({len(listed)} of {len(events)}, on the provider clock)", columns, rows,
                 wide=wide)
     spent = sum(l.count for l in launches)
     app.console.print(f"{len(launches)} launch call(s) asked for {spent} instance(s); "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -13,6 +14,7 @@ import click
 from fleet import __version__
 from fleet.cli.app import App
 from fleet.errors import FleetError
+from fleet.safetext import register_environ, scrub_known
 
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).
 COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
@@ -66,7 +68,7 @@ class FleetGroup(click.Group):
             app = ctx.find_object(App)
             if app is not None and app.debug:
                 traceback.print_exc()
-            click.echo(f"error: {err}", err=True)
+            click.echo(f"error: {scrub_known(str(err))}", err=True)
             ctx.exit(_exit_code(err))
 
 
@@ -91,6 +93,7 @@ def _exit_code(err: FleetError) -> int:
 @click.pass_context
 def cli(ctx: click.Context, home: Path | None, debug: bool, state: str | None) -> None:
     """Plan, provision and keep alive diversified spot GPU fleets."""
+    register_environ(os.environ)      # credentials this process holds are masked in everything it prints
     app = App(debug=debug, state=state)
     if home is not None:
         app.home = home

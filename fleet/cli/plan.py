@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 import click
 
 from fleet.catalog import CPU, Catalog, CatalogInfo, cpu_offers, filter_for_spec
-from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
 from fleet.model import HEAD, Market, Offer, Plan
@@ -237,7 +237,7 @@ def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | N
         for e in p.exclusions:
             app.console.print(f"  {e.pools:>5} {e.reason} [dim](e.g. {pool_label(e.example, wide)})[/]")
     for note in p.notes:
-        app.console.print(f"[dim]note: {note}[/]")
+        app.console.print(f"[dim]note: {shown(note)}[/]")
     fallback = f"; live prices failed for {', '.join(info.fallbacks)}" if info.fallbacks else ""
     app.console.print(f"[dim]offers: {info.source}: {info.detail}{fallback}[/]")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import EXIT_SHORT, providers_of, short_pool, spec_of, store_of
 from fleet.cli.local_cmd import parse_duration
 from fleet.errors import FleetError, FleetLockedError
@@ -111,7 +111,7 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
             if metrics is not None:
                 metrics.failed("busy", started)
         except FleetError as err:
-            app.err.print(f"error: {err}")
+            app.err.print(f"error: {shown(err)}")
             if metrics is not None:
                 metrics.failed("error", started)
         done += 1
@@ -139,12 +139,12 @@ def _show(app: App, report: PassReport, as_json: bool) -> None:
             app.console.print(f"would {_line(action.to_dict())}")
     for r in report.results:
         data = r.to_dict()
-        status = "done" if r.done else f"not done: {r.message}"
+        status = "done" if r.done else f"not done: {shown(r.message)}"
         app.console.print(f"{_line(data)}: {status}")
     for incident in d.incidents:
         app.err.print(f"[bold red]{incident}[/]")
     for note in [*d.notes, *report.notes]:
-        app.console.print(f"[dim]note:[/] {note}")
+        app.console.print(f"[dim]note:[/] {shown(note)}")
     if report.nothing_to_do:
         app.console.print(f"fleet {report.fleet}: nothing to do ({d.healthy_weighted_gpus:g} of "
                           f"{d.target_weighted_gpus:g} weighted GPUs healthy)")

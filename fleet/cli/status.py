@@ -11,11 +11,12 @@ from typing import Any
 import click
 
 from fleet.provisioning.accounting import CostSummary, summarize
-from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, look, money, store_of
 from fleet.cli.runs import current_run, instances_of
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.model import Instance
+from fleet.safetext import safe_data
 from fleet.state import EventKind, FleetStatus, StateStore
 
 
@@ -46,22 +47,22 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
         if data["status"] == FleetStatus.SHORT:
             raise SystemExit(EXIT_SHORT)
         return
-    shown = 0
+    refreshes = 0
     try:
         if as_json:
-            while times == 0 or shown < times:
+            while times == 0 or refreshes < times:
                 click.echo(json.dumps(snapshot(app, store, name)[0], default=str))
-                shown += 1
-                if times == 0 or shown < times:
+                refreshes += 1
+                if times == 0 or refreshes < times:
                     time.sleep(interval)
             return
-        while times == 0 or shown < times:
+        while times == 0 or refreshes < times:
             data, view = snapshot(app, store, name)
-            if shown:
+            if refreshes:
                 app.console.clear()
             render(app, data, view, limit, wide)
-            shown += 1
-            if times == 0 or shown < times:
+            refreshes += 1
+            if times == 0 or refreshes < times:
                 time.sleep(interval)
     except KeyboardInterrupt:
         pass
@@ -102,7 +103,7 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
         "ended": [{"id": r.id, "reason": why} for r, why in view.result.ended] if view.result else [],
         "provider_errors": view.obs.errors,
     }
-    return data, view
+    return safe_data(data), view      # ids, reasons and errors are provider text
 
 
 def _holder(store: StateStore, name: str) -> str:
@@ -171,13 +172,13 @@ def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bo
         out.print(f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
                   "the record was not updated[/]")
     for provider, error in data["provider_errors"].items():
-        out.print(f"[yellow]{provider}: could not list instances: {error}[/]")
+        out.print(f"[yellow]{provider}: could not list instances: {shown(error)}[/]")
     for held in data["stopped"]:
-        out.print(f"[yellow]{held['id']} {held['reason']} {duration(held['stopped_seconds'])} ago "
+        out.print(f"[yellow]{shown(held['id'])} {shown(held['reason'])} {duration(held['stopped_seconds'])} ago "
                   f"({pool_label(held['pool'], wide)}): stopped, still billing storage "
                   f"{money(held['storage_per_hour'], True)}; re-bid it or `fleet down` ends it[/]")
     for ended in data["ended"]:
-        out.print(f"[yellow]{ended['id']} {ended['reason']}[/] since the last look")
+        out.print(f"[yellow]{shown(ended['id'])} {shown(ended['reason'])}[/] since the last look")
     columns = [Column("pool"), Column("market"), Column("run", right=True), Column("plan", right=True),
                Column("$/h", right=True), Column("preempted", right=True)]
     rows = [[pool_label(p["pool"], wide), p["market"], str(p["running"]), "-" if p["planned"] is None else str(p["planned"]),
@@ -186,14 +187,14 @@ def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bo
               for p in data["pools"]]
     out.print()
     print_table(out, "pools", columns, rows, wide=wide, styles=styles)
-    shown = data["instances"] if limit == 0 else data["instances"][:limit]
-    if shown:
+    listed = data["instances"] if limit == 0 else data["instances"][:limit]
+    if listed:
         columns = [Column("id"), Column("pool"), Column("market", drop=1), Column("state"),
                    Column("$/h", right=True), Column("age", right=True)]
-        rows = [[i["id"], pool_label(i["pool"], wide), i["market"],
+        rows = [[shown(i["id"]), pool_label(i["pool"], wide), i["market"],
                  i["state"] + (" [yellow](notice)[/]" if i["notice"] else ""), money(i["price_per_hour"]),
-                 duration(i["age_seconds"])] for i in shown]
+                 duration(i["age_seconds"])] for i in listed]
         out.print()
         print_table(out, "instances", columns, rows, wide=wide)
-        if len(shown) < len(data["instances"]):
-            out.print(f"[dim]{len(data['instances']) - len(shown)} more instances; --limit 0 shows all[/]")
+        if len(listed) < len(data["instances"]):
+            out.print(f"[dim]{len(data['instances']) - len(listed)} more instances; --limit 0 shows all[/]")

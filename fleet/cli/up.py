@@ -14,7 +14,7 @@ from typing import Any, Collection, Mapping
 import click
 
 from fleet import crashpoints
-from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import EXIT_SHORT, confirm, store_of
 from fleet.cli.runs import start_run
 from fleet.cli.plan import (blocked_pools, changes, learned_rates, offers_for_spec, plan_table, totals_lines,
@@ -25,8 +25,9 @@ from fleet.provisioning.launching import Progress as Step
 from fleet.model import Plan
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
 from fleet.provisioning.roles import fleet_node, start_head
-from fleet.secrets import resolve_env
-from fleet.spec import load_spec
+from fleet.safetext import safe_data
+from fleet.secrets import is_credential_variable, references, resolve_env
+from fleet.spec import FleetSpec, load_spec
 from fleet.state import FleetStatus
 from providers.base import account_quotas
 
@@ -80,6 +81,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
         plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers), quotas=quotas)
         if not as_json:
             _show_plan(app, plan, current, wide)
+            _show_forwarded(app, spec)
         if not plan.feasible:
             app.warn(f"the plan is short of the spec: {plan.shortfall}")
         prompted = bool(changes(plan, current)) and not yes
@@ -114,7 +116,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
         store.set_status(spec.name, FleetStatus.UP if report.ok else FleetStatus.SHORT)
     app.stage = f"after applying the plan; `fleet status {spec.name}` shows the fleet"
     if as_json:
-        app.emit_json(report.to_dict())
+        app.emit_json(safe_data(report.to_dict()))
     else:
         _summary(app, report)
     if not report.ok:
@@ -140,6 +142,17 @@ def _show_plan(app: App, plan: Plan, current: Mapping[str, int], wide: bool) -> 
         app.console.print(line)
     if not plan.feasible:
         app.console.print(f"[yellow]short of the spec:[/] {plan.shortfall}")
+
+
+def _show_forwarded(app: App, spec: FleetSpec) -> None:
+    """Every variable of this machine the nodes will receive (``${env:NAME}`` in node.env/head.env),
+    the credentials that ``node.forward_credentials`` lets through marked as such."""
+    envs = [("node.env", spec.node.env)] + ([("head.env", spec.head.env)] if spec.head is not None else [])
+    for field, env in envs:
+        for name, refs in references(env).items():
+            for ref in refs:
+                credential = " [yellow](a credential: node.forward_credentials)[/]" if is_credential_variable(ref) else ""
+                app.console.print(f"forwarded to the nodes: {field}.{name} <- ${{env:{ref}}}{credential}")
 
 
 class _ProgressView:
@@ -170,10 +183,10 @@ class _ProgressView:
         if step.kind == "launch":
             self.tasks[step.pool] = self.bars.add_task(compact_pool(step.pool), total=step.count, note="")
         elif step.kind == "launched" and step.pool in self.tasks:
-            note = "" if step.count == step.total else f"[yellow]{step.message[:60]}[/]"
+            note = "" if step.count == step.total else f"[yellow]{shown(step.message)[:60]}[/]"
             self.bars.update(self.tasks.pop(step.pool), completed=step.count, note=note)
         elif step.kind in ("block", "replan", "note", "terminate"):
-            self.bars.console.print(f"[dim]{step.kind}:[/] {step.pool + ': ' if step.pool else ''}{step.message}")
+            self.bars.console.print(f"[dim]{step.kind}:[/] {step.pool + ': ' if step.pool else ''}{shown(step.message)}")
 
 
 def _summary(app: App, report: ApplyReport) -> None:
@@ -183,9 +196,9 @@ def _summary(app: App, report: ApplyReport) -> None:
                       f"fleet {report.fleet} runs {running} of {wanted} planned instances")
     for failure in report.failures:
         app.console.print(f"  [yellow]{failure.error_kind}[/] {compact_pool(failure.pool)}: "
-                          f"{len(failure.instances)} of {failure.requested}: {failure.error_message}")
+                          f"{len(failure.instances)} of {failure.requested}: {shown(failure.error_message)}")
     for prefix, reason in report.blocked:
-        app.console.print(f"  blocked {prefix} for a while ({reason})")
+        app.console.print(f"  blocked {prefix} for a while ({shown(reason)})")
     if report.ok:
         app.console.print(f"[green]fleet {report.fleet} is up[/]; `fleet status {report.fleet}` shows it")
     else:

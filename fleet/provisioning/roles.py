@@ -83,14 +83,19 @@ def wait_for_head(spec: FleetSpec, plan: Plan, providers: Mapping[str, Provider]
 
 def fleet_node(spec: FleetSpec, providers: Mapping[str, Provider], environ: Mapping[str, str]) -> NodeConfig:
     """What the fleet's worker nodes run: ``spec.node`` with its ``${env:NAME}`` references
-    resolved from ``environ`` and the checkpoint URI (the store is ensured: ``checkpoint_uri``).
+    resolved from ``environ`` and the checkpoint URI (the store is ensured: ``checkpoint_uri``);
+    providers whose nodes have no cloud identity get scoped store credentials (``node_credentials``).
     ``fleet up`` and the rebalancer's replacements use the same, so a replacement resumes as
     the node it replaces would."""
+    from fleet.provisioning import node_credentials
     from fleet.provisioning.storage import checkpoint_uri
     from fleet.secrets import resolve_env
 
-    return NodeConfig(**{**spec.node.model_dump(), "env": resolve_env(spec.node.env, environ)},
-                      checkpoint_uri=checkpoint_uri(spec, providers))
+    node = spec.node.model_dump(exclude={"forward_credentials"})
+    config = NodeConfig(**{**node, "env": resolve_env(spec.node.env, environ)},
+                        checkpoint_uri=checkpoint_uri(spec, providers))
+    node_credentials.grant(spec, providers)      # nodes without a cloud identity: scoped store credentials
+    return config
 
 
 def head_node(spec: FleetSpec, env: Mapping[str, str], checkpoint_uri: str) -> NodeConfig:

@@ -33,8 +33,14 @@ def checkpoint_uri(spec: FleetSpec, providers: Mapping[str, Provider]) -> str:
     if provider is None:
         raise FleetError(f"checkpoint.provider is {store!r}, which needs the {owner} provider: enable "
                          f"{owner} under `providers:` or choose another checkpoint.provider")
-    prefix = (spec.checkpoint.prefix or spec.name).strip("/")
-    ref = provider.ensure_bucket(StorageSpec(provider=owner, bucket=spec.checkpoint.bucket or f"{spec.name}-checkpoints",
-                                             region=spec.checkpoint.region, keep_last=spec.checkpoint.keep_last,
-                                             expire_days=spec.checkpoint.expire_days, prefix=prefix, fleet=spec.name))
-    return f"{ref.uri.rstrip('/')}/{prefix}"
+    wanted = storage_spec(spec)
+    ref = provider.ensure_bucket(wanted)
+    return f"{ref.uri.rstrip('/')}/{wanted.prefix}"
+
+
+def storage_spec(spec: FleetSpec) -> StorageSpec:
+    """The checkpoint storage ``spec`` asks its store's owner (``STORE_PROVIDER``) for."""
+    return StorageSpec(provider=STORE_PROVIDER.get(spec.checkpoint.provider, spec.checkpoint.provider),
+                       bucket=spec.checkpoint.bucket or f"{spec.name}-checkpoints", region=spec.checkpoint.region,
+                       keep_last=spec.checkpoint.keep_last, expire_days=spec.checkpoint.expire_days,
+                       prefix=(spec.checkpoint.prefix or spec.name).strip("/"), fleet=spec.name)

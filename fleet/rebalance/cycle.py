@@ -166,7 +166,8 @@ def nodes_for(spec: FleetSpec, obs: Observation, providers: Mapping[str, Provide
     """What replacement workers (and a relaunched head) run (see :func:`run_pass` for
     ``environ``): with a head, workers get the address of the oldest running head node, as
     ``fleet up`` gives it."""
-    node = fleet_node(spec, providers, environ) if environ is not None else NodeConfig(**spec.node.model_dump())
+    node = (fleet_node(spec, providers, environ) if environ is not None
+            else NodeConfig(**spec.node.model_dump(exclude={"forward_credentials"})))
     if spec.head is None:
         return node, None
     head_env = resolve_env(spec.head.env, environ) if environ is not None else spec.head.env

@@ -20,7 +20,10 @@
   maximum) and ``_PLAN_ORDER`` (the column that orders plans saved in the same instant).
 
 Every row read passes through ``fleet.state.rows``, so a row holding garbage raises
-``DamagedRowError`` naming its table, row and ``fleet repair``.
+``DamagedRowError`` naming its table, row and ``fleet repair``. Every column that may hold
+provider text (a launch's error, an instance's end reason, a block's reason, the strings of an
+event's detail) is written through ``fleet.safetext``: one line, escaped, secrets masked, so a
+shared store never keeps a credential a provider echoed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Sequence, Type
 
 from fleet.errors import FleetLockedError, FleetNotFoundError
 from fleet.model import TAG_PLAN, Instance, Plan
+from fleet.safetext import safe, safe_data
 from fleet.state import owner, rows
 from fleet.state.records import (
     BlockRecord,
@@ -213,7 +217,7 @@ class SQLStore:
         with self._write():
             self._exec("UPDATE launches SET status = ?, launched = ?, error_kind = ?, error_message = ?,"
                        " finished_at = ? WHERE id = ?",
-                       (status, launched, error_kind, error_message, time.time(), launch_id))
+                       (status, launched, safe(error_kind), safe(error_message), time.time(), launch_id))
 
     def _launch_row(self, row: tuple[Any, ...]) -> LaunchRecord:
         return rows.record(LaunchRecord, row, path=self.url, table="launches", key=str(row[0]), fleet=str(row[1]))
@@ -241,7 +245,7 @@ class SQLStore:
         """Mark instances ended: ``{id: (ended_at, reason)}``; already-ended rows keep their first end."""
         with self._tx():
             self._many("UPDATE instances SET ended_at = ?, end_reason = ? WHERE fleet = ? AND id = ?"
-                       " AND ended_at IS NULL", [(ts, reason, fleet, iid) for iid, (ts, reason) in ended.items()])
+                       " AND ended_at IS NULL", [(ts, safe(reason), fleet, iid) for iid, (ts, reason) in ended.items()])
 
     @guarded
     def instances(self, fleet: str, *, alive_only: bool = False) -> list[InstanceRecord]:
@@ -264,7 +268,7 @@ class SQLStore:
             if not KIND_RE.match(kind):
                 raise ValueError(f"event kind {kind!r}: use lowercase letters, digits and dashes")
             new.append((fleet, time.time() if ts is None else ts, kind, instance_id, pool,
-                        json.dumps(detail or {}, sort_keys=True, default=str)))
+                        json.dumps(safe_data(detail or {}), sort_keys=True, default=str)))
         if not new:
             return
         with self._tx():
@@ -288,7 +292,7 @@ class SQLStore:
                 "blocked_pools", BLOCK_COLS,
                 conflict=" ON CONFLICT (prefix) DO UPDATE SET reason = excluded.reason,"
                 f" until = {self._GREATEST}(blocked_pools.until, excluded.until)"),
-                (prefix, until, reason, time.time()))
+                (prefix, until, safe(reason), time.time()))
 
     @guarded
     def blocks(self) -> list[BlockRecord]:

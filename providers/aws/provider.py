@@ -16,7 +16,7 @@ from typing import Callable, Sequence, TypeVar
 from fleet.errors import ProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import ProviderSettings
-from providers.aws import advisor, instances, offers, storage
+from providers.aws import advisor, instances, node_credentials, offers, storage
 from providers.aws.launch import Launcher
 from providers.aws.session import Aws
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
@@ -87,6 +87,15 @@ class AwsProvider:
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return storage.ensure(self.aws, spec)
+
+    # ---- GrantsNodeCredentials -------------------------------------------------------------
+    def grant_node_credentials(self, spec: StorageSpec) -> dict[str, str]:
+        """A per-fleet IAM user limited to ``spec.bucket/spec.prefix`` (``providers.aws.node_credentials``)."""
+        return node_credentials.ensure(self.aws, fleet=spec.fleet, bucket=spec.bucket, prefix=spec.prefix,
+                                       region=spec.region or self.aws.default_region)
+
+    def revoke_node_credentials(self, spec: StorageSpec) -> list[str]:
+        return node_credentials.revoke(self.aws, fleet=spec.fleet, region=self.aws.default_region)
 
     # ---- internals -----------------------------------------------------------------------
     def _each_region(self, work: Callable[[str], T]) -> list[T]:

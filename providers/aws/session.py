@@ -20,6 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
 from fleet.errors import ProviderError
+from fleet.safetext import register_secret
 from providers.aws.errors import is_throttle, to_error
 
 #: Seconds slept before each retry of a throttled call (full jitter below each value).
@@ -57,7 +58,12 @@ class Aws:
         """Raise AuthError at once when the credential chain finds nothing (looked up once)."""
         with self._lock:
             if self._has_credentials is None:
-                self._has_credentials = self._session.get_credentials() is not None
+                found = self._session.get_credentials()
+                self._has_credentials = found is not None
+                if found is not None:         # masked in any provider text that echoes them (fleet.safetext)
+                    frozen = found.get_frozen_credentials()
+                    register_secret(frozen.secret_key)
+                    register_secret(frozen.token)
             found = self._has_credentials
         if not found:
             raise to_error("NoCredentials", "no AWS credentials found (environment, ~/.aws, SSO or an instance "

@@ -32,6 +32,7 @@ from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Quota
 from fleet.provisioning.launching import error_kind
 from fleet.spec import ProviderSettings
+from providers.azure import node_credentials
 from providers.azure.activity import deletions
 from providers.azure.arm import Arm, wire
 from providers.azure.instances import to_instance
@@ -173,6 +174,14 @@ class AzureProvider:
         if uses_connection_string(self.settings, self._environ):
             return ensure_container(spec, self._environ)
         return AccountStorage(self.arm, self.resource_group, self.settings).ensure(spec)
+
+    # ---- GrantsNodeCredentials -------------------------------------------------------------
+    def grant_node_credentials(self, spec: StorageSpec) -> dict[str, str]:
+        """A SAS on the fleet's container under a renewed stored policy (``providers.azure.node_credentials``)."""
+        return node_credentials.ensure(self._environ, spec)
+
+    def revoke_node_credentials(self, spec: StorageSpec) -> list[str]:
+        return node_credentials.revoke(self._environ, spec)
 
     def teardown(self, fleet: str) -> list[str]:
         """Delete the network (VNet, NSG) ``fleet`` made in each region where none of its VMs is left,

@@ -26,6 +26,7 @@ import httpx
 
 from fleet.agent.vast import default_url, find_api_key
 from fleet.errors import AuthError, RateLimitedError, TransientProviderError
+from fleet.safetext import register_secret
 from providers.vast.errors import to_error
 
 #: Seconds slept before each retry (full jitter below each value) when no Retry-After is given.
@@ -39,6 +40,7 @@ class VastApi:
                  retry_delays: Sequence[float] = RETRY_DELAYS, max_retry_after: float = 30.0):
         self.url = (url or default_url()).rstrip("/")
         self._key = api_key if api_key is not None else find_api_key()
+        register_secret(self._key)        # masked in any provider text that echoes it (fleet.safetext)
         self.retry_delays = tuple(retry_delays)
         self.max_retry_after = max_retry_after
         self._client = httpx.Client(base_url=self.url, timeout=timeout,

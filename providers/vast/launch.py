@@ -1,10 +1,13 @@
-"""What a Vast create carries: the ask body, the node bootstrap and the store credentials (pure).
+"""What a Vast create carries: the ask body, the node bootstrap and the store settings (pure).
 
 ``create_body`` builds the ``PUT /api/v0/asks/{id}/`` body: image, disk, ``env``, ``onstart``
 (the shared node bootstrap, ``fleet.bootstrap``), our label, and ``price`` for a bid (absent:
-on-demand). Vast has no object storage, so a node reaches the spec's checkpoint store (S3, GCS,
-Azure) with credentials in its ``env``; :func:`store_credentials` picks them from the caller's
-environment by the URI's scheme. They are sent only in this body: never rendered into the
+on-demand). Vast has no object storage and its hosts are third parties' machines with no cloud
+identity, so a node reaches the spec's checkpoint store (S3, GCS, Azure) with credentials in its
+``env``: never the operator's own, only the scoped, revocable ones that ``fleet up`` grants the
+fleet (``fleet.provisioning.node_credentials``, handed over by ``VastProvider.use_node_credentials``).
+:func:`store_settings` adds the store's non-secret settings (region, endpoint) from the caller's
+environment by the URI's scheme. Both are sent only in this body: never rendered into the
 bootstrap text, never in a label, a tag, a log line or a result.
 """
 
@@ -19,19 +22,24 @@ from providers.vast.instances import TAGS_ENV, Label, extra_tags
 
 DEFAULT_IMAGE = "pytorch/pytorch:latest"
 
-#: Checkpoint URI scheme -> the variables its store reads (``fleet.checkpoint.stores``).
-STORE_VARIABLES: dict[str, tuple[str, ...]] = {
-    "s3": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
-           "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+#: Checkpoint URI scheme -> the non-secret variables its store reads (``fleet.checkpoint.stores``);
+#: credentials are never taken from the caller's environment.
+STORE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "s3": ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
     "gs": ("GOOGLE_CLOUD_PROJECT", "STORAGE_EMULATOR_HOST"),
-    "az": ("AZURE_STORAGE_CONNECTION_STRING",),
+    "az": (),
 }
 
 
-def store_credentials(checkpoint_uri: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables a node needs to reach ``checkpoint_uri``'s store, from ``environ``."""
+def store_scheme(checkpoint_uri: str) -> str:
+    """``s3``/``gs``/``az`` for a remote store, ``""`` for none (the node keeps checkpoints itself)."""
     scheme = checkpoint_uri.split("://", 1)[0] if "://" in checkpoint_uri else ""
-    return {name: environ[name] for name in STORE_VARIABLES.get(scheme, ()) if environ.get(name)}
+    return scheme if scheme in STORE_SETTINGS else ""
+
+
+def store_settings(checkpoint_uri: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The non-secret variables a node needs to reach ``checkpoint_uri``'s store, from ``environ``."""
+    return {name: environ[name] for name in STORE_SETTINGS.get(store_scheme(checkpoint_uri), ()) if environ.get(name)}
 
 
 def label_for(request: LaunchRequest) -> Label:

@@ -33,7 +33,7 @@ from fleet.spec import ProviderSettings
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
 from providers.vast.api import VastApi
 from providers.vast.instances import Label, to_instance
-from providers.vast.launch import create_body, label_for, store_credentials
+from providers.vast.launch import create_body, label_for, store_scheme, store_settings
 from providers.vast.offers import Ask, parse_instance_type, rebid, search_body, to_offer
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,17 @@ class VastProvider:
         self._launched: dict[str, tuple[Label, list[Instance], tuple[str, str, str]]] = {}
         self._token_locks: dict[str, threading.Lock] = {}
         self._stopped_since: dict[str, float] = {}
+        self._node_credentials: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"VastProvider({self.api!r})"
+
+    # ---- NodesWithoutIdentity ------------------------------------------------------------
+    def use_node_credentials(self, env: Mapping[str, str]) -> None:
+        """The scoped checkpoint-store credentials every node launched from now on receives
+        (``fleet.provisioning.node_credentials`` grants them; the operator's own never travel)."""
+        with self._lock:
+            self._node_credentials = dict(env)
 
     # ---- Provider protocol ---------------------------------------------------------------
     def now(self) -> float:
@@ -104,6 +112,10 @@ class VastProvider:
         if machine is None:
             raise ProviderError(self.name, f"pool {pool.id} comes from the offline snapshot and names no machine; "
                                 "run again when the Vast search answers", code="snapshot-pool")
+        if store_scheme(request.node.checkpoint_uri) and not self._node_credentials:
+            raise ProviderError(self.name, f"nodes checkpoint to {request.node.checkpoint_uri} but were given no scoped "
+                                "credentials for it (a Vast host has no cloud identity, and the operator's own keys "
+                                "are never sent); `fleet up` grants them", code="no-node-credentials")
         label = label_for(request)
         with self._token_lock(request.token):
             seen = self._launched.get(request.token)
@@ -263,7 +275,8 @@ class VastProvider:
         if ask is None:
             return None, ("capacity", "no_such_ask", f"machine {machine[1]} offers no {pool.market.value} "
                           f"{machine[0]}-GPU bundle now")
-        secrets = store_credentials(request.node.checkpoint_uri, self._environ)
+        with self._lock:
+            secrets = {**store_settings(request.node.checkpoint_uri, self._environ), **self._node_credentials}
         body = create_body(request, label, ask.bid, self.settings.disk_gb, secrets)
         try:
             data = self.api.request("PUT", f"/api/v0/asks/{ask.ask_id}/", body=body, what=f"create on ask {ask.ask_id}")

@@ -109,3 +109,40 @@ def test_a_replacement_from_the_rebalancer_gets_the_resolved_secret_too(tmp_path
     world.cloud.advance(60)
     proc = world.fleet("rebalance", "secret", "--json", env=missing)
     assert proc.returncode != 0 and "TEST_NODE_SECRET" in proc.stderr and SECRET not in proc.stderr + proc.stdout
+
+
+#: SPEC with the node variable named innocently and referring to the operator's own AWS key.
+FORWARDING = SPEC.replace("$AWS_SECRET_ACCESS_KEY", "$HARMLESS_LOOKING").replace(
+    "AWS_SECRET_ACCESS_KEY: ${{env:TEST_NODE_SECRET}}",
+    "HARMLESS_LOOKING: ${{env:AWS_SECRET_ACCESS_KEY}}\n    WANDB_KEY: ${{env:TEST_NODE_SECRET}}")
+
+
+def test_a_reference_to_a_cloud_credential_is_refused_by_spec_check_plan_and_up(tmp_path):
+    world = _world(tmp_path)
+    spec = world.spec("forward", FORWARDING)
+    env = world.env(TEST_NODE_SECRET=SECRET, AWS_SECRET_ACCESS_KEY="operator-own-aws-secret-key")
+    for args in (["spec", "check", str(spec)], ["plan", str(spec)], ["up", str(spec), "--yes"]):
+        proc = world.fleet(*args, env=env)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert "env.HARMLESS_LOOKING refers to ${env:AWS_SECRET_ACCESS_KEY}" in proc.stderr
+        assert "node.forward_credentials" in proc.stderr and "Traceback" not in proc.stderr
+        assert "operator-own-aws-secret-key" not in proc.stdout + proc.stderr
+    assert world.created("forward") == []
+
+
+def test_a_credential_forwarded_on_purpose_reaches_the_node_and_up_lists_every_reference(tmp_path):
+    world = _world(tmp_path)
+    text = FORWARDING.replace("  env:\n", "  forward_credentials: [AWS_SECRET_ACCESS_KEY]\n  env:\n", 1)
+    spec = world.spec("forward", text)
+    env = world.env(TEST_NODE_SECRET=SECRET, AWS_SECRET_ACCESS_KEY="operator-own-aws-secret-key")
+    proc = world.fleet("up", str(spec), "--yes", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "forwarded to the nodes: node.env.HARMLESS_LOOKING <- ${env:AWS_SECRET_ACCESS_KEY} (a credential" in proc.stdout
+    assert "forwarded to the nodes: node.env.WANDB_KEY <- ${env:TEST_NODE_SECRET}" in proc.stdout
+    assert "operator-own-aws-secret-key" not in proc.stdout + proc.stderr
+    (instance,) = world.created("forward")
+    assert _written(world.home / "localcloud" / "nodes" / instance.id) == "operator-own-aws-secret-key"
+    unused = world.spec("unused", text.replace("${{env:AWS_SECRET_ACCESS_KEY}}", "plain"))
+    proc = world.fleet("spec", "check", str(unused), env=env)
+    assert proc.returncode == 2 and "node.forward_credentials names AWS_SECRET_ACCESS_KEY, which neither" in proc.stderr
+    world.fleet_json("down", "forward", "--yes")

@@ -23,7 +23,9 @@ every API answer can be delayed by a fixed ``latency``. Each ask is one machine'
 Control API for tests (no auth): ``POST /_control/reset``, ``POST /_control/asks`` (add or
 replace asks), ``POST /_control/asks/{id}`` (change fields: capacity, min_bid, ...),
 ``POST /_control/faults`` (``{"target": "ask:<id>"|"search"|"list"|"create"|"*", "kind":
-"throttle"|"search-quota"|"server-error"|"auth"|"quota"|"capacity"|"failed-bid", "count": n}``),
+"throttle"|"search-quota"|"server-error"|"auth"|"quota"|"capacity"|"failed-bid"|"hostile", "count": n}``;
+``hostile`` answers 400 with a message echoing the request's ``Authorization`` header, terminal
+escape sequences and a forged line),
 ``POST /_control/outbid`` (``{"ids": [...]}``: a higher bid takes the machine), ``POST
 /_control/foreign`` (instances without a spotfleet label), ``POST /_control/config``
 (``latency``, ``boot_seconds``, ``retry_after``), ``GET /_control/instances`` (all, destroyed
@@ -77,6 +79,10 @@ FAULTS = {
     "auth": (401, "auth_error", "Invalid user key"),
     "quota": (402, "insufficient_credit", "Your account lacks credit; see the billing page"),
     "capacity": (404, "no_such_ask", "Instance type no longer available"),
+    # a hostile or careless gateway: it echoes the request's Authorization header and the key,
+    # sets the terminal title, clears the screen and forges a line of spotfleet's own output
+    "hostile": (400, "invalid_args", "rejected request with Authorization: {authorization} (key {key})"
+                "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up"),
 }
 
 
@@ -184,6 +190,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _fault(self, fault: dict[str, Any]) -> None:
         status, code, msg = FAULTS[fault["kind"]]
+        if fault["kind"] == "hostile":
+            auth = self.headers.get("Authorization") or ""
+            msg = msg.format(authorization=auth, key=auth.removeprefix("Bearer "))
         headers = {"Retry-After": str(fault.get("retry_after", self.state.retry_after))} if status == 429 else None
         self._error(status, code, msg, headers)
 

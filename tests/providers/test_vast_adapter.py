@@ -17,7 +17,7 @@ from fleet.catalog import Catalog  # noqa: E402
 from fleet.errors import AuthError, ProviderError, RateLimitedError  # noqa: E402
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
 from fleet.spec import KNOWN_ACCELERATORS, ProviderSettings, VastBid  # noqa: E402
-from providers.base import OfferQuery  # noqa: E402
+from providers.base import NodesWithoutIdentity, OfferQuery  # noqa: E402
 from providers.vast.api import VastApi  # noqa: E402
 from providers.vast.bids import interruptions_per_hour  # noqa: E402
 from providers.vast.offers import GPU_NAMES, accelerator, storage_per_hour  # noqa: E402
@@ -211,14 +211,22 @@ def test_listing_follows_next_token_across_pages(fake):
     assert control(fake, "calls")["calls"]["GET /api/v1/instances/"] - before == 3          # 63 rows, 25 a page
 
 
-def test_store_credentials_reach_only_the_instance_env(fake):
+def test_only_the_granted_scoped_credentials_reach_the_instance_env(fake):
+    own = "operator-own-long-lived-secret"
     secret = "s3cr3t-value-for-test"
-    provider = make(fake, environ={"AWS_ACCESS_KEY_ID": "AKIATEST", "AWS_SECRET_ACCESS_KEY": secret, "PATH": "/x"})
+    provider = make(fake, environ={"AWS_ACCESS_KEY_ID": "AKIAOPERATOR", "AWS_SECRET_ACCESS_KEY": own, "PATH": "/x",
+                                   "AWS_REGION": "eu-west-1"})
+    assert isinstance(provider, NodesWithoutIdentity)
     node = NodeConfig(checkpoint_uri="s3://ckpt/alpha", env={"WANDB_MODE": "offline"})
+    with pytest.raises(ProviderError, match="no scoped credentials") as err:     # never the operator's keys
+        provider.launch(request(pick(provider, 1), node=node))
+    assert err.value.code == "no-node-credentials" and control(fake, "instances")["instances"] == []
+    provider.use_node_credentials({"AWS_ACCESS_KEY_ID": "AKIASCOPED", "AWS_SECRET_ACCESS_KEY": secret})
     result = provider.launch(request(pick(provider, 1), node=node))
     [row] = control(fake, "instances")["instances"]
     body = row["create_body"]
     assert body["env"]["AWS_SECRET_ACCESS_KEY"] == secret and body["env"]["WANDB_MODE"] == "offline"
+    assert body["env"]["AWS_REGION"] == "eu-west-1" and own not in json.dumps(body)
     assert "PATH" not in body["env"] and body["price"] == pytest.approx(1.15)
     assert secret not in body["onstart"] and secret not in body["label"]
     assert "SPOTFLEET_CHECKPOINT_URI=s3://ckpt/alpha" in body["onstart"]
