@@ -74,6 +74,7 @@ class SQLStore:
     threads can record results concurrently.
     """
 
+    read_only = False
     _IGNORE: tuple[str, str]
     _GREATEST: str
     _PLAN_ORDER: str
