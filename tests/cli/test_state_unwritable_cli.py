@@ -78,6 +78,9 @@ def test_down_terminates_by_tags_and_status_reads_when_the_store_cannot_be_writt
     assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
     assert "2 of 2 planned instances running" in status.stdout
     assert "cannot be written" in status.stderr and phrase in " ".join(status.stderr.split())
+    for reads in (("history", "stuck"), ("list",)):
+        read = _in_namespace(mount, _fleet(*reads), env)
+        assert read.returncode == 0 and "stuck" in read.stdout, read.stderr
     down = _in_namespace(mount, _fleet("down", "stuck", "--yes"), env)
     assert down.returncode == 0 and "Traceback" not in down.stderr, down.stderr
     flat = " ".join(down.stderr.split())
