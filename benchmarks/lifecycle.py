@@ -99,7 +99,8 @@ class World:
 
 def cli_up(tmp: Path, tag: str, latency: float, parallel: int) -> tuple[float, dict]:
     world = World(tmp / tag, latency=latency, instances=500, pools=20)
-    seconds, report = world.fleet("up", str(world.spec_path), "--yes", "--parallel", str(parallel))
+    seconds, report = world.fleet("up", str(world.spec_path), "--yes", "--parallel", str(parallel),
+                                  "--max-cost", "1000000")
     assert report["ok"] and len(report["launched"]) == 500 and len(report["desired"]) == 20, report
     return seconds, report
 
@@ -122,7 +123,7 @@ def status_latency(tmp: Path, repeat: int) -> dict[str, float]:
     from fleet.cli.status import snapshot
 
     world = World(tmp / "status", latency=0.0, instances=1000, pools=40)
-    _, report = world.fleet("up", str(world.spec_path), "--yes")
+    _, report = world.fleet("up", str(world.spec_path), "--yes", "--max-cost", "1000000")
     assert report["ok"] and len(report["launched"]) == 1000
     cli = [world.fleet("status", world.name)[0] for _ in range(repeat)]
     app = App(home=world.home)

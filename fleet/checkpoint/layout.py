@@ -34,6 +34,10 @@ _STEP_WIDTH = 12
 _COMMIT_RE = re.compile(r"^commits/step-(\d{12})\.json$")
 _ANY_STEP_RE = re.compile(r"^(?:data|commits)/step-(\d{12})")
 _DATA_RE = re.compile(r"^data/step-(\d{12})-[0-9A-Za-z_-]{1,64}\.ckpt$")
+# what this layout writes: data objects, manifests, and the temporary files of a crashed writer
+# (``<name>.partial`` of an upload, ``<name>.<32 hex>.partial`` of a commit)
+_OURS_RE = re.compile(r"^(?:data/step-\d{12}-[0-9A-Za-z_-]{1,64}\.ckpt|commits/step-\d{12}\.json)"
+                      r"(?:\.[0-9a-f]{32})?(?:\.partial)?$")
 MAX_MANIFEST_BYTES = 1024 * 1024    # a few hundred bytes, ~150 more per part; anything larger is not ours
 
 
@@ -133,6 +137,12 @@ def committed_step(key: str) -> int | None:
     """The step of a commit key (``commits/step-N.json``), None for anything else."""
     m = _COMMIT_RE.match(key)
     return int(m.group(1)) if m else None
+
+
+def ours(key: str) -> bool:
+    """Whether ``key`` has a name this layout writes (anything else in a location is never
+    deleted: it was put there by someone else)."""
+    return _OURS_RE.match(key) is not None
 
 
 def step_of(key: str) -> int | None:

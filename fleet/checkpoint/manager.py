@@ -9,7 +9,9 @@ Contract:
 - Saving a step that is already committed with the same content is a no-op returning the existing
   checkpoint (the final save after a periodic save of the same step); other content raises
   :class:`CheckpointExistsError`. Saving below the newest valid checkpoint of the location raises
-  :class:`StaleStepError` before anything is written (a resume would never use it).
+  :class:`StaleStepError` before anything is written (a resume would never use it). Valid means
+  the same for saving as for resuming: a newer step ``load_latest`` would skip (its data missing,
+  truncated, failing its SHA-256 or not a checkpoint) never blocks a save.
 - ``step`` is any integral number >= 0 (``int``, ``numpy.int64``, ...), never a bool.
 - ``save_async(state, step)`` serialises (snapshots) ``state`` in the caller, so the caller may
   mutate its arrays as soon as it returns; the upload and commit run on a background thread. At
@@ -217,7 +219,7 @@ class CheckpointManager:
             if newer <= number:
                 break
             info = read_manifest(self.store, newer)
-            if info is not None and data_intact(self.store, info):
+            if info is not None and self._resumable(info):
                 raise StaleStepError(self.uri, number, newer)
         return number
 
@@ -257,9 +259,25 @@ class CheckpointManager:
                 if same_objects(info, [Part("", payload.size, payload.sha256())]):
                     return info
                 raise CheckpointExistsError(self.uri, step, info.writer)
-            if data_intact(self.store, info):
+            if self._resumable(info):
                 raise StaleStepError(self.uri, step, newer)
         return None
+
+    def _resumable(self, info: CheckpointInfo) -> bool:
+        """Whether ``load_latest`` would resume from ``info``, so a save below it is stale: its data
+        objects are intact and a single-object checkpoint verifies and decodes (it is downloaded
+        for that, which happens only when a save finds a newer step). A newer step that is not a
+        checkpoint is skipped by both, with a warning."""
+        if not data_intact(self.store, info):
+            return False
+        if info.parts:
+            return True                  # sharded: its own loaders verify it (``load`` refuses it)
+        try:
+            self.load(info)
+        except CorruptCheckpointError as err:
+            log.warning("%s: ignoring step %d above this save: %s (a resume skips it too)", self.uri, info.step, err)
+            return False
+        return True
 
     def _check(self, step: Any, metrics: Mapping[str, float] | None) -> tuple[int, dict[str, float]]:
         """``step`` as an int (numpy integers accepted) and ``metrics`` as finite floats."""

@@ -9,8 +9,10 @@ Promises:
 - With ``keep_best=B`` and ``metric=NAME`` the B valid checkpoints with the lowest (``mode="min"``)
   or highest (``mode="max"``) value of NAME, as recorded by ``save(..., metrics={NAME: x})``, are
   kept as well; checkpoints without that metric never count as best. Ties keep the newer step.
-- Only what lies below the oldest of the newest ``keep_last`` is ever removed. Commits are removed
-  before their data, so a reader never finds a commit whose data was pruned on purpose.
+- Only what lies below the oldest of the newest ``keep_last`` is ever removed, and only objects
+  named as this layout names what it writes (``layout.ours``): a file someone else put in the
+  location is never deleted. Commits are removed before their data, so a reader never finds a
+  commit whose data was pruned on purpose.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from fleet.checkpoint.errors import CheckpointError
 from fleet.checkpoint.index import committed_steps, data_intact, read_manifest
-from fleet.checkpoint.layout import COMMIT_DIR, DATA_DIR, CheckpointInfo, commit_key, committed_step, step_of
+from fleet.checkpoint.layout import COMMIT_DIR, DATA_DIR, CheckpointInfo, commit_key, committed_step, ours, step_of
 from fleet.checkpoint.stores.base import ObjectStore
 
 
@@ -82,6 +84,7 @@ def prune(store: ObjectStore, policy: Retention | int) -> list[int]:
         store.delete(commit_key(step))
     for key in store.list(DATA_DIR) + store.list(COMMIT_DIR):
         step = step_of(key)
-        if step is not None and step < oldest_kept and committed_step(key) is None and key not in kept_data:
+        if (step is not None and step < oldest_kept and committed_step(key) is None and key not in kept_data
+                and ours(key)):
             store.delete(key)      # data of removed commits, orphans, partial leftovers
     return doomed

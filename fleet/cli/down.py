@@ -4,26 +4,27 @@ Once a provider lists none of the fleet's instances, its optional ``teardown`` r
 the fleet made there (Azure: the VNet and NSG per region); once none is left anywhere, the
 scoped checkpoint credentials of identity-less nodes (Vast) are revoked.
 
-A damaged record (an unreadable row, or an unreadable store file) never keeps a fleet up:
-`down` then finds the instances by tag, terminates them, says the record was not updated
-and points to ``fleet repair``. A missing store stays an error (nothing says which cloud)."""
+A damaged record (an unreadable row, or an unreadable store file) never keeps a fleet up, nor
+does a store that cannot be written (a read-only or full disk): `down` then finds the instances
+by tag, terminates them, says the record was not updated and points to ``fleet repair``; it exits
+non-zero only when something is left. A missing store stays an error (nothing says which cloud)."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Mapping, TypeVar
+from typing import Callable, Iterator, Mapping, TypeVar
 
 import click
 
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, spec_of, store_of
+from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, readable_store, spec_of
 from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError, ProviderError
 from fleet.provisioning import node_credentials
 from fleet.provisioning.executor import terminate
 from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
-from fleet.state import CorruptStoreError, FleetRecord, FleetStatus, LaunchStatus, StateStore
+from fleet.state import CorruptStoreError, FleetRecord, FleetStatus, LaunchStatus, StateStore, UnwritableStoreError
 from providers.base import Provider
 
 T = TypeVar("T")
@@ -41,7 +42,8 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
     providers = providers_of(app, record) if record is not None else local_providers(app)
     if damaged:
         app.warn(f"{damaged[0]}; taking fleet {name} down from the providers' tags alone")
-    with store.lock(name, "down") if store is not None else contextlib.nullcontext():
+    shown = len(damaged)
+    with _locked(store, name, damaged) as writer:
         obs = observe(providers, name)
         if store is not None and not damaged:
             _quiet(damaged, lambda: sync(store, obs,
@@ -54,7 +56,7 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         for provider in sorted({i.pool.provider for i in targets}):
             mine = [i for i in targets if i.pool.provider == provider]
             try:
-                done += terminate(name, providers[provider], mine, store, reason="down")
+                done += terminate(name, providers[provider], mine, writer, reason="down")
             except ProviderError as err:
                 refused[provider] = str(err)
         left = observe(providers, name)
@@ -65,8 +67,8 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         left.errors.update(refused)
         if record is not None and not left.instances and not left.stopped and not left.errors:
             _revoke_node_credentials(record, providers, left)
-        if store is not None and not left.instances and not left.stopped and not left.errors:
-            _quiet(damaged, lambda: store.set_status(name, FleetStatus.DOWN))
+        if writer is not None and not left.instances and not left.stopped and not left.errors:
+            _quiet(damaged, lambda: writer.set_status(name, FleetStatus.DOWN))
     cost = None
     if store is not None and not damaged:
         def _run_cost():
@@ -90,24 +92,49 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         problems += [f"{p}: {e}" for p, e in left.errors.items()]
         raise FleetError(f"fleet {name} is not fully down ({'; '.join(problems)}); run `fleet down {name}` again")
     if damaged:
-        app.warn(f"the record of fleet {name} was not updated; run `fleet repair {name}` to rebuild it")
+        why = f" ({damaged[-1]})" if len(damaged) > shown else ""
+        app.warn(f"the record of fleet {name} was not updated{why}; run `fleet repair {name}` to rebuild it")
 
 
 def _store(app: App) -> tuple[StateStore | None, list[str]]:
-    """The store, or ``None`` (with why) when the file is unreadable: `down` then works from tags alone."""
+    """The store, or ``None`` (with why) when the file is unreadable: `down` then works from tags
+    alone; a store that cannot be written is opened read-only (with why), to find the providers."""
     try:
-        return store_of(app), []
+        store, unwritable = readable_store(app)
     except CorruptStoreError as err:
         return None, [str(err)]
+    return store, [unwritable] if unwritable else []
 
 
 def _quiet(damaged: list[str], step: Callable[[], T]) -> T | None:
-    """Run a record step; a damaged row is noted in ``damaged`` instead of stopping `down`."""
+    """Run a record step; a damaged row or a store that cannot be written is noted in ``damaged``
+    instead of stopping `down`."""
     try:
         return step()
-    except CorruptStoreError as err:
+    except (CorruptStoreError, UnwritableStoreError) as err:
         damaged.append(str(err))
         return None
+
+
+@contextlib.contextmanager
+def _locked(store: StateStore | None, name: str, damaged: list[str]) -> Iterator[StateStore | None]:
+    """Hold the fleet's lock and yield the store to record terminations in; ``None`` (noted in
+    ``damaged``) when there is no store or it cannot be written: `down` goes ahead unlocked then,
+    as nothing else can record a launch in that store either."""
+    if store is None or store.read_only:
+        yield None
+        return
+    try:
+        lock = store.lock(name, "down")
+        lock.__enter__()
+    except UnwritableStoreError as err:
+        damaged.append(str(err))
+        yield None
+        return
+    try:
+        yield store
+    finally:
+        _quiet(damaged, lambda: lock.__exit__(None, None, None))
 
 
 def _teardown(providers: Mapping[str, Provider], fleet: str, left: Observation) -> None:

@@ -10,7 +10,7 @@ import click
 
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app, shown
-from fleet.cli.lifecycle import look, money, store_of
+from fleet.cli.lifecycle import look, money, readable_store
 from fleet.cli.runs import Run, current_run, events_of, instances_of
 from fleet.cli.status import condition, headline
 from fleet.safetext import safe_data
@@ -29,7 +29,7 @@ from fleet.state import EventRecord
 @pass_app
 def command(app: App, name: str, limit: int, every_run: bool, wide: bool, as_json: bool) -> None:
     """Show what happened to fleet NAME: launches, interruptions, terminations, cost so far."""
-    store = store_of(app)
+    store, _ = readable_store(app)      # read-only commands read a store that cannot be written
     view = look(app, store, name, "history")
     every = store.events(name)
     run = current_run(store, name)

@@ -18,7 +18,7 @@ from fleet.model import Plan
 from fleet.provisioning.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
 from fleet.spec import Backend, FleetSpec
 from fleet.private import private_dir
-from fleet.state import FleetRecord, StateStore, open_store
+from fleet.state import FleetRecord, StateStore, UnwritableStoreError, open_store
 from fleet.state.db import path_from_url
 from providers.base import Provider
 
@@ -44,6 +44,15 @@ def store_of(app: App, *, create: bool = False) -> StateStore:
             and path_from_url(app.state_url).parent.resolve() == app.home.resolve()):
         private_dir(app.home)
     return open_store(app.state_url, create=create)
+
+
+def readable_store(app: App) -> tuple[StateStore, str]:
+    """The store for a command that must work when it cannot be written (``down``, ``status``):
+    ``(store, "")``, or the store opened read-only and why it cannot be written."""
+    try:
+        return store_of(app), ""
+    except UnwritableStoreError as err:
+        return open_store(app.state_url, create=False, read_only=True), str(err)
 
 
 def spec_of(record: FleetRecord) -> FleetSpec | None:
@@ -83,14 +92,19 @@ def local_providers(app: App) -> dict[str, Provider]:
 
 
 @contextlib.contextmanager
-def try_lock(store: StateStore, fleet: str, command: str) -> Iterator[bool]:
-    """Yields True holding the fleet's lock, or False when another command holds it (read-only then)."""
+def try_lock(store: StateStore, fleet: str, command: str, unwritable: list[str] | None = None) -> Iterator[bool]:
+    """Yields True holding the fleet's lock, or False when another command holds it or the store
+    cannot be written (read-only then; why it cannot be written is appended to ``unwritable``)."""
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(store.lock(fleet, command))
             held = True
         except FleetLockedError:
             held = False
+        except UnwritableStoreError as err:
+            held = False
+            if unwritable is not None:
+                unwritable.append(str(err))
         yield held
 
 
@@ -145,6 +159,8 @@ class FleetView:
     synced: bool
     result: SyncResult | None
     plan: Plan | None
+    #: Why the record could not be written (read-only or full disk), "" when it could.
+    unwritable: str = ""
 
     def clock(self, provider: str) -> float:
         return self.obs.clock(provider) if self.obs.now else time.time()
@@ -156,9 +172,14 @@ def look(app: App, store: StateStore, name: str, command: str) -> FleetView:
     providers = providers_of(app, record)
     # an `up` stopped before it finished leaves its plan unmarked: that plan is still what runs
     plan = store.latest_plan(name, applied_only=True) or store.latest_plan(name)
-    with try_lock(store, name, command) as held:
+    unwritable: list[str] = []
+    with try_lock(store, name, command, unwritable) as held:
         obs = observe(providers, name)
-        result = sync(store, obs, prices=on_demand_prices([plan])) if held else None
+        try:
+            result = sync(store, obs, prices=on_demand_prices([plan])) if held else None
+        except UnwritableStoreError as err:     # the disk filled up after the lock was taken
+            held, result = False, None
+            unwritable.append(str(err))
     return FleetView(record=store.get_fleet(name), providers=providers, obs=obs, synced=held, result=result,
-                     plan=plan)
+                     plan=plan, unwritable=unwritable[0] if unwritable else "")
 

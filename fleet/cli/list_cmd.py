@@ -7,7 +7,7 @@ import time
 import click
 
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import duration, money, store_exists, store_of
+from fleet.cli.lifecycle import duration, money, readable_store, store_exists
 from fleet.cli.tables import Column, print_table, wide_option
 
 
@@ -23,7 +23,7 @@ def command(app: App, wide: bool, as_json: bool) -> None:
         else:
             app.console.print(f"no fleets yet (no state store at {app.state_url}); create one with `fleet up SPEC`")
         return
-    store = store_of(app)
+    store, _ = readable_store(app)      # read-only commands read a store that cannot be written
     rows = []
     for rec in store.list_fleets():
         alive = store.instances(rec.name, alive_only=True)

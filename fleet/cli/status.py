@@ -12,7 +12,7 @@ import click
 
 from fleet.provisioning.accounting import CostSummary, summarize
 from fleet.cli.app import App, json_option, pass_app, shown
-from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, look, money, store_of
+from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, look, money, readable_store
 from fleet.cli.runs import current_run, instances_of
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.model import Instance
@@ -37,7 +37,7 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
 
     Exit status 3 when the fleet runs short of its plan (as `fleet up` and `fleet plan`).
     """
-    store = store_of(app)
+    store, _ = readable_store(app)      # a store that cannot be written is read: `look` says so
     if not watch:
         data, view = snapshot(app, store, name)
         if as_json:
@@ -98,7 +98,8 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
         "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices) for i in instances],
         "stopped": [_stopped(i, view.clock(i.pool.provider)) for i in sorted(view.obs.stopped, key=lambda i: i.id)],
         "reconciled": view.synced,
-        "busy": "" if view.synced else _holder(store, name),
+        "busy": "" if view.synced or view.unwritable else _holder(store, name),
+        "state_unwritable": view.unwritable,
         "discovered": len(view.result.discovered) if view.result else 0,
         "ended": [{"id": r.id, "reason": why} for r, why in view.result.ended] if view.result else [],
         "provider_errors": view.obs.errors,
@@ -168,6 +169,8 @@ def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bo
     out = app.console
     for line in headline(data["fleet"], data["status"], data["running"], data["planned"], cost):
         out.print(line)
+    if data["state_unwritable"]:
+        app.warn(f"{data['state_unwritable']}; showing the providers' view, the record was not updated")
     if data["busy"]:
         out.print(f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
                   "the record was not updated[/]")

@@ -20,6 +20,7 @@ from fleet.cli.runs import start_run
 from fleet.cli.plan import (blocked_pools, changes, learned_rates, offers_for_spec, plan_table, totals_lines,
                              with_learned_rates)
 from fleet.cli.tables import compact_pool, wide_option
+from fleet.provisioning import ceiling
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
 from fleet.model import Plan
@@ -38,13 +39,17 @@ from providers.base import account_quotas
 @click.option("--dry-run", is_flag=True, help="Show the plan and what would change; launch nothing.")
 @click.option("--parallel", type=click.IntRange(min=1, max=256), default=32, show_default=True,
               help="Pools launched at the same time (1 = one pool after another).")
+@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), default=None, metavar="USD_PER_HOUR",
+              help="Launch only if the plan costs at most this per hour (default: the spec's budget.max_per_hour, "
+                   "else $500/h).")
 @wide_option
 @json_option
 @pass_app
-def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool) -> None:
+def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, max_cost: float | None, wide: bool,
+            as_json: bool) -> None:
     """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing)."""
     try:
-        _up(app, spec_path, yes, dry_run, parallel, wide, as_json)
+        _up(app, spec_path, yes, dry_run, parallel, wide, as_json, max_cost)
     except KeyboardInterrupt:
         app.err.print(f"\n[yellow]interrupted[/]: `fleet up` stopped; instances already launched are recorded "
                       f"and tagged, so rerunning `fleet up {spec_path}` is safe: it keeps them and fills the rest")
@@ -55,7 +60,8 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, w
 EXIT_INTERRUPTED = 130
 
 
-def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool) -> None:
+def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool,
+        max_cost: float | None) -> None:
     from fleet.planning.planner import plan as make_plan
     from providers.registry import providers_for
 
@@ -84,6 +90,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
             _show_forwarded(app, spec)
         if not plan.feasible:
             app.warn(f"the plan is short of the spec: {plan.shortfall}")
+        ceiling.check(plan, spec, max_cost)
         prompted = bool(changes(plan, current)) and not yes
         if prompted:
             confirm(f"Apply this plan to fleet {spec.name!r}?", yes=yes, as_json=as_json)

@@ -2,8 +2,8 @@
 
 For a coupled job one interruption anywhere stalls every node, so the fleet's expected true
 cost per hour is ``P * F(Lam)`` (``fleet.planning.economics``): ``P`` its price, ``Lam`` its
-interruption rate, ``F`` increasing with ``F(0) = 1``. In a re-plan ``P' = P + churn *
-(price of new launches)``, else ``P' = P``. Both are linear in the counts, so we walk the
+interruption rate, ``F`` increasing with ``F(0) = 1``. In a re-plan ``P' = P + (what new
+launches are charged, ``Model.launch_costs``)``, else ``P' = P``. Both are linear in the counts, so we walk the
 (P', Lam) Pareto frontier from the cheap end with MILPs ``min P' s.t. Lam <= hi``:
 
 Invariant: every plan better than the best found so far has ``Lam <= hi``. Let ``x``
@@ -52,14 +52,14 @@ class CoupledResult:
 def solve(model: Model, workload: Workload, churn: float, independent_cost: np.ndarray) -> CoupledResult:
     """The plan of least ``P' * F(Lam)``; ``counts`` is ``None`` if the model is infeasible."""
     cand = model.cand
-    penalty = cand.price * churn if churn else None
+    penalty = model.launch_costs(cand.price, churn)
 
     def factor(rate: float) -> float:
         return economics.overhead_factor(max(rate, 0.0), workload)
 
     def linear(counts: np.ndarray) -> float:
         new = np.maximum(counts - cand.current, 0)
-        return float(cand.price @ counts) + churn * float(cand.price @ new)
+        return float(cand.price @ counts) + (float(penalty @ new) if penalty is not None else 0.0)
 
     def value(counts: np.ndarray) -> float:
         return linear(counts) * factor(float(cand.rate @ counts))
@@ -127,7 +127,7 @@ def _tangent_plans(model: Model, workload: Workload, churn: float, first: np.nda
         ref = plans[-1]
         tangent = economics.coupled_tangent(float(cand.price @ ref), max(float(cand.rate @ ref), floor), workload)
         cost = tangent.price_coef * cand.price + tangent.rate_coef * cand.rate
-        sol = model.solve(cost, penalty=cost * churn if churn else None)
+        sol = model.solve(cost, penalty=model.launch_costs(cost, churn))
         if sol is None or sol.counts.tobytes() in seen:
             break
         seen.add(sol.counts.tobytes())

@@ -133,6 +133,17 @@ class Model:
         """Row index of the strategy's extra column number ``extra_offset``."""
         return self.n + extra_offset
 
+    def launch_costs(self, cost: np.ndarray, churn: float) -> np.ndarray | None:
+        """A re-plan's ``penalty`` for ``solve``: per instance launched beyond what runs in its
+        pool, ``churn`` of its ``cost`` (a restart) plus its weighted GPUs at the dearest
+        ``cost`` per weighted GPU among the candidates, so replacing running instances by
+        launches of the same GPUs never pays and a rerun launches only the gap. ``None`` when
+        this is no re-plan (``churn`` 0)."""
+        if not churn:
+            return None
+        weighted = self.cand.weighted
+        return cost * churn + weighted * float(np.max(cost / weighted))
+
     def solve(self, cost: np.ndarray, penalty: np.ndarray | None = None, extra: Extra | None = None,
               upper: np.ndarray | None = None, cutoff: float = np.inf) -> Solution | None:
         """Minimise ``cost . n (+ penalty . new launches) + extra costs``; ``None`` if infeasible

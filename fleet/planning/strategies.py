@@ -15,9 +15,12 @@
   GPUs, then $/h among those plans. Spot capacity is thus spread over as many pools, in
   units as small, as the rules (node sizes, caps, min_pools, budget) allow.
 
-Every strategy charges a re-plan's new launches ``launch_penalty()`` of their hourly
-cost (a restart amortised over ``PLAN_HORIZON_HOURS``) so a fleet that still fits keeps its
-pools. Deterministic: same inputs, same plan.
+Every strategy charges a re-plan's new launches (``Model.launch_costs``): ``launch_penalty()`` of
+their hourly cost (a restart amortised over ``PLAN_HORIZON_HOURS``) plus, per weighted GPU
+launched, the dearest hourly cost per weighted GPU among the candidates. So replacing a
+running instance by launches of the same GPUs never pays: a rerun keeps what runs (wherever
+the rules still allow it, the rebalancer's replacements included) and launches only the gap.
+Deterministic: same inputs, same plan.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def solve(strategy: Strategy, model: Model, workload: Workload, replan: bool) ->
 
 
 def _single(model: Model, cost: np.ndarray, churn: float, extra: Extra | None = None) -> Outcome:
-    sol = model.solve(cost, penalty=cost * churn if churn else None, extra=extra)
+    sol = model.solve(cost, penalty=model.launch_costs(cost, churn), extra=extra)
     return Outcome(None if sol is None else sol.counts, _proof_note(sol))
 
 
@@ -125,5 +128,6 @@ def _least_max_pool(model: Model, od_cap: float, churn: float) -> Outcome:
             lo = mid + 1
         else:
             hi = mid
-    sol = model.solve(cand.price, penalty=cand.price * churn if churn else None, extra=extra, upper=under(levels[hi]))
+    sol = model.solve(cand.price, penalty=model.launch_costs(cand.price, churn), extra=extra,
+                      upper=under(levels[hi]))
     return Outcome(None if sol is None else sol.counts, _proof_note(sol))

@@ -6,6 +6,9 @@ instance records and events (launched, preempted, terminated, lost, interruption
 notices), blocked pools, and a per-fleet lock. ``open_store(url)`` returns the
 embedded SQLite implementation, or the shared PostgreSQL one for a ``postgresql://`` URL.
 
+A store that cannot be written (read-only filesystem or folder, full disk) raises
+``UnwritableStoreError`` saying why and how to fix it.
+
 Errors: a missing (when not creating), corrupt, foreign or newer-schema store raises
 ``StateError`` with a message pointing to ``fleet repair``; every row read is validated, and
 one that holds garbage raises ``DamagedRowError`` naming its table, row and ``fleet repair``;
@@ -20,7 +23,7 @@ import contextlib
 from typing import Any, Callable, Collection, Iterable, Protocol
 
 from fleet.model import Instance, Plan
-from fleet.state.db import SCHEMA_VERSION, CorruptStoreError, path_from_url
+from fleet.state.db import SCHEMA_VERSION, CorruptStoreError, UnwritableStoreError, path_from_url
 from fleet.state.rows import Damage, DamagedRowError
 from fleet.state.records import (
     BlockRecord,
@@ -35,7 +38,7 @@ from fleet.state.records import (
 )
 
 __all__ = [
-    "SCHEMA_VERSION", "CorruptStoreError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
+    "SCHEMA_VERSION", "CorruptStoreError", "UnwritableStoreError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
     "Damage", "DamagedRowError",
     "FleetStatus", "InstanceRecord", "LaunchRecord", "LaunchStatus", "LockInfo",
 ]
@@ -43,6 +46,7 @@ __all__ = [
 
 class StateStore(Protocol):
     url: str
+    read_only: bool
 
     # fleets
     def save_fleet(self, name: str, *, status: str, spec_json: str | None = None, spec_hash: str = "",
@@ -107,16 +111,18 @@ class StateStore(Protocol):
     def close(self) -> None: ...
 
 
-def open_store(url: str, *, create: bool = True) -> StateStore:
+def open_store(url: str, *, create: bool = True, read_only: bool = False) -> StateStore:
     """Open the store at ``url`` (a file path, ``sqlite:///path`` or ``postgresql://...``),
     migrating it if older.
 
     With ``create=False`` a missing store is a ``StateError`` instead of a new empty file.
+    ``read_only`` opens an existing store without writing anything (for a store that cannot be
+    written: every write then raises ``UnwritableStoreError``).
     """
     from fleet.state.postgres import PostgresStore, is_postgres_url
     from fleet.state.sqlite import SQLiteStore
 
     if is_postgres_url(url):
-        return PostgresStore(url, create=create)
+        return PostgresStore(url, create=create, read_only=read_only)
 
-    return SQLiteStore(path_from_url(url), create=create)
+    return SQLiteStore(path_from_url(url), create=create, read_only=read_only)

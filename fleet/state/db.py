@@ -24,6 +24,11 @@ REPAIR_HINT = "run `fleet repair --spec SPEC` to rebuild the record from the pro
 class CorruptStoreError(StateError):
     """The file exists but cannot be read as a state store; ``fleet repair`` may move it aside."""
 
+
+class UnwritableStoreError(StateError):
+    """The store can (maybe) be read but not written: a read-only filesystem or folder, or a full
+    disk. ``fleet down`` and ``fleet status`` then work from what they can read."""
+
 _V1 = """
 CREATE TABLE fleets (
   name TEXT PRIMARY KEY, status TEXT NOT NULL, spec_json TEXT, spec_hash TEXT NOT NULL DEFAULT '',
@@ -78,10 +83,20 @@ def path_from_url(url: str) -> Path:
     return Path(url).expanduser()
 
 
-def connect(path: Path, *, create: bool) -> sqlite3.Connection:
-    """Open ``path`` (creating it and its folder when ``create``) and migrate it."""
+def connect(path: Path, *, create: bool, read_only: bool = False) -> sqlite3.Connection:
+    """Open ``path`` (creating it and its folder when ``create``) and migrate it; ``read_only``
+    opens an existing store without writing anything (nor migrating it).
+
+    A store that is a symbolic link is refused: every command makes the store private, and a
+    link would have it change the mode of whatever file the link names."""
+    if path.is_symlink():
+        raise StateError(f"state store {path} is a symbolic link (to {os.readlink(path)}); spotfleet does not "
+                         f"follow it: point $SPOTFLEET_STATE at the real file")
     if not path.exists() and not create:
-        raise StateError(f"no state store at {path}: create a fleet with `fleet up SPEC`, or {REPAIR_HINT}")
+        raise StateError(f"no state store at {path}: create a fleet with `fleet up SPEC`, or {REPAIR_HINT} "
+                         "(a store copied elsewhere: point $SPOTFLEET_STATE at the copy)")
+    if read_only:
+        return _connect_read_only(path)
     if path.is_dir():
         raise StateError(f"state store {path} is a directory; point $SPOTFLEET_STATE at a file")
     if create and not path.parent.exists():
@@ -91,7 +106,10 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
             raise StateError(f"cannot create the state folder {path.parent}: {err.strerror}") from None
     if path.exists() or create:   # the store and its WAL files are private: 0600 (SQLite copies the mode)
         for suffix in ("", "-wal", "-shm"):
-            if suffix == "" or Path(f"{path}{suffix}").exists():
+            if suffix == "" or os.path.lexists(f"{path}{suffix}"):
+                if Path(f"{path}{suffix}").is_symlink():
+                    raise StateError(f"{path}{suffix} is a symbolic link; spotfleet does not follow links "
+                                     "beside its state store: remove it")
                 private_file(Path(f"{path}{suffix}"))
     try:
         conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
@@ -107,6 +125,37 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """Open ``path`` for reading only. A WAL store needs its shared-memory file, which a read-only
+    or full filesystem may not let SQLite create: then it is read as an immutable file (changes
+    still in a ``-wal`` file a crashed command left are not seen)."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path.absolute()))}"
+    last: sqlite3.Error | None = None
+    for query in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=10.0, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as err:
+            last = err
+            continue
+        try:
+            found = conn.execute("SELECT version FROM schema_version").fetchone()
+        except sqlite3.Error as err:
+            conn.close()
+            last = err
+            continue
+        if found is None or int(found[0]) != latest_version():
+            conn.close()
+            raise StateError(f"state store {path} has schema v{found[0] if found else '?'} and cannot be "
+                             f"migrated to v{latest_version()} while it cannot be written")
+        return conn
+    with translated(path):
+        raise last if last is not None else sqlite3.OperationalError("unable to open database file")
+    raise AssertionError("unreachable")
 
 
 def _migrate(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
@@ -177,17 +226,49 @@ def writable(path: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK) and (not path.exists() or os.access(path, os.W_OK))
 
 
-def read_only_message(path: Path) -> str:
-    """Why the store cannot be written, and the fix (nothing is deleted by it)."""
-    folder = path.parent
+def _filesystem(folder: Path) -> tuple[bool, bool]:
+    """(mounted read-only, full) for the filesystem holding ``folder``."""
     try:
-        on_ro_fs = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        vfs = os.statvfs(folder)
     except OSError:
-        on_ro_fs = False
-    what = (f"the filesystem holding {folder} is mounted read-only" if on_ro_fs else
-            f"{path if path.exists() and not os.access(path, os.W_OK) else folder} is not writable by this user")
-    return (f"state store {path} cannot be written: {what}; fleet commands record every step there, so make "
-            f"it writable (e.g. `chmod u+w {path} {folder}`) or point $SPOTFLEET_STATE at a writable file")
+        return False, False
+    return bool(vfs.f_flag & os.ST_RDONLY), vfs.f_bavail * vfs.f_frsize < 64 * 1024
+
+
+def copy_advice(path: Path) -> str:
+    """A command that moves the store somewhere writable and points spotfleet at the copy (its
+    ``-wal`` file goes with it, so nothing recorded is lost)."""
+    import shlex
+
+    target = "~/spotfleet-state"
+    return (f"`mkdir -p {target} && cp -p {shlex.quote(str(path))}* {target}/ && "
+            f"export SPOTFLEET_STATE={target}/{shlex.quote(path.name)}`")
+
+
+def read_only_message(path: Path) -> str:
+    """Why the store cannot be written, and a fix that works when followed (nothing is deleted by it)."""
+    folder = path.parent
+    on_ro_fs, full = _filesystem(folder)
+    copy = f"copy the store to a writable folder and use the copy: {copy_advice(path)}"
+    if on_ro_fs:
+        return (f"state store {path} cannot be written: the filesystem holding {folder} is mounted read-only; "
+                f"remount it read-write, or {copy}")
+    if full:
+        return (f"state store {path} cannot be written: the filesystem holding {folder} is full; "
+                f"free space there, or {copy}")
+    blocked = [p for p in (path, folder) if p.exists() and not os.access(p, os.W_OK)]
+    if blocked and all(_owned(p) for p in blocked):
+        return (f"state store {path} cannot be written: {' and '.join(map(str, blocked))} not writable by this "
+                f"user; make it writable (`chmod u+w {' '.join(map(str, blocked))}`), or {copy}")
+    return (f"state store {path} cannot be written: {folder} is not writable by this user (nor is it theirs to "
+            f"change); ask its owner, or {copy}")
+
+
+def _owned(p: Path) -> bool:
+    try:
+        return not hasattr(os, "getuid") or p.stat().st_uid == os.getuid()
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -202,8 +283,9 @@ def translated(path: Path) -> Iterator[None]:
                              "try again in a moment") from None
         if "no such table" in text or "no such column" in text:
             raise CorruptStoreError(f"state store {path} is damaged ({text}); {REPAIR_HINT}") from None
-        if "readonly" in text or ("unable to open" in text and not writable(path)):
-            raise StateError(read_only_message(path)) from None
+        if ("readonly" in text or "disk is full" in text or ("unable to open" in text and not writable(path))
+                or ("disk I/O error" in text and any(_filesystem(path.parent)))):
+            raise UnwritableStoreError(read_only_message(path)) from None
         raise StateError(f"state store {path}: {text}") from None
     except sqlite3.DatabaseError as err:
         raise CorruptStoreError(f"state store {path} is corrupt ({err}); {REPAIR_HINT}") from None

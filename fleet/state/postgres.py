@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from fleet.errors import StateError
-from fleet.state.db import REPAIR_HINT, TABLES
+from fleet.state.db import REPAIR_HINT, TABLES, UnwritableStoreError
 from fleet.state.migrations.postgres import MIGRATIONS
 from fleet.state.sql import KIND_RE, LOCK_TTL_SECONDS, SQLStore, guarded
 
@@ -53,19 +53,20 @@ class PostgresStore(SQLStore):
     _GREATEST = "GREATEST"
     _PLAN_ORDER = "seq"
 
-    def __init__(self, url: str, *, create: bool = True):
+    def __init__(self, url: str, *, create: bool = True, read_only: bool = False):
         try:
             import psycopg
         except ImportError:
             raise StateError("a postgresql:// state store needs psycopg: pip install 'spotfleet[postgres]'") from None
         super().__init__(redacted(url))
+        self.read_only = read_only
         try:
             self._conn = psycopg.connect(url.replace("postgres://", "postgresql://", 1), autocommit=True,
                                          connect_timeout=10)
         except psycopg.Error as err:
             raise StateError(f"cannot open the state store {self.url}: {str(err).strip()}") from None
         try:
-            self._migrate(create)
+            self._migrate(create and not read_only) if not read_only else self._check_version()
         except BaseException:
             self._conn.close()
             raise
@@ -78,6 +79,10 @@ class PostgresStore(SQLStore):
 
         try:
             yield
+        except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.DiskFull) as err:
+            raise UnwritableStoreError(f"state store {self.url} cannot be written ({err.diag.message_primary}); "
+                                       "fleet commands record every step there: make the database writable "
+                                       "(a primary with free disk), then run the command again") from None
         except psycopg.errors.UndefinedTable as err:
             raise StateError(f"state store {self.url} is damaged ({err.diag.message_primary}); "
                              f"{REPAIR_HINT}") from None
@@ -134,6 +139,14 @@ class PostgresStore(SQLStore):
                 for step in MIGRATIONS[version]:
                     self._conn.execute(step)
                 self._exec("UPDATE schema_version SET version = ?", (version,))
+
+    @guarded
+    def _check_version(self) -> None:
+        """For a read-only open: the schema must already be this version's (nothing is migrated)."""
+        found = self._all("SELECT version FROM schema_version")
+        if not found or int(found[0][0]) != max(MIGRATIONS):
+            raise StateError(f"state store {self.url} is not at schema v{max(MIGRATIONS)} and cannot be "
+                             "migrated while it cannot be written")
 
     @guarded
     def verify(self) -> None:

@@ -40,6 +40,7 @@ from fleet.errors import FleetLockedError, FleetNotFoundError
 from fleet.model import TAG_PLAN, Instance, Plan
 from fleet.safetext import safe, safe_data
 from fleet.state import owner, rows
+from fleet.state.heartbeat import Heartbeat
 from fleet.state.records import (
     BlockRecord,
     EventRecord,
@@ -52,7 +53,10 @@ from fleet.state.records import (
 
 T = TypeVar("T")
 KIND_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
-LOCK_TTL_SECONDS = 900.0
+#: A lock's lease: it expires this long after its holder's last heartbeat (one every
+#: ``HEARTBEAT_SECONDS`` while ``lock()`` is held), unless the holder is judged dead sooner.
+LOCK_TTL_SECONDS = 300.0
+HEARTBEAT_SECONDS = 30.0
 
 FLEET_COLS = rows.SCANS["fleets"][0]
 LAUNCH_COLS = rows.SCANS["launches"][0]
@@ -78,6 +82,7 @@ class SQLStore:
     threads can record results concurrently.
     """
 
+    read_only = False
     _IGNORE: tuple[str, str]
     _GREATEST: str
     _PLAN_ORDER: str
@@ -86,6 +91,7 @@ class SQLStore:
     def __init__(self, url: str):
         self.url = url
         self._mutex = threading.RLock()
+        self._held: dict[str, int] = {}      # fleet -> how deep this store's lock() blocks nest
 
     # ---- primitives a backend supplies -----------------------------------------------
     def _errors(self) -> contextlib.AbstractContextManager[Any]:
@@ -305,13 +311,30 @@ class SQLStore:
             self._many("DELETE FROM blocked_pools WHERE prefix = ?", [(p,) for p in prefixes])
 
     # ---- per-fleet lock (a leased row) ------------------------------------------------
+    # The row names its owner (``fleet.state.owner``: host, pid, namespace and a random token)
+    # and when its lease expires; a holder renews the lease with a heartbeat. Another command
+    # takes the lock over when the lease expired, or at once when the owner is in its own PID
+    # namespace and is dead; a holder it cannot judge (another host or namespace) keeps it.
     @contextlib.contextmanager
     def lock(self, fleet: str, command: str, *, ttl: float = LOCK_TTL_SECONDS) -> Iterator[LockInfo]:
-        """Hold ``fleet``'s lock for the block; raises ``FleetLockedError`` naming the holder."""
+        """Hold ``fleet``'s lock for the block, its lease renewed by a heartbeat every
+        ``min(HEARTBEAT_SECONDS, ttl / 4)``; raises ``FleetLockedError`` naming the holder. A
+        nested ``lock()`` of the same fleet on this store is the same hold."""
         info = self.acquire_lock(fleet, command, ttl=ttl)
+        if self._held.get(fleet):
+            self._held[fleet] += 1
+            try:
+                yield info
+            finally:
+                self._held[fleet] -= 1
+            return
+        self._held[fleet] = 1
+        beat = Heartbeat(lambda: self.refresh_lock(fleet, ttl=ttl), min(HEARTBEAT_SECONDS, ttl / 4))
         try:
             yield info
         finally:
+            beat.stop()
+            self._held.pop(fleet, None)
             self.release_lock(fleet)
 
     @guarded

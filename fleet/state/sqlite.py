@@ -27,10 +27,11 @@ class SQLiteStore(SQLStore):
     _GREATEST = "MAX"
     _PLAN_ORDER = "rowid"
 
-    def __init__(self, path: Path, *, create: bool = True):
+    def __init__(self, path: Path, *, create: bool = True, read_only: bool = False):
         super().__init__(str(path))
         self.path = path
-        self._conn = db.connect(path, create=create)
+        self.read_only = read_only
+        self._conn = db.connect(path, create=create and not read_only, read_only=read_only)
 
     def _errors(self) -> contextlib.AbstractContextManager[Any]:
         return db.translated(self.path)

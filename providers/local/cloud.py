@@ -26,6 +26,7 @@ from pathlib import Path
 
 from fleet.errors import FleetError
 from fleet.model import Instance, InstanceState, NodeConfig, Quota
+from fleet.private import private_dir
 from providers.local import ledger, nodes, quotas
 from providers.local.db import Database
 from providers.local.market import PoolModel, SpotMarket
@@ -76,7 +77,7 @@ class LocalCloud:
                 raise FleetError(f"local cloud {key.replace('_', ' ')} must be >= 0 (got {asked[key]})")
         root = Path(root).expanduser().absolute()
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            private_dir(root)        # the cloud's files hold node env (secrets) and the fleet's record
         except OSError as err:
             raise FleetError(f"cannot create the local cloud directory {root}: {err.strerror}") from err
         db = Database(root / DB_NAME)

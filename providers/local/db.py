@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from fleet.errors import FleetError
+from fleet.private import private_file
 from fleet.state.db import transaction
 
 SCHEMA_VERSION = 1
@@ -105,6 +106,7 @@ class Database:
         self.path = path
         self._local = threading.local()
         self._lock = _write_lock(path)
+        private_file(path)      # created 0600 before SQLite makes it (its -wal/-shm copy the mode)
         try:
             with self.write() as conn:
                 for statement in SCHEMA.split(";"):

@@ -4,11 +4,13 @@ command against a local cloud in a temporary home."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from cli.test_state_faults_cli import SMALL as STATE_SMALL
 from cli.world import FLEET_BIN, World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,3 +167,26 @@ def test_a_busy_fleet_is_refused_and_status_reads_only(world: World):
         holder.kill()
         holder.wait()
     assert world.fleet_json("down", "busy", "--yes")["remaining"] == []
+
+
+HUGE = """
+name: {name}
+backend: local
+capacity:
+  gpus: 100000
+  accelerators: [H100]
+"""
+
+
+def test_a_plan_above_the_cost_ceiling_launches_nothing_without_the_flag(world: World):
+    huge = world.fleet("up", str(world.spec("typo", HUGE)), "--yes")
+    assert huge.returncode == 1 and "Traceback" not in huge.stderr, huge.stderr
+    flat = " ".join(huge.stderr.split())
+    assert re.search(r"costs \$[0-9,]{7,}\.\d\d/h, above \$500\.00/h", flat) and "--max-cost" in flat, flat
+    assert world.created("typo") == []
+    small = str(world.spec("small", STATE_SMALL))
+    capped = world.fleet("up", small, "--yes", "--max-cost", "1")
+    assert capped.returncode == 1 and "above $1.00/h (--max-cost)" in " ".join(capped.stderr.split())
+    assert world.created("small") == []
+    allowed = world.fleet_json("up", small, "--yes", "--max-cost", "1000")
+    assert allowed["ok"] and len(allowed["launched"]) == 2

@@ -106,6 +106,20 @@ def test_dry_run_prints_actions_and_changes_nothing(world: World):
     assert not [e for e in world.fleet_json("history", "chaos", "--limit", "0")["events"] if e["kind"] == "rebalance"]
 
 
+def test_up_after_a_rebalance_keeps_the_replacements_and_launches_nothing(world: World):
+    """A rerun of `fleet up` after the rebalancer replaced preempted nodes in other pools used to
+    terminate those fresh replacements as surplus and relaunch in the pools just preempted."""
+    up(world)
+    lose_spot(world, 3)
+    report = world.fleet_json("rebalance", "chaos")
+    assert report["at_target"], report
+    before = {i.id for i in world.created("chaos") if i.state.alive}
+    assert len(before) == NODES
+    again = world.fleet_json("up", str(world.spec()), "--yes")
+    assert again["ok"] and again["terminated"] == [] and again["launched"] == []
+    assert {i.id for i in world.created("chaos") if i.state.alive} == before
+
+
 def test_a_busy_fleet_exits_75_for_cron(world: World):
     up(world)
     store = world.store()

@@ -252,6 +252,19 @@ def test_replan_keeps_running_pools_when_an_equal_pool_appears():
     assert again.counts() == {"aws/r1/a/t/spot": 8}
 
 
+def test_replan_keeps_dearer_running_pools_and_plans_only_the_gap():
+    """Replacements the rebalancer put in dearer pools are kept: swapping them for the cheaper
+    pools would terminate running nodes to launch the same GPUs elsewhere."""
+    offers = [offer(zone=z, price=1.0 + i / 10) for i, z in enumerate("abcdef")]
+    spec = spec_of("diversification: {max_pool_share: 0.25, min_pools: 4}", gpus=32)
+    first = plan(spec, offers)
+    assert first.counts() == {f"aws/r1/{z}/t/spot": 8 for z in "abcd"}
+    running = {"aws/r1/a/t/spot": 8, "aws/r1/b/t/spot": 8, "aws/r1/e/t/spot": 8, "aws/r1/f/t/spot": 8}
+    assert plan(spec, offers, current=running).counts() == running
+    short = {"aws/r1/e/t/spot": 8, "aws/r1/f/t/spot": 8}
+    assert plan(spec, offers, current=short).counts() == {**short, "aws/r1/a/t/spot": 8, "aws/r1/b/t/spot": 8}
+
+
 def test_replan_moves_only_what_a_block_forces():
     offers = [offer(zone=z, price=1.0 + i / 10) for i, z in enumerate("abc")]
     spec = spec_of("diversification: {max_pool_share: 0.5}")

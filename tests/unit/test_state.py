@@ -275,6 +275,58 @@ def test_lock_is_per_fleet_and_reentrant_for_its_owner(tmp_path, store):
         proc.wait()
 
 
+def _can_unshare_pid() -> bool:
+    return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "true"],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_unshare_pid(), reason="needs PID namespaces (unshare --pid)")
+def test_a_holder_in_another_pid_namespace_keeps_its_lock(store):
+    """A rebalancer in a container (own PID namespace, same hostname, shared state) is alive
+    though this namespace's /proc has no such process (or another one under its pid)."""
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                             sys.executable, "-c", HOLDER, store.url, "600"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        held = store.lock_holder("demo")
+        assert held is not None and held.pid == 1          # pid 1 in its namespace: our init here
+        with pytest.raises(FleetLockedError, match=r"fleet 'demo' is busy: `fleet up` \(pid 1 on "):
+            with store.lock("demo", "rebalance"):
+                pass
+        assert store.lock_holder("demo").owner == held.owner
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+HEARTBEAT_HOLDER = textwrap.dedent("""
+    import sys, time
+    from fleet.state import open_store
+    s = open_store(sys.argv[1])
+    with s.lock("demo", "rebalance", ttl=float(sys.argv[2])):
+        print("locked", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_a_holder_renews_its_lease_with_a_heartbeat(store):
+    proc = subprocess.Popen([sys.executable, "-c", HEARTBEAT_HOLDER, store.url, "2"], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        first = store.lock_holder("demo")
+        deadline = time.monotonic() + 60
+        while store.lock_holder("demo").expires_at <= first.expires_at:
+            assert time.monotonic() < deadline, "the holder never renewed its lease"
+            time.sleep(0.05)
+        assert store.lock_holder("demo").owner == first.owner
+    finally:
+        proc.kill()
+        proc.wait()
+    with store.lock("demo", "down") as info:           # a dead holder in this namespace: taken at once
+        assert info.command == "down"
+
+
 def test_a_lock_taken_over_after_expiry_stops_its_old_holder(tmp_path, store):
     store.acquire_lock("demo", "up", ttl=0.05)
     time.sleep(0.1)

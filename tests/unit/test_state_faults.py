@@ -157,3 +157,55 @@ def test_a_corrupt_local_cloud_says_reset_deletes_every_instance(tmp_path):
     with pytest.raises(FleetError) as info:
         LocalCloud.open(root)
     assert "fleet local reset" in str(info.value) and "DELETES every simulated instance" in str(info.value)
+
+
+# ---- links never carry a mode change outside the state folder ---------------------------
+
+def _victim(tmp_path: Path, name: str = "passwd") -> Path:
+    victim = tmp_path / "elsewhere" / name
+    victim.parent.mkdir(exist_ok=True)
+    victim.write_text("root:x:0:0::/root:/bin/sh\n")
+    victim.chmod(0o644)
+    return victim
+
+
+@pytest.mark.parametrize("linked", ["state.db", "state.db-wal"])
+def test_a_symlinked_store_file_is_refused_and_its_target_keeps_its_mode(tmp_path, linked):
+    folder = tmp_path / "state"
+    open_store(str(folder / "state.db")).close()
+    victim = _victim(tmp_path)
+    if linked == "state.db":
+        (folder / "state.db").unlink()
+    (folder / linked).symlink_to(victim)
+    with pytest.raises(StateError, match="symbolic link"):
+        open_store(str(folder / "state.db"), create=False)
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644
+    assert victim.read_text().startswith("root:x:0:0")
+
+
+def test_private_helpers_never_change_a_mode_through_a_link(tmp_path):
+    from fleet.private import private_dir, private_file, write_private
+
+    victim = _victim(tmp_path)
+    folder = tmp_path / "elsewhere"
+    folder.chmod(0o755)
+    (tmp_path / "home-link").symlink_to(folder)
+    (tmp_path / "file-link").symlink_to(victim)
+    hard = tmp_path / "hard"
+    os.link(victim, hard)                       # the same inode under a second name
+    private_dir(tmp_path / "home-link")
+    private_file(tmp_path / "file-link")
+    private_file(hard)
+    with pytest.raises(OSError):
+        write_private(tmp_path / "file-link", "clobbered")
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644 and victim.read_text().startswith("root:x")
+
+
+def test_a_first_command_makes_the_home_and_the_local_cloud_private(tmp_path):
+    home = tmp_path / "new" / ".spotfleet"
+    LocalCloud.open(home / "localcloud", time_scale=0)
+    for folder in (tmp_path / "new", home, home / "localcloud"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    for f in (home / "localcloud").glob("cloud.db*"):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from fleet.errors import FleetLockedError, StateError
-from fleet.state import open_store
+from fleet.state import UnwritableStoreError, open_store
 from fleet.state.migrations.postgres import SCHEMA_VERSION
 from fleet.state.postgres import redacted
 
@@ -86,3 +86,18 @@ def test_two_connections_never_both_take_a_lock(url):
     finally:
         a.close()
         b.close()
+
+
+def test_a_read_only_database_is_named_as_such_and_can_still_be_read(url):
+    store = open_store(url)
+    store.save_fleet("demo", status="up", spec_json="{}", spec_hash="h")
+    store.close()
+    database = url.rsplit("/", 1)[1].split("?", 1)[0]
+    _sql(url, f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+    with pytest.raises(UnwritableStoreError, match="cannot be written"):
+        open_store(url, create=False)
+    reader = open_store(url, create=False, read_only=True)
+    assert reader.read_only and reader.get_fleet("demo").status == "up"
+    with pytest.raises(UnwritableStoreError):
+        reader.set_status("demo", "down")
+    reader.close()

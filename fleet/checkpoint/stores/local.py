@@ -5,6 +5,11 @@ under the final name. ``create`` is a hard link of a fully written temporary fil
 name: ``link(2)`` fails if the name exists, which makes the commit atomic and exclusive (a plain
 rename would silently replace a concurrent writer's commit).
 
+Links are never followed out of a location: a folder below the root (``data/``, ``commits/``)
+that is a symbolic link is refused with a ``CheckpointError`` naming it (a save would write,
+and pruning delete, wherever it points), and objects are opened with ``O_NOFOLLOW`` (an object
+that is a link reads as corrupt). The root itself may be a link: it is what the user named.
+
 Every ``write`` is checked for what it wrote (a short write is continued, never ignored), and a
 full disk or quota is reported as such ("no space left on device: ... needs N bytes"), not as a
 size mismatch found later. Keeping N checkpoints needs room for N + 1 while one is saved: the new
@@ -16,8 +21,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
 from fleet.checkpoint.payload import Payload
@@ -36,7 +43,23 @@ class LocalStore:
         self.uri = f"file://{self.root}"
 
     def _path(self, key: str) -> Path:
+        """``key`` under the root, once no folder between them is a link (nor ``..``)."""
+        parts = key.split("/")
+        if key.startswith("/") or ".." in parts:
+            raise CheckpointError(f"{self.uri}: key {key[:80]!r} is outside the location")
+        self._no_links(parts[:-1])
         return self.root / key
+
+    def _no_links(self, folders: list[str]) -> None:
+        here = self.root
+        for name in folders:
+            if not name:
+                continue
+            here = here / name
+            if here.is_symlink():
+                raise CheckpointError(f"{self.uri}: {here.relative_to(self.root)}/ is a symbolic link (to "
+                                      f"{os.readlink(here)}); a checkpoint location never follows links out of "
+                                      "itself: make it a real folder")
 
     def upload(self, key: str, payload: Payload) -> None:
         final = self._path(key)
@@ -45,7 +68,7 @@ class LocalStore:
             final.parent.mkdir(parents=True, exist_ok=True)
             reader = payload.reader()
             block = bytearray(_BLOCK)
-            with open(tmp, "wb", buffering=0) as f:
+            with _create_nofollow(tmp) as f:
                 while n := reader.readinto(block):
                     write_all(f.fileno(), memoryview(block)[:n])
                 os.fsync(f.fileno())
@@ -60,7 +83,7 @@ class LocalStore:
         tmp = final.with_name(f"{final.name}.{uuid.uuid4().hex}.partial")
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb", buffering=0) as f:
+            with _create_nofollow(tmp) as f:
                 write_all(f.fileno(), memoryview(data))
                 os.fsync(f.fileno())
             try:
@@ -85,15 +108,21 @@ class LocalStore:
 
     def read(self, key: str) -> bytes | None:
         try:
-            return self._path(key).read_bytes()
+            with _open_nofollow(self._path(key)) as f:
+                return f.read()
         except FileNotFoundError:
             return None
         except OSError as err:
-            raise CheckpointError(f"{self.uri}: cannot read {key}: {err.strerror or err}") from err
+            raise self._read_error(key, err) from err
+
+    def _read_error(self, key: str, err: OSError) -> CheckpointError:
+        if err.errno == errno.ELOOP:
+            return CorruptCheckpointError(f"{self.uri}: {key} is a symbolic link, not an object of this location")
+        return CheckpointError(f"{self.uri}: cannot read {key}: {err.strerror or err}")
 
     def download(self, key: str, size: int) -> bytearray | None:
         try:
-            with open(self._path(key), "rb", buffering=0) as f:
+            with _open_nofollow(self._path(key)) as f:
                 actual = os.fstat(f.fileno()).st_size
                 if actual != size:
                     raise CorruptCheckpointError(f"{key} holds {actual} bytes, expected {size}")
@@ -106,19 +135,23 @@ class LocalStore:
         except FileNotFoundError:
             return None
         except OSError as err:
-            raise CheckpointError(f"{self.uri}: cannot read {key}: {err.strerror or err}") from err
+            raise self._read_error(key, err) from err
 
     def size(self, key: str) -> int | None:
+        """The object's size; None when it is missing or is a link (not an object of the location)."""
         try:
-            return self._path(key).stat().st_size
+            st = self._path(key).lstat()
         except FileNotFoundError:
             return None
+        return None if stat.S_ISLNK(st.st_mode) else st.st_size
 
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix``; none when its directory does not exist yet. A directory that
         cannot be read (permissions, a file where a directory should be, I/O errors) raises
         CheckpointError: it is never taken for an empty location."""
-        directory = self.root / prefix[:prefix.rfind("/") + 1]
+        folder = prefix[:prefix.rfind("/") + 1]
+        self._no_links(folder.split("/"))
+        directory = self.root / folder
 
         def refuse(err: OSError) -> None:
             if isinstance(err, FileNotFoundError):
@@ -136,6 +169,19 @@ class LocalStore:
             self._path(key).unlink(missing_ok=True)
         except OSError as err:
             raise CheckpointError(f"{self.uri}: cannot delete {key}: {err.strerror or err}") from err
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_nofollow(path: Path) -> BinaryIO:
+    """``path`` opened for unbuffered reading; ``OSError(ELOOP)`` when it is a symbolic link."""
+    return os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb", buffering=0)
+
+
+def _create_nofollow(path: Path) -> BinaryIO:
+    """``path`` created (or truncated) for unbuffered writing, never through a symbolic link."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666), "wb", buffering=0)
 
 
 def _remove(path: Path) -> None:
