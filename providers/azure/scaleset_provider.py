@@ -104,6 +104,7 @@ class AzureScaleSetProvider(AzureProvider):
     def _launch_region(self, key: tuple[str, str], jobs: list[tuple[int, LaunchRequest]]) -> dict[int, LaunchResult]:
         fleet, region = key
         with self._token_lock(f"scale-set|{fleet}|{region}"):
+            keys = {i: self._login_key(r) for i, r in jobs}
             subnet = self._ensure_network(fleet, region, ssh=any(r.node.ssh_key for _, r in jobs))
             name = set_name(fleet, region)
             vmss = self._get_set(name)
@@ -138,6 +139,7 @@ class AzureScaleSetProvider(AzureProvider):
                 body = set_body(req, [first] + [s for s in sizes if s != first], subnet, capacity=len(members) + need,
                                 base_regular=regular + (need if req.offer.pool.market is Market.ON_DEMAND else 0),
                                 max_price=max_price, marks=ledger(vmss) + [token_mark(req.token)],
+                                ssh_key=keys[i],
                                 eviction_policy=self.settings.eviction_policy, identity=self._node_identity(req))
                 try:
                     vmss = wire(self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_create_or_update(
