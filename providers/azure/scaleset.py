@@ -58,9 +58,13 @@ def pool_of(vm: Mapping[str, Any]) -> PoolKey:
 
 
 def member_tags(vm: Mapping[str, Any], set_tags: Mapping[str, str]) -> dict[str, str]:
-    """The tags a scale-set VM is listed with: its set's fleet tags, its pool, then its own."""
-    base = {k: v for k, v in set_tags.items() if k != TAG_LAUNCHES}
-    return {**base, TAG_POOL: pool_of(vm).id, **dict(vm.get("tags") or {})}
+    """The tags a VM of a spotfleet scale set is listed with: the set's tags, the VM's own over them,
+    and always the pool its size and priority give (:func:`pool_of`). Whether a Flexible set copies
+    its tags onto the VMs it makes is not documented either way, so nothing here depends on it: a
+    copied ledger or a stale pool tag on the VM is ignored, and the pool never comes from a tag."""
+    own = {k: v for k, v in dict(vm.get("tags") or {}).items() if k not in (TAG_LAUNCHES, TAG_POOL)}
+    base = {k: v for k, v in set_tags.items() if k not in (TAG_LAUNCHES, TAG_POOL)}
+    return {**base, **own, TAG_POOL: pool_of(vm).id}
 
 
 def ledger(vmss: Mapping[str, Any] | None) -> list[str]:
