@@ -31,7 +31,6 @@ ADMIN_USER = "spotfleet"
 #: (https://github.com/Azure/azhpc-images; the image named by Azure's GPU guides). ``node.image``
 #: replaces it (:func:`image_reference`).
 IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
-IMAGE_URN = ":".join(IMAGE.values())
 
 
 def _slug(text: str, n: int) -> str:
