@@ -9,7 +9,8 @@ made once with ``cryptography`` (a dependency of azure-identity) under
 ``id_rsa.pub``. Every later call, in any process, reads the same pair: the private key is
 written under a temporary name and linked into place, so two processes racing keep one key,
 and the public half is always derived from the private key that won.
-``ssh -i <home>/keys/<fleet>/id_rsa spotfleet@<node>`` signs in where the network allows it.
+``ssh -i <home>/keys/<fleet>/id_rsa spotfleet@<node>`` signs in where the network allows it. The
+public key is read once per process and folder.
 
 :func:`check_public_key` says what is wrong with a key text a spec gives (one line naming
 ``node.ssh_key``), or "" when it is an ``ssh-rsa`` (2048 bits or more) or ``ssh-ed25519`` key.
@@ -32,6 +33,7 @@ from fleet.private import private_dir, write_private
 KEY_BITS = 3072
 PRIVATE = "id_rsa"
 _lock = threading.Lock()
+_known: dict[Path, str] = {}       # key folder -> its public key line, once read in this process
 
 
 def default_home(environ: Mapping[str, str]) -> Path:
@@ -55,6 +57,8 @@ def fleet_public_key(home: Path, fleet: str) -> str:
     folder = key_dir(home, fleet)
     path = folder / PRIVATE
     with _lock:
+        if folder in _known and path.exists():
+            return _known[folder]
         if not path.exists():
             private_dir(folder)
             key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
@@ -77,6 +81,7 @@ def fleet_public_key(home: Path, fleet: str) -> str:
             tmp = folder / f".{PRIVATE}.pub.{uuid.uuid4().hex}"
             tmp.write_text(line + "\n")
             os.replace(tmp, pub)
+        _known[folder] = line
         return line
 
 
