@@ -21,6 +21,7 @@ import os
 import platform
 import sys
 import time
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -58,7 +59,8 @@ def run_once(server: ArmServer, mode: str, vms: int, on_demand: int, latency: fl
     httpx.post(f"{server.url}/_control/reset", json={"capacity": capacity}).raise_for_status()
     cls = AzureScaleSetProvider if mode == "scale-set" else AzureProvider
     provider = cls(ProviderSettings(resource_group="bench", launch_mode=mode), environ={}, cache_seconds=3600,
-                   live_prices=False, arm=Arm(SUBSCRIPTION, server.url, polling_interval=0))
+                   live_prices=False, arm=Arm(SUBSCRIPTION, server.url, polling_interval=0),
+                   home=Path(tempfile.mkdtemp(prefix="spotfleet-bench-")))
     requests = _requests(provider, vms, on_demand, mode)
     httpx.post(f"{server.url}/_control/reset", json={"capacity": capacity, "latency": latency}).raise_for_status()
     start = time.perf_counter()

@@ -7,7 +7,9 @@ spec) and whose ``priorityMixPolicy`` keeps the on-demand baseline as regular-pr
 (``sku.capacity``) is the region's planned count; it belongs to the rebalancer once spot is in
 the mix (``stacks.ownership``), the baseline belongs to Pulumi. One scale set holds several
 sizes, so its nodes carry the region's mix pool id (``azure/<region>/-/mix/spot``); the VM size
-on each VM names its exact pool.
+on each VM names its exact pool. The VMs boot the adapter's image (``providers.azure.launch``:
+Ubuntu-HPC 22.04 with the NVIDIA driver, or ``node.image``) and sign in with ``node.ssh_key`` or,
+without one, the fleet's own key pair (``providers.kit.ssh_keys``), as the adapter's VMs do.
 
 With ``checkpoint.provider: azure``: a storage account (HTTPS only, no public blob access,
 TLS 1.2) with a private container (both protected, retained on delete), a management policy
@@ -18,6 +20,7 @@ user-assigned managed identity, limited to the container.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 
 import pulumi
@@ -25,6 +28,8 @@ import pulumi_azure_native as azure
 
 from fleet.bootstrap import render_base64
 from fleet.spec import FleetSpec, Strategy
+from providers.azure.launch import ADMIN_USER, image_reference
+from providers.kit.ssh_keys import default_home, fleet_public_key
 from stacks.layout import PoolPlan, azure_account, by_region
 from stacks.ownership import ignore_changes
 
@@ -32,8 +37,6 @@ VMSS_TYPE = "azure-native:compute:VirtualMachineScaleSet"
 #: Spec strategy -> skuProfile allocation strategy.
 SKU_STRATEGY = {Strategy.PRICE_CAPACITY_OPTIMIZED: "CapacityOptimized", Strategy.CAPACITY_OPTIMIZED: "CapacityOptimized",
                 Strategy.LOWEST_PRICE: "LowestPrice", Strategy.DIVERSIFIED: "Prioritized"}
-#: Ubuntu image with the NVIDIA driver installed by the HPC image.
-DEFAULT_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 BLOB_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
 
@@ -82,7 +85,10 @@ def _scale_set(spec: FleetSpec, region: str, planned: list[PoolPlan], group_name
     boot = dataclasses.replace(ranked[0].boot, pool=mix_pool(region))
     tags = {**ranked[0].tags, "spotfleet:pool": mix_pool(region)}
     custom_data = render_base64(boot)
-    ssh = [{"path": "/home/spotfleet/.ssh/authorized_keys", "key_data": spec.node.ssh_key}] if spec.node.ssh_key else []
+    # the adapter's image (Ubuntu-HPC with the NVIDIA driver, or node.image) and sign-in key (node.ssh_key,
+    # else the fleet's own pair in the state folder: Azure refuses a Linux VM without password or key)
+    ssh_key = spec.node.ssh_key.strip() or fleet_public_key(default_home(os.environ), spec.name)
+    ssh = [{"path": f"/home/{ADMIN_USER}/.ssh/authorized_keys", "key_data": ssh_key}]
     return azure.compute.VirtualMachineScaleSet(
         f"{spec.name}-{region}", resource_group_name=group_name, location=region,
         orchestration_mode="Flexible", platform_fault_domain_count=1, single_placement_group=False,
@@ -94,11 +100,11 @@ def _scale_set(spec: FleetSpec, region: str, planned: list[PoolPlan], group_name
         virtual_machine_profile={
             "priority": "Spot", "eviction_policy": _eviction_policy(spec), "billing_profile": {"max_price": -1},
             "os_profile": {"computer_name_prefix": re.sub(r"[^a-z0-9-]", "", spec.name)[:9],
-                           "admin_username": "spotfleet",
+                           "admin_username": ADMIN_USER,
                            "custom_data": pulumi.Output.secret(custom_data) if ranked[0].secret else custom_data,
                            "linux_configuration": {"disable_password_authentication": True,
                                                    "ssh": {"public_keys": ssh}}},
-            "storage_profile": {"image_reference": DEFAULT_IMAGE,
+            "storage_profile": {"image_reference": image_reference(spec.node.image),
                                 "os_disk": {"create_option": "FromImage", "disk_size_gb": 200,
                                             "delete_option": "Delete"}},
             "scheduled_events_profile": {"terminate_notification_profile": {"enable": True,

@@ -17,7 +17,9 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 4. **Replace lost capacity** from the best pools now: the planner re-plans with the healthy
    instances as ``current``; pools that recently interrupted us or had no capacity are
    avoided by a decaying back-off (``fleet.rebalance.backoff``), as are pools with warned
-   instances; healthy instances in such pools are kept (no new launches there).
+   instances; healthy instances in such pools are kept (no new launches there). When the other
+   pools cannot bring the fleet to target (rules 5 and 7 included), the pools backed off only
+   for interruptions are planned with again rather than leaving the fleet short.
 5. **On-demand fallback up to the critical level**: when the plan would need on-demand beyond
    ``spec.critical_gpus`` (spot is short), on-demand launches are kept only until that level
    is reached (the last node may pass it by less than its own weight) and spot fills what it
@@ -85,7 +87,11 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
     od_have = ctx.weighted(i for i in healthy if i.market is Market.ON_DEMAND)
     adds: dict[str, int] = {}
     if have < ctx.target - EPS or od_have < ctx.baseline - EPS:
-        adds = _refill(ctx, have, od_have, notes)
+        refill: list[str] = []
+        adds = _refill(ctx, have, od_have, refill)
+        thaw = _interrupted_only(events, backoff) - {i.pool for i in warned}
+        adds = _lift_backoff(ctx, healthy, avoid, thaw, have, od_have, adds, refill)
+        notes += refill
     adds = _within_budget(ctx, ours, adds, notes)
 
     launches = [Launch(ctx.offer[p], n, _reason(ctx, p, od_have, warned, have)) for p, n in sorted(adds.items())]
@@ -187,6 +193,32 @@ def _refill(ctx: _Context, have: float, od_have: float, notes: list[str]) -> dic
         second = ctx.plan(offers, ctx.current, notes)
         adds = _additions(second, ctx.current) if second is not None else keep
     return _trim_excess(ctx, adds, have, od_have)
+
+
+def _interrupted_only(events: Sequence[PoolEvent], backoff: Mapping[str, float]) -> set[str]:
+    """The backed-off pools whose events are all interruptions (none answered "no capacity")."""
+    refused = {e.pool for e in events if e.kind != "interrupted"}
+    return {p for p in backoff if p not in refused}
+
+
+def _lift_backoff(ctx: _Context, healthy: list[ObservedInstance], avoid: set[str], thaw: set[str], have: float,
+                  od_have: float, adds: dict[str, int], notes: list[str]) -> dict[str, int]:
+    """Rule 4, last resort: when the pools not backed off leave the fleet short (the caps forbid
+    more there, and on-demand stops at the critical level), the pools in ``thaw``, backed off only
+    for interrupting us, are planned with again, so caution alone does not keep the fleet short
+    (with regional pools, as Azure scale sets give, one eviction backs off a whole region). A pool
+    that answered "no capacity" stays avoided. Returns ``adds``, or the launches of that plan when
+    they bring more weighted GPUs (``notes`` then tells that plan's story instead of the first's)."""
+    if not thaw or have + ctx.add_weight(adds) >= ctx.target - EPS:
+        return adds
+    ctx.prepare(healthy, avoid - thaw)
+    tried: list[str] = []
+    more = _refill(ctx, have, od_have, tried)
+    if ctx.add_weight(more) <= ctx.add_weight(adds) + EPS:
+        ctx.prepare(healthy, avoid)
+        return adds
+    notes[:] = [*tried, f"back-off lifted for {', '.join(sorted(thaw))}: the other pools cannot reach the target"]
+    return more
 
 
 def _up_to_level(ctx: _Context, od_adds: Mapping[str, int], room: float) -> dict[str, int]:

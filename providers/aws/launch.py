@@ -12,18 +12,28 @@ tagged with the token (emulators ignore ``ClientToken``; it also answers after E
 the token). The same token with other parameters is refused with ``IdempotentParameterMismatch``.
 The instant response is read as it is: ``Instances`` per lifecycle and ``Errors`` per override;
 a shortfall is reported (capacity) or raised (quota, auth and others when nothing launched).
-The launch template is deleted before returning, whatever happened.
+The launch template (its user data holds the node's environment, secrets included) is tagged with
+the fleet and the token, and deleted before returning, whatever happened. A run killed between
+CreateFleet and that delete leaves it: the rerun of the same token deletes it when it replays the
+launch (or replaces it when it launches again); the first look of a process at the fleet in a
+region (``AwsProvider.list_instances``, which every ``up``, ``status`` and ``rebalance`` does, or a
+launch) deletes the fleet's templates whose token already has instances (CreateFleet went through,
+so nothing will use them again: :meth:`Launcher.sweep_once`); and :meth:`Launcher.remove_templates` (``fleet down``, through
+``AwsProvider.teardown``) deletes every template carrying the fleet's tag.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from typing import Any
 
+from fleet import crashpoints
 from fleet.bootstrap import boot_for, render_base64
 from fleet.errors import NoCapacityError, ProviderError
-from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, fleet_tags, stable_hash
+from fleet.model import (TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, fleet_tags,
+                         stable_hash)
 from fleet.provisioning.launching import error_kind
 from fleet.spec import ProviderSettings
 from providers.aws import instances as ec2i
@@ -33,6 +43,11 @@ from providers.aws.session import Aws
 #: Public SSM parameter of the default image: the AWS Deep Learning base AMI (NVIDIA driver, Ubuntu 22.04).
 DEFAULT_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 MISMATCH = "IdempotentParameterMismatch"
+
+
+def template_name(token: str) -> str:
+    """The launch template of a launch token (stable across reruns)."""
+    return "spotfleet-" + hashlib.sha256(token.encode()).hexdigest()[:24]
 
 
 def client_token(token: str) -> str:
@@ -60,6 +75,8 @@ class Launcher:
         self.settings = settings
         self._ami: dict[str, str] = {}
         self._subnets: dict[tuple[str, str], list[str]] = {}
+        self._swept: set[tuple[str, str]] = set()      # (region, fleet) whose used templates were removed
+        self._lock = threading.Lock()
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         pool = request.offer.pool
@@ -68,15 +85,35 @@ class Launcher:
         tags = self._tags(request)
         found = ec2i.describe(self.aws, pool.region, [{"Name": f"tag:{ec2i.TAG_TOKEN}", "Values": [request.token]}])
         if found:
+            self._delete_template(pool.region, template_name(request.token))    # left if a run died after CreateFleet
             return self._replay(request, found, tags[ec2i.TAG_REQUEST])
         subnets = self.subnets(pool.region, pool.zone)
+        self.sweep_once(pool.region, request.fleet)
         template = self._create_template(request, pool.region)
         try:
             response = self.aws.call("ec2", pool.region, "create_fleet", **self._fleet_params(request, template,
                                                                                                  subnets, tags))
+            crashpoints.reached("aws-fleet-created")
         finally:
             self._delete_template(pool.region, template)
         return self._read(request, response, tags)
+
+    def remove_templates(self, region: str, fleet: str, *, used_only: bool = False) -> list[str]:
+        """Delete the launch templates in ``region`` tagged with ``fleet`` (what runs killed before
+        their cleanup left), or with ``used_only`` those whose token already has instances; their
+        names. Templates without the tag are never touched."""
+        found = self.aws.pages("ec2", region, "describe_launch_templates", "LaunchTemplates",
+                               Filters=[{"Name": f"tag:{TAG_FLEET}", "Values": [fleet]}])
+        names = sorted(t["LaunchTemplateName"] for t in found
+                       if ec2i.tags_of(t).get(TAG_FLEET) == fleet and t.get("LaunchTemplateName")
+                       and (not used_only or self._used(region, ec2i.tags_of(t).get(ec2i.TAG_TOKEN, ""))))
+        for name in names:
+            try:
+                self.aws.call("ec2", region, "delete_launch_template", LaunchTemplateName=name)
+            except ProviderError as err:
+                if "NotFound" not in err.code:       # gone meanwhile is fine; anything else: `down` again
+                    raise
+        return names
 
     # ---- pieces --------------------------------------------------------------------------
     def _tags(self, request: LaunchRequest) -> dict[str, str]:
@@ -126,7 +163,7 @@ class Launcher:
         """A launch template named after the token, at version 1; its name (stable across reruns,
         unlike its id) is what CreateFleet references, so a replay under the same ClientToken
         sends EC2 the same parameters."""
-        name = "spotfleet-" + hashlib.sha256(request.token.encode()).hexdigest()[:24]
+        name = template_name(request.token)
         data: dict[str, Any] = {"ImageId": self.image(region),
                                 "UserData": render_base64(boot_for("aws", request))}
         profile = instance_profile_for(request.node.checkpoint_uri)
@@ -134,15 +171,34 @@ class Launcher:
             data["IamInstanceProfile"] = {"Name": profile}
         if request.node.ssh_key:
             data["KeyName"] = request.node.ssh_key
+        tagged = [{"ResourceType": "launch-template", "Tags": [{"Key": TAG_FLEET, "Value": request.fleet},
+                                                               {"Key": ec2i.TAG_TOKEN, "Value": request.token}]}]
         try:
-            self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data)
+            self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data,
+                          TagSpecifications=tagged)
         except ProviderError as err:
             if "AlreadyExists" not in err.code:
                 raise
             # left behind by a launch that died before cleaning up: start from a fresh one
             self._delete_template(region, name)
-            self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data)
+            self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data,
+                          TagSpecifications=tagged)
         return name
+
+    def _used(self, region: str, token: str) -> bool:
+        return bool(token) and bool(ec2i.describe(self.aws, region, [{"Name": f"tag:{ec2i.TAG_TOKEN}",
+                                                                      "Values": [token]}]))
+
+    def sweep_once(self, region: str, fleet: str) -> None:
+        """Once per process, region and fleet: delete the fleet's templates that CreateFleet already used."""
+        with self._lock:
+            if (region, fleet) in self._swept:
+                return
+            self._swept.add((region, fleet))
+        try:
+            self.remove_templates(region, fleet, used_only=True)
+        except ProviderError:
+            pass                 # `fleet down` removes them all; a launch does not fail for this
 
     def _delete_template(self, region: str, name: str) -> None:
         try:

@@ -75,8 +75,14 @@ class AwsProvider:
         return self.launcher.launch(request)
 
     def list_instances(self, fleet: str) -> list[Instance]:
-        """The fleet's instances in every region (alive, stopped, and spot instances AWS took back)."""
-        found = self._each_region(lambda r: instances.list_fleet(self.aws, r, fleet))
+        """The fleet's instances in every region (alive, stopped, and spot instances AWS took back).
+        The first look per region and process also deletes the fleet's launch templates that
+        CreateFleet already used (left by a run killed before its cleanup: ``Launcher.sweep_once``)."""
+        def region(r: str) -> list[Instance]:
+            self.launcher.sweep_once(r, fleet)
+            return instances.list_fleet(self.aws, r, fleet)
+
+        found = self._each_region(region)
         return sorted((i for part in found for i in part), key=lambda i: (i.launched_at, i.id))
 
     def terminate(self, ids: Sequence[str]) -> None:
@@ -96,6 +102,12 @@ class AwsProvider:
 
     def revoke_node_credentials(self, spec: StorageSpec) -> list[str]:
         return node_credentials.revoke(self.aws, fleet=spec.fleet, region=self.aws.default_region)
+
+    def teardown(self, fleet: str) -> list[str]:
+        """Delete the launch templates ``fleet`` left in any region (a run killed between CreateFleet
+        and its cleanup leaves one, user data and all); called by ``fleet down``. Their names."""
+        found = self._each_region(lambda r: self.launcher.remove_templates(r, fleet))
+        return [name for part in found for name in part]
 
     # ---- internals -----------------------------------------------------------------------
     def _each_region(self, work: Callable[[str], T]) -> list[T]:

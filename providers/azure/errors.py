@@ -36,6 +36,8 @@ ARM_ERRORS: dict[str, type[ProviderError]] = {
     "InvalidAuthenticationToken": AuthError,
     "SubscriptionNotFound": AuthError,
     "TooManyRequests": RateLimitedError,
+    "PlatformImageNotFound": ProviderError,         # 404, but a wrong node.image, not a missing resource
+    "InvalidParameter": ProviderError,
     "ResourceNotFound": InstanceNotFoundError,
     "NotFound": InstanceNotFoundError,
     "InternalServerError": TransientProviderError,

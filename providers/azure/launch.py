@@ -26,9 +26,11 @@ ADDRESS_SPACE = "10.42.0.0/16"
 SUBNET = "nodes"
 SUBNET_PREFIX = "10.42.0.0/20"
 ADMIN_USER = "spotfleet"
-#: Ubuntu 22.04 LTS (Canonical's Gen2 image); GPU drivers come from the user's image or startup.
-IMAGE = {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy", "sku": "22_04-lts-gen2",
-         "version": "latest"}
+#: The default image: Microsoft's Ubuntu-HPC 22.04 (Gen2), which ships the NVIDIA GPU driver, CUDA,
+#: NCCL and the InfiniBand (OFED) stack, so a node runs a CUDA job without installing a driver
+#: (https://github.com/Azure/azhpc-images; the image named by Azure's GPU guides). ``node.image``
+#: replaces it (:func:`image_reference`).
+IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 
 
 def _slug(text: str, n: int) -> str:
@@ -88,21 +90,22 @@ def identity_block(identity_id: str) -> dict[str, Any]:
     return {"type": "UserAssigned", "userAssignedIdentities": {identity_id: {}}}
 
 
-def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str],
+def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str], *, ssh_key: str,
             eviction_policy: str = "Delete", identity: tuple[str, str] | None = None) -> dict[str, Any]:
     """The VM (ARM wire format): Spot with ``eviction_policy`` (Delete, or Deallocate: an evicted
     VM is kept, deallocated) and maxPrice (the cap, or -1 = up to the on-demand price), or Regular
-    for an on-demand pool. ``identity`` (resource id, client id) attaches the node identity and
+    for an on-demand pool. ``ssh_key``: the public key the admin user signs in with (required:
+    :func:`linux_config`). ``identity`` (resource id, client id) attaches the node identity and
     names it to the node as ``$AZURE_CLIENT_ID``."""
     pool = request.offer.pool
     props: dict[str, Any] = {
         "hardwareProfile": {"vmSize": pool.instance_type},
-        "storageProfile": {"imageReference": IMAGE,
+        "storageProfile": {"imageReference": image_reference(request.node.image),
                            "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
                                       "managedDisk": {"storageAccountType": "Premium_LRS"}}},
         "osProfile": {"computerName": name, "adminUsername": ADMIN_USER,
                       "customData": render_base64(node_boot(request, identity)),
-                      "linuxConfiguration": _linux(request.node.ssh_key)},
+                      "linuxConfiguration": linux_config(ssh_key)},
         "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": True,
                                                                                 "deleteOption": "Delete"}}]},
     }
@@ -119,6 +122,26 @@ def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]
     return body
 
 
-def _linux(ssh_key: str) -> dict[str, Any]:
-    keys = [{"path": f"/home/{ADMIN_USER}/.ssh/authorized_keys", "keyData": ssh_key}] if ssh_key else []
-    return {"disablePasswordAuthentication": True, "provisionVMAgent": True, "ssh": {"publicKeys": keys}}
+def linux_config(ssh_key: str) -> dict[str, Any]:
+    """The ``linuxConfiguration`` of a node: password sign-in off and ``ssh_key`` for the admin user.
+    Azure refuses a Linux VM with password sign-in off and no key (``InvalidParameter``), so an
+    empty key is a ValueError here rather than a refused VM."""
+    if not ssh_key.strip():
+        raise ValueError("a Linux VM without a password needs an SSH public key")
+    return {"disablePasswordAuthentication": True, "provisionVMAgent": True,
+            "ssh": {"publicKeys": [{"path": f"/home/{ADMIN_USER}/.ssh/authorized_keys", "keyData": ssh_key.strip()}]}}
+
+
+def image_reference(image: str) -> dict[str, Any]:
+    """The ``imageReference`` for ``node.image``: :data:`IMAGE` when empty, a marketplace URN
+    ``publisher:offer:sku:version``, or the resource id of a managed image or a Compute Gallery
+    image (version); anything else is a ValueError naming ``node.image``."""
+    if not image:
+        return dict(IMAGE)
+    if image.startswith("/subscriptions/") and "/providers/Microsoft.Compute/" in image:
+        return {"id": image}
+    parts = image.split(":")
+    if len(parts) == 4 and all(re.fullmatch(r"[A-Za-z0-9._-]+", p) for p in parts):
+        return dict(zip(("publisher", "offer", "sku", "version"), parts))
+    raise ValueError(f"node.image {image!r} is not an Azure image: write publisher:offer:sku:version "
+                     "(e.g. microsoft-dsvm:ubuntu-hpc:2204:latest) or the resource id of a managed or gallery image")

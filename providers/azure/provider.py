@@ -3,8 +3,11 @@
 Offers: GPU sizes from Resource SKUs (restrictions respected), priced from the Retail Prices API
 (``providers.azure.prices``, cached on disk) or, when it fails, the shipped snapshot
 (``providers.azure.offers``), kept ``cache_seconds``. Launch (see ``providers.base`` for the
-contract): the resource group (``providers.azure.resource_group``, default ``spotfleet``) and the
-fleet's VNet and NSG in the region are created once and tagged; then per VM a NIC and the VM, named from
+contract): ``node.image`` and ``node.ssh_key`` are checked first (an empty key means the fleet's
+own key pair under ``home``, ``providers.kit.ssh_keys``), so nothing Azure would refuse is sent;
+the resource group (``providers.azure.resource_group``, default ``spotfleet``; one lock and one
+location for all regions, ``providers.azure.group``) and the fleet's VNet and NSG in the region
+are created once and tagged; then per VM a NIC and the VM, named from
 the launch token (``providers.azure.launch``), so a rerun in another process finds what exists and
 creates only what is missing, and a token seen in this process returns what it returned before
 (deleted VMs are not recreated). The first missing VM is created alone, the rest in parallel
@@ -25,6 +28,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from fleet.catalog import snapshot_offers
@@ -35,10 +39,12 @@ from fleet.spec import ProviderSettings
 from providers.azure import node_credentials
 from providers.azure.activity import deletions
 from providers.azure.arm import Arm, wire
+from providers.azure.group import ensure_group
 from providers.azure.instances import to_instance
 from providers.azure.launch import (
     TAG_REQUEST,
     TAG_TOKEN,
+    image_reference,
     nic_body,
     nic_name,
     request_hash,
@@ -52,6 +58,7 @@ from providers.azure.prices import RetailPrices
 from providers.azure.quotas import to_quotas
 from providers.azure.storage import AccountStorage, ensure_container, uses_connection_string
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+from providers.kit.ssh_keys import check_public_key, default_home, fleet_public_key
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +76,10 @@ class AzureProvider:
 
     def __init__(self, settings: ProviderSettings | None = None, *, arm: Arm | None = None,
                  environ: Mapping[str, str] | None = None, cache_seconds: float = 600.0,
-                 prices: RetailPrices | None = None, live_prices: bool = True):
+                 prices: RetailPrices | None = None, live_prices: bool = True, home: Path | None = None):
         self.settings = settings or ProviderSettings()
         self._environ = environ if environ is not None else os.environ
+        self._home = home or default_home(self._environ)     # where a fleet's own SSH key pair is kept
         self.prices = prices or (RetailPrices.from_env(self._environ) if live_prices else None)
         self._arm = arm
         self.resource_group = self.settings.resource_group or DEFAULT_RESOURCE_GROUP
@@ -120,6 +128,7 @@ class AzureProvider:
             seen = self._launched.get(request.token)
             if seen is not None:
                 return self._replay(request, want, seen)
+            ssh_key = self._login_key(request)
             subnet = self._ensure_network(request.fleet, pool.region, ssh=bool(request.node.ssh_key))
             existing = self._token_vms(request.token)
             if any((vm.get("tags") or {}).get(TAG_REQUEST) != want for vm in existing.values()):
@@ -135,7 +144,7 @@ class AzureProvider:
                 if vm is not None:          # a Failed VM left by a run killed before its cleanup
                     self._cleanup(name)
                 missing.append(name)
-            made, err = self._create_many(request, missing, subnet, tags_for(request))
+            made, err = self._create_many(request, missing, subnet, tags_for(request), ssh_key)
             instances += made
             failure: _Failure = ("", "", "")
             if isinstance(err, NoCapacityError):
@@ -233,7 +242,8 @@ class AzureProvider:
             return {}
 
     def _ensure_network(self, fleet: str, region: str, ssh: bool = False) -> str:
-        """The subnet id of the fleet's VNet in ``region``, creating the group once and the VNet and its
+        """The subnet id of the fleet's VNet in ``region``, creating the group once (in the first of
+        ``providers.azure.regions``, else in ``region``: ``providers.azure.group``) and the VNet and its
         NSG (SSH in when ``ssh``: ``providers.azure.network``) once per fleet and region.
 
         The first time per fleet and region in this process it also deletes the fleet's orphaned
@@ -247,12 +257,8 @@ class AzureProvider:
             if key in self._ready:
                 return self._ready[key]
             rg, arm = self.resource_group, self.arm
-            if "group" not in self._ready:
-                exists = arm.call(lambda: arm.resources.resource_groups.check_existence(rg),
-                                  f"find resource group {rg}")
-                if not exists:
-                    arm.call(lambda: arm.resources.resource_groups.create_or_update(
-                        rg, {"location": region, "tags": {"spotfleet:managed": "true"}}), f"create resource group {rg}")
+            if "group" not in self._ready:      # one lock and one location for every region's launch
+                ensure_group(arm, rg, (self.settings.regions or [region])[0])
                 self._ready["group"] = rg
             subnet = ensure_network(arm, rg, fleet, region, ssh=ssh)
             self._sweep_nics(fleet, region)
@@ -284,8 +290,8 @@ class AzureProvider:
             except ProviderError as err:
                 log.warning("azure: could not delete orphaned NIC %s: %s", nic["name"], err)
 
-    def _create_many(self, request: LaunchRequest, names: Sequence[str], subnet: str, tags: dict[str, str]
-                     ) -> tuple[list[Instance], ProviderError | None]:
+    def _create_many(self, request: LaunchRequest, names: Sequence[str], subnet: str, tags: dict[str, str],
+                     ssh_key: str) -> tuple[list[Instance], ProviderError | None]:
         """Create the VMs ``names`` (a NIC and a VM each): the first alone, so a refusal (capacity,
         quota, auth) costs one attempt, then the rest ``CREATE_PARALLEL`` at a time, as ARM takes
         concurrent creations. Returns what was made, in name order, and the error of the first
@@ -295,7 +301,7 @@ class AzureProvider:
 
         def one(index: int) -> None:
             try:
-                made[names[index]] = self._create_one(request, names[index], subnet, tags)
+                made[names[index]] = self._create_one(request, names[index], subnet, tags, ssh_key)
             except ProviderError as err:
                 failed[index] = err
 
@@ -306,7 +312,8 @@ class AzureProvider:
                 list(pool.map(one, range(1, len(names))))
         return [made[n] for n in names if n in made], (failed[min(failed)] if failed else None)
 
-    def _create_one(self, request: LaunchRequest, name: str, subnet: str, tags: dict[str, str]) -> Instance:
+    def _create_one(self, request: LaunchRequest, name: str, subnet: str, tags: dict[str, str],
+                    ssh_key: str) -> Instance:
         """Create one NIC + VM; on any failure delete what this attempt made, then raise."""
         rg, arm, region = self.resource_group, self.arm, request.offer.pool.region
         identity = self._node_identity(request)
@@ -314,7 +321,8 @@ class AzureProvider:
             nic = wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
                 rg, nic_name(name), nic_body(region, subnet, tags)).result(), f"create NIC for {name}"))
             vm = wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
-                rg, name, vm_body(request, name, nic["id"], tags, self.settings.eviction_policy, identity)).result(),
+                rg, name, vm_body(request, name, nic["id"], tags, ssh_key=ssh_key,
+                                  eviction_policy=self.settings.eviction_policy, identity=identity)).result(),
                 f"create VM {name}"))
         except ProviderError as err:
             self._cleanup(name)
@@ -322,6 +330,22 @@ class AzureProvider:
         inst = self._instance(vm)
         assert inst is not None
         return inst
+
+    def _login_key(self, request: LaunchRequest) -> str:
+        """The SSH public key the request's VMs get: ``node.ssh_key`` when set (checked), else the
+        fleet's own key pair (``providers.kit.ssh_keys``), as Azure refuses a Linux VM without a
+        password or a key. ``node.image`` is checked too. A refusal is raised before anything is made."""
+        try:
+            image_reference(request.node.image)
+        except ValueError as err:
+            raise ProviderError(self.name, str(err), code="InvalidImage") from None
+        given = request.node.ssh_key.strip()
+        if not given:
+            return fleet_public_key(self._home, request.fleet)
+        problem = check_public_key(given)
+        if problem:
+            raise ProviderError(self.name, problem, code="InvalidSshKey")
+        return given
 
     def _node_identity(self, request: LaunchRequest) -> tuple[str, str] | None:
         """The identity VMs writing to the request's checkpoint URI carry (looked up once per URI and

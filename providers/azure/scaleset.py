@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from fleet.bootstrap import render_base64
 from fleet.model import TAG_FLEET, TAG_POOL, TAG_ROLE, LaunchRequest, Market, Offer, PoolKey
-from providers.azure.launch import ADMIN_USER, IMAGE, _linux, identity_block, node_boot
+from providers.azure.launch import ADMIN_USER, identity_block, image_reference, linux_config, node_boot
 
 TAG_LAUNCHES = "spotfleet:launches"
 LEDGER_SIZE = 24
@@ -58,9 +58,13 @@ def pool_of(vm: Mapping[str, Any]) -> PoolKey:
 
 
 def member_tags(vm: Mapping[str, Any], set_tags: Mapping[str, str]) -> dict[str, str]:
-    """The tags a scale-set VM is listed with: its set's fleet tags, its pool, then its own."""
-    base = {k: v for k, v in set_tags.items() if k != TAG_LAUNCHES}
-    return {**base, TAG_POOL: pool_of(vm).id, **dict(vm.get("tags") or {})}
+    """The tags a VM of a spotfleet scale set is listed with: the set's tags, the VM's own over them,
+    and always the pool its size and priority give (:func:`pool_of`). Whether a Flexible set copies
+    its tags onto the VMs it makes is not documented either way, so nothing here depends on it: a
+    copied ledger or a stale pool tag on the VM is ignored, and the pool never comes from a tag."""
+    own = {k: v for k, v in dict(vm.get("tags") or {}).items() if k not in (TAG_LAUNCHES, TAG_POOL)}
+    base = {k: v for k, v in set_tags.items() if k not in (TAG_LAUNCHES, TAG_POOL)}
+    return {**base, **own, TAG_POOL: pool_of(vm).id}
 
 
 def ledger(vmss: Mapping[str, Any] | None) -> list[str]:
@@ -84,12 +88,13 @@ def regional(offers: Iterable[Offer]) -> list[Offer]:
 
 
 def set_body(request: LaunchRequest, sizes: list[str], subnet_id: str, *, capacity: int, base_regular: int,
-             max_price: float, marks: list[str], eviction_policy: str = "Delete",
+             max_price: float, marks: list[str], ssh_key: str, eviction_policy: str = "Delete",
              identity: tuple[str, str] | None = None) -> dict[str, Any]:
     """The fleet's scale set in the request's region (ARM wire format), grown for ``request``.
 
     ``sizes``: the region's VM sizes, the request's first. ``capacity``: the VMs the set must
-    hold; ``base_regular``: how many of them are Regular; ``marks``: the launch ledger;
+    hold; ``base_regular``: how many of them are Regular; ``marks``: the launch ledger; ``ssh_key``:
+    the admin user's public key (required: ``providers.azure.launch.linux_config``);
     ``eviction_policy``: its Spot VMs' (Delete or Deallocate); ``identity`` (resource id, client
     id): the node identity every VM carries, named to the node as ``$AZURE_CLIENT_ID``."""
     pool = request.offer.pool
@@ -101,8 +106,8 @@ def set_body(request: LaunchRequest, sizes: list[str], subnet_id: str, *, capaci
     profile = {
         "osProfile": {"computerNamePrefix": f"sf{_hash(request.fleet, 6)}", "adminUsername": ADMIN_USER,
                       "customData": render_base64(node_boot(request, identity)),
-                      "linuxConfiguration": _linux(request.node.ssh_key)},
-        "storageProfile": {"imageReference": IMAGE,
+                      "linuxConfiguration": linux_config(ssh_key)},
+        "storageProfile": {"imageReference": image_reference(request.node.image),
                            "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
                                       "managedDisk": {"storageAccountType": "Premium_LRS"}}},
         "networkProfile": {"networkApiVersion": NETWORK_API_VERSION, "networkInterfaceConfigurations": [nic]},

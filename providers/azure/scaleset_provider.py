@@ -19,7 +19,9 @@ does not grow it again and returns the set's VMs of its pool. Requests tagged wi
 than ``worker`` (a head node) are launched as individual VMs (``AzureProvider.launch``).
 
 Listing: a VM whose ``virtualMachineScaleSet`` is a set carrying a spotfleet fleet tag is listed
-with that set's fleet tags and its pool; a set without the tag, and its VMs, are never touched.
+with that set's fleet tags and the pool its size and priority give, whatever tags Azure put on the
+VM itself (whether a Flexible set copies its tags is not documented); a set without the tag, and
+its VMs, are never touched (a VM of such a set is judged by its own tags alone).
 ``terminate`` deletes single VMs (Flexible allows it; the set's capacity drops by one and nothing
 else changes), then deletes the terminated fleets' sets that are left empty.
 """
@@ -104,6 +106,7 @@ class AzureScaleSetProvider(AzureProvider):
     def _launch_region(self, key: tuple[str, str], jobs: list[tuple[int, LaunchRequest]]) -> dict[int, LaunchResult]:
         fleet, region = key
         with self._token_lock(f"scale-set|{fleet}|{region}"):
+            keys = {i: self._login_key(r) for i, r in jobs}
             subnet = self._ensure_network(fleet, region, ssh=any(r.node.ssh_key for _, r in jobs))
             name = set_name(fleet, region)
             vmss = self._get_set(name)
@@ -138,6 +141,7 @@ class AzureScaleSetProvider(AzureProvider):
                 body = set_body(req, [first] + [s for s in sizes if s != first], subnet, capacity=len(members) + need,
                                 base_regular=regular + (need if req.offer.pool.market is Market.ON_DEMAND else 0),
                                 max_price=max_price, marks=ledger(vmss) + [token_mark(req.token)],
+                                ssh_key=keys[i],
                                 eviction_policy=self.settings.eviction_policy, identity=self._node_identity(req))
                 try:
                     vmss = wire(self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_create_or_update(
@@ -182,9 +186,11 @@ class AzureScaleSetProvider(AzureProvider):
 
     # ---- listing and terminating ------------------------------------------------------------
     def _vms(self) -> list[dict[str, Any]]:
-        """The resource group's VMs, those of this fleet's scale sets with their set's tags."""
+        """The resource group's VMs; those whose ``virtualMachineScaleSet`` is a set with a spotfleet
+        fleet tag are listed with :func:`member_tags` (the set's tags, the pool from the VM itself),
+        whether or not Azure copied the set's tags onto them."""
         vms = super()._vms()
-        if not any(set_ref(v) and not (v.get("tags") or {}).get(TAG_FLEET) for v in vms):
+        if not any(set_ref(v) for v in vms):
             return vms
         sets = {str(s["id"]).lower(): s.get("tags") or {} for s in self._sets()}
         with self._lock:
@@ -192,7 +198,7 @@ class AzureScaleSetProvider(AzureProvider):
         out = []
         for vm in vms:
             tags = sets.get(set_ref(vm)) or {}
-            if tags.get(TAG_FLEET) and not (vm.get("tags") or {}).get(TAG_FLEET):
+            if tags.get(TAG_FLEET):
                 vm = {**vm, "tags": member_tags(vm, tags)}
             out.append(vm)
         return out
@@ -200,7 +206,7 @@ class AzureScaleSetProvider(AzureProvider):
     def _tags(self, vm: Mapping[str, Any]) -> dict[str, str]:
         tags = super()._tags(vm)
         ref = set_ref(vm)
-        if tags.get(TAG_FLEET) or not ref:
+        if not ref:
             return tags
         with self._lock:
             set_tags = self._owners.get(ref)

@@ -28,6 +28,7 @@ from fleet.model import TAG_FLEET
 from fleet.spec import ProviderSettings
 from providers.azure import blob_account as ba
 from providers.azure.arm import Arm, wire
+from providers.azure.group import ensure_group
 from providers.base import BucketRef, StorageSpec
 
 log = logging.getLogger(__name__)
@@ -105,17 +106,10 @@ class AccountStorage:
             return None
 
     def _group(self, location: str) -> str:
-        """The resource group's location, creating the group in ``location`` when it is missing."""
-        arm, rg = self.arm, self.rg
-        group = self._get(lambda: arm.resources.resource_groups.get(rg), f"find resource group {rg}")
-        if group is not None:
-            return location or group["location"]
-        if not location:
-            raise ProviderError("azure", f"resource group {rg} does not exist and no region is known for it: set "
-                                "checkpoint.region (or providers.azure.regions)", code="no-region")
-        arm.call(lambda: arm.resources.resource_groups.create_or_update(
-            rg, {"location": location, "tags": {ba.TAG_MANAGED: "true"}}), f"create resource group {rg}")
-        return location
+        """The location for the storage: ``location``, else the resource group's (created in
+        ``location`` when missing: ``providers.azure.group``)."""
+        group = ensure_group(self.arm, self.rg, location)
+        return location or str(group["location"])
 
     def _account(self, name: str, location: str, tags: dict[str, str], *, user_named: bool) -> None:
         arm, rg = self.arm, self.rg

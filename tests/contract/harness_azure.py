@@ -8,6 +8,7 @@ The levers act through the fake's control API.
 from __future__ import annotations
 
 import atexit
+import tempfile
 
 import sys
 from dataclasses import dataclass
@@ -103,5 +104,6 @@ def azure_harness(launch_mode: str = "vms") -> AzureHarness:
     from providers.azure.scaleset_provider import AzureScaleSetProvider
     cls = AzureScaleSetProvider if launch_mode == "scale-set" else AzureProvider
     provider = cls(ProviderSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode), arm=arm,
-                   environ=storage_env(), cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"))
+                   environ=storage_env(), cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"),
+                   home=Path(tempfile.mkdtemp(prefix="spotfleet-contract-")))     # the fleets' own SSH keys
     return AzureHarness(srv.url, provider)

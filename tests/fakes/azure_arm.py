@@ -5,13 +5,19 @@ endpoint). What it models, from the documented ARM behaviour:
 
 * the Retail Prices API (``/api/retail/prices``: Linux/Windows, on-demand/Spot/Low Priority meters,
   ``$filter`` on region and size, pages of 3 through ``NextPageLink``);
-* resource groups (GET/HEAD/PUT), Resource SKUs (``Microsoft.Compute/skus``), compute usages
+* resource groups (GET/HEAD/PUT): a group's location is fixed at creation, so a PUT of an existing
+  group with another location is 409 ``InvalidResourceGroupLocation`` ("Resource Groups - Create Or
+  Update", https://learn.microsoft.com/rest/api/resources/resource-groups/create-or-update);
+  Resource SKUs (``Microsoft.Compute/skus``), compute usages
   (``lowPriorityCores``, ``cores`` and one row per VM family, counting the VMs that exist);
 * virtual networks, network security groups and network interfaces (PUT answers 201 +
   ``Azure-AsyncOperation``; a reference to a missing subnet or NSG is ``InvalidResourceReference``;
   an NSG lists Azure's ``defaultSecurityRules``; one still attached to a subnet cannot be deleted,
   ``InUseNetworkSecurityGroupCannotBeDeleted``; a VNet with NICs in its subnet neither);
-* virtual machines: PUT answers 201 with ``provisioningState: Creating`` and an
+* virtual machines: a Linux VM with password sign-in off needs an SSH key at
+  ``/home/<adminUsername>/.ssh/authorized_keys`` that is SSH-2 RSA of 2048 bits or more or ED25519
+  (else 400 ``InvalidParameter``, ARM's messages: :func:`os_refusal`), and a marketplace image the fake
+  knows (:data:`IMAGES`; else 404 ``PlatformImageNotFound``); PUT answers 201 with ``provisioningState: Creating`` and an
   ``Azure-AsyncOperation`` URL that reports ``InProgress`` once, then ``Succeeded`` or ``Failed``
   with the ARM error (``AllocationFailed`` / ``ZonalAllocationFailed`` leave the VM in
   ``Failed`` state, as Azure does); DELETE answers 202 + ``Location``; a NIC still attached to a VM
@@ -22,12 +28,16 @@ endpoint). What it models, from the documented ARM behaviour:
   ``SkuNotAvailable`` (409), ``AuthorizationFailed`` (403), ``TooManyRequests`` (429 with
   ``Retry-After``), ``InternalServerError`` (500).
 
-Test levers under ``/_control/``: ``reset`` (SKUs, capacity, quotas), ``capacity`` (per
+Test levers under ``/_control/``: ``reset`` (SKUs, capacity, quotas; ``vmss_tags_propagate``: a scale
+set's VMs get its tags, which Azure does not document either way), ``capacity`` (per
 ``location/size/priority``), ``quota`` (a vCPU limit per ``location/usage name``: a creation over
 ``lowPriorityCores`` for Spot, or ``cores`` or the size's family for regular VMs, is refused with
 ``OperationNotAllowed``, as Azure refuses it), ``faults`` (the next N VM creations into a target, or N price queries
 for target ``prices``, fail with a kind; a throttle names ``Retry-After: <retry_after>``, 1 s
 unless reset says otherwise),
+``group_race`` (the next PUT of missing group ``name`` finds
+it made meanwhile in ``location``, as by another process), ``group_gate`` (a reset option: existence checks of a
+missing group wait until that many are pending, at most 3 s, so concurrent callers all see it missing),
 ``foreign`` (VMs without spotfleet tags), ``vmss_foreign`` (a scale set without them), ``evict`` (as Azure evicts a Spot VM: by its
 evictionPolicy, deleted or deallocated, at ``at`` epoch seconds or now), ``state`` (everything, as
 JSON), ``calls``. ``POST .../virtualMachines/{vm}/simulateEviction`` (204) evicts the same way, at once.
@@ -46,6 +56,8 @@ Run alone: ``python tests/fakes/azure_arm.py --port 8443``.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import itertools
 import json
 import re
@@ -86,6 +98,11 @@ PRICES_PAGE = 3
 DEFAULT_QUOTAS = {"lowPriorityCores": 10000, "cores": 10000}
 DEFAULT_FAMILY_QUOTA = 10000
 ACTIVITY_PAGE = 50
+
+#: Marketplace images the fake knows (publisher, offer, sku, all lower case; any version): Ubuntu-HPC
+#: 22.04 (NVIDIA driver, CUDA, OFED: github.com/Azure/azhpc-images) and Canonical's plain Ubuntu.
+IMAGES = {("microsoft-dsvm", "ubuntu-hpc", "2204"), ("microsoft-dsvm", "ubuntu-hpc", "2404"),
+          ("canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"), ("canonical", "ubuntu-24_04-lts", "server")}
 
 
 def price_items(skus: list[dict[str, Any]], table: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
@@ -164,6 +181,9 @@ class ArmState:
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("capacity") or {}).items()}
         self.quotas: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("quotas") or {}).items()}
         self.groups: dict[str, dict[str, Any]] = {}
+        self.group_race: dict[str, str] = {}      # group -> the location a rival PUT gives it first
+        gate = int(body.get("group_gate") or 0)     # existence checks of a missing group held until this many
+        self.group_gate = threading.Barrier(gate, timeout=3.0) if gate > 1 else None
         self.vnets: dict[tuple[str, str], dict[str, Any]] = {}
         self.nsgs: dict[tuple[str, str], dict[str, Any]] = {}
         self.nics: dict[tuple[str, str], dict[str, Any]] = {}
@@ -176,6 +196,8 @@ class ArmState:
         self.activity: list[dict[str, Any]] = []
         self.latency = float(body.get("latency", 0.0))
         self.retry_after = int(body.get("retry_after", 1))
+        #: whether a Flexible set's VMs get the set's tags at creation (Azure documents neither way)
+        self.vmss_tags_propagate = bool(body.get("vmss_tags_propagate", False))
         self.ids = itertools.count(1)
         self.storage = azure_storage_arm.StorageState()
 
@@ -237,6 +259,13 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body() if method in ("PUT", "POST") else {}
         if self.st.latency and low[:1] != ["_control"]:
             time.sleep(self.st.latency)
+        gate = self.st.group_gate
+        if gate is not None and method in ("GET", "HEAD") and len(low) == 4 and low[2] == "resourcegroups" \
+                and low[3] not in self.st.groups:
+            try:                 # hold until that many callers looked (or 3 s passed): they all see it missing
+                gate.wait()
+            except threading.BrokenBarrierError:
+                pass
         with self.st.lock:
             name = f"{method} {'/'.join(low[4:7]) if len(low) > 4 else '/'.join(low[:3])}"
             self.st.calls[name] = self.st.calls.get(name, 0) + 1
@@ -322,11 +351,16 @@ class Handler(BaseHTTPRequestHandler):
                 return self._error(404, "ResourceGroupNotFound", f"Resource group '{name}' could not be found.")
             return self._send(200, self.st.groups[key])
         if method == "PUT":
-            created = key not in self.st.groups
-            self.st.groups[key] = {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{name}", "name": name,
-                                   "location": body.get("location", ""), "tags": body.get("tags") or {},
-                                   "properties": {"provisioningState": "Succeeded"}}
-            return self._send(201 if created else 200, self.st.groups[key])
+            rival = self.st.group_race.pop(key, None)
+            if rival and key not in self.st.groups:     # another process made it first, in its own region
+                self.st.groups[key] = _group_row(name, rival, {})
+            old = self.st.groups.get(key)
+            if old is not None and old["location"].lower() != str(body.get("location", "")).lower():
+                return self._error(409, "InvalidResourceGroupLocation", f"Invalid resource group location "
+                                   f"'{body.get('location', '')}'. The Resource group already exists in location "
+                                   f"'{old['location']}'.")
+            self.st.groups[key] = _group_row(name, body.get("location", ""), body.get("tags") or {})
+            return self._send(201 if old is None else 200, self.st.groups[key])
         return self._error(405, "MethodNotAllowed", method)
 
     def _usages(self, location: str) -> None:
@@ -480,6 +514,9 @@ class Handler(BaseHTTPRequestHandler):
                                {"Retry-After": str(self.st.retry_after)} if status == 429 else None)
         if vm is not None:
             return self._send(200, self._vm_view(vm, False))
+        refused = self.profile_refusal(props)
+        if refused:
+            return self._error(*refused)
         over = self._over_quota(location, size, priority)
         if over:
             return self._error(409, "OperationNotAllowed", f"Operation could not be completed as it results in "
@@ -516,6 +553,15 @@ class Handler(BaseHTTPRequestHandler):
                    and _key(v["location"], v["properties"]["hardwareProfile"]["vmSize"],
                             v["properties"].get("priority") or "Regular") == target)
         return self.st.capacity.get(target, DEFAULT_CAPACITY) - live
+
+    def profile_refusal(self, profile: dict[str, Any]) -> tuple[int, str, str] | None:
+        """(status, code, message) ARM answers for a VM (or scale-set VM profile) ``profile`` whose
+        image is unknown or whose Linux sign-in is refused (:func:`os_refusal`); None when it passes."""
+        image = image_refusal(profile)
+        if image:
+            return image
+        problem = os_refusal(profile)
+        return (400, "InvalidParameter", problem[1]) if problem else None
 
     def identity_of(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         """A VM's or scale set's ``identity`` as ARM returns it, or the problem ARM names."""
@@ -580,6 +626,9 @@ class Handler(BaseHTTPRequestHandler):
         if what == "reset":
             st.reset(body)
             return self._send(200, {"ok": True})
+        if what == "group_race":
+            st.group_race[body["name"].lower()] = body["location"]
+            return self._send(200, {"ok": True})
         if what == "capacity":
             st.capacity[body["target"].lower()] = int(body["count"])
             return self._send(200, {"ok": True})
@@ -637,6 +686,66 @@ def _default_rules(nsg_id: str) -> list[dict[str, Any]]:
         "destinationAddressPrefix": "Internet" if n == "AllowInternetOutBound" else src, "access": access,
         "priority": prio, "direction": direction, "provisioningState": "Succeeded"}}
         for n, direction, src, access, prio in rows]
+
+
+def os_refusal(profile: dict[str, Any]) -> tuple[str, str] | None:
+    """(target, message) of the ``InvalidParameter`` ARM answers for a VM's (or a scale set's VM
+    profile's) OS and image settings, None when they pass: a Linux profile with password sign-in
+    off needs at least one key, each at ``/home/<adminUsername>/.ssh/authorized_keys`` and an SSH-2
+    RSA (2048 bits or more) or ED25519 public key ("Virtual Machines - Create Or Update",
+    osProfile.linuxConfiguration.ssh, https://learn.microsoft.com/rest/api/compute/virtual-machines/create-or-update;
+    key formats: https://learn.microsoft.com/azure/virtual-machines/linux/create-ssh-keys-detailed)."""
+    os_profile = profile.get("osProfile") or {}
+    linux = os_profile.get("linuxConfiguration")
+    if linux is not None:
+        keys = (linux.get("ssh") or {}).get("publicKeys") or []
+        if linux.get("disablePasswordAuthentication") and not keys:
+            return ("linuxConfiguration", "Authentication using either SSH or by user name and password must be "
+                    "enabled in Linux profile.")
+        for key in keys:
+            if key.get("path") != f"/home/{os_profile.get('adminUsername', '')}/.ssh/authorized_keys":
+                return ("linuxConfiguration.ssh.publicKeys.path", "The value of parameter "
+                        "linuxConfiguration.ssh.publicKeys.path is invalid.")
+            if not _ssh_key_ok(str(key.get("keyData") or "")):
+                return ("linuxConfiguration.ssh.publicKeys.keyData", "The value of parameter "
+                        "linuxConfiguration.ssh.publicKeys.keyData is invalid.")
+    return None
+
+
+def image_refusal(profile: dict[str, Any]) -> tuple[int, str, str] | None:
+    """(status, code, message) for an ``imageReference`` the fake's marketplace does not hold."""
+    ref = (profile.get("storageProfile") or {}).get("imageReference") or {}
+    if str(ref.get("id") or "").startswith("/subscriptions/"):
+        return None                     # a managed or gallery image: not modelled, taken as it is
+    urn = tuple(str(ref.get(k) or "").lower() for k in ("publisher", "offer", "sku"))
+    if urn in IMAGES:
+        return None
+    return (404, "PlatformImageNotFound", f"The platform image '{':'.join(urn)}:{ref.get('version', '')}' is not "
+            "available. Verify that all fields in the storage profile are correct.")
+
+
+def _ssh_key_ok(text: str) -> bool:
+    """An ``ssh-rsa`` key of 2048 bits or more or an ``ssh-ed25519`` key (OpenSSH one-line form)."""
+    kind, _, rest = text.strip().partition(" ")
+    try:
+        blob = base64.b64decode(rest.split(" ")[0], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    fields, i = [], 0
+    while i + 4 <= len(blob):
+        n = int.from_bytes(blob[i:i + 4], "big")
+        fields.append(blob[i + 4:i + 4 + n])
+        i += 4 + n
+    if i != len(blob) or not fields or fields[0].decode(errors="replace") != kind:
+        return False
+    if kind == "ssh-rsa":
+        return len(fields) == 3 and int.from_bytes(fields[2], "big").bit_length() >= 2048
+    return kind == "ssh-ed25519" and len(fields) == 2 and len(fields[1]) == 32
+
+
+def _group_row(name: str, location: str, tags: dict[str, str]) -> dict[str, Any]:
+    return {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{name}", "name": name, "location": location,
+            "tags": tags, "properties": {"provisioningState": "Succeeded"}}
 
 
 def _iso(epoch: float) -> str:

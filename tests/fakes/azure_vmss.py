@@ -13,7 +13,10 @@ Modelled on the documented ARM behaviour of ``Microsoft.Compute/virtualMachineSc
   ``target``, as ARM answers it.
 * After a PUT the set holds ``sku.capacity`` VMs: missing ones are created as VMs of the resource
   group (``<set>_<8 hex>``, ``properties.virtualMachineScaleSet.id`` naming the set, as Flexible
-  orchestration lists them; they carry no tags of their own: the set's tags are not copied).
+  orchestration lists them; they carry no tags of their own unless the fake was reset with
+  ``vmss_tags_propagate``, when each gets a copy of the set's tags at creation: Azure documents
+  neither, so the adapter must work both ways).
+* The VM profile meets the same refusals as a single VM (image, Linux sign-in: ``azure_arm.os_refusal``).
   Each new VM is ``Regular`` while the set has fewer Regular VMs than ``baseRegularPriorityCount``,
   then Regular for ``regularPriorityPercentageAboveBase`` percent of those above the base, else
   ``Spot``. Its size is the first of ``skuProfile.vmSizes`` (by ``rank`` for ``Prioritized``, in
@@ -135,7 +138,8 @@ def _scale(h: Any, rg: str, vmss: dict[str, Any]) -> tuple[list[tuple[str, str]]
                             billingProfile=profile.get("billingProfile") or {"maxPrice": -1})
         vm = {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/"
                     f"virtualMachines/{name}", "name": name, "type": "Microsoft.Compute/virtualMachines",
-              "location": vmss["location"], "tags": {}, "zones": vmss.get("zones") or None, "properties": vm_props,
+              "location": vmss["location"], "tags": dict(vmss.get("tags") or {}) if st.vmss_tags_propagate else {},
+              "zones": vmss.get("zones") or None, "properties": vm_props,
               **({"identity": vmss["identity"]} if vmss.get("identity") else {})}
         st.vms[(rg, name.lower())] = vm
         vms.append(vm)
@@ -181,6 +185,9 @@ def route(h: Any, method: str, rg: str, orig: list[str], body: dict[str, Any]) -
                         {"Retry-After": str(st.retry_after)} if status == 429 else None)
     if not _validate(h, body):
         return None
+    refused = h.profile_refusal((body.get("properties") or {}).get("virtualMachineProfile") or {})
+    if refused:
+        return h._error(*refused)
     identity, problem = h.identity_of(body)
     if problem:
         return h._error(400, "FailedIdentityOperation", problem)

@@ -20,12 +20,14 @@ from fleet.spec import ProviderSettings  # noqa: E402
 from providers.azure.arm import Arm, is_local  # noqa: E402
 from providers.azure.errors import error_class  # noqa: E402
 from providers.azure.instances import to_instance  # noqa: E402
-from providers.azure.launch import tags_for, vm_names  # noqa: E402
+from providers.azure.launch import IMAGE, tags_for, vm_names  # noqa: E402
 from providers.azure.prices import RetailPrices  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 
 RG = "unit"
+#: A real ED25519 public key (its private half was thrown away): the fake takes only well-formed keys, as Azure does.
+USER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOJeJRx056DrxjM6IzS+i13fiJZqj9l2Hiv1VVvDdmVz user@laptop"
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +38,9 @@ def server():
 
 
 class Fake:
-    def __init__(self, url: str):
+    def __init__(self, url: str, home: Path):
         self.url = url
+        self.home = home               # the state folder: where the fleets' own SSH key pairs go
         self.sleeps: list[float] = []
         self.control("reset", {})
 
@@ -50,12 +53,12 @@ class Fake:
     def provider(self, cache: Path | None = None, **settings) -> AzureProvider:
         arm = Arm(SUBSCRIPTION, self.url, polling_interval=0, sleep=self.sleeps.append)
         return AzureProvider(ProviderSettings(resource_group=RG, **settings), arm=arm, environ={}, cache_seconds=0,
-                             prices=RetailPrices(f"{self.url}/api/retail/prices", cache))
+                             prices=RetailPrices(f"{self.url}/api/retail/prices", cache), home=self.home)
 
 
 @pytest.fixture
-def fake(server) -> Fake:
-    return Fake(server.url)
+def fake(server, tmp_path) -> Fake:
+    return Fake(server.url, tmp_path)
 
 
 def _offer(provider: AzureProvider, market=Market.SPOT, region="westus2"):
@@ -211,7 +214,8 @@ def test_a_failed_vm_left_by_a_killed_run_is_replaced_not_counted(fake):
     httpx.put(f"{group}?api-version=2024-03-01", json={"location": "westus2"}).raise_for_status()
     made = httpx.put(f"{group}/providers/Microsoft.Compute/virtualMachines/{name}?api-version=2024-07-01",
                      json={"location": "westus2", "tags": tags_for(request), "properties": {
-                         "hardwareProfile": {"vmSize": offer.pool.instance_type}, "priority": "Spot"}})
+                         "hardwareProfile": {"vmSize": offer.pool.instance_type}, "priority": "Spot",
+                         "storageProfile": {"imageReference": IMAGE}}})
     httpx.get(made.headers["Azure-AsyncOperation"])
     httpx.get(made.headers["Azure-AsyncOperation"]).raise_for_status()
     assert [v["properties"]["provisioningState"] for v in fake.control("state")["vms"]] == ["Failed"]

@@ -8,7 +8,7 @@ import time
 
 import httpx
 import pytest
-from test_azure_adapter import RG, SUBSCRIPTION, Fake, _offer, _request, server  # noqa: F401  (server: the fixture)
+from test_azure_adapter import RG, SUBSCRIPTION, USER_KEY, Fake, _offer, _request, server  # noqa: F401  (server: the fixture)
 
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags
 from fleet.spec import ProviderSettings
@@ -19,8 +19,8 @@ EVICTED_AT = int(time.time()) - 3600      # the epoch second the fake dates an e
 
 
 @pytest.fixture
-def fake(server) -> Fake:  # noqa: F811
-    return Fake(server.url)
+def fake(server, tmp_path) -> Fake:  # noqa: F811
+    return Fake(server.url, tmp_path)
 
 
 def test_eviction_policy_is_validated_and_defaults_to_delete():
@@ -90,7 +90,7 @@ def test_an_ssh_key_opens_tcp_22_and_only_that_and_a_rerun_converges(fake):
     offer = _offer(provider)
     provider.launch(_request(offer, 1, token="no-key"))
     assert _nsg(fake.control("state"))["properties"]["securityRules"] == []
-    keyed = _request(offer, 1, token="key", node=NodeConfig(ssh_key="ssh-ed25519 AAAA test"))
+    keyed = _request(offer, 1, token="key", node=NodeConfig(ssh_key=USER_KEY))
     fake.provider().launch(keyed)                                # a new process with the key in the spec
     [rule] = _nsg(fake.control("state"))["properties"]["securityRules"]
     props = rule["properties"]

@@ -20,7 +20,7 @@ from providers.azure.arm import Arm  # noqa: E402
 from providers.azure.scaleset import set_name  # noqa: E402
 from providers.azure.scaleset_provider import AzureScaleSetProvider  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
-from tests.providers.test_azure_adapter import Fake as AdapterFake, server  # noqa: E402,F401  (the fixture)
+from tests.providers.test_azure_adapter import USER_KEY, Fake as AdapterFake, server  # noqa: E402,F401  (the fixture)
 
 RG = "mix"
 A100 = "Standard_NC24ads_A100_v4"
@@ -31,7 +31,7 @@ class Fake(AdapterFake):
     def provider(self) -> AzureScaleSetProvider:
         arm = Arm(SUBSCRIPTION, self.url, polling_interval=0)
         return AzureScaleSetProvider(ProviderSettings(resource_group=RG, launch_mode="scale-set"), arm=arm,
-                                     environ={}, cache_seconds=0, live_prices=False)
+                                     environ={}, cache_seconds=0, live_prices=False, home=self.home)
 
     def sets(self) -> list[dict]:
         return self.control("state")["scale_sets"]
@@ -42,8 +42,8 @@ class Fake(AdapterFake):
 
 
 @pytest.fixture
-def fake(server) -> Fake:
-    return Fake(server.url)
+def fake(server, tmp_path) -> Fake:
+    return Fake(server.url, tmp_path)
 
 
 def _offer(provider, size=A100, market=Market.SPOT, region="eastus"):
@@ -183,7 +183,7 @@ def test_a_bad_scale_set_body_gets_the_arm_error(fake):
 def test_teardown_removes_a_set_whose_vms_were_all_evicted_then_the_network(fake):
     prov = fake.provider()
     offer = _offer(prov)
-    keyed = _request(offer, 2, token="evicted", node=NodeConfig(ssh_key="ssh-ed25519 AAAA test"))
+    keyed = _request(offer, 2, token="evicted", node=NodeConfig(ssh_key=USER_KEY))
     (result,) = prov.launch_group([keyed])
     assert len(result.instances) == 2
     nsg = next(n for n in fake.control("state")["nsgs"])

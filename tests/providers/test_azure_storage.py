@@ -37,8 +37,8 @@ class StorageFake(Fake):
 
 
 @pytest.fixture
-def fake(server) -> StorageFake:
-    return StorageFake(server.url)
+def fake(server, tmp_path) -> StorageFake:
+    return StorageFake(server.url, tmp_path)
 
 
 def test_ensure_bucket_makes_a_private_account_container_lifecycle_identity_and_role(fake):
@@ -154,7 +154,7 @@ def test_a_scale_set_writing_to_the_account_carries_the_node_identity(fake):
     arm = Arm(SUBSCRIPTION, fake.url, polling_interval=0)
     provider = AzureScaleSetProvider(ProviderSettings(resource_group=RG, launch_mode="scale-set",
                                                       eviction_policy="Deallocate"),
-                                     arm=arm, environ={}, cache_seconds=0, live_prices=False)
+                                     arm=arm, environ={}, cache_seconds=0, live_prices=False, home=fake.home)
     ref = provider.ensure_bucket(SPEC)
     offer = next(o for o in provider.list_offers(OfferQuery()) if o.market is Market.SPOT)
     (result,) = provider.launch_group([LaunchRequest(fleet="af", offer=offer, count=2, token="mix",

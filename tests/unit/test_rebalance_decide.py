@@ -388,3 +388,27 @@ def test_a_lost_head_is_an_incident_and_is_relaunched_on_demand():
     assert not d.launches and "cannot relaunch" in d.incidents[0]
     # a spec without a head never has incidents
     assert not decide(spec(), [a, b], workers, [], NOW).incidents
+
+
+# ---- a back-off yields when the other pools cannot reach the target ------------------------------
+
+REGIONAL = parse_spec("""
+name: rb
+capacity: {gpus: 32, accelerators: [H100], gpus_per_node: {min: 8, max: 8}}
+diversification: {min_pools: 1, max_pool_share: 0.5}
+rebalance: {critical_gpus: 0}
+""")
+
+
+@pytest.mark.parametrize("kind", ["interrupted", "no-capacity"])
+def test_a_pool_backed_off_for_an_interruption_is_used_again_when_nothing_else_can_refill(kind: str):
+    # two spot pools (as an Azure scale set's regions are), each capped at half the fleet: one node of
+    # pool a was evicted, so only a can take the replacement
+    running = [inst(SPOT[0]), inst(SPOT[1]), inst(SPOT[1])]
+    events = [PoolEvent(SPOT[0].pool.id, kind, NOW - 60)]
+    d = decide(REGIONAL, [SPOT[0], SPOT[1], OD], running, events, NOW)
+    if kind == "interrupted":
+        assert launched(d) == {SPOT[0].pool.id: 1} and d.short_weighted_gpus == 0
+        assert any("back-off lifted" in n for n in d.notes) and not any("critical level" in n for n in d.notes)
+    else:                                     # asking a pool that just had no capacity again would be refused
+        assert launched(d) == {} and d.short_weighted_gpus == 8
