@@ -104,3 +104,24 @@ HTTP_STATUS_ERRORS: dict[int, type[ProviderError]] = {
     500: TransientProviderError, 502: TransientProviderError, 503: TransientProviderError,
     504: TransientProviderError,
 }
+
+
+class MalformedResponseError(ProviderError):
+    """A provider answered "success" with a body that cannot be read as what was asked for:
+    truncated, an HTML page, ``{}``, wrong types. Never an empty answer: the caller treats the
+    provider as unreadable (as after a 5xx), so nothing is launched, ended or recorded on it.
+
+    ``what`` names the call ("list instances"); ``excerpt`` is a short, one-line piece of the
+    body (``providers.kit.responses.excerpt``). Retryable: a launch whose answer could not be
+    read may have created something, so it stays replayable with its own token.
+    """
+
+    retryable = True
+
+    def __init__(self, provider: str, what: str, excerpt: str = "", *, detail: str = "", region: str = ""):
+        self.what = what
+        self.excerpt = excerpt
+        reason = f" ({detail})" if detail else ""
+        body = f": {excerpt}" if excerpt else ""
+        super().__init__(provider, f"{what}: the answer could not be read{reason}{body}", region=region,
+                         code="malformed-response")

@@ -8,7 +8,9 @@ Contract (checked by ``tests/contract`` for every provider):
   reported there (``error_kind="capacity"``), not raised, so the executor can try the
   next pool. Anything it half-created before failing is cleaned up before it returns.
 * ``list_instances(fleet)`` returns only instances carrying that fleet's tag, found
-  through the provider itself (tags/labels are the truth, not our records).
+  through the provider itself (tags/labels are the truth, not our records). An answer it
+  cannot read (truncated, HTML, ``{}``, wrong types) raises ``MalformedResponseError``
+  (``providers.kit.responses``), never returns ``[]``.
 * ``terminate(ids)`` is idempotent: an id that is already gone is success. It never
   touches an instance that does not carry a spotfleet fleet tag.
 * Throttling is retried inside the adapter with backoff; only then ``RateLimitedError``.

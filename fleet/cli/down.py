@@ -4,6 +4,10 @@ Once a provider lists none of the fleet's instances, its optional ``teardown`` r
 the fleet made there (Azure: the VNet and NSG per region); once none is left anywhere, the
 scoped checkpoint credentials of identity-less nodes (Vast) are revoked.
 
+A provider that cannot be read (an error, or an answer that does not parse) is never read as "no
+instances": `down` terminates what the others list, exits non-zero naming it, and leaves the
+fleet recorded as up.
+
 A damaged record (an unreadable row, or an unreadable store file) never keeps a fleet up, nor
 does a store that cannot be written (a read-only or full disk): `down` then finds the instances
 by tag, terminates them, says the record was not updated and points to ``fleet repair``; it exits
@@ -80,16 +84,19 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
         app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances + left.stopped],
                        "provider_errors": left.errors, "cost": cost.to_dict() if cost else None,
                        "record_damaged": damaged[0] if damaged else None})
-    elif not targets:
+    elif not targets and not obs.errors:
         app.console.print(f"fleet {name} has no running instances; nothing to terminate"
                           + (f" (cost so far {money(cost.cost_so_far)})" if cost else ""))
+    elif not targets:
+        app.console.print(f"fleet {name}: no instances found on the providers that answered; "
+                          f"could not read {', '.join(sorted(obs.errors))}")
     else:
         app.console.print(f"terminated {len(done)} instance(s) of fleet {name}"
                           + (f"; cost so far {money(cost.cost_so_far)}" if cost else ""))
     if left.instances or left.stopped or left.errors:
         problems = [f"{len(left.instances)} instance(s) still running"] if left.instances else []
         problems += [f"{len(left.stopped)} stopped instance(s) still billing storage"] if left.stopped else []
-        problems += [f"{p}: {e}" for p, e in left.errors.items()]
+        problems += [e if e.startswith(p) else f"{p}: {e}" for p, e in left.errors.items()]   # errors name theirs
         raise FleetError(f"fleet {name} is not fully down ({'; '.join(problems)}); run `fleet down {name}` again")
     if damaged:
         why = f" ({damaged[-1]})" if len(damaged) > shown else ""

@@ -46,8 +46,9 @@ def command(app: App, name: str, limit: int, every_run: bool, wide: bool, as_jso
         return
     running = view.obs.counts()
     planned = view.plan.counts() if view.plan else {}
-    status = condition(view.record.status, running, planned)
-    for line in headline(name, status, sum(running.values()), sum(planned.values()) if view.plan else None, cost):
+    status = condition(view.record.status, running, planned, view.obs.errors)
+    for line in headline(name, status, sum(running.values()), sum(planned.values()) if view.plan else None, cost,
+                         view.obs.errors):
         app.console.print(line)
     if run.number > 1:
         app.console.print(f"run {run.number} of this fleet name" + (" (cost and events of every run: --all)"

@@ -5,7 +5,8 @@ A pass takes the fleet's lock, observes the providers and the store, decides
 line per action. Exit status of a single pass: 0 when the fleet ends at target (or there
 was nothing to do), 3 when it ends short (spot short beyond the critical level, budget),
 75 when another command holds the fleet (cron simply tries again next time), 1 for other
-errors. A fleet taken down with ``fleet down`` is left down. ``--every 5m`` loops as a
+errors, among them a provider that could not be read (the pass then does nothing: one line
+names the provider). A fleet taken down with ``fleet down`` is left down. ``--every 5m`` loops as a
 service (a busy fleet skips that pass); ``--metrics-port`` then serves Prometheus metrics
 and ``/healthz``.
 """
@@ -50,6 +51,8 @@ def command(app: App, name: str, every: str | None, passes: int, dry_run: bool, 
             _say_down(app, name, as_json)
             return
         _show(app, report, as_json)
+        if report.unread:
+            raise SystemExit(1)
         if not report.dry_run and not report.at_target:
             raise SystemExit(EXIT_SHORT)
         return
@@ -134,6 +137,11 @@ def _show(app: App, report: PassReport, as_json: bool) -> None:
         app.emit_json(report.to_dict())
         return
     d = report.decision
+    if report.unread:
+        for provider, error in sorted(report.unread.items()):
+            app.err.print(f"[red]fleet {report.fleet}: {provider} could not be read[/], so this pass launched and "
+                          f"terminated nothing: {error}")
+        return
     if report.dry_run:
         for action in d.actions:
             app.console.print(f"would {_line(action.to_dict())}")

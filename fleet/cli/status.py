@@ -1,12 +1,14 @@
 """``fleet status NAME``: what runs now (from the providers), per pool and per instance, with
 $/h, age, interruptions and cost so far. Reconciles the record unless another command holds
-the fleet (then it shows the providers' view and says so)."""
+the fleet (then it shows the providers' view and says so). A provider that could not be read
+is said to be unread (status ``unknown``, its pools' counts ``?``, exit status 1), never counted
+as running nothing."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Collection
 
 import click
 
@@ -15,6 +17,7 @@ from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, look, money, readable_store
 from fleet.cli.runs import current_run, instances_of
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
+from fleet.errors import FleetError
 from fleet.model import Instance
 from fleet.safetext import safe_data
 from fleet.state import EventKind, FleetStatus, StateStore
@@ -35,7 +38,8 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
             as_json: bool) -> None:
     """Show fleet NAME: instances, pools, state, $/h, age, interruptions, cost so far.
 
-    Exit status 3 when the fleet runs short of its plan (as `fleet up` and `fleet plan`).
+    Exit status 3 when the fleet runs short of its plan (as `fleet up` and `fleet plan`), 1 when
+    a provider could not be read.
     """
     store, _ = readable_store(app)      # a store that cannot be written is read: `look` says so
     if not watch:
@@ -44,6 +48,9 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
             app.emit_json(data)
         else:
             render(app, data, view, limit, wide)
+        if data["provider_errors"]:
+            raise FleetError(f"could not read {', '.join(sorted(data['provider_errors']))}: fleet {name}'s instances "
+                             "there are not known; run `fleet status` again")
         if data["status"] == FleetStatus.SHORT:
             raise SystemExit(EXIT_SHORT)
         return
@@ -81,7 +88,9 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
         if r.end_reason == EventKind.PREEMPTED:
             interruptions[r.pool] = interruptions.get(r.pool, 0) + 1
     prices = {r.id: r.price_per_hour for r in records}
-    pools = [{"pool": p, "market": p.rsplit("/", 1)[1], "running": running.get(p, 0),
+    unread = view.obs.errors
+    pools = [{"pool": p, "market": p.rsplit("/", 1)[1],
+              "running": None if p.split("/", 1)[0] in unread else running.get(p, 0),
               "planned": desired.get(p, 0) if view.plan else None,
               "price_per_hour": sum(prices.get(i.id, i.price_per_hour) for i in view.obs.instances if i.pool.id == p),
               "interruptions": interruptions.get(p, 0)}
@@ -89,7 +98,7 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
     instances = sorted(view.obs.instances, key=lambda i: (i.pool.id, i.launched_at, i.id))
     notices = {e.instance_id for e in store.events(name, kinds={EventKind.NOTICE})}
     data = {
-        "fleet": name, "status": condition(view.record.status, running, desired),
+        "fleet": name, "status": condition(view.record.status, running, desired, unread),
         "recorded_status": view.record.status, "backend": view.record.backend,
         "plan_id": view.plan.id if view.plan else None,
         "run": run.number, "run_started_at": run.started_at,
@@ -125,26 +134,37 @@ def _stopped(i: Instance, now: float) -> dict[str, Any]:
             "stopped_seconds": max(0.0, now - since), "storage_per_hour": i.price_per_hour}
 
 
-def condition(recorded: str, running: dict[str, int], planned: dict[str, int]) -> str:
-    """What is true of the fleet now, from what runs against its latest applied plan: ``up`` when
-    every planned instance runs, ``short`` when any is missing (``fleet up`` ended short, was
-    interrupted, or instances were lost since), else the recorded status (``down``, ``repaired``,
-    or ``planned`` before any plan was applied)."""
+#: The status shown when a provider could not be read: what runs there is not known.
+UNKNOWN = "unknown"
+
+
+def condition(recorded: str, running: dict[str, int], planned: dict[str, int], unread: Collection[str] = ()) -> str:
+    """What is true of the fleet now, from what runs against its latest applied plan: ``unknown``
+    when a provider (``unread``) could not be read, ``up`` when every planned instance runs,
+    ``short`` when any is missing (``fleet up`` ended short, was interrupted, or instances were
+    lost since), else the recorded status (``down``, ``repaired``, or ``planned`` before any plan
+    was applied)."""
+    if unread:
+        return UNKNOWN
     if recorded == FleetStatus.DOWN or not planned:
         return recorded
     met = all(running.get(pool, 0) >= n for pool, n in planned.items())
     return FleetStatus.UP if met else FleetStatus.SHORT
 
 
-def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary) -> list[str]:
+def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary,
+             unread: Collection[str] = ()) -> list[str]:
     """The fleet in a few short lines (they fit 80 columns); ``$/h`` is what runs now costs per hour.
 
-    ``planned`` is None when no applied plan is recorded (then it says why)."""
-    colour = {"up": "green", "short": "yellow"}.get(status, "bold")
+    ``planned`` is None when no applied plan is recorded (then it says why); ``unread``: the
+    providers that could not be read (``running`` counts only the others, and says so)."""
+    colour = {"up": "green", "short": "yellow", UNKNOWN: "red"}.get(status, "bold")
     saved = (f"; saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs the same nodes on-demand"
              if cost.savings is not None and cost.savings_fraction is not None else "")
     counts = (f"{running} of {planned} planned instances running" if planned is not None else
               f"{running} instance(s) running")
+    if unread:
+        counts = f"{', '.join(sorted(unread))} could not be read; {counts} on the others"
     why = [] if planned is not None else [f"no applied plan recorded: {_why_no_plan(status)}"]
     return [
         f"fleet [bold]{name}[/]: [{colour}]{status}[/], {counts} ({cost.running_gpus} GPUs)", *why,
@@ -167,7 +187,8 @@ def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bo
     """Print ``data`` (from ``snapshot``) for people: headline, pools, instances."""
     cost = CostSummary(**data["cost"])
     out = app.console
-    for line in headline(data["fleet"], data["status"], data["running"], data["planned"], cost):
+    for line in headline(data["fleet"], data["status"], data["running"], data["planned"], cost,
+                         data["provider_errors"]):
         out.print(line)
     if data["state_unwritable"]:
         app.warn(f"{data['state_unwritable']}; showing the providers' view, the record was not updated")
@@ -175,7 +196,7 @@ def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bo
         out.print(f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
                   "the record was not updated[/]")
     for provider, error in data["provider_errors"].items():
-        out.print(f"[yellow]{provider}: could not list instances: {shown(error)}[/]")
+        out.print(f"[red]{provider} could not be read[/]: {shown(error)}")
     for held in data["stopped"]:
         out.print(f"[yellow]{shown(held['id'])} {shown(held['reason'])} {duration(held['stopped_seconds'])} ago "
                   f"({pool_label(held['pool'], wide)}): stopped, still billing storage "
@@ -184,10 +205,11 @@ def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bo
         out.print(f"[yellow]{shown(ended['id'])} {shown(ended['reason'])}[/] since the last look")
     columns = [Column("pool"), Column("market"), Column("run", right=True), Column("plan", right=True),
                Column("$/h", right=True), Column("preempted", right=True)]
-    rows = [[pool_label(p["pool"], wide), p["market"], str(p["running"]), "-" if p["planned"] is None else str(p["planned"]),
-             money(p["price_per_hour"]), str(p["interruptions"])] for p in data["pools"]]
-    styles = ["yellow" if p["planned"] is not None and p["running"] < p["planned"] else None
-              for p in data["pools"]]
+    rows = [[pool_label(p["pool"], wide), p["market"], "?" if p["running"] is None else str(p["running"]),
+             "-" if p["planned"] is None else str(p["planned"]), money(p["price_per_hour"]), str(p["interruptions"])]
+            for p in data["pools"]]
+    styles = ["red" if p["running"] is None else
+              "yellow" if p["planned"] is not None and p["running"] < p["planned"] else None for p in data["pools"]]
     out.print()
     print_table(out, "pools", columns, rows, wide=wide, styles=styles)
     listed = data["instances"] if limit == 0 else data["instances"][:limit]

@@ -206,6 +206,8 @@ def _summary(app: App, report: ApplyReport) -> None:
                           f"{len(failure.instances)} of {failure.requested}: {shown(failure.error_message)}")
     for prefix, reason in report.blocked:
         app.console.print(f"  blocked {prefix} for a while ({shown(reason)})")
+    for note in report.notes:       # a provider that could not be listed, a launch to retry: said, not only in --json
+        app.console.print(f"  [yellow]note:[/] {shown(note)}")
     if report.ok:
         app.console.print(f"[green]fleet {report.fleet} is up[/]; `fleet status {report.fleet}` shows it")
     else:

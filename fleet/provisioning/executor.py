@@ -114,7 +114,11 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
     for round_no in range(1, max_rounds + 1):
         report.rounds = round_no
         store.refresh_lock(fleet)
-        obs = observed if round_no == 1 and observed is not None else _look(providers, store, current, report)
+        if round_no == 1 and observed is not None:
+            obs = observed
+            _note_unread(obs, report)
+        else:
+            obs = _look(providers, store, current, report)
         desired = current.counts()
         say(Progress("round", count=sum(min(n, desired.get(p, 0)) for p, n in obs.counts().items()),
                      total=sum(desired.values()), message=f"round {round_no}"))
@@ -158,12 +162,17 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
 
 def _look(providers: Mapping[str, Provider], store: StateStore, plan: Plan, report: ApplyReport) -> Observation:
     obs = observe(providers, plan.fleet)
+    _note_unread(obs, report)
+    sync(store, obs, prices=on_demand_prices([plan]))
+    return obs
+
+
+def _note_unread(obs: Observation, report: ApplyReport) -> None:
+    """One note per provider ``obs`` could not list (once per run)."""
     for name, error in obs.errors.items():
         note = f"{name}: could not list instances ({error}); its pools were left alone"
         if note not in report.notes:
             report.notes.append(note)
-    sync(store, obs, prices=on_demand_prices([plan]))
-    return obs
 
 
 def _active_blocks(store: StateStore, providers: Mapping[str, Provider]) -> set[str]:

@@ -22,6 +22,7 @@ from typing import Callable, Mapping
 from fleet import crashpoints
 from fleet.errors import (
     AuthError,
+    MalformedResponseError,
     NoCapacityError,
     ProviderError,
     QuotaExceededError,
@@ -37,10 +38,11 @@ from providers.base import Provider
 #: Exception class -> error kind (the first match wins; LaunchResult uses the same words).
 ERROR_KINDS: tuple[tuple[type[ProviderError], str], ...] = (
     (NoCapacityError, "capacity"), (QuotaExceededError, "quota"), (AuthError, "auth"),
-    (RateLimitedError, "rate-limit"), (TransientProviderError, "transient"),
+    (RateLimitedError, "rate-limit"), (TransientProviderError, "transient"), (MalformedResponseError, "malformed"),
 )
-#: Kinds whose launch stays replayable with the same token on the next run.
-RETRYABLE = frozenset({"rate-limit", "transient"})
+#: Kinds whose launch stays replayable with the same token on the next run (an answer that could
+#: not be read may still have created something: the token finds it).
+RETRYABLE = frozenset({"rate-limit", "transient", "malformed"})
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,16 @@ The caller holds the fleet's lock (``fleet rebalance`` does). Contract of :func:
   action is recorded as not supported); terminations come last, through
   ``executor.terminate``, and only when every pool named in ``Terminate.after`` came up;
 * every action is recorded as one ``rebalance`` event (``fleet history`` shows it) with
-  ``done`` true or false and the reason, and the fleet's status becomes up or short.
+  ``done`` true or false and the reason, and the fleet's status becomes up or short;
+* a provider that could not be read (``Observation.errors``: a failed or malformed listing) may
+  run what a launch would replace: such a pass takes no action at all (launches, bid raises and
+  terminations are dropped from the decision, with a note), leaves the fleet's status as it was
+  and names the provider in ``PassReport.unread``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Collection, Mapping, Sequence
 
 from fleet import crashpoints
@@ -61,6 +65,7 @@ class PassReport:
     baseline_weighted_gpus: float = 0.0
     critical_weighted_gpus: float = 0.0
     notes: list[str] = field(default_factory=list)
+    unread: dict[str, str] = field(default_factory=dict)                 # provider -> why it could not be read
 
     @property
     def nothing_to_do(self) -> bool:
@@ -75,7 +80,7 @@ class PassReport:
                 "results": [r.to_dict() for r in self.results], "at_target": self.at_target,
                 "running_weighted_gpus": self.running_weighted_gpus, "price_per_hour": self.price_per_hour,
                 "running": [{"provider": p, "market": m, "weighted_gpus": w} for (p, m), w in sorted(self.running.items())],
-                "interruptions": self.interruptions, "notes": self.notes}
+                "interruptions": self.interruptions, "notes": self.notes, "provider_errors": self.unread}
 
 
 def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, Provider],
@@ -102,11 +107,15 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
                       bidding=i.bidding)
 
     decision = decide_now(obs)
+    if obs.errors:      # what runs there is not known: any launch could double it, any termination strand it
+        decision = replace(decision, actions=(), notes=(*decision.notes, *(
+            f"{name} could not be read ({error}): this pass launched, re-bid and terminated nothing"
+            for name, error in sorted(obs.errors.items()))))
     report = PassReport(fleet=spec.name, decision=decision, dry_run=dry_run, interruptions=lost,
                         baseline_weighted_gpus=float(spec.capacity.on_demand_gpus),
-                        critical_weighted_gpus=spec.critical_gpus)
+                        critical_weighted_gpus=spec.critical_gpus, unread=dict(obs.errors))
     _running(spec, obs, report)
-    if dry_run or store is None:
+    if dry_run or store is None or obs.errors:
         return report
     crashpoints.reached("rebalance-decided")
     for incident in decision.incidents:      # a lost head: in the fleet's history, not only on screen

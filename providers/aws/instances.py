@@ -3,7 +3,9 @@
 An instance belongs to a fleet only through its ``spotfleet:fleet`` tag; nothing here touches an
 instance without one. A spot instance that AWS itself terminated (``StateReason`` code
 ``Server.SpotInstanceTermination``) is reported as ``preempted`` with ``ended_at`` taken from
-AWS's own ``StateTransitionReason`` time, not the time we noticed.
+AWS's own ``StateTransitionReason`` time, not the time we noticed. Every described instance
+is checked against :class:`Described` first: one without an id or a state means the answer was
+not read right (MalformedResponseError), never an instance to skip.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from calendar import timegm
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, PoolKey
+from providers.kit.responses import check
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +36,33 @@ STATES = {"pending": InstanceState.PENDING, "running": InstanceState.RUNNING, "s
 SPOT_TERMINATION = "Server.SpotInstanceTermination"
 _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 _ID = re.compile(r"^i-[0-9a-f]{8,17}$")
+
+
+class _Tag(BaseModel):
+    Key: str
+    Value: str
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    Name: str = Field(min_length=1)
+
+
+class _Instance(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    InstanceId: str = Field(min_length=1)
+    State: _State
+    Tags: list[_Tag] = []
+
+
+class Described(BaseModel):
+    """One ``Reservations`` item of DescribeInstances, as far as this module reads it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    Instances: list[_Instance]
 
 
 def tags_of(raw: dict[str, Any]) -> dict[str, str]:
@@ -65,10 +97,11 @@ def to_instance(raw: dict[str, Any]) -> Instance | None:
 
 
 def describe(aws, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every instance in ``region`` matching ``filters``."""
+    """Every instance in ``region`` matching ``filters`` (each checked against :class:`Described`)."""
     out = []
     for reservation in aws.pages("ec2", region, "describe_instances", "Reservations", Filters=filters):
-        out.extend(reservation.get("Instances", []))
+        check(Described, reservation, provider="aws", what="describe_instances", region=region)
+        out.extend(reservation["Instances"])
     return out
 
 

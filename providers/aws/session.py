@@ -5,7 +5,9 @@ they are never printed, logged or stored. boto3 honours ``AWS_ENDPOINT_URL`` (an
 per-service ``AWS_ENDPOINT_URL_<SERVICE>``), so pointing it at an emulator such as a moto
 server sends every client there. botocore's own retries are switched off: :meth:`Aws.call`
 retries throttling with jittered backoff and then raises ``RateLimitedError``; every other
-failure becomes the class :mod:`providers.aws.errors` names, at once.
+failure becomes the class :mod:`providers.aws.errors` names, at once. An answer botocore cannot
+parse (truncated XML, an HTML page: its ``ResponseParserError`` is no ``BotoCoreError``), or a page
+of a list call without the list, is ``MalformedResponseError`` (``providers.kit.responses``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from typing import Any, Sequence
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+from botocore.parsers import ResponseParserError
 
 from fleet.errors import ProviderError
 from fleet.safetext import register_secret
 from providers.aws.errors import is_throttle, to_error
+from providers.kit.responses import malformed
 
 #: Seconds slept before each retry of a throttled call (full jitter below each value).
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
@@ -92,15 +96,22 @@ class Aws:
                 raise to_error("EndpointConnectionError", f"{operation}: {err}", region=region) from None
             except BotoCoreError as err:
                 raise ProviderError("aws", f"{operation}: {err}", region=region, code=type(err).__name__) from None
+            except ResponseParserError as err:     # its text: what went wrong, then the body
+                why, _, body = str(err).partition("\n")
+                raise malformed("aws", operation, body or None, detail=why, region=region) from None
         raise AssertionError("unreachable")
 
     def pages(self, service: str, region: str, operation: str, key: str, **params: Any) -> list[Any]:
-        """Every item under ``key`` across the pages of a paginated call (NextToken)."""
+        """Every item under ``key`` across the pages of a paginated call (NextToken); a page
+        without ``key`` (AWS always sends the list, empty or not) is MalformedResponseError."""
         out: list[Any] = []
         token = None
         while True:
             page = self.call(service, region, operation, **params, **({"NextToken": token} if token else {}))
-            out.extend(page.get(key, []))
+            if not isinstance(page.get(key), list):
+                raise malformed("aws", operation, sorted(k for k in page if k != "ResponseMetadata"), region=region,
+                                detail=f"the answer has no {key} list")
+            out.extend(page[key])
             token = page.get("NextToken")
             if not token:
                 return out

@@ -8,6 +8,9 @@ policy refuses plain http, and a local fake has no Entra ID), anything else auth
 errors to ours (``providers.azure.errors``) and absorbs throttling: a 429 is retried after the
 ``Retry-After`` it names (capped), up to ``throttle_retries`` times, then RateLimitedError. The
 SDK's own retry policy is switched off, so a 5xx reaches the caller (the executor retries).
+An answer the SDK cannot read (truncated, HTML, wrong types) is MalformedResponseError; list calls
+go through :meth:`Arm.listing`, which checks every page against :class:`ArmPage` before the SDK
+reads it (the SDK reads ``{}`` as an empty list).
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
-from typing import Any, Callable, Mapping, TypeVar
+from json import JSONDecodeError
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 from urllib.parse import urlparse
 
-from azure.core.exceptions import AzureError, HttpResponseError
+from azure.core.exceptions import AzureError, DecodeError, DeserializationError, HttpResponseError
 from azure.core.pipeline.policies import SansIOHTTPPolicy
+from pydantic import BaseModel, ConfigDict, Field
 
 from fleet.errors import AuthError, RateLimitedError
 from providers.azure.errors import to_error
+from providers.kit.responses import malformed, read_json
 
 ENDPOINT_ENV = "SPOTFLEET_AZURE_ARM_ENDPOINT"
 SUBSCRIPTION_ENV = "AZURE_SUBSCRIPTION_ID"
@@ -34,6 +40,21 @@ T = TypeVar("T")
 def wire(model: Any) -> dict[str, Any]:
     """An SDK model (or a dict) in ARM wire format."""
     return model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
+
+
+class _Resource(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+
+
+class ArmPage(BaseModel):
+    """One page of an ARM list answer: ``value`` (each item a named resource), ``nextLink``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    value: list[_Resource]
+    nextLink: str | None = None
 
 
 def is_local(endpoint: str) -> bool:
@@ -132,6 +153,10 @@ class Arm:
         for attempt in range(self.throttle_retries + 1):
             try:
                 return fn()
+            except DecodeError as err:           # a 2xx body that is not JSON (an HttpResponseError too)
+                raise malformed("azure", what, _body(err), detail=str(err).split("\n", 1)[0]) from None
+            except (DeserializationError, JSONDecodeError) as err:     # JSON of the wrong shape, or none
+                raise malformed("azure", what, detail=f"{type(err).__name__}: {err}") from None
             except HttpResponseError as err:
                 if err.status_code != 429:
                     raise to_error(err, what) from err
@@ -143,6 +168,17 @@ class Arm:
                 raise to_error(err, what) from err
         raise AssertionError("unreachable")
 
+    def listing(self, list_call: Callable[..., Iterable[Any]], what: str) -> list[dict[str, Any]]:
+        """Every item of the SDK list call ``list_call(**options)`` in wire format, through
+        :meth:`call`; each page's body is read as :class:`ArmPage` first (``options`` carries the
+        hook that does it), so a broken page is MalformedResponseError, never fewer items."""
+        def check_page(pipeline_response: Any) -> None:
+            http = pipeline_response.http_response
+            if 200 <= http.status_code < 300:
+                read_json(ArmPage, http.body(), provider="azure", what=what)
+
+        return self.call(lambda: [wire(v) for v in list_call(raw_response_hook=check_page)], what)
+
     def _retry_after(self, err: HttpResponseError, attempt: int) -> float:
         headers = getattr(err.response, "headers", None) or {}
         try:
@@ -150,3 +186,11 @@ class Arm:
         except ValueError:
             wait = 2.0 ** attempt
         return max(0.0, min(wait, self.max_retry_after))
+
+
+def _body(err: HttpResponseError) -> bytes | None:
+    """The body of the answer ``err`` came from, where the SDK kept it."""
+    try:
+        return err.response.body() if err.response is not None else None
+    except Exception:       # a streamed answer that is gone: the message says enough
+        return None

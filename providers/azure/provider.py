@@ -228,7 +228,7 @@ class AzureProvider:
 
     # ---- internals -----------------------------------------------------------------------
     def _skus(self) -> list[dict[str, Any]]:
-        return self.arm.call(lambda: [wire(s) for s in self.arm.compute.resource_skus.list()], "list resource SKUs")
+        return self.arm.listing(lambda **hooks: self.arm.compute.resource_skus.list(**hooks), "list resource SKUs")
 
     def _live_prices(self, skus: list[dict[str, Any]]) -> dict:
         """Retail prices for the sizes the SKUs offer; {} (snapshot prices) when they cannot be had."""
@@ -396,8 +396,8 @@ class AzureProvider:
     def _vms(self) -> list[dict[str, Any]]:
         rg, arm = self.resource_group, self.arm
         try:
-            return arm.call(lambda: [wire(v) for v in arm.compute.virtual_machines.list(rg, expand="instanceView")],
-                            f"list VMs in {rg}")
+            return arm.listing(lambda **hooks: arm.compute.virtual_machines.list(rg, expand="instanceView", **hooks),
+                               f"list VMs in {rg}")
         except InstanceNotFoundError:      # no resource group yet: no VMs
             return []
 

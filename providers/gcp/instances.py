@@ -9,8 +9,10 @@ instance id is ``<zone>/<name>``: all that delete needs.
 metadata are then checked exactly). A Spot VM that GCE preempted is reported ``preempted`` at
 the time GCE gives: its ``lastStopTimestamp`` when it was stopped, or, when the termination
 action deleted it, the ``compute.instances.preempted`` operation's time (one
-``aggregated/operations`` listing). ``terminate`` reads each VM first and deletes only those
-that carry a spotfleet fleet label; a VM that is gone (404) is success.
+``aggregated/operations`` listing). A listing that cannot be read (``GceApi.pages``), or a VM
+carrying our metadata that does not read as ours, is MalformedResponseError: never fewer
+instances than there are. ``terminate`` reads each VM first and deletes only those that carry a
+spotfleet fleet label; a VM that is gone (404) is success.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Sequence
 
 from fleet.errors import InstanceNotFoundError, ProviderError
 from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, Market, PoolKey
+from providers.kit.responses import malformed
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +86,19 @@ def to_instance(inst: Any, zone: str) -> Instance:
 
 def list_fleet(api: Any, fleet: str) -> list[Instance]:
     """The fleet's VMs (alive, and preempted ones with GCE's time), found by label."""
-    pager = api.call(api.instances.aggregated_list, read=True,
-                     request={"project": api.project, "filter": f'labels.{LABEL_FLEET} = "{label_value(fleet)}"'})
+    pages = api.pages(api.instances.aggregated_list, kind="compute#instanceAggregatedList", what="list instances",
+                      request={"project": api.project, "filter": f'labels.{LABEL_FLEET} = "{label_value(fleet)}"'})
     out: list[Instance] = []
-    for scope, scoped in pager:
+    for scope, scoped in (item for page in pages for item in page.items.items()):
         zone = scope.split("/", 1)[1]
         for inst in scoped.instances:
             if META_TAGS not in _metadata(inst):
                 continue
-            found = to_instance(inst, zone)
+            try:
+                found = to_instance(inst, zone)
+            except (KeyError, TypeError, ValueError) as err:
+                raise malformed("gcp", "list instances", detail=f"VM {inst.name} in {zone}: {type(err).__name__} "
+                                f"{err}", region=zone.rsplit("-", 1)[0]) from None
             if found.fleet == fleet and (found.state.alive or found.state is InstanceState.PREEMPTED):
                 out.append(found)
     return out + _deleted_by_preemption(api, fleet, {i.id for i in out})
@@ -106,10 +113,11 @@ def _deleted_by_preemption(api: Any, fleet: str, seen: set[str]) -> list[Instanc
     from providers.gcp.launch import fleet_name_prefix
 
     prefix = fleet_name_prefix(fleet)
-    pager = api.call(api.global_operations.aggregated_list, read=True,
-                     request={"project": api.project, "filter": f'operationType = "{PREEMPTED_OPERATION}"'})
+    pages = api.pages(api.global_operations.aggregated_list, kind="compute#operationAggregatedList",
+                      what="list preemptions",
+                      request={"project": api.project, "filter": f'operationType = "{PREEMPTED_OPERATION}"'})
     out = []
-    for scope, scoped in pager:
+    for scope, scoped in (item for page in pages for item in page.items.items()):
         zone = scope.split("/", 1)[1] if scope.startswith("zones/") else ""
         for op in scoped.operations:
             name = op.target_link.rsplit("/", 1)[-1]

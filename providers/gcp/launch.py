@@ -117,10 +117,11 @@ class Launcher:
     # ---- calls ----------------------------------------------------------------------------------
     def _made_by(self, zone: str, token: str) -> dict[str, Any]:
         """The live VMs this token created in ``zone``, by name."""
-        pager = self.api.call(self.api.instances.list, read=True, region=zone.rsplit("-", 1)[0],
-                              request={"project": self.api.project, "zone": zone,
-                                       "filter": f'labels.{LABEL_TOKEN} = "{token_hash(token)}"'})
-        return {i.name: i for i in pager if i.status not in ("STOPPING", "TERMINATED")}
+        pages = self.api.pages(self.api.instances.list, kind="compute#instanceList", region=zone.rsplit("-", 1)[0],
+                               what=f"list VMs of a launch in {zone}",
+                               request={"project": self.api.project, "zone": zone,
+                                        "filter": f'labels.{LABEL_TOKEN} = "{token_hash(token)}"'})
+        return {i.name: i for page in pages for i in page.items if i.status not in ("STOPPING", "TERMINATED")}
 
     def _bulk(self, zone: str, token: str, names: list[str], resource: dict[str, Any]) -> ProviderError | None:
         c = self.api.compute

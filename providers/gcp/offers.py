@@ -189,7 +189,8 @@ def quota_room(api: Any) -> dict[tuple[str, str], float] | None:
     from fleet.errors import ProviderError
 
     try:
-        regions = list(api.call(api.regions.list, read=True, request={"project": api.project}))
+        regions = [r for page in api.pages(api.regions.list, kind="compute#regionList", what="list regions",
+                                           request={"project": api.project}) for r in page.items]
     except ProviderError:
         return None
     return {(r.name, q.metric): q.limit - q.usage for r in regions for q in r.quotas}
@@ -206,11 +207,12 @@ def vms_within_quota(shape: Shape, market: Market, room: dict[tuple[str, str], f
     return None if free is None else max(0, int(free // shape.gpus))
 
 
-def _aggregated(api: Any, client: Any, field_name: str) -> dict[str, list[Any]]:
-    """``zone -> rows`` of one aggregated list (pages followed by the client's pager)."""
+def _aggregated(api: Any, client: Any, field_name: str, kind: str) -> dict[str, list[Any]]:
+    """``zone -> rows`` of one aggregated list (every page; ``kind`` names the list, ``GceApi.pages``)."""
     out: dict[str, list[Any]] = {}
-    pager = api.call(client.aggregated_list, read=True, project=api.project)
-    for scope, scoped in pager:
+    pages = api.pages(client.aggregated_list, kind=kind, what=f"list {field_name.replace('_', ' ')}",
+                      project=api.project)
+    for scope, scoped in (item for page in pages for item in page.items.items()):
         rows = list(getattr(scoped, field_name))
         if rows and scope.startswith("zones/"):
             out[scope.split("/", 1)[1]] = rows
@@ -219,8 +221,9 @@ def _aggregated(api: Any, client: Any, field_name: str) -> dict[str, list[Any]]:
 
 def list_offers(api: Any, query: OfferQuery) -> list[Offer]:
     """Offers of every GPU shape in every zone of the project, filtered by ``query``."""
-    machine_types = _aggregated(api, api.machine_types, "machine_types")
-    accelerator_types = _aggregated(api, api.accelerator_types, "accelerator_types")
+    machine_types = _aggregated(api, api.machine_types, "machine_types", "compute#machineTypeAggregatedList")
+    accelerator_types = _aggregated(api, api.accelerator_types, "accelerator_types",
+                                    "compute#acceleratorTypeAggregatedList")
     table = pricing.live_prices(stand_in=bool(api.endpoint))
     room = quota_room(api)
     accs = {a.upper() for a in query.accelerators}

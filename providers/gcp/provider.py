@@ -5,7 +5,10 @@ work lives in one module per job: :mod:`.offers` (machine and accelerator types 
 priced), :mod:`.launch` (insert / bulkInsert with deterministic names and requestIds),
 :mod:`.instances` (listing by label, terminate), :mod:`.storage` (the checkpoint bucket).
 This module builds the clients, finds the project, and makes every API call through
-:meth:`GceApi.call`, which turns Google's exceptions into ours and retries throttling.
+:meth:`GceApi.call`, which turns Google's exceptions into ours and retries throttling; an
+answer the client cannot parse (truncated, HTML, wrong types) is MalformedResponseError, and
+list calls go through :meth:`GceApi.pages`, which also refuses a page that is not the list
+asked for (``{}`` parses as an empty one).
 
 ``SPOTFLEET_GCE_ENDPOINT`` (for example ``http://127.0.0.1:8089``) points every Compute
 Engine client at another server, with anonymous credentials, the way
@@ -27,6 +30,7 @@ from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import FleetSpec, ProviderSettings
 from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
 from providers.gcp import errors
+from providers.kit.responses import malformed
 
 ENDPOINT_ENV = "SPOTFLEET_GCE_ENDPOINT"
 PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
@@ -123,14 +127,17 @@ class GceApi:
     def regions(self) -> Any:
         return self._client(self.compute.RegionsClient)
 
-    def call(self, fn: Callable[..., T], *, region: str = "", read: bool = False, **kwargs: Any) -> T:
+    def call(self, fn: Callable[..., T], *, region: str = "", read: bool = False, what: str = "Compute Engine call",
+             **kwargs: Any) -> T:
         """``fn(**kwargs)`` with our errors: throttling (and, for reads, 5xx) retried with backoff.
 
         A mutation's 5xx is raised at once as TransientProviderError: its requestId makes the
-        caller's retry safe, and the executor decides when.
+        caller's retry safe, and the executor decides when. An answer that does not parse is
+        MalformedResponseError (naming ``what``), at once.
         """
         from google.api_core import exceptions as gexc
         from google.auth import exceptions as auth_exc
+        from google.protobuf import json_format
 
         for attempt in range(len(self.retry_delays) + 1):
             try:
@@ -142,11 +149,24 @@ class GceApi:
                                              code="connection")
             except auth_exc.GoogleAuthError as exc:
                 err = AuthError("gcp", f"credentials refused: {exc}", region=region, code="authError")
+            except json_format.ParseError as exc:
+                raise malformed("gcp", what, detail=str(exc), region=region) from None
             again = isinstance(err, RateLimitedError) or (read and isinstance(err, TransientProviderError))
             if not again or attempt == len(self.retry_delays):
                 raise err
             time.sleep(random.uniform(self.retry_delays[attempt] / 2, self.retry_delays[attempt]))
         raise AssertionError("unreachable")
+
+    def pages(self, fn: Callable[..., Any], *, kind: str, what: str, region: str = "", **kwargs: Any) -> list[Any]:
+        """Every page of the list call ``fn(**kwargs)``, all fetched inside :meth:`call` (a later
+        page that fails is the same one-line error as the first); a page whose ``kind`` is not
+        ``kind`` (``compute#instanceAggregatedList``...: GCE names every list it answers) is
+        MalformedResponseError."""
+        found = self.call(lambda **kw: list(fn(**kw).pages), region=region, read=True, what=what, **kwargs)
+        for page in found:
+            if page.kind != kind:
+                raise malformed("gcp", what, detail=f"the answer is not a {kind} (kind {page.kind!r})", region=region)
+        return found
 
     def wait(self, zone: str, operation: Any, *, limit: float = OPERATION_LIMIT) -> Any:
         """Wait for a zone operation to be DONE (``zoneOperations.wait`` returns within two minutes

@@ -9,7 +9,9 @@ httpx (the official SDK pulls about 70 MB of unrelated packages). Contract:
 * 5xx and connection failures are retried only for reads (``idempotent=True``); a create that
   failed that way may have created something, so it is raised (TransientProviderError) and the
   caller's idempotency token decides on the next attempt;
-* every failure becomes one of the classes in ``providers.vast.errors``;
+* every failure becomes one of the classes in ``providers.vast.errors``; a 2xx whose body is not
+  JSON, or does not fit the ``schema`` asked for (``providers.vast.schemas``), is
+  MalformedResponseError (``providers.kit.responses``), never an empty answer;
 * the key travels only in the ``Authorization`` header and is never part of a message, a
   log line or ``repr``. ``calls`` counts HTTP requests (the benchmark reports it).
 """
@@ -20,17 +22,20 @@ import json
 import random
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
 from fleet.agent.vast import default_url, find_api_key
 from fleet.errors import AuthError, RateLimitedError, TransientProviderError
 from fleet.safetext import register_secret
+from providers.kit.responses import check, parse_json
 from providers.vast.errors import to_error
 
 #: Seconds slept before each retry (full jitter below each value) when no Retry-After is given.
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
+M = TypeVar("M", bound=BaseModel)
 
 
 class VastApi:
@@ -59,8 +64,10 @@ class VastApi:
         self._client.close()
 
     def request(self, method: str, path: str, *, what: str, params: Mapping[str, Any] | None = None,
-                body: Any = None, auth: bool = True, idempotent: bool = False) -> Any:
-        """Send one call (with the retries above) and return its JSON body.
+                body: Any = None, auth: bool = True, idempotent: bool = False,
+                schema: type[M] | None = None) -> Any:
+        """Send one call (with the retries above) and return its JSON body, read as ``schema``
+        when one is given (an empty success body is ``{}`` without one).
 
         ``what`` names the operation in errors. ``params`` values that are not strings are
         JSON-encoded, as the official client does. Raises ProviderError subclasses.
@@ -83,10 +90,10 @@ class VastApi:
                     continue
                 raise TransientProviderError("vast", f"{what}: {type(err).__name__} talking to {self.url}",
                                              code="connection") from None
-            data = _json(resp)
             if resp.status_code < 400:
-                return data
-            error = to_error(resp.status_code, data, what)
+                data = parse_json(resp.content, provider="vast", what=what) if resp.content else {}
+                return data if schema is None else check(schema, data, provider="vast", what=what, body=resp.content)
+            error = to_error(resp.status_code, _error_body(resp), what)
             retry = (isinstance(error, RateLimitedError) and error.code != "search_quota_exceeded") or \
                 (isinstance(error, TransientProviderError) and idempotent)
             if not retry or last:
@@ -104,7 +111,8 @@ class VastApi:
         time.sleep(random.uniform(0, self.retry_delays[attempt]))
 
 
-def _json(resp: httpx.Response) -> Any:
+def _error_body(resp: httpx.Response) -> Any:
+    """A failure's JSON body, or its text as the message (a gateway's HTML 502 names no code)."""
     if not resp.content:
         return {}
     try:

@@ -13,6 +13,7 @@ from fleet.spec import ProviderSettings
 from providers.base import CheckResult
 from providers.vast.api import VastApi
 from providers.vast.offers import search_body
+from providers.vast.schemas import InstancePage, OfferPage
 
 FIX_KEY = "set $VAST_API_KEY (or write the key to ~/.config/vastai/vast_api_key); keys: https://cloud.vast.ai/account/"
 
@@ -23,7 +24,8 @@ def check(settings: ProviderSettings, api: VastApi | None = None) -> CheckResult
     where = f"at {api.url}"
     try:
         body = {**search_body(Market.SPOT, (), settings), "limit": 1}
-        api.request("POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True, what="search offers")
+        api.request("POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True, what="search offers",
+                    schema=OfferPage)
         can_price: bool | None = True
         price_detail = ""
     except ProviderError as err:
@@ -33,7 +35,7 @@ def check(settings: ProviderSettings, api: VastApi | None = None) -> CheckResult
                            detail=f"no API key {where}" + (f"; {price_detail}" if price_detail else ""), fix=FIX_KEY)
     try:
         data = api.request("GET", "/api/v1/instances/", params={"select_filters": {}, "limit": 1},
-                           idempotent=True, what="list instances")
+                           idempotent=True, what="list instances", schema=InstancePage)
     except AuthError as err:
         return CheckResult(provider="vast", ok=False, can_price=can_price, can_launch=False,
                            detail=f"the API key was refused {where}: {err.message}", fix=FIX_KEY)
@@ -41,8 +43,8 @@ def check(settings: ProviderSettings, api: VastApi | None = None) -> CheckResult
         return CheckResult(provider="vast", ok=False, can_price=can_price, can_launch=None,
                            detail=f"could not list instances {where}: {err}",
                            fix="check the network and SPOTFLEET_VAST_URL, then run `fleet check vast` again")
-    total = data.get("total_instances")
-    quotas = {"instances": f"{total} in the account"} if isinstance(total, int) else {}
+    total = data.total_instances
+    quotas = {"instances": f"{total} in the account"} if total is not None else {}
     ok = bool(can_price)
     return CheckResult(provider="vast", ok=ok, identity="API key accepted", can_price=can_price, can_launch=True,
                        quotas=quotas, detail=price_detail or where,

@@ -35,6 +35,7 @@ from providers.vast.api import VastApi
 from providers.vast.instances import Label, to_instance
 from providers.vast.launch import create_body, label_for, store_scheme, store_settings
 from providers.vast.offers import Ask, parse_instance_type, rebid, search_body, to_offer
+from providers.vast.schemas import CreateAnswer, InstancePage, InstanceShow, OfferPage
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,8 @@ class VastProvider:
             for market in markets:
                 body = search_body(market, query.accelerators, self.settings)
                 data = self.api.request("POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True,
-                                        what=f"search {market.value} offers")
-                for row in data.get("offers") or []:
+                                        what=f"search {market.value} offers", schema=OfferPage)
+                for row in data.offers:
                     self._take(found, row, market)
             for offer in self._occupied(markets):
                 found.setdefault(offer.pool.id, offer)
@@ -186,10 +187,8 @@ class VastProvider:
         """Bid again for an outbid instance: ``price``, or the machine's new ``min_bid`` plus the
         margin; never above the caps. Returns the bid. Raises ProviderError when the minimum is
         now over the caps (destroy it instead) or the instance is not one of ours."""
-        data = self.api.request("GET", f"/api/v0/instances/{instance_id}/", params={"owner": "me"},
-                                idempotent=True, what=f"show instance {instance_id}")
-        row = data.get("instances")
-        row = (row[0] if row else None) if isinstance(row, list) else row
+        row = self.api.request("GET", f"/api/v0/instances/{instance_id}/", params={"owner": "me"},
+                               idempotent=True, what=f"show instance {instance_id}", schema=InstanceShow).row()
         if not row or Label.parse(row.get("label")) is None:
             raise ProviderError(self.name, f"instance {instance_id} is not a spotfleet instance", code="not-ours")
         gpus = int(row.get("num_gpus") or 1)
@@ -260,9 +259,9 @@ class VastProvider:
         body = {**search_body(pool.market, (request.offer.accelerator,), self.settings),
                 "machine_id": {"eq": machine_id}, "num_gpus": {"eq": gpus}}
         data = self.api.request("POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True,
-                                what=f"search machine {machine_id}")
+                                what=f"search machine {machine_id}", schema=OfferPage)
         found: dict[str, Offer] = {}
-        for row in data.get("offers") or []:
+        for row in data.offers:
             self._take(found, row, pool.market)
         with self._lock:
             return self._asks.get(pool.id)
@@ -279,18 +278,19 @@ class VastProvider:
             secrets = {**store_settings(request.node.checkpoint_uri, self._environ), **self._node_credentials}
         body = create_body(request, label, ask.bid, self.settings.disk_gb, secrets)
         try:
-            data = self.api.request("PUT", f"/api/v0/asks/{ask.ask_id}/", body=body, what=f"create on ask {ask.ask_id}")
+            data = self.api.request("PUT", f"/api/v0/asks/{ask.ask_id}/", body=body, what=f"create on ask {ask.ask_id}",
+                                    schema=CreateAnswer)
         except NoCapacityError as err:
             self._forget_ask(pool.id)
             return None, ("capacity", err.code, str(err))
-        contract = data.get("new_contract")
-        if data.get("success") is False or not contract:
+        contract = data.new_contract
+        if data.success is False or not contract:
             if contract:   # a refused bid still left a stopped instance that bills storage
                 self._destroy(str(contract))
             self._forget_ask(pool.id)
-            code = str(data.get("error") or "bid_refused")
+            code = str(data.error or "bid_refused")
             return None, ("capacity", code, f"vast: bid {ask.bid} on machine {ask.machine_id} refused "
-                          f"({data.get('msg') or code}); the instance it left ({contract or 'none'}) was destroyed")
+                          f"({data.msg or code}); the instance it left ({contract or 'none'}) was destroyed")
         price = (ask.bid if ask.bid is not None else ask.dph_base) + ask.storage_per_hour
         tags = {**request.tags, "spotfleet:fleet": request.fleet, "spotfleet:pool": pool.id}
         return Instance(id=str(contract), fleet=request.fleet, pool=pool, state=InstanceState.PENDING,
@@ -324,9 +324,10 @@ class VastProvider:
                                   "limit": PAGE_SIZE}
         rows: list[dict[str, Any]] = []
         for _ in range(10_000):
-            data = self.api.request("GET", "/api/v1/instances/", params=params, idempotent=True, what="list instances")
-            rows.extend(r for r in data.get("instances") or [] if isinstance(r, dict) and "id" in r)
-            token = data.get("next_token")
+            page = self.api.request("GET", "/api/v1/instances/", params=params, idempotent=True, what="list instances",
+                                    schema=InstancePage)
+            rows.extend(page.rows())
+            token = page.next_token
             if not token:
                 return rows
             params["after_token"] = token

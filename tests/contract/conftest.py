@@ -48,6 +48,10 @@ class Harness(Protocol):
     def missing_id(self) -> str:
         """A well-formed instance id that does not exist."""
 
+    def malform(self, variant: str, count: int) -> None:
+        """The next ``count`` instance listings answer HTTP 200 with a broken body (``variant``:
+        one of ``tests/fakes/malformed.py``'s); skips where the target has no wire format."""
+
 
 @dataclass
 class LocalHarness:
@@ -73,6 +77,9 @@ class LocalHarness:
 
     def missing_id(self) -> str:
         return VENDORS[self.provider.name].make_id(os.urandom(32))
+
+    def malform(self, variant: str, count: int) -> None:
+        pytest.skip("the local cloud is called in process: there is no answer on the wire to break")
 
 
 def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -> Harness:

@@ -60,6 +60,9 @@ class AwsHarness:
     def missing_id(self) -> str:
         return "i-0" + os.urandom(8).hex()
 
+    def malform(self, variant: str, count: int) -> None:
+        self.world.proxy.malformed(variant, count)
+
 
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> AwsHarness:
     """A fresh moto world (reset) and an adapter pointed at it through the proxy."""

@@ -93,6 +93,9 @@ class AzureHarness:
     def missing_id(self) -> str:
         return "sf-000000000000-0"
 
+    def malform(self, variant: str, count: int) -> None:
+        self._control("malformed", {"target": "vms", "variant": variant, "count": count})
+
 
 def azure_harness(launch_mode: str = "vms") -> AzureHarness:
     """A harness on a freshly reset fake, polling without delay and absorbing throttles at once;

@@ -78,6 +78,9 @@ class GcpHarness:
     def missing_id(self) -> str:
         return f"us-central1-a/sf-000000-{os.urandom(6).hex()}-000"
 
+    def malform(self, variant: str, count: int) -> None:
+        control(self.url, "malformed", {"variant": variant, "count": count})
+
 
 def make_gcp_harness() -> GcpHarness:
     server = gce_server()

@@ -80,6 +80,9 @@ class VastHarness:
     def missing_id(self) -> str:
         return "8999999"
 
+    def malform(self, variant: str, count: int) -> None:
+        self._control("faults", {"target": "list", "kind": "malformed", "variant": variant, "count": count})
+
 
 def vast_harness() -> VastHarness:
     """A harness on a freshly reset fake, with an adapter that retries fast."""

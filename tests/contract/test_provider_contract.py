@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.errors import AuthError, ProviderError, QuotaExceededError, RateLimitedError, TransientProviderError
+from fleet.errors import (AuthError, MalformedResponseError, ProviderError, QuotaExceededError, RateLimitedError,
+                          TransientProviderError)
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, LaunchRequest, Market, Offer, PoolKey, fleet_tags
 from providers.base import BucketRef, Capabilities, OfferQuery, Provider, StorageSpec
 
@@ -194,6 +195,21 @@ def test_list_instances_returns_only_that_fleets(harness, provider):
     assert sorted(_ids(provider.list_instances("alpha"))) == sorted(_ids(a.instances))
     assert sorted(_ids(provider.list_instances("beta"))) == sorted(_ids(b.instances))
     assert provider.list_instances("gamma") == []
+
+
+@pytest.mark.parametrize("variant", ["truncated", "html", "empty", "wrong-types"])
+def test_a_malformed_listing_is_an_error_never_an_empty_fleet(harness, provider, variant):
+    """Providers are untrusted: a 200 whose body cannot be read is a provider error (as a 5xx
+    is), so `fleet down` never records a running fleet as down and a rebalance never launches
+    beside nodes it cannot see."""
+    offer = _offer(harness)
+    ids = _ids(provider.launch(_request(offer, 2, "tok-malformed")).instances)
+    harness.malform(variant, 1)
+    with pytest.raises(MalformedResponseError) as err:
+        provider.list_instances("alpha")
+    assert isinstance(err.value, ProviderError) and err.value.provider == provider.name
+    assert "could not be read" in str(err.value) and "\n" not in str(err.value)
+    assert sorted(_ids(provider.list_instances("alpha"))) == sorted(ids)    # the next good answer is read
 
 
 def test_terminate_is_idempotent(harness, provider):

@@ -38,6 +38,10 @@ unless reset says otherwise),
 ``group_race`` (the next PUT of missing group ``name`` finds
 it made meanwhile in ``location``, as by another process), ``group_gate`` (a reset option: existence checks of a
 missing group wait until that many are pending, at most 3 s, so concurrent callers all see it missing),
+``malformed`` (``{"target": "vms", "variant", "count"}``: the "malformed 200" fault; the next
+``count`` VM listings of a resource group answer 200 with a broken body, ``variant`` truncated,
+html, empty (``{}``) or wrong-types (a mapping where the ``value`` list belongs), from
+``tests/fakes/malformed.py``),
 ``foreign`` (VMs without spotfleet tags), ``vmss_foreign`` (a scale set without them), ``evict`` (as Azure evicts a Spot VM: by its
 evictionPolicy, deleted or deallocated, at ``at`` epoch seconds or now), ``state`` (everything, as
 JSON), ``calls``. ``POST .../virtualMachines/{vm}/simulateEviction`` (204) evicts the same way, at once.
@@ -73,6 +77,10 @@ try:
     import azure_vmss
 except ImportError:          # imported as tests.fakes.azure_arm
     from tests.fakes import azure_vmss
+try:
+    import malformed
+except ImportError:          # imported as tests.fakes.azure_arm
+    from tests.fakes import malformed
 try:                         # storage accounts, identities, role assignments
     import azure_storage_arm
 except ImportError:          # imported as tests.fakes.azure_arm
@@ -98,6 +106,8 @@ PRICES_PAGE = 3
 DEFAULT_QUOTAS = {"lowPriorityCores": 10000, "cores": 10000}
 DEFAULT_FAMILY_QUOTA = 10000
 ACTIVITY_PAGE = 50
+#: The "wrong-types" malformed body per target: a mapping where the ``value`` list belongs.
+WRONG_TYPES = {"vms": b'{"value": {"name": "sf-0", "tags": "spotfleet:fleet"}}'}
 
 #: Marketplace images the fake knows (publisher, offer, sku, all lower case; any version): Ubuntu-HPC
 #: 22.04 (NVIDIA driver, CUDA, OFED: github.com/Azure/azhpc-images) and Canonical's plain Ubuntu.
@@ -191,6 +201,7 @@ class ArmState:
         self.vmss: dict[tuple[str, str], dict[str, Any]] = {}
         self.ops: dict[str, dict[str, Any]] = {}
         self.faults: list[dict[str, Any]] = []
+        self.broken: list[dict[str, Any]] = []      # "malformed 200" faults: {target, variant, count}
         self.calls: dict[str, int] = {}
         self.deleted: list[str] = []
         self.activity: list[dict[str, Any]] = []
@@ -222,10 +233,14 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(n) or b"{}") if n else {}
 
-    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
+    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
+              broken: str = "") -> None:
+        data, ctype = b"" if body is None else json.dumps(body).encode(), "application/json; charset=utf-8"
+        variant = malformed.take(self.st.broken, broken) if broken else None
+        if variant is not None:       # a "malformed" fault on this target: a broken body instead
+            data, ctype = malformed.body(variant, data, WRONG_TYPES[broken], ctype)
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("x-ms-request-id", str(uuid.uuid4()))
         for k, v in (headers or {}).items():
@@ -299,7 +314,8 @@ class Handler(BaseHTTPRequestHandler):
                 if kind == "microsoft.compute/virtualmachines":
                     if len(rest) == 5:
                         return self._send(200, {"value": [self._vm_view(v, "instanceview" in url.query.lower())
-                                                          for (g, _), v in sorted(self.st.vms.items()) if g == rg]})
+                                                          for (g, _), v in sorted(self.st.vms.items()) if g == rg]},
+                                          broken="vms")
                     if len(rest) == 7 and rest[6] == "simulateeviction" and method == "POST":
                         vm = self.st.vms.get((rg, orig[5].lower()))
                         if vm is None or vm["properties"].get("priority") != "Spot":
@@ -634,6 +650,12 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"ok": True})
         if what == "quota":
             st.quotas[body["target"].lower()] = int(body["limit"])
+            return self._send(200, {"ok": True})
+        if what == "malformed":
+            if body.get("target") not in WRONG_TYPES or body.get("variant") not in malformed.VARIANTS:
+                return self._error(400, "InvalidRequest", f"malformed needs target {', '.join(WRONG_TYPES)} and a "
+                                   f"variant of {', '.join(malformed.VARIANTS)}")
+            st.broken.append({"target": body["target"], "variant": body["variant"], "count": int(body.get("count", 1))})
             return self._send(200, {"ok": True})
         if what == "faults":
             st.faults.append({"target": body["target"].lower(), "kind": body["kind"], "count": int(body["count"])})

@@ -21,7 +21,11 @@ terminated on moto are then described as AWS describes a spot interruption: ``St
 ``Server.SpotInstanceTermination`` and the time in ``StateTransitionReason``),
 ``POST /_proxy/on-demand`` ``{"prices": {"<region> <type>": usd}}`` (the Price List API's
 ``GetProducts``, which moto lacks, is then answered in its own JSON shape),
-``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
+``POST /_proxy/malformed`` ``{"action": "DescribeInstances", "variant", "count"}`` (the "malformed
+200" fault: the next ``count`` answers to that action are HTTP 200 with a broken body, ``variant``
+truncated, html, empty (``{}``) or wrong-types (a reservation whose instance has a structure
+where ``instanceId`` is text and text where ``instanceState`` is a structure), from
+``tests/fakes/malformed.py``), ``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
 
     python tests/fakes/ec2_proxy.py --port 5001 --upstream http://127.0.0.1:5000 [--latency 0.05]
 """
@@ -41,6 +45,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
+try:
+    import malformed
+except ImportError:          # imported as tests.fakes.ec2_proxy
+    from . import malformed
+
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 REQUEST_ERRORS = {"throttle": (503, "RequestLimitExceeded", "Request limit exceeded."),
                   "server-error": (500, "InternalError", "An internal error has occurred."),
@@ -50,6 +59,12 @@ FLEET_ERRORS = {"capacity": ("InsufficientInstanceCapacity",
                              "requested. Our system will be working on provisioning additional capacity."),
                 "quota": ("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit "
                           "allows for the instance bucket that the specified instance type belongs to.")}
+#: The "wrong-types" malformed body of DescribeInstances (see the module doc).
+WRONG_TYPES = (f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeInstancesResponse xmlns="{NS}">'
+               "<requestId>4ba4c2f1-0000-4000-8000-000000000000</requestId><reservationSet><item>"
+               "<reservationId>r-0123456789abcdef0</reservationId><instancesSet><item>"
+               "<instanceId><value>i-0123456789abcdef0</value></instanceId><instanceState>running</instanceState>"
+               "</item></instancesSet></item></reservationSet></DescribeInstancesResponse>").encode()
 
 
 @dataclass
@@ -74,6 +89,7 @@ class ProxyState:
     spot_prices: dict[str, float] = field(default_factory=dict)    # "<type> <zone name>" -> USD/h
     default_price: float | None = None
     interrupted: dict[str, float] = field(default_factory=dict)    # instance id -> when AWS took it back
+    broken: list[dict] = field(default_factory=list)               # "malformed 200" faults: {target (an action), ...}
     on_demand: dict[str, float] = field(default_factory=dict)      # "<region> <type>" -> USD/h
     stats: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -89,6 +105,7 @@ def _clear(st: ProxyState) -> None:
     st.default_price = None
     st.interrupted.clear()
     st.on_demand.clear()
+    st.broken.clear()
 
 
 def _overrides(params: dict[str, str]) -> list[dict[str, str]]:
@@ -172,6 +189,12 @@ class Handler(BaseHTTPRequestHandler):
         action = params.get("Action", "")
         if action:
             self._count(action)
+        with self.state.lock:
+            variant = malformed.take(self.state.broken, action) if action else None
+        if variant is not None:
+            status, headers, payload = self._upstream("POST", body)
+            self._reply(200, *malformed.body(variant, payload, WRONG_TYPES, headers.get("Content-Type", "text/xml")))
+            return
         if action == "CreateFleet":
             self._create_fleet(params)
             return
@@ -263,6 +286,9 @@ class Handler(BaseHTTPRequestHandler):
                 st.interrupted.update({i: float(data["at"]) for i in data["ids"]})
             elif verb == "latency":
                 st.latency = float(data["seconds"])
+            elif verb == "malformed" and data.get("variant") in malformed.VARIANTS:
+                st.broken.append({"target": data.get("action", "DescribeInstances"), "variant": data["variant"],
+                                  "count": int(data.get("count", 1))})
             else:
                 self._reply(404, b'{"error": "unknown control"}', "application/json")
                 return
@@ -386,6 +412,10 @@ class Ec2Proxy:
     def interrupted(self, ids: list[str], at: float) -> None:
         with self.state.lock:
             self.state.interrupted.update({i: at for i in ids})
+
+    def malformed(self, variant: str, count: int, action: str = "DescribeInstances") -> None:
+        with self.state.lock:
+            self.state.broken.append({"target": action, "variant": variant, "count": count})
 
     def reset_stats(self) -> None:
         with self.state.lock:

@@ -24,7 +24,10 @@ count} caps live VMs of that kind in the zone (no capacity key = unlimited); ``f
 machineType?, kind, count} fails the next launch calls (kinds: capacity, throttle, server-error,
 auth, quota, quota-op); ``quota`` {region, metric, limit}; ``preempt`` {zone, name}; ``foreign``
 {zone, name, machineType} makes a VM with no labels; ``latency`` {seconds} added to every API call;
-``billing`` {down} fails the SKU listing;
+``billing`` {down} fails the SKU listing; ``malformed`` {variant, count, call?} is the "malformed
+200" fault: the next ``count`` answers to ``call`` (default ``instances.aggregatedList``; any method
+name ``stats`` counts) are HTTP 200 with a broken body, ``variant`` truncated, html, empty (``{}``)
+or wrong-types (a list where the ``items`` map of scopes belongs), from ``tests/fakes/malformed.py``;
 ``GET stats`` (calls per method) and ``GET instances`` (every VM, any state); ``reset``.
 
 Run on its own: ``python tests/fakes/gce_server.py --port 8089 [--latency 0.05]``, then
@@ -45,8 +48,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+try:
+    import malformed
+except ImportError:          # imported as tests.fakes.gce_server (or fakes.gce_server)
+    from . import malformed
+
 API = "/compute/v1/projects/"
 BASE = "https://www.googleapis.com/compute/v1/projects/"
+#: The "wrong-types" malformed body: an aggregated list whose ``items`` is a list, not a map of scopes.
+WRONG_TYPES = b'{"kind": "compute#instanceAggregatedList", "items": [{"instances": [{"name": 7}]}]}'
 
 #: Accelerator-carrying machine types: name -> (vCPUs, memory MiB, accelerator type, count).
 GPU_MACHINES: dict[str, tuple[int, int, str, int]] = {
@@ -177,6 +187,7 @@ class GceWorld:
             self.requests: dict[tuple[str, str], str] = {}
             self.capacity: dict[tuple[str, str, str], int] = {}
             self.faults: list[dict[str, Any]] = []
+            self.broken: list[dict[str, Any]] = []      # "malformed 200" faults: {target (a call), variant, count}
             self.quotas: dict[tuple[str, str], float] = {}
             self.calls: Counter[str] = Counter()
             self.billing_down = False
@@ -260,6 +271,7 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        self.call = ""
         try:
             body = json.loads(raw) if raw else {}
             if url.path.startswith("/_fake/"):
@@ -272,9 +284,13 @@ class Handler(BaseHTTPRequestHandler):
                 status, answer = 200, self._api(method, url.path, query, body)
         except ApiError as err:
             status, answer = err.status, err.body()
-        data = json.dumps(answer).encode()
+        data, ctype = json.dumps(answer).encode(), "application/json; charset=UTF-8"
+        with self.world.lock:
+            variant = malformed.take(self.world.broken, self.call) if status == 200 and self.call else None
+        if variant is not None:
+            data, ctype = malformed.body(variant, data, WRONG_TYPES, ctype)
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -291,6 +307,11 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "fault":
                 w.faults.append({k: body[k] for k in ("zone", "machineType") if k in body}
                                 | {"kind": body["kind"], "count": int(body.get("count", 1))})
+            elif path == "malformed":
+                if body.get("variant") not in malformed.VARIANTS:
+                    raise ApiError(400, "invalid", f"variant must be one of {', '.join(malformed.VARIANTS)}")
+                w.broken.append({"target": body.get("call", "instances.aggregatedList"), "variant": body["variant"],
+                                 "count": int(body.get("count", 1))})
             elif path == "quota":
                 w.quotas[(body["region"], body["metric"])] = float(body["limit"])
             elif path == "billing":
@@ -373,6 +394,7 @@ class Handler(BaseHTTPRequestHandler):
         with w.lock:
             key = self._route(method, rest)
             w.calls[key] += 1
+            self.call = key
             if key == "instances.aggregatedList":
                 return self._aggregated(project, query)
             if key == "machineTypes.aggregatedList":

@@ -25,7 +25,12 @@ replace asks), ``POST /_control/asks/{id}`` (change fields: capacity, min_bid, .
 ``POST /_control/faults`` (``{"target": "ask:<id>"|"search"|"list"|"create"|"*", "kind":
 "throttle"|"search-quota"|"server-error"|"auth"|"quota"|"capacity"|"failed-bid"|"hostile", "count": n}``;
 ``hostile`` answers 400 with a message echoing the request's ``Authorization`` header, terminal
-escape sequences and a forged line),
+escape sequences and a forged line;
+the "malformed 200" fault is ``{"target": "list"|"search", "kind": "malformed", "variant":
+"truncated"|"html"|"empty"|"wrong-types", "count": n}``: the next n instance listings or offer
+searches answer 200 with that body instead (``tests/fakes/malformed.py``; wrong types: a mapping
+where the ``instances`` or ``offers`` list belongs); ``POST /_control/faults/clear`` drops every
+pending fault),
 ``POST /_control/outbid`` (``{"ids": [...]}``: a higher bid takes the machine), ``POST
 /_control/foreign`` (instances without a spotfleet label), ``POST /_control/config``
 (``latency``, ``boot_seconds``, ``retry_after``), ``GET /_control/instances`` (all, destroyed
@@ -42,6 +47,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+try:
+    import malformed
+except ImportError:          # imported as tests.fakes.vast_server
+    from . import malformed
 
 API_KEY = "fake-vast-key"
 HOURS_PER_MONTH = 730.0
@@ -84,6 +94,10 @@ FAULTS = {
     "hostile": (400, "invalid_args", "rejected request with Authorization: {authorization} (key {key})"
                 "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up"),
 }
+
+#: The "wrong-types" malformed body per target: a mapping where the answer's list belongs.
+WRONG_TYPES = {"list": b'{"instances": {"id": 9000001, "label": "spotfleet"}, "next_token": null}',
+               "search": b'{"offers": {"id": 1001, "num_gpus": "one"}}'}
 
 
 class State:
@@ -175,10 +189,13 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return None
 
-    def _send(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-        raw = json.dumps(data).encode()
+    def _send(self, status: int, data: Any, headers: dict[str, str] | None = None,
+              broken: dict[str, Any] | None = None) -> None:
+        raw, ctype = json.dumps(data).encode(), "application/json"
+        if broken is not None:      # a "malformed" fault: this body instead of the real one
+            raw, ctype = malformed.body(broken["variant"], raw, WRONG_TYPES[broken["target"]], ctype)
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(raw)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -255,7 +272,7 @@ class Handler(BaseHTTPRequestHandler):
     def _search(self, body: dict[str, Any]) -> None:
         st = self.state
         fault = st.take_fault(("search",))
-        if fault is not None:
+        if fault is not None and fault["kind"] != "malformed":
             return self._fault(fault)
         kind = body.get("type", "on-demand")
         storage_gb = float(body.get("allocated_storage") or 10)
@@ -269,7 +286,7 @@ class Handler(BaseHTTPRequestHandler):
                 rows.append(row)
         for col, direction in reversed(body.get("order") or []):
             rows.sort(key=lambda r: (r.get(col) is None, r.get(col) or 0), reverse=direction == "desc")
-        self._send(200, {"offers": rows[:int(body.get("limit") or 64)]})
+        self._send(200, {"offers": rows[:int(body.get("limit") or 64)]}, broken=fault)
 
     def _create(self, ask_id: int, body: dict[str, Any]) -> None:
         st = self.state
@@ -317,7 +334,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _list(self, query: dict[str, str]) -> None:
         fault = self.state.take_fault(("list",))
-        if fault is not None:
+        if fault is not None and fault["kind"] != "malformed":
             return self._fault(fault)
         try:
             filters = json.loads(query.get("select_filters") or "{}")
@@ -336,7 +353,7 @@ class Handler(BaseHTTPRequestHandler):
         rows = [r for r in rows if r["id"] > after]
         page = rows[:limit]
         token = base64.urlsafe_b64encode(str(page[-1]["id"]).encode()).decode() if len(rows) > limit else None
-        self._send(200, {"instances": page, "next_token": token, "total_instances": total})
+        self._send(200, {"instances": page, "next_token": token, "total_instances": total}, broken=fault)
 
     def _show(self, iid: int) -> None:
         inst = self.state.instances.get(iid)
@@ -387,9 +404,16 @@ class Handler(BaseHTTPRequestHandler):
                     return self._error(404, "no_such_ask", "no such ask")
                 ask.update(body)
                 return self._send(200, {"ok": True})
+            if parts == ["faults", "clear"]:
+                st.faults.clear()
+                return self._send(200, {"ok": True})
             if parts == ["faults"]:
                 fault = {"target": "*", "count": 1, **body}
-                if fault["kind"] not in FAULTS and fault["kind"] != "failed-bid":
+                if fault["kind"] == "malformed":
+                    if fault["target"] not in WRONG_TYPES or fault.get("variant") not in malformed.VARIANTS:
+                        return self._error(400, "invalid_args", "a malformed fault needs target list|search and a "
+                                           f"variant of {', '.join(malformed.VARIANTS)}")
+                elif fault["kind"] not in FAULTS and fault["kind"] != "failed-bid":
                     return self._error(400, "invalid_args", f"unknown fault {fault['kind']}")
                 st.faults.append(fault)
                 return self._send(200, {"ok": True})
