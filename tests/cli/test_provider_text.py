@@ -32,7 +32,8 @@ def test_a_hostile_error_is_one_masked_line_in_every_face_and_in_the_store(world
                world.fleet("history", "vf", "--json"), world.fleet("history", "vf")]
     world.control("faults", {"target": "list", "kind": "hostile", "count": 2})
     outputs += [world.fleet("status", "vf"), world.fleet("status", "vf", "--json")]
-    assert "could not list" in outputs[-2].stdout and "Authorization: Bearer ***" in outputs[-2].stdout
+    status = outputs[-2].stdout + outputs[-2].stderr
+    assert "vast could not be read" in status and "Authorization: Bearer ***" in status
     for proc in outputs:
         _clean(proc.stdout + proc.stderr)
     db = sqlite3.connect(world.home / "state.db")
