@@ -16,7 +16,7 @@ from fleet.errors import FleetError
 
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).
 COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
-                   "up", "status", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance", "export",
+                   "up", "status", "logs", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance", "export",
                    "simulate")
 
 

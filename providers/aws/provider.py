@@ -88,6 +88,9 @@ class AwsProvider:
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return storage.ensure(self.aws, spec)
 
+    def console_output(self, instance: Instance) -> str:
+        return instances.console_output(self.aws, instance)
+
     # ---- internals -----------------------------------------------------------------------
     def _each_region(self, work: Callable[[str], T]) -> list[T]:
         regions = self.regions()

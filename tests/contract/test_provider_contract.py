@@ -6,7 +6,7 @@ import pytest
 
 from fleet.errors import AuthError, ProviderError, QuotaExceededError, RateLimitedError, TransientProviderError
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, LaunchRequest, Market, Offer, PoolKey, fleet_tags
-from providers.base import BucketRef, Capabilities, OfferQuery, Provider, StorageSpec
+from providers.base import BucketRef, Capabilities, OfferQuery, Provider, ReadsConsole, StorageSpec
 
 
 def _offer(harness, market: Market = Market.ON_DEMAND) -> Offer:
@@ -225,6 +225,16 @@ def test_terminated_instances_leave_the_listing_for_good(harness, provider):
     again = provider.launch(_request(offer, 2, "tok-gone"))       # replaying the token resurrects nothing
     assert not any(i.state.alive for i in again.instances)
     assert provider.list_instances("alpha") == [] and harness.alive(ids) == set()
+
+
+# ---- optional abilities -------------------------------------------------------------------
+
+def test_console_output_is_text_for_the_fleets_instances(harness, provider):
+    if not isinstance(provider, ReadsConsole):
+        pytest.skip(f"{provider.name} keeps no console log")
+    offer = _offer(harness)
+    (inst,) = provider.launch(_request(offer, 1, "tok-console")).instances
+    assert isinstance(provider.console_output(inst), str)
 
 
 # ---- storage -----------------------------------------------------------------------------
