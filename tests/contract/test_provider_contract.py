@@ -12,7 +12,7 @@ from providers.base import BucketRef, Capabilities, OfferQuery, Provider, ReadsC
 def _offer(harness, market: Market = Market.ON_DEMAND) -> Offer:
     offer = harness.offer(market)
     if offer is None:
-        pytest.skip(f"{harness.provider.name} has no {market.value} pool")
+        pytest.skip(f"{harness.provider.name} ({type(harness).__name__}) has no {market.value} pool")
     return offer
 
 
@@ -97,8 +97,9 @@ def test_launch_adds_fleet_tags_the_request_forgot(harness, provider):
     assert _ids(provider.list_instances("alpha")) == [inst.id]
 
 
-def test_launch_is_idempotent_on_token(harness, provider):
-    offer = _offer(harness)
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_launch_is_idempotent_on_token(harness, provider, market):
+    offer = _offer(harness, market)
     first = provider.launch(_request(offer, 4, "tok-same"))
     again = provider.launch(_request(offer, 4, "tok-same"))
     assert _ids(again.instances) == _ids(first.instances)
@@ -117,8 +118,9 @@ def test_reused_token_with_other_parameters_is_refused(harness, provider):
     assert len(provider.list_instances("alpha")) == 2
 
 
-def test_partial_success_is_reported_not_raised(harness, provider):
-    offer = _offer(harness)
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_partial_success_is_reported_not_raised(harness, provider, market):
+    offer = _offer(harness, market)
     harness.limit_capacity(offer, 2)
     result = provider.launch(_request(offer, 5, "tok-partial"))
     assert len(result.instances) == 2
@@ -196,8 +198,9 @@ def test_list_instances_returns_only_that_fleets(harness, provider):
     assert provider.list_instances("gamma") == []
 
 
-def test_terminate_is_idempotent(harness, provider):
-    offer = _offer(harness)
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_terminate_is_idempotent(harness, provider, market):
+    offer = _offer(harness, market)
     ids = _ids(provider.launch(_request(offer, 3, "tok-term")).instances)
     provider.terminate(ids[:2])
     assert _ids(provider.list_instances("alpha")) == ids[2:]
