@@ -73,9 +73,14 @@ def command(app: App, name: str, instance: str | None, follow: bool, tail: int |
         data = nodelogs.last_lines(data, tail)
     elif meta.offset and not as_json:
         app.err.print(f"[dim](the first {meta.offset} bytes of this log were not kept)[/]")
-    _emit(instance, data, as_json, meta=meta if not follow else None)
-    if follow and not meta.final:
-        _follow(bucket, instance, meta.size, interval, as_json)
+    try:
+        _emit(instance, data, as_json, meta=meta if not follow else None)
+        if follow and not meta.final:
+            _follow(bucket, instance, meta.size, interval, as_json)
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted" + (": stopped following (the node keeps uploading; run the command again to "
+                                      "resume)" if follow else ""), err=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 def _open(uri: str) -> Any:
@@ -95,15 +100,8 @@ def _emit(instance: str, data: bytes, as_json: bool, *, meta: nodelogs.NodeLog |
 
 
 def _follow(bucket: Any, instance: str, since: int, interval: float, as_json: bool) -> None:
-    stop = threading.Event()
-    try:
-        for chunk in nodelogs.follow(bucket, instance, since=since, stop=stop, interval=interval):
-            _emit(instance, chunk, as_json)
-    except KeyboardInterrupt:
-        stop.set()
-        click.echo("\ninterrupted: stopped following (the node keeps uploading; run the command again to resume)",
-                   err=True)
-        raise SystemExit(EXIT_INTERRUPTED) from None
+    for chunk in nodelogs.follow(bucket, instance, since=since, stop=threading.Event(), interval=interval):
+        _emit(instance, chunk, as_json)
 
 
 def _show_list(app: App, name: str, uri: str, logs: list[nodelogs.NodeLog], as_json: bool) -> None:

@@ -118,3 +118,15 @@ def test_ctrl_c_stops_following_with_130(tmp_path):
             proc.kill()
             raise
     assert proc.returncode == 130 and "stopped following" in err
+
+
+def test_a_cloud_fleet_without_a_bucket_says_how_to_get_logs(world: World):
+    from fleet.state import FleetStatus, open_store
+
+    store = open_store(str(world.state), create=True)
+    store.save_fleet("nobucket", status=FleetStatus.UP, spec_json=None, spec_hash="x", backend="cloud")
+    store.close()
+    proc = world.fleet("logs", "nobucket")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "has no bucket on record" in proc.stderr and "checkpoint.provider" in proc.stderr
+    assert "--console" in proc.stderr
