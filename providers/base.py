@@ -135,6 +135,18 @@ class Provider(Protocol):
         """The provider's clock in epoch seconds (simulated for the local cloud)."""
 
 
+@runtime_checkable
+class ReadsConsole(Protocol):
+    """An optional ability: the provider keeps a console (serial port) log of its instances, so
+    ``fleet logs --console`` can show a node that never got as far as the agent. Callers check
+    ``isinstance(provider, ReadsConsole)``."""
+
+    def console_output(self, instance: Instance) -> str:
+        """The newest console output of ``instance`` as text ("" when the provider has none
+        yet); raises ProviderError when it cannot be read. Untrusted text: escape it before
+        printing."""
+
+
 #: Optional provider methods (not part of the Protocol, so an adapter may leave them out; callers
 #: look them up with ``getattr``):
 #:

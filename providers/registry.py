@@ -75,11 +75,37 @@ def local_cloud_root(home: Path) -> Path:
     return Path(env).expanduser() if env else Path(home) / "localcloud"
 
 
-def providers_for(spec: FleetSpec, home: Path) -> dict[str, Provider]:
+def cannot_launch(spec: FleetSpec) -> dict[str, str]:
+    """The providers ``spec`` enables that ``fleet up`` cannot launch on with this installation,
+    each with why (no adapter ships for it, or its SDK is not installed: the pip extra is
+    named); empty for ``backend: local``, where the local cloud simulates every provider."""
+    if spec.backend is Backend.LOCAL:
+        return {}
+    out: dict[str, str] = {}
+    for name in KNOWN_PROVIDERS:
+        if spec.provider_settings(name) is None:
+            continue
+        try:
+            if not load_adapter(name):
+                out[name] = f"no cloud adapter for {name} in this version of spotfleet"
+        except FleetError as err:
+            out[name] = str(err)
+    return out
+
+
+def refusal(blocked: dict[str, str]) -> str:
+    """The one line ``fleet up`` (and every command that launches) says for ``cannot_launch``."""
+    one = len(blocked) == 1
+    return (f"cannot launch on {', '.join(blocked)}: {'; '.join(blocked.values())}; disable {'it' if one else 'them'} under "
+            "`providers:` in the spec, or set `backend: local` to run the fleet on the embedded simulated cloud")
+
+
+def providers_for(spec: FleetSpec, home: Path, *, launchable_only: bool = False) -> dict[str, Provider]:
     """One Provider per provider the spec allows, keyed by name.
 
-    Raises FleetError when ``backend: cloud`` names a provider with no adapter, or whose
-    adapter's SDK is not installed.
+    Raises FleetError (:func:`refusal`) when ``backend: cloud`` names a provider with no adapter,
+    or whose adapter's SDK is not installed; with ``launchable_only`` those are left out instead
+    (``fleet plan`` prices them from the snapshot and marks them).
     """
     if spec.backend is Backend.LOCAL:
         from providers.local import LocalCloud
@@ -87,12 +113,9 @@ def providers_for(spec: FleetSpec, home: Path) -> dict[str, Provider]:
         cloud = LocalCloud.open(local_cloud_root(home), time_scale=spec.local.time_scale, seed=spec.local.seed)
         return {name: cloud.provider(name) for name in cloud.provider_names()
                 if spec.provider_settings(name) is not None}
-    wanted = [name for name in KNOWN_PROVIDERS if spec.provider_settings(name) is not None]
-    missing = [name for name in wanted if not load_adapter(name)]
-    if missing:
-        raise FleetError(
-            f"no cloud adapter for {', '.join(missing)} in this version of spotfleet; disable "
-            f"{'it' if len(missing) == 1 else 'them'} under `providers:` in the spec, or set `backend: local` "
-            "to run the fleet on the embedded simulated cloud")
+    blocked = cannot_launch(spec)
+    if blocked and not launchable_only:
+        raise FleetError(refusal(blocked))
+    wanted = [name for name in KNOWN_PROVIDERS if spec.provider_settings(name) is not None and name not in blocked]
     return {name: _CLOUD_ADAPTERS[name](spec, spec.provider_settings(name) or ProviderSettings())
             for name in wanted}

@@ -18,10 +18,7 @@ import pulumi
 from fleet.errors import FleetError
 from fleet.model import Plan
 from fleet.spec import FleetSpec
-from stacks.layout import STORE_PROVIDER, by_provider, pools
-
-#: Providers a stack can declare.
-SUPPORTED = ("aws", "gcp", "azure", "vast")
+from stacks.layout import STORE_PROVIDER, SUPPORTED, by_provider, pools
 
 
 class SpotFleet(pulumi.ComponentResource):

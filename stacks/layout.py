@@ -25,6 +25,8 @@ from fleet.model import Allocation, Market, Offer, Plan, PoolKey, fleet_tags
 from fleet.secrets import REF_RE
 from fleet.spec import FleetSpec
 
+#: Providers a stack can declare (``stacks.<provider>``).
+SUPPORTED = ("aws", "gcp", "azure", "vast")
 #: Which provider holds each checkpoint store (as in ``fleet.provisioning.storage``).
 STORE_PROVIDER = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
 _STORE_SCHEME = {"s3": "s3", "gcs": "gs", "azure": "az"}

@@ -61,6 +61,13 @@ class AwsWatcher(PollingWatcher):
             raise TransientError(f"{path}: token refused (401), fetching a new one", retry_after=0.0)
         return resp
 
+    def instance_id(self) -> str:
+        """This instance's id (``meta-data/instance-id``); TransientError when IMDS does not say."""
+        resp = self._get("instance-id")
+        if resp.status != 200 or not resp.text.strip():
+            raise TransientError(f"instance-id: HTTP {resp.status}")
+        return resp.text.strip()
+
     def poll_once(self) -> Notice | None:
         resp = self._get("spot/instance-action")
         if resp.status == 200:

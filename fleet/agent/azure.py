@@ -50,6 +50,10 @@ class AzureWatcher(PollingWatcher):
             self.vm_name = resp.text.strip()
         return self.vm_name
 
+    def instance_id(self) -> str:
+        """This VM's name (the azure adapter's instance id); TransientError when metadata does not say."""
+        return self._vm_name()
+
     def poll_once(self) -> Notice | None:
         name = self._vm_name()
         resp = http.expect(http.request("GET", self.events_url, headers=HEADERS, timeout=self.timeout),

@@ -48,6 +48,25 @@ def make_watcher(cloud: str, opts: WatcherOptions = WatcherOptions()) -> Polling
     raise WatcherConfigError(f"unknown cloud {cloud!r}; use one of {', '.join(CLOUDS)} or auto")
 
 
+def instance_id(cloud: str, *, url: str | None = None) -> str:
+    """This node's instance id as its provider's adapter names it: ``$SPOTFLEET_INSTANCE_ID``
+    where set (the local cloud sets it), else the cloud's own answer (AWS and GCE metadata, the
+    Azure VM name, Vast's ``$CONTAINER_ID``); "" when ``cloud`` has no such source.
+    Raises TransientError when the metadata service does not answer (ask again later)."""
+    given = os.environ.get("SPOTFLEET_INSTANCE_ID", "")
+    if given:
+        return given
+    if cloud == "aws":
+        return aws.AwsWatcher(url).instance_id()
+    if cloud == "gcp":
+        return gcp.GceWatcher(url).instance_id()
+    if cloud == "azure":
+        return azure.AzureWatcher(url).instance_id()
+    if cloud == "vast":
+        return os.environ.get("CONTAINER_ID", "")
+    return ""
+
+
 def detect_cloud(opts: WatcherOptions = WatcherOptions(), *, timeout: float = 1.0) -> str:
     """Which notice source this node has (see the module docstring)."""
     if opts.notice_file or os.environ.get("SPOTFLEET_NOTICE_FILE"):

@@ -37,6 +37,19 @@ class GceWatcher(PollingWatcher):
         self.notice_window = notice_window
         self._etag: str | None = None
 
+    def instance_id(self) -> str:
+        """This VM's id as the gcp adapter names it: ``<zone>/<name>`` (from ``instance/zone``,
+        ``projects/N/zones/<zone>``, and ``instance/name``); TransientError when metadata does not say."""
+        parts = []
+        for key in ("zone", "name"):
+            resp = http.expect(http.request("GET", f"{self.url}/computeMetadata/v1/instance/{key}", headers=HEADERS,
+                                            timeout=2.0), f"instance/{key}")
+            value = resp.text.strip().rsplit("/", 1)[-1]
+            if resp.status != 200 or not value:
+                raise TransientError(f"instance/{key}: HTTP {resp.status}")
+            parts.append(value)
+        return "/".join(parts)
+
     def poll_once(self) -> Notice | None:
         path = f"{self.url}/computeMetadata/v1/instance/preempted"
         timeout = 2.0

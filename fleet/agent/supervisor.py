@@ -25,6 +25,8 @@ Promises:
   (AWS rebalance) the job is restarted at once, resuming from the checkpoint it just wrote.
 - SIGTERM/SIGINT to the wrapper are forwarded to the job; the wrapper then waits for it and
   stops without restarting.
+- The node log's uploader (``log_shipper``, :mod:`fleet.agent.logship`) is started by the wrapper
+  that runs or adopts the job, never by a start that finds one running; the caller closes it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from pathlib import Path
 from fleet.agent.adopt import Finding, classify
 from fleet.agent.checkpoints import CheckpointProbe
 from fleet.agent.hooks import SignalHook
+from fleet.agent.logship import LogShipper
 from fleet.agent.lock import AdoptLock, RunLock, own_identity
 from fleet.agent.procid import ProcessId, identity, same_process, wait_exit
 from fleet.agent.notice import Notice, PollingWatcher, WatcherConfigError
@@ -62,6 +65,7 @@ class RunOptions:
     backoff_max: float = 60.0
     margin: float = 5.0
     reporter: Reporter | None = None
+    log_shipper: LogShipper | None = None
 
 
 @dataclass
@@ -178,6 +182,8 @@ class _Supervisor:
                 signal.signal(sig, self._on_signal)
         if self.opts.watcher is not None:
             threading.Thread(target=self._agent, name="fleet-agent", daemon=True).start()
+        if self.opts.log_shipper is not None:
+            self.opts.log_shipper.start()
         try:
             return self._watch_adopted() if self.adopted is not None else self._loop()
         finally:

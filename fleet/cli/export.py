@@ -5,6 +5,8 @@ defaults), ``__main__.py`` (declares ``stacks.fleet.SpotFleet`` through ``stacks
 ``requirements.txt`` (``spotfleet[pulumi]`` at this version), ``README.md``, a copy of the spec
 and ``plan.json`` (planned now, as ``fleet plan --out`` does). Existing files are replaced only
 with ``--force``. Exit status 3 when the plan cannot meet the spec (the project is still written).
+A plan with instances on a provider the stacks do not declare (``stacks.layout.SUPPORTED``) is
+refused before anything is written.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ plan in `plan.json` (plan {plan_id}: {pools} pools, ${price:,.2f}/h).
 Plan again after changing the spec or when prices move: `fleet plan spec.yaml --out plan.json`,
 then `pulumi preview`. Pools keep their logical names, so a new plan updates the fleet in place.
 
-Pulumi owns templates, groups, buckets, identities and the on-demand baseline; `fleet rebalance
-spec.yaml` owns the spot counts and replacements (those counts are in `ignoreChanges`).
+Pulumi owns templates, groups, buckets, identities and the on-demand baseline; the rebalancer,
+`fleet rebalance {name}`, owns the spot counts and replacements (those counts are in `ignoreChanges`).
 Secrets in `node.env` (`${{env:NAME}}`) are read from the environment of `pulumi up`.
 """
 
@@ -78,9 +80,20 @@ def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_js
     """Write a Pulumi project for SPEC into DIR (program, Pulumi.yaml, requirements, README, plan)."""
     from fleet.planning.planner import plan as make_plan
 
+    from stacks.layout import SUPPORTED
+
     spec = load_spec(spec_path)
     offers, _info = offers_for_spec(spec, app)
     plan = make_plan(spec, offers)
+    used: dict[str, int] = {}
+    for a in plan.allocations:
+        used[a.offer.pool.provider] = used.get(a.offer.pool.provider, 0) + a.count
+    unsupported = sorted(p for p, n in used.items() if n and p not in SUPPORTED)
+    if unsupported:
+        names = ", ".join(f"{p} ({used[p]} instance(s))" for p in unsupported)
+        raise FleetError(f"the plan puts instances on {names}, which the Pulumi stacks do not declare (they declare "
+                         f"{', '.join(SUPPORTED)}); disable {', '.join(unsupported)} under `providers:` in the spec "
+                         "and export again; nothing was written")
     files = {
         "Pulumi.yaml": PULUMI_YAML.format(name=spec.name, plan_id=plan.id),
         "__main__.py": MAIN.format(name=spec.name),

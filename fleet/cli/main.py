@@ -18,7 +18,7 @@ from fleet.safetext import register_environ, scrub_known
 
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).
 COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
-                   "up", "status", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance", "export",
+                   "up", "status", "logs", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance", "export",
                    "simulate")
 
 

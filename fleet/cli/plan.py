@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Callable, Collection, Mapping, TypeVar
 
 import click
 
@@ -29,14 +29,15 @@ T = TypeVar("T")
 EXIT_INFEASIBLE = 3
 
 
-def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider] | None = None
-                    ) -> tuple[list[Offer], CatalogInfo]:
+def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider] | None = None, *,
+                    snapshot_for: Collection[str] = ()) -> tuple[list[Offer], CatalogInfo]:
     """The offers the planner sees for ``spec``, and where they came from.
 
     ``backend: local`` asks the embedded local cloud (live simulated capacity);
     ``backend: cloud`` asks the registered provider adapters and, where there are none
     yet, uses the snapshot shipped with the package. Pass ``providers`` when the caller
-    already holds them, so the clouds are opened once.
+    already holds them, so the clouds are opened once, and ``snapshot_for`` to price
+    providers that cannot launch here (``cannot_launch``) from the snapshot beside them.
     """
     from providers.registry import providers_for
 
@@ -46,7 +47,10 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
         if spec.backend is Backend.LOCAL:
             raise
         catalog = Catalog()         # no live adapters in this version: plan from the snapshot
-    offers, info = catalog.offers(OfferQuery(accelerators=tuple(spec.capacity.accelerators)))
+    query = OfferQuery(accelerators=tuple(spec.capacity.accelerators))
+    offers, info = catalog.offers(query)
+    if catalog.providers and snapshot_for:
+        offers += Catalog().offers(query, only=snapshot_for)[0]
     offers = filter_for_spec(offers, spec)
     if spec.head is not None:       # CPU types for the head; live adapters may not list them
         cpu = [o for o in catalog.offers(OfferQuery(accelerators=(CPU,), spot=False))[0] if o.accelerator == CPU]
@@ -106,11 +110,12 @@ def running_now(providers: Mapping[str, Provider], fleet: str) -> dict[str, int]
 
 
 def providers_or_none(spec: FleetSpec, app: App) -> dict[str, Provider]:
-    """The spec's provider adapters; none (plan from the snapshot) where a cloud has no adapter yet."""
+    """The spec's provider adapters that can launch here; none (plan from the snapshot) where one
+    cannot be set up."""
     from providers.registry import providers_for
 
     try:
-        return dict(providers_for(spec, app.home))
+        return dict(providers_for(spec, app.home, launchable_only=True))
     except FleetError:
         if spec.backend is Backend.LOCAL:
             raise
@@ -133,36 +138,52 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     (keep / launch / terminate per pool), as `fleet up` would apply it.
     """
     from fleet.planning.planner import plan as make_plan     # scipy: imported only when planning
+    from providers.registry import cannot_launch
 
     spec = load_spec(spec_path)
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
+    blocked = cannot_launch(spec)
     with app.err.status("gathering offers and planning...") if not as_json else nullcontext():
         providers = providers_or_none(spec, app)
-        offers, info = offers_for_spec(spec, app, providers)
+        offers, info = offers_for_spec(spec, app, providers, snapshot_for=blocked)
         offers = learned_rates(app, spec, offers, providers)
         current = running_now(providers, spec.name)
         result = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers),
                            quotas=account_quotas(providers))
+    marks = [_cannot_launch_line(result, name, why) for name, why in blocked.items()]
+    saved = result.model_copy(update={"notes": result.notes + tuple(marks)}) if marks else result
     if out is not None:
         try:
-            out.write_text(result.to_json() + "\n")
+            out.write_text(saved.to_json() + "\n")
         except OSError as err:
             raise FleetError(f"cannot write the plan to {out}: {err.strerror}") from None
     if as_json:
         if current:
-            data = json.loads(result.to_json())
+            data = json.loads(saved.to_json())
             data["running_now"] = current
-            data["changes"] = changes(result, current)
+            data["changes"] = changes(saved, current)
             app.emit_json(data)
         else:
-            click.echo(result.to_json())
+            click.echo(saved.to_json())
     else:
         show(app, result, info, current=current or None, wide=wide)
+        from rich.markup import escape
+
+        for line in marks:
+            app.console.print(f"[yellow]{escape(line)}[/]")
         if out is not None:
             app.console.print(f"[dim]plan saved to {out}[/]")
     if not result.feasible:
         raise SystemExit(EXIT_INFEASIBLE)
+
+
+def _cannot_launch_line(plan: Plan, provider: str, why: str) -> str:
+    """The mark ``fleet plan`` puts on a provider ``fleet up`` cannot launch on (also a plan note)."""
+    used = sum(a.count for a in plan.allocations if a.offer.pool.provider == provider)
+    share = f", {used} instance(s) of this plan" if used else ""
+    return (f"cannot launch here: {provider} ({why}); priced from the snapshot{share}; `fleet up` refuses this "
+            "spec until it is removed from `providers:`")
 
 
 def changes(plan: Plan, current: Mapping[str, int]) -> dict[str, int]:

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
+import sys
+from pathlib import Path
 
 import click
 
 from fleet.agent import CLOUDS, WatcherConfigError
 from fleet.agent.checkpoints import CheckpointProbe
+from fleet.agent.detect import instance_id as node_instance_id
 from fleet.agent.hooks import parse_signal
+from fleet.agent.logship import NODE_LOG_ENV, LogShipper, node_log_path
 from fleet.agent.notice import PollingWatcher
 from fleet.agent.supervisor import RunOptions, supervise
 from fleet.cli.agent import build_reporter, build_watcher, configure_logging, node_options
@@ -30,12 +35,15 @@ log = logging.getLogger("fleet.agent")
 @click.option("--name", default=None, callback=lambda _c, _p, v: _check_name(v),
               help="Lock name: one wrapper per name on a node (default: from the command). "
                    "Letters, digits, '.', '_' and '-'.")
+@click.option("--log-every", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Seconds between uploads of the node log ($SPOTFLEET_NODE_LOG) to the checkpoint "
+                   "bucket, for `fleet logs`.")
 @node_options
 @json_option
 @click.argument("job", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_app
 def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: float, name: str | None,
-            deadline_margin: float, checkpoint_uri: str | None, fleet_name: str, instance_id: str,
+            log_every: float, deadline_margin: float, checkpoint_uri: str | None, fleet_name: str, instance_id: str,
             state_url: str | None, metadata_url: str | None, poll_interval: float | None, notice_file: str | None,
             no_rebalance: bool, as_json: bool, job: tuple[str, ...]) -> None:
     """Run JOB, resuming from the newest checkpoint and restarting it on crashes.
@@ -44,6 +52,7 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     When the first wrapper was killed but its job runs on, the second start adopts the job.
     The job gets $SPOTFLEET_CHECKPOINT_URI and $SPOTFLEET_RESUME_STEP. Checkpoint storage that
     cannot be read (missing bucket, refused credentials) is an error before the job starts.
+    With a checkpoint URI, the node log is copied next to the checkpoints while this runs.
     """
     configure_logging()
     argv = list(job)
@@ -54,9 +63,22 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     watcher = _watcher(cloud, metadata_url=metadata_url, poll_interval=poll_interval, instance_id=instance_id,
                        notice_file=notice_file, no_rebalance=no_rebalance)
     lock_path = app.home / "run" / f"{name or _default_name(argv, checkpoint_uri, instance_id)}.lock"
-    result = supervise(RunOptions(argv=argv, lock_path=lock_path, probe=probe, watcher=watcher, hook_signal=sig,
-                                  max_restarts=max_restarts, backoff=backoff, margin=deadline_margin,
-                                  reporter=build_reporter(state_url, fleet_name, instance_id, watcher)))
+    shipper = _log_shipper(checkpoint_uri, watcher.cloud if watcher is not None else cloud, instance_id,
+                           metadata_url, log_every)
+    try:
+        _supervise_and_report(app, RunOptions(
+            argv=argv, lock_path=lock_path, probe=probe, watcher=watcher, hook_signal=sig, max_restarts=max_restarts,
+            backoff=backoff, margin=deadline_margin, reporter=build_reporter(state_url, fleet_name, instance_id,
+                                                                              watcher), log_shipper=shipper), as_json)
+    finally:
+        if shipper is not None:          # the last lines (the result above included) reach the bucket
+            sys.stdout.flush()
+            sys.stderr.flush()
+            shipper.close()
+
+
+def _supervise_and_report(app: App, opts: RunOptions, as_json: bool) -> None:
+    result = supervise(opts)
     if as_json:
         app.emit_json({"status": result.status, "exit_code": result.exit_code, "message": result.message,
                        "starts": result.starts, "restarts": result.restarts, "resume_steps": result.resume_steps,
@@ -66,6 +88,18 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
         click.echo(result.message)
     if result.exit_code:
         raise SystemExit(result.exit_code)
+
+
+def _log_shipper(checkpoint_uri: str | None, cloud: str, instance_id: str, metadata_url: str | None,
+                 every: float) -> LogShipper | None:
+    """The node log's uploader (the supervisor starts it once it runs the job); None without a
+    bucket, or off a node (no node log there)."""
+    path = node_log_path()
+    if not checkpoint_uri or not (os.environ.get(NODE_LOG_ENV) or path.exists()):
+        return None
+    which = cloud if cloud in CLOUDS else os.environ.get("SPOTFLEET_PROVIDER", "")
+    return LogShipper(checkpoint_uri, Path(path), lambda: instance_id or node_instance_id(which, url=metadata_url),
+                      interval=every)
 
 
 def _watcher(cloud: str, **kwargs: object) -> PollingWatcher | None:

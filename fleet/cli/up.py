@@ -24,6 +24,7 @@ from fleet.provisioning import ceiling
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
 from fleet.model import Plan
+from fleet.nodelogs import record_bucket
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
 from fleet.provisioning.roles import fleet_node, start_head
 from fleet.safetext import safe_data
@@ -110,6 +111,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
             return make_plan(spec, left, current=now_running, blocked=blocked, quotas=account_quotas(providers))
 
         node = fleet_node(spec, providers, os.environ)
+        record_bucket(store, spec.name, node.checkpoint_uri)      # where `fleet logs` finds node logs
         role_nodes = None
         with _ProgressView(app, enabled=not as_json) as view:
             if spec.head is not None:      # the head first; the workers get its address

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleet.errors import ProviderError
 from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, PoolKey
 from providers.kit.responses import check
 
@@ -141,3 +142,18 @@ def _split(found: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     for raw in found:
         (ours if tags_of(raw).get(TAG_FLEET) else theirs).append(raw)
     return ours, theirs
+
+
+def console_output(aws, instance: Instance) -> str:
+    """The newest console output of one of the fleet's instances (``GetConsoleOutput`` with
+    ``Latest``; "" before the instance wrote any). botocore decodes the base64 ``Output`` (a
+    value it cannot decode is left as sent, and shown escaped as any console text). Raises
+    ProviderError for an id that is not an EC2 instance id, or an answer that is not text."""
+    if not _ID.match(instance.id):
+        raise ProviderError("aws", f"{instance.id!r} is not an EC2 instance id", code="InvalidInstanceID.Malformed")
+    got = aws.call("ec2", instance.pool.region, "get_console_output", InstanceId=instance.id, Latest=True)
+    output = got.get("Output", "") if isinstance(got, dict) else None
+    if not isinstance(output, str):
+        raise ProviderError("aws", f"GetConsoleOutput for {instance.id}: the answer holds no text output",
+                            region=instance.pool.region, code="MalformedResponse")
+    return output

@@ -109,6 +109,9 @@ class AwsProvider:
         found = self._each_region(lambda r: self.launcher.remove_templates(r, fleet))
         return [name for part in found for name in part]
 
+    def console_output(self, instance: Instance) -> str:
+        return instances.console_output(self.aws, instance)
+
     # ---- internals -----------------------------------------------------------------------
     def _each_region(self, work: Callable[[str], T]) -> list[T]:
         regions = self.regions()

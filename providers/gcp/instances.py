@@ -178,3 +178,15 @@ def terminate(api: Any, ids: Sequence[str]) -> None:
             raise err
     if errors:
         raise errors[0]
+
+
+def console_output(api: Any, instance: Instance) -> str:
+    """Serial port 1 of one of the fleet's VMs (``instances.getSerialPortOutput``; GCE keeps its
+    last 1 MiB). Raises ProviderError for an id that is not ``<zone>/<name>``."""
+    parts = split_id(instance.id)
+    if parts is None:
+        raise ProviderError("gcp", f"{instance.id!r} is not a <zone>/<name> instance id", code="invalid")
+    zone, name = parts
+    got = api.call(api.instances.get_serial_port_output, read=True, region=zone.rsplit("-", 1)[0],
+                   request={"project": api.project, "zone": zone, "instance": name, "port": 1})
+    return str(got.contents or "")

@@ -234,6 +234,11 @@ class GcpProvider:
 
         return ensure_bucket(self.project, spec, host=self.storage_host)
 
+    def console_output(self, instance: Instance) -> str:
+        from providers.gcp.instances import console_output
+
+        return console_output(self.api, instance)
+
 
 def from_spec(spec: FleetSpec, settings: ProviderSettings) -> GcpProvider:
     """The adapter factory ``providers.registry`` calls for ``backend: cloud``."""

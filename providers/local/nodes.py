@@ -4,7 +4,9 @@ Each instance launched with a non-empty ``NodeConfig.startup`` gets a supervisor
 (``python -m providers.local.nodes ROOT INSTANCE_ID``, its own session) that runs the
 startup command through ``/bin/sh`` in ``<root>/nodes/<id>/`` (output in ``node.log``) with
 ``SPOTFLEET_INSTANCE_ID``, ``SPOTFLEET_FLEET``, ``SPOTFLEET_NOTICE_FILE`` and
-``SPOTFLEET_CHECKPOINT_URI`` set, on top of ``NodeConfig.env``.
+``SPOTFLEET_CHECKPOINT_URI`` (the fleet's bucket, :func:`checkpoint_uri`) and
+``SPOTFLEET_NODE_LOG`` (that ``node.log``, which ``fleet run`` copies to the bucket as on a
+cloud node) set, on top of ``NodeConfig.env``.
 
 The supervisor keeps the simulated cloud ticking while its node lives (so notices are
 written on time even when no CLI runs), sends SIGTERM to the node when the instance is
@@ -39,14 +41,30 @@ def node_dir(root: Path, instance_id: str) -> Path:
     return root / "nodes" / instance_id
 
 
+def checkpoint_uri(cloud: "LocalCloud", fleet: str) -> str:
+    """The bucket the local cloud gives ``fleet``'s nodes (checkpoints, node logs)."""
+    return (cloud.buckets / f"{fleet}-checkpoints").as_uri()
+
+
+def console(root: Path, instance_id: str, limit: int = 1024 * 1024) -> str:
+    """The end of a node's raw output (its "console"), "" before it wrote any."""
+    try:
+        with open(node_dir(root, instance_id) / "node.log", "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", errors="backslashreplace")
+    except FileNotFoundError:
+        return ""
+
+
 def start(cloud: "LocalCloud", rows: Sequence["sqlite3.Row"], node: NodeConfig) -> None:
     """Start a supervisor per instance in ``rows`` and record its pid."""
     for row in rows:
         where = private_dir(node_dir(cloud.root, row["id"]))
         env = {"SPOTFLEET_INSTANCE_ID": row["id"], "SPOTFLEET_FLEET": row["fleet"] or "",
                "SPOTFLEET_NOTICE_FILE": str(cloud.notices / f"{row['id']}.json"),
-               "SPOTFLEET_CHECKPOINT_URI": (cloud.buckets / f"{row['fleet']}-checkpoints").as_uri(),
-               **node.env}
+               "SPOTFLEET_CHECKPOINT_URI": checkpoint_uri(cloud, row["fleet"] or ""),
+               "SPOTFLEET_NODE_LOG": str(where / "node.log"), **node.env}
         write_private(where / "node.json", json.dumps({"startup": node.startup, "env": env}))  # may hold secrets
         proc = subprocess.Popen([sys.executable, "-m", "providers.local.nodes", str(cloud.root), row["id"]],
                                 cwd=where, start_new_session=True, stdin=subprocess.DEVNULL,

@@ -126,6 +126,12 @@ class LocalProvider:
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return buckets.ensure(self.cloud.buckets, self.name, spec)
 
+    def console_output(self, instance: Instance) -> str:
+        """The node's raw output (the local cloud's console); "" for an instance without a node."""
+        from providers.local.nodes import console
+
+        return console(self.cloud.root, instance.id)
+
     def quotas(self) -> list[Quota]:
         """This vendor's simulated GPU quotas with their use now (``fleet local quota``)."""
         self._round_trip()

@@ -7,13 +7,13 @@ import pytest
 from fleet.errors import (AuthError, MalformedResponseError, ProviderError, QuotaExceededError, RateLimitedError,
                           TransientProviderError)
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, LaunchRequest, Market, Offer, PoolKey, fleet_tags
-from providers.base import BucketRef, Capabilities, OfferQuery, Provider, StorageSpec
+from providers.base import BucketRef, Capabilities, OfferQuery, Provider, ReadsConsole, StorageSpec
 
 
 def _offer(harness, market: Market = Market.ON_DEMAND) -> Offer:
     offer = harness.offer(market)
     if offer is None:
-        pytest.skip(f"{harness.provider.name} has no {market.value} pool")
+        pytest.skip(f"{harness.provider.name} ({type(harness).__name__}) has no {market.value} pool")
     return offer
 
 
@@ -98,8 +98,9 @@ def test_launch_adds_fleet_tags_the_request_forgot(harness, provider):
     assert _ids(provider.list_instances("alpha")) == [inst.id]
 
 
-def test_launch_is_idempotent_on_token(harness, provider):
-    offer = _offer(harness)
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_launch_is_idempotent_on_token(harness, provider, market):
+    offer = _offer(harness, market)
     first = provider.launch(_request(offer, 4, "tok-same"))
     again = provider.launch(_request(offer, 4, "tok-same"))
     assert _ids(again.instances) == _ids(first.instances)
@@ -118,8 +119,9 @@ def test_reused_token_with_other_parameters_is_refused(harness, provider):
     assert len(provider.list_instances("alpha")) == 2
 
 
-def test_partial_success_is_reported_not_raised(harness, provider):
-    offer = _offer(harness)
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_partial_success_is_reported_not_raised(harness, provider, market):
+    offer = _offer(harness, market)
     harness.limit_capacity(offer, 2)
     result = provider.launch(_request(offer, 5, "tok-partial"))
     assert len(result.instances) == 2
@@ -212,8 +214,9 @@ def test_a_malformed_listing_is_an_error_never_an_empty_fleet(harness, provider,
     assert sorted(_ids(provider.list_instances("alpha"))) == sorted(ids)    # the next good answer is read
 
 
-def test_terminate_is_idempotent(harness, provider):
-    offer = _offer(harness)
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_terminate_is_idempotent(harness, provider, market):
+    offer = _offer(harness, market)
     ids = _ids(provider.launch(_request(offer, 3, "tok-term")).instances)
     provider.terminate(ids[:2])
     assert _ids(provider.list_instances("alpha")) == ids[2:]
@@ -241,6 +244,16 @@ def test_terminated_instances_leave_the_listing_for_good(harness, provider):
     again = provider.launch(_request(offer, 2, "tok-gone"))       # replaying the token resurrects nothing
     assert not any(i.state.alive for i in again.instances)
     assert provider.list_instances("alpha") == [] and harness.alive(ids) == set()
+
+
+# ---- optional abilities -------------------------------------------------------------------
+
+def test_console_output_is_text_for_the_fleets_instances(harness, provider):
+    if not isinstance(provider, ReadsConsole):
+        pytest.skip(f"{provider.name} keeps no console log")
+    offer = _offer(harness)
+    (inst,) = provider.launch(_request(offer, 1, "tok-console")).instances
+    assert isinstance(provider.console_output(inst), str)
 
 
 # ---- storage -----------------------------------------------------------------------------

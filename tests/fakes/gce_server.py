@@ -7,6 +7,9 @@ There is no Compute Engine emulator, so this speaks the wire format the real
   ``maxResults``/``pageToken``), delete, bulkInsert (``count``/``minCount`` as strings,
   ``namePattern`` or ``perInstanceProperties``); numeric string ids, labels, metadata,
   ``scheduling`` kept as sent, ``lastStopTimestamp`` on preemption;
+* ``instances.getSerialPortOutput`` (``GET .../instances/{name}/serialPort?port=&start=``,
+  https://cloud.google.com/compute/docs/reference/rest/v1/instances/getSerialPortOutput): port 1's
+  boot lines and any text added with the ``console`` control, as ``contents``/``start``/``next``;
 * zone operations: get, list, ``wait`` and ``aggregated/operations`` (the call itself answers
   ``RUNNING``); a failed one is ``DONE`` with ``error.errors[]`` and ``httpErrorStatusCode`` as
   GCE sends them (``ZONE_RESOURCE_POOL_EXHAUSTED``, ``VM_MIN_COUNT_NOT_REACHED``,
@@ -24,7 +27,8 @@ count} caps live VMs of that kind in the zone (no capacity key = unlimited); ``f
 machineType?, kind, count} fails the next launch calls (kinds: capacity, throttle, server-error,
 auth, quota, quota-op); ``quota`` {region, metric, limit}; ``preempt`` {zone, name}; ``foreign``
 {zone, name, machineType} makes a VM with no labels; ``latency`` {seconds} added to every API call;
-``billing`` {down} fails the SKU listing; ``malformed`` {variant, count, call?} is the "malformed
+``billing`` {down} fails the SKU listing; ``console`` {zone, name, text} appends to a VM's serial port 1;
+``malformed`` {variant, count, call?} is the "malformed
 200" fault: the next ``count`` answers to ``call`` (default ``instances.aggregatedList``; any method
 name ``stats`` counts) are HTTP 200 with a broken body, ``variant`` truncated, html, empty (``{}``)
 or wrong-types (a list where the ``items`` map of scopes belongs), from ``tests/fakes/malformed.py``;
@@ -320,6 +324,9 @@ class Handler(BaseHTTPRequestHandler):
                 w.latency = float(body["seconds"])
             elif path == "preempt":
                 return self._preempt(body["zone"], body["name"], body.get("project", "fake"))
+            elif path == "console":
+                inst = w.instances[body["zone"]][body["name"]]
+                inst["_console"] = inst.get("_console", "") + str(body["text"])
             elif path == "foreign":
                 shape = self._shape(body["zone"], body.get("machineType", "n1-standard-4"),
                                     {"onHostMaintenance": "TERMINATE"}, [])
@@ -422,13 +429,15 @@ class Handler(BaseHTTPRequestHandler):
                 terms = _filter_terms(query.get("filter", ""))
                 items = [_public(i) for i in w.instances[zone].values() if matches(i, terms)]
                 return {"kind": "compute#instanceList", "items": items}
-            if key in ("instances.get", "instances.delete"):
+            if key in ("instances.get", "instances.delete", "instances.getSerialPortOutput"):
                 inst = w.instances[zone].get(rest[3])
                 if inst is None:
                     raise ApiError(404, "notFound",
                                    f"The resource 'projects/{project}/zones/{zone}/instances/{rest[3]}' was not found")
                 if key == "instances.get":
                     return _public(inst)
+                if key == "instances.getSerialPortOutput":
+                    return _serial_port(project, zone, inst, query)
                 return self._delete(project, zone, query.get("requestId", ""), inst)
             if key in ("zoneOperations.get", "zoneOperations.wait"):
                 op = w.operations[zone].get(rest[3])
@@ -453,6 +462,7 @@ class Handler(BaseHTTPRequestHandler):
             ("POST", "zones/*/instances"): "instances.insert", ("GET", "zones/*/instances"): "instances.list",
             ("POST", "zones/*/instances/*"): "instances.bulkInsert",
             ("GET", "zones/*/instances/*"): "instances.get", ("DELETE", "zones/*/instances/*"): "instances.delete",
+            ("GET", "zones/*/instances/*/serialPort"): "instances.getSerialPortOutput",
             ("GET", "zones/*/operations/*"): "zoneOperations.get",
             ("POST", "zones/*/operations/*/wait"): "zoneOperations.wait",
             ("GET", "zones/*/operations"): "zoneOperations.list",
@@ -708,6 +718,22 @@ def _fault_of(kind: str, zone: str, machine: str) -> Fault:
                    "message": f"The zone 'projects/fake/zones/{zone}' does not have enough resources available "
                               f"to fulfill the request.  Try a different zone, or try again later. ({machine})"}],
                  503, "SERVICE UNAVAILABLE")
+
+
+def _serial_port(project: str, zone: str, inst: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
+    """``compute#serialPortOutput``: port 1 holds the boot lines and the ``console`` control's text;
+    ``start`` is a byte offset (a negative one counts from the end, as GCE allows)."""
+    port = int(query.get("port", "1") or 1)
+    if not 1 <= port <= 4:
+        raise ApiError(400, "invalid", f"Invalid value for field 'port': '{port}'. Must be between 1 and 4.")
+    text = (f"[    0.000000] Linux version 6.8.0-gcp (fake)\n[    1.200000] {inst['name']} login:\n"
+            + inst.get("_console", "")) if port == 1 else ""
+    data = text.encode()
+    start = int(query.get("start", "0") or 0)
+    start = max(0, len(data) + start) if start < 0 else min(start, len(data))
+    return {"kind": "compute#serialPortOutput", "contents": data[start:].decode(errors="replace"),
+            "start": str(start), "next": str(len(data)),
+            "selfLink": f"{BASE}{project}/zones/{zone}/instances/{inst['name']}/serialPort"}
 
 
 def _public(inst: dict[str, Any]) -> dict[str, Any]:

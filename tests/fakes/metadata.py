@@ -240,6 +240,11 @@ class FakeGce(FakeServer):
             return _text(403, "Missing required header: Metadata-Flavor", flavor)
         if seen.path == "/computeMetadata/v1/instance/id":
             return _text(200, "4520031799277581759", flavor)
+        # predefined keys (cloud.google.com/compute/docs/metadata/predefined-metadata-keys)
+        if seen.path == "/computeMetadata/v1/instance/zone":
+            return _text(200, "projects/123456789012/zones/us-central1-a", flavor)
+        if seen.path == "/computeMetadata/v1/instance/name":
+            return _text(200, "spotfleet-node-1", flavor)
         if seen.path != "/computeMetadata/v1/instance/preempted":
             return _text(404, "Not Found", flavor)
         if seen.query.get("wait_for_change") == "true":

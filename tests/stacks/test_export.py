@@ -50,6 +50,23 @@ def test_export_refuses_to_overwrite_without_force(project, tmp_path):
     assert export(tmp_path, str(root / "spec.yaml"), str(root), "--force").returncode == 0
 
 
+def test_the_generated_readme_names_the_commands_as_they_take_their_arguments(project):
+    root, _ = project
+    text = (root / "README.md").read_text()
+    assert "`fleet rebalance multi`" in text and "fleet rebalance spec.yaml" not in text
+    assert "`fleet plan spec.yaml --out plan.json`" in text
+
+
+def test_a_plan_on_a_provider_the_stacks_do_not_declare_is_refused_in_one_line(tmp_path):
+    spec = tmp_path / "neo.yaml"
+    spec.write_text("name: neo\ncapacity: {gpus: 8, accelerators: [H100], on_demand_gpus: 8}\n"
+                    "providers: [runpod]\n")
+    done = export(tmp_path, str(spec), str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: the plan puts instances on runpod (") and "which the Pulumi stacks" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_export_of_a_bad_spec_names_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x1\ncapacity: {gpus: 0, accelerators: [H100]}\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,38 @@ def test_local_backend_plans_from_the_local_cloud(run, tmp_path):
     assert "offers: local" in result.output
     plan = Plan.from_json(run("plan", spec, "--json").output)
     assert plan.feasible and {a.offer.source for a in plan.allocations} == {"local"}
+
+
+NEOCLOUD = """name: neo
+capacity: {gpus: 16, accelerators: [H100], on_demand_gpus: 8}
+providers: [aws, gcp, runpod]
+"""
+
+
+def test_plan_marks_a_provider_without_an_adapter_and_up_refuses_it_in_one_line(run, tmp_path):
+    spec = write(tmp_path, NEOCLOUD)
+    result = run("plan", spec)
+    assert result.exit_code == 0, result.output
+    assert "cannot launch here: runpod (no cloud adapter for runpod" in " ".join(result.output.split())
+    plan = Plan.from_json(run("plan", spec, "--json").output)
+    (mark,) = [n for n in plan.notes if n.startswith("cannot launch here: ")]
+    assert mark.startswith("cannot launch here: runpod (no cloud adapter for runpod in this version of spotfleet)")
+    assert any(a.offer.pool.provider == "runpod" for a in plan.allocations)          # priced from the snapshot
+    up = run("up", spec, "--yes")
+    assert up.exit_code == 1 and up.output.count("\n") == 1
+    assert up.output.startswith("error: cannot launch on runpod: no cloud adapter for runpod")
+    assert not (tmp_path / "home" / "state.db").exists()          # refused before anything was recorded
+
+
+def test_a_provider_whose_sdk_is_missing_is_marked_with_the_extra_to_install(run, tmp_path, monkeypatch):
+    from providers import registry
+
+    monkeypatch.setattr(registry, "_CLOUD_ADAPTERS", {})
+    for mod in [m for m in sys.modules if m == "providers.gcp" or m.startswith("providers.gcp.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)      # the SDK is not importable
+    monkeypatch.setitem(sys.modules, "google.api_core", None)
+    monkeypatch.setitem(sys.modules, "google", None)
+    result = run("plan", write(tmp_path, NEOCLOUD))
+    assert "cannot launch here: gcp (the gcp adapter needs a package" in " ".join(result.output.split())
+    assert "pip install 'spotfleet[gcp]'" in result.output
