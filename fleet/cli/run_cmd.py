@@ -10,6 +10,7 @@ import click
 
 from fleet.agent import CLOUDS, WatcherConfigError
 from fleet.agent.checkpoints import CheckpointProbe
+from fleet.agent.gpus import gpu_lines
 from fleet.agent.hooks import parse_signal
 from fleet.agent.notice import PollingWatcher
 from fleet.agent.supervisor import RunOptions, supervise
@@ -46,6 +47,8 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     cannot be read (missing bucket, refused credentials) is an error before the job starts.
     """
     configure_logging()
+    for line in gpu_lines():         # first: a node without a working driver shows in its log at once
+        log.info("%s", line)
     argv = list(job)
     sig = parse_signal(hook_signal)
     probe = CheckpointProbe(checkpoint_uri) if checkpoint_uri else None

@@ -120,6 +120,12 @@ class S3Store:
         with self._errors("delete", key):
             self.client.delete_object(Bucket=self.bucket, Key=join(self.prefix, key))
 
+    def presign(self, key: str, seconds: int) -> str:
+        """A SigV4 presigned GET URL (valid at most as long as the signing credentials)."""
+        with self._errors("sign a URL for", key):
+            return str(self.client.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": join(self.prefix, key)}, ExpiresIn=seconds))
+
 
 def _code(err: Any) -> str:
     if isinstance(err, ClientError):
