@@ -135,7 +135,7 @@ def render(boot: NodeBoot) -> str:
     if boot.spotfleet == SHIP:
         source = f"ship {boot.wheel_file}"
         install = _fill(_SHIP, URL=q(boot.wheel_url), FILE=q(boot.wheel_file), SHA=q(boot.wheel_sha256),
-                        EXTRA=q(f"[{boot.extra}]") if boot.extra else "")
+                        EXTRA=q(f"[{boot.extra}]" if boot.extra else ""))
     elif boot.spotfleet == PREINSTALLED:
         source, install = PREINSTALLED, _PREINSTALLED
     else:
@@ -212,6 +212,7 @@ log "python: $PY ($("$PY" -V 2>&1))"
 _SHIP = r"""WHEEL_URL=@URL@
 WHEEL_FILE=@FILE@
 WHEEL_SHA256=@SHA@
+WHEEL_EXTRA=@EXTRA@
 if [ "$(cat "$PREFIX/installed" 2>/dev/null)" = "$WHEEL_FILE" ] && "$VENV/bin/fleet" --version >/dev/null 2>&1; then
   log "spotfleet $WHEEL_FILE is installed in $VENV already"
 else
@@ -238,8 +239,8 @@ if digest.hexdigest() != want:
     raise SystemExit(f"the download's sha256 is {digest.hexdigest()}, expected {want}")
 os.replace(tmp, dest)
 FETCH
-  step "installing $WHEEL_FILE@EXTRA@ and its dependencies into $VENV" "the node needs the package index (PyPI or \$PIP_INDEX_URL) for spotfleet's dependencies"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "$PREFIX/wheels/$WHEEL_FILE"@EXTRA@
+  step "installing $WHEEL_FILE$WHEEL_EXTRA and its dependencies into $VENV" "the node needs the package index (PyPI or \$PIP_INDEX_URL) for spotfleet's dependencies"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "$PREFIX/wheels/$WHEEL_FILE$WHEEL_EXTRA"
   printf '%s\n' "$WHEEL_FILE" > "$PREFIX/installed"
 fi
 FLEET="$VENV/bin/fleet"
