@@ -266,13 +266,21 @@ class NodeConfig(Frozen):
     checkpoints go (``checkpoint_uri``, from the provider's ``ensure_bucket``; empty when the
     provider sets it itself, as the local cloud does).
 
-    ``env`` holds resolved secrets at launch time, so it never appears in a repr or log line."""
+    ``env`` holds resolved secrets at launch time, so it never appears in a repr or log line.
+
+    ``spotfleet`` is where the node gets spotfleet (the spec's ``node.spotfleet``: ``ship``, a pip
+    requirement or ``preinstalled``); for ``ship``, ``wheel_url`` (a short-lived read-only URL,
+    ``fleet.provisioning.ship``), ``wheel_file`` and ``wheel_sha256`` name the shipped wheel."""
 
     image: str = ""
     startup: str = ""
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     ssh_key: str = ""
     checkpoint_uri: str = ""
+    spotfleet: str = "ship"
+    wheel_url: str = Field(default="", repr=False)
+    wheel_file: str = ""
+    wheel_sha256: str = ""
 
 
 class LaunchRequest(Frozen):

@@ -34,6 +34,9 @@ DEFAULT_WEIGHTS = REFERENCE_WEIGHTS
 KNOWN_ACCELERATORS = KNOWN
 KNOWN_PROVIDERS = ("aws", "gcp", "azure", "vast", "lambda", "runpod")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+#: ``node.spotfleet`` values besides a pip requirement (``fleet.provisioning.ship``).
+SHIP, PREINSTALLED = "ship", "preinstalled"
+_REQUIREMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~@+:/#&?%]{0,499}$")
 
 
 class Strategy(str, Enum):
@@ -220,6 +223,11 @@ class Node(Section):
         "Credential variables (AWS_*, GOOGLE_*, AZURE_*, VAST_API_KEY, SPOTFLEET_*... see fleet.secrets) that "
         "node.env and head.env may refer to; any other reference to one is refused."))
     ssh_key: str = ""
+    spotfleet: str = Field(default=SHIP, description=(
+        "How nodes get spotfleet: ship (default: a wheel of the spotfleet that runs `fleet up`, "
+        "stored in the fleet's checkpoint bucket), a pip requirement (a published version, e.g. "
+        "'spotfleet[s3]==0.1.0', or a VCS URL, e.g. 'git+https://host/spotfleet.git@v0.1.0'), or "
+        "preinstalled (the image has it)."))
 
     @field_validator("forward_credentials")
     @classmethod
@@ -238,6 +246,17 @@ class Node(Section):
     @classmethod
     def _secrets_by_reference(cls, value: dict[str, str]) -> dict[str, str]:
         check_env(value)
+        return value
+
+    @field_validator("spotfleet")
+    @classmethod
+    def _spotfleet_source(cls, value: str) -> str:
+        value = value.strip()
+        if value in (SHIP, PREINSTALLED):
+            return value
+        if not _REQUIREMENT_RE.match(value) or not (value.lower().startswith("spotfleet") or "://" in value):
+            raise ValueError(f"use {SHIP!r}, {PREINSTALLED!r} or a pip requirement for spotfleet, e.g. "
+                             "'spotfleet[s3]==0.1.0' or 'git+https://host/spotfleet.git@v0.1.0'")
         return value
 
 
@@ -412,6 +431,8 @@ class FleetSpec(Section):
             data.pop("head", None)
         if not data["node"].get("forward_credentials"):   # so does one that forwards no credential
             data["node"].pop("forward_credentials", None)
+        if data["node"].get("spotfleet") == SHIP:   # so does one that ships spotfleet (the default)
+            data["node"].pop("spotfleet")
         body = json.dumps(data, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 

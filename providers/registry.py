@@ -6,7 +6,8 @@ in ``$SPOTFLEET_LOCAL_CLOUD`` or ``<home>/localcloud``. With ``backend: cloud`` 
 provider is built by the adapter factory registered under its name
 (``register_cloud_adapter``). Adapters live in ``providers/<name>/`` and register themselves
 when imported; :func:`load_adapter` imports one on first use, so a user installs only the SDKs
-of the clouds they use (``pip install 'spotfleet[aws]'``).
+of the clouds they use (the extra, e.g. ``aws``, installed as ``fleet.distribution.install_command``
+says: spotfleet is not on an index, so from the checkout or wheel it came from).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from fleet.distribution import install_command
 from fleet.errors import FleetError
 from fleet.spec import KNOWN_PROVIDERS, Backend, FleetSpec, ProviderSettings
 from providers.base import CheckResult, Provider
@@ -59,7 +61,7 @@ def load_adapter(name: str) -> bool:
         if err.name and (err.name == f"providers.{name}" or err.name.startswith(f"providers.{name}.")):
             return False
         raise FleetError(f"the {name} adapter needs a package that is not installed ({err.name}): "
-                         f"pip install 'spotfleet[{ADAPTER_EXTRAS[name]}]'") from err
+                         f"{install_command(ADAPTER_EXTRAS[name])}") from err
     return name in _CLOUD_ADAPTERS
 
 

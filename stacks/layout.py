@@ -10,6 +10,9 @@ holds resolved secrets, which a stack then marks as a Pulumi secret).
 
 :func:`checkpoint_uri` is the URI nodes receive, in the form the adapters' ``ensure_bucket``
 returns it plus the prefix (``fleet.provisioning.storage``).
+
+:func:`require_node_software` refuses ``node.spotfleet: ship`` (see there): stack nodes get
+spotfleet from a pip requirement or their image.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from fleet.bootstrap import NodeBoot
 from fleet.errors import FleetError
 from fleet.model import Allocation, Market, Offer, Plan, PoolKey, fleet_tags
 from fleet.secrets import REF_RE
-from fleet.spec import FleetSpec
+from fleet.spec import SHIP, FleetSpec
 
 #: Providers a stack can declare (``stacks.<provider>``).
 SUPPORTED = ("aws", "gcp", "azure", "vast")
@@ -91,12 +94,24 @@ def checkpoint_uri(spec: FleetSpec) -> str:
     return f"{_STORE_SCHEME[store]}://{spec.bucket}/{prefix}"
 
 
+def require_node_software(spec: FleetSpec) -> None:
+    """Raise FleetError when ``node.spotfleet`` is ``ship``: ``fleet up`` ships spotfleet's wheel
+    with a URL minted at each launch and valid for hours, but a stack's launch templates, instance
+    templates and scale sets start nodes for as long as they exist, long after any such URL expired."""
+    if spec.node.spotfleet == SHIP:
+        raise FleetError(
+            "node.spotfleet is 'ship' (the default), which only `fleet up` can do (a wheel URL minted at each "
+            "launch); a Pulumi stack's templates start nodes long after such a URL expired. Set node.spotfleet "
+            "to a pip requirement the nodes can install (e.g. 'git+https://host/spotfleet.git@<commit>' or "
+            "'spotfleet[s3]==0.1.0' from your index) or to 'preinstalled' (node.image has spotfleet)")
+
+
 def pools(spec: FleetSpec, plan: Plan, env: Mapping[str, str] | None = None) -> list[PoolPlan]:
     """The plan's pools with a count, in pool-id order. ``env`` is the resolved ``node.env``
     (``fleet.secrets.resolve_env``); ``None`` keeps the spec's references.
 
     Raises FleetError when the plan was made for another fleet: a stack must never apply a plan
-    for a different spec by mistake.
+    for a different spec by mistake, and when ``node.spotfleet`` is ``ship`` (:func:`require_node_software`).
     """
     if plan.fleet != spec.name:
         raise FleetError(f"the plan is for fleet {plan.fleet!r} but the spec is {spec.name!r}: "
@@ -104,6 +119,7 @@ def pools(spec: FleetSpec, plan: Plan, env: Mapping[str, str] | None = None) -> 
     if plan.spec_hash != spec.spec_hash():
         raise FleetError(f"the plan was made for another version of spec {spec.name!r} "
                          f"(spec hash {plan.spec_hash}, now {spec.spec_hash()}): plan again with --out")
+    require_node_software(spec)
     uri = checkpoint_uri(spec)
     node_env = dict(spec.node.env if env is None else env)
     secret = env is not None and any(REF_RE.search(v) for v in spec.node.env.values())
@@ -113,7 +129,7 @@ def pools(spec: FleetSpec, plan: Plan, env: Mapping[str, str] | None = None) -> 
             continue
         pool = alloc.offer.pool
         boot = NodeBoot(fleet=spec.name, pool=pool.id, provider=pool.provider, command=spec.node.startup,
-                        checkpoint_uri=uri, env=node_env)
+                        checkpoint_uri=uri, env=node_env, spotfleet=spec.node.spotfleet)
         out.append(PoolPlan(allocation=alloc, weight=spec.weight(alloc.offer.accelerator) or 1.0,
                             name=logical_name(pool), tags=fleet_tags(spec.name, pool, plan.id), boot=boot,
                             secret=secret))

@@ -83,7 +83,8 @@ class VastPoolProvider(dynamic.ResourceProvider):
                                 token=token, tags=dict(props["tags"]),
                                 node=NodeConfig(image=node.get("image", ""), startup=node.get("startup", ""),
                                                 env=dict(node.get("env") or {}),
-                                                checkpoint_uri=node.get("checkpoint_uri", "")))
+                                                checkpoint_uri=node.get("checkpoint_uri", ""),
+                                                spotfleet=node.get("spotfleet", "preinstalled")))
         return [i.id for i in adapter.launch(request).instances]
 
     @staticmethod
@@ -107,7 +108,7 @@ def pool_inputs(spec: FleetSpec, p: PoolPlan) -> dict[str, Any]:
     return {"fleet": spec.name, "pool": p.pool.id, "offer": p.offer.model_dump(mode="json"), "count": p.count,
             "token": f"pulumi-{spec.name}-{p.pool.short_hash}", "tags": dict(p.tags),
             "node": {"image": spec.node.image, "startup": spec.node.startup, "env": dict(p.boot.env),
-                     "checkpoint_uri": p.boot.checkpoint_uri},
+                     "checkpoint_uri": p.boot.checkpoint_uri, "spotfleet": p.boot.spotfleet},
             "settings": (settings or ProviderSettings()).model_dump(mode="json"),
             "max_per_gpu_hour": spec.budget.max_per_gpu_hour}
 

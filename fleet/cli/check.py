@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from fleet.cli.app import App, json_option, pass_app
+from fleet.distribution import install_command
 from fleet.errors import FleetError
 from fleet.spec import ProviderSettings, load_spec
 from providers.base import CheckResult
@@ -27,7 +28,7 @@ def run_checks(names: list[str], settings: dict[str, ProviderSettings]) -> list[
             check = cloud_check(name)
         except FleetError as err:
             results.append(CheckResult(provider=name, ok=False, detail=str(err),
-                                       fix=f"pip install 'spotfleet[{ADAPTER_EXTRAS[name]}]'"))
+                                       fix=install_command(ADAPTER_EXTRAS[name])))
             continue
         if check is None:
             results.append(CheckResult(provider=name, ok=False, detail="no adapter in this version"))

@@ -14,6 +14,7 @@ import click
 from fleet.agent import CLOUDS, WatcherConfigError
 from fleet.agent.checkpoints import CheckpointProbe
 from fleet.agent.detect import instance_id as node_instance_id
+from fleet.agent.gpus import gpu_lines
 from fleet.agent.hooks import parse_signal
 from fleet.agent.logship import NODE_LOG_ENV, LogShipper, node_log_path
 from fleet.agent.notice import PollingWatcher
@@ -55,6 +56,8 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     With a checkpoint URI, the node log is copied next to the checkpoints while this runs.
     """
     configure_logging()
+    for line in gpu_lines():         # first: a node without a working driver shows in its log at once
+        log.info("%s", line)
     argv = list(job)
     sig = parse_signal(hook_signal)
     probe = CheckpointProbe(checkpoint_uri) if checkpoint_uri else None

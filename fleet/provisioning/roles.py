@@ -88,22 +88,27 @@ def fleet_node(spec: FleetSpec, providers: Mapping[str, Provider], environ: Mapp
     ``fleet up`` and the rebalancer's replacements use the same, so a replacement resumes as
     the node it replaces would."""
     from fleet.provisioning import node_credentials
+    from fleet.provisioning.ship import node_software
     from fleet.provisioning.storage import checkpoint_uri
     from fleet.secrets import resolve_env
 
-    node = spec.node.model_dump(exclude={"forward_credentials"})
-    config = NodeConfig(**{**node, "env": resolve_env(spec.node.env, environ)},
-                        checkpoint_uri=checkpoint_uri(spec, providers))
+    node = NodeConfig(**{**spec.node.model_dump(exclude={"forward_credentials"}),
+                         "env": resolve_env(spec.node.env, environ)},
+                      checkpoint_uri=checkpoint_uri(spec, providers))
     node_credentials.grant(spec, providers)      # nodes without a cloud identity: scoped store credentials
-    return config
+    return node_software(spec, providers, node)
 
 
-def head_node(spec: FleetSpec, env: Mapping[str, str], checkpoint_uri: str) -> NodeConfig:
-    """What head nodes run: ``head.image``/``head.startup`` with ``env`` (resolved ``head.env``)."""
+def head_node(spec: FleetSpec, env: Mapping[str, str], checkpoint_uri: str,
+              software: NodeConfig | None = None) -> NodeConfig:
+    """What head nodes run: ``head.image``/``head.startup`` with ``env`` (resolved ``head.env``),
+    getting spotfleet as ``software`` (the workers' node configuration) does."""
     assert spec.head is not None
     extra = {ROLE_VAR: HEAD, **({PORT_VAR: str(spec.head.port)} if spec.head.port else {})}
+    got = software or NodeConfig(spotfleet=spec.node.spotfleet)
     return NodeConfig(image=spec.head.image or spec.node.image, startup=spec.head.startup, env={**env, **extra},
-                      ssh_key=spec.node.ssh_key, checkpoint_uri=checkpoint_uri)
+                      ssh_key=spec.node.ssh_key, checkpoint_uri=checkpoint_uri, spotfleet=got.spotfleet,
+                      wheel_url=got.wheel_url, wheel_file=got.wheel_file, wheel_sha256=got.wheel_sha256)
 
 
 def worker_node(spec: FleetSpec, node: NodeConfig, head: Instance) -> NodeConfig:
@@ -119,7 +124,7 @@ def start_head(spec: FleetSpec, plan: Plan, providers: Mapping[str, Provider], s
                progress: ProgressFn | None = None, max_workers: int = 32) -> tuple[NodeConfig, dict[str, NodeConfig]]:
     """Launch the head (``head_stage``), wait until it runs, and return the workers' node
     configuration and ``role_nodes`` for applying the full plan. Raises ``HeadNotReady``."""
-    head_cfg = head_node(spec, head_env, node.checkpoint_uri)
+    head_cfg = head_node(spec, head_env, node.checkpoint_uri, node)
     role_nodes = {HEAD: head_cfg}
     stage = head_stage(plan, current)
     if progress is not None:

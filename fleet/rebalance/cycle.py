@@ -180,7 +180,7 @@ def nodes_for(spec: FleetSpec, obs: Observation, providers: Mapping[str, Provide
     if spec.head is None:
         return node, None
     head_env = resolve_env(spec.head.env, environ) if environ is not None else spec.head.env
-    role_nodes = {HEAD: head_node(spec, head_env, node.checkpoint_uri)}
+    role_nodes = {HEAD: head_node(spec, head_env, node.checkpoint_uri, node)}
     running = sorted((i for i in obs.instances if i.tags.get(TAG_ROLE) == HEAD and i.address),
                      key=lambda i: (i.launched_at, i.id))
     return (worker_node(spec, node, running[0]) if running else node), role_nodes

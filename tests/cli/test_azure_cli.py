@@ -36,6 +36,8 @@ providers:
   azure: {{subscription_id: "{SUBSCRIPTION}", resource_group: {RG}}}
 diversification:
   max_pool_share: 0.5
+node:
+  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
 """
 
 

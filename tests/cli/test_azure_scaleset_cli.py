@@ -23,6 +23,8 @@ providers:
   azure: {{subscription_id: "{SUBSCRIPTION}", resource_group: {RG}, launch_mode: scale-set}}
 diversification:
   max_pool_share: 0.9
+node:
+  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
 """
 
 

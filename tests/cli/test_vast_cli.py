@@ -38,6 +38,8 @@ providers:
   vast: {min_reliability: 0.9}
 diversification:
   max_pool_share: 0.5
+node:
+  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
 """
 
 

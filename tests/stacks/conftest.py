@@ -29,6 +29,7 @@ diversification: {max_pool_share: 0.12, min_pools: 9}
 checkpoint: {provider: s3, expire_days: 14}
 node:
   startup: python train.py --resume
+  spotfleet: preinstalled     # stacks refuse ship (the default): their templates outlive a wheel URL
   env: {WANDB_PROJECT: demo, HF_TOKEN: "${env:HF_TOKEN}"}
 """ % (SUBNETS,)
 
@@ -40,7 +41,7 @@ providers:
   azure: {regions: [eastus]}
 diversification: {max_pool_share: 0.4, min_pools: 3}
 checkpoint: {provider: azure, expire_days: 7}
-node: {startup: python train.py}
+node: {startup: python train.py, spotfleet: preinstalled}
 """
 
 

@@ -47,7 +47,8 @@ def test_one_flexible_scale_set_per_region_with_priority_mix_and_sizes(built):
     assert profile["priority"] == "Spot" and profile["evictionPolicy"] == "Delete"
     script = base64.b64decode(profile["osProfile"]["customData"]).decode()
     assert script == render(NodeBoot(fleet="azfleet", pool="azure/eastus/-/mix/spot", provider="azure",
-                                     command="python train.py", checkpoint_uri="az://azfleet-checkpoints@azfleetckpt/azfleet"))
+                                     command="python train.py", checkpoint_uri="az://azfleet-checkpoints@azfleetckpt/azfleet",
+                                     spotfleet="preinstalled"))
     assert s.inputs["tags"]["spotfleet:fleet"] == "azfleet" and s.inputs["tags"]["spotfleet:plan"] == plan.id
     assert s.inputs["identity"]["type"] == "UserAssigned"
 

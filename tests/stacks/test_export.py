@@ -34,11 +34,16 @@ def project(tmp_path) -> tuple[Path, dict]:
 def test_export_writes_a_complete_project(project):
     root, report = project
     assert sorted(p.name for p in root.iterdir()) == sorted(report["files"]) == [
-        "Pulumi.yaml", "README.md", "__main__.py", "plan.json", "requirements.txt", "spec.yaml"]
+        "Pulumi.yaml", "README.md", "__main__.py", "plan.json", "requirements.txt", "spec.yaml", "wheels"]
     meta = yaml.safe_load((root / "Pulumi.yaml").read_text())
     assert meta["runtime"]["name"] == "python" and meta["name"] == "multi-fleet"
     assert meta["config"]["spotfleet:spec"]["value"] == "spec.yaml"
-    assert "spotfleet[pulumi]==" in (root / "requirements.txt").read_text()
+    wheels = [w.name for w in (root / "wheels").iterdir()]   # spotfleet is on no index: the project carries its wheel
+    assert len(wheels) == 1 and wheels[0].startswith("spotfleet-0.1.0+g") and wheels[0].endswith("-py3-none-any.whl")
+    assert (root / "requirements.txt").read_text() == f"./wheels/{wheels[0]}[pulumi]\n"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index", "-r",
+                           "requirements.txt"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "spotfleet-0.1.0+g" in done.stdout, done.stderr   # pip finds it from the project
     plan = json.loads((root / "plan.json").read_text())
     assert plan["id"] == report["plan_id"] and "pulumi preview" in (root / "README.md").read_text()
 
@@ -103,3 +108,11 @@ def test_exported_program_runs_under_the_mocks(project, monkeypatch):
     assert any(d.type == "spotfleet:index:SpotFleet" for d in declared)
     assert len([d for d in declared if d.type == "aws:ec2/launchTemplate:LaunchTemplate"]) == sum(
         1 for p in report["counts"] if p.startswith("aws/"))
+
+
+def test_export_of_a_spec_that_ships_spotfleet_is_refused_with_the_fix(tmp_path):
+    spec = tmp_path / "ship.yaml"          # node.spotfleet: ship needs a URL per launch, which a template outlives
+    spec.write_text(MULTI.replace("spotfleet: preinstalled", "spotfleet: ship"))
+    done = export(tmp_path, str(spec), str(tmp_path / "out"))
+    assert done.returncode == 1 and "node.spotfleet" in done.stderr and "'preinstalled'" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

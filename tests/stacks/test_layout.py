@@ -52,3 +52,18 @@ def test_a_plan_for_another_fleet_is_refused():
     plan = Plan(fleet="other", spec_hash=spec.spec_hash(), strategy="x", allocations=(), totals=totals)
     with pytest.raises(FleetError, match="plan is for fleet 'other'"):
         pools(spec, plan)
+
+
+def test_a_stack_refuses_to_ship_spotfleet_and_names_the_setting():
+    from fleet.model import Plan, PlanTotals
+    from stacks.layout import pools
+
+    spec = parse_spec(SPEC)            # node.spotfleet: ship, the default: its URL would expire in a template
+    totals = PlanTotals(gpus=0, weighted_gpus=0, target_weighted_gpus=8, on_demand_weighted_gpus=0, price_per_hour=0,
+                        true_cost_per_hour=0, true_cost_per_weighted_gpu_hour=0, expected_interruptions_per_day=0)
+    plan = Plan(fleet="demo", spec_hash=spec.spec_hash(), strategy="x", allocations=(), totals=totals)
+    with pytest.raises(FleetError, match="node.spotfleet is 'ship'.*'preinstalled'"):
+        pools(spec, plan)
+    preinstalled = parse_spec(SPEC + "node: {spotfleet: preinstalled}\n")
+    plan = plan.model_copy(update={"spec_hash": preinstalled.spec_hash()})
+    assert pools(preinstalled, plan) == []

@@ -38,7 +38,8 @@ def fleet_up_script(spec, plan, alloc, provider: str) -> str:
     """The start-up script `fleet up` renders for this allocation (the adapters' boot_for)."""
     request = LaunchRequest(fleet=spec.name, offer=alloc.offer, count=alloc.count, token="t",
                             tags=fleet_tags(spec.name, alloc.offer.pool, plan.id),
-                            node=NodeConfig(startup=spec.node.startup, env=ENV, checkpoint_uri=URI))
+                            node=NodeConfig(startup=spec.node.startup, env=ENV, checkpoint_uri=URI,
+                                            spotfleet=spec.node.spotfleet))
     return render(boot_for(provider, request))
 
 

@@ -39,7 +39,7 @@ backend: cloud
 capacity: {gpus: 4, accelerators: [H100]}
 providers:
   vast: {min_reliability: 0.9, on_demand: false}
-node: {startup: python train.py, env: {WANDB_MODE: offline}}
+node: {startup: python train.py, env: {WANDB_MODE: offline}, spotfleet: preinstalled}
 """
 
 
@@ -83,7 +83,8 @@ def test_create_rents_the_planned_count_through_the_adapter(fake, planned):
     made = live(fake)
     assert sorted(str(r["id"]) for r in made) == sorted(result.outs["instance_ids"])
     request = LaunchRequest(fleet=spec.name, offer=p.offer, count=p.count, token=props["token"], tags=dict(p.tags),
-                            node=NodeConfig(startup=spec.node.startup, env={"WANDB_MODE": "offline"}))
+                            node=NodeConfig(startup=spec.node.startup, env={"WANDB_MODE": "offline"},
+                                            spotfleet="preinstalled"))
     for row in made:
         body = row["create_body"]
         assert body["onstart"] == render(boot_for("vast", request))      # the fleet up script

@@ -45,7 +45,7 @@ def run_script(tmp_path: Path, boot: NodeBoot) -> tuple[list[str], dict[str, str
 def boot_for(tmp_path: Path, **kw) -> NodeBoot:
     base = dict(fleet="train", pool="aws/use1-az1/p5.48xlarge", provider="aws", command="python train.py",
                 checkpoint_uri="s3://ckpt/train", env={"MODE": "fast"}, secret_env={"API_TOKEN": "s3cr3t"},
-                prefix=str(tmp_path / "opt"), log_path=str(tmp_path / "node.log"))
+                prefix=str(tmp_path / "opt"), log_path=str(tmp_path / "node.log"), spotfleet="preinstalled")
     return NodeBoot(**{**base, **kw})
 
 

@@ -20,12 +20,13 @@ block list; downloads are parallel ranged reads. The commit is an upload with ``
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta, timezone
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import BlobServiceClient
+from azure.storage.blob import BlobSasPermissions, BlobServiceClient, generate_blob_sas
 
 from fleet.checkpoint.errors import CheckpointError
 from fleet.checkpoint.payload import Payload
@@ -86,6 +87,7 @@ class AzureStore:
             raise CheckpointError(f"{self.uri}: az:// checkpoints need the storage account: use "
                                   f"az://container@account/prefix, or set {CONNECTION_ENV} or {ACCOUNT_ENV}")
         self.container = service.get_container_client(container)
+        self.service = service
 
     @contextmanager
     def _errors(self, op: str, key: str) -> Iterator[None]:
@@ -142,6 +144,28 @@ class AzureStore:
         with self._errors("list", prefix):
             names = self.container.list_blob_names(name_starts_with=join(self.prefix, prefix))
             return sorted(relative(self.prefix, n) for n in names)
+
+    def presign(self, key: str, seconds: int) -> str:
+        """A read-only SAS URL of the blob: signed with the account key of a connection string,
+        else a user-delegation SAS (the signed-in identity needs Storage Blob Delegator, which
+        Storage Blob Data Contributor includes)."""
+        name = join(self.prefix, key)
+        start = datetime.now(timezone.utc) - timedelta(minutes=5)
+        expiry = start + timedelta(seconds=seconds + 300)
+        blob = self.container.get_blob_client(name)
+        with self._errors("sign a URL for", key):
+            credential = self.service.credential
+            account_key = getattr(credential, "account_key", None)
+            if account_key:
+                sas = generate_blob_sas(blob.account_name, self.container.container_name, name,
+                                        account_key=account_key, permission=BlobSasPermissions(read=True),
+                                        expiry=expiry, start=start)
+            else:
+                delegation = self.service.get_user_delegation_key(start, expiry)
+                sas = generate_blob_sas(blob.account_name, self.container.container_name, name,
+                                        user_delegation_key=delegation, permission=BlobSasPermissions(read=True),
+                                        expiry=expiry, start=start)
+        return f"{blob.url}?{sas}"
 
     def delete(self, key: str) -> None:
         try:

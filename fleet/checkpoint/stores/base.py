@@ -15,6 +15,8 @@ Keys are relative to the store's prefix and use ``/`` separators. A backend prom
 - ``size(key) -> int | None``: the stored size, None when absent.
 - ``list(prefix) -> list[str]``: keys under ``prefix``, sorted.
 - ``delete(key)``: remove; absent is success.
+- ``presign(key, seconds) -> str``: a URL that lets anyone who holds it GET that one object for
+  ``seconds`` (S3 presigned URL, GCS V4 signed URL, Azure SAS, ``file://`` for a directory store).
 
 Every other failure becomes :class:`~fleet.checkpoint.errors.CheckpointError` with a one-line
 message naming the location and the vendor's error.
@@ -57,6 +59,8 @@ class ObjectStore(Protocol):
     def list(self, prefix: str) -> list[str]: ...
 
     def delete(self, key: str) -> None: ...
+
+    def presign(self, key: str, seconds: int) -> str: ...
 
 
 def join(prefix: str, key: str) -> str:

@@ -78,6 +78,10 @@ class LocalStore:
             _remove(tmp)
             raise self._write_error(key, err, payload.size) from err
 
+    def presign(self, key: str, seconds: int) -> str:
+        """A ``file://`` URL of the object (a directory needs no signature; ``seconds`` is unused)."""
+        return self._path(key).resolve().as_uri()
+
     def create(self, key: str, data: bytes) -> bool:
         final = self._path(key)
         tmp = final.with_name(f"{final.name}.{uuid.uuid4().hex}.partial")

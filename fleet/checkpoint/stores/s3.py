@@ -38,9 +38,11 @@ class S3Store:
             aws_session_token=env.get("AWS_SESSION_TOKEN"),
             region_name=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
         )
+        self._session, self._endpoint = session, env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
         self.client = session.client(
-            "s3", endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
-            config=Config(max_pool_connections=transfer.concurrency + 4, retries={"mode": "standard"}))
+            "s3", endpoint_url=self._endpoint,
+            config=Config(max_pool_connections=transfer.concurrency + 4, retries={"mode": "standard"},
+                          signature_version="s3v4"))
         self.transfer = TransferConfig(multipart_threshold=transfer.part_size,
                                        multipart_chunksize=transfer.part_size,
                                        max_concurrency=transfer.concurrency)
@@ -119,6 +121,18 @@ class S3Store:
     def delete(self, key: str) -> None:
         with self._errors("delete", key):
             self.client.delete_object(Bucket=self.bucket, Key=join(self.prefix, key))
+
+    def presign(self, key: str, seconds: int) -> str:
+        """A SigV4 presigned GET URL (valid at most as long as the signing credentials), signed for
+        the bucket's own region: a URL signed for another region is refused by S3."""
+        with self._errors("sign a URL for", key):
+            region = self.client.get_bucket_location(Bucket=self.bucket).get("LocationConstraint") or "us-east-1"
+            signer = self.client
+            if region != self.client.meta.region_name:
+                signer = self._session.client("s3", region_name=region, endpoint_url=self._endpoint,
+                                              config=Config(signature_version="s3v4"))
+            return str(signer.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": join(self.prefix, key)}, ExpiresIn=seconds))
 
 
 def _code(err: Any) -> str:
