@@ -11,7 +11,7 @@ import pytest
 from tests.cli.test_azure_cli import RG, SPEC, ArmServer, AzureWorld, server  # noqa: F401  (the fixture)
 from tests.cli.test_azure_scaleset_cli import SPEC as SCALE_SET
 
-TWO_REGIONS = SPEC + "  max_region_share: 0.6\n"          # both regions get some of the fleet
+TWO_REGIONS = SPEC.replace("diversification:\n", "diversification:\n  max_region_share: 0.6\n")          # both regions get some of the fleet
 #: 4 GPUs over the two regional spot pools (eastus, westus2), nothing on-demand.
 SCALE_SET_SPOT = SCALE_SET.replace("gpus: 6", "gpus: 4").replace("on_demand_gpus: 1", "on_demand_gpus: 0")
 

@@ -103,6 +103,8 @@ capacity:
   gpus_per_node: {min: 1, max: 1}
 providers:
   gcp: {project: spec-project, regions: [us-central1], on_demand: false}
+node:
+  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
 """
 
 
@@ -155,6 +157,8 @@ providers:
 diversification:
   max_pool_share: 0.25
   max_provider_share: 0.5
+node:
+  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
 """
 
 
