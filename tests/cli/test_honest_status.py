@@ -135,3 +135,20 @@ def test_up_after_down_starts_a_new_run_with_its_own_cost_and_interruptions(worl
     assert everything["cost"]["interruptions"] >= first["cost"]["interruptions"]
     human = world.fleet("history", "again").stdout
     assert "run 2 of this fleet name; --all shows every run" in human
+
+
+def test_history_footer_counts_the_launch_calls_of_the_run_it_shows(world: World):
+    spec = world.spec("footer")
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
+    first_calls = len(world.store().launches("footer"))
+    world.fleet_json("down", "footer", "--yes")
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
+    every_call = world.store().launches("footer")
+    second = [launch for launch in every_call[first_calls:]]
+    history = world.fleet_json("history", "footer")
+    assert [launch["id"] for launch in history["launches"]] == [launch.id for launch in second]
+    everything = world.fleet_json("history", "footer", "--all")
+    assert len(everything["launches"]) == len(every_call) > len(second)
+    footer = world.fleet("history", "footer").stdout.strip().splitlines()[-1]
+    assert footer.startswith(f"{len(second)} launch call(s) asked for {sum(l.count for l in second)} instance(s); "
+                             f"{sum(l.launched for l in second)} came back; cost so far $")
