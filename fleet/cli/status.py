@@ -106,7 +106,7 @@ def frame(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: boo
     gets what the headline and pools leave, at least none."""
     out = app.console
     with out.capture() as captured:
-        render_head(app, data, wide)
+        render_head(app, data, wide, in_frame=True)
     head = captured.get()
     room = height - 1 - head.count("\n")
     rows = max(0, room - 4) if limit == 0 else max(0, min(limit, room - 4))   # blank, title, header, "N more"
@@ -234,15 +234,20 @@ def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bo
     render_instances(app, data, view, limit, wide)
 
 
-def render_head(app: App, data: dict[str, Any], wide: bool = False) -> None:
-    """The headline, warnings and the pools table of ``data``."""
+def render_head(app: App, data: dict[str, Any], wide: bool = False, in_frame: bool = False) -> None:
+    """The headline, warnings and the pools table of ``data`` (``in_frame``: every line on the
+    console, warnings included, as a ``--watch`` frame must hold them)."""
     cost = CostSummary(**data["cost"])
     out = app.console
     for line in headline(data["fleet"], data["status"], data["running"], data["planned"], cost,
                          data["provider_errors"]):
         out.print(line)
     if data["state_unwritable"]:
-        app.warn(f"{data['state_unwritable']}; showing the providers' view, the record was not updated")
+        message = f"{data['state_unwritable']}; showing the providers' view, the record was not updated"
+        if in_frame:
+            out.print(f"[yellow]warning:[/] {message}")
+        else:
+            app.warn(message)
     if data["busy"]:
         out.print(f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
                   "the record was not updated[/]")
