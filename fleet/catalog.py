@@ -91,6 +91,28 @@ def snapshot_offers() -> tuple[Offer, ...]:
     return tuple(out)
 
 
+def on_demand_reference(pool_ids: Iterable[str]) -> dict[str, float]:
+    """Pool id -> the snapshot's on-demand price of the same instance type, for the ids it knows:
+    the pool's own row, else the type's on-demand price in the same region (zones of a region
+    list one price). The reference that costs an instance found by tag (``fleet repair``, a
+    crashed ``up``) when no plan priced its pool; ids the snapshot does not know are left out."""
+    by_pool: dict[str, float] = {}
+    by_type: dict[tuple[str, str, str], float] = {}
+    for o in (*snapshot_offers(), *cpu_offers()):
+        if o.on_demand_price is not None:
+            by_pool[o.pool.id] = o.on_demand_price
+            by_type.setdefault((o.pool.provider, o.pool.region, o.pool.instance_type), o.on_demand_price)
+    out: dict[str, float] = {}
+    for pool_id in pool_ids:
+        parts = pool_id.split("/")
+        price = by_pool.get(pool_id)
+        if price is None and len(parts) == 5:
+            price = by_type.get((parts[0], parts[1], parts[3]))
+        if price is not None:
+            out[pool_id] = price
+    return out
+
+
 #: The accelerator name of CPU-only types (``gpus == 0``), offered for head nodes only.
 CPU = "CPU"
 

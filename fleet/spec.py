@@ -73,11 +73,24 @@ class NodeRange(Section):
         return self
 
 
+def _or_list_of_names(schema: dict[str, Any], what: str, min_items: int = 1, null_values: bool = False) -> None:
+    """Let a mapping field's JSON Schema also accept the shorthands its validator takes: a list
+    of names (``accelerators: [H100]``, ``providers: [aws, gcp]``) and, with ``null_values``, a
+    key with no value (``aws:``), so editors and ``fleet spec schema`` accept what ``fleet spec
+    check`` accepts."""
+    mapping = {k: schema.pop(k) for k in list(schema) if k not in ("title", "description")}
+    if null_values and "additionalProperties" in mapping:
+        mapping["additionalProperties"] = {"anyOf": [mapping["additionalProperties"], {"type": "null"}]}
+    schema["anyOf"] = [mapping, {"type": "array", "items": {"type": "string"}, "minItems": min_items,
+                                 "description": f"shorthand: a list of {what}"}]
+
+
 class Capacity(Section):
     gpus: int = Field(gt=0, le=100_000, description="Target capacity: GPUs, each counted at its accelerator's weight.")
     accelerators: dict[str, float] = Field(
         description="Accepted accelerators: a list counts GPUs (every weight 1.0); a mapping gives each a "
-                    "relative throughput weight, e.g. {H200: 1.3, H100: 1.0}."
+                    "relative throughput weight, e.g. {H200: 1.3, H100: 1.0}.",
+        json_schema_extra=lambda schema: _or_list_of_names(schema, "accelerator names, e.g. [H100, H200]"),
     )
     gpus_per_node: NodeRange = Field(default_factory=NodeRange)
     on_demand_gpus: int = Field(default=0, ge=0, description="Baseline in weighted GPUs that must never be spot.")
@@ -335,7 +348,9 @@ class FleetSpec(Section):
     capacity: Capacity
     budget: Budget = Field(default_factory=Budget)
     providers: dict[str, ProviderSettings] = Field(
-        default_factory=dict, description="Per-provider settings; omit to allow every provider."
+        default_factory=dict, description="Per-provider settings; omit to allow every provider.",
+        json_schema_extra=lambda schema: _or_list_of_names(schema, "provider names, e.g. [aws, gcp]", min_items=0,
+                                                           null_values=True),
     )
     diversification: Diversification = Field(default_factory=Diversification)
     strategy: Strategy = Strategy.PRICE_CAPACITY_OPTIMIZED

@@ -96,6 +96,8 @@ class CheckResult(BaseModel):
     ``None`` in ``can_price`` / ``can_launch`` means "not determined" (for example the call
     that would tell was denied). ``quotas`` maps a quota name to a short human value
     (``"NVIDIA_H100_GPUS us-central1": "8 of 16 used"``). ``fix`` is one actionable line.
+    ``configured`` is False when the user has not set the provider up at all (no credentials,
+    key or subscription found): ``fleet check`` then says "not configured" rather than FAIL.
     Secrets are never part of a result.
     """
 
@@ -103,6 +105,7 @@ class CheckResult(BaseModel):
 
     provider: str
     ok: bool
+    configured: bool = True
     identity: str = ""
     can_price: bool | None = None
     can_launch: bool | None = None

@@ -11,7 +11,7 @@ import click
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import look, money, readable_store
-from fleet.cli.runs import Run, current_run, events_of, instances_of
+from fleet.cli.runs import Run, current_run, events_of, instances_of, launches_of
 from fleet.cli.status import condition, headline
 from fleet.safetext import safe_data
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
@@ -36,7 +36,7 @@ def command(app: App, name: str, limit: int, every_run: bool, wide: bool, as_jso
     shown_run = Run(run.number, 0, None) if every_run else run
     events = events_of(shown_run, every)
     cost = summarize(instances_of(shown_run, store.instances(name), every), view.clock)
-    launches = store.launches(name)
+    launches = launches_of(shown_run, store.launches(name))
     if as_json:
         app.emit_json({"fleet": name, "status": view.record.status, "run": run.number, "all_runs": every_run,
                        "cost": cost.to_dict(),

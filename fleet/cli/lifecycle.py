@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import click
@@ -161,9 +161,12 @@ class FleetView:
     plan: Plan | None
     #: Why the record could not be written (read-only or full disk), "" when it could.
     unwritable: str = ""
+    #: The local clock, read once when the view was taken: every figure of one output uses it.
+    read_at: float = field(default_factory=time.time)
 
     def clock(self, provider: str) -> float:
-        return self.obs.clock(provider) if self.obs.now else time.time()
+        """``provider``'s clock as it was read (the local clock when no provider answered)."""
+        return self.obs.clock(provider) if self.obs.now else self.read_at
 
 
 def look(app: App, store: StateStore, name: str, command: str) -> FleetView:

@@ -4,7 +4,8 @@
 ``history`` then count cost and interruptions of the current run only (``history --all``
 shows every run). A run is told apart by the order of events, not by clocks: an instance
 belongs to the run in which its ``launched`` or ``discovered`` event was recorded, so a
-frozen or stepped provider clock cannot mix two runs.
+frozen or stepped provider clock cannot mix two runs. Launch calls are told apart the same
+way: the ``run-started`` event records the last launch id before the run (``after_launch``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from fleet.state import EventKind, EventRecord, InstanceRecord, StateStore
+from fleet.state import EventKind, EventRecord, InstanceRecord, LaunchRecord, StateStore
 
 RUN_STARTED = "run-started"
 _JOINS = frozenset({EventKind.LAUNCHED, EventKind.DISCOVERED})
@@ -23,6 +24,7 @@ class Run:
     number: int              # 1 for the first run of the name
     after_event: int         # events with a larger id belong to this run (0: every event)
     started_at: float | None  # on the provider clock; None for the first run
+    after_launch: int = 0     # launch calls with a larger id belong to this run (0: every call)
 
 
 def current_run(store: StateStore, fleet: str) -> Run:
@@ -30,18 +32,25 @@ def current_run(store: StateStore, fleet: str) -> Run:
     if not starts:
         return Run(1, 0, None)
     last = max(starts, key=lambda e: e.id)
-    return Run(len(starts) + 1, last.id, last.ts)
+    after_launch = last.detail.get("after_launch", 0)
+    return Run(len(starts) + 1, last.id, last.ts, after_launch if isinstance(after_launch, int) else 0)
 
 
 def start_run(store: StateStore, fleet: str, at: float) -> Run:
     """Record that ``fleet`` starts a new run at ``at`` (provider clock) and return it."""
     number = current_run(store, fleet).number + 1
-    store.record_event(fleet, RUN_STARTED, detail={"run": number}, ts=at)
+    before = max((launch.id for launch in store.launches(fleet)), default=0)
+    store.record_event(fleet, RUN_STARTED, detail={"run": number, "after_launch": before}, ts=at)
     return current_run(store, fleet)
 
 
 def events_of(run: Run, events: Iterable[EventRecord]) -> list[EventRecord]:
     return [e for e in events if e.id > run.after_event]
+
+
+def launches_of(run: Run, launches: Iterable[LaunchRecord]) -> list[LaunchRecord]:
+    """The launch calls made during ``run`` (every call for a run recorded before ``after_launch``)."""
+    return [launch for launch in launches if launch.id > run.after_launch]
 
 
 def instances_of(run: Run, records: Iterable[InstanceRecord], events: Iterable[EventRecord]) -> list[InstanceRecord]:

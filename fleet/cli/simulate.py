@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
+from rich.markup import escape
 
 from fleet.catalog import snapshot_offers
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.local_cmd import parse_duration
+from fleet.cli.tables import Column, print_table, wide_option
 from fleet.errors import FleetError
 from fleet.simulate import Report, SimOptions, simulate
 from fleet.simulate.run import hazard_rates
@@ -50,11 +51,12 @@ from fleet.spec import load_spec
 @click.option("--no-optimum", is_flag=True, help="Skip the offline optimum (an integer program).")
 @click.option("--chart", type=click.Path(path_type=Path), default=None, metavar="PNG",
               help="Write capacity and cost over time to a PNG (needs matplotlib: pip install 'spotfleet[chart]').")
+@wide_option
 @json_option
 @pass_app
 def command(app: App, spec_path: Path, traces_dir: Path | None, days: float | None, interval: str, cold_start: str,
             tick: str | None, values: str, mapping: Path | None, spare: int, rates: str, seed: int, no_optimum: bool,
-            chart: Path | None, as_json: bool) -> None:
+            chart: Path | None, wide: bool, as_json: bool) -> None:
     """Simulate SPEC's fleet on spot traces against the baselines and the offline optimum."""
     spec = load_spec(spec_path)
     interval_s = _positive("--interval", interval)
@@ -78,7 +80,7 @@ def command(app: App, spec_path: Path, traces_dir: Path | None, days: float | No
     if as_json:
         app.emit_json(data)
         return
-    _show(app, data)
+    _show(app, data, wide)
 
 
 def _positive(flag: str, text: str) -> float:
@@ -149,21 +151,29 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.2f}%"
 
 
-def _show(app: App, data: dict[str, Any]) -> None:
-    table = Table(title=f"{data['hours']:.0f} h on {len(set(data['pools'].values()))} zone traces, "
-                        f"{len(data['pools'])} spot pools (cold start {data['cold_start_ticks']} tick(s))")
-    for col in ("policy", "at target", "critical", "cost $", "of OD", "x opt", "lost", "work lost", "OD node-h"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+#: The report's columns: at 80 columns the least telling ones are dropped (highest ``drop``
+#: first, as ``plan`` and ``status`` do) rather than a number cut; ``--wide`` is not needed
+#: for the figures that matter (availability, cost).
+COLUMNS = (Column("policy"), Column("at target", right=True), Column("critical", right=True),
+           Column("cost $", right=True), Column("of OD", right=True, drop=1), Column("x opt", right=True, drop=5),
+           Column("lost", right=True, drop=2), Column("work lost", right=True, drop=3),
+           Column("OD node-h", right=True, drop=4))
+
+
+def _show(app: App, data: dict[str, Any], wide: bool = False) -> None:
+    rows = []
     for p in data["policies"]:
         mult = p["cost_multiple_of_optimum"]
-        table.add_row(p["policy"], _pct(p["at_target"]), _pct(p["at_critical"]), f"{p['cost']:,.2f}",
-                      _pct(p["cost_share_of_on_demand"]), "-" if mult is None else f"{mult:.3f}",
-                      str(p["interruptions"]), f"{p['work_lost_gpu_hours']:.1f}", f"{p['on_demand_node_hours']:.1f}")
+        rows.append([escape(p["policy"]), _pct(p["at_target"]), _pct(p["at_critical"]), f"{p['cost']:,.2f}",
+                     _pct(p["cost_share_of_on_demand"]), "-" if mult is None else f"{mult:.3f}",
+                     str(p["interruptions"]), f"{p['work_lost_gpu_hours']:.1f}", f"{p['on_demand_node_hours']:.1f}"])
     opt = data["optimum"]
     if opt is not None and opt["cost"] is not None:
-        table.add_row("offline optimum", "100.00%", "100.00%", f"{opt['cost']:,.2f}",
-                      _pct(opt["cost_share_of_on_demand"]), "1.000", "-", "-", "-")
-    app.console.print(table)
+        rows.append(["offline optimum", "100.00%", "100.00%", f"{opt['cost']:,.2f}",
+                     _pct(opt["cost_share_of_on_demand"]), "1.000", "-", "-", "-"])
+    title = (f"{data['hours']:.0f} h on {len(set(data['pools'].values()))} zone traces, "
+             f"{len(data['pools'])} spot pools (cold start {data['cold_start_ticks']} tick(s))")
+    print_table(app.console, title, COLUMNS, rows, wide=wide)
     app.console.print("of OD: cost as a share of all on-demand; x opt: multiple of the offline optimum (a lower "
                       "bound at 100% availability); lost: interruptions; work lost: GPU-hours since checkpoints")
     if data["unmapped_pools"]:

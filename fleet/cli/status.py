@@ -63,16 +63,61 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
                 if times == 0 or refreshes < times:
                     time.sleep(interval)
             return
+        if not app.console.is_terminal:         # a pipe or a log: one full frame after another
+            while times == 0 or refreshes < times:
+                data, view = snapshot(app, store, name)
+                render(app, data, view, limit, wide)
+                refreshes += 1
+                if times == 0 or refreshes < times:
+                    time.sleep(interval)
+            return
+        _watch_in_place(app, store, name, interval, times, limit, wide)
+    except KeyboardInterrupt:
+        pass
+
+
+def _watch_in_place(app: App, store: StateStore, name: str, interval: float, times: int, limit: int,
+                    wide: bool) -> None:
+    """Redraw the fleet in place on a terminal (like ``top``): each frame fits the screen — the
+    headline and pools always shown, the instance list cut to the rows left with "N more" —
+    and is drawn from the top-left corner over the last one (each line erased to its end, the
+    rest of the screen below it erased), so nothing piles up in the scrollback. The cursor is
+    hidden while watching and left below the last frame."""
+    out = app.console
+    term = out.file
+    term.write("\x1b[?25l\x1b[H\x1b[2J")          # hide the cursor, clear the screen once
+    try:
+        refreshes = 0
         while times == 0 or refreshes < times:
             data, view = snapshot(app, store, name)
-            if refreshes:
-                app.console.clear()
-            render(app, data, view, limit, wide)
+            lines = frame(app, data, view, limit, wide, out.height).split("\n")[:max(1, out.height - 1)]
+            term.write("\x1b[H" + "".join(f"{line}\x1b[K\r\n" for line in lines[:-1]) + f"{lines[-1]}\x1b[K\x1b[J")
+            term.flush()
             refreshes += 1
             if times == 0 or refreshes < times:
                 time.sleep(interval)
-    except KeyboardInterrupt:
-        pass
+    finally:
+        term.write("\r\n\x1b[?25h")
+        term.flush()
+
+
+def frame(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool, height: int) -> str:
+    """``render``'s output fitted to ``height`` rows (one spare for the cursor): the instance list
+    gets what the headline and pools leave, at least none."""
+    out = app.console
+    with out.capture() as captured:
+        render_head(app, data, wide, in_frame=True)
+    head = captured.get()
+    room = height - 1 - head.count("\n")
+    rows = max(0, room - 4) if limit == 0 else max(0, min(limit, room - 4))   # blank, title, header, "N more"
+    while True:
+        with out.capture() as captured:
+            render_instances(app, data, view, rows, wide, fitted_to_screen=True)
+        tail = captured.get()
+        over = tail.count("\n") - room
+        if over <= 0 or rows == 0:
+            return (head + tail).rstrip("\n")
+        rows = max(0, rows - over)       # a note (a column left out for width) took a row
 
 
 def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], FleetView]:
@@ -185,13 +230,24 @@ def _why_no_plan(status: str) -> str:
 
 def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False) -> None:
     """Print ``data`` (from ``snapshot``) for people: headline, pools, instances."""
+    render_head(app, data, wide)
+    render_instances(app, data, view, limit, wide)
+
+
+def render_head(app: App, data: dict[str, Any], wide: bool = False, in_frame: bool = False) -> None:
+    """The headline, warnings and the pools table of ``data`` (``in_frame``: every line on the
+    console, warnings included, as a ``--watch`` frame must hold them)."""
     cost = CostSummary(**data["cost"])
     out = app.console
     for line in headline(data["fleet"], data["status"], data["running"], data["planned"], cost,
                          data["provider_errors"]):
         out.print(line)
     if data["state_unwritable"]:
-        app.warn(f"{data['state_unwritable']}; showing the providers' view, the record was not updated")
+        message = f"{data['state_unwritable']}; showing the providers' view, the record was not updated"
+        if in_frame:
+            out.print(f"[yellow]warning:[/] {message}")
+        else:
+            app.warn(message)
     if data["busy"]:
         out.print(f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
                   "the record was not updated[/]")
@@ -212,14 +268,26 @@ def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bo
               "yellow" if p["planned"] is not None and p["running"] < p["planned"] else None for p in data["pools"]]
     out.print()
     print_table(out, "pools", columns, rows, wide=wide, styles=styles)
-    listed = data["instances"] if limit == 0 else data["instances"][:limit]
+
+
+def render_instances(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False,
+                     fitted_to_screen: bool = False) -> None:
+    """The instances table of ``data``: ``limit`` rows (0: all, unless ``fitted_to_screen``, where 0
+    means none fit), then how many more there are. Ages on the local cloud are on its simulated
+    clock, and the header says so (``fleet list`` shows wall-clock times)."""
+    out = app.console
+    every = data["instances"]
+    listed = every[:limit] if limit or fitted_to_screen else every
+    simulated = data["backend"] == "local"
     if listed:
         columns = [Column("id"), Column("pool"), Column("market", drop=1), Column("state"),
-                   Column("$/h", right=True), Column("age", right=True)]
+                   Column("$/h", right=True), Column("sim age" if simulated else "age", right=True)]
         rows = [[shown(i["id"]), pool_label(i["pool"], wide), i["market"],
                  i["state"] + (" [yellow](notice)[/]" if i["notice"] else ""), money(i["price_per_hour"]),
                  duration(i["age_seconds"])] for i in listed]
         out.print()
-        print_table(out, "instances", columns, rows, wide=wide)
-        if len(listed) < len(data["instances"]):
-            out.print(f"[dim]{len(data['instances']) - len(listed)} more instances; --limit 0 shows all[/]")
+        title = "instances (ages on the local cloud's simulated clock)" if simulated else "instances"
+        print_table(out, title, columns, rows, wide=wide)
+    if len(listed) < len(every):
+        more = "a taller terminal shows more" if fitted_to_screen else "--limit 0 shows all"
+        out.print(f"[dim]{len(every) - len(listed)} more instances; {more}[/]")

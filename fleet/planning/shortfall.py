@@ -11,6 +11,7 @@ the plan cover the goal; they are tried in the order above.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -22,6 +23,14 @@ from fleet.planning.milp import TOL, Extra, Model, Row
 
 def _fmt(x: float) -> str:
     return f"{round(x, 2):g}"
+
+
+def _dollars_needed(need: float, budget: float) -> str:
+    """``need`` in dollars rounded *up* to the cent, and always above the failing ``budget`` as shown:
+    rounding to the nearest cent could print a need equal to (or below) the budget that fell short."""
+    cents = math.ceil(need * 100 - 1e-6)
+    cents = max(cents, round(budget * 100) + 1)
+    return f"{cents / 100:.2f}"
 
 
 def max_cover(cand: Candidates, target: float, baseline: float, budget: float | None, min_pools: int,
@@ -75,7 +84,8 @@ def _binding(cand: Candidates, target: float, baseline: float, budget: float | N
     short = f"{_fmt(got)} of {_fmt(goal)} {what}"
     if budget is not None and covers(b=None):
         need = Model(cand, target, baseline, None, min_pools, limits=limits).solve(cand.price)
-        tail = f"; meeting the spec needs ${cand.price @ need.counts:.2f}/h" if need is not None else ""
+        tail = (f"; meeting the spec needs ${_dollars_needed(float(cand.price @ need.counts), budget)}/h"
+                if need is not None else "")
         return f"budget ${budget:.2f}/h allows {short}{tail}"
     if limits.quotas and covers(lim=limits.without(quotas=True)):
         return _quota_message(cand, limits, covers, short)

@@ -123,6 +123,17 @@ def on_demand_prices(plans: list[Plan | None]) -> dict[str, float]:
     return out
 
 
+def _with_catalog_prices(fresh: list[Instance], prices: dict[str, float]) -> dict[str, float]:
+    """``prices`` (from the plans), completed from the catalog snapshot for the pools of ``fresh``
+    no plan priced: an instance found by tag keeps an on-demand reference, so its savings count."""
+    missing = {i.pool.id for i in fresh} - set(prices)
+    if not missing:
+        return prices
+    from fleet.catalog import on_demand_reference     # only when a pool is unpriced: status stays light
+
+    return {**on_demand_reference(missing), **prices}
+
+
 def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None = None) -> SyncResult:
     """Record what ``obs`` shows: new instances are added, vanished ones ended (see module doc)."""
     fleet = obs.fleet
@@ -134,7 +145,7 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
         ever = {r.id for r in store.instances(fleet)}
         fresh = [i for i in fresh if i.id not in ever]
     if fresh:
-        store.record_instances(fleet, fresh, on_demand_prices=prices)
+        store.record_instances(fleet, fresh, on_demand_prices=_with_catalog_prices(fresh, prices or {}))
         store.record_events((fleet, EventKind.DISCOVERED, i.id, i.pool.id, {"state": i.state.value}, i.launched_at)
                             for i in fresh)
         result.discovered = fresh

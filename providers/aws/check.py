@@ -29,7 +29,7 @@ def check(settings: ProviderSettings, *, aws: Aws | None = None) -> CheckResult:
     try:
         identity = aws.call("sts", region, "get_caller_identity")["Arn"]
     except ProviderError as err:
-        return CheckResult(provider="aws", ok=False, detail=err.message,
+        return CheckResult(provider="aws", ok=False, configured=err.code != "NoCredentials", detail=err.message,
                            fix="configure credentials: `aws configure`, `aws sso login`, or AWS_PROFILE")
     notes: list[str] = []
     can_price = _spot_prices(aws, region, notes)

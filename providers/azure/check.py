@@ -26,8 +26,9 @@ def check(settings: ProviderSettings, arm: Arm | None = None) -> CheckResult:
     """One CheckResult for Azure with ``settings``."""
     try:
         arm = arm or Arm.from_env(settings.subscription_id, polling_interval=1.0)
-    except AuthError as err:
-        return CheckResult(provider="azure", ok=False, can_price=False, can_launch=False, detail=err.message,
+    except AuthError as err:        # no subscription named anywhere: the user has not set Azure up
+        return CheckResult(provider="azure", ok=False, configured=False, can_price=False, can_launch=False,
+                           detail=err.message,
                            fix=FIX_LOGIN)
     where = f"subscription {arm.subscription} at {arm.endpoint}"
     try:

@@ -33,7 +33,7 @@ def check(settings: ProviderSettings) -> CheckResult:
     try:
         project = resolve_project(settings)
     except FleetError as err:
-        return CheckResult(provider="gcp", ok=False, detail=str(err),
+        return CheckResult(provider="gcp", ok=False, configured=False, detail=str(err),
                            fix="gcloud auth application-default login && gcloud config set project <id>")
     api = GceApi(project)
     identity = f"project {project}" + (f" via {api.endpoint}" if endpoint_override() else "")

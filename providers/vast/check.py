@@ -31,7 +31,7 @@ def check(settings: ProviderSettings, api: VastApi | None = None) -> CheckResult
     except ProviderError as err:
         can_price, price_detail = False, f"search failed: {err}"
     if not api.has_key:
-        return CheckResult(provider="vast", ok=False, can_price=can_price, can_launch=False,
+        return CheckResult(provider="vast", ok=False, configured=False, can_price=can_price, can_launch=False,
                            detail=f"no API key {where}" + (f"; {price_detail}" if price_detail else ""), fix=FIX_KEY)
     try:
         data = api.request("GET", "/api/v1/instances/", params={"select_filters": {}, "limit": 1},

@@ -39,5 +39,5 @@ def test_missing_credentials_fail_with_the_fix_and_no_traceback(tmp_path):
            "AWS_DEFAULT_REGION": "us-east-1"}
     proc = _check(env)
     assert proc.returncode == 1
-    assert proc.stdout.startswith("aws    FAIL") and "no AWS credentials" in proc.stdout
+    assert proc.stdout.startswith("aws    not configured") and "no AWS credentials" in proc.stdout
     assert "fix: configure credentials" in proc.stdout and "Traceback" not in proc.stderr

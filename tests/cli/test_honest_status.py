@@ -5,11 +5,9 @@ that rerunning is safe."""
 from __future__ import annotations
 
 import signal
-import time
 
 from cli.world import World
 from fleet.errors import StateError
-from providers.local import LocalCloud
 
 
 def _status(world: World, name: str) -> tuple[int, dict, str]:
@@ -63,15 +61,21 @@ def _launching(world: World, fleet: str) -> bool:
 
 
 def test_ctrl_c_during_up_says_it_was_interrupted_and_a_rerun_completes(world: World):
-    world.cloud = LocalCloud.reset(world.home / "localcloud", api_latency=0.5)   # each launch call: half a second
     spec = world.spec("hasty")
-    proc = world.spawn("up", str(spec), "--yes", "--parallel", "1")
+    # `up` stops after its first round of launches, before it settles and records the plan as applied,
+    # and says so: Ctrl-C lands there, whatever the load (no guessed delay)
+    proc = world.spawn("up", str(spec), "--yes", "--parallel", "1",
+                       env=world.env(SPOTFLEET_TEST_PAUSE_AT="round-launched"))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _launching(world, "hasty"):
-            time.sleep(0.05)
+        assert proc.stderr is not None
+        seen = ""
+        while "paused at round-launched" not in seen:
+            line = proc.stderr.readline()
+            assert line, f"`fleet up` ended before the pause point (exit {proc.wait(timeout=60)}): {seen}"
+            seen += line
+        assert _launching(world, "hasty") and world.created("hasty")     # launched, not yet settled
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode == 130, err
@@ -135,3 +139,20 @@ def test_up_after_down_starts_a_new_run_with_its_own_cost_and_interruptions(worl
     assert everything["cost"]["interruptions"] >= first["cost"]["interruptions"]
     human = world.fleet("history", "again").stdout
     assert "run 2 of this fleet name; --all shows every run" in human
+
+
+def test_history_footer_counts_the_launch_calls_of_the_run_it_shows(world: World):
+    spec = world.spec("footer")
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
+    first_calls = len(world.store().launches("footer"))
+    world.fleet_json("down", "footer", "--yes")
+    assert world.fleet_json("up", str(spec), "--yes")["ok"]
+    every_call = world.store().launches("footer")
+    second = [launch for launch in every_call[first_calls:]]
+    history = world.fleet_json("history", "footer")
+    assert [launch["id"] for launch in history["launches"]] == [launch.id for launch in second]
+    everything = world.fleet_json("history", "footer", "--all")
+    assert len(everything["launches"]) == len(every_call) > len(second)
+    footer = world.fleet("history", "footer").stdout.strip().splitlines()[-1]
+    assert footer.startswith(f"{len(second)} launch call(s) asked for {sum(l.count for l in second)} instance(s); "
+                             f"{sum(l.launched for l in second)} came back; cost so far $")

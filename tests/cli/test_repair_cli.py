@@ -74,3 +74,18 @@ def test_repair_refuses_to_move_a_store_of_a_newer_version(world: World):
     out = world.fleet("repair")
     assert out.returncode == 1 and "newer than this spotfleet knows" in out.stderr
     assert not list(world.home.glob("state.db.broken-*"))
+
+
+def test_instances_found_by_repair_keep_their_on_demand_reference_so_savings_still_read(world: World):
+    _up(world, "saver")
+    world.cloud.advance(3600)
+    before = world.fleet_json("status", "saver", ok=(0, 3))["cost"]
+    assert before["savings_fraction"] > 0 and abs(before["covered_fraction"] - 1) < 1e-9
+    for f in world.home.glob("state.db*"):
+        f.unlink()
+    world.fleet_json("repair", "saver")
+    after = world.fleet_json("status", "saver", ok=(0, 3))["cost"]
+    assert abs(after["covered_fraction"] - 1) < 1e-9                   # every instance has an on-demand price again
+    assert after["running"] == before["running"] and after["on_demand_rate_per_hour"] == before["on_demand_rate_per_hour"]
+    assert after["savings_fraction"] > 0.5      # (the record of an instance that ended before the repair is gone)
+    assert "saved $" in world.fleet("status", "saver").stdout

@@ -98,3 +98,25 @@ def test_hazard_rates_replace_the_catalog_estimates_and_pools_report_them(tmp_pa
     for figures in ours["pools"].values():
         assert figures["planned_rate_per_hour"] == figures["hazard_rate_per_hour"]
         assert figures["realised_rate_per_hour"] == pytest.approx(figures["interruptions"] / figures["hours"], rel=1e-3)
+
+
+def test_at_80_columns_in_a_terminal_every_number_is_whole(tmp_path):
+    """In an 80x24 pseudo-terminal the table drops columns rather than cut a figure (``16,88…``)."""
+    from cli.terminal import plain, run_in_pty
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    args = ["simulate", str(spec), "--days", "0.5", "--no-optimum"]
+    data = json.loads(fleet(*args, "--json", home=tmp_path).stdout)
+    code, out = run_in_pty([sys.executable, "-m", "fleet.cli.main", "--home", str(tmp_path), *args],
+                           dict(os.environ), cols=80, rows=24)
+    text = plain(out)
+    assert code == 0, text
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in text
+    table = lines[lines.index(next(line for line in lines if line.startswith("policy"))):]
+    for p in data["policies"]:
+        row = next(line for line in table if line.startswith(p["policy"] + "  "))
+        cells = row[len(p["policy"]):].split()
+        assert cells[:3] == [f"{100 * p['at_target']:.2f}%", f"{100 * p['at_critical']:.2f}%", f"{p['cost']:,.2f}"]
+    assert "left out for width; --wide shows every column" in text

@@ -41,7 +41,8 @@ class World:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
-               if k not in ("SPOTFLEET_STATE", "SPOTFLEET_LOCAL_CLOUD", "SPOTFLEET_TEST_CRASH_AT")}
+               if k not in ("SPOTFLEET_STATE", "SPOTFLEET_LOCAL_CLOUD", "SPOTFLEET_TEST_CRASH_AT",
+                            "SPOTFLEET_TEST_PAUSE_AT")}
         env.update(SPOTFLEET_HOME=str(self.home), COLUMNS="200", NO_COLOR="1", **extra)
         return env
 

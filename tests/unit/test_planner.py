@@ -210,6 +210,15 @@ def test_budget_shortfall_names_the_budget_and_the_gap():
     assert p.totals.savings_fraction is None
 
 
+def test_budget_shortfall_rounds_the_need_up_so_it_never_equals_the_failing_budget():
+    # 32 GPUs at $3.223875/h cost $103.164/h: to the nearest cent that is the budget itself
+    offers = [offer(zone=z, price=3.223875) for z in "abcd"]
+    p = plan(spec_of("budget: {max_per_hour: 103.16}\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}",
+                     gpus=32), offers)
+    assert not p.feasible and p.shortfall.startswith("budget $103.16/h allows ")
+    assert p.shortfall.endswith("needs $103.17/h")
+
+
 def test_missing_on_demand_offer_for_the_baseline():
     p = plan(spec_of(on_demand=2), [offer(zone="a"), offer(zone="b")])
     assert not p.feasible and p.shortfall.startswith("no on-demand offer for the baseline of 2")
