@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from fleet.home import spotfleet_home
 from fleet.errors import FleetError
 from fleet.safetext import safe, scrub_known
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 def default_home() -> Path:
     """Where spotfleet keeps its state: ``$SPOTFLEET_HOME`` or ``~/.spotfleet``."""
-    return Path(os.environ.get("SPOTFLEET_HOME") or Path.home() / ".spotfleet")
+    return spotfleet_home()
 
 
 class OutputClosed(FleetError):

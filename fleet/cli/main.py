@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from fleet.home import HOME_ENV
 from fleet import __version__
 from fleet.cli.app import App
 from fleet.errors import FleetError
@@ -97,6 +98,7 @@ def cli(ctx: click.Context, home: Path | None, debug: bool, state: str | None) -
     app = App(debug=debug, state=state)
     if home is not None:
         app.home = home
+        os.environ[HOME_ENV] = str(home)      # adapters, caches and started processes use the same folder
     ctx.obj = app
 
 

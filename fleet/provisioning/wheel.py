@@ -31,6 +31,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 import fleet
+from fleet.home import spotfleet_home
 
 DIST = "spotfleet"
 PACKAGES = ("fleet", "providers", "stacks")
@@ -76,8 +77,7 @@ def package_root() -> Path:
 
 def default_cache() -> Path:
     """``$SPOTFLEET_HOME/wheels`` (``~/.spotfleet/wheels``)."""
-    home = os.environ.get("SPOTFLEET_HOME") or str(Path.home() / ".spotfleet")
-    return Path(home) / "wheels"
+    return spotfleet_home() / "wheels"
 
 
 def build(cache_dir: Path | None = None, root: Path | None = None) -> Wheel:

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from fleet.home import spotfleet_home
 from fleet.errors import ProviderError, TransientProviderError
 from fleet.model import Market
 
@@ -77,7 +78,7 @@ class RetailPrices:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> "RetailPrices":
-        home = Path(environ.get("SPOTFLEET_HOME") or Path.home() / ".spotfleet")
+        home = spotfleet_home(environ)
         return cls(environ.get(PRICES_URL_ENV) or DEFAULT_URL, home / "cache" / "azure_prices.json")
 
     def prices(self, wanted: Mapping[str, set[str]]) -> tuple[PriceTable, float]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from fleet.home import spotfleet_home
 from fleet.model import Market
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def _fetch(endpoint: str) -> list[dict[str, Any]]:
 
 
 def _cache_path(endpoint: str) -> Path:
-    home = Path(os.environ.get("SPOTFLEET_HOME") or Path.home() / ".spotfleet")
+    home = spotfleet_home()
     tag = hashlib.sha256((endpoint or API).encode()).hexdigest()[:8]
     return home / "cache" / f"gcp-billing-{tag}.json"
 

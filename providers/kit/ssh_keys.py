@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Mapping
 
+from fleet.home import spotfleet_home
 from fleet.private import private_dir, write_private
 
 KEY_BITS = 3072
@@ -38,7 +39,7 @@ _known: dict[Path, str] = {}       # key folder -> its public key line, once rea
 
 def default_home(environ: Mapping[str, str]) -> Path:
     """Where spotfleet keeps its state: ``$SPOTFLEET_HOME`` or ``~/.spotfleet``."""
-    return Path(environ.get("SPOTFLEET_HOME") or Path.home() / ".spotfleet")
+    return spotfleet_home(environ)
 
 
 def key_dir(home: Path, fleet: str) -> Path:

@@ -1,0 +1,21 @@
+"""Where spotfleet keeps what it owns on this machine: one lookup for every layer.
+
+``spotfleet_home(environ)`` is ``$SPOTFLEET_HOME`` or ``~/.spotfleet``. The CLI's ``--home`` sets
+``$SPOTFLEET_HOME`` for the process (``fleet.cli.main``), so adapters (price caches, per-fleet SSH
+keys), the wheel cache and the state store all agree on one folder, and so do the processes the
+command starts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+HOME_ENV = "SPOTFLEET_HOME"
+
+
+def spotfleet_home(environ: Mapping[str, str] | None = None) -> Path:
+    """``$SPOTFLEET_HOME`` (from ``environ``, default the process environment) or ``~/.spotfleet``."""
+    value = (os.environ if environ is None else environ).get(HOME_ENV)
+    return Path(value).expanduser() if value else Path.home() / ".spotfleet"
