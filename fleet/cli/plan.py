@@ -122,7 +122,8 @@ def providers_or_none(spec: FleetSpec, app: App) -> dict[str, Provider]:
 @click.option("--strategy", type=click.Choice([s.value for s in Strategy]),
               help="Override the spec's allocation strategy.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also save the plan as JSON here (for review, `fleet up`, Pulumi).")
+              help="Also save the plan, with its spec, as JSON here (`fleet up FILE` applies it as it is; "
+                   "also for review and Pulumi).")
 @wide_option
 @json_option
 @pass_app
@@ -135,6 +136,7 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     from fleet.planning.planner import plan as make_plan     # scipy: imported only when planning
 
     spec = load_spec(spec_path)
+    file_hash = spec.spec_hash()        # what `fleet up FILE` compares the spec file with
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
     with app.err.status("gathering offers and planning...") if not as_json else nullcontext():
@@ -145,10 +147,9 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
         result = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers),
                            quotas=account_quotas(providers))
     if out is not None:
-        try:
-            out.write_text(result.to_json() + "\n")
-        except OSError as err:
-            raise FleetError(f"cannot write the plan to {out}: {err.strerror}") from None
+        from fleet.cli.saved_plan import write
+
+        write(out, result, spec, spec_path, file_hash)
     if as_json:
         if current:
             data = json.loads(result.to_json())
