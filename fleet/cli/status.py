@@ -40,7 +40,7 @@ from fleet.state import EventKind, FleetStatus, StateStore
 @pass_app
 def command(app: App, name: str | None, include_down: bool, check: bool, watch: bool, interval: float, times: int,
             limit: int, wide: bool, as_json: bool) -> None:
-    """Show fleet NAME: instances, pools, state, $/h, age, interruptions, cost so far.
+    """Show fleet NAME, or every fleet: instances, pools, state, $/h, age, interruptions, cost so far.
 
     Without NAME, one line per fleet that is not down (-A: every fleet), each read from its
     providers. Exit status 0 when the fleet could be read, whatever its state (as `kubectl
