@@ -30,7 +30,7 @@ _MODULE_OF = {command_name(m): m for m in COMMAND_MODULES}
 #: ``fleet --help`` lists the commands in these sections, in this order (a command left out of
 #: every section is listed under "Other commands", so a new one is never hidden).
 COMMAND_SECTIONS = (
-    ("Operate a fleet", ("up", "status", "list", "down", "rebalance", "history", "repair")),
+    ("Operate a fleet", ("up", "status", "list", "down", "rebalance", "history", "logs", "repair")),
     ("Plan and price", ("plan", "offers", "simulate", "spec", "check", "export")),
     ("On the node", ("run", "agent")),
     ("Local cloud", ("local",)),
