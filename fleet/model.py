@@ -172,8 +172,11 @@ class Plan(Frozen):
 
     @classmethod
     def from_json(cls, text: str) -> "Plan":
+        """The plan in ``text`` (``to_json``'s output, or a plan saved by ``fleet plan --out``,
+        which also holds the spec it was made for and where it was read from)."""
         data = json.loads(text)
-        data.pop("id", None)
+        for derived in ("id", "spec", "spec_path", "spec_file_hash"):
+            data.pop(derived, None)
         return cls.model_validate(data)
 
 

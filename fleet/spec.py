@@ -19,15 +19,16 @@ import json
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fleet.accelerators import KNOWN, REFERENCE_WEIGHTS, canonical, unknown_message
 from fleet.errors import SpecError
 from fleet.secrets import REF_NAME_RE, check_env, check_forwarding, references
-from fleet.spec_input import load_yaml, read_spec_text, short
+
+if TYPE_CHECKING:
+    import yaml
 
 #: Accelerator names and reference throughput weights live in ``fleet.accelerators``.
 DEFAULT_WEIGHTS = REFERENCE_WEIGHTS
@@ -466,12 +467,18 @@ def load_spec(path: str | Path) -> FleetSpec:
     """Read and validate a spec file; every problem is reported in one ``SpecError``.
 
     Only a regular UTF-8 file of bounded size is read (``fleet.spec_input``)."""
+    from fleet.spec_input import read_spec_text
+
     path = Path(path)
     return parse_spec(read_spec_text(path), source=str(path))
 
 
 def parse_spec(text: str, source: str = "<spec>") -> FleetSpec:
     """Validate spec text; hostile YAML (alias bombs, deep nesting, duplicate keys) is a ``SpecError``."""
+    import yaml     # YAML is read only here: commands that only read the record start faster
+
+    from fleet.spec_input import load_yaml, short
+
     try:
         node, data = load_yaml(text, source)
     except yaml.MarkedYAMLError as err:
@@ -522,6 +529,8 @@ def _dotted(loc: tuple[Any, ...]) -> str:
 
 
 def _message(e: dict[str, Any], loc: tuple[Any, ...]) -> str:
+    from fleet.spec_input import short
+
     kind = e["type"]
     value = e.get("input")
     if kind == "extra_forbidden":
@@ -565,6 +574,8 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     """1-based YAML line of the deepest node on ``loc`` that exists."""
+    import yaml
+
     best = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         if isinstance(node, yaml.MappingNode):

@@ -22,6 +22,7 @@ import click
 
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, readable_store, spec_of
 from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError, ProviderError
@@ -35,7 +36,7 @@ T = TypeVar("T")
 
 
 @click.command("down")
-@click.argument("name")
+@click.argument("name", shell_complete=fleet_names)
 @click.option("--yes", "-y", is_flag=True, help="Terminate without asking for confirmation.")
 @json_option
 @pass_app

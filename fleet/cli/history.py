@@ -10,6 +10,7 @@ import click
 
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app, shown
+from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import look, money, readable_store
 from fleet.cli.runs import Run, current_run, events_of, instances_of, launches_of
 from fleet.cli.status import condition, headline
@@ -19,7 +20,7 @@ from fleet.state import EventRecord
 
 
 @click.command("history")
-@click.argument("name")
+@click.argument("name", shell_complete=fleet_names)
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
               help="Most recent events to show (0 = all).")
 @click.option("--all", "every_run", is_flag=True,

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 import click
 
 from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.complete import instance_ids
 from fleet.cli.lifecycle import confirm
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
@@ -188,7 +189,7 @@ def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool 
 
 
 @command.command("preempt")
-@click.argument("instance_id")
+@click.argument("instance_id", shell_complete=instance_ids)
 @click.option("--notice", is_flag=True, help="Write the notice now and preempt after the vendor's notice window.")
 @json_option
 @pass_app

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from fleet import nodelogs
+from fleet.cli.complete import fleet_names, instance_ids
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import duration, providers_of, store_of
 from fleet.cli.tables import Column, print_table
@@ -26,8 +27,8 @@ EXIT_INTERRUPTED = 130
 
 
 @click.command("logs")
-@click.argument("name")
-@click.argument("instance", required=False)
+@click.argument("name", shell_complete=fleet_names)
+@click.argument("instance", required=False, shell_complete=instance_ids)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing what the node uploads until it ends (Ctrl-C stops).")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @click.option("--console", "console", is_flag=True,

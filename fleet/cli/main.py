@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import importlib
 import os
 import sys
-import traceback
 from pathlib import Path
 
 import click
@@ -30,10 +28,25 @@ def command_name(module: str) -> str:
 
 _MODULE_OF = {command_name(m): m for m in COMMAND_MODULES}
 
+#: ``fleet --help`` lists the commands in these sections, in this order (a command left out of
+#: every section is listed under "Other commands", so a new one is never hidden).
+COMMAND_SECTIONS = (
+    ("Operate a fleet", ("up", "status", "list", "down", "rebalance", "history", "logs", "repair")),
+    ("Plan and price", ("plan", "offers", "simulate", "spec", "check", "export")),
+    ("On the node", ("run", "agent")),
+    ("Local cloud", ("local",)),
+)
+
+#: Exit status of a command-line usage error (unknown option, missing argument): sysexits.h's
+#: EX_USAGE, so that it differs from 2, which means a bad spec.
+EXIT_USAGE = 64
+
 
 def _short_help(module: str, limit: int) -> str:
     """The first docstring line of ``command`` in ``fleet/cli/<module>.py``, read without importing
     it (``fleet --help`` stays fast: each command imports what it needs only when it runs)."""
+    import ast
+
     source = Path(__file__).with_name(f"{module}.py").read_text()
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef) and node.name == "command":
@@ -57,17 +70,39 @@ class FleetGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
-        limit = formatter.width - 6 - max(len(n) for n in names)
-        rows = [(name, _short_help(_MODULE_OF[name], limit)) for name in names]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        width = max(len(n) for n in names)      # one column for every section
+        limit = formatter.width - 6 - width
+        placed = {n for _, members in COMMAND_SECTIONS for n in members}
+        sections = [*COMMAND_SECTIONS, ("Other commands", tuple(n for n in names if n not in placed))]
+        for title, members in sections:
+            rows = [(name.ljust(width), self._help_of(name, limit)) for name in members if name in names]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+    def _help_of(self, name: str, limit: int) -> str:
+        if name in _MODULE_OF:
+            return _short_help(_MODULE_OF[name], limit)
+        return self.commands[name].get_short_help_str(limit)
+
+    def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[no-untyped-def,override]
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as err:
+            err.exit_code = EXIT_USAGE
+            raise
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except click.UsageError as err:     # a subcommand's arguments (parsed here)
+            err.exit_code = EXIT_USAGE
+            raise
         except FleetError as err:
             app = ctx.find_object(App)
             if app is not None and app.debug:
+                import traceback
+
                 traceback.print_exc()
             click.echo(f"error: {scrub_known(str(err))}", err=True)
             ctx.exit(_exit_code(err))

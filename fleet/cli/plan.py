@@ -127,7 +127,8 @@ def providers_or_none(spec: FleetSpec, app: App) -> dict[str, Provider]:
 @click.option("--strategy", type=click.Choice([s.value for s in Strategy]),
               help="Override the spec's allocation strategy.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also save the plan as JSON here (for review, `fleet up`, Pulumi).")
+              help="Also save the plan, with its spec, as JSON here (`fleet up FILE` applies it as it is; "
+                   "also for review and Pulumi).")
 @wide_option
 @json_option
 @pass_app
@@ -141,6 +142,7 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     from providers.registry import cannot_launch
 
     spec = load_spec(spec_path)
+    file_hash = spec.spec_hash()        # what `fleet up FILE` compares the spec file with
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
     blocked = cannot_launch(spec)
@@ -154,10 +156,9 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     marks = [_cannot_launch_line(result, name, why) for name, why in blocked.items()]
     saved = result.model_copy(update={"notes": result.notes + tuple(marks)}) if marks else result
     if out is not None:
-        try:
-            out.write_text(saved.to_json() + "\n")
-        except OSError as err:
-            raise FleetError(f"cannot write the plan to {out}: {err.strerror}") from None
+        from fleet.cli.saved_plan import write
+
+        write(out, saved, spec, spec_path, file_hash)
     if as_json:
         if current:
             data = json.loads(saved.to_json())

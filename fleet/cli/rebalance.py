@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
+from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import EXIT_SHORT, providers_of, short_pool, spec_of, store_of
 from fleet.cli.local_cmd import parse_duration
 from fleet.errors import FleetError, FleetLockedError
@@ -30,7 +31,7 @@ from fleet.state import FleetStatus
 
 
 @click.command("rebalance")
-@click.argument("name")
+@click.argument("name", shell_complete=fleet_names)
 @click.option("--every", "every", default=None, metavar="DURATION",
               help="Loop: one pass every DURATION (30s, 5m, 1h) until stopped.")
 @click.option("--passes", type=click.IntRange(min=0), default=0, show_default=True,

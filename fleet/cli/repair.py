@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import local_providers, providers_of, short_pool
 from fleet.errors import FleetError
 from fleet.model import TAG_PLAN
@@ -29,7 +30,7 @@ NOT_FOUND = "not found"
 
 
 @click.command("repair")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=fleet_names)
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="The fleet's spec (restores it too).")
 @json_option
 @pass_app

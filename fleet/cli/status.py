@@ -14,6 +14,7 @@ import click
 
 from fleet.provisioning.accounting import CostSummary, summarize
 from fleet.cli.app import App, json_option, pass_app, shown
+from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, look, money, readable_store
 from fleet.cli.runs import current_run, instances_of
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
@@ -24,7 +25,10 @@ from fleet.state import EventKind, FleetStatus, StateStore
 
 
 @click.command("status")
-@click.argument("name")
+@click.argument("name", required=False, shell_complete=fleet_names)
+@click.option("--all", "-A", "include_down", is_flag=True,
+              help="Without NAME: list the fleets that are down too.")
+@click.option("--check", is_flag=True, help="Exit 3 when a fleet runs short of its plan (for scripts and probes).")
 @click.option("--watch", "-w", is_flag=True, help="Refresh until interrupted (Ctrl-C).")
 @click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between refreshes with --watch.")
@@ -34,13 +38,19 @@ from fleet.state import EventKind, FleetStatus, StateStore
 @wide_option
 @json_option
 @pass_app
-def command(app: App, name: str, watch: bool, interval: float, times: int, limit: int, wide: bool,
-            as_json: bool) -> None:
-    """Show fleet NAME: instances, pools, state, $/h, age, interruptions, cost so far.
+def command(app: App, name: str | None, include_down: bool, check: bool, watch: bool, interval: float, times: int,
+            limit: int, wide: bool, as_json: bool) -> None:
+    """Show fleet NAME, or every fleet: instances, pools, state, $/h, age, interruptions, cost so far.
 
-    Exit status 3 when the fleet runs short of its plan (as `fleet up` and `fleet plan`), 1 when
-    a provider could not be read.
+    Without NAME, one line per fleet that is not down (-A: every fleet), each read from its
+    providers. Exit status 0 when the fleet could be read, whatever its state (as `kubectl
+    get`); with --check, 3 when it runs short of its plan. 1 when a provider could not be read.
     """
+    if name is None:
+        if watch:
+            raise click.UsageError("--watch needs a fleet NAME")
+        _list_fleets(app, include_down, check, wide, as_json)
+        return
     store, _ = readable_store(app)      # a store that cannot be written is read: `look` says so
     if not watch:
         data, view = snapshot(app, store, name)
@@ -51,7 +61,7 @@ def command(app: App, name: str, watch: bool, interval: float, times: int, limit
         if data["provider_errors"]:
             raise FleetError(f"could not read {', '.join(sorted(data['provider_errors']))}: fleet {name}'s instances "
                              "there are not known; run `fleet status` again")
-        if data["status"] == FleetStatus.SHORT:
+        if check and data["status"] == FleetStatus.SHORT:
             raise SystemExit(EXIT_SHORT)
         return
     refreshes = 0
@@ -118,6 +128,22 @@ def frame(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: boo
         if over <= 0 or rows == 0:
             return (head + tail).rstrip("\n")
         rows = max(0, rows - over)       # a note (a column left out for width) took a row
+
+
+def _list_fleets(app: App, include_down: bool, check: bool, wide: bool, as_json: bool) -> None:
+    """``fleet status`` without NAME (``fleet.cli.overview``)."""
+    from fleet.cli import overview
+
+    rows, hidden = overview.overview(app, include_down=include_down)
+    if as_json:
+        app.emit_json(rows)
+    else:
+        overview.render(app, rows, hidden, wide)
+    if overview.unread(rows):
+        raise FleetError(f"could not read fleet(s) {', '.join(overview.unread(rows))}; "
+                         "`fleet status NAME` says why")
+    if check and any(r["status"] == FleetStatus.SHORT for r in rows):
+        raise SystemExit(EXIT_SHORT)
 
 
 def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], FleetView]:

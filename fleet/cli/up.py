@@ -14,6 +14,7 @@ from typing import Any, Collection, Mapping
 import click
 
 from fleet import crashpoints
+from fleet.cli import saved_plan
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import EXIT_SHORT, confirm, store_of
 from fleet.cli.runs import start_run
@@ -35,7 +36,7 @@ from providers.base import account_quotas
 
 
 @click.command("up")
-@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
+@click.argument("spec_path", metavar="SPEC|PLAN", type=click.Path(dir_okay=False))
 @click.option("--yes", "-y", is_flag=True, help="Launch without asking for confirmation.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and what would change; launch nothing.")
 @click.option("--parallel", type=click.IntRange(min=1, max=256), default=32, show_default=True,
@@ -48,7 +49,11 @@ from providers.base import account_quotas
 @pass_app
 def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, max_cost: float | None, wide: bool,
             as_json: bool) -> None:
-    """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing)."""
+    """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing).
+
+    Given PLAN, a file saved by `fleet plan SPEC --out PLAN`, applies that plan as it is, or
+    refuses (nothing launched) when the spec or the offers' prices changed since it was made.
+    """
     try:
         _up(app, spec_path, yes, dry_run, parallel, wide, as_json, max_cost)
     except KeyboardInterrupt:
@@ -67,16 +72,20 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
     from providers.registry import providers_for
 
     app.stage = "before launching anything"
-    spec = load_spec(spec_path)
+    saved = saved_plan.read(spec_path) if saved_plan.is_saved_plan(spec_path) else None
+    spec = saved.spec if saved is not None else load_spec(spec_path)
     if not dry_run:     # a ${env:NAME} that is not set fails here, before anything is launched
         resolve_env(spec.node.env, os.environ)
     providers = providers_for(spec, app.home)
     offers, _info = offers_for_spec(spec, app, providers)
+    if saved is not None:
+        saved_plan.check_offers(saved, offers)
     quotas = account_quotas(providers)
     if dry_run:
         current = observe(providers, spec.name).counts()
         offers = learned_rates(app, spec, offers, providers)
-        plan = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers), quotas=quotas)
+        plan = saved.plan if saved is not None else make_plan(spec, offers, current=current,
+                                                              blocked=blocked_pools(app, providers), quotas=quotas)
         _dry_run(app, spec.name, plan, current, wide, as_json)
         return
     store = store_of(app, create=True)
@@ -85,7 +94,8 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
         obs = observe(providers, spec.name)
         current = obs.counts()
         offers = with_learned_rates(spec, offers, providers, store)
-        plan = make_plan(spec, offers, current=current, blocked=active_blocks(store, providers), quotas=quotas)
+        plan = saved.plan if saved is not None else make_plan(spec, offers, current=current,
+                                                              blocked=active_blocks(store, providers), quotas=quotas)
         if not as_json:
             _show_plan(app, plan, current, wide)
             _show_forwarded(app, spec)
@@ -119,7 +129,8 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
                                               head_env=resolve_env(spec.head.env, os.environ), progress=view,
                                               max_workers=parallel)
                 obs, prompted = observe(providers, spec.name), True
-            report = apply(plan, providers, store, progress=view, replan=replan, node=node, max_workers=parallel,
+            report = apply(plan, providers, store, progress=view, replan=None if saved is not None else replan,
+                           node=node, max_workers=parallel,
                            observed=None if prompted else obs,   # a prompt may have taken a while
                            role_nodes=role_nodes)
         store.set_status(spec.name, FleetStatus.UP if report.ok else FleetStatus.SHORT)

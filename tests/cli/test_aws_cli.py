@@ -154,7 +154,7 @@ def test_a_spot_instance_aws_took_back_is_dated_by_aws(cli: AwsCli):
     cli.world.direct("ec2", REGION).terminate_instances(InstanceIds=[victim])
     taken_at = float(int(time.time()) - 1)
     cli.world.proxy.interrupted([victim], taken_at)           # EC2 now describes it as a spot interruption
-    status = cli.fleet_json("status", "awsfleet", ok=(3,))       # one short of its plan: exit 3
+    status = cli.fleet_json("status", "awsfleet", "--check", ok=(3,))    # one short of its plan: --check exits 3
     assert status["reconciled"] and status["status"] == "short"
     store = open_store(str(cli.root / "home" / "state.db"), create=False)
     try:

@@ -34,7 +34,7 @@ def test_a_deallocated_eviction_is_stopped_until_down_deletes_it_and_the_network
     spot = [v for v in world.ours() if v["properties"].get("priority") == "Spot"]
     assert spot and {v["properties"]["evictionPolicy"] for v in spot} == {"Deallocate"}
     world.control("evict", {"name": spot[0]["name"]})
-    status = world.fleet_json("status", "af", ok=(3,))                        # 3: short of the plan
+    status = world.fleet_json("status", "af", "--check", ok=(3,))             # --check: 3, short of the plan
     [held] = status["stopped"]
     assert held["id"] == spot[0]["name"] and held["reason"] == "evicted"
     assert spot[0]["name"] not in {i["id"] for i in status["instances"]}

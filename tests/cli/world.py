@@ -32,6 +32,16 @@ diversification:
 """
 
 
+#: Two 8-GPU nodes on spot: the smallest fleet the CLI tests use.
+SMALL_SPEC = """
+name: {name}
+backend: local
+capacity:
+  gpus: 16
+  accelerators: [H100]
+  gpus_per_node: {{min: 8, max: 8}}
+"""
+
 class World:
     def __init__(self, root: Path, *, time_scale: float = 0.0, seed: int = 0):
         self.root = root
