@@ -69,6 +69,24 @@ class Choice:
     outside: int = 0          # allowed pools outside the chosen domain
 
 
+@dataclass(frozen=True)
+class QuotaRows:
+    """Account quotas as rows ``units @ n <= headroom`` (``fleet.planning.domains.Domains``)."""
+
+    units: np.ndarray        # (quotas, pools)
+    headroom: np.ndarray
+
+    def of(self, pools: np.ndarray) -> "QuotaRows":
+        units = self.units[:, pools]
+        hit = units.any(axis=1)
+        return QuotaRows(units[hit], self.headroom[hit])
+
+
+NO_QUOTAS = QuotaRows(np.zeros((0, 0)), np.zeros(0))
+#: Steps of the search for each quota's multiplier (the bound is concave in it).
+QUOTA_STEPS = 16
+
+
 def value_of(spec: FleetSpec, cand: Candidates, counts: np.ndarray, churn: float,
              independent_cost: np.ndarray) -> tuple[float, ...]:
     """The strategy's objective of ``counts`` as a tuple (smaller is better), with a re-plan's
@@ -144,22 +162,32 @@ def _fill(room: np.ndarray, need: float) -> np.ndarray | None:
     return np.clip(need - before, 0.0, room)
 
 
-def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor: float) -> float:
+def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor: float,
+                    quotas: QuotaRows = NO_QUOTAS, nu: np.ndarray | None = None) -> float:
     """A coupled job's lower bound in one domain from the LP's (price, rate) frontier.
 
     For ``mu >= 0`` every plan has ``P + mu * Lam >= g(mu)``, the cover LP priced at
     ``p + mu * lam`` (``cover_bound``), so ``P >= h(Lam) = max_mu g(mu) - mu * Lam``, decreasing
     in ``Lam``. With ``F`` increasing, a plan with ``Lam`` in ``[l_k, l_k+1]`` is worth
     ``P * F(Lam) >= h(l_k+1) * F(l_k)``, and beyond the last grid point ``>= g(0) * F(l_K)``.
-    The smallest of those, and never less than ``floor`` (another valid bound), is returned."""
+    The smallest of those, and never less than ``floor`` (another valid bound), is returned.
+    Quota rows enter ``g`` with the multipliers ``nu`` (``priced_bound``), which keeps it a
+    lower bound."""
     w, s, u = cand.weighted[pools], cand.spot[pools], cand.upper[pools]
     price, rate = cand.price[pools], cand.rate[pools]
     target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
-    g0 = cover_bound(price, w, s, u, target, baseline)
+    shift = nu @ quotas.units if nu is not None and len(nu) else np.zeros(len(pools))
+    fixed = float(nu @ quotas.headroom) if nu is not None and len(nu) else 0.0
+
+    def g(mu: float) -> float:
+        return cover_bound(price + mu * rate + shift, w, s, u, target, baseline) - fixed
+
+    g0 = g(0.0)
     if not np.isfinite(g0):
         return np.inf
+    g0 = max(g0, 1e-12)
     mus = g0 * np.array(FRONTIER_SLOPES)
-    gs = np.array([cover_bound(price + mu * rate, w, s, u, target, baseline) for mu in mus])
+    gs = np.array([g(float(mu)) for mu in mus])
     reach = float(np.max((gs - g0) / mus))        # h(Lam) = g(0) from here on
     if reach <= 0:
         return max(g0 * economics.overhead_factor(0.0, spec.workload), floor)
@@ -170,18 +198,62 @@ def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor:
     return max(bound, floor)
 
 
-def lower_bounds(spec: FleetSpec, cand: Candidates, members: list[np.ndarray]) -> np.ndarray:
+
+
+def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
+                 target: float, baseline: float, quotas: QuotaRows) -> tuple[float, np.ndarray]:
+    """``cover_bound`` strengthened by the quotas: for multipliers ``nu >= 0`` the LP with
+    quota rows is at least ``cover_bound(cost + nu @ units) - nu @ headroom`` (Lagrangian
+    duality; valid for every ``nu``). Each quota's ``nu`` in turn is searched on its own
+    (a golden-section search of a concave function); returns the bound and the ``nu`` used."""
+    nu = np.zeros(len(quotas.headroom))
+
+    def at(nu_: np.ndarray) -> float:
+        if not len(nu_):
+            return cover_bound(cost, weighted, spot, upper, target, baseline)
+        return cover_bound(cost + nu_ @ quotas.units, weighted, spot, upper, target, baseline) - float(nu_ @ quotas.headroom)
+
+    best = at(nu)
+    if not np.isfinite(best):
+        return best, nu
+    for q in range(len(nu)):
+        covered = quotas.units[q] > 0
+        # past this multiplier no covered pool is worth using (every weighted GPU costs less elsewhere)
+        lo, hi = 0.0, 2.0 * float(np.max(cost / weighted)) * float(np.max(weighted[covered] / quotas.units[q, covered]))
+        ratio = (5 ** 0.5 - 1) / 2
+        for _ in range(QUOTA_STEPS):
+            a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+            fa, fb = at(_with(nu, q, a)), at(_with(nu, q, b))
+            lo, hi = (a, hi) if fa < fb else (lo, b)
+        trial = _with(nu, q, lo)
+        value = at(trial)
+        if value > best:
+            best, nu = value, trial
+    return best, nu
+
+
+def _with(nu: np.ndarray, q: int, value: float) -> np.ndarray:
+    out = nu.copy()
+    out[q] = value
+    return out
+
+
+def lower_bounds(spec: FleetSpec, cand: Candidates, members: list[np.ndarray],
+                 quotas: QuotaRows = NO_QUOTAS) -> np.ndarray:
     """Per domain (its pools in ``members``), a value no plan in it beats (``-inf``: no bound
     for this strategy; ``inf``: no plan covers the target there). See the module docstring."""
     cost = node_costs(spec, cand)
     if cost is None:
         return np.full(len(members), -np.inf)
     target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
-    out = np.array([cover_bound(cost[m], cand.weighted[m], cand.spot[m], cand.upper[m], target, baseline)
-                    for m in members])
-    if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED and spec.workload.kind is WorkloadKind.COUPLED:
-        out = np.array([b if not np.isfinite(b) else _frontier_bound(spec, cand, m, b)
-                        for b, m in zip(out, members)])
+    coupled = spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED and spec.workload.kind is WorkloadKind.COUPLED
+    out = np.empty(len(members))
+    for d, m in enumerate(members):
+        rows = quotas.of(m) if len(quotas.headroom) else NO_QUOTAS
+        bound, nu = priced_bound(cost[m], cand.weighted[m], cand.spot[m], cand.upper[m], target, baseline, rows)
+        if coupled and np.isfinite(bound):
+            bound = _frontier_bound(spec, cand, m, bound, rows, nu)
+        out[d] = bound
     return out
 
 
@@ -197,14 +269,16 @@ def domains_of(cand: Candidates, level: str) -> tuple[list[np.ndarray], list[str
 
 
 def choose(spec: FleetSpec, cand: Candidates, level: str,
-           solve: Callable[[Candidates, tuple[float, ...] | None], Solved]) -> Choice:
+           solve: Callable[[Candidates, tuple[float, ...] | None, bool], Solved],
+           quotas: QuotaRows = NO_QUOTAS) -> Choice:
     """The best domain of ``level`` and the runner-up, exactly (module docstring).
 
-    ``solve(sub, cutoff)`` plans over the pools ``sub`` of one domain and may return a value of
-    ``None`` when no plan there is worth less than ``cutoff``. When no domain can meet the
-    spec, the partial plan of the domain that can hold the most weighted GPUs is returned."""
+    ``solve(sub, cutoff, partial)`` plans over the pools ``sub`` of one domain and may return a
+    value of ``None`` when no plan there is worth less than ``cutoff`` or, without ``partial``,
+    none meets the spec. When no domain can meet the spec, the partial plan of the domain that
+    can hold the most weighted GPUs is returned. ``quotas`` tighten the lower bounds."""
     members, names = domains_of(cand, level)
-    bounds = lower_bounds(spec, cand, members)
+    bounds = lower_bounds(spec, cand, members, quotas)
     order = sorted(range(len(members)), key=lambda d: (bounds[d], names[d]))
     top: list[tuple[tuple[float, ...], str, int, Solved]] = []
     tried = 0
@@ -215,14 +289,14 @@ def choose(spec: FleetSpec, cand: Candidates, level: str,
             break
         tried += 1
         cutoff = top[1][0] if len(top) == 2 else None
-        sol = solve(cand.subset(members[d]), cutoff)
+        sol = solve(cand.subset(members[d]), cutoff, False)
         if sol.shortfall or sol.value is None:
             continue
         top = sorted(top + [(sol.value, names[d], d, sol)], key=lambda t: (t[0], t[1]))[:2]
     if not top:
         d = _roomiest(spec, cand, members, names)
         tried += 1
-        sol = solve(cand.subset(members[d]), None)
+        sol = solve(cand.subset(members[d]), None, True)
         sol.shortfall = (f"no single {level} can meet the spec (placement {level}); in the {level} that holds "
                          f"the most, {names[d]}: {sol.shortfall}")
         return Choice(sol, level, names[d], len(members), tried, outside=len(cand) - len(members[d]))

@@ -43,6 +43,9 @@ from fleet.planning.shortfall import partial
 from fleet.spec import PLACEMENT_LEVELS, FleetSpec, Strategy, WorkloadKind
 
 DOMINATED = "dominated: enough pools of the same kind are cheaper and steadier"
+#: A placement domain is solved for plans worth less than the runner-up so far times this
+#: (a hair above 1, so a domain tying the runner-up is still found and ordered by name).
+CUTOFF_SLACK = 1e-7
 
 
 def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
@@ -74,8 +77,13 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
     else:
         members, _ = placement.domains_of(cand_all, level)
         min_pools = _effective_min_pools(spec, [cand_all.spot[m] for m in members], level, notes)
+        quota_rows = placement.NO_QUOTAS
+        if limits.quotas:
+            bound = Domains.bind(limits, cand_all)
+            quota_rows = placement.QuotaRows(bound.quota_units, bound.headroom)
         choice = placement.choose(rules, cand_all, level,
-                                  lambda sub, cutoff: _solve(rules, sub, limits, min_pools, replan, cutoff))
+                                  lambda sub, cutoff, whole: _solve(rules, sub, limits, min_pools, replan, cutoff, whole),
+                                  quota_rows)
         solved = choice.solved
         if choice.outside:
             exclusions.append(_outside(cand_all, choice))
@@ -96,10 +104,11 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
 
 
 def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int, replan: bool,
-           cutoff: tuple[float, ...] | None = None) -> placement.Solved:
+           cutoff: tuple[float, ...] | None = None, partial_plan: bool = True) -> placement.Solved:
     """Prune, solve the spec's strategy over ``cand_all`` and, when it is infeasible, the best
-    partial plan and its shortfall. ``cutoff``: only a plan worth less matters (a domain
-    whose best cannot beat it may come back with ``value`` ``None``)."""
+    partial plan and its shortfall (without ``partial_plan``: ``value`` ``None`` instead).
+    ``cutoff``: only a plan worth less matters (a domain whose best cannot beat it may come
+    back with ``value`` ``None``)."""
     target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
     group = room = None
     if len(limits.shares) > 1 or limits.quotas:
@@ -115,11 +124,15 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
     budget = spec.budget.max_per_hour
     model = Model(cand, target, baseline, budget, min_pools, limits=limits)
     notes = list(model.domains.notes)
-    outcome = strategies.solve(spec.strategy, model, spec.workload, replan=replan)
+    bounded = cutoff is not None and spec.strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE)
+    outcome = strategies.solve(spec.strategy, model, spec.workload, replan=replan,
+                               cutoff=cutoff[0] * (1 + CUTOFF_SLACK) if bounded else None)
     notes += outcome.notes
     shortfall = ""
     counts = outcome.counts
     independent = strategies.independent_costs(model, spec.workload)
+    if counts is None and (bounded or not partial_plan):   # nothing here beats the cutoff, or meets the spec
+        return placement.Solved(cand, np.zeros(len(cand), np.int64), "", notes, exclusions, None)
     if counts is None:
         cost = independent if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED else cand.price
         counts, shortfall = partial(cand, target, baseline, budget, min_pools, cost, limits)
