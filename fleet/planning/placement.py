@@ -123,14 +123,16 @@ def independent_costs(cand: Candidates, workload: Workload) -> np.ndarray:
 
 
 def cover_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
-                target: float, baseline: float) -> float:
+                target: float, baseline: float, spread: "Spread | None" = None) -> float:
     """``min cost.x`` s.t. ``weighted.x >= target``, on-demand ``weighted.x >= baseline``,
-    ``0 <= x <= upper`` (x real): inf when even that is infeasible.
+    ``0 <= x <= upper`` and, with ``spread``, the spot weighted GPUs of each of its groups at
+    most its cap (x real): inf when even that is infeasible.
 
     Greedy and exact: in an optimum the on-demand part is the cheapest-first fill (by cost
     per weighted GPU) of its amount ``A`` and the spot part the cheapest-first fill of
-    ``target - A``; the cost is convex in ``A >= baseline``, minimal where the marginal
-    ratios meet, which is where filling ``baseline`` from on-demand and then the rest
+    ``target - A`` within the group caps (the groups are disjoint, so each group gives its
+    cheapest first up to its cap); the cost is convex in ``A >= baseline``, minimal where the
+    marginal ratios meet, which is where filling ``baseline`` from on-demand and then the rest
     cheapest-first from everything left ends."""
     ratio = cost / weighted
     room = weighted * upper
@@ -146,12 +148,42 @@ def cover_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper:
         left[order] -= filled
     rest = target - baseline
     if rest > 0:
+        if spread is not None:
+            left = spread.capped(left, ratio, spot)
         order = np.argsort(ratio, kind="stable")
         filled = _fill(left[order], rest)
         if filled is None:
             return np.inf
         total += float(ratio[order] @ filled)
     return total
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A failure-domain cap for the bounds: each group (a zone or region code per pool, -1
+    where none) holds at most ``cap`` spot weighted GPUs (``max(s * (T - B), c)`` bounds every
+    plan's cap, since a plan holds at least the baseline ``B`` on-demand)."""
+
+    group: np.ndarray
+    cap: float
+
+    def of(self, pools: np.ndarray) -> "Spread":
+        return Spread(self.group[pools], self.cap)
+
+    def capped(self, room: np.ndarray, ratio: np.ndarray, spot: np.ndarray) -> np.ndarray:
+        """Per pool, what a cheapest-first fill within the group caps can take from it."""
+        pools = np.flatnonzero(spot & (self.group >= 0))
+        if not len(pools):
+            return room
+        order = pools[np.lexsort((ratio[pools], self.group[pools]))]
+        g = self.group[order]
+        cum = np.cumsum(room[order])
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        base = np.repeat(np.r_[0.0, cum][starts], np.diff(np.r_[starts, len(order)]))
+        before = cum - room[order] - base
+        out = room.copy()
+        out[order] = np.clip(self.cap - before, 0.0, room[order])
+        return out
 
 
 def _fill(room: np.ndarray, need: float) -> np.ndarray | None:
@@ -163,7 +195,8 @@ def _fill(room: np.ndarray, need: float) -> np.ndarray | None:
 
 
 def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor: float,
-                    quotas: QuotaRows = NO_QUOTAS, nu: np.ndarray | None = None) -> float:
+                    quotas: QuotaRows = NO_QUOTAS, nu: np.ndarray | None = None,
+                    spread: "Spread | None" = None) -> float:
     """A coupled job's lower bound in one domain from the LP's (price, rate) frontier.
 
     For ``mu >= 0`` every plan has ``P + mu * Lam >= g(mu)``, the cover LP priced at
@@ -180,7 +213,7 @@ def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor:
     fixed = float(nu @ quotas.headroom) if nu is not None and len(nu) else 0.0
 
     def g(mu: float) -> float:
-        return cover_bound(price + mu * rate + shift, w, s, u, target, baseline) - fixed
+        return cover_bound(price + mu * rate + shift, w, s, u, target, baseline, spread) - fixed
 
     g0 = g(0.0)
     if not np.isfinite(g0):
@@ -201,7 +234,8 @@ def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor:
 
 
 def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
-                 target: float, baseline: float, quotas: QuotaRows) -> tuple[float, np.ndarray]:
+                 target: float, baseline: float, quotas: QuotaRows,
+                 spread: "Spread | None" = None) -> tuple[float, np.ndarray]:
     """``cover_bound`` strengthened by the quotas: for multipliers ``nu >= 0`` the LP with
     quota rows is at least ``cover_bound(cost + nu @ units) - nu @ headroom`` (Lagrangian
     duality; valid for every ``nu``). Each quota's ``nu`` in turn is searched on its own
@@ -210,8 +244,9 @@ def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper
 
     def at(nu_: np.ndarray) -> float:
         if not len(nu_):
-            return cover_bound(cost, weighted, spot, upper, target, baseline)
-        return cover_bound(cost + nu_ @ quotas.units, weighted, spot, upper, target, baseline) - float(nu_ @ quotas.headroom)
+            return cover_bound(cost, weighted, spot, upper, target, baseline, spread)
+        return (cover_bound(cost + nu_ @ quotas.units, weighted, spot, upper, target, baseline, spread)
+                - float(nu_ @ quotas.headroom))
 
     best = at(nu)
     if not np.isfinite(best):
@@ -239,9 +274,10 @@ def _with(nu: np.ndarray, q: int, value: float) -> np.ndarray:
 
 
 def lower_bounds(spec: FleetSpec, cand: Candidates, members: list[np.ndarray],
-                 quotas: QuotaRows = NO_QUOTAS) -> np.ndarray:
+                 quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None) -> np.ndarray:
     """Per domain (its pools in ``members``), a value no plan in it beats (``-inf``: no bound
-    for this strategy; ``inf``: no plan covers the target there). See the module docstring."""
+    for this strategy; ``inf``: no plan covers the target there). See the module docstring;
+    ``quotas`` and a cap ``spread`` over finer domains tighten the bounds."""
     cost = node_costs(spec, cand)
     if cost is None:
         return np.full(len(members), -np.inf)
@@ -250,9 +286,11 @@ def lower_bounds(spec: FleetSpec, cand: Candidates, members: list[np.ndarray],
     out = np.empty(len(members))
     for d, m in enumerate(members):
         rows = quotas.of(m) if len(quotas.headroom) else NO_QUOTAS
-        bound, nu = priced_bound(cost[m], cand.weighted[m], cand.spot[m], cand.upper[m], target, baseline, rows)
+        inner = spread.of(m) if spread is not None else None
+        bound, nu = priced_bound(cost[m], cand.weighted[m], cand.spot[m], cand.upper[m], target, baseline, rows,
+                                 inner)
         if coupled and np.isfinite(bound):
-            bound = _frontier_bound(spec, cand, m, bound, rows, nu)
+            bound = _frontier_bound(spec, cand, m, bound, rows, nu, inner)
         out[d] = bound
     return out
 
@@ -270,7 +308,7 @@ def domains_of(cand: Candidates, level: str) -> tuple[list[np.ndarray], list[str
 
 def choose(spec: FleetSpec, cand: Candidates, level: str,
            solve: Callable[[Candidates, tuple[float, ...] | None, bool], Solved],
-           quotas: QuotaRows = NO_QUOTAS) -> Choice:
+           quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None) -> Choice:
     """The best domain of ``level`` and the runner-up, exactly (module docstring).
 
     ``solve(sub, cutoff, partial)`` plans over the pools ``sub`` of one domain and may return a
@@ -278,7 +316,7 @@ def choose(spec: FleetSpec, cand: Candidates, level: str,
     none meets the spec. When no domain can meet the spec, the partial plan of the domain that
     can hold the most weighted GPUs is returned. ``quotas`` tighten the lower bounds."""
     members, names = domains_of(cand, level)
-    bounds = lower_bounds(spec, cand, members, quotas)
+    bounds = lower_bounds(spec, cand, members, quotas, spread)
     order = sorted(range(len(members)), key=lambda d: (bounds[d], names[d]))
     top: list[tuple[tuple[float, ...], str, int, Solved]] = []
     tried = 0
@@ -295,7 +333,6 @@ def choose(spec: FleetSpec, cand: Candidates, level: str,
         top = sorted(top + [(sol.value, names[d], d, sol)], key=lambda t: (t[0], t[1]))[:2]
     if not top:
         d = _roomiest(spec, cand, members, names)
-        tried += 1
         sol = solve(cand.subset(members[d]), None, True)
         sol.shortfall = (f"no single {level} can meet the spec (placement {level}); in the {level} that holds "
                          f"the most, {names[d]}: {sol.shortfall}")

@@ -77,13 +77,17 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
     else:
         members, _ = placement.domains_of(cand_all, level)
         min_pools = _effective_min_pools(spec, [cand_all.spot[m] for m in members], level, notes)
-        quota_rows = placement.NO_QUOTAS
-        if limits.quotas:
+        quota_rows, spread = placement.NO_QUOTAS, None
+        if len(limits.shares) > 1 or limits.quotas:
             bound = Domains.bind(limits, cand_all)
             quota_rows = placement.QuotaRows(bound.quota_units, bound.headroom)
+            inner = [(lv, s) for lv, s in limits.shares if lv != "pool"]
+            if inner:              # the finest cap left below the placement level
+                lv, share = inner[0]
+                spread = placement.Spread(bound.keys[lv], max(share * (limits.target - limits.baseline), limits.floor))
         choice = placement.choose(rules, cand_all, level,
                                   lambda sub, cutoff, whole: _solve(rules, sub, limits, min_pools, replan, cutoff, whole),
-                                  quota_rows)
+                                  quota_rows, spread)
         solved = choice.solved
         if choice.outside:
             exclusions.append(_outside(cand_all, choice))

@@ -18,10 +18,10 @@ from planner_oracle import brute_force, domain_of, offer
 from fleet.catalog import filter_for_spec, snapshot_offers
 from fleet.cli.main import cli
 from fleet.errors import SpecError
-from fleet.model import Plan
+from fleet.model import Market, Plan, Quota
 from fleet.planning import milp, placement, strategies
 from fleet.planning.candidates import select
-from fleet.planning.domains import limits_for
+from fleet.planning.domains import Domains, limits_for
 from fleet.planning.planner import plan
 from fleet.spec import Placement, load_spec, parse_spec
 
@@ -121,21 +121,34 @@ def test_the_bounded_search_matches_the_plain_milp_in_every_domain(seed, kind):
     assert p.placement.domains == len(names) and p.placement.solved <= len(names)
 
 
-def test_lower_bounds_never_exceed_a_domain_optimum():
+@pytest.mark.parametrize("level,caps,quota", [("zone", "", 0), ("region", ", max_zone_share: 0.25", 12),
+                                               ("provider", ", max_region_share: 0.5", 20)])
+def test_lower_bounds_never_exceed_a_domain_optimum(level, caps, quota):
+    """Also with a cap over finer domains and a quota in the bound (``Spread``, ``QuotaRows``)."""
     rng = random.Random(5)
     offers = synthetic(rng, 120)
-    spec = spec_of("zone", gpus=16, on_demand=4)
+    spec = parse_spec(f"name: placed\ncapacity: {{gpus: 16, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
+                      f"on_demand_gpus: 4}}\nworkload: {{kind: coupled, restart_seconds: 600}}\n"
+                      f"diversification: {{max_pool_share: 0.5, min_pools: 2{caps}}}\nplacement: {level}\n")
+    quotas = [Quota(provider="aws", market=Market.SPOT, limit=quota)] if quota else []
     cand = select(spec, offers)
-    members, _ = placement.domains_of(cand, "zone")
-    bounds = placement.lower_bounds(spec, cand, members)
-    limits = limits_for(spec, cand.weighted[cand.spot])
-    for bound, m in zip(bounds, members):
+    limits = limits_for(spec, cand.weighted[cand.spot], quotas)
+    members, _ = placement.domains_of(cand, level)
+    bound = Domains.bind(limits, cand)
+    inner = [(lv, s) for lv, s in limits.shares if lv != "pool"]
+    spread = (placement.Spread(bound.keys[inner[0][0]], max(inner[0][1] * 12, limits.floor)) if inner else None)
+    bounds = placement.lower_bounds(spec, cand, members, placement.QuotaRows(bound.quota_units, bound.headroom),
+                                    spread)
+    solved = 0
+    for b, m in zip(bounds, members):
         sub = cand.subset(m)
-        out = strategies.solve(spec.strategy, milp.Model(sub, 16.0, 4.0, None, 2, limits=limits), spec.workload,
-                               replan=False)
+        out = strategies.solve(spec.strategy, milp.Model(sub, 16.0, 4.0, None, 2, reduce=False, limits=limits),
+                               spec.workload, replan=False)
         if out.counts is not None:
+            solved += 1
             value = placement.value_of(spec, sub, out.counts, 0.0, placement.independent_costs(sub, spec.workload))
-            assert bound <= value[0] * (1 + 1e-9)
+            assert b <= value[0] * (1 + 1e-9)
+    assert solved >= 2
 
 
 def test_the_coupled_example_plans_inside_one_region_and_says_why(tmp_path, monkeypatch):
