@@ -56,7 +56,7 @@ from fleet.model import InterruptionSource, Market, Offer, PoolKey, Quota  # noq
 from fleet.planning.domains import Domains, domain_name, limits_for  # noqa: E402
 from fleet.planning.planner import plan  # noqa: E402
 from fleet.planning.pruning import prune  # noqa: E402
-from fleet.spec import FleetSpec, Strategy, load_spec, parse_spec  # noqa: E402
+from fleet.spec import FleetSpec, Placement, Strategy, load_spec, parse_spec  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "planner.json"
 COUPLED_RESULTS = ROOT / "benchmarks" / "results" / "planner-coupled.json"
@@ -222,8 +222,19 @@ def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_
     return rows
 
 
+def placed(spec: FleetSpec, level: str | None) -> FleetSpec:
+    """``spec`` under ``placement: level`` with the caps that cannot hold there (at the level or
+    coarser) turned off."""
+    effective = level or ("region" if spec.workload.kind.value == "coupled" else "any")
+    off = {} if effective == "any" else {f"max_{lv}_share": 1.0
+                                         for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(effective):]}
+    return spec.model_copy(update={"placement": Placement(level) if level else None,
+                                   "diversification": spec.diversification.model_copy(update=off)})
+
+
 def exhaustive(count: int) -> dict:
-    """Random small instances (<= 4 pools, <= 8 GPUs): our objective vs exhaustive search."""
+    """Random small instances (<= 4 pools, <= 8 GPUs, a random placement level): our objective
+    vs exhaustive search."""
     rng = random.Random(1)
     worst, checked, infeasible_agree = 0.0, 0, 0
     for _ in range(count):
@@ -237,11 +248,13 @@ def exhaustive(count: int) -> dict:
         spec = parse_spec(f"name: small\ncapacity: {{gpus: {target}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
                           f"on_demand_gpus: {rng.randint(0, target) if rng.random() < 0.4 else 0}}}\n"
                           f"strategy: {strategy}\nworkload: {{kind: {rng.choice(['independent', 'coupled'])}}}\n"
+                          "placement: any\n"
                           f"diversification: {{max_pool_share: {rng.choice([0.25, 0.5, 1.0])}, "
                           f"min_pools: {rng.randint(1, 3)}, max_zone_share: {rng.choice([0.34, 0.5, 1])}, "
                           f"max_region_share: {rng.choice([0.5, 0.75, 1])}, "
                           f"max_provider_share: {rng.choice([0.5, 1])}}}\n"
                           + (f"budget: {{max_per_hour: {rng.randint(5, 60)}}}\n" if rng.random() < 0.3 else ""))
+        spec = placed(spec, rng.choice([None, "zone", "region", "provider", "any"]))
         quotas = ([Quota(provider="aws", region=rng.choice(["", "r1"]), market=rng.choice([None, Market.SPOT]),
                          limit=rng.randint(0, 8))] if rng.random() < 0.5 else [])
         _, best = brute_force(spec, offers, quotas=quotas)

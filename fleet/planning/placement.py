@@ -13,11 +13,15 @@ plan in it can beat: the fractional cover (the LP of weighted GPUs >= target and
 For independent nodes that is the objective's own LP relaxation. For a coupled job,
 ``P * F(Lam) = sum(n_i p_i F(Lam)) >= sum(n_i p_i F(lam_i))`` since ``Lam >= lam_i`` for every
 pool in use (``n_i >= 1``) and ``F`` increases; a coupled job's domains then get a tighter
-bound from the (price, rate) frontier of the same LP (``_frontier_bound``). Domains are solved
-in increasing bound order and the search stops once a bound exceeds the runner-up's value:
-no later domain can beat the winner or the runner-up, so both are exact. The other
-strategies rank by a pair (interruptions or the largest spot pool, then price) and solve
-every domain. Ties go to the domain whose name sorts first.
+bound from the (price, rate) frontier of the same LP (``_frontier_bound``). Quotas enter the
+LP through Lagrangian multipliers (``priced_bound``) and the cap of the finest failure domain
+left below the placement level as a disjoint capacity per group (``Spread``); both only add
+valid rows, so the bounds stay bounds. Domains are solved in increasing bound order, each only
+for plans worth less than the runner-up so far (the coupled walk starts from that value), and
+the search stops once a bound exceeds the runner-up's value: no later domain can beat the
+winner or the runner-up, so both are exact. The other strategies rank by a pair
+(interruptions or the largest spot pool, then price) and solve every domain. Ties go to the
+domain whose name sorts first.
 """
 
 from __future__ import annotations
@@ -314,7 +318,7 @@ def choose(spec: FleetSpec, cand: Candidates, level: str,
     ``solve(sub, cutoff, partial)`` plans over the pools ``sub`` of one domain and may return a
     value of ``None`` when no plan there is worth less than ``cutoff`` or, without ``partial``,
     none meets the spec. When no domain can meet the spec, the partial plan of the domain that
-    can hold the most weighted GPUs is returned. ``quotas`` tighten the lower bounds."""
+    can hold the most weighted GPUs is returned. ``quotas`` and ``spread`` tighten the bounds."""
     members, names = domains_of(cand, level)
     bounds = lower_bounds(spec, cand, members, quotas, spread)
     order = sorted(range(len(members)), key=lambda d: (bounds[d], names[d]))
