@@ -56,7 +56,7 @@ from fleet.model import InterruptionSource, Market, Offer, PoolKey, Quota  # noq
 from fleet.planning.domains import Domains, domain_name, limits_for  # noqa: E402
 from fleet.planning.planner import plan  # noqa: E402
 from fleet.planning.pruning import prune  # noqa: E402
-from fleet.spec import FleetSpec, Strategy, load_spec, parse_spec  # noqa: E402
+from fleet.spec import FleetSpec, Placement, Strategy, load_spec, parse_spec  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "planner.json"
 COUPLED_RESULTS = ROOT / "benchmarks" / "results" / "planner-coupled.json"
@@ -66,10 +66,22 @@ capacity: {gpus: 64, accelerators: {H100: 1.0, H200: 1.3, A100-80GB: 0.6}, on_de
 diversification: {max_pool_share: 0.25, min_pools: 4, %s}
 strategy: %s
 workload: {kind: %s}
+placement: %s
 """
 #: Diversification beyond pools: off (as before zone caps existed), and every cap on.
 VARIANTS = {"plain": "max_zone_share: 1",
             "domains+quotas": "max_zone_share: 0.25, max_region_share: 0.5, max_provider_share: 0.5"}
+PLACEMENT_LEVELS = ("zone", "region", "provider")
+
+
+def bench_spec(variant: str, strategy: str, kind: str, placement: str | None) -> FleetSpec:
+    """The benchmark spec; caps at the placement level or coarser (which cannot hold when every
+    node shares one such domain) are left out of the variant."""
+    level = placement or ("region" if kind == "coupled" else "any")
+    caps = [c for c in VARIANTS[variant].split(", ")
+            if level == "any" or not any(c.startswith(f"max_{lv}_share")
+                                         for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level):])]
+    return parse_spec(BENCH_SPEC % (", ".join(caps) or "max_zone_share: 1", strategy, kind, placement or "null"))
 
 
 def bench_quotas(variant: str) -> list[Quota]:
@@ -78,8 +90,15 @@ def bench_quotas(variant: str) -> list[Quota]:
         return []
     return [Quota(provider=p, market=m, limit=lim, name=f"bench-{m.value}")
             for p in PROVIDERS for m, lim in ((Market.SPOT, 24), (Market.ON_DEMAND, 48))]
-CASES = [("price-capacity-optimized", "independent"), ("price-capacity-optimized", "coupled"),
-         ("lowest-price", "independent"), ("capacity-optimized", "independent"), ("diversified", "independent")]
+
+
+#: (strategy, workload, placement); ``None`` is the default: one region for a coupled job, any
+#: for independent nodes. The coupled job spread over every region (``any``) is how it was
+#: planned before placement existed.
+CASES = [("price-capacity-optimized", "independent", None), ("price-capacity-optimized", "coupled", None),
+         ("price-capacity-optimized", "coupled", "zone"), ("price-capacity-optimized", "coupled", "any"),
+         ("lowest-price", "independent", None), ("capacity-optimized", "independent", None),
+         ("diversified", "independent", None)]
 ACCELERATORS = (("H100", 2.4), ("H200", 3.1), ("A100-80GB", 1.4))
 PRIORS = {"aws": 0.10, "gcp": 0.20, "azure": 0.15, "runpod": 0.12, "vast": 0.25}
 PROVIDERS = ("aws", "gcp", "azure", "runpod", "vast", "lambda")
@@ -126,55 +145,96 @@ def objective(spec: FleetSpec, p) -> float:
 
 def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float,
                       quotas: list[Quota] = ()) -> tuple[float | None, float]:
-    """The price-capacity / lowest-price objective from the plain MILP over every allowed pool."""
+    """The price-capacity / lowest-price objective from the plain MILP (no pruning, twin merging,
+    reduced-cost fixing or domain bounds) over every allowed pool; under a placement level, the
+    best over every domain of that level, each solved so."""
     cand = select(spec, offers)
-    min_pools = min(spec.diversification.min_pools, int(cand.spot.sum()))
-    model = milp.Model(cand, float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus),
-                       spec.budget.max_per_hour, min_pools, reduce=False, time_limit=limit,
-                       limits=limits_for(spec, cand.weighted[cand.spot], quotas))
-    t = time.perf_counter()
-    out = strategies.solve(spec.strategy, model, spec.workload, replan=False)
-    elapsed = time.perf_counter() - t
-    if out.counts is None or out.notes:
-        return None, elapsed                       # infeasible or not proven within the limit
-    c = cand
-    if spec.strategy is Strategy.LOWEST_PRICE:
-        return float(c.price @ out.counts), elapsed
-    groups = ((int(n), float(p), float(r)) for n, p, r in zip(out.counts, c.price, c.rate) if n)
-    return economics.fleet_true_cost_per_hour(groups, spec.workload), elapsed
+    level = spec.placement_level
+    names = np.array([domain_name(o, level) if level != "any" else "" for o in cand.offers], dtype=object)
+    groups = [np.flatnonzero(names == d) for d in sorted(set(names))]
+    min_pools = min(spec.diversification.min_pools, max(int(cand.spot[g].sum()) for g in groups))
+    limits = limits_for(spec, cand.weighted[cand.spot], quotas)
+    best, elapsed = None, 0.0
+    for g in groups:
+        sub = cand.subset(g)
+        model = milp.Model(sub, float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus),
+                           spec.budget.max_per_hour, min_pools, reduce=False, time_limit=limit, limits=limits)
+        t = time.perf_counter()
+        out = strategies.solve(spec.strategy, model, spec.workload, replan=False)
+        elapsed += time.perf_counter() - t
+        if out.notes:
+            return None, elapsed                   # not proven within the limit
+        if out.counts is None:
+            continue                               # this domain cannot meet the spec
+        if spec.strategy is Strategy.LOWEST_PRICE:
+            value = float(sub.price @ out.counts)
+        else:
+            value = economics.fleet_true_cost_per_hour(
+                ((int(n), float(p), float(r)) for n, p, r in zip(out.counts, sub.price, sub.rate) if n), spec.workload)
+        best = value if best is None else min(best, value)
+    return best, elapsed
 
 
 def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
-          cases: list[tuple[str, str]] = CASES) -> list[dict]:
+          cases: list[tuple[str, str, str | None]] = CASES, reference_limit: int = 20_000,
+          spread_limit: int = 20_000) -> list[dict]:
+    """``reference_limit``: the plain MILP runs on catalogs of at most this many allowed pools
+    (coupled jobs spread over every region: a tenth of it; they walk many MILPs).
+    ``spread_limit``: coupled jobs spread over every region are planned on catalogs of at most
+    this many offers."""
     catalogs = [("snapshot", list(snapshot_offers()))] + [(f"synthetic-{n // 1000}k", synthetic_offers(n))
                                                            for n in sizes]
     rows = []
     for name, offers in catalogs:
-        for variant, (strategy, kind) in ((v, c) for v in VARIANTS for c in cases):
-            spec = parse_spec(BENCH_SPEC % (VARIANTS[variant], strategy, kind))
+        for variant, (strategy, kind, placed) in ((v, c) for v in VARIANTS for c in cases):
+            spec = bench_spec(variant, strategy, kind, placed)
+            if kind == "coupled" and spec.placement_level == "any" and len(offers) > spread_limit:
+                continue          # minutes per plan (100k: 108 s and 355 s in planner-100k-partial.log)
             quotas = bench_quotas(variant)
-            n = runs if len(offers) < 50_000 or (strategy, kind) == CASES[0] else max(1, runs // 2)
+            n = runs if len(offers) < 50_000 or (strategy, kind) == CASES[0][:2] else max(1, runs // 2)
             seconds, p = median_time(lambda: plan(spec, offers, quotas=quotas), n)
             cand = select(spec, offers)
             limits = limits_for(spec, cand.weighted[cand.spot], quotas)
             group = Domains.bind(limits, cand).group
-            row = dict(catalog=name, offers=len(offers), variant=variant, strategy=strategy, workload=kind, runs=n,
+            row = dict(catalog=name, offers=len(offers), variant=variant, strategy=strategy, workload=kind,
+                       placement=spec.placement_level, runs=n,
                        median_seconds=round(seconds, 4), allowed_pools=len(cand),
                        after_pruning=len(prune(cand, spec.capacity.gpus, spec.diversification.min_pools, group)),
                        feasible=p.feasible, objective=round(objective(spec, p), 4))
-            small_enough = len(cand) <= (20_000 if kind == "independent" else 2_000 if variant == "plain" else 1_000)
+            if p.placement is not None:
+                c = p.placement
+                row.update(domain=c.domain, domains=c.domains, domains_solved=c.solved,
+                           runner_up_ratio=(None if c.runner_up_objective is None or not c.objective
+                                            else round(c.runner_up_objective / c.objective, 4)))
+            spread = kind == "coupled" and spec.placement_level == "any"
+            small_enough = len(cand) <= (reference_limit // 10 if spread else reference_limit)
             if strategy in ("price-capacity-optimized", "lowest-price") and small_enough:
                 ref, ref_seconds = independent_solve(spec, offers, limit, quotas)
                 row["independent_seconds"] = round(ref_seconds, 3)
+                row["speedup_vs_independent"] = round(ref_seconds / seconds, 2) if seconds > 0 else None
                 row["gap_vs_independent"] = None if ref is None else objective(spec, p) / ref - 1
             rows.append(row)
-            print(f"{name:>15} {variant:>14} {strategy:>25} {kind:>11}  {seconds:7.3f} s  pools {len(cand):>6} -> "
-                  f"{row['after_pruning']:>5}  gap {row.get('gap_vs_independent', '-')}", flush=True)
+            print(f"{name:>15} {variant:>14} {strategy:>25} {kind:>11} {spec.placement_level:>8}  {seconds:7.3f} s  "
+                  f"pools {len(cand):>6} -> {row['after_pruning']:>5}  "
+                  f"domains {row.get('domains_solved', '-')}/{row.get('domains', '-')}  "
+                  f"plain MILP x{row.get('speedup_vs_independent', '-')}  gap {row.get('gap_vs_independent', '-')}",
+                  flush=True)
     return rows
 
 
+def placed(spec: FleetSpec, level: str | None) -> FleetSpec:
+    """``spec`` under ``placement: level`` with the caps that cannot hold there (at the level or
+    coarser) turned off."""
+    effective = level or ("region" if spec.workload.kind.value == "coupled" else "any")
+    off = {} if effective == "any" else {f"max_{lv}_share": 1.0
+                                         for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(effective):]}
+    return spec.model_copy(update={"placement": Placement(level) if level else None,
+                                   "diversification": spec.diversification.model_copy(update=off)})
+
+
 def exhaustive(count: int) -> dict:
-    """Random small instances (<= 4 pools, <= 8 GPUs): our objective vs exhaustive search."""
+    """Random small instances (<= 4 pools, <= 8 GPUs, a random placement level): our objective
+    vs exhaustive search."""
     rng = random.Random(1)
     worst, checked, infeasible_agree = 0.0, 0, 0
     for _ in range(count):
@@ -188,11 +248,13 @@ def exhaustive(count: int) -> dict:
         spec = parse_spec(f"name: small\ncapacity: {{gpus: {target}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
                           f"on_demand_gpus: {rng.randint(0, target) if rng.random() < 0.4 else 0}}}\n"
                           f"strategy: {strategy}\nworkload: {{kind: {rng.choice(['independent', 'coupled'])}}}\n"
+                          "placement: any\n"
                           f"diversification: {{max_pool_share: {rng.choice([0.25, 0.5, 1.0])}, "
                           f"min_pools: {rng.randint(1, 3)}, max_zone_share: {rng.choice([0.34, 0.5, 1])}, "
                           f"max_region_share: {rng.choice([0.5, 0.75, 1])}, "
                           f"max_provider_share: {rng.choice([0.5, 1])}}}\n"
                           + (f"budget: {{max_per_hour: {rng.randint(5, 60)}}}\n" if rng.random() < 0.3 else ""))
+        spec = placed(spec, rng.choice([None, "zone", "region", "provider", "any"]))
         quotas = ([Quota(provider="aws", region=rng.choice(["", "r1"]), market=rng.choice([None, Market.SPOT]),
                          limit=rng.randint(0, 8))] if rng.random() < 0.5 else [])
         _, best = brute_force(spec, offers, quotas=quotas)
@@ -331,13 +393,16 @@ def main() -> None:
     ap.add_argument("--quality-only", action="store_true",
                     help="rerun only the example plans' quality and keep the other saved figures")
     ap.add_argument("--sizes", default="1000,10000,100000", help="synthetic catalog sizes (pools)")
+    ap.add_argument("--reference-limit", type=int, default=20_000,
+                    help="largest catalog (allowed pools) the plain MILP reference runs on")
     ap.add_argument("--coupled-only", action="store_true",
                     help=f"time only coupled plans; save to {COUPLED_RESULTS.relative_to(ROOT)}")
     args = ap.parse_args()
     sizes = tuple(int(x) for x in args.sizes.split(",") if x)
     if args.coupled_only:
         print("coupled plans: speed (median wall seconds) and exactness vs the plain MILP")
-        rows = speed(args.runs, args.independent_limit, sizes, [c for c in CASES if c[1] == "coupled"])
+        rows = speed(args.runs, args.independent_limit, sizes, [c for c in CASES if c[1] == "coupled"],
+                     args.reference_limit)
         COUPLED_RESULTS.parent.mkdir(parents=True, exist_ok=True)
         COUPLED_RESULTS.write_text(json.dumps({"machine": machine(), "speed": rows}, indent=2) + "\n")
         print(f"saved {COUPLED_RESULTS.relative_to(ROOT)}")
@@ -350,7 +415,7 @@ def main() -> None:
         print(f"saved {RESULTS.relative_to(ROOT)}")
         return
     print("speed (median wall seconds) and exactness vs the plain MILP")
-    rows = speed(args.runs, args.independent_limit, sizes)
+    rows = speed(args.runs, args.independent_limit, sizes, CASES, args.reference_limit)
     print("exhaustive search on small instances")
     small = exhaustive(args.small)
     print(f"  {small}")

@@ -129,6 +129,25 @@ class PlanTotals(Frozen):
     pools: int = 0
 
 
+class PlacementChoice(Frozen):
+    """Where a plan under a ``placement`` rule put every node, and what the next best domain
+    would cost. ``objective`` is what the strategy ranks by (``metric`` names it), exact for
+    the winner and the runner-up; ``solved`` of the ``domains`` allowed were solved, the rest
+    ruled out by a lower bound. ``interconnect`` names the provider feature a zone-level
+    coupled plan wants (cluster placement group, compact placement, proximity placement
+    group), or is empty where the provider exposes none."""
+
+    level: str
+    domain: str
+    metric: str
+    objective: float
+    domains: int
+    solved: int
+    runner_up: str = ""
+    runner_up_objective: float | None = None
+    interconnect: str = ""
+
+
 class Plan(Frozen):
     """The contract between deciding and doing: what to run, where, and what it costs.
 
@@ -145,6 +164,7 @@ class Plan(Frozen):
     shortfall: str = ""
     exclusions: tuple[Exclusion, ...] = ()
     notes: tuple[str, ...] = ()
+    placement: PlacementChoice | None = None
 
     @property
     def id(self) -> str:

@@ -218,6 +218,28 @@ class Workload(Section):
     restart_seconds: float = Field(default=300, ge=0, le=86_400)
 
 
+# ---- placement of coupled work ------------------------------------------------------------
+class Placement(str, Enum):
+    """The failure domain every node of the fleet must share: one ``zone``, one ``region``, one
+    ``provider``, or ``any`` (no rule). A synchronous (coupled) job cannot span slow links,
+    so its default is ``region``; independent nodes default to ``any``. Diversification caps
+    at the placement level or coarser cannot hold (all nodes sit in one such domain): the
+    default zone cap is then off, and setting one explicitly is an error."""
+
+    ZONE = "zone"
+    REGION = "region"
+    PROVIDER = "provider"
+    ANY = "any"
+
+
+PLACEMENT_DESCRIPTION = ("Domain all nodes share: zone, region, provider or any; default region for "
+                         "workload.kind coupled, any for independent. A zone-level coupled plan asks for "
+                         "the provider's interconnect (cluster placement group, compact placement, "
+                         "proximity placement group).")
+#: Placement levels from finest to coarsest; a cap at a level from ``placement``'s on is off.
+PLACEMENT_LEVELS = ("zone", "region", "provider")
+
+
 class Checkpoint(Section):
     provider: Literal["s3", "gcs", "azure", "local"] = "local"
     bucket: str = Field(default="", description="Bucket/container; default <fleet>-checkpoints.")
@@ -356,6 +378,7 @@ class FleetSpec(Section):
     diversification: Diversification = Field(default_factory=Diversification)
     strategy: Strategy = Strategy.PRICE_CAPACITY_OPTIMIZED
     workload: Workload = Field(default_factory=Workload)
+    placement: Placement | None = Field(default=None, description=PLACEMENT_DESCRIPTION)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     node: Node = Field(default_factory=Node)
     head: Head | None = Field(default=None, description="Optional head role on on-demand; `capacity` is the workers.")
@@ -420,6 +443,26 @@ class FleetSpec(Section):
                              "enable it under `providers` or drop the pin")
         return self
 
+    @model_validator(mode="after")
+    def _caps_fit_placement(self) -> "FleetSpec":
+        level = self.placement_level
+        if level == "any":
+            return self
+        d = self.diversification
+        for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level):]:
+            share = getattr(d, f"max_{lv}_share")
+            if share < 1 and f"max_{lv}_share" in d.model_fields_set:
+                raise ValueError(f"diversification.max_{lv}_share {share:g} cannot hold with placement {level} "
+                                 f"(every node shares one {level}); drop it, or set placement to a level above {lv}")
+        return self
+
+    @property
+    def placement_level(self) -> str:
+        """``placement`` with its default filled in: ``region`` for coupled work, else ``any``."""
+        if self.placement is not None:
+            return self.placement.value
+        return Placement.REGION.value if self.workload.kind is WorkloadKind.COUPLED else Placement.ANY.value
+
     @property
     def critical_gpus(self) -> float:
         """Weighted GPUs on-demand may fill when spot is short (never below the baseline)."""
@@ -443,8 +486,9 @@ class FleetSpec(Section):
 
     def spec_hash(self) -> str:
         data = self.model_dump(mode="json")
-        if data.get("head") is None:      # a spec without roles hashes as it always did
-            data.pop("head", None)
+        for key in ("head", "placement"):   # a spec without them hashes as it always did
+            if data.get(key) is None:
+                data.pop(key, None)
         if not data["node"].get("forward_credentials"):   # so does one that forwards no credential
             data["node"].pop("forward_credentials", None)
         if data["node"].get("spotfleet") == SHIP:   # so does one that ships spotfleet (the default)

@@ -250,7 +250,7 @@ def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | N
          wide: bool = False) -> None:
     """Allocations (or the change against ``current``), totals, exclusions and the data source."""
     plan_table(app, p, current, wide)
-    for line in totals_lines(p):
+    for line in totals_lines(p) + placement_lines(p):
         app.console.print(line)
     if not p.feasible:
         app.console.print(f"[red]infeasible:[/] {p.shortfall} (best partial plan shown)")
@@ -283,6 +283,28 @@ def totals_lines(p: Plan) -> list[str]:
     if t.checkpoint_interval_seconds is not None:
         lines.append(f"checkpoint      every {_duration(t.checkpoint_interval_seconds)} of work (Young/Daly)")
     return lines
+
+
+def placement_lines(p: Plan) -> list[str]:
+    """Which domain a placed plan chose, of how many, and what the next best would cost."""
+    c = p.placement
+    if c is None:
+        return []
+    lines = [f"placement       one {c.level}: {c.domain} (best of {c.domains}, {c.solved} solved)"]
+    if c.runner_up and c.runner_up_objective is not None:
+        more = f" (+{c.runner_up_objective / c.objective - 1:.1%})" if c.objective > 0 else ""
+        lines.append(f"next best       {c.runner_up}: {_metric(c.runner_up_objective, c.metric)}{more}")
+    else:
+        lines.append(f"next best       none: no other {c.level} can meet the spec")
+    if c.interconnect:
+        lines.append(f"interconnect    wants a {c.interconnect}")
+    return lines
+
+
+def _metric(value: float, metric: str) -> str:
+    if metric.endswith("$/h"):
+        return f"${value:,.2f}/h{metric.removesuffix('$/h').rstrip() and ' ' + metric.removesuffix(' $/h')}"
+    return f"{value:,.4g} {metric}"
 
 
 def _duration(seconds: float) -> str:

@@ -192,21 +192,21 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
     chosen: list[Offer] = []
     placeable: list[Offer] = []
     for o in offers:
+        pid = o.pool.id
         if o.accelerator not in weights:
             reason = ACCELERATOR
         elif not lo <= o.gpus <= hi:
             reason = NODE_SIZE
         else:
-            reason = placement(o) or (BLOCKED if blocked_set and is_blocked(o.pool.id, blocked_set) else "")
+            reason = placement(o) or (BLOCKED if blocked_set and is_blocked(pid, blocked_set) else "")
             if not reason:
                 placeable.append(o)
                 if max_gpu_price is not None and o.price_per_hour > max_gpu_price * o.gpus + 1e-12:
                     reason = PRICE_CAP
                 elif budget is not None and o.price_per_hour > budget + 1e-12:
                     reason = OVER_BUDGET
-                elif o.capacity_hint == 0 and not current.get(o.pool.id):
+                elif o.capacity_hint == 0 and not current.get(pid):
                     reason = NO_CAPACITY
-        pid = o.pool.id
         if reason:
             counts[reason] += 1
             if reason not in examples or pid < examples[reason]:
@@ -223,27 +223,31 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
         if (o.price_per_hour, o.interruptions_per_hour) < (other.price_per_hour, other.interruptions_per_hour):
             chosen[at] = o
 
-    chosen, slot = _without_oversized_spot_nodes(spec, chosen, counts, examples)
-    ids = list(slot)
+    chosen, ids = _without_oversized_spot_nodes(spec, chosen, list(slot), counts, examples)
     by_id = np.array(sorted(range(len(ids)), key=ids.__getitem__), np.int64)
     cand = arrays(spec, chosen, current, ids).subset(by_id)
     cand.rule_counts = counts
     cand.placeable = placeable
     cand.exclusions = [Exclusion(reason=r, pools=n, example=examples[r]) for r, n in counts.most_common()]
-    gone = sorted(pid for pid in current if pid not in slot)
+    kept = set(ids) if current else set()
+    gone = sorted(pid for pid in current if pid not in kept)
     if gone:
         cand.notes.append(f"{len(gone)} pool(s) running now are no longer allowed or offered "
                           f"(e.g. {gone[0]}); their instances are not kept")
     return cand
 
 
-def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], counts: Counter,
-                                  examples: dict[str, str]) -> tuple[list[Offer], dict[str, int]]:
+def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], ids: list[str], counts: Counter,
+                                  examples: dict[str, str]) -> tuple[list[Offer], list[str]]:
     """Drop spot pools whose one node holds more than ``spot_share_limit`` (reported as
     OVERSIZED), or more than a zone, region or provider cap allows any plan (its share of
-    the largest spot part, ``gpus - on_demand_gpus``, or the smallest spot node)."""
+    the largest spot part, ``gpus - on_demand_gpus``, or the smallest spot node). ``ids``
+    are the pool ids of ``chosen``; returns the kept offers and their ids."""
     weights = spec.capacity.accelerators
-    spot_weights = np.array([o.gpus * weights[o.accelerator] for o in chosen if o.pool.market is Market.SPOT])
+    spot_market = Market.SPOT
+    w = np.fromiter((o.gpus * weights[o.accelerator] for o in chosen), float, len(chosen))
+    spot = np.fromiter((o.pool.market is spot_market for o in chosen), bool, len(chosen))
+    spot_weights = w[spot]
     limits = [(OVERSIZED, spot_share_limit(spec, spot_weights))]
     part = spec.capacity.gpus - spec.capacity.on_demand_gpus
     smallest = float(np.min(spot_weights)) if len(spot_weights) else 0.0
@@ -251,18 +255,19 @@ def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], counts: 
         share = getattr(spec.diversification, f"max_{level}_share")
         if share < 1:
             limits.append((reason, max(share * part, smallest)))
-    kept: list[Offer] = []
-    for o in chosen:
-        w = o.gpus * weights[o.accelerator]
-        reason = next((r for r, limit in limits if w > limit + 1e-9), "") if o.pool.market is Market.SPOT else ""
-        if reason:
-            counts[reason] += 1
-            pid = o.pool.id
-            if reason not in examples or pid < examples[reason]:
-                examples[reason] = pid
-            continue
-        kept.append(o)
-    return kept, {o.pool.id: i for i, o in enumerate(kept)}
+    dropped = np.zeros(len(chosen), bool)
+    for reason, limit in limits:                 # each pool under the first limit it breaks
+        over = np.flatnonzero(spot & ~dropped & (w > limit + 1e-9))
+        if len(over):
+            counts[reason] += len(over)
+            first = min(ids[i] for i in over)
+            if reason not in examples or first < examples[reason]:
+                examples[reason] = first
+            dropped[over] = True
+    if not dropped.any():
+        return chosen, ids
+    keep = np.flatnonzero(~dropped)
+    return [chosen[i] for i in keep], [ids[i] for i in keep]
 
 
 def arrays(spec: FleetSpec, offers: list[Offer], current: Mapping[str, int],

@@ -49,8 +49,12 @@ class CoupledResult:
     notes: list[str] = field(default_factory=list)
 
 
-def solve(model: Model, workload: Workload, churn: float, independent_cost: np.ndarray) -> CoupledResult:
-    """The plan of least ``P' * F(Lam)``; ``counts`` is ``None`` if the model is infeasible."""
+def solve(model: Model, workload: Workload, churn: float, independent_cost: np.ndarray,
+          beat: float | None = None) -> CoupledResult:
+    """The plan of least ``P' * F(Lam)``; ``counts`` is ``None`` if the model is infeasible or,
+    with ``beat`` (a value found elsewhere, e.g. in another placement domain), if no plan is
+    worth less than ``beat``: then the walk starts from ``beat`` as its best value, which only
+    strengthens its cuts, and skips the successive linearisation."""
     cand = model.cand
     penalty = model.launch_costs(cand.price, churn)
 
@@ -64,18 +68,19 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
     def value(counts: np.ndarray) -> float:
         return linear(counts) * factor(float(cand.rate @ counts))
 
-    root = model.solve(cand.price, penalty=penalty)
+    root = model.solve(cand.price, penalty=penalty, cutoff=np.inf if beat is None else beat)
     if root is None:
         return CoupledResult(None)
     notes: list[str] = []
     seeds = [cand.current.copy()] if churn and model.feasible(cand.current) else []
     seeds.append(root.counts)
-    start = model.solve(independent_cost)
-    if start is not None:
-        seeds += _tangent_plans(model, workload, churn, start.counts)
-    best, best_value = seeds[0], value(seeds[0])
-    for counts in seeds[1:]:                  # the first of equals wins: the running fleet
-        if value(counts) < best_value * (1 - GAP):
+    if beat is None:
+        start = model.solve(independent_cost)
+        if start is not None:
+            seeds += _tangent_plans(model, workload, churn, start.counts)
+    best, best_value = None, np.inf if beat is None else beat
+    for counts in seeds:                      # the first of equals wins: the running fleet
+        if best is None and beat is None or value(counts) < best_value * (1 - GAP):
             best, best_value = counts, value(counts)
 
     x = root

@@ -32,17 +32,20 @@ from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
-from fleet.planning import economics, heads, strategies
+from fleet.planning import economics, heads, placement, strategies
 from fleet.planning.candidates import OVER_BUDGET, PRICE_CAP, Candidates, arrays, select
 from fleet.errors import PlanError
-from fleet.planning.domains import Domains, limits_for
+from fleet.planning.domains import Domains, Limits, limits_for
 from fleet.planning.milp import Model
-from fleet.model import Allocation, Exclusion, Market, Offer, Plan, PlanTotals, Quota
+from fleet.model import Allocation, Exclusion, Market, Offer, PlacementChoice, Plan, PlanTotals, Quota
 from fleet.planning.pruning import prune
 from fleet.planning.shortfall import partial
-from fleet.spec import FleetSpec, Strategy, WorkloadKind
+from fleet.spec import PLACEMENT_LEVELS, FleetSpec, Strategy, WorkloadKind
 
 DOMINATED = "dominated: enough pools of the same kind are cheaper and steadier"
+#: A placement domain is solved for plans worth less than the runner-up so far times this
+#: (a hair above 1, so a domain tying the runner-up is still found and ordered by name).
+CUTOFF_SLACK = 1e-7
 
 
 def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
@@ -55,54 +58,140 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
         return heads.add_head(spec, workers.model_copy(update={"spec_hash": spec.spec_hash()}),
                               head_offers, current, blocked)
     offers = list(offers)
-    cand_all = select(spec, offers, current, blocked)
+    level = spec.placement_level
+    rules = _caps_under_placement(spec, level)
+    cand_all = select(rules, offers, current, blocked)
     if not len(cand_all):
         raise PlanError(_nothing_left(cand_all, len(offers)))
-    target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
     notes = list(cand_all.notes)
-    min_pools = _effective_min_pools(spec, cand_all, notes)
-    limits = limits_for(spec, cand_all.weighted[cand_all.spot], quotas)
+    if rules is not spec:
+        notes.append(f"max_zone_share {spec.diversification.max_zone_share:g} does not apply under placement zone: "
+                     "every node shares one zone")
+    replan = bool(cand_all.current.any())
+    limits = limits_for(rules, cand_all.weighted[cand_all.spot], quotas)
+    exclusions = list(cand_all.exclusions)
+    choice = None
+    if level == "any":
+        min_pools = _effective_min_pools(spec, [cand_all.spot], "", notes)
+        solved = _solve(rules, cand_all, limits, min_pools, replan)
+    else:
+        members, _ = placement.domains_of(cand_all, level)
+        min_pools = _effective_min_pools(spec, [cand_all.spot[m] for m in members], level, notes)
+        quota_rows, spread = placement.NO_QUOTAS, None
+        if len(limits.shares) > 1 or limits.quotas:
+            bound = Domains.bind(limits, cand_all)
+            quota_rows = placement.QuotaRows(bound.quota_units, bound.headroom)
+            inner = [(lv, s) for lv, s in limits.shares if lv != "pool"]
+            if inner:              # the finest cap left below the placement level
+                lv, share = inner[0]
+                spread = placement.Spread(bound.keys[lv], max(share * (limits.target - limits.baseline), limits.floor))
+        choice = placement.choose(rules, cand_all, level,
+                                  lambda sub, cutoff, whole: _solve(rules, sub, limits, min_pools, replan, cutoff, whole),
+                                  quota_rows, spread)
+        solved = choice.solved
+        if choice.outside:
+            exclusions.append(_outside(cand_all, choice))
+    cand, counts, shortfall = solved.cand, solved.counts, solved.shortfall
+    notes += solved.notes
+    exclusions += solved.exclusions
+    kept = int(np.minimum(counts, cand.current).sum())
+    if replan:
+        notes.append(f"keeps {kept} of {int(cand_all.current.sum())} instances running in allowed pools")
+    alternative = on_demand_alternative(rules, cand_all)
+    return Plan(
+        fleet=spec.name, spec_hash=spec.spec_hash(), strategy=spec.strategy.value,
+        allocations=_allocations(spec, cand, counts),
+        totals=_totals(spec, cand, counts, alternative, feasible=not shortfall),
+        feasible=not shortfall, shortfall=shortfall, exclusions=tuple(exclusions), notes=tuple(notes),
+        placement=None if choice is None else _placement_choice(spec, choice, cand, counts),
+    )
 
+
+def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int, replan: bool,
+           cutoff: tuple[float, ...] | None = None, partial_plan: bool = True) -> placement.Solved:
+    """Prune, solve the spec's strategy over ``cand_all`` and, when it is infeasible, the best
+    partial plan and its shortfall (without ``partial_plan``: ``value`` ``None`` instead).
+    ``cutoff``: only a plan worth less matters (a domain whose best cannot beat it may come
+    back with ``value`` ``None``)."""
+    target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
     group = room = None
     if len(limits.shares) > 1 or limits.quotas:
         domains = Domains.bind(limits, cand_all)
         group, room = domains.group, domains.room()
     keep = prune(cand_all, target, max(min_pools, 1), group, room)
     cand = cand_all.subset(keep)
-    exclusions = list(cand_all.exclusions)
+    exclusions = []
     if len(keep) < len(cand_all):
         dropped = np.setdiff1d(np.arange(len(cand_all)), keep)
         exclusions.append(Exclusion(reason=DOMINATED, pools=len(dropped), example=cand_all.offers[dropped[0]].pool.id))
 
     budget = spec.budget.max_per_hour
     model = Model(cand, target, baseline, budget, min_pools, limits=limits)
-    notes += model.domains.notes
-    outcome = strategies.solve(spec.strategy, model, spec.workload, replan=bool(cand.current.any()))
+    notes = list(model.domains.notes)
+    bounded = cutoff is not None and spec.strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE)
+    outcome = strategies.solve(spec.strategy, model, spec.workload, replan=replan,
+                               cutoff=cutoff[0] * (1 + CUTOFF_SLACK) if bounded else None)
     notes += outcome.notes
     shortfall = ""
     counts = outcome.counts
+    independent = strategies.independent_costs(model, spec.workload)
+    if counts is None and (bounded or not partial_plan):   # nothing here beats the cutoff, or meets the spec
+        return placement.Solved(cand, np.zeros(len(cand), np.int64), "", notes, exclusions, None)
     if counts is None:
-        cost = (strategies.independent_costs(model, spec.workload)
-                if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED else cand.price)
+        cost = independent if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED else cand.price
         counts, shortfall = partial(cand, target, baseline, budget, min_pools, cost, limits)
     notes += model.domains.binding(counts)
-    kept = int(np.minimum(counts, cand.current).sum())
-    if cand.current.any():
-        notes.append(f"keeps {kept} of {int(cand.current.sum())} instances running in allowed pools")
-    alternative = on_demand_alternative(spec, cand_all)
-    return Plan(
-        fleet=spec.name, spec_hash=spec.spec_hash(), strategy=spec.strategy.value,
-        allocations=_allocations(spec, cand, counts),
-        totals=_totals(spec, cand, counts, alternative, feasible=not shortfall),
-        feasible=not shortfall, shortfall=shortfall, exclusions=tuple(exclusions), notes=tuple(notes),
-    )
+    churn = strategies.launch_penalty(spec.workload) if replan else 0.0
+    value = placement.value_of(spec, cand, counts, churn, independent)
+    return placement.Solved(cand, counts, shortfall, notes, exclusions, value)
 
 
-def _effective_min_pools(spec: FleetSpec, cand: Candidates, notes: list[str]) -> int:
+def _caps_under_placement(spec: FleetSpec, level: str) -> FleetSpec:
+    """``spec`` with the caps at the placement level and coarser off (all nodes share one such
+    domain; ``FleetSpec`` refuses such caps set explicitly, so only the default zone cap is
+    dropped here); ``spec`` itself when there is none to drop."""
+    if level == "any":
+        return spec
+    d = spec.diversification
+    off = {f"max_{lv}_share": 1.0 for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level):]
+           if getattr(d, f"max_{lv}_share") < 1}
+    if not off:
+        return spec
+    return spec.model_copy(update={"diversification": d.model_copy(update=off)})
+
+
+def _outside(cand: Candidates, choice: placement.Choice) -> Exclusion:
+    labels = cand.labels()
+    names = labels.names(choice.level)
+    out = np.flatnonzero(names[labels.codes(choice.level)] != choice.domain)
+    return Exclusion(reason=f"outside the chosen {choice.level} (placement)", pools=len(out),
+                     example=cand.offers[out[0]].pool.id)
+
+
+def _placement_choice(spec: FleetSpec, choice: placement.Choice, cand: Candidates,
+                      counts: np.ndarray) -> PlacementChoice:
+    value = choice.solved.value
+    used = [cand.offers[i].pool.provider for i in np.flatnonzero(counts)]
+    interconnect = ""
+    if choice.level == "zone" and spec.workload.kind is WorkloadKind.COUPLED and used:
+        interconnect = placement.INTERCONNECT.get(used[0], "")
+    return PlacementChoice(
+        level=choice.level, domain=choice.domain, metric=placement.METRIC[spec.strategy],
+        objective=value[0] if value else 0.0, domains=choice.domains, solved=choice.tried,
+        runner_up=choice.runner_up,
+        runner_up_objective=choice.runner_up_value[0] if choice.runner_up_value else None,
+        interconnect=interconnect)
+
+
+def _effective_min_pools(spec: FleetSpec, spots: list[np.ndarray], level: str, notes: list[str]) -> int:
+    """``min_pools``, lowered to the most spot pools one placement domain (``spots``: each
+    domain's spot mask; one entry without placement) allows."""
     wanted = spec.diversification.min_pools
-    spot_pools = int(np.count_nonzero(cand.spot))
+    spot_pools = max(int(np.count_nonzero(s)) for s in spots)
     if spot_pools and spot_pools < wanted:
-        notes.append(f"min_pools {wanted} lowered to {spot_pools}: only {spot_pools} spot pool(s) are allowed")
+        where = (f"one {level} allows at most {spot_pools} spot pool(s)" if level
+                 else f"only {spot_pools} spot pool(s) are allowed")
+        notes.append(f"min_pools {wanted} lowered to {spot_pools}: {where}")
         return spot_pools
     return wanted if spot_pools else 0
 
@@ -117,7 +206,8 @@ def _nothing_left(cand: Candidates, total: int) -> str:
 
 def on_demand_alternative(spec: FleetSpec, cand: Candidates) -> float | None:
     """$/h of the cheapest all-on-demand fleet meeting the spec's target in the pools its
-    placement rules allow, ignoring its budget and price cap; ``None`` if there is none."""
+    rules allow (inside one domain under a ``placement`` level), ignoring its budget and
+    price cap; ``None`` if there is none."""
     priced_out = cand.rule_counts[PRICE_CAP] or cand.rule_counts[OVER_BUDGET]
     if priced_out:
         od = arrays(spec, [o for o in cand.placeable if o.pool.market is Market.ON_DEMAND], {})
@@ -127,9 +217,20 @@ def on_demand_alternative(spec: FleetSpec, cand: Candidates) -> float | None:
     if not len(od):
         return None
     target = float(spec.capacity.gpus)
-    od = od.subset(prune(od, target, 1))
-    sol = Model(od, target, 0.0, None, 0).solve(od.price)
-    return None if sol is None else float(od.price @ sol.counts)
+    level = spec.placement_level
+    groups = [np.arange(len(od))] if level == "any" else placement.domains_of(od, level)[0]
+    bounds = [placement.cover_bound(od.price[m], od.weighted[m], od.spot[m], od.upper[m], target, 0.0)
+              for m in groups]
+    best = None
+    for d in sorted(range(len(groups)), key=lambda k: bounds[k]):     # one domain when placed
+        if not np.isfinite(bounds[d]) or (best is not None and bounds[d] >= best):
+            break
+        sub = od.subset(groups[d])
+        sub = sub.subset(prune(sub, target, 1))
+        sol = Model(sub, target, 0.0, None, 0).solve(sub.price)
+        if sol is not None:
+            best = min(float(sub.price @ sol.counts), best if best is not None else np.inf)
+    return best
 
 
 def _shares(spec: FleetSpec, cand: Candidates, counts: np.ndarray) -> tuple[np.ndarray, list[float]]:

@@ -55,14 +55,15 @@ def independent_costs(model: Model, workload: Workload) -> np.ndarray:
     return model.cand.price * factors[inverse]
 
 
-def solve(strategy: Strategy, model: Model, workload: Workload, replan: bool) -> Outcome:
+def solve(strategy: Strategy, model: Model, workload: Workload, replan: bool, cutoff: float | None = None) -> Outcome:
     """Runs ``strategy``; ``replan`` charges new launches (the model's candidates carry
-    ``current``)."""
+    ``current``). ``cutoff`` (price-capacity-optimized and lowest-price only): a plan must be
+    worth less, else ``counts`` is ``None`` as for an infeasible model."""
     churn = launch_penalty(workload) if replan else 0.0
     if strategy is Strategy.LOWEST_PRICE:
-        return _single(model, model.cand.price, churn)
+        return _single(model, model.cand.price, churn, cutoff=cutoff)
     if strategy is Strategy.PRICE_CAPACITY_OPTIMIZED:
-        return _price_capacity(model, workload, churn)
+        return _price_capacity(model, workload, churn, cutoff)
     split = _price_capacity(model, workload, 0.0)
     if split.counts is None:
         return split
@@ -71,8 +72,10 @@ def solve(strategy: Strategy, model: Model, workload: Workload, replan: bool) ->
     return stage(model, od_cap, churn)
 
 
-def _single(model: Model, cost: np.ndarray, churn: float, extra: Extra | None = None) -> Outcome:
-    sol = model.solve(cost, penalty=model.launch_costs(cost, churn), extra=extra)
+def _single(model: Model, cost: np.ndarray, churn: float, extra: Extra | None = None,
+            cutoff: float | None = None) -> Outcome:
+    sol = model.solve(cost, penalty=model.launch_costs(cost, churn), extra=extra,
+                      cutoff=np.inf if cutoff is None else cutoff)
     return Outcome(None if sol is None else sol.counts, _proof_note(sol))
 
 
@@ -80,10 +83,10 @@ def _proof_note(sol: Solution | None) -> list[str]:
     return [] if sol is None or sol.proven else ["solver time limit reached: plan is feasible, optimality not proven"]
 
 
-def _price_capacity(model: Model, workload: Workload, churn: float) -> Outcome:
+def _price_capacity(model: Model, workload: Workload, churn: float, cutoff: float | None = None) -> Outcome:
     if workload.kind is WorkloadKind.INDEPENDENT:
-        return _single(model, independent_costs(model, workload), churn)
-    sol = coupled.solve(model, workload, churn, independent_costs(model, workload))
+        return _single(model, independent_costs(model, workload), churn, cutoff=cutoff)
+    sol = coupled.solve(model, workload, churn, independent_costs(model, workload), beat=cutoff)
     return Outcome(sol.counts, sol.notes)
 
 

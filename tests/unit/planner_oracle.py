@@ -73,17 +73,37 @@ def domain_of(o: Offer, level: str) -> str:
             "region": f"{p.provider}/{p.region}", "provider": p.provider}[level]
 
 
+def placement_of(spec: FleetSpec) -> str:
+    """The level every node must share: the spec's, else region for a coupled job, else any."""
+    if spec.placement is not None:
+        return spec.placement.value
+    return "region" if spec.workload.kind is WorkloadKind.COUPLED else "any"
+
+
+def within_placement(spec: FleetSpec, pools: list[Offer], grid: np.ndarray) -> np.ndarray:
+    """Rows of ``grid`` whose pools in use all lie in one domain of the spec's placement level."""
+    level = placement_of(spec)
+    if level == "any":
+        return np.ones(len(grid), bool)
+    names = [domain_of(o, level) for o in pools]
+    used = [(grid[:, [k for k, n in enumerate(names) if n == name]] > 0).any(axis=1) for name in set(names)]
+    return np.sum(used, axis=0) <= 1
+
+
 def within_caps(spec: FleetSpec, pools: list[Offer], grid: np.ndarray, w: np.ndarray, spot: np.ndarray,
                 od: np.ndarray) -> np.ndarray:
     """Rows of ``grid`` where every spot pool, zone, region and provider holds at most its
-    share of (target - on-demand planned), or the smallest spot node if that is more."""
+    share of (target - on-demand planned), or the smallest spot node if that is more. Caps at
+    the placement level and coarser are off (every node shares one such domain)."""
     d = spec.diversification
     nodes = [weighted(spec, o) for o in pools if o.pool.market is Market.SPOT]
     smallest = min(nodes) if nodes else 0.0
     ok = np.ones(len(grid), bool)
-    for level in ("pool", "zone", "region", "provider"):
+    levels = ("pool", "zone", "region", "provider")
+    placed = placement_of(spec)
+    for level in levels:
         share = getattr(d, f"max_{level}_share")
-        if level != "pool" and share >= 1:
+        if level != "pool" and (share >= 1 or (placed != "any" and levels.index(level) >= levels.index(placed))):
             continue
         cap = np.maximum(share * (spec.capacity.gpus - od), smallest)
         for name in {domain_of(o, level) for o, s in zip(pools, spot) if s}:
@@ -120,12 +140,16 @@ def brute_force(spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] =
     od = grid[:, ~spot] @ w[~spot]
     cost = grid @ price
     spot_used = (grid[:, spot] > 0).sum(axis=1)
-    min_pools = min(spec.diversification.min_pools, int(spot.sum()))
+    level = placement_of(spec)
+    names = [domain_of(o, level) if level != "any" else "" for o in pools]
+    most_spot = max(sum(1 for n, s in zip(names, spot) if s and n == name) for name in set(names))
+    min_pools = min(spec.diversification.min_pools, most_spot)
     ok = (covered >= spec.capacity.gpus - EPS) & (od >= spec.capacity.on_demand_gpus - EPS)
     if spec.budget.max_per_hour is not None:
         ok &= cost <= spec.budget.max_per_hour + EPS
     ok &= ~((spot_used > 0) & (spot_used < min_pools))
     ok &= within_caps(spec, pools, grid, w, spot, od) & within_quotas(pools, grid, quotas)
+    ok &= within_placement(spec, pools, grid)
     if od_cap is not None:
         ok &= od <= od_cap + EPS
     if not ok.any():

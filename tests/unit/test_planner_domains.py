@@ -24,8 +24,10 @@ TOL = 1e-6
 
 
 def spec_of(div: str, gpus: int = 8, on_demand: int = 0, extra: str = "") -> object:
+    """A spec with ``div`` as its caps; ``placement: any`` so coupled jobs, too, may span the
+    zones, regions and providers those caps spread them over (``test_planner_placement``)."""
     return parse_spec(f"name: dom\ncapacity: {{gpus: {gpus}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
-                      f"on_demand_gpus: {on_demand}}}\ndiversification: {{{div}}}\n{extra}")
+                      f"on_demand_gpus: {on_demand}}}\ndiversification: {{{div}}}\nplacement: any\n{extra}")
 
 
 def largest_share(p, level: str) -> float:

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from planner_oracle import allowed, brute_force, cap, offer, share_limit, weighted
+from planner_oracle import allowed, brute_force, cap, domain_of, offer, placement_of, share_limit, weighted
 
 from fleet.errors import PlanError
 from fleet.model import Market
@@ -49,11 +50,16 @@ def specs(draw, strategy: str | None = None):
     ]
     if budget is not None:
         lines.append(f"budget: {{max_per_hour: {budget}}}")
+    # the lexicographic strategies are compared with a market split taken over every pool
+    placement = "any" if strategy in ("capacity-optimized", "diversified") else draw(PLACEMENTS)
+    if placement is not None:
+        lines.append(f"placement: {placement}")
     if draw(st.booleans()):
         lines.append("providers:\n  aws: {regions: [r1]}\n  gcp: {}")
     return parse_spec("\n".join(lines) + "\n")
 
 
+PLACEMENTS = st.sampled_from([None, "zone", "region", "provider", "any"])
 blocked_lists = st.lists(st.sampled_from(["gcp", "aws/r2", "aws/r1/z0", "gcp/r1/z1/t1/spot"]), max_size=2)
 
 
@@ -72,9 +78,12 @@ def check_rules(spec, offers_, blocked, p):
             assert a.weighted_gpus <= limit + TOL
         assert a.weighted_gpus == pytest.approx(a.count * weighted(spec, o))
     spot_pools = sum(1 for a in p.allocations if a.offer.market is Market.SPOT)
-    allowed_spot = sum(1 for o in offers_ if allowed(spec, o, tuple(blocked)) and o.pool.market is Market.SPOT
-                       and cap(spec, o, limit) > 0)
-    assert spot_pools == 0 or spot_pools >= min(spec.diversification.min_pools, allowed_spot)
+    level = placement_of(spec)
+    domain = (lambda o: domain_of(o, level)) if level != "any" else (lambda o: "")
+    allowed_spot = Counter(domain(o) for o in offers_ if allowed(spec, o, tuple(blocked))
+                           and o.pool.market is Market.SPOT and cap(spec, o, limit) > 0)
+    assert spot_pools == 0 or spot_pools >= min(spec.diversification.min_pools, max(allowed_spot.values()))
+    assert len({domain(a.offer) for a in p.allocations if a.count}) <= 1, "the plan spans two placement domains"
 
 
 def solve_both(spec, offers_, blocked):

@@ -35,8 +35,10 @@ def random_offers(rng: random.Random, n: int, gpus=(1, 2, 4, 8)) -> list:
 
 def spec_text(target: int, baseline: int = 0, strategy: str = "price-capacity-optimized", kind: str = "independent",
               share: float = 0.5, min_pools: int = 2, budget: str = "") -> str:
+    """Pruning is checked over the whole catalog: ``placement: any`` (test_planner_placement
+    checks placement)."""
     return (f"name: prune-test\ncapacity: {{gpus: {target}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
-            f"on_demand_gpus: {baseline}}}\nstrategy: {strategy}\nworkload: {{kind: {kind}}}\n"
+            f"on_demand_gpus: {baseline}}}\nstrategy: {strategy}\nworkload: {{kind: {kind}}}\nplacement: any\n"
             f"diversification: {{max_pool_share: {share}, min_pools: {min_pools}}}\n{budget}")
 
 

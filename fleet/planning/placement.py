@@ -1,0 +1,355 @@
+"""Placement: every node of the fleet inside one zone, region or provider, the best one exactly.
+
+A synchronous (coupled) job cannot span slow links, so the spec's ``placement`` level
+(``FleetSpec.placement_level``) says which failure domain all its nodes must share. The
+plans allowed are then the union over the domains ``D`` of that level of the plans using
+only ``D``'s pools, so the best plan is the best of the per-domain optima: one small
+problem per domain, which is also what makes placed plans fast.
+
+**Exact without solving every domain.** ``lower_bounds`` gives, per domain, a value no
+plan in it can beat: the fractional cover (the LP of weighted GPUs >= target and on-demand
+>= baseline within the pools' bounds, solved greedily by cost per weighted GPU) priced at
+``p * F(lam)`` per node for ``price-capacity-optimized`` and at ``p`` for ``lowest-price``.
+For independent nodes that is the objective's own LP relaxation. For a coupled job,
+``P * F(Lam) = sum(n_i p_i F(Lam)) >= sum(n_i p_i F(lam_i))`` since ``Lam >= lam_i`` for every
+pool in use (``n_i >= 1``) and ``F`` increases; a coupled job's domains then get a tighter
+bound from the (price, rate) frontier of the same LP (``_frontier_bound``). Quotas enter the
+LP through Lagrangian multipliers (``priced_bound``) and the cap of the finest failure domain
+left below the placement level as a disjoint capacity per group (``Spread``); both only add
+valid rows, so the bounds stay bounds. Domains are solved in increasing bound order, each only
+for plans worth less than the runner-up so far (the coupled walk starts from that value), and
+the search stops once a bound exceeds the runner-up's value: no later domain can beat the
+winner or the runner-up, so both are exact. The other strategies rank by a pair
+(interruptions or the largest spot pool, then price) and solve every domain. Ties go to the
+domain whose name sorts first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fleet.planning import economics
+from fleet.planning.candidates import Candidates
+from fleet.spec import FleetSpec, Strategy, Workload, WorkloadKind
+
+#: Provider features that keep a zone-level coupled job on a low-latency interconnect.
+INTERCONNECT = {"aws": "AWS cluster placement group (strategy cluster)",
+                "gcp": "GCP compact placement policy",
+                "azure": "Azure proximity placement group"}
+METRIC = {Strategy.PRICE_CAPACITY_OPTIMIZED: "true cost $/h", Strategy.LOWEST_PRICE: "$/h",
+          Strategy.CAPACITY_OPTIMIZED: "interruptions/h", Strategy.DIVERSIFIED: "largest spot pool (weighted GPUs)"}
+#: Lambda multipliers (hours, times the domain's cheapest price) of the frontier bound.
+FRONTIER_SLOPES = (0.01, 0.03, 0.06, 0.1, 0.15, 0.22, 0.3, 0.45, 0.7, 1.0, 1.6, 2.5)
+FRONTIER_POINTS = 96
+_REL = 1e-9
+
+
+@dataclass
+class Solved:
+    """One domain's (or the whole catalog's) plan: the pools it was solved over, counts per
+    pool (a partial plan when ``shortfall``), the strategy's value (a tuple, smaller is
+    better; ``None`` when the cutoff ruled it out), notes and extra exclusions."""
+
+    cand: Candidates
+    counts: np.ndarray
+    shortfall: str
+    notes: list[str]
+    exclusions: list
+    value: tuple[float, ...] | None
+
+
+@dataclass
+class Choice:
+    solved: Solved
+    level: str
+    domain: str
+    domains: int
+    tried: int
+    runner_up: str = ""
+    runner_up_value: tuple[float, ...] | None = None
+    outside: int = 0          # allowed pools outside the chosen domain
+
+
+@dataclass(frozen=True)
+class QuotaRows:
+    """Account quotas as rows ``units @ n <= headroom`` (``fleet.planning.domains.Domains``)."""
+
+    units: np.ndarray        # (quotas, pools)
+    headroom: np.ndarray
+
+    def of(self, pools: np.ndarray) -> "QuotaRows":
+        units = self.units[:, pools]
+        hit = units.any(axis=1)
+        return QuotaRows(units[hit], self.headroom[hit])
+
+
+NO_QUOTAS = QuotaRows(np.zeros((0, 0)), np.zeros(0))
+#: Steps of the search for each quota's multiplier (the bound is concave in it).
+QUOTA_STEPS = 16
+
+
+def value_of(spec: FleetSpec, cand: Candidates, counts: np.ndarray, churn: float,
+             independent_cost: np.ndarray) -> tuple[float, ...]:
+    """The strategy's objective of ``counts`` as a tuple (smaller is better), with a re-plan's
+    launch penalty ``churn`` on new launches."""
+    new = np.maximum(counts - cand.current, 0)
+    price = float(cand.price @ counts) + churn * float(cand.price @ new)
+    strategy = spec.strategy
+    if strategy is Strategy.LOWEST_PRICE:
+        return (price,)
+    if strategy is Strategy.PRICE_CAPACITY_OPTIMIZED:
+        if spec.workload.kind is WorkloadKind.COUPLED:
+            return (price * economics.overhead_factor(float(cand.rate @ counts), spec.workload),)
+        return (float(independent_cost @ counts) + churn * float(independent_cost @ new),)
+    if strategy is Strategy.CAPACITY_OPTIMIZED:
+        return (round(float(cand.rate @ counts), 9), price)
+    spot_load = cand.weighted * counts * cand.spot
+    return (round(float(spot_load.max(initial=0.0)), 9), price)
+
+
+def node_costs(spec: FleetSpec, cand: Candidates) -> np.ndarray | None:
+    """Per node, what the cover bound charges (``None``: the strategy has no such bound)."""
+    if spec.strategy is Strategy.LOWEST_PRICE:
+        return cand.price
+    if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED:
+        return independent_costs(cand, spec.workload)
+    return None
+
+
+def independent_costs(cand: Candidates, workload: Workload) -> np.ndarray:
+    """``p_i * F(lam_i)`` per pool (F computed once per distinct rate)."""
+    rates, inverse = np.unique(cand.rate, return_inverse=True)
+    factors = np.array([economics.overhead_factor(float(r), workload) for r in rates])
+    return cand.price * factors[inverse.reshape(-1)]
+
+
+def cover_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
+                target: float, baseline: float, spread: "Spread | None" = None) -> float:
+    """``min cost.x`` s.t. ``weighted.x >= target``, on-demand ``weighted.x >= baseline``,
+    ``0 <= x <= upper`` and, with ``spread``, the spot weighted GPUs of each of its groups at
+    most its cap (x real): inf when even that is infeasible.
+
+    Greedy and exact: in an optimum the on-demand part is the cheapest-first fill (by cost
+    per weighted GPU) of its amount ``A`` and the spot part the cheapest-first fill of
+    ``target - A`` within the group caps (the groups are disjoint, so each group gives its
+    cheapest first up to its cap); the cost is convex in ``A >= baseline``, minimal where the
+    marginal ratios meet, which is where filling ``baseline`` from on-demand and then the rest
+    cheapest-first from everything left ends."""
+    ratio = cost / weighted
+    room = weighted * upper
+    od = np.flatnonzero(~spot)
+    total = 0.0
+    left = room.copy()
+    if baseline > 0:
+        order = od[np.argsort(ratio[od], kind="stable")]
+        filled = _fill(room[order], baseline)
+        if filled is None:
+            return np.inf
+        total += float(ratio[order] @ filled)
+        left[order] -= filled
+    rest = target - baseline
+    if rest > 0:
+        if spread is not None:
+            left = spread.capped(left, ratio, spot)
+        order = np.argsort(ratio, kind="stable")
+        filled = _fill(left[order], rest)
+        if filled is None:
+            return np.inf
+        total += float(ratio[order] @ filled)
+    return total
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A failure-domain cap for the bounds: each group (a zone or region code per pool, -1
+    where none) holds at most ``cap`` spot weighted GPUs (``max(s * (T - B), c)`` bounds every
+    plan's cap, since a plan holds at least the baseline ``B`` on-demand)."""
+
+    group: np.ndarray
+    cap: float
+
+    def of(self, pools: np.ndarray) -> "Spread":
+        return Spread(self.group[pools], self.cap)
+
+    def capped(self, room: np.ndarray, ratio: np.ndarray, spot: np.ndarray) -> np.ndarray:
+        """Per pool, what a cheapest-first fill within the group caps can take from it."""
+        pools = np.flatnonzero(spot & (self.group >= 0))
+        if not len(pools):
+            return room
+        order = pools[np.lexsort((ratio[pools], self.group[pools]))]
+        g = self.group[order]
+        cum = np.cumsum(room[order])
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        base = np.repeat(np.r_[0.0, cum][starts], np.diff(np.r_[starts, len(order)]))
+        before = cum - room[order] - base
+        out = room.copy()
+        out[order] = np.clip(self.cap - before, 0.0, room[order])
+        return out
+
+
+def _fill(room: np.ndarray, need: float) -> np.ndarray | None:
+    """Amounts taken from ``room`` in order until ``need`` is met (``None``: not enough)."""
+    before = np.concatenate([[0.0], np.cumsum(room)[:-1]])
+    if not len(room) or before[-1] + room[-1] < need - 1e-9:
+        return None
+    return np.clip(need - before, 0.0, room)
+
+
+def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor: float,
+                    quotas: QuotaRows = NO_QUOTAS, nu: np.ndarray | None = None,
+                    spread: "Spread | None" = None) -> float:
+    """A coupled job's lower bound in one domain from the LP's (price, rate) frontier.
+
+    For ``mu >= 0`` every plan has ``P + mu * Lam >= g(mu)``, the cover LP priced at
+    ``p + mu * lam`` (``cover_bound``), so ``P >= h(Lam) = max_mu g(mu) - mu * Lam``, decreasing
+    in ``Lam``. With ``F`` increasing, a plan with ``Lam`` in ``[l_k, l_k+1]`` is worth
+    ``P * F(Lam) >= h(l_k+1) * F(l_k)``, and beyond the last grid point ``>= g(0) * F(l_K)``.
+    The smallest of those, and never less than ``floor`` (another valid bound), is returned.
+    Quota rows enter ``g`` with the multipliers ``nu`` (``priced_bound``), which keeps it a
+    lower bound."""
+    w, s, u = cand.weighted[pools], cand.spot[pools], cand.upper[pools]
+    price, rate = cand.price[pools], cand.rate[pools]
+    target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
+    shift = nu @ quotas.units if nu is not None and len(nu) else np.zeros(len(pools))
+    fixed = float(nu @ quotas.headroom) if nu is not None and len(nu) else 0.0
+
+    def g(mu: float) -> float:
+        return cover_bound(price + mu * rate + shift, w, s, u, target, baseline, spread) - fixed
+
+    g0 = g(0.0)
+    if not np.isfinite(g0):
+        return np.inf
+    g0 = max(g0, 1e-12)
+    mus = g0 * np.array(FRONTIER_SLOPES)
+    gs = np.array([g(float(mu)) for mu in mus])
+    reach = float(np.max((gs - g0) / mus))        # h(Lam) = g(0) from here on
+    if reach <= 0:
+        return max(g0 * economics.overhead_factor(0.0, spec.workload), floor)
+    grid = np.linspace(0.0, reach, FRONTIER_POINTS + 1)
+    h = np.maximum(g0, np.max(gs[:, None] - mus[:, None] * grid[None, :], axis=0))
+    f = np.array([economics.overhead_factor(float(x), spec.workload) for x in grid])
+    bound = min(float(np.min(h[1:] * f[:-1])), g0 * float(f[-1]))
+    return max(bound, floor)
+
+
+
+
+def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
+                 target: float, baseline: float, quotas: QuotaRows,
+                 spread: "Spread | None" = None) -> tuple[float, np.ndarray]:
+    """``cover_bound`` strengthened by the quotas: for multipliers ``nu >= 0`` the LP with
+    quota rows is at least ``cover_bound(cost + nu @ units) - nu @ headroom`` (Lagrangian
+    duality; valid for every ``nu``). Each quota's ``nu`` in turn is searched on its own
+    (a golden-section search of a concave function); returns the bound and the ``nu`` used."""
+    nu = np.zeros(len(quotas.headroom))
+
+    def at(nu_: np.ndarray) -> float:
+        if not len(nu_):
+            return cover_bound(cost, weighted, spot, upper, target, baseline, spread)
+        return (cover_bound(cost + nu_ @ quotas.units, weighted, spot, upper, target, baseline, spread)
+                - float(nu_ @ quotas.headroom))
+
+    best = at(nu)
+    if not np.isfinite(best):
+        return best, nu
+    for q in range(len(nu)):
+        covered = quotas.units[q] > 0
+        # past this multiplier no covered pool is worth using (every weighted GPU costs less elsewhere)
+        lo, hi = 0.0, 2.0 * float(np.max(cost / weighted)) * float(np.max(weighted[covered] / quotas.units[q, covered]))
+        ratio = (5 ** 0.5 - 1) / 2
+        for _ in range(QUOTA_STEPS):
+            a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+            fa, fb = at(_with(nu, q, a)), at(_with(nu, q, b))
+            lo, hi = (a, hi) if fa < fb else (lo, b)
+        trial = _with(nu, q, lo)
+        value = at(trial)
+        if value > best:
+            best, nu = value, trial
+    return best, nu
+
+
+def _with(nu: np.ndarray, q: int, value: float) -> np.ndarray:
+    out = nu.copy()
+    out[q] = value
+    return out
+
+
+def lower_bounds(spec: FleetSpec, cand: Candidates, members: list[np.ndarray],
+                 quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None) -> np.ndarray:
+    """Per domain (its pools in ``members``), a value no plan in it beats (``-inf``: no bound
+    for this strategy; ``inf``: no plan covers the target there). See the module docstring;
+    ``quotas`` and a cap ``spread`` over finer domains tighten the bounds."""
+    cost = node_costs(spec, cand)
+    if cost is None:
+        return np.full(len(members), -np.inf)
+    target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
+    coupled = spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED and spec.workload.kind is WorkloadKind.COUPLED
+    out = np.empty(len(members))
+    for d, m in enumerate(members):
+        rows = quotas.of(m) if len(quotas.headroom) else NO_QUOTAS
+        inner = spread.of(m) if spread is not None else None
+        bound, nu = priced_bound(cost[m], cand.weighted[m], cand.spot[m], cand.upper[m], target, baseline, rows,
+                                 inner)
+        if coupled and np.isfinite(bound):
+            bound = _frontier_bound(spec, cand, m, bound, rows, nu, inner)
+        out[d] = bound
+    return out
+
+
+def domains_of(cand: Candidates, level: str) -> tuple[list[np.ndarray], list[str]]:
+    """The pools of each domain of ``level`` present in ``cand`` (ascending indices) and the
+    domains' names (``provider``, ``provider/region``, ``provider/region/zone``)."""
+    labels = cand.labels()
+    codes, names = labels.codes(level), labels.names(level)
+    order = np.argsort(codes, kind="stable")
+    present, starts = np.unique(codes[order], return_index=True)
+    members = np.split(order, starts[1:])
+    return members, [str(names[c]) for c in present]
+
+
+def choose(spec: FleetSpec, cand: Candidates, level: str,
+           solve: Callable[[Candidates, tuple[float, ...] | None, bool], Solved],
+           quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None) -> Choice:
+    """The best domain of ``level`` and the runner-up, exactly (module docstring).
+
+    ``solve(sub, cutoff, partial)`` plans over the pools ``sub`` of one domain and may return a
+    value of ``None`` when no plan there is worth less than ``cutoff`` or, without ``partial``,
+    none meets the spec. When no domain can meet the spec, the partial plan of the domain that
+    can hold the most weighted GPUs is returned. ``quotas`` and ``spread`` tighten the bounds."""
+    members, names = domains_of(cand, level)
+    bounds = lower_bounds(spec, cand, members, quotas, spread)
+    order = sorted(range(len(members)), key=lambda d: (bounds[d], names[d]))
+    top: list[tuple[tuple[float, ...], str, int, Solved]] = []
+    tried = 0
+    for d in order:
+        if not np.isfinite(bounds[d]) and bounds[d] > 0:
+            break                                   # this and every later domain cannot cover
+        if len(top) == 2 and bounds[d] > top[1][0][0] * (1 + _REL) + _REL:
+            break
+        tried += 1
+        cutoff = top[1][0] if len(top) == 2 else None
+        sol = solve(cand.subset(members[d]), cutoff, False)
+        if sol.shortfall or sol.value is None:
+            continue
+        top = sorted(top + [(sol.value, names[d], d, sol)], key=lambda t: (t[0], t[1]))[:2]
+    if not top:
+        d = _roomiest(spec, cand, members, names)
+        sol = solve(cand.subset(members[d]), None, True)
+        sol.shortfall = (f"no single {level} can meet the spec (placement {level}); in the {level} that holds "
+                         f"the most, {names[d]}: {sol.shortfall}")
+        return Choice(sol, level, names[d], len(members), tried, outside=len(cand) - len(members[d]))
+    _, name, d, sol = top[0]
+    runner = top[1] if len(top) > 1 else None
+    return Choice(sol, level, name, len(members), tried, runner_up=runner[1] if runner else "",
+                  runner_up_value=runner[0] if runner else None, outside=len(cand) - len(members[d]))
+
+
+def _roomiest(spec: FleetSpec, cand: Candidates, members: list[np.ndarray], names: list[str]) -> int:
+    """The domain whose pools can hold the most weighted GPUs (up to the target), first by name."""
+    target = float(spec.capacity.gpus)
+    held = [min(float(np.sum(cand.weighted[m] * np.minimum(cand.upper[m], target / cand.weighted[m] + 1))), target)
+            for m in members]
+    return min(range(len(members)), key=lambda d: (-held[d], names[d]))
