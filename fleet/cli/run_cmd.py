@@ -56,8 +56,9 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     With a checkpoint URI, the node log is copied next to the checkpoints while this runs.
     """
     configure_logging()
-    for line in gpu_lines():         # first: a node without a working driver shows in its log at once
-        log.info("%s", line)
+    if os.environ.get(NODE_LOG_ENV):     # on a node (the bootstrap names its log): which GPUs it has comes
+        for line in gpu_lines():         # first, so a node without a working driver shows in its log at once
+            log.info("%s", line)
     argv = list(job)
     sig = parse_signal(hook_signal)
     probe = CheckpointProbe(checkpoint_uri) if checkpoint_uri else None

@@ -68,7 +68,7 @@ def test_a_reachable_store_still_runs_the_job(tmp_path):
 def test_lock_names_are_plain_names(tmp_path, name):
     home = tmp_path / "home"
     run = fleet_run(home, "--name", name.format(tmp=tmp_path))
-    assert run.returncode == 2 and "the job ran" not in run.stdout
+    assert run.returncode == 64 and "the job ran" not in run.stdout     # a usage error (EX_USAGE)
     assert "--name" in run.stderr and "is not a plain name" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "escaped.lock").exists() and not (tmp_path / "abs.lock").exists()
     assert not (home / "run").exists()                       # nothing written anywhere
