@@ -23,7 +23,10 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 5. **On-demand fallback up to the critical level**: when the plan would need on-demand beyond
    ``spec.critical_gpus`` (spot is short), on-demand launches are kept only until that level
    is reached (the last node may pass it by less than its own weight) and spot fills what it
-   can of the rest; the fleet then stays short rather than buying more on-demand.
+   can of the rest; the fleet then stays short rather than buying more on-demand. On-demand
+   that the diversification caps require even when spot is plentiful (a plan from scratch with
+   every spot pool unbounded holds it, as when one zone holds every spot pool) is part of the
+   fleet, not a fallback: the level is at least that much.
 6. **Return to spot with hysteresis**: on-demand nodes beyond the baseline that ran at least
    ``min_fallback_age_seconds`` are moved back to spot, at most ``max_moves_per_pass`` per pass,
    only when the fleet is otherwise at target, the move saves at least ``min_saving`` of their
@@ -187,12 +190,33 @@ def _refill(ctx: _Context, have: float, od_have: float, notes: list[str]) -> dic
     adds = _additions(first, ctx.current)
     od_adds = {p: n for p, n in adds.items() if not ctx.spot(p)}
     if od_have + ctx.add_weight(od_adds) > max(ctx.critical, od_have) + EPS:
-        keep = _up_to_level(ctx, od_adds, max(ctx.critical, od_have) - od_have)
-        notes.append(f"spot is short: on-demand fills up to the critical level ({ctx.critical:g} weighted GPUs)")
+        level = max(ctx.critical, _designed_on_demand(ctx))
+        if od_have + ctx.add_weight(od_adds) <= max(level, od_have) + EPS:
+            return _trim_excess(ctx, adds, have, od_have)
+        keep = _up_to_level(ctx, od_adds, max(level, od_have) - od_have)
+        notes.append(f"spot is short: on-demand fills up to the critical level ({level:g} weighted GPUs)")
         offers = _on_demand_limited(ctx, keep)
         second = ctx.plan(offers, ctx.current, notes)
         adds = _additions(second, ctx.current) if second is not None else keep
     return _trim_excess(ctx, adds, have, od_have)
+
+
+def _designed_on_demand(ctx: _Context) -> float:
+    """The on-demand weighted GPUs the fleet holds even when spot is plentiful: those of a plan from
+    scratch over today's offers with every spot pool unblocked and its capacity unbounded. The
+    diversification caps can require them (one zone holds every spot pool, as a Vast fleet whose
+    machines share a geolocation does, and a zone may hold only part of the spot part); such
+    nodes are part of the fleet ``fleet up`` launches, not a fallback, so rule 5 replaces them too."""
+    from fleet.planning import plan
+
+    offers = [o.model_copy(update={"capacity_hint": None}) if o.market is Market.SPOT else o for o in ctx.learned]
+    try:
+        design = plan(ctx.spec, offers)
+    except PlanError:
+        return 0.0
+    if not design.feasible:
+        return 0.0
+    return sum(a.weighted_gpus for a in design.allocations if a.offer.market is Market.ON_DEMAND)
 
 
 def _interrupted_only(events: Sequence[PoolEvent], backoff: Mapping[str, float]) -> set[str]:

@@ -74,7 +74,11 @@ def test_vast_nodes_get_the_fleets_scoped_key_and_down_revokes_it(tmp_path: Path
     assert secret not in up.stdout + up.stderr
     assert all(secret.encode() not in p.read_bytes() for p in (tmp_path / "home").rglob("*") if p.is_file())
 
-    lost = httpx.get(f"{vast.url}/_control/instances").json()["instances"][0]["id"]     # the host goes away
+    # one zone (all asks in Texas) holds half the spot part, so the fleet is one spot node and one
+    # on-demand node, launched in parallel (either may get the first id); the on-demand host goes away
+    instances = httpx.get(f"{vast.url}/_control/instances").json()["instances"]
+    assert sorted(i["is_bid"] for i in instances) == [False, True]
+    [lost] = [i["id"] for i in instances if not i["is_bid"]]
     httpx.delete(f"{vast.url}/api/v0/instances/{lost}/", headers={"Authorization": f"Bearer {API_KEY}"})
     rebalance = _fleet(tmp_path, world, vast, "rebalance", "vs3")
     assert rebalance.returncode == 0, rebalance.stdout + rebalance.stderr

@@ -412,3 +412,35 @@ def test_a_pool_backed_off_for_an_interruption_is_used_again_when_nothing_else_c
         assert any("back-off lifted" in n for n in d.notes) and not any("critical level" in n for n in d.notes)
     else:                                     # asking a pool that just had no capacity again would be refused
         assert launched(d) == {} and d.short_weighted_gpus == 8
+
+
+# ---- on-demand the diversification caps require is part of the fleet, not a fallback --------------
+
+ONE_ZONE = parse_spec("""
+name: rb
+capacity: {gpus: 2, accelerators: [H100], gpus_per_node: {min: 1, max: 1}}
+""")
+
+
+def machine(m: int, market: Market) -> Offer:
+    """A one-GPU Vast machine's pool: every machine in one geolocation, so one zone."""
+    pool = PoolKey(provider="vast", region="us-texas", zone="", instance_type=f"1x-H100_SXM-m{m}", market=market)
+    spot = market is Market.SPOT
+    return Offer(pool=pool, accelerator="H100", gpus=1, price_per_hour=0.585 if spot else 1.51, on_demand_price=1.51,
+                 interruptions_per_hour=0.05 if spot else 0.0, capacity_hint=1,
+                 interruption_source=InterruptionSource.PROVIDER_PRIOR if spot else InterruptionSource.NONE)
+
+
+def test_a_lost_node_the_zone_cap_made_on_demand_is_replaced_though_the_critical_level_is_zero():
+    # the zone cap (half the spot part, at least one node) lets one zone hold one spot GPU of two,
+    # so the planned fleet is one spot and one on-demand node; the on-demand machine went away
+    kept = machine(901, Market.SPOT)
+    running = [ObservedInstance(id="v-1", pool=kept.pool.id, market=Market.SPOT, accelerator="H100", gpus=1,
+                                price_per_hour=kept.price_per_hour, launched_at=NOW - HOUR)]
+    offers = [machine(901, Market.SPOT).model_copy(update={"capacity_hint": 0}),
+              machine(902, Market.SPOT), machine(902, Market.ON_DEMAND)]
+    events = [PoolEvent(machine(900, Market.ON_DEMAND).pool.id, "interrupted", NOW - 60)]
+    assert ONE_ZONE.critical_gpus == 0
+    d = decide(ONE_ZONE, offers, running, events, NOW)
+    assert launched(d) == {machine(902, Market.ON_DEMAND).pool.id: 1} and d.short_weighted_gpus == 0
+    assert not any("critical level" in n for n in d.notes)
