@@ -21,6 +21,7 @@ from fleet.cli.runs import start_run
 from fleet.cli.plan import (blocked_pools, changes, learned_rates, offers_for_spec, plan_table, totals_lines,
                              with_learned_rates)
 from fleet.cli.tables import compact_pool, wide_option
+from fleet.errors import FleetError
 from fleet.provisioning import ceiling
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
@@ -28,7 +29,7 @@ from fleet.model import Plan
 from fleet.nodelogs import record_bucket
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
 from fleet.provisioning.roles import fleet_node, start_head
-from fleet.safetext import safe_data
+from fleet.safetext import safe, safe_data
 from fleet.secrets import is_credential_variable, references, resolve_env
 from fleet.spec import FleetSpec, load_spec
 from fleet.state import FleetStatus
@@ -62,6 +63,15 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, m
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
+def _refuse_unreadable(name: str, errors: Mapping[str, str]) -> None:
+    """Launch nothing while a provider of the fleet cannot be listed: it may run instances of the
+    fleet that a plan made without them would launch again elsewhere (as `fleet rebalance` does)."""
+    if errors:
+        said = "; ".join(f"{p}: could not list instances ({safe(e)})" for p, e in sorted(errors.items()))
+        raise FleetError(f"{said}; fleet up launched nothing for {name}, because instances there would be "
+                         "launched twice; rerun when the provider answers, or disable it under `providers:`")
+
+
 #: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
 
@@ -92,6 +102,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
     crashpoints.reached("store-opened")
     with store.lock(spec.name, "up"):
         obs = observe(providers, spec.name)
+        _refuse_unreadable(spec.name, obs.errors)
         current = obs.counts()
         offers = with_learned_rates(spec, offers, providers, store)
         plan = saved.plan if saved is not None else make_plan(spec, offers, current=current,

@@ -134,11 +134,12 @@ def test_gcp_truncated_listing_is_a_one_line_provider_error_in_up_rebalance_and_
         assert "Traceback" not in proc.stderr and "ParseError" not in proc.stderr
         assert "gcp" in proc.stderr and "could not be read" in proc.stderr
         assert live() == 2
-    # `fleet up` with the listing broken: the reason is printed, not only in --json notes
+    # `fleet up` with the listing broken: the reason is said, and nothing is launched (what runs
+    # there unseen would be launched twice)
     rerun = _gcp_fleet(tmp_path, gce, "up", str(spec), "--yes")
-    assert "Traceback" not in rerun.stderr
-    said = " ".join(rerun.stdout.split())          # the note may wrap at the terminal's width
-    assert "could not list instances" in said and "its pools were left alone" in said
+    assert rerun.returncode == 1 and "Traceback" not in rerun.stderr
+    said = " ".join(rerun.stderr.split())
+    assert "gcp: could not list instances" in said and "fleet up launched nothing" in said
     assert live() == 2
 
 
