@@ -106,7 +106,7 @@ def test_every_line_fits_80_columns_and_words_are_not_broken(checks, tmp_path):
 
 def test_an_argument_that_is_neither_a_provider_nor_a_spec_is_a_usage_error(checks, tmp_path):
     result = CliRunner().invoke(cli, ["--home", str(tmp_path), "check", "nosuch"])
-    assert result.exit_code == 2 and "neither a provider" in result.output
+    assert result.exit_code == 64 and "neither a provider" in result.output
 
 
 def test_a_provider_without_an_adapter_is_reported_not_raised(monkeypatch, tmp_path):
