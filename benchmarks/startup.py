@@ -1,6 +1,7 @@
 """Start-up time of the ``fleet`` command: what a user waits for before the first line.
 
-Measures, as real subprocesses of the installed ``fleet`` command (median of ``--runs``):
+Measures, as real subprocesses of the installed ``fleet`` command (median wall and CPU time of
+``--runs``, and how many modules each imports):
 
 - ``fleet --help``;
 - ``fleet status quickstart`` of a 9-instance fleet on a frozen local cloud;
@@ -10,6 +11,10 @@ Measures, as real subprocesses of the installed ``fleet`` command (median of ``-
 and, in fresh interpreters, the import time of the MILP solver entry points:
 ``scipy.optimize`` (what the planner uses) against ``highspy`` (HiGHS's own bindings,
 measured only when it is installed) and ``numpy`` (which both import).
+
+Every command runs with bytecode caching on, as an installed ``fleet`` does (an inherited
+``PYTHONDONTWRITEBYTECODE`` would recompile spotfleet's own modules at every run): the cache
+goes to a temporary ``PYTHONPYCACHEPREFIX`` and the warm-up run fills it.
 
 Run: ``python benchmarks/startup.py`` (under a minute). Prints the figures and saves
 ``benchmarks/results/startup.json``.
@@ -21,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,18 +51,29 @@ diversification:
 """
 
 
-def _time(cmd: list[str], env: dict[str, str], runs: int, ok: tuple[int, ...] = (0,)) -> float:
-    """Median wall time of ``cmd`` over ``runs`` runs (one warm-up run first)."""
-    times = []
+def _time(cmd: list[str], env: dict[str, str], runs: int, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """Median wall time and median CPU time (user + system) of ``cmd`` over ``runs`` runs (one
+    warm-up run first). CPU time says more than wall time on a loaded machine."""
+    times, cpus = [], []
     for i in range(runs + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode not in ok:
             raise SystemExit(f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stderr}")
         if i:
             times.append(elapsed)
-    return statistics.median(times)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(times), statistics.median(cpus)
+
+
+def _modules(cmd: list[str], env: dict[str, str]) -> int:
+    """How many modules the ``fleet`` command ``cmd`` imports (``python -X importtime``)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *cmd], env=env, capture_output=True, text=True)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return len(lines) - 1        # less the header line
 
 
 def _import_time(module: str, runs: int) -> float | None:
@@ -77,10 +94,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="runs per figure (median)")
     args = parser.parse_args()
     figures: dict[str, float | None] = {}
+    modules: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTFLEET_")}
-        env.update(SPOTFLEET_HOME=str(home), COLUMNS="100", NO_COLOR="1")
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("SPOTFLEET_") and k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(SPOTFLEET_HOME=str(home), COLUMNS="100", NO_COLOR="1", PYTHONPYCACHEPREFIX=str(Path(tmp) / "pycache"))
         from providers.local import LocalCloud
 
         LocalCloud.open(home / "localcloud", time_scale=0.0, seed=0)    # frozen: nothing is preempted
@@ -88,23 +107,30 @@ def main() -> None:
         spec.write_text(QUICKSTART)
         subprocess.run([FLEET_BIN, "up", str(spec), "--yes"], env=env, capture_output=True, check=True)
 
-        figures["python_bare_s"] = _time([sys.executable, "-c", "pass"], env, args.runs)
-        figures["fleet_help_s"] = _time([FLEET_BIN, "--help"], env, args.runs)
-        figures["fleet_status_s"] = _time([FLEET_BIN, "status", "quickstart"], env, args.runs)
-        figures["fleet_plan_snapshot_s"] = _time(
-            [FLEET_BIN, "plan", str(ROOT / "examples" / "h100-multicloud.yaml")], env, args.runs, ok=(0, 3))
+        commands = {
+            "python_bare": ([sys.executable, "-c", "pass"], (0,)),
+            "fleet_help": ([FLEET_BIN, "--help"], (0,)),
+            "fleet_status": ([FLEET_BIN, "status", "quickstart"], (0,)),
+            "fleet_plan_snapshot": ([FLEET_BIN, "plan", str(ROOT / "examples" / "h100-multicloud.yaml")], (0, 3)),
+        }
+        for name, (cmd, ok) in commands.items():
+            figures[f"{name}_s"], figures[f"{name}_cpu_s"] = _time(cmd, env, args.runs, ok)
+            if name != "python_bare":
+                modules[name] = _modules(cmd, env)
     for module in ("numpy", "scipy.optimize", "highspy"):
         figures[f"import_{module.replace('.', '_')}_s"] = _import_time(module, args.runs)
 
     print(f"{'load average (1 min)':32} {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for key, value in figures.items():
         print(f"{key:32} {'not installed' if value is None else f'{value:.3f}'}")
+    for key, count in modules.items():
+        print(f"{key + ' modules':32} {count}")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({
         "machine": platform.platform(), "python": platform.python_version(), "cores": os.cpu_count(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": args.runs,
         "load_average_1m": round(os.getloadavg()[0], 1),
-        "figures": figures,
+        "figures": figures, "modules_imported": modules,
     }, indent=2) + "\n")
     print(f"saved {RESULTS.relative_to(ROOT)}")
 

@@ -13,6 +13,7 @@ says: spotfleet is not on an index, so from the checkout or wheel it came from).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from pathlib import Path
 from typing import Callable
@@ -44,6 +45,20 @@ def register_cloud_adapter(name: str, factory: AdapterFactory, check: CheckFunct
     _CLOUD_ADAPTERS[name] = factory
     if check is not None:
         _CLOUD_CHECKS[name] = check
+
+
+def require_sdk(*modules: str) -> None:
+    """Raise ModuleNotFoundError (its ``name`` the module) for the first of ``modules`` that is not
+    installed, without importing any of them: an adapter's ``__init__`` calls this so that
+    :func:`load_adapter` names the missing extra at once, while the SDK itself (seconds to import)
+    is imported only when the adapter first talks to its cloud."""
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):    # a parent package missing or blocked
+            found = None
+        if found is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
 
 def load_adapter(name: str) -> bool:

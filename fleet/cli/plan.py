@@ -63,10 +63,12 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
 def _from_store(app: App, providers: Mapping[str, Provider], read: Callable[[StateStore], T], empty: T) -> T:
     """``read(store)`` on the state store when one exists, without creating one; ``empty``
     when there is none (or no provider to relate it to) or its record cannot be read."""
+    if not providers:           # the state store's modules are imported only when there is one to read
+        return empty
     from fleet.cli.lifecycle import store_of
     from fleet.state.postgres import is_postgres_url
 
-    if not providers or not (is_postgres_url(app.state_url) or Path(app.state_url).exists()):
+    if not (is_postgres_url(app.state_url) or Path(app.state_url).exists()):
         return empty
     try:
         store = store_of(app)
@@ -80,9 +82,12 @@ def _from_store(app: App, providers: Mapping[str, Provider], read: Callable[[Sta
 
 def blocked_pools(app: App, providers: Mapping[str, Provider]) -> list[str]:
     """Pools blocked in the state store (capacity or quota errors), without creating a store."""
-    from fleet.provisioning.executor import active_blocks
+    def read(store: StateStore) -> list[str]:
+        from fleet.provisioning.executor import active_blocks
 
-    return _from_store(app, providers, lambda store: active_blocks(store, providers), [])
+        return active_blocks(store, providers)
+
+    return _from_store(app, providers, read, [])
 
 
 def with_learned_rates(spec: FleetSpec, offers: list[Offer], providers: Mapping[str, Provider],
@@ -104,9 +109,11 @@ def learned_rates(app: App, spec: FleetSpec, offers: list[Offer], providers: Map
 
 def running_now(providers: Mapping[str, Provider], fleet: str) -> dict[str, int]:
     """Instances per pool the providers run for ``fleet`` now (by tag); empty when none runs."""
+    if not providers:
+        return {}
     from fleet.provisioning.reconcile import observe
 
-    return observe(providers, fleet).counts() if providers else {}
+    return observe(providers, fleet).counts()
 
 
 def providers_or_none(spec: FleetSpec, app: App) -> dict[str, Provider]:

@@ -3,7 +3,8 @@
 Credentials come from boto3's standard chain (environment, profiles, SSO, instance roles);
 they are never printed, logged or stored. boto3 honours ``AWS_ENDPOINT_URL`` (and the
 per-service ``AWS_ENDPOINT_URL_<SERVICE>``), so pointing it at an emulator such as a moto
-server sends every client there. botocore's own retries are switched off: :meth:`Aws.call`
+server sends every client there. boto3 is imported when the first call needs a client or the
+credential chain (importing it takes about a second), not when the adapter is built. botocore's own retries are switched off: :meth:`Aws.call`
 retries throttling with jittered backoff and then raises ``RateLimitedError``; every other
 failure becomes the class :mod:`providers.aws.errors` names, at once. An answer botocore cannot
 parse (truncated XML, an HTML page: its ``ResponseParserError`` is no ``BotoCoreError``), or a page
@@ -15,22 +16,21 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any, Sequence
-
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
-from botocore.parsers import ResponseParserError
+from typing import TYPE_CHECKING, Any, Sequence
 
 from fleet.errors import ProviderError
 from fleet.safetext import register_secret
 from providers.aws.errors import is_throttle, to_error
 from providers.kit.responses import malformed
 
+if TYPE_CHECKING:
+    from botocore.exceptions import ClientError
+
 #: Seconds slept before each retry of a throttled call (full jitter below each value).
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
-_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60,
-                 max_pool_connections=32)
+#: botocore's client settings (``botocore.config.Config`` keywords).
+_CONFIG = dict(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60,
+               max_pool_connections=32)
 
 
 class Aws:
@@ -40,12 +40,27 @@ class Aws:
     """
 
     def __init__(self, *, profile: str | None = None, retry_delays: Sequence[float] = RETRY_DELAYS):
-        self._session = boto3.session.Session(profile_name=profile)
+        self._profile = profile
+        self._boto: Any = None             # the boto3 Session, made on first use
+        self._config: Any = None
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
+        self._session_lock = threading.Lock()
         self.retry_delays = tuple(retry_delays)
         self.calls = 0
         self._has_credentials: bool | None = None
+
+    @property
+    def _session(self) -> Any:
+        """The boto3 Session (boto3 imported and the session made on first use)."""
+        with self._session_lock:
+            if self._boto is None:
+                import boto3
+                from botocore.config import Config
+
+                self._config = Config(**_CONFIG)
+                self._boto = boto3.session.Session(profile_name=self._profile)
+            return self._boto
 
     @property
     def default_region(self) -> str:
@@ -53,16 +68,18 @@ class Aws:
 
     def client(self, service: str, region: str) -> Any:
         key = (service, region)
+        session = self._session
         with self._lock:
             if key not in self._clients:
-                self._clients[key] = self._session.client(service, region_name=region, config=_CONFIG)
+                self._clients[key] = session.client(service, region_name=region, config=self._config)
             return self._clients[key]
 
     def require_credentials(self) -> None:
         """Raise AuthError at once when the credential chain finds nothing (looked up once)."""
+        session = self._session
         with self._lock:
             if self._has_credentials is None:
-                found = self._session.get_credentials()
+                found = session.get_credentials()
                 self._has_credentials = found is not None
                 if found is not None:         # masked in any provider text that echoes them (fleet.safetext)
                     frozen = found.get_frozen_credentials()
@@ -75,6 +92,9 @@ class Aws:
 
     def call(self, service: str, region: str, operation: str, **params: Any) -> dict[str, Any]:
         """``client.<operation>(**params)``; raises the mapped ProviderError on failure."""
+        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+        from botocore.parsers import ResponseParserError
+
         self.require_credentials()
         method = getattr(self.client(service, region), operation)
         for attempt in range(len(self.retry_delays) + 1):

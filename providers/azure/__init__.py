@@ -15,9 +15,12 @@ the account of ``$AZURE_STORAGE_CONNECTION_STRING`` when that is set.
 from __future__ import annotations
 
 from fleet.spec import FleetSpec, ProviderSettings
-from providers.azure.check import check
-from providers.azure.provider import AzureProvider
-from providers.registry import register_cloud_adapter
+from providers.registry import register_cloud_adapter, require_sdk
+
+require_sdk("azure.core")      # fail early, naming the extra; the SDK is imported when a call needs it
+
+from providers.azure.check import check  # noqa: E402
+from providers.azure.provider import AzureProvider  # noqa: E402
 
 
 def build(spec: FleetSpec, settings: ProviderSettings) -> AzureProvider:

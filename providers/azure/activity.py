@@ -17,8 +17,6 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 from urllib.parse import quote
 
-from azure.core.rest import HttpRequest
-
 from providers.azure.arm import Arm
 from providers.azure.instances import parse_time
 
@@ -71,6 +69,8 @@ def deletions(arm: Arm, resource_group: str, names: Iterable[str], *, lookback: 
         page_url = url
 
         def fetch() -> dict[str, Any]:
+            from azure.core.rest import HttpRequest
+
             response = arm.resources.send_request(HttpRequest("GET", page_url))
             response.raise_for_status()
             return response.json()

@@ -10,7 +10,8 @@ errors to ours (``providers.azure.errors``) and absorbs throttling: a 429 is ret
 SDK's own retry policy is switched off, so a 5xx reaches the caller (the executor retries).
 An answer the SDK cannot read (truncated, HTML, wrong types) is MalformedResponseError; list calls
 go through :meth:`Arm.listing`, which checks every page against :class:`ArmPage` before the SDK
-reads it (the SDK reads ``{}`` as an empty list).
+reads it (the SDK reads ``{}`` as an empty list). The SDK (azure-core, azure-mgmt-*, azure-identity)
+is imported where a client is built or a call made, not with this module.
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ import ipaddress
 import os
 import time
 from json import JSONDecodeError
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 from urllib.parse import urlparse
 
-from azure.core.exceptions import AzureError, DecodeError, DeserializationError, HttpResponseError
-from azure.core.pipeline.policies import SansIOHTTPPolicy
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleet.errors import AuthError, RateLimitedError
 from providers.azure.errors import to_error
 from providers.kit.responses import malformed, read_json
+
+if TYPE_CHECKING:
+    from azure.core.exceptions import HttpResponseError
 
 ENDPOINT_ENV = "SPOTFLEET_AZURE_ARM_ENDPOINT"
 SUBSCRIPTION_ENV = "AZURE_SUBSCRIPTION_ID"
@@ -101,6 +103,8 @@ class Arm:
         self.credential = credential
         self._options: dict[str, Any] = {"polling_interval": polling_interval, "retry_total": 0}
         if local:
+            from azure.core.pipeline.policies import SansIOHTTPPolicy
+
             self._options["authentication_policy"] = SansIOHTTPPolicy()
         self._clients: dict[str, Any] = {}
 
@@ -150,6 +154,8 @@ class Arm:
 
     def call(self, fn: Callable[[], T], what: str) -> T:
         """``fn()`` with throttles retried after their Retry-After; Azure errors become ours."""
+        from azure.core.exceptions import AzureError, DecodeError, DeserializationError, HttpResponseError
+
         for attempt in range(self.throttle_retries + 1):
             try:
                 return fn()

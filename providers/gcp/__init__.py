@@ -5,14 +5,12 @@ Importing this package registers it for ``backend: cloud`` (``providers.registry
 looked for here (importing it takes seconds); it is imported when a call needs it.
 """
 
-import importlib.util
+from providers.registry import register_cloud_adapter, require_sdk
 
-if importlib.util.find_spec("google.cloud.compute_v1") is None:   # fail early, naming the extra
-    raise ModuleNotFoundError("No module named 'google.cloud.compute_v1'", name="google.cloud.compute_v1")
+require_sdk("google.cloud.compute_v1")       # fail early, naming the extra
 
 from providers.gcp.check import check  # noqa: E402
 from providers.gcp.provider import GcpProvider, from_spec  # noqa: E402
-from providers.registry import register_cloud_adapter  # noqa: E402
 
 register_cloud_adapter("gcp", from_spec, check=check)
 

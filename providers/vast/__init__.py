@@ -7,9 +7,12 @@ the key comes from ``$VAST_API_KEY`` or ``~/.config/vastai/vast_api_key``.
 from __future__ import annotations
 
 from fleet.spec import FleetSpec, ProviderSettings
-from providers.registry import register_cloud_adapter
-from providers.vast.check import check
-from providers.vast.provider import VastProvider
+from providers.registry import register_cloud_adapter, require_sdk
+
+require_sdk("httpx")          # fail early, naming the extra; httpx is imported when a client is made
+
+from providers.vast.check import check  # noqa: E402
+from providers.vast.provider import VastProvider  # noqa: E402
 
 
 def build(spec: FleetSpec, settings: ProviderSettings) -> VastProvider:

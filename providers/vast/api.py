@@ -1,7 +1,8 @@
 """The Vast.ai REST client: base URL, Bearer key, JSON, retries on 429 and failed reads.
 
 ``VastApi(url, key)`` talks to ``$SPOTFLEET_VAST_URL`` or ``https://console.vast.ai`` over
-httpx (the official SDK pulls about 70 MB of unrelated packages). Contract:
+httpx (the official SDK pulls about 70 MB of unrelated packages), imported when a client is made.
+Contract:
 
 * a 429 ``rate_limit_exceeded`` is retried after its ``Retry-After`` (capped at
   ``max_retry_after``) or the next of ``retry_delays``; when they are spent, RateLimitedError.
@@ -22,9 +23,8 @@ import json
 import random
 import threading
 import time
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeVar
 
-import httpx
 from pydantic import BaseModel
 
 from fleet.agent.vast import default_url, find_api_key
@@ -32,6 +32,9 @@ from fleet.errors import AuthError, RateLimitedError, TransientProviderError
 from fleet.safetext import register_secret
 from providers.kit.responses import check, parse_json
 from providers.vast.errors import to_error
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Seconds slept before each retry (full jitter below each value) when no Retry-After is given.
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -43,6 +46,8 @@ class VastApi:
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retry_delays: Sequence[float] = RETRY_DELAYS, max_retry_after: float = 30.0):
+        import httpx       # here, not at import: registering the adapter needs no client
+
         self.url = (url or default_url()).rstrip("/")
         self._key = api_key if api_key is not None else find_api_key()
         register_secret(self._key)        # masked in any provider text that echoes it (fleet.safetext)
@@ -72,6 +77,8 @@ class VastApi:
         ``what`` names the operation in errors. ``params`` values that are not strings are
         JSON-encoded, as the official client does. Raises ProviderError subclasses.
         """
+        import httpx
+
         if auth and not self._key:
             raise AuthError("vast", "no API key: set $VAST_API_KEY or write it to ~/.config/vastai/vast_api_key",
                             code="no-api-key")

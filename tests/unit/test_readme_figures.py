@@ -64,5 +64,7 @@ def test_readme_start_up_figures_are_the_benchmark_result():
     for phrase, key in [("`fleet --help` {} s", "fleet_help_s"), ("`python -c pass` {} s", "python_bare_s"),
                         ("`fleet status` {} s", "fleet_status_s"), ("on the snapshot {} s", "fleet_plan_snapshot_s"),
                         ("importing scipy ({} s", "import_scipy_optimize_s"), ("import in {} s", "import_highspy_s")]:
+        if figures[key] is None:        # highspy is measured only where it is installed
+            continue
         assert phrase.format(f"{figures[key]:.2f}") in text, phrase
     assert f"load average of {startup['load_average_1m']:g} on {startup['cores']} cores" in text
