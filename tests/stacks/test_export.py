@@ -65,7 +65,7 @@ def test_the_generated_readme_names_the_commands_as_they_take_their_arguments(pr
 def test_a_plan_on_a_provider_the_stacks_do_not_declare_is_refused_in_one_line(tmp_path):
     spec = tmp_path / "neo.yaml"
     spec.write_text("name: neo\ncapacity: {gpus: 8, accelerators: [H100], on_demand_gpus: 8}\n"
-                    "providers: [runpod]\n")
+                    "providers: [runpod]\nnode: {spotfleet: preinstalled}\n")     # (stacks refuse `ship` too)
     done = export(tmp_path, str(spec), str(tmp_path / "out"))
     assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: the plan puts instances on runpod (") and "which the Pulumi stacks" in done.stderr
