@@ -55,31 +55,19 @@ def weights(trainer) -> list:
     return [p.detach().clone() for p in trainer.model.parameters()]
 
 
-@pytest.fixture
-def callbacks():
-    made: list[FleetTrainerCallback] = []
-
-    def make(uri: str) -> FleetTrainerCallback:
-        made.append(FleetTrainerCallback(CheckpointManager(uri, keep_last=2)))
-        return made[-1]
-
-    yield make
-    for cb in made:
-        cb.stop.uninstall()
-        cb.mgr.close()
 
 
-def test_notice_saves_and_stops_then_a_restart_on_a_fresh_disk_resumes_bit_identically(tmp_path, callbacks):
+def test_notice_saves_and_stops_then_a_restart_on_a_fresh_disk_resumes_bit_identically(tmp_path, glue):
     straight = run(tmp_path / "straight")
 
     uri = f"file://{tmp_path}/store"
-    first = callbacks(uri)
+    first = glue(FleetTrainerCallback, uri)
     assert first.restore(tmp_path / "node1") is None          # a fresh start: nothing to resume
     stopped = run(tmp_path / "node1", first, Notice(at=4))
     assert first.notice_step == stopped.state.global_step == 5
     assert [i.step for i in first.mgr.list()] == [3, 5]       # periodic 3, the notice's 5
 
-    second = callbacks(uri)                                   # the replacement node: empty output_dir
+    second = glue(FleetTrainerCallback, uri)                  # the replacement node: empty output_dir
     folder = second.restore(tmp_path / "node2")
     assert folder is not None and folder.endswith("checkpoint-5")
     resumed = run(tmp_path / "node2", second, resume=folder)
@@ -88,9 +76,9 @@ def test_notice_saves_and_stops_then_a_restart_on_a_fresh_disk_resumes_bit_ident
     assert [i.step for i in second.mgr.list()] == [6, 8]      # keep-N is the manager's
 
 
-def test_restore_skips_a_corrupt_newest_and_refuses_a_foreign_checkpoint(tmp_path, callbacks):
+def test_restore_skips_a_corrupt_newest_and_refuses_a_foreign_checkpoint(tmp_path, glue):
     uri = f"file://{tmp_path}/store"
-    cb = callbacks(uri)
+    cb = glue(FleetTrainerCallback, uri)
     run(tmp_path / "node1", cb)
     newest = cb.mgr.list()[-1]
     blob = tmp_path / "store" / newest.objects[0].key

@@ -18,7 +18,7 @@ torchdata = pytest.importorskip("torchdata.stateful_dataloader")
 
 from pytorch_lightning.utilities.exceptions import SIGTERMException  # noqa: E402
 
-from fleet.checkpoint import CheckpointError, CheckpointManager  # noqa: E402
+from fleet.checkpoint import CheckpointError  # noqa: E402
 from fleet.checkpoint.integrations.lightning import LATEST, FleetCheckpoint  # noqa: E402
 
 STEPS = 12
@@ -60,26 +60,14 @@ def weights(model: Regression) -> list:
     return [p.detach().clone() for p in model.parameters()]
 
 
-@pytest.fixture
-def fleet_checkpoint():
-    made: list[FleetCheckpoint] = []
-
-    def make(uri: str, **kwargs) -> FleetCheckpoint:
-        made.append(FleetCheckpoint(CheckpointManager(uri, keep_last=2), **kwargs))
-        return made[-1]
-
-    yield make
-    for cb in made:
-        cb.stop.uninstall()
-        cb.mgr.close()
 
 
-def test_notice_saves_and_stops_then_a_restart_resumes_bit_identically(tmp_path, fleet_checkpoint):
+def test_notice_saves_and_stops_then_a_restart_resumes_bit_identically(tmp_path, glue):
     straight = Regression()
     trainer().fit(straight)
 
     uri = f"file://{tmp_path}"
-    first = fleet_checkpoint(uri, every_n_train_steps=4)
+    first = glue(FleetCheckpoint, uri, every_n_train_steps=4)
     assert first.resume_path is None                         # a fresh start: nothing to resume
     with pytest.raises(SIGTERMException):                 # Lightning ends the process on SIGTERM, after our save
         trainer(first).fit(Regression(notice_at=5))
@@ -87,7 +75,7 @@ def test_notice_saves_and_stops_then_a_restart_resumes_bit_identically(tmp_path,
     steps = [i.step for i in first.mgr.list()]
     assert steps == [4, 6]                                   # periodic 4, final 6 (keep_last=2)
 
-    second = fleet_checkpoint(uri, every_n_train_steps=4)   # the restarted job
+    second = glue(FleetCheckpoint, uri, every_n_train_steps=4)   # the restarted job
     assert second.resume_path == LATEST
     resumed = Regression()
     t = trainer(second)
@@ -97,25 +85,25 @@ def test_notice_saves_and_stops_then_a_restart_resumes_bit_identically(tmp_path,
     assert [i.step for i in second.mgr.list()] == [8, 12]    # keep-N is the manager's
 
 
-def test_resume_skips_a_corrupt_newest_checkpoint(tmp_path, fleet_checkpoint):
+def test_resume_skips_a_corrupt_newest_checkpoint(tmp_path, glue):
     uri = f"file://{tmp_path}"
-    first = fleet_checkpoint(uri, every_n_train_steps=3)
+    first = glue(FleetCheckpoint, uri, every_n_train_steps=3)
     t = trainer(first)
     t.fit(Regression())
     newest = first.mgr.list()[-1]
     blob = tmp_path / newest.objects[0].key
     blob.write_bytes(b"\0" * blob.stat().st_size)            # same size, wrong bytes
 
-    second = fleet_checkpoint(uri)
+    second = glue(FleetCheckpoint, uri)
     restored = second.io.load_checkpoint(second.resume_path)
     assert restored["global_step"] == 9                      # fell back past the corrupt 12
     assert isinstance(restored["state_dict"]["net.weight"], torch.Tensor)
 
 
-def test_a_foreign_checkpoint_io_plugin_is_refused(tmp_path, fleet_checkpoint):
+def test_a_foreign_checkpoint_io_plugin_is_refused(tmp_path, glue):
     from pytorch_lightning.plugins import AsyncCheckpointIO
 
-    cb = fleet_checkpoint(f"file://{tmp_path}")
+    cb = glue(FleetCheckpoint, f"file://{tmp_path}")
     t = pl.Trainer(max_steps=1, callbacks=[cb], plugins=[AsyncCheckpointIO()], logger=False,
                    enable_checkpointing=False, enable_progress_bar=False, accelerator="cpu")
     with pytest.raises(CheckpointError, match="remove the AsyncCheckpointIO plugin"):
