@@ -20,7 +20,10 @@ not to a rank: ``state_dict()`` holds the epoch and how many samples of the epoc
 all ranks together consumed, and ``load_state_dict`` continues from there at any world size, so an
 elastic job that shrank or grew neither repeats nor skips a sample. The loop reports what it
 consumed with ``advance(n)`` (per rank, the same on every rank in synchronous data parallelism);
-every rank then holds the same state, so saving it from any rank (or all) is right.
+every rank then holds the same state, so saving it from any rank (or all) is right. Use it in a
+plain ``DataLoader`` (any ``num_workers``: the position is what ``advance`` reported, never what
+was prefetched), not inside a ``StatefulDataLoader``, which snapshots a sampler's state on its own
+schedule and restores that copy instead.
 """
 
 from __future__ import annotations

@@ -103,3 +103,18 @@ def test_the_sampler_refuses_a_position_from_another_dataset():
         ElasticSampler(range(50), num_replicas=2, rank=0, seed=9).load_state_dict(saved)
     matches_torch = torch.utils.data.DistributedSampler(range(100), num_replicas=2, rank=1, seed=9)
     assert list(ranks(2)[1]) == list(matches_torch)         # a fresh epoch is DistributedSampler's
+
+
+def test_the_sampler_in_a_plain_loader_with_two_workers_counts_what_the_loop_used():
+    sampler = ElasticSampler(list(range(SIZE)), num_replicas=1, rank=0, seed=5)
+    plain = torch.utils.data.DataLoader(list(range(SIZE)), batch_size=BATCH, num_workers=2, sampler=sampler)
+    it = iter(plain)
+    used = []
+    for _ in range(USED):
+        used += samples([next(it)])
+        sampler.advance(BATCH)
+    del it
+    assert sampler.position == USED * BATCH                 # not what the workers prefetched
+    again = ElasticSampler(list(range(SIZE)), num_replicas=1, rank=0, seed=5)
+    again.load_state_dict(sampler.state_dict())
+    assert used + list(again) == sampler.order()
