@@ -12,7 +12,8 @@ others' collectives fail, torchrun restarts them at the smaller world size (at l
 when a replacement starts, the running agents see it waiting and restart at the larger size.
 Each restart is a fresh start of the script, which resumes from its newest checkpoint.
 
-Settings that make this work and make it short (torch's defaults hung or took ~43 s per change):
+Settings that make this work and make it short (a trial with torch's defaults hung 2 of 3 times
+and took ~43 s per membership change: 30 s of last call, 15 s to drop a lost node):
 
 - ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: each round's rank 0 starts a fresh store for the
   workers instead of sharing the agent's; with sharing, a round whose rank-0 node was the one lost
