@@ -24,6 +24,7 @@ Contract:
   itself then raises its ``SIGTERMException``, a ``SystemExit``, so the process ends).
 - Lightning saves from global rank 0 only, so this is for strategies whose rank 0 holds the whole
   state (single device, DDP); for sharded models use :mod:`fleet.checkpoint.dcp`.
+- Training that ends (``max_steps``, ``max_epochs``) saves its last step too.
 - A second save of the step this plugin saved last (Lightning's ``ModelCheckpoint`` writes a
   step's checkpoint and ``last.ckpt``) is skipped, never raised.
 """
@@ -159,6 +160,10 @@ class FleetCheckpoint(pl.Callback):
             self.notice_step = step
             trainer.should_stop = True
             log.info("%s: interruption signal: saved step %d, stopping", self.mgr.uri, step)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        trainer.save_checkpoint(step_path(trainer.global_step))     # the finished state (a no-op if just saved)
+        self.mgr.wait()
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self.mgr.wait()

@@ -110,3 +110,10 @@ def test_a_foreign_checkpoint_io_plugin_is_refused(tmp_path, glue):
         t.fit(Regression())
     with pytest.raises(CheckpointError, match="not a fleet checkpoint"):
         cb.io.load_checkpoint("/tmp/epoch=0.ckpt")
+
+
+def test_background_saves_are_committed_by_the_end_of_fit(tmp_path, glue):
+    cb = glue(FleetCheckpoint, f"file://{tmp_path}", every_n_train_steps=5, background=True)
+    trainer(cb).fit(Regression())
+    assert [i.step for i in cb.mgr.list()] == [10, 12]      # periodic 5 and 10, the finished 12 (keep_last=2)
+    assert cb.mgr.healthy
