@@ -12,8 +12,8 @@ others' collectives fail, torchrun restarts them at the smaller world size (at l
 when a replacement starts, the running agents see it waiting and restart at the larger size.
 Each restart is a fresh start of the script, which resumes from its newest checkpoint.
 
-Settings that make this work and make it short (a trial with torch's defaults hung 2 of 3 times
-and took ~43 s per membership change: 30 s of last call, 15 s to drop a lost node):
+Settings that make this work and make it short (torch's defaults hung 2 of 3 times in a trial,
+and here took 40 s from a lost node to the next round: 15 s to drop it, 30 s of last call):
 
 - ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: each round's rank 0 starts a fresh store for the
   workers instead of sharing the agent's; with sharing, a round whose rank-0 node was the one lost
@@ -33,6 +33,7 @@ save of :mod:`fleet.checkpoint.torch` loads only at the world size that saved it
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import signal
@@ -127,8 +128,6 @@ def torchrun_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def check_torch() -> None:
     """Raises :class:`FleetError` when PyTorch (torchrun) is not importable here."""
-    import importlib.util
-
     if importlib.util.find_spec("torch") is None:
         raise FleetError("--elastic runs the job under torchrun, which needs PyTorch on this node: "
                          "pip install 'spotfleet[torch]'")
