@@ -16,8 +16,9 @@ Settings that make this work and make it short (torch's defaults hung 2 of 3 tim
 and here took 40 s from a lost node to the next round: 15 s to drop it, 30 s of last call):
 
 - ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: each round's rank 0 starts a fresh store for the
-  workers instead of sharing the agent's; with sharing, a round whose rank-0 node was the one lost
-  could hang.
+  workers instead of sharing the one its agent started in the first round; with sharing, when the
+  lost node was rank 0, the survivors' next round still points its workers at the dead node's
+  store and they hang in 60 s connect timeouts, retried (seen on torch 2.13).
 - ``is_host=false``: the agents are clients of the head's store, never a host of their own (on
   one machine every agent would otherwise match the endpoint's host name).
 - ``last_call_timeout=1`` (torch: 30 s): once MIN nodes are in, wait 1 s for more, not 30.
