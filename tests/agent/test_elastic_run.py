@@ -25,7 +25,7 @@ from fleet import elastic
 from fleet.errors import FleetError
 
 TRAIN = ROOT / "examples" / "train_elastic.py"
-SAVE_EVERY = 5
+SAVE_EVERY = 20
 WAIT = 120.0                   # per phase, on a loaded 2-core machine; the test never waits longer
 
 
@@ -105,13 +105,13 @@ def test_a_preempted_worker_shrinks_the_job_and_its_replacement_grows_it_back(tm
     port = free_port()
     environ = env(tmp_path / "home", SPOTFLEET_HEAD_ADDR="127.0.0.1", SPOTFLEET_HEAD_PORT=str(port),
                   SPOTFLEET_FLEET="elastic-test", SPOTFLEET_CHECKPOINT_URI=f"file://{tmp_path}/ckpt",
-                  PYTHONPATH=str(ROOT))
+                  PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     job = Job(tmp_path / "progress.jsonl")
 
     def worker(i: int) -> subprocess.Popen[bytes]:
         return start([*FLEET, "run", "--cloud", "none", "--name", f"worker{i}", "--max-restarts", "0",
                       "--elastic", "2:3", "--", sys.executable, str(TRAIN), "--steps", "100000",
-                      "--save-every", str(SAVE_EVERY), "--step-time", "0.02", "--progress", str(job.path)],
+                      "--save-every", str(SAVE_EVERY), "--step-time", "0.05", "--progress", str(job.path)],
                      tmp_path / f"worker{i}.log", environ)
 
     start([sys.executable, "-m", "fleet.elastic", "store", "--port", str(port)], tmp_path / "head.log", environ)
