@@ -109,8 +109,8 @@ def _supervise_and_report(app: App, opts: RunOptions, as_json: bool) -> None:
 def _elastic(argv: list[str], nnodes: str, nproc_per_node: str, endpoint: str | None,
              run_id: str | None) -> list[str]:
     """JOB under torchrun with the settings of :mod:`fleet.elastic` (their variables exported)."""
-    elastic.check_torch()
     cfg = elastic.settings(nnodes, endpoint=endpoint, run_id=run_id, nproc_per_node=nproc_per_node)
+    elastic.check_torch()
     os.environ.update(elastic.torchrun_env(os.environ))
     log.info("elastic: %d to %d nodes, rendezvous %s (run id %s)", cfg.min_nodes, cfg.max_nodes, cfg.endpoint,
              cfg.run_id)
