@@ -120,7 +120,8 @@ def load_sharded(mgr: CheckpointManager, *, step: int | None = None, group: Any 
     for info in infos:
         if len(info.objects) != world:
             raise CheckpointError(f"{mgr.uri}: step {info.step} was saved by {len(info.objects)} rank(s); "
-                                  f"this job has {world}: load it with the same world size")
+                                  f"this job has {world}: load it with the same world size (an elastic job "
+                                  "whose world size changes must save with fleet.checkpoint.dcp, which reshards)")
         tree, err = outcome(lambda: codec.decode(mgr.fetch_part(info, rank)))
         kind = "" if err is None else "corrupt" if isinstance(err, CorruptCheckpointError) else "error"
         verdicts = gather((kind, "" if err is None else f"{type(err).__name__}: {err}"), group)

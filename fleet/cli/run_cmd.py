@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from fleet import elastic
 from fleet.agent import CLOUDS, WatcherConfigError
 from fleet.agent.checkpoints import CheckpointProbe
 from fleet.agent.detect import instance_id as node_instance_id
@@ -39,12 +40,21 @@ log = logging.getLogger("fleet.agent")
 @click.option("--log-every", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
               help="Seconds between uploads of the node log ($SPOTFLEET_NODE_LOG) to the checkpoint "
                    "bucket, for `fleet logs`.")
+@click.option("--elastic", "elastic_nodes", default=None, metavar="MIN:MAX",
+              help="Run JOB under torchrun, elastic between MIN and MAX nodes, rendezvous on the head's "
+                   "store (python -m fleet.elastic store). Save checkpoints with fleet.checkpoint.dcp.")
+@click.option("--nproc-per-node", default="1", show_default=True,
+              help="With --elastic: processes per node (a count, or gpu/cpu/auto).")
+@click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+              help="With --elastic: the rendezvous store (default $SPOTFLEET_HEAD_ADDR:$SPOTFLEET_HEAD_PORT).")
+@click.option("--rdzv-id", default=None, help="With --elastic: the run id all nodes share (default $SPOTFLEET_FLEET).")
 @node_options
 @json_option
 @click.argument("job", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_app
 def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: float, name: str | None,
-            log_every: float, deadline_margin: float, checkpoint_uri: str | None, fleet_name: str, instance_id: str,
+            log_every: float, elastic_nodes: str | None, nproc_per_node: str, rdzv_endpoint: str | None,
+            rdzv_id: str | None, deadline_margin: float, checkpoint_uri: str | None, fleet_name: str, instance_id: str,
             state_url: str | None, metadata_url: str | None, poll_interval: float | None, notice_file: str | None,
             no_rebalance: bool, as_json: bool, job: tuple[str, ...]) -> None:
     """Run JOB, resuming from the newest checkpoint and restarting it on crashes.
@@ -60,6 +70,8 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
         for line in gpu_lines():         # first, so a node without a working driver shows in its log at once
             log.info("%s", line)
     argv = list(job)
+    if elastic_nodes:
+        argv = _elastic(argv, elastic_nodes, nproc_per_node, rdzv_endpoint, rdzv_id)
     sig = parse_signal(hook_signal)
     probe = CheckpointProbe(checkpoint_uri) if checkpoint_uri else None
     if probe is not None:
@@ -92,6 +104,17 @@ def _supervise_and_report(app: App, opts: RunOptions, as_json: bool) -> None:
         click.echo(result.message)
     if result.exit_code:
         raise SystemExit(result.exit_code)
+
+
+def _elastic(argv: list[str], nnodes: str, nproc_per_node: str, endpoint: str | None,
+             run_id: str | None) -> list[str]:
+    """JOB under torchrun with the settings of :mod:`fleet.elastic` (their variables exported)."""
+    cfg = elastic.settings(nnodes, endpoint=endpoint, run_id=run_id, nproc_per_node=nproc_per_node)
+    elastic.check_torch()
+    os.environ.update(elastic.torchrun_env(os.environ))
+    log.info("elastic: %d to %d nodes, rendezvous %s (run id %s)", cfg.min_nodes, cfg.max_nodes, cfg.endpoint,
+             cfg.run_id)
+    return elastic.torchrun_argv(cfg, argv)
 
 
 def _log_shipper(checkpoint_uri: str | None, cloud: str, instance_id: str, metadata_url: str | None,

@@ -41,13 +41,43 @@ def start(argv: list[str], log: Path, environ: dict[str, str]) -> subprocess.Pop
     return proc
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant (from /proc), parents first: children that started a
+    session of their own (torchrun's workers) included."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop(0))
+        todo += children.get(tree[-1], [])
+    return tree
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``'s process group and every descendant, as a machine that vanishes would."""
+    tree = process_tree(pid)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for each in tree:
+        try:
+            os.kill(each, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def kill_leftovers() -> None:
     while STARTED:
         proc = STARTED.pop()
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_tree(proc.pid)
         proc.wait()
 
 

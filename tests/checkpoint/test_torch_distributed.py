@@ -35,6 +35,10 @@ def test_every_rank_writes_its_shard_and_one_commit_makes_the_step_visible(locat
     resumed = reports(run_ranks("resume", loc.uri, loc.env, world))
     assert [(r["loaded"], r["rank_loaded"]) for r in resumed] == [(2, r) for r in range(world)]
     assert [r["weights"] for r in resumed] == [digest(weights(r, 2)) for r in range(world)]
+    if world > 2:                                       # an elastic job that shrank is told to use DCP
+        shrunk = run_ranks("resume", loc.uri, loc.env, 2)
+        assert all(r.returncode != 0 and f"saved by {world} rank(s); this job has 2" in r.stderr
+                   and "fleet.checkpoint.dcp" in r.stderr for r in shrunk)
 
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
