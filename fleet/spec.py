@@ -60,7 +60,7 @@ class WorkloadKind(str, Enum):
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class NodeRange(Section):
