@@ -21,8 +21,10 @@ from fleet.planning.candidates import Candidates
 from fleet.planning.domains import Domains, Limits
 from fleet.planning.twins import find_twins, singletons
 
-#: HiGHS settings: prove optimality (no relative gap), quiet; ``Model`` adds its time limit.
-HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "presolve": "on"}
+#: HiGHS settings: prove optimality (no relative gap); ``Model`` adds its time limit. The
+#: feasibility-jump heuristic costs about 10 ms per MILP whatever its size, most of a small
+#: domain's solve, and the planner hands HiGHS good bounds and cutoffs instead.
+HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "presolve": "on", "mip_heuristic_run_feasibility_jump": False}
 #: Above this many pools, drop pools by LP reduced costs before the MILP (exact).
 FIXING_MIN_POOLS = 48
 #: Solve the full program once at most this many times the restricted program's pools stay
