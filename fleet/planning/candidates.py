@@ -97,6 +97,14 @@ class Labels:
     def of(cls, offers: list[Offer]) -> "Labels":
         return cls(offers)
 
+    @classmethod
+    def seeded(cls, offers: list[Offer], coded: dict[str, tuple[np.ndarray, np.ndarray]]) -> "Labels":
+        """Labels whose ``coded`` fields (codes numbered in order of first appearance, and
+        names) are known already."""
+        labels = cls(offers)
+        labels._codes.update(coded)
+        return labels
+
     def _coded(self, field: str) -> tuple[np.ndarray, np.ndarray]:
         if field not in self._codes:
             if self._parent is not None:
@@ -198,6 +206,31 @@ class _Columns:
         self.spot = np.fromiter((m is spot for m in market), bool, n)
 
 
+    def labels(self, rows: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """``Labels`` codes and names of the offers at ``rows`` for the location fields and the
+        market and accelerator, from the distinct places (as ``Labels`` numbers them: in
+        order of first appearance)."""
+        fields = {"provider": lambda p, m, r, z: p, "region": lambda p, m, r, z: f"{p}/{r}",
+                  "zone": lambda p, m, r, z: f"{p}/{r}/{z or '-'}", "market": lambda p, m, r, z: m.value}
+        out = {}
+        for name, key in fields.items():
+            seen: dict[str, int] = {}
+            of_place = np.array([seen.setdefault(key(*k), len(seen)) for k in self.places], np.int64)
+            out[name] = _first_seen(of_place[self.place[rows]] if len(of_place) else np.zeros(0, np.int64),
+                                    list(seen))
+        out["accelerator"] = _first_seen(self.acc[rows], self.acc_names)
+        return out
+
+
+def _first_seen(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``codes`` into ``names`` renumbered in order of first appearance, with their names."""
+    uniq, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)].astype(np.int64), np.array([names[c] for c in uniq[order]], dtype=object)
+
+
 def pool_ids(offers: Sequence[Offer]) -> list[str]:
     """``o.pool.id`` of every offer (``_Columns``)."""
     return _Columns(list(offers)).ids
@@ -273,6 +306,7 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
     kept, kept_ids = kept[by_id], [kept_ids[i] for i in by_id]
     cand = _candidates(spec, [offers[i] for i in kept], kept_ids, price[kept], cols.rate[kept], w[keep][by_id],
                        spot[keep][by_id], hint[kept], current)
+    cand._labels = Labels.seeded(cand.offers, cols.labels(kept))
     cand.rule_counts = counts
     cand.placeable = [offers[i] for i in np.flatnonzero(placeable_mask)]
     cand.exclusions = [Exclusion(reason=r, pools=n, example=examples[r]) for r, n in counts.most_common()]
