@@ -129,10 +129,11 @@ def solve_milp(prog: Program, ub: np.ndarray, options: dict[str, Any], cutoff: f
     return MilpResult(None, False)
 
 
-def solve_lp(prog: Program) -> tuple[float, np.ndarray] | None:
+def solve_lp(prog: Program, row_duals: bool = False) -> tuple | None:
     """The LP relaxation of ``prog`` (simplex, no presolve: presolve costs 20x the solve on the
-    planner's LPs): its optimum and the columns' reduced costs, ``None`` if infeasible, and
-    ``(-inf, zeros)`` when it has no finite optimum."""
+    planner's LPs): its optimum and the columns' reduced costs (and with ``row_duals`` the
+    rows' duals, HiGHS's signs: <= 0 on a binding upper bound of a minimisation), ``None`` if
+    infeasible, and ``(-inf, zeros...)`` when it has no finite optimum."""
     h, hs = _highs({"presolve": "off", "solver": "simplex"})
     _pass(h, hs, prog, prog.ub, integer=False)
     with _stdout_to_stderr():
@@ -141,8 +142,10 @@ def solve_lp(prog: Program) -> tuple[float, np.ndarray] | None:
     if status == hs.HighsModelStatus.kInfeasible:
         return None
     if status != hs.HighsModelStatus.kOptimal:
-        return -np.inf, np.zeros(len(prog.c))
-    return float(h.getInfo().objective_function_value), np.array(h.getSolution().col_dual)
+        return (-np.inf, np.zeros(len(prog.c))) + ((np.zeros(prog.rows),) if row_duals else ())
+    solution = h.getSolution()
+    out = (float(h.getInfo().objective_function_value), np.array(solution.col_dual))
+    return out + (np.array(solution.row_dual),) if row_duals else out
 
 
 def milp(*args: Any, **kwargs: Any) -> Any:
