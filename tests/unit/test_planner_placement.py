@@ -95,16 +95,12 @@ def synthetic(rng: random.Random, n: int) -> list:
     return out
 
 
-@pytest.mark.parametrize("seed,kind", [(0, "coupled"), (1, "coupled"), (2, "independent")])
-def test_the_bounded_search_matches_the_plain_milp_in_every_domain(seed, kind):
-    """The domains skipped by their lower bound cannot beat the winner or the runner-up:
-    solving every region with the plain MILP (no pruning, twins or fixing) agrees."""
-    rng = random.Random(seed)
-    offers = synthetic(rng, 160)
-    spec = spec_of("region", kind=kind, gpus=32, on_demand=8)
-    p = plan(spec, offers)
+def _plain_milp_per_region(spec, offers: list, quotas: list = ()) -> tuple[list[tuple[str, float]], int]:
+    """(region, objective) of every region that meets ``spec`` (32 GPUs, 8 on-demand, min_pools
+    2), each solved by the plain MILP (no pruning, twins or fixing), best first; and how many
+    regions there are."""
     cand = select(spec, offers)
-    limits = limits_for(spec, cand.weighted[cand.spot])
+    limits = limits_for(spec, cand.weighted[cand.spot], quotas)
     members, names = placement.domains_of(cand, "region")
     values = {}
     for name, m in zip(names, members):
@@ -114,11 +110,22 @@ def test_the_bounded_search_matches_the_plain_milp_in_every_domain(seed, kind):
         if out.counts is not None:
             values[name] = placement.value_of(spec, sub, out.counts, 0.0,
                                               placement.independent_costs(sub, spec.workload))[0]
-    ranked = sorted(values.items(), key=lambda kv: (kv[1], kv[0]))
+    return sorted(values.items(), key=lambda kv: (kv[1], kv[0])), len(names)
+
+
+@pytest.mark.parametrize("seed,kind", [(0, "coupled"), (1, "coupled"), (2, "independent")])
+def test_the_bounded_search_matches_the_plain_milp_in_every_domain(seed, kind):
+    """The domains skipped by their lower bound cannot beat the winner or the runner-up:
+    solving every region with the plain MILP (no pruning, twins or fixing) agrees."""
+    rng = random.Random(seed)
+    offers = synthetic(rng, 160)
+    spec = spec_of("region", kind=kind, gpus=32, on_demand=8)
+    p = plan(spec, offers)
+    ranked, regions = _plain_milp_per_region(spec, offers)
     assert p.feasible and p.placement.domain == ranked[0][0]
     assert p.totals.true_cost_per_hour == pytest.approx(ranked[0][1], rel=1e-6)
     assert p.placement.runner_up_objective == pytest.approx(ranked[1][1], rel=1e-6)
-    assert p.placement.domains == len(names) and p.placement.solved <= len(names)
+    assert p.placement.domains == regions and p.placement.solved <= regions
 
 
 def _capped_spec(kind: str) -> object:
@@ -142,18 +149,7 @@ def test_placed_plans_under_caps_and_quotas_match_the_plain_milp_in_every_domain
     offers = synthetic(rng, 160)
     spec, quotas = _capped_spec(kind), _quotas()
     p = plan(spec, offers, quotas=quotas)
-    cand = select(spec, offers)
-    limits = limits_for(spec, cand.weighted[cand.spot], quotas)
-    members, names = placement.domains_of(cand, "region")
-    values = {}
-    for name, m in zip(names, members):
-        sub = cand.subset(m)
-        model = milp.Model(sub, 32.0, 8.0, None, 2, reduce=False, limits=limits)
-        out = strategies.solve(spec.strategy, model, spec.workload, replan=False)
-        if out.counts is not None:
-            values[name] = placement.value_of(spec, sub, out.counts, 0.0,
-                                              placement.independent_costs(sub, spec.workload))[0]
-    ranked = sorted(values.items(), key=lambda kv: (kv[1], kv[0]))
+    ranked, _ = _plain_milp_per_region(spec, offers, quotas)
     assert len(ranked) >= 2 and p.feasible and p.placement.domain == ranked[0][0]
     assert p.totals.true_cost_per_hour == pytest.approx(ranked[0][1], rel=1e-6)
     assert p.placement.runner_up_objective == pytest.approx(ranked[1][1], rel=1e-6)
