@@ -137,7 +137,7 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
         group, room = domains.group, domains.room()
     budget = spec.budget.max_per_hour
     keep = prune(cand_all, target, max(min_pools, 1), group, room,
-                 dominance_keys(cand_all, _linear_cost(spec, cand_all), budget is not None))
+                 dominance_keys(cand_all, linear_cost(spec, cand_all), budget is not None))
     cand = cand_all.subset(keep)
     exclusions = []
     if len(keep) < len(cand_all):
@@ -164,7 +164,7 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
     return placement.Solved(cand, counts, shortfall, notes, exclusions, value)
 
 
-def _linear_cost(spec: FleetSpec, cand: Candidates) -> np.ndarray | None:
+def linear_cost(spec: FleetSpec, cand: Candidates) -> np.ndarray | None:
     """The cost per node of a strategy whose objective is that cost alone and whose rows read
     no rate (``fleet.planning.pruning.dominance_keys``); ``None`` for the others."""
     if spec.strategy is Strategy.LOWEST_PRICE:

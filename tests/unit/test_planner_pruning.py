@@ -14,7 +14,7 @@ from planner_oracle import brute_force, offer
 from fleet.planning import economics, strategies
 from fleet.planning.candidates import select
 from fleet.planning.milp import Model
-from fleet.planning.planner import _linear_cost, plan
+from fleet.planning.planner import linear_cost, plan
 from fleet.planning.pruning import dominance_keys, pool_bound, prune
 from fleet.planning.twins import find_twins
 from fleet.spec import Strategy, parse_spec
@@ -65,7 +65,7 @@ def test_with_one_linear_cost_a_pool_is_dropped_behind_enough_cheaper_ones(seed)
     rng = random.Random(seed)
     spec = parse_spec(spec_text(target=rng.choice([8, 16, 24])))
     cand = select(spec, random_offers(rng, 400))
-    cost = _linear_cost(spec, cand)
+    cost = linear_cost(spec, cand)
     keep = prune(cand, spec.capacity.gpus, 2, keys=dominance_keys(cand, cost, budget=False))
     assert len(keep) < len(prune(cand, spec.capacity.gpus, 2))
     for j in np.setdiff1d(np.arange(len(cand)), keep):
@@ -94,7 +94,7 @@ def test_pruned_and_fixed_program_matches_the_plain_milp(seed, target, strategy,
         return
     args = (float(target), float(target // 4), spec.budget.max_per_hour, 2)
     full = Model(cand, *args, reduce=False)
-    keys = dominance_keys(cand, _linear_cost(spec, cand), spec.budget.max_per_hour is not None)
+    keys = dominance_keys(cand, linear_cost(spec, cand), spec.budget.max_per_hour is not None)
     small = Model(cand.subset(prune(cand, target, 2, keys=keys)), *args)
     a = strategies.solve(strategy, full, spec.workload, replan=False)
     b = strategies.solve(strategy, small, spec.workload, replan=False)
