@@ -233,7 +233,7 @@ def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor:
         return max(g0 * economics.overhead_factor(0.0, spec.workload), floor)
     grid = np.linspace(0.0, reach, FRONTIER_POINTS + 1)
     h = np.maximum(g0, np.max(gs[:, None] - mus[:, None] * grid[None, :], axis=0))
-    f = np.array([economics.overhead_factor(float(x), spec.workload) for x in grid])
+    f = economics.overhead_factors(grid, spec.workload)
     bound = min(float(np.min(h[1:] * f[:-1])), g0 * float(f[-1]))
     return max(bound, floor)
 
