@@ -168,9 +168,13 @@ class Spread:
 
     group: np.ndarray
     cap: float
+    #: ``(s, T, c, w_od)`` when the cap is the share rule's ``max(s * (T - OD), c)``
+    #: (``fleet.planning.domains``): the LP bound then carries the rule's own rows, whose cap
+    #: shrinks as on-demand nodes come in
+    share: tuple[float, float, float, float] | None = None
 
     def of(self, pools: np.ndarray) -> "Spread":
-        return Spread(self.group[pools], self.cap)
+        return Spread(self.group[pools], self.cap, self.share)
 
     def capped(self, room: np.ndarray, ratio: np.ndarray, spot: np.ndarray) -> np.ndarray:
         """Per pool, what a cheapest-first fill within the group caps can take from it."""
@@ -262,14 +266,29 @@ def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper
     for q in range(len(quotas.headroom)):
         cols = np.flatnonzero(quotas.units[q])
         rows.append((cols, quotas.units[q, cols], -np.inf, float(quotas.headroom[q])))
+    capped = np.zeros(0, np.int64)
     if spread is not None:
         capped = np.flatnonzero(spot & (spread.group >= 0))
         for g in np.unique(spread.group[capped]):
             cols = capped[spread.group[capped] == g]
             rows.append((cols, weighted[cols], -np.inf, spread.cap))
+    columns = n
+    if spread is not None and spread.share is not None and len(capped):
+        # the share rule's rows with its binary u relaxed to [0, 1] (one u, column n):
+        # L(D) + s * OD - M1 * u <= s * T and L(D) + M2 * u <= c + M2, valid for some optimal plan
+        s_, t_, c_, w_od = spread.share
+        m1, m2 = c_ + s_ * w_od, s_ * t_ - c_
+        columns = n + 1
+        for g in np.unique(spread.group[capped]):
+            cols = capped[spread.group[capped] == g]
+            rows.append((np.concatenate([cols, od, [n]]), np.concatenate([weighted[cols], s_ * weighted[od], [-m1]]),
+                         -np.inf, s_ * t_))
+            rows.append((np.append(cols, n), np.append(weighted[cols], m2), -np.inf, c_ + m2))
     start = np.concatenate([[0], np.cumsum([len(r[0]) for r in rows])])
-    prog = Program(c=np.asarray(cost, float), lb=np.zeros(n), ub=np.asarray(upper, float),
-                   integrality=np.zeros(n), start=start, index=np.concatenate([r[0] for r in rows]),
+    pad = np.zeros(columns - n)
+    prog = Program(c=np.concatenate([np.asarray(cost, float), pad]), lb=np.zeros(columns),
+                   ub=np.concatenate([np.asarray(upper, float), pad + 1]),
+                   integrality=np.zeros(columns), start=start, index=np.concatenate([r[0] for r in rows]),
                    value=np.concatenate([r[1] for r in rows]).astype(float),
                    row_lb=np.array([r[2] for r in rows], float), row_ub=np.array([r[3] for r in rows], float))
     solved = solve_lp(prog, row_duals=True)

@@ -101,7 +101,9 @@ def _plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] |
             inner = [(lv, s) for lv, s in limits.shares if lv != "pool"]
             if inner:              # the finest cap left below the placement level
                 lv, share = inner[0]
-                spread = placement.Spread(bound.keys[lv], max(share * (limits.target - limits.baseline), limits.floor))
+                spread = placement.Spread(bound.keys[lv], max(share * (limits.target - limits.baseline), limits.floor),
+                                          None if limits.fixed(share) else
+                                          (share, limits.target, limits.floor, bound.od_node))
         choice = placement.choose(rules, cand_all, level,
                                   lambda sub, cutoff, whole: _solve(rules, sub, limits, min_pools, replan, cutoff, whole),
                                   quota_rows, spread)
