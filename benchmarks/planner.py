@@ -24,6 +24,9 @@
 
     python benchmarks/planner.py [--runs 5] [--small 200] [--independent-limit 120]
     python benchmarks/planner.py --coupled-only [--sizes 1000,10000]   # coupled plans only
+    python benchmarks/planner.py --speed-only --cases 0,1 --variants plain   # some speed rows only
+
+``--speed-only`` saves to benchmarks/results/planner-speed.json and leaves planner.json alone.
 
 Prints tables and writes benchmarks/results/planner.json.
 """
@@ -54,12 +57,13 @@ from fleet.catalog import filter_for_spec, snapshot_offers  # noqa: E402
 from fleet.errors import PlanError  # noqa: E402
 from fleet.model import InterruptionSource, Market, Offer, PoolKey, Quota  # noqa: E402
 from fleet.planning.domains import Domains, domain_name, limits_for  # noqa: E402
-from fleet.planning.planner import plan  # noqa: E402
-from fleet.planning.pruning import prune  # noqa: E402
+from fleet.planning.planner import linear_cost, plan  # noqa: E402
+from fleet.planning.pruning import dominance_keys, prune  # noqa: E402
 from fleet.spec import FleetSpec, Placement, Strategy, load_spec, parse_spec  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "planner.json"
 COUPLED_RESULTS = ROOT / "benchmarks" / "results" / "planner-coupled.json"
+SPEED_RESULTS = ROOT / "benchmarks" / "results" / "planner-speed.json"
 EXAMPLES = ("h100-multicloud", "llm-pretrain-coupled", "batch-inference")
 BENCH_SPEC = """name: bench
 capacity: {gpus: 64, accelerators: {H100: 1.0, H200: 1.3, A100-80GB: 0.6}, on_demand_gpus: 16}
@@ -177,7 +181,7 @@ def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float,
 
 def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
           cases: list[tuple[str, str, str | None]] = CASES, reference_limit: int = 20_000,
-          spread_limit: int = 20_000) -> list[dict]:
+          spread_limit: int = 20_000, variants: tuple[str, ...] = tuple(VARIANTS)) -> list[dict]:
     """``reference_limit``: the plain MILP runs on catalogs of at most this many allowed pools
     (coupled jobs spread over every region: a tenth of it; they walk many MILPs).
     ``spread_limit``: coupled jobs spread over every region are planned on catalogs of at most
@@ -186,20 +190,24 @@ def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_
                                                            for n in sizes]
     rows = []
     for name, offers in catalogs:
-        for variant, (strategy, kind, placed) in ((v, c) for v in VARIANTS for c in cases):
+        for variant, (strategy, kind, placed) in ((v, c) for v in variants for c in cases):
             spec = bench_spec(variant, strategy, kind, placed)
             if kind == "coupled" and spec.placement_level == "any" and len(offers) > spread_limit:
                 continue          # minutes per plan (100k: 108 s and 355 s in planner-100k-partial.log)
             quotas = bench_quotas(variant)
             n = runs if len(offers) < 50_000 or (strategy, kind) == CASES[0][:2] else max(1, runs // 2)
+            cpu = time.process_time()
             seconds, p = median_time(lambda: plan(spec, offers, quotas=quotas), n)
+            cpu = (time.process_time() - cpu) / n
             cand = select(spec, offers)
             limits = limits_for(spec, cand.weighted[cand.spot], quotas)
             group = Domains.bind(limits, cand).group
             row = dict(catalog=name, offers=len(offers), variant=variant, strategy=strategy, workload=kind,
                        placement=spec.placement_level, runs=n,
-                       median_seconds=round(seconds, 4), allowed_pools=len(cand),
-                       after_pruning=len(prune(cand, spec.capacity.gpus, spec.diversification.min_pools, group)),
+                       median_seconds=round(seconds, 4), mean_cpu_seconds=round(cpu, 4), allowed_pools=len(cand),
+                       after_pruning=len(prune(cand, spec.capacity.gpus, spec.diversification.min_pools, group,
+                                               keys=dominance_keys(cand, linear_cost(spec, cand),
+                                                                   spec.budget.max_per_hour is not None))),
                        feasible=p.feasible, objective=round(objective(spec, p), 4))
             if p.placement is not None:
                 c = p.placement
@@ -214,7 +222,8 @@ def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_
                 row["speedup_vs_independent"] = round(ref_seconds / seconds, 2) if seconds > 0 else None
                 row["gap_vs_independent"] = None if ref is None else objective(spec, p) / ref - 1
             rows.append(row)
-            print(f"{name:>15} {variant:>14} {strategy:>25} {kind:>11} {spec.placement_level:>8}  {seconds:7.3f} s  "
+            print(f"{name:>15} {variant:>14} {strategy:>25} {kind:>11} {spec.placement_level:>8}  {seconds:7.3f} s "
+                  f"(cpu {cpu:6.3f})  "
                   f"pools {len(cand):>6} -> {row['after_pruning']:>5}  "
                   f"domains {row.get('domains_solved', '-')}/{row.get('domains', '-')}  "
                   f"plain MILP x{row.get('speedup_vs_independent', '-')}  gap {row.get('gap_vs_independent', '-')}",
@@ -397,8 +406,21 @@ def main() -> None:
                     help="largest catalog (allowed pools) the plain MILP reference runs on")
     ap.add_argument("--coupled-only", action="store_true",
                     help=f"time only coupled plans; save to {COUPLED_RESULTS.relative_to(ROOT)}")
+    ap.add_argument("--speed-only", action="store_true",
+                    help=f"time only the speed rows; save to {SPEED_RESULTS.relative_to(ROOT)}")
+    ap.add_argument("--cases", default="", help="with --speed-only: indices into CASES (default: all)")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="with --speed-only: variants to time")
     args = ap.parse_args()
     sizes = tuple(int(x) for x in args.sizes.split(",") if x)
+    if args.speed_only:
+        cases = [CASES[int(i)] for i in args.cases.split(",") if i] or CASES
+        variants = tuple(v for v in args.variants.split(",") if v)
+        print("speed (median wall seconds, mean CPU seconds) and exactness vs the plain MILP")
+        rows = speed(args.runs, args.independent_limit, sizes, cases, args.reference_limit, variants=variants)
+        SPEED_RESULTS.write_text(json.dumps({"machine": machine(), "load_average_1m": round(os.getloadavg()[0], 1),
+                                             "speed": rows}, indent=2) + "\n")
+        print(f"saved {SPEED_RESULTS.relative_to(ROOT)}")
+        return
     if args.coupled_only:
         print("coupled plans: speed (median wall seconds) and exactness vs the plain MILP")
         rows = speed(args.runs, args.independent_limit, sizes, [c for c in CASES if c[1] == "coupled"],

@@ -8,9 +8,10 @@ Measures, as real subprocesses of the installed ``fleet`` command (median wall a
 - ``fleet plan examples/h100-multicloud.yaml`` (``backend: cloud``: plans from the shipped snapshot);
 - the bare interpreter (``python -c pass``), the floor under all of them;
 
-and, in fresh interpreters, the import time of the MILP solver entry points:
-``scipy.optimize`` (what the planner uses) against ``highspy`` (HiGHS's own bindings,
-measured only when it is installed) and ``numpy`` (which both import).
+and, in fresh interpreters, the import time of the MILP solver entry points: ``highspy``
+(HiGHS's own bindings, what the planner calls; measured only when it is installed) against
+``scipy.optimize`` (what it called before, still used by ``fleet simulate``'s optimum) and
+``numpy`` (which both import).
 
 Every command runs with bytecode caching on, as an installed ``fleet`` does (an inherited
 ``PYTHONDONTWRITEBYTECODE`` would recompile spotfleet's own modules at every run): the cache

@@ -8,6 +8,7 @@ plus one ``Exclusion`` per rule that removed offers. Pure; one pass over the off
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Collection, Mapping, Sequence
@@ -96,6 +97,14 @@ class Labels:
     def of(cls, offers: list[Offer]) -> "Labels":
         return cls(offers)
 
+    @classmethod
+    def seeded(cls, offers: list[Offer], coded: dict[str, tuple[np.ndarray, np.ndarray]]) -> "Labels":
+        """Labels whose ``coded`` fields (codes numbered in order of first appearance, and
+        names) are known already."""
+        labels = cls(offers)
+        labels._codes.update(coded)
+        return labels
+
     def _coded(self, field: str) -> tuple[np.ndarray, np.ndarray]:
         if field not in self._codes:
             if self._parent is not None:
@@ -155,98 +164,207 @@ def is_blocked(pool_id: str, blocked: frozenset[str]) -> bool:
     return any("/".join(parts[:k]) in blocked for k in range(1, len(parts) + 1))
 
 
+#: Rule codes of ``select`` (0: allowed), in the order the rules are checked.
+_RULES = (ACCELERATOR, NODE_SIZE, PROVIDER, MARKET, REGION, ZONE, BLOCKED, PRICE_CAP, OVER_BUDGET, NO_CAPACITY)
+_CODE = {rule: k + 1 for k, rule in enumerate(_RULES)}
+_MARKET_VALUE = {m: m.value for m in Market}
+
+
+_OFFER_FIELDS = operator.attrgetter("pool", "accelerator", "gpus", "price_per_hour", "interruptions_per_hour",
+                                     "capacity_hint")
+_POOL_FIELDS = operator.attrgetter("provider", "region", "zone", "instance_type", "market")
+
+
+class _Columns:
+    """What the rules read of each offer, read in one pass (attribute getters and a transpose
+    in C: a 100k-offer catalog is read in about 0.1 s). ``ids`` are ``PoolKey.id`` in its
+    format, built without a property call per offer; ``places`` numbers the distinct
+    (provider, market, region, zone) and ``place`` holds each offer's number; ``acc`` codes
+    into ``acc_names``."""
+
+    def __init__(self, offers: list[Offer]):
+        n = len(offers)
+        if n:
+            pools, accs, gpus, price, rate, hint = zip(*map(_OFFER_FIELDS, offers))
+            provider, region, zone, itype, market = zip(*map(_POOL_FIELDS, pools))
+        else:
+            accs = gpus = price = rate = hint = provider = region = zone = itype = market = ()
+        mv = _MARKET_VALUE
+        self.ids = [f"{p}/{r}/{z or '-'}/{t}/{mv[m]}" for p, r, z, t, m in zip(provider, region, zone, itype, market)]
+        self.places: dict[tuple, int] = {}
+        setp = self.places.setdefault
+        self.place = np.fromiter((setp(k, len(self.places)) for k in zip(provider, market, region, zone)), np.int64, n)
+        names: dict[str, int] = {}
+        self.acc = np.fromiter((names.setdefault(a, len(names)) for a in accs), np.int64, n)
+        self.acc_names = list(names)
+        self.gpus = np.array(gpus, float)
+        self.price = np.array(price, float)
+        self.rate = np.array(rate, float)
+        hints = np.array(hint, float)                 # None -> nan: unknown, as inf
+        self.hint = np.where(np.isnan(hints), math.inf, hints)
+        spot = Market.SPOT
+        self.spot = np.fromiter((m is spot for m in market), bool, n)
+
+
+    def labels(self, rows: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """``Labels`` codes and names of the offers at ``rows`` for the location fields and the
+        market and accelerator, from the distinct places (as ``Labels`` numbers them: in
+        order of first appearance)."""
+        fields = {"provider": lambda p, m, r, z: p, "region": lambda p, m, r, z: f"{p}/{r}",
+                  "zone": lambda p, m, r, z: f"{p}/{r}/{z or '-'}", "market": lambda p, m, r, z: m.value}
+        out = {}
+        for name, key in fields.items():
+            seen: dict[str, int] = {}
+            of_place = np.array([seen.setdefault(key(*k), len(seen)) for k in self.places], np.int64)
+            out[name] = _first_seen(of_place[self.place[rows]] if len(of_place) else np.zeros(0, np.int64),
+                                    list(seen))
+        out["accelerator"] = _first_seen(self.acc[rows], self.acc_names)
+        return out
+
+
+def _first_seen(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``codes`` into ``names`` renumbered in order of first appearance, with their names."""
+    uniq, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)].astype(np.int64), np.array([names[c] for c in uniq[order]], dtype=object)
+
+
+def pool_ids(offers: Sequence[Offer]) -> list[str]:
+    """``o.pool.id`` of every offer (``_Columns``)."""
+    return _Columns(list(offers)).ids
+
+
 def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
            blocked: Collection[str] = ()) -> Candidates:
-    """Check every rule of ``spec`` on every offer; see the module docstring."""
+    """Check every rule of ``spec`` on every offer; see the module docstring.
+
+    Vectorised: one pass over the offers reads what the rules need, the location rules are
+    decided once per distinct (provider, market, region, zone) and the others over arrays."""
     current = {k: v for k, v in (current or {}).items() if v > 0}
     blocked_set = frozenset(b.strip("/") for b in blocked if b)
+    offers = offers if isinstance(offers, list) else list(offers)
+    n = len(offers)
     lo, hi = spec.capacity.gpus_per_node.min, spec.capacity.gpus_per_node.max
     weights = spec.capacity.accelerators
     max_gpu_price = spec.budget.max_per_gpu_hour
     budget = spec.budget.max_per_hour
-    settings_of: dict[str, ProviderSettings | None] = {}
-    region_ok: dict[tuple[str, str], bool] = {}
-    spot_market = Market.SPOT
 
-    def placement(o: Offer) -> str:
-        p = o.pool
-        if p.provider not in settings_of:
-            settings_of[p.provider] = spec.provider_settings(p.provider)
-        settings = settings_of[p.provider]
-        if settings is None:
-            return PROVIDER
-        if not (settings.spot if p.market is spot_market else settings.on_demand):
-            return MARKET
-        key = (p.provider, p.region)
-        if key not in region_ok:
-            region_ok[key] = settings.allows(p.region, "")
-        if not region_ok[key]:
-            return REGION
-        if p.zone and (settings.zones is not None or settings.exclude_zones) and not settings.allows(p.region, p.zone):
-            return ZONE
-        return ""
+    cols = _Columns(offers)
+    ids, acc, gpus, price, hint = cols.ids, cols.acc, cols.gpus, cols.price, cols.hint
+    accs, places, place = cols.acc_names, cols.places, cols.place
 
+    rule = np.zeros(n, np.int8)
+
+    def mark(code: int, where: np.ndarray) -> None:
+        rule[(rule == 0) & where] = code
+
+    mark(_CODE[ACCELERATOR], ~np.array([a in weights for a in accs], bool)[acc])
+    mark(_CODE[NODE_SIZE], (gpus < lo) | (gpus > hi))
+    by_place = np.array([_location_rule(spec, *key) for key in places], np.int8)
+    located = rule == 0
+    rule[located] = by_place[place[located]]
+    if blocked_set:
+        open_ = np.flatnonzero(rule == 0)
+        hit = np.fromiter((is_blocked(ids[i], blocked_set) for i in open_), bool, len(open_))
+        rule[open_[hit]] = _CODE[BLOCKED]
+    placeable_mask = rule == 0
+    if max_gpu_price is not None:
+        mark(_CODE[PRICE_CAP], price > max_gpu_price * gpus + 1e-12)
+    if budget is not None:
+        mark(_CODE[OVER_BUDGET], price > budget + 1e-12)
+    empty = np.flatnonzero((rule == 0) & (hint == 0))
+    if current and len(empty):
+        empty = empty[[not current.get(ids[i]) for i in empty]]
+    rule[empty] = _CODE[NO_CAPACITY]
+
+    # the reasons in the order an offer first failed them (as one pass over the offers reports them)
+    firsts: list[tuple[int, str, int, str]] = []
+    failed = np.flatnonzero(rule)
+    if len(failed):
+        codes, first, count = np.unique(rule[failed], return_index=True, return_counts=True)
+        for code, f, c in zip(codes.tolist(), first.tolist(), count.tolist()):
+            members = failed[rule[failed] == code]
+            firsts.append((int(failed[f]), _RULES[code - 1], c, min(ids[i] for i in members)))
+    allowed = np.flatnonzero(rule == 0)
+    chosen, duplicate = _first_cheapest(offers, ids, allowed, price)
+    if duplicate is not None:
+        firsts.append(duplicate)
     counts: Counter = Counter()
     examples: dict[str, str] = {}
-    slot: dict[str, int] = {}          # pool id -> position in chosen (input order: memory-friendly)
-    chosen: list[Offer] = []
-    placeable: list[Offer] = []
-    for o in offers:
-        pid = o.pool.id
-        if o.accelerator not in weights:
-            reason = ACCELERATOR
-        elif not lo <= o.gpus <= hi:
-            reason = NODE_SIZE
-        else:
-            reason = placement(o) or (BLOCKED if blocked_set and is_blocked(pid, blocked_set) else "")
-            if not reason:
-                placeable.append(o)
-                if max_gpu_price is not None and o.price_per_hour > max_gpu_price * o.gpus + 1e-12:
-                    reason = PRICE_CAP
-                elif budget is not None and o.price_per_hour > budget + 1e-12:
-                    reason = OVER_BUDGET
-                elif o.capacity_hint == 0 and not current.get(pid):
-                    reason = NO_CAPACITY
-        if reason:
-            counts[reason] += 1
-            if reason not in examples or pid < examples[reason]:
-                examples[reason] = pid
-            continue
-        at = slot.get(pid)
-        if at is None:
-            slot[pid] = len(chosen)
-            chosen.append(o)
-            continue
-        counts[DUPLICATE] += 1
-        examples[DUPLICATE] = min(pid, examples.get(DUPLICATE, pid))
-        other = chosen[at]
-        if (o.price_per_hour, o.interruptions_per_hour) < (other.price_per_hour, other.interruptions_per_hour):
-            chosen[at] = o
+    for _, reason, c, example in sorted(firsts):
+        counts[reason] = c
+        examples[reason] = example
 
-    chosen, ids = _without_oversized_spot_nodes(spec, chosen, list(slot), counts, examples)
-    by_id = np.array(sorted(range(len(ids)), key=ids.__getitem__), np.int64)
-    cand = arrays(spec, chosen, current, ids).subset(by_id)
+    spot = cols.spot[chosen]
+    w = gpus[chosen] * np.array([weights.get(a, 0.0) for a in accs], float)[acc[chosen]]
+    keep = _without_oversized_spot_nodes(spec, w, spot, [ids[i] for i in chosen], counts, examples)
+    kept = chosen[keep]
+    kept_ids = [ids[i] for i in kept]
+    by_id = np.array(sorted(range(len(kept_ids)), key=kept_ids.__getitem__), np.int64)
+    kept, kept_ids = kept[by_id], [kept_ids[i] for i in by_id]
+    cand = _candidates(spec, [offers[i] for i in kept], kept_ids, price[kept], cols.rate[kept], w[keep][by_id],
+                       spot[keep][by_id], hint[kept], current)
+    cand._labels = Labels.seeded(cand.offers, cols.labels(kept))
     cand.rule_counts = counts
-    cand.placeable = placeable
+    cand.placeable = [offers[i] for i in np.flatnonzero(placeable_mask)]
     cand.exclusions = [Exclusion(reason=r, pools=n, example=examples[r]) for r, n in counts.most_common()]
-    kept = set(ids) if current else set()
-    gone = sorted(pid for pid in current if pid not in kept)
+    kept_set = set(kept_ids) if current else set()
+    gone = sorted(pid for pid in current if pid not in kept_set)
     if gone:
         cand.notes.append(f"{len(gone)} pool(s) running now are no longer allowed or offered "
                           f"(e.g. {gone[0]}); their instances are not kept")
     return cand
 
 
-def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], ids: list[str], counts: Counter,
-                                  examples: dict[str, str]) -> tuple[list[Offer], list[str]]:
-    """Drop spot pools whose one node holds more than ``spot_share_limit`` (reported as
-    OVERSIZED), or more than a zone, region or provider cap allows any plan (its share of
-    the largest spot part, ``gpus - on_demand_gpus``, or the smallest spot node). ``ids``
-    are the pool ids of ``chosen``; returns the kept offers and their ids."""
-    weights = spec.capacity.accelerators
-    spot_market = Market.SPOT
-    w = np.fromiter((o.gpus * weights[o.accelerator] for o in chosen), float, len(chosen))
-    spot = np.fromiter((o.pool.market is spot_market for o in chosen), bool, len(chosen))
+def _location_rule(spec: FleetSpec, provider: str, market: Market, region: str, zone: str) -> int:
+    """The first location rule (provider, market, region, zone) a pool there fails; 0 if none."""
+    settings = spec.provider_settings(provider)
+    if settings is None:
+        return _CODE[PROVIDER]
+    if not (settings.spot if market is Market.SPOT else settings.on_demand):
+        return _CODE[MARKET]
+    if not settings.allows(region, ""):
+        return _CODE[REGION]
+    if zone and (settings.zones is not None or settings.exclude_zones) and not settings.allows(region, zone):
+        return _CODE[ZONE]
+    return 0
+
+
+def _first_cheapest(offers: list[Offer], ids: list[str], allowed: np.ndarray,
+                    price: np.ndarray) -> tuple[np.ndarray, tuple[int, str, int, str] | None]:
+    """One offer per pool id among ``allowed`` (input order of each id's first offer): the
+    cheapest, then steadiest, the first of equals. With duplicates, also ``(index of the first
+    duplicate, DUPLICATE, how many, the smallest duplicated id)``."""
+    allowed_ids = [ids[i] for i in allowed]
+    if len(set(allowed_ids)) == len(allowed_ids):
+        return allowed, None
+    slot: dict[str, int] = {}
+    chosen: list[int] = []
+    dups, first_dup, example = 0, -1, ""
+    for i, pid in zip(allowed.tolist(), allowed_ids):
+        at = slot.get(pid)
+        if at is None:
+            slot[pid] = len(chosen)
+            chosen.append(i)
+            continue
+        dups += 1
+        if first_dup < 0:
+            first_dup, example = i, pid
+        example = min(example, pid)
+        other = chosen[at]
+        if (price[i], offers[i].interruptions_per_hour) < (price[other], offers[other].interruptions_per_hour):
+            chosen[at] = i
+    return np.array(chosen, np.int64), (first_dup, DUPLICATE, dups, example)
+
+
+def _without_oversized_spot_nodes(spec: FleetSpec, w: np.ndarray, spot: np.ndarray, ids: list[str],
+                                  counts: Counter, examples: dict[str, str]) -> np.ndarray:
+    """Indices of the pools to keep: spot pools whose one node (``w`` weighted GPUs) holds more
+    than ``spot_share_limit`` (reported as OVERSIZED), or more than a zone, region or provider
+    cap allows any plan (its share of the largest spot part, ``gpus - on_demand_gpus``, or the
+    smallest spot node), are dropped. ``ids`` are the pools' ids."""
     spot_weights = w[spot]
     limits = [(OVERSIZED, spot_share_limit(spec, spot_weights))]
     part = spec.capacity.gpus - spec.capacity.on_demand_gpus
@@ -255,7 +373,7 @@ def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], ids: lis
         share = getattr(spec.diversification, f"max_{level}_share")
         if share < 1:
             limits.append((reason, max(share * part, smallest)))
-    dropped = np.zeros(len(chosen), bool)
+    dropped = np.zeros(len(w), bool)
     for reason, limit in limits:                 # each pool under the first limit it breaks
         over = np.flatnonzero(spot & ~dropped & (w > limit + 1e-9))
         if len(over):
@@ -264,10 +382,7 @@ def _without_oversized_spot_nodes(spec: FleetSpec, chosen: list[Offer], ids: lis
             if reason not in examples or first < examples[reason]:
                 examples[reason] = first
             dropped[over] = True
-    if not dropped.any():
-        return chosen, ids
-    keep = np.flatnonzero(~dropped)
-    return [chosen[i] for i in keep], [ids[i] for i in keep]
+    return np.flatnonzero(~dropped)
 
 
 def arrays(spec: FleetSpec, offers: list[Offer], current: Mapping[str, int],
@@ -277,14 +392,22 @@ def arrays(spec: FleetSpec, offers: list[Offer], current: Mapping[str, int],
     n = len(offers)
     weights = spec.capacity.accelerators
     spot_market = Market.SPOT
-    table = np.array([(o.price_per_hour, o.interruptions_per_hour if o.pool.market is spot_market else 0.0,
-                       o.gpus * weights[o.accelerator], o.pool.market is spot_market,
-                       math.inf if o.capacity_hint is None else o.capacity_hint) for o in offers],
-                     float).reshape(n, 5)
-    price, rate, weighted, hint = table[:, 0].copy(), table[:, 1].copy(), table[:, 2].copy(), table[:, 4].copy()
-    spot = table[:, 3] > 0
+    table = np.array([(o.price_per_hour, o.interruptions_per_hour, o.gpus * weights[o.accelerator],
+                       o.pool.market is spot_market, math.inf if o.capacity_hint is None else o.capacity_hint)
+                      for o in offers], float).reshape(n, 5)
+    return _candidates(spec, offers, ids, table[:, 0].copy(), table[:, 1].copy(), table[:, 2].copy(),
+                       table[:, 3] > 0, table[:, 4].copy(), current)
+
+
+def _candidates(spec: FleetSpec, offers: list[Offer], ids: list[str] | None, price: np.ndarray, rate: np.ndarray,
+                weighted: np.ndarray, spot: np.ndarray, hint: np.ndarray, current: Mapping[str, int]) -> Candidates:
+    """The ``Candidates`` of allowed ``offers`` from their prices, rates (0 taken for
+    on-demand), weights, markets and hints: what runs now, and the bounds with the per-pool
+    spot cap."""
+    n = len(offers)
+    rate = np.where(spot, rate, 0.0)
     if current:
-        ids = ids if ids is not None else [o.pool.id for o in offers]
+        ids = ids if ids is not None else pool_ids(offers)
         cur = np.fromiter((current.get(pid, 0) for pid in ids), float, n)
     else:
         cur = np.zeros(n)

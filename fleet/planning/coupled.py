@@ -58,8 +58,7 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
     cand = model.cand
     penalty = model.launch_costs(cand.price, churn)
 
-    def factor(rate: float) -> float:
-        return economics.overhead_factor(max(rate, 0.0), workload)
+    factor = _Factor(workload)
 
     def linear(counts: np.ndarray) -> float:
         new = np.maximum(counts - cand.current, 0)
@@ -101,6 +100,19 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
     return CoupledResult(best, notes)
 
 
+class _Factor:
+    """``F`` of the workload: called on one rate, ``many`` on an array (negative rates as 0)."""
+
+    def __init__(self, workload: Workload):
+        self.workload = workload
+
+    def __call__(self, rate: float) -> float:
+        return economics.overhead_factor(max(rate, 0.0), self.workload)
+
+    def many(self, rates: np.ndarray) -> np.ndarray:
+        return economics.overhead_factors(np.maximum(rates, 0.0), self.workload)
+
+
 def _screen(model: Model, penalty: np.ndarray | None, hi: float, beat: float, factor) -> float:
     """Lower ``hi`` past rate bands that cannot hold a plan worth less than ``beat``.
 
@@ -114,7 +126,7 @@ def _screen(model: Model, penalty: np.ndarray | None, hi: float, beat: float, fa
     edges = np.linspace(0.0, hi, SCREEN_BANDS + 1)
     pools = np.arange(model.n)
     for a, b in reversed(list(zip(edges[:-1], edges[1:]))):
-        slope, bound = cut_row(b, beat, factor, lo=a)
+        slope, bound = cut_row(b, beat, factor, lo=a, factors=factor.many)
         band = Extra(rows=[Row(pools, cand.rate, lb=a, ub=b), Row(pools, cand.price + slope * cand.rate, ub=bound)])
         if model.lower_bound(cand.price, penalty, band) * factor(a) < beat:
             return float(b)
@@ -153,7 +165,7 @@ def _inverse_factor(target: float, workload: Workload) -> float:
     return hi
 
 
-def cut_row(hi: float, beat: float, factor, lo: float = 0.0) -> tuple[float, float]:
+def cut_row(hi: float, beat: float, factor, lo: float = 0.0, factors=None) -> tuple[float, float]:
     """``(s, c)`` with ``s >= 0`` such that every plan with ``lo <= Lam <= hi`` worth less
     than ``beat`` has ``P + s * Lam < c`` (``P`` its price without launch penalty).
 
@@ -161,11 +173,12 @@ def cut_row(hi: float, beat: float, factor, lo: float = 0.0) -> tuple[float, flo
     and ``Lam`` in ``[l_k, l_k+1]``, F increasing gives ``P + s * Lam < beat / F(l_k) + s *
     l_k+1``, so ``c`` is the largest of those (only F increasing is used); ``s`` is the chord
     slope of ``beat / F`` over ``[lo, hi]``, which makes the row bite near ``Lam = hi``.
+    ``factors``, when given, is ``F`` over an array of rates (faster than ``factor`` per point).
     """
     if hi <= lo or beat <= 0:
         return 0.0, beat
     grid = np.linspace(lo, hi, CUT_POINTS + 1)
-    g = beat / np.array([factor(float(x)) for x in grid])
+    g = beat / (factors(grid) if factors is not None else np.array([factor(float(x)) for x in grid]))
     if not np.isfinite(g).all():
         return 0.0, beat            # P <= P' < beat: always valid
     slope = max((g[0] - g[-1]) / (hi - lo), 0.0)
@@ -177,6 +190,6 @@ def _cheapest_below(model: Model, penalty: np.ndarray | None, hi: float, cutoff:
     worth less than ``cutoff`` (``cut_row``); ``None`` when there is none."""
     cand = model.cand
     pools = np.arange(model.n)
-    slope, bound = cut_row(hi, cutoff, factor)
+    slope, bound = cut_row(hi, cutoff, factor, factors=factor.many)
     rows = [Row(pools, cand.rate, ub=hi), Row(pools, cand.price + slope * cand.rate, ub=bound)]
     return model.solve(cand.price, penalty=penalty, extra=Extra(rows=rows), cutoff=cutoff)

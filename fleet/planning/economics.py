@@ -156,6 +156,27 @@ def overhead_factor(rate_per_hour: float, workload: Workload) -> float:
     return time_factor(tau, workload.checkpoint_write_seconds, workload.restart_seconds, rate_per_hour)
 
 
+def overhead_factors(rates_per_hour, workload: Workload):
+    """``overhead_factor`` of each rate in an array, computed with numpy (the planner's bounds
+    evaluate ``F`` on grids of hundreds of rates)."""
+    import numpy as np
+
+    rate = np.asarray(rates_per_hour, float)
+    d, restart = float(workload.checkpoint_write_seconds), float(workload.restart_seconds)
+    positive = rate > 0
+    m = np.where(positive, 3600 / np.where(positive, rate, 1.0), 1.0)
+    x = d / (2 * m)
+    daly = np.where(d >= 2 * m, m, np.sqrt(2 * d * m) * (1 + np.sqrt(x) / 3 + x / 9) - d)
+    tau = np.maximum(daly, 1.0)
+    lam = np.where(positive, rate, 1.0) / 3600
+    a, b = lam * (tau + d), lam * restart
+    with np.errstate(over="ignore"):
+        factor = np.minimum(np.exp(np.minimum(b, _MAX_EXP)) * np.expm1(np.minimum(a, _MAX_EXP)) / (lam * tau),
+                            MAX_OVERHEAD_FACTOR)
+    factor = np.where(a + b > _MAX_EXP, MAX_OVERHEAD_FACTOR, factor)
+    return np.where(positive, factor, 1.0)
+
+
 def overhead_slope(rate_per_hour: float, workload: Workload) -> float:
     """``dF/drate`` (hours): extra paid time per useful hour per extra interruption per hour.
 

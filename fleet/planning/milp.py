@@ -16,16 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog
-from scipy.sparse import coo_array, vstack
-
+from fleet.planning import highs
 from fleet.planning.candidates import Candidates
 from fleet.planning.domains import Domains, Limits
-from fleet.planning.highs import milp
 from fleet.planning.twins import find_twins, singletons
 
-#: HiGHS settings: prove optimality (no relative gap), quiet; ``Model`` adds its time limit.
-HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "disp": False, "presolve": True}
+#: HiGHS settings: prove optimality (no relative gap); ``Model`` adds its time limit. The
+#: feasibility-jump heuristic costs about 10 ms per MILP whatever its size, most of a small
+#: domain's solve, and the planner hands HiGHS good bounds and cutoffs instead.
+HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "presolve": "on", "mip_heuristic_run_feasibility_jump": False}
 #: Above this many pools, drop pools by LP reduced costs before the MILP (exact).
 FIXING_MIN_POOLS = 48
 #: Solve the full program once at most this many times the restricted program's pools stay
@@ -241,8 +240,8 @@ class Model:
                 rows.append(Row(od, view.weighted[od], lb=self.baseline))
         if self.budget is not None:
             rows.append(Row(idx, view.price, ub=self.budget))
-        return _Program(c, integrality, lb, ub, _matrix(rows, total), np.array([r.lb for r in rows]),
-                        np.array([r.ub for r in rows]), len(extra.costs))
+        return _Program(highs.Program(c, lb, ub, integrality, *_matrix(rows, total), np.array([r.lb for r in rows]),
+                                      np.array([r.ub for r in rows])), len(extra.costs))
 
     def _run(self, prog: "_Program", cutoff: float) -> "Solution | None | object":
         """Solves ``prog`` (after reduced-cost fixing above ``FIXING_MIN_POOLS`` columns).
@@ -270,7 +269,7 @@ class Model:
                 ub_r = ub.copy()
                 ub_r[:self.cols] = 0
                 ub_r[inside] = ub[inside]
-                incumbent = self._milp(prog, ub_r)
+                incumbent = self._milp(prog, ub_r, cutoff)
                 if incumbent is not None and self._more_cap_rows(incumbent.counts):
                     return _MORE_ROWS
                 if incumbent is None and size >= len(ranked):
@@ -284,59 +283,61 @@ class Model:
                     if len(still_open) <= FULL_SOLVE_RATIO * size:
                         break     # a larger restricted program would cost about what the full one does
                 size *= 4
-        return self._milp(prog, ub)
+        return self._milp(prog, ub, cutoff)
 
-    def _milp(self, prog: "_Program", ub: np.ndarray) -> Solution | None:
-        constraints = [LinearConstraint(prog.a, prog.row_lb, prog.row_ub)] if prog.a is not None else []
-        res = milp(prog.c, integrality=prog.integrality, bounds=Bounds(prog.lb, ub), constraints=constraints,
-                   options=self.options)
+    def _milp(self, prog: "_Program", ub: np.ndarray, cutoff: float = np.inf) -> Solution | None:
+        res = highs.solve_milp(prog.program, ub, self.options, cutoff)
         if res.x is None:
             return None
         x = res.x
         counts = self.twins.spread(np.rint(x[:self.cols]).astype(np.int64))
         return Solution(counts=counts, extra=x[self.base_cols:self.base_cols + prog.extras],
-                        proven=res.status == 0, objective=float(prog.c @ x))
+                        proven=res.proven, objective=float(prog.c @ x))
 
 
 #: ``Model._run``'s answer when new cap rows were activated and the program must be rebuilt.
 _MORE_ROWS = object()
 
 
-def _matrix(rows: list[Row], columns: int):
-    if not rows:
-        return None
-    r = np.concatenate([np.full(len(row.cols), k) for k, row in enumerate(rows)])
-    cols = np.concatenate([row.cols for row in rows]).astype(np.int64)
-    vals = np.concatenate([row.coefs for row in rows]).astype(float)
-    return coo_array((vals, (r, cols)), shape=(len(rows), columns)).tocsr()
+def _matrix(rows: list[Row], columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``rows`` as a row-wise sparse matrix (start, index, value), repeated entries summed."""
+    lengths = np.array([len(row.cols) for row in rows], np.int64)
+    if not len(rows):
+        return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    index = np.concatenate([row.cols for row in rows]).astype(np.int64)
+    value = np.concatenate([row.coefs for row in rows]).astype(float)
+    row_of = np.repeat(np.arange(len(rows)), lengths)
+    key = row_of * columns + index
+    if len(key) > 1 and not (np.diff(key) > 0).all():
+        merged, inverse = np.unique(key, return_inverse=True)
+        value = np.bincount(inverse.reshape(-1), weights=value, minlength=len(merged))
+        row_of, index = merged // columns, merged % columns
+        lengths = np.bincount(row_of, minlength=len(rows))
+    return np.concatenate([[0], np.cumsum(lengths)]), index, value
 
 
 @dataclass
 class _Program:
-    """One MILP in scipy's terms: ``min c.x``, ``row_lb <= a x <= row_ub``, ``lb <= x <= ub``."""
+    """One MILP (``fleet.planning.highs.Program``) and how many strategy columns follow the
+    counts and ``z``."""
 
-    c: np.ndarray
-    integrality: np.ndarray
-    lb: np.ndarray
-    ub: np.ndarray
-    a: object              # scipy sparse matrix, None without rows
-    row_lb: np.ndarray
-    row_ub: np.ndarray
-    extras: int            # how many strategy columns follow the counts and z
+    program: highs.Program
+    extras: int
+
+    @property
+    def c(self) -> np.ndarray:
+        return self.program.c
+
+    @property
+    def ub(self) -> np.ndarray:
+        return self.program.ub
 
 
 def _relaxation(prog: _Program) -> tuple[float, np.ndarray] | None:
     """LP relaxation: its optimum and the reduced costs of the columns at their lower bound
     (for any feasible x, ``c.x >= z_lp + reduced_j * (x_j - lb_j)``); ``None`` if infeasible."""
-    a_ub, b_ub = None, None
-    if prog.a is not None:
-        upper, lower = np.isfinite(prog.row_ub), np.isfinite(prog.row_lb)
-        a_ub = vstack([prog.a[upper], -prog.a[lower]]).tocsr()
-        b_ub = np.concatenate([prog.row_ub[upper], -prog.row_lb[lower]])
-    res = linprog(prog.c, A_ub=a_ub, b_ub=b_ub, bounds=np.column_stack([prog.lb, prog.ub]), method="highs",
-                  options={"presolve": False})   # presolve costs 20x the solve on these LPs
-    if res.status == 2:
+    relaxed = highs.solve_lp(prog.program)
+    if relaxed is None:
         return None
-    if res.status != 0:
-        return -np.inf, np.zeros(len(prog.c))     # no bound: nothing is dropped
-    return float(res.fun), np.maximum(res.lower.marginals, 0.0)
+    z, duals = relaxed
+    return z, np.maximum(duals, 0.0)

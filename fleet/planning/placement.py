@@ -14,7 +14,7 @@ For independent nodes that is the objective's own LP relaxation. For a coupled j
 ``P * F(Lam) = sum(n_i p_i F(Lam)) >= sum(n_i p_i F(lam_i))`` since ``Lam >= lam_i`` for every
 pool in use (``n_i >= 1``) and ``F`` increases; a coupled job's domains then get a tighter
 bound from the (price, rate) frontier of the same LP (``_frontier_bound``). Quotas enter the
-LP through Lagrangian multipliers (``priced_bound``) and the cap of the finest failure domain
+LP as rows (``priced_bound``, solved by HiGHS; their duals price them in the frontier) and the cap of the finest failure domain
 left below the placement level as a disjoint capacity per group (``Spread``); both only add
 valid rows, so the bounds stay bounds. Domains are solved in increasing bound order, each only
 for plans worth less than the runner-up so far (the coupled walk starts from that value), and
@@ -87,8 +87,6 @@ class QuotaRows:
 
 
 NO_QUOTAS = QuotaRows(np.zeros((0, 0)), np.zeros(0))
-#: Steps of the search for each quota's multiplier (the bound is concave in it).
-QUOTA_STEPS = 16
 
 
 def value_of(spec: FleetSpec, cand: Candidates, counts: np.ndarray, churn: float,
@@ -170,9 +168,13 @@ class Spread:
 
     group: np.ndarray
     cap: float
+    #: ``(s, T, c, w_od)`` when the cap is the share rule's ``max(s * (T - OD), c)``
+    #: (``fleet.planning.domains``): the LP bound then carries the rule's own rows, whose cap
+    #: shrinks as on-demand nodes come in
+    share: tuple[float, float, float, float] | None = None
 
     def of(self, pools: np.ndarray) -> "Spread":
-        return Spread(self.group[pools], self.cap)
+        return Spread(self.group[pools], self.cap, self.share)
 
     def capped(self, room: np.ndarray, ratio: np.ndarray, spot: np.ndarray) -> np.ndarray:
         """Per pool, what a cheapest-first fill within the group caps can take from it."""
@@ -217,7 +219,12 @@ def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor:
     fixed = float(nu @ quotas.headroom) if nu is not None and len(nu) else 0.0
 
     def g(mu: float) -> float:
-        return cover_bound(price + mu * rate + shift, w, s, u, target, baseline, spread) - fixed
+        # the multipliers were searched for the independent costs; at these costs they may be
+        # worse than none, and both give a bound
+        plain = cover_bound(price + mu * rate, w, s, u, target, baseline, spread)
+        if not fixed and not shift.any():
+            return plain
+        return max(plain, cover_bound(price + mu * rate + shift, w, s, u, target, baseline, spread) - fixed)
 
     g0 = g(0.0)
     if not np.isfinite(g0):
@@ -230,7 +237,7 @@ def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor:
         return max(g0 * economics.overhead_factor(0.0, spec.workload), floor)
     grid = np.linspace(0.0, reach, FRONTIER_POINTS + 1)
     h = np.maximum(g0, np.max(gs[:, None] - mus[:, None] * grid[None, :], axis=0))
-    f = np.array([economics.overhead_factor(float(x), spec.workload) for x in grid])
+    f = economics.overhead_factors(grid, spec.workload)
     bound = min(float(np.min(h[1:] * f[:-1])), g0 * float(f[-1]))
     return max(bound, floor)
 
@@ -240,41 +247,56 @@ def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor:
 def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
                  target: float, baseline: float, quotas: QuotaRows,
                  spread: "Spread | None" = None) -> tuple[float, np.ndarray]:
-    """``cover_bound`` strengthened by the quotas: for multipliers ``nu >= 0`` the LP with
-    quota rows is at least ``cover_bound(cost + nu @ units) - nu @ headroom`` (Lagrangian
-    duality; valid for every ``nu``). Each quota's ``nu`` in turn is searched on its own
-    (a golden-section search of a concave function); returns the bound and the ``nu`` used."""
-    nu = np.zeros(len(quotas.headroom))
+    """``cover_bound`` with the quota rows ``units @ x <= headroom`` added: the LP itself,
+    solved by HiGHS (``inf`` when it is infeasible: no plan in these pools meets the spec
+    within the quotas). Returns the bound and multipliers ``nu >= 0`` for the quotas (the LP's
+    duals): by Lagrangian duality ``cover_bound(c + nu @ units) - nu @ headroom`` is a lower
+    bound for any costs ``c`` and any such ``nu``, which ``_frontier_bound`` uses. Without
+    quotas this is ``cover_bound`` (greedy, no solver)."""
+    if not len(quotas.headroom):
+        return cover_bound(cost, weighted, spot, upper, target, baseline, spread), np.zeros(0)
+    from fleet.planning.highs import Program, solve_lp
 
-    def at(nu_: np.ndarray) -> float:
-        if not len(nu_):
-            return cover_bound(cost, weighted, spot, upper, target, baseline, spread)
-        return (cover_bound(cost + nu_ @ quotas.units, weighted, spot, upper, target, baseline, spread)
-                - float(nu_ @ quotas.headroom))
-
-    best = at(nu)
-    if not np.isfinite(best):
-        return best, nu
-    for q in range(len(nu)):
-        covered = quotas.units[q] > 0
-        # past this multiplier no covered pool is worth using (every weighted GPU costs less elsewhere)
-        lo, hi = 0.0, 2.0 * float(np.max(cost / weighted)) * float(np.max(weighted[covered] / quotas.units[q, covered]))
-        ratio = (5 ** 0.5 - 1) / 2
-        for _ in range(QUOTA_STEPS):
-            a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-            fa, fb = at(_with(nu, q, a)), at(_with(nu, q, b))
-            lo, hi = (a, hi) if fa < fb else (lo, b)
-        trial = _with(nu, q, lo)
-        value = at(trial)
-        if value > best:
-            best, nu = value, trial
-    return best, nu
-
-
-def _with(nu: np.ndarray, q: int, value: float) -> np.ndarray:
-    out = nu.copy()
-    out[q] = value
-    return out
+    n = len(cost)
+    rows = [(np.arange(n), weighted, target, np.inf)]
+    od = np.flatnonzero(~spot)
+    if baseline > 0:
+        rows.append((od, weighted[od], baseline, np.inf))
+    first_quota = len(rows)
+    for q in range(len(quotas.headroom)):
+        cols = np.flatnonzero(quotas.units[q])
+        rows.append((cols, quotas.units[q, cols], -np.inf, float(quotas.headroom[q])))
+    capped = np.zeros(0, np.int64)
+    if spread is not None:
+        capped = np.flatnonzero(spot & (spread.group >= 0))
+        for g in np.unique(spread.group[capped]):
+            cols = capped[spread.group[capped] == g]
+            rows.append((cols, weighted[cols], -np.inf, spread.cap))
+    columns = n
+    if spread is not None and spread.share is not None and len(capped):
+        # the share rule's rows with its binary u relaxed to [0, 1] (one u, column n):
+        # L(D) + s * OD - M1 * u <= s * T and L(D) + M2 * u <= c + M2, valid for some optimal plan
+        s_, t_, c_, w_od = spread.share
+        m1, m2 = c_ + s_ * w_od, s_ * t_ - c_
+        columns = n + 1
+        for g in np.unique(spread.group[capped]):
+            cols = capped[spread.group[capped] == g]
+            rows.append((np.concatenate([cols, od, [n]]), np.concatenate([weighted[cols], s_ * weighted[od], [-m1]]),
+                         -np.inf, s_ * t_))
+            rows.append((np.append(cols, n), np.append(weighted[cols], m2), -np.inf, c_ + m2))
+    start = np.concatenate([[0], np.cumsum([len(r[0]) for r in rows])])
+    pad = np.zeros(columns - n)
+    prog = Program(c=np.concatenate([np.asarray(cost, float), pad]), lb=np.zeros(columns),
+                   ub=np.concatenate([np.asarray(upper, float), pad + 1]),
+                   integrality=np.zeros(columns), start=start, index=np.concatenate([r[0] for r in rows]),
+                   value=np.concatenate([r[1] for r in rows]).astype(float),
+                   row_lb=np.array([r[2] for r in rows], float), row_ub=np.array([r[3] for r in rows], float))
+    solved = solve_lp(prog, row_duals=True)
+    if solved is None:
+        return np.inf, np.zeros(len(quotas.headroom))
+    z, _, duals = solved
+    nu = np.maximum(-duals[first_quota:first_quota + len(quotas.headroom)], 0.0)
+    return max(z, cover_bound(cost, weighted, spot, upper, target, baseline, spread)), nu
 
 
 def lower_bounds(spec: FleetSpec, cand: Candidates, members: list[np.ndarray],

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from planner_oracle import offer
@@ -290,3 +293,17 @@ def test_plan_round_trips_through_json():
     again = Plan.from_json(p.to_json())
     assert again == p and again.id == p.id
     assert {a.offer.market for a in again.allocations} == {Market.SPOT, Market.ON_DEMAND}
+
+
+def test_planning_does_not_import_scipy():
+    """`fleet plan` reaches HiGHS through highspy; scipy (half a second to import) stays off its path."""
+    code = ("import sys\nfrom fleet.catalog import filter_for_spec, snapshot_offers\n"
+            "from fleet.planning.planner import plan\nfrom fleet.spec import load_spec\n"
+            "spec = load_spec('examples/h100-multicloud.yaml')\n"
+            "p = plan(spec, filter_for_spec(snapshot_offers(), spec))\n"
+            "assert p.allocations, p\n"
+            "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith('scipy.')))\n")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -95,16 +95,12 @@ def synthetic(rng: random.Random, n: int) -> list:
     return out
 
 
-@pytest.mark.parametrize("seed,kind", [(0, "coupled"), (1, "coupled"), (2, "independent")])
-def test_the_bounded_search_matches_the_plain_milp_in_every_domain(seed, kind):
-    """The domains skipped by their lower bound cannot beat the winner or the runner-up:
-    solving every region with the plain MILP (no pruning, twins or fixing) agrees."""
-    rng = random.Random(seed)
-    offers = synthetic(rng, 160)
-    spec = spec_of("region", kind=kind, gpus=32, on_demand=8)
-    p = plan(spec, offers)
+def _plain_milp_per_region(spec, offers: list, quotas: list = ()) -> tuple[list[tuple[str, float]], int]:
+    """(region, objective) of every region that meets ``spec`` (32 GPUs, 8 on-demand, min_pools
+    2), each solved by the plain MILP (no pruning, twins or fixing), best first; and how many
+    regions there are."""
     cand = select(spec, offers)
-    limits = limits_for(spec, cand.weighted[cand.spot])
+    limits = limits_for(spec, cand.weighted[cand.spot], quotas)
     members, names = placement.domains_of(cand, "region")
     values = {}
     for name, m in zip(names, members):
@@ -114,11 +110,70 @@ def test_the_bounded_search_matches_the_plain_milp_in_every_domain(seed, kind):
         if out.counts is not None:
             values[name] = placement.value_of(spec, sub, out.counts, 0.0,
                                               placement.independent_costs(sub, spec.workload))[0]
-    ranked = sorted(values.items(), key=lambda kv: (kv[1], kv[0]))
+    return sorted(values.items(), key=lambda kv: (kv[1], kv[0])), len(names)
+
+
+@pytest.mark.parametrize("seed,kind", [(0, "coupled"), (1, "coupled"), (2, "independent")])
+def test_the_bounded_search_matches_the_plain_milp_in_every_domain(seed, kind):
+    """The domains skipped by their lower bound cannot beat the winner or the runner-up:
+    solving every region with the plain MILP (no pruning, twins or fixing) agrees."""
+    rng = random.Random(seed)
+    offers = synthetic(rng, 160)
+    spec = spec_of("region", kind=kind, gpus=32, on_demand=8)
+    p = plan(spec, offers)
+    ranked, regions = _plain_milp_per_region(spec, offers)
     assert p.feasible and p.placement.domain == ranked[0][0]
     assert p.totals.true_cost_per_hour == pytest.approx(ranked[0][1], rel=1e-6)
     assert p.placement.runner_up_objective == pytest.approx(ranked[1][1], rel=1e-6)
-    assert p.placement.domains == len(names) and p.placement.solved <= len(names)
+    assert p.placement.domains == regions and p.placement.solved <= regions
+
+
+def _capped_spec(kind: str) -> object:
+    """One region per plan, a zone cap below it and (with ``_quotas``) per-provider quotas."""
+    return parse_spec("name: placed\ncapacity: {gpus: 32, accelerators: {H100: 1.0, A100-80GB: 0.6}, "
+                      f"on_demand_gpus: 8}}\nworkload: {{kind: {kind}, restart_seconds: 600}}\n"
+                      "diversification: {max_pool_share: 0.5, min_pools: 2, max_zone_share: 0.5}\nplacement: region\n")
+
+
+def _quotas() -> list:
+    return [Quota(provider=p, market=m, limit=lim) for p in ("aws", "gcp", "azure")
+            for m, lim in ((Market.SPOT, 12), (Market.ON_DEMAND, 24))]
+
+
+@pytest.mark.parametrize("seed,kind", [(3, "coupled"), (4, "coupled"), (5, "independent")])
+def test_placed_plans_under_caps_and_quotas_match_the_plain_milp_in_every_domain(seed, kind):
+    """With a zone cap and quotas the bounds are looser and the domains' walks carry cap and
+    quota rows: solving every region with the plain MILP (no pruning, twins, fixing or
+    cutoffs) still finds the same winner, value and runner-up."""
+    rng = random.Random(seed)
+    offers = synthetic(rng, 160)
+    spec, quotas = _capped_spec(kind), _quotas()
+    p = plan(spec, offers, quotas=quotas)
+    ranked, _ = _plain_milp_per_region(spec, offers, quotas)
+    assert len(ranked) >= 2 and p.feasible and p.placement.domain == ranked[0][0]
+    assert p.totals.true_cost_per_hour == pytest.approx(ranked[0][1], rel=1e-6)
+    assert p.placement.runner_up_objective == pytest.approx(ranked[1][1], rel=1e-6)
+
+
+def test_quotas_and_caps_only_tighten_a_domain_bound():
+    """The quota multipliers searched for the independent costs must not weaken a coupled
+    job's frontier bound below the bound without them (they once did, so nearly every
+    domain was solved)."""
+    rng = random.Random(7)
+    offers = synthetic(rng, 160)
+    spec, quotas = _capped_spec("coupled"), _quotas()
+    cand = select(spec, offers)
+    limits = limits_for(spec, cand.weighted[cand.spot], quotas)
+    members, _ = placement.domains_of(cand, "region")
+    bound = Domains.bind(limits, cand)
+    rows = placement.QuotaRows(bound.quota_units, bound.headroom)
+    spread = placement.Spread(bound.keys["zone"], max(0.5 * 24, limits.floor))
+    plain = placement.lower_bounds(spec, cand, members)
+    tight = placement.lower_bounds(spec, cand, members, rows, spread)
+    finite = np.isfinite(plain)
+    assert finite.sum() >= 3
+    assert (tight[finite] >= plain[finite] * (1 - 1e-9)).all()
+    assert (tight[finite] > plain[finite] * (1 + 1e-6)).any()
 
 
 @pytest.mark.parametrize("level,caps,quota", [("zone", "", 0), ("region", ", max_zone_share: 0.25", 12),

@@ -14,8 +14,8 @@ from planner_oracle import brute_force, offer
 from fleet.planning import economics, strategies
 from fleet.planning.candidates import select
 from fleet.planning.milp import Model
-from fleet.planning.planner import plan
-from fleet.planning.pruning import pool_bound, prune
+from fleet.planning.planner import linear_cost, plan
+from fleet.planning.pruning import dominance_keys, pool_bound, prune
 from fleet.planning.twins import find_twins
 from fleet.spec import Strategy, parse_spec
 
@@ -54,8 +54,24 @@ def test_every_dropped_pool_has_enough_dominators(seed):
     for j in dropped:
         same = np.flatnonzero((cand.spot == cand.spot[j]) & (cand.weighted == cand.weighted[j]))
         dominators = [i for i in same if i != j and order[i] < order[j] and cand.price[i] <= cand.price[j]
-                      and cand.rate[i] <= cand.rate[j] and cand.upper[i] >= cand.upper[j]]
+                      and cand.rate[i] <= cand.rate[j]]      # whatever their bounds: each holds a node
         assert len(dominators) >= pool_bound(spec.capacity.gpus, float(cand.weighted[j]), 2)
+        assert cand.current[j] == 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_with_one_linear_cost_a_pool_is_dropped_behind_enough_cheaper_ones(seed):
+    """Independent nodes, no budget: a pool goes when K pools of its kind cost no more per node."""
+    rng = random.Random(seed)
+    spec = parse_spec(spec_text(target=rng.choice([8, 16, 24])))
+    cand = select(spec, random_offers(rng, 400))
+    cost = linear_cost(spec, cand)
+    keep = prune(cand, spec.capacity.gpus, 2, keys=dominance_keys(cand, cost, budget=False))
+    assert len(keep) < len(prune(cand, spec.capacity.gpus, 2))
+    for j in np.setdiff1d(np.arange(len(cand)), keep):
+        same = np.flatnonzero((cand.spot == cand.spot[j]) & (cand.weighted == cand.weighted[j]))
+        cheaper = [i for i in same if i != j and (cost[i], i) < (cost[j], j)]
+        assert len(cheaper) >= pool_bound(spec.capacity.gpus, float(cand.weighted[j]), 2)
 
 
 def objective(strategy: Strategy, model: Model, counts: np.ndarray, workload) -> float:
@@ -78,7 +94,8 @@ def test_pruned_and_fixed_program_matches_the_plain_milp(seed, target, strategy,
         return
     args = (float(target), float(target // 4), spec.budget.max_per_hour, 2)
     full = Model(cand, *args, reduce=False)
-    small = Model(cand.subset(prune(cand, target, 2)), *args)
+    keys = dominance_keys(cand, linear_cost(spec, cand), spec.budget.max_per_hour is not None)
+    small = Model(cand.subset(prune(cand, target, 2, keys=keys)), *args)
     a = strategies.solve(strategy, full, spec.workload, replan=False)
     b = strategies.solve(strategy, small, spec.workload, replan=False)
     assert (a.counts is None) == (b.counts is None)
@@ -134,9 +151,11 @@ def test_twin_pools_share_a_column_and_are_spread_round_robin():
 
 def test_an_lp_relaxation_without_a_bound_drops_nothing():
     """An unbounded relaxation (HiGHS status 3) gives no bound: -inf and zero reduced costs."""
+    from fleet.planning.highs import Program
     from fleet.planning.milp import _Program, _relaxation
 
-    prog = _Program(c=np.array([-1.0, 2.0]), integrality=np.ones(2), lb=np.zeros(2),
-                    ub=np.array([np.inf, 5.0]), a=None, row_lb=np.zeros(0), row_ub=np.zeros(0), extras=0)
+    prog = _Program(Program(c=np.array([-1.0, 2.0]), lb=np.zeros(2), ub=np.array([np.inf, 5.0]),
+                            integrality=np.ones(2), start=np.zeros(1, np.int64), index=np.zeros(0, np.int64),
+                            value=np.zeros(0), row_lb=np.zeros(0), row_ub=np.zeros(0)), extras=0)
     z, reduced = _relaxation(prog)
     assert z == -np.inf and list(reduced) == [0.0, 0.0]
