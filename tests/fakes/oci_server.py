@@ -35,7 +35,7 @@ AD (500 ``InternalError`` "Out of host capacity.").
 Control API (no auth) under ``/_control/``: ``reset``; ``capacity`` ``{"ad", "shape", "hosts"}``
 (free hosts; unset: unlimited); ``limits`` ``{"shape", "limit"}`` (live instances of the shape per
 tenancy); ``faults`` ``{"target": "launch"|"list"|"shapes"|"*", "kind": "throttle"|"server-error"|
-"auth"|"capacity"|"limit"|"hostile", "count": n}`` (``hostile`` answers 400 with a message echoing
+"auth"|"capacity"|"limit"|"quota"|"hostile", "count": n}`` (``hostile`` answers 400 with a message echoing
 the request's ``Authorization`` header, terminal escapes and a forged line); the "malformed 200"
 fault ``{"target": "list"|"shapes", "kind": "malformed", "variant": ..., "count": n}`` answers
 200 with a broken body (``tests/fakes/malformed.py``; wrong types: an object where the list
@@ -92,6 +92,7 @@ FAULTS = {
     "capacity": (500, "InternalError", "Out of host capacity."),
     "limit": (400, "LimitExceeded", "The following service limits were exceeded: gpu-count. Request a service "
               "limit increase from the service limits page in the console."),
+    "quota": (400, "QuotaExceeded", "The following compartment quotas were exceeded: gpu-count."),
     "hostile": (400, "InvalidParameter", "rejected request with Authorization: {authorization}"
                 "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up"),
 }
@@ -100,6 +101,10 @@ FAULTS = {
 WRONG_TYPES = {"list": b'{"id": "ocid1.instance.oc1..x", "lifecycleState": 7, "freeformTags": "spotfleet"}',
                "shapes": b'{"shape": "BM.GPU.H100.8", "gpus": "eight"}'}
 
+#: Metadata is at most 32,000 bytes in all (LaunchInstanceDetails.metadata in the API reference).
+METADATA_LIMIT = 32_000
+#: Freeform tag keys: no spaces or periods (https://docs.oracle.com/iaas/Content/Tagging/Concepts/taggingoverview.htm).
+TAG_KEY = re.compile(r"^[^\s.]{1,100}$")
 LIVE = ("PROVISIONING", "STARTING", "RUNNING", "STOPPING", "STOPPED", "MOVING", "CREATING_IMAGE")
 _KEY_ID = re.compile(r'keyId="([^"]+)"')
 
@@ -371,6 +376,13 @@ class Handler(BaseHTTPRequestHandler):
         meta = body.get("metadata") or {}
         if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
             raise ApiError(400, "InvalidParameter", "metadata values must be strings")
+        if sum(len(k) + len(v) for k, v in meta.items()) > METADATA_LIMIT:
+            raise ApiError(400, "InvalidParameter", f"metadata exceeds the {METADATA_LIMIT}-byte limit")
+        tags = body.get("freeformTags") or {}
+        for key, value in tags.items() if isinstance(tags, dict) else [(None, None)]:
+            if not isinstance(key, str) or not TAG_KEY.match(key) or not isinstance(value, str) or len(value) > 256:
+                raise ApiError(400, "InvalidParameter", f"freeform tag {key!r}: keys are 1-100 characters without "
+                               "spaces or periods, values strings of at most 256")
         limit = st.limits.get(body["shape"])
         if limit is not None and st.live(body["shape"]) + 1 > limit:
             raise ApiError(400, "LimitExceeded", f"The following service limits were exceeded: "
