@@ -33,7 +33,7 @@ missing required field (400 ``MissingParameter``), preemptible capacity on a bar
 AD (500 ``InternalError`` "Out of host capacity.").
 
 Control API (no auth) under ``/_control/``: ``reset``; ``capacity`` ``{"ad", "shape", "hosts"}``
-(free hosts; unset: unlimited); ``limits`` ``{"shape", "limit"}`` (live instances of the shape per
+(the most live instances of the shape the AD holds; unset: unlimited); ``limits`` ``{"shape", "limit"}`` (live instances of the shape per
 tenancy); ``faults`` ``{"target": "launch"|"list"|"shapes"|"*", "kind": "throttle"|"server-error"|
 "auth"|"capacity"|"limit"|"quota"|"hostile", "count": n}`` (``hostile`` answers 400 with a message echoing
 the request's ``Authorization`` header, terminal escapes and a forged line); the "malformed 200"
@@ -56,6 +56,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -135,7 +136,7 @@ class State:
             self.instances: dict[str, dict[str, Any]] = {}
             self.order: list[str] = []
             self.tokens: dict[str, tuple[str, str]] = {}      # retry token -> (body digest, instance id)
-            self.capacity: dict[tuple[str, str], int] = {}    # (ad, shape) -> free hosts
+            self.capacity: dict[tuple[str, str], int] = {}    # (ad, shape) -> most live instances it holds
             self.limits: dict[str, int] = {}                  # shape -> live instances allowed
             self.faults: list[dict[str, Any]] = []
             self.calls: dict[str, int] = {}
@@ -156,8 +157,9 @@ class State:
             inst["lifecycleState"] = "TERMINATED"
         return {k: v for k, v in inst.items() if not k.startswith("_")}
 
-    def live(self, shape: str) -> int:
-        return sum(1 for i in self.instances.values() if i["shape"] == shape and i["lifecycleState"] in LIVE)
+    def live(self, shape: str, ad: str = "") -> int:
+        return sum(1 for i in self.instances.values() if i["shape"] == shape and i["lifecycleState"] in LIVE
+                   and (not ad or i["availabilityDomain"] == ad))
 
     def new_instance(self, body: dict[str, Any], *, foreign: bool = False) -> dict[str, Any]:
         iid = f"ocid1.instance.oc1.iad.{uuid.uuid4().hex}"
@@ -388,12 +390,9 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "LimitExceeded", f"The following service limits were exceeded: "
                            f"{body['shape'].lower()}-count. Request a service limit increase from the service "
                            "limits page in the console.")
-        key = (body["availabilityDomain"], body["shape"])
-        free = st.capacity.get(key)
-        if free is not None:
-            if free <= 0:
-                raise ApiError(500, "InternalError", "Out of host capacity.")
-            st.capacity[key] = free - 1
+        cap = st.capacity.get((body["availabilityDomain"], body["shape"]))
+        if cap is not None and st.live(body["shape"], body["availabilityDomain"]) >= cap:
+            raise ApiError(500, "InternalError", "Out of host capacity.")
         inst = st.new_instance(body)
         if token:
             st.tokens[token] = (digest, inst["id"])
@@ -487,6 +486,28 @@ class OciServer:
     def start(self) -> "OciServer":
         self.thread.start()
         return self
+
+    def write_config(self, folder: Path, profile: str = "DEFAULT") -> dict[str, str]:
+        """An OCI SDK config file for the fake's tenancy and user, with a throwaway RSA API key, in
+        ``folder``; the environment that points spotfleet (and the SDK's endpoint) at this fake."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        folder.mkdir(parents=True, exist_ok=True)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+        der = key.public_key().public_bytes(serialization.Encoding.DER,
+                                            serialization.PublicFormat.SubjectPublicKeyInfo)
+        digest = hashlib.md5(der).hexdigest()  # noqa: S324 (OCI's key fingerprint is an MD5 of the public key)
+        fingerprint = ":".join(digest[i:i + 2] for i in range(0, 32, 2))
+        (folder / "oci_api_key.pem").write_bytes(pem)
+        (folder / "oci_api_key.pem").chmod(0o600)
+        config = folder / "config"
+        config.write_text(f"[{profile}]\nuser={USER}\nfingerprint={fingerprint}\ntenancy={TENANCY}\n"
+                          f"region={REGION}\nkey_file={folder / 'oci_api_key.pem'}\n")
+        config.chmod(0o600)
+        return {"SPOTFLEET_OCI_CONFIG": str(config), "SPOTFLEET_OCI_ENDPOINT": self.url}
 
     def stop(self) -> None:
         self.httpd.shutdown()
