@@ -37,6 +37,7 @@ PACKAGES: dict[str, str] = {
     "gcp": "providers.gcp",
     "azure": "providers.azure",
     "vast": "providers.vast",
+    "oci": "providers.oci",
 }
 
 #: Providers in the price snapshot and the local cloud that no adapter ships for yet.

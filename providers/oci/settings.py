@@ -3,9 +3,9 @@
 ``compartment_id``, ``subnet_id`` and ``image_id`` are OCIDs the tenancy already has (the fleet
 makes no network: a subnet with a route out, a NAT or internet gateway, is the operator's, as
 the image is: a GPU platform image, ``Oracle-Linux-8.x-Gen2-GPU-*``, or one of their own).
-``config_file``/``profile`` pick the API key (``~/.oci/config``, profile ``DEFAULT``); ``region``
-overrides the profile's region. One adapter serves one region: the region's availability domains
-are its zones.
+``config_file``/``profile`` pick the API key (``~/.oci/config``, profile ``DEFAULT``). One adapter
+serves one region, the first of ``regions`` (default: the profile's); the region's availability
+domains are its zones.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ class OciSettings(ProviderSettings):
                           "overrides it when it is an image OCID.")
     config_file: str = Field(default="", description="OCI: the SDK config file (default ~/.oci/config).")
     profile: str = Field(default="", description="OCI: the profile in the config file (default DEFAULT).")
-    region: str = Field(default="", description="OCI: the region (default: the profile's).")
+
+    @property
+    def region(self) -> str:
+        """The one region the adapter serves: the first of ``regions``, else "" (the profile's)."""
+        return self.regions[0] if self.regions else ""
 
     def missing(self) -> list[str]:
         """The OCIDs a launch needs that are not set, as ``providers.oci.<field>`` paths."""

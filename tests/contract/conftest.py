@@ -23,8 +23,8 @@ from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
-TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "aws", "gcp",
-           "azure", "azure:scale-set", "oci"]
+TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "local:oci", "vast",
+           "aws", "gcp", "azure", "azure:scale-set", "oci"]
 
 
 class Harness(Protocol):
