@@ -19,6 +19,7 @@ from oci_server import ADS, COMPARTMENT, IMAGE, SUBNET, OciServer  # noqa: E402
 from fleet.errors import (  # noqa: E402
     AuthError,
     MalformedResponseError,
+    NoCapacityError,
     ProviderError,
     QuotaExceededError,
     RateLimitedError,
@@ -232,6 +233,17 @@ def test_check_says_what_is_missing_and_passes_when_set(server, env, tmp_path):
     assert not bare.ok and "providers.oci.compartment_id" in bare.detail
     none = check(OciSettings(config_file=str(tmp_path / "nope")))
     assert not none.ok and not none.configured and "oci setup config" in none.fix
+
+
+def test_an_unknown_shape_or_ad_is_refused_not_taken_for_a_full_pool(server, env, tmp_path):
+    provider = make(server, env, tmp_path)
+    offer = offer_of(provider, "VM.GPU.A10.1", Market.ON_DEMAND)
+    for change in ({"instance_type": "VM.GPU.Z99.1"}, {"zone": "Uocm:US-ASHBURN-AD-9"}):
+        alien = offer.model_copy(update={"pool": offer.pool.model_copy(update=change)})
+        with pytest.raises(ProviderError) as err:
+            provider.launch(request(alien, 1, f"tok-{sorted(change)[0]}"))
+        assert err.value.code == "InvalidParameter" and not isinstance(err.value, NoCapacityError)
+    assert ours(server) == []
 
 
 def test_a_launch_without_the_ocids_names_the_missing_settings(server, env, tmp_path):
