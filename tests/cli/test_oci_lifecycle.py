@@ -86,6 +86,7 @@ class Cloud:
 @pytest.fixture
 def cloud(tmp_path, server) -> Cloud:
     httpx.post(f"{server.url}/_control/reset", json={}).raise_for_status()
+    httpx.post(f"{server.url}/_control/config", json={"boot_seconds": 0, "stop_seconds": 0}).raise_for_status()
     return Cloud(tmp_path, server)
 
 
@@ -99,6 +100,7 @@ def _zones(report: dict) -> dict[str, int]:
 
 def test_up_meets_the_spec_a_rerun_changes_nothing_and_down_spares_a_foreign_instance(cloud):
     foreign = cloud.control("foreign", {"shape": "VM.GPU.A10.1", "ad": ADS[0], "count": 1})["ids"]
+    cloud.control("config", {"boot_seconds": 3600, "stop_seconds": 3600})   # PROVISIONING, then TERMINATING, as on OCI
     report = cloud.fleet_json("up", str(cloud.spec), "--yes")
     assert report["ok"] and sum(report["desired"].values()) == 6 and len(report["desired"]) == 3
     assert all(p.startswith("oci/us-ashburn-1/") and p.endswith("/VM.GPU.A10.1/spot") for p in report["desired"])
@@ -114,10 +116,11 @@ def test_up_meets_the_spec_a_rerun_changes_nothing_and_down_spares_a_foreign_ins
 
     status = cloud.fleet_json("status", "ocifleet")
     assert "Traceback" not in json.dumps(status)
+    assert {i["lifecycleState"] for i in cloud.instances() if i["id"] not in foreign} == {"PROVISIONING"}
     down = cloud.fleet("down", "ocifleet", "--yes")
     assert down.returncode == 0, down.stderr
     assert cloud.ours() == {}
-    live = [i["id"] for i in cloud.instances() if i["lifecycleState"] == "RUNNING"]
+    live = [i["id"] for i in cloud.instances() if i["lifecycleState"] in ("RUNNING", "PROVISIONING")]
     assert live == foreign
 
 
