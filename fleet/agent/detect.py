@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from fleet.agent import aws, azure, gcp, http, local, vast
+from fleet.agent import aws, azure, gcp, http, local, oci, vast
 from fleet.agent.notice import PollingWatcher, TransientError, WatcherConfigError
 
-CLOUDS = ("aws", "gcp", "azure", "vast", "local")
+CLOUDS = ("aws", "gcp", "azure", "vast", "oci", "local")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ def make_watcher(cloud: str, opts: WatcherOptions = WatcherOptions()) -> Polling
         return azure.AzureWatcher(opts.url, vm_name=opts.instance_id, **every)
     if cloud == "vast":
         return vast.VastWatcher(opts.instance_id, url=opts.url, **every)
+    if cloud == "oci":
+        return oci.OciWatcher(opts.url, **every)
     if cloud == "local":
         return local.LocalWatcher(opts.notice_file, **every)
     raise WatcherConfigError(f"unknown cloud {cloud!r}; use one of {', '.join(CLOUDS)} or auto")
@@ -64,6 +66,8 @@ def instance_id(cloud: str, *, url: str | None = None) -> str:
         return azure.AzureWatcher(url).instance_id()
     if cloud == "vast":
         return os.environ.get("CONTAINER_ID", "")
+    if cloud == "oci":
+        return oci.OciWatcher(url).instance_id()
     return ""
 
 

@@ -4,7 +4,7 @@ The local cloud simulates every catalog provider under its real name, so the exe
 and the operator see vendor-shaped data: ``i-0...`` instance ids and
 ``InsufficientInstanceCapacity`` for AWS, numeric ids and ``ZONE_RESOURCE_POOL_EXHAUSTED``
 for GCP, and so on. The AWS, GCP, Azure and Vast codes are the documented ones
-(see the cloud API notes); the Lambda and RunPod codes are illustrative. The facts about a vendor that its adapter
+(see the cloud API notes), OCI's from its API error reference; the Lambda and RunPod codes are illustrative. The facts about a vendor that its adapter
 declares (interruption notice, spot or not) come from its registration record
 (``providers.registry.record``), so the local cloud simulates what the real adapter states.
 """
@@ -56,6 +56,10 @@ def _guid(digest: bytes) -> str:
 
 def _hex32(digest: bytes) -> str:
     return digest.hex()[:32]
+
+
+def _ocid(digest: bytes) -> str:
+    return "ocid1.instance.oc1.iad." + digest.hex()[:48]
 
 
 def _pod_id(digest: bytes) -> str:
@@ -112,4 +116,8 @@ VENDORS: dict[str, Vendor] = {v.name: v for v in (
            {"capacity": "SUPPLY_CONSTRAINT", "quota": "SPEND_LIMIT_REACHED", "throttle": "TOO_MANY_REQUESTS",
             "server-error": "INTERNAL_SERVER_ERROR", "auth": "UNAUTHENTICATED", "mismatch": "BAD_USER_INPUT",
             "price": "BID_TOO_LOW", "unknown-pool": "GPU_TYPE_NOT_FOUND"}, hazard_per_hour=0.03),
+    Vendor("oci", _ocid,
+           {"capacity": "OutOfHostCapacity", "quota": "LimitExceeded", "throttle": "TooManyRequests",
+            "server-error": "InternalServerError", "auth": "NotAuthenticated", "mismatch": "IncorrectState",
+            "price": "InvalidParameter", "unknown-pool": "InvalidParameter"}),
 )}

@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent_support import kill_leftovers  # noqa: E402
-from fakes.metadata import FakeAzure, FakeGce, FakeImds, FakeVast  # noqa: E402
+from fakes.metadata import FakeAzure, FakeGce, FakeImds, FakeOciImds, FakeVast  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +33,7 @@ imds_server = _session_fake(FakeImds)
 gce_server = _session_fake(FakeGce)
 azure_server = _session_fake(FakeAzure)
 vast_server = _session_fake(FakeVast)
+oci_imds_server = _session_fake(FakeOciImds)
 
 
 @pytest.fixture
@@ -57,3 +58,9 @@ def azure(azure_server):
 def vast(vast_server):
     vast_server.reset()
     return vast_server
+
+
+@pytest.fixture
+def oci_imds(oci_imds_server):
+    oci_imds_server.reset()
+    return oci_imds_server

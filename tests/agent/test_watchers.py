@@ -16,7 +16,8 @@ from fleet.agent.aws import AwsWatcher
 from fleet.agent.azure import AzureWatcher
 from fleet.agent.gcp import GceWatcher
 from fleet.agent.local import LocalWatcher
-from fleet.agent.notice import PollingWatcher, WatcherConfigError
+from fleet.agent.detect import instance_id
+from fleet.agent.notice import PollingWatcher, TransientError, WatcherConfigError
 from fleet.agent.vast import VastWatcher
 
 POOL = ThreadPoolExecutor(8)
@@ -290,6 +291,21 @@ def test_vast_needs_an_instance_and_a_key(monkeypatch, tmp_path):
         VastWatcher("1")
 
 
+# ---- OCI -----------------------------------------------------------------------------------------
+def test_oci_gives_no_notice_but_names_the_instance(oci_imds):
+    w = make_watcher("oci", WatcherOptions(url=oci_imds.url))
+    assert w.poll_once() is None                      # nothing on the instance announces a preemption
+    assert w.instance_id() == "ocid1.instance.oc1.iad.fakenode"
+    assert instance_id("oci", url=oci_imds.url) == "ocid1.instance.oc1.iad.fakenode"
+    assert oci_imds.seen("GET", "/opc/v2/instance/id")[-1].headers["authorization"] == "Bearer Oracle"
+
+
+def test_oci_instance_id_without_an_answer_is_transient(oci_imds):
+    oci_imds.fail_next(1, 503)
+    with pytest.raises(TransientError):
+        make_watcher("oci", WatcherOptions(url=oci_imds.url)).instance_id()
+
+
 # ---- local cloud ---------------------------------------------------------------------------------
 def test_local_notice_file(tmp_path):
     path = tmp_path / "notices" / "i-1.json"
@@ -346,7 +362,7 @@ def test_auto_detects_each_cloud_by_who_answers(monkeypatch, imds, gce, azure):
 
 
 def test_unknown_cloud_names_the_choices():
-    with pytest.raises(WatcherConfigError, match="aws, gcp, azure, vast, local"):
+    with pytest.raises(WatcherConfigError, match="aws, gcp, azure, vast, oci, local"):
         make_watcher("ibm", WatcherOptions())
 
 

@@ -23,8 +23,8 @@ from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
-TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "aws", "gcp",
-           "azure", "azure:scale-set"]
+TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "local:oci", "vast",
+           "aws", "gcp", "azure", "azure:scale-set", "oci"]
 
 
 class Harness(Protocol):
@@ -51,6 +51,10 @@ class Harness(Protocol):
     def malform(self, variant: str, count: int) -> None:
         """The next ``count`` instance listings answer HTTP 200 with a broken body (``variant``:
         one of ``tests/fakes/malformed.py``'s); skips where the target has no wire format."""
+
+
+#: Levers only targets of some abilities have (the ability's contract test skips without them):
+#: ``outbid(ids, min_bid)``: a higher bid takes these instances' machines (``RaisesBids``).
 
 
 @dataclass
@@ -99,6 +103,9 @@ def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -
     if family == "azure":
         from tests.contract.harness_azure import azure_harness
         return azure_harness(name or "vms")
+    if family == "oci":
+        from tests.contract.harness_oci import oci_harness
+        return oci_harness()
     raise ValueError(f"unknown contract target {target}")
 
 

@@ -15,6 +15,9 @@ answer longer than a client's timeout), and inspect ``requests`` (method, path, 
   VM's user-assigned identities, which must be named when there are several) as JWTs an emulator
   that checks issuer, audience and lifetime accepts (Azurite's ``--oauth basic``).
 - :class:`FakeVast`   ``GET /api/v0/instances/{id}/?owner=me`` with Bearer auth; outbid/stop/destroy.
+- :class:`FakeOciImds` OCI instance metadata v2 (``/opc/v2/instance/...``; ``Authorization: Bearer
+  Oracle`` required, 401 without, https://docs.oracle.com/iaas/Content/Compute/Tasks/gettingmetadata.htm).
+  It has no preemption notice to publish: OCI gives none.
 """
 
 from __future__ import annotations
@@ -403,6 +406,31 @@ class FakeVast(FakeServer):
                 return _json(404, {"success": False, "error": "no_such_instance",
                                    "msg": f"Instance {parts[3]} not found."})
             return _json(200, {"instances": dict(row)})
+
+
+class FakeOciImds(FakeServer):
+    """OCI instance metadata v2: the instance document and its fields; nothing announces preemption."""
+
+    def _reset(self) -> None:
+        self.instance = {"id": "ocid1.instance.oc1.iad.fakenode", "shape": "VM.GPU.A10.1",
+                         "availabilityDomain": "Uocm:US-ASHBURN-AD-1", "region": "iad"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reset()
+
+    def handle(self, seen: Seen) -> Answer:
+        if seen.headers.get("authorization") != "Bearer Oracle":
+            return _json(401, {"code": "NotAuthenticated", "message": "Authorization header is required"})
+        parts = seen.path.strip("/").split("/")
+        if seen.method != "GET" or parts[:3] != ["opc", "v2", "instance"] or len(parts) > 4:
+            return _json(404, {"code": "NotFound", "message": "no such metadata path"})
+        with self._lock:
+            if len(parts) == 3:
+                return _json(200, self.instance)
+            if parts[3] not in self.instance:
+                return _json(404, {"code": "NotFound", "message": "no such metadata field"})
+            return _text(200, str(self.instance[parts[3]]))
 
 
 def _b64url(data: bytes) -> str:

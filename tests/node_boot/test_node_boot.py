@@ -1,8 +1,8 @@
 """A node boots from the start-up script an adapter really sent, with no spotfleet installed.
 
-``fleet up`` runs as a subprocess against the fakes (moto for EC2 and S3, the fake Vast server);
-the script is taken from what the fake received (the EC2 instance's user data, the Vast ask's
-``onstart``) and run by bash in a sandbox: a fresh prefix and log (the script's
+``fleet up`` runs as a subprocess against the fakes (moto for EC2 and S3, the fake Vast server,
+the fake OCI API); the script is taken from what the fake received (the EC2 instance's user data,
+the Vast ask's ``onstart``, the OCI instance's ``metadata.user_data``) and run by bash in a sandbox: a fresh prefix and log (the script's
 ``SPOTFLEET_PREFIX``/``SPOTFLEET_NODE_LOG``), the image's interpreter pinned with
 ``SPOTFLEET_PYTHON`` (a bare interpreter without spotfleet: 3.10 as on Ubuntu 22.04 images, 3.11
 as in ``pytorch/pytorch``), a stand-in ``nvidia-smi`` that answers as the real one does, and only
@@ -29,7 +29,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 
 import aws_world  # noqa: E402
-from metadata import FakeImds  # noqa: E402
+from metadata import FakeImds, FakeOciImds  # noqa: E402
+from oci_server import COMPARTMENT, IMAGE, SUBNET, OciServer  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulator, pytest.mark.timeout(1200)]
@@ -143,6 +144,17 @@ checkpoint: {{provider: s3}}
 node:
   startup: """ + STARTUP + "\n"
 
+SPEC_OCI = """
+name: bootoci
+backend: cloud
+capacity: {{gpus: 1, accelerators: [A10], gpus_per_node: {{min: 1, max: 1}}}}
+providers:
+  oci: {{compartment_id: """ + COMPARTMENT + ", subnet_id: " + SUBNET + ", image_id: " + IMAGE + """}}
+  aws: {{regions: [us-east-1], ami: {ami}, spot: false, on_demand: false}}
+checkpoint: {{provider: s3}}
+node:
+  startup: """ + STARTUP + "\n"
+
 #: What a launch gives the sandboxed node: the start-up script and the environment the cloud sets.
 Launched = tuple[str, dict[str, str]]
 
@@ -190,8 +202,28 @@ def launched_on_vast(root: Path, world: aws_world.AwsWorld) -> Iterator[Launched
         server.stop()
 
 
+@contextmanager
+def launched_on_oci(root: Path, world: aws_world.AwsWorld) -> Iterator[Launched]:
+    """``fleet up`` on the fake OCI API (bucket on moto); the script is the instance's
+    ``metadata.user_data`` (base64, as cloud-init reads it), OCI's metadata service a loopback fake."""
+    server = OciServer(port=0).start()
+    imds = FakeOciImds().start()
+    try:
+        spec = root / "spec.yaml"
+        spec.write_text(SPEC_OCI.format(ami=aws_world.MOTO_AMI))
+        fleet(root, cli_env(root, **world.env, **server.write_config(root / "oci")), "up", str(spec), "--yes", "--json")
+        made = [i for i in server.state.instances.values() if i["freeformTags"].get("spotfleet_fleet") == "bootoci"]
+        assert len(made) == 1
+        script = base64.b64decode(made[0]["metadata"]["user_data"]).decode()
+        # the scoped bucket keys travel in the script; S3's name is a loopback stand-in
+        yield script, {"AWS_ENDPOINT_URL": world.env["AWS_ENDPOINT_URL"], "SPOTFLEET_OCI_METADATA_URL": imds.url}
+    finally:
+        imds.stop()
+        server.stop()
+
+
 LAUNCHES: dict[str, Callable[[Path, aws_world.AwsWorld], ContextManager[Launched]]] = {
-    "aws": launched_on_aws, "vast": launched_on_vast}
+    "aws": launched_on_aws, "vast": launched_on_vast, "oci": launched_on_oci}
 
 
 @pytest.fixture(scope="session")
@@ -201,7 +233,7 @@ def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 # the image's Python: 3.10 as on Ubuntu 22.04 (the AWS/GCP/Azure default images), 3.11 as in pytorch/pytorch
-@pytest.mark.parametrize("provider, python_version", [("aws", "3.10"), ("vast", "3.11")])
+@pytest.mark.parametrize("provider, python_version", [("aws", "3.10"), ("vast", "3.11"), ("oci", "3.11")])
 def test_a_node_boots_from_the_script_its_adapter_sent(provider: str, python_version: str, tmp_path: Path,
                                                        pip_cache: str):
     python = bare_python(python_version)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SDKS = ("boto3", "botocore", "azure.core", "azure.identity", "azure.mgmt.compute", "httpx")
+SDKS = ("boto3", "botocore", "azure.core", "azure.identity", "azure.mgmt.compute", "httpx", "oci")
 
 
 def _run(code: str) -> dict:
@@ -27,16 +27,20 @@ def test_loading_the_adapters_and_building_aws_imports_no_sdk():
 import json, sys
 from providers.aws.settings import AwsSettings
 from providers.registry import load_adapter
-loaded = {{name: load_adapter(name) for name in ("aws", "azure", "vast")}}
+loaded = {{name: load_adapter(name) for name in ("aws", "azure", "vast", "oci")}}
 from providers.aws.provider import AwsProvider
 AwsProvider(AwsSettings(regions=["us-east-1"]))      # built, not yet asked anything
+from providers.oci.provider import from_spec
+from providers.oci.settings import OciSettings
+from fleet.spec import parse_spec
+from_spec(parse_spec("name: xo\\ncapacity: {{gpus: 1, accelerators: [A10]}}\\n"), OciSettings())
 print(json.dumps({{"loaded": loaded, "sdks": [m for m in {SDKS!r} if m in sys.modules]}}))
 """)
-    assert got == {"loaded": {"aws": True, "azure": True, "vast": True}, "sdks": []}
+    assert got == {"loaded": {"aws": True, "azure": True, "vast": True, "oci": True}, "sdks": []}
 
 
 @pytest.mark.parametrize("name, module, extra", [("aws", "boto3", "aws"), ("azure", "azure.core", "azure-vm"),
-                                                 ("vast", "httpx", "vast")])
+                                                 ("vast", "httpx", "vast"), ("oci", "oci", "oci")])
 def test_a_missing_sdk_is_named_when_the_adapter_loads(name, module, extra):
     got = _run(f"""
 import json, sys

@@ -36,7 +36,7 @@ def test_local_backend_builds_every_provider_the_spec_allows(tmp_path, monkeypat
 def test_local_backend_without_provider_list_simulates_all(tmp_path, monkeypatch):
     monkeypatch.delenv(registry.LOCAL_CLOUD_ENV, raising=False)
     got = registry.providers_for(parse_spec(SPEC.format(backend="local")), tmp_path)
-    assert sorted(got) == sorted(["aws", "gcp", "azure", "vast", "lambda", "runpod"])
+    assert sorted(got) == sorted(["aws", "gcp", "azure", "vast", "lambda", "runpod", "oci"])
 
 
 def test_env_points_at_another_cloud(tmp_path, monkeypatch):

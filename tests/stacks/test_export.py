@@ -69,6 +69,18 @@ def test_a_plan_on_a_provider_the_stacks_do_not_declare_is_refused_in_one_line(t
     done = export(tmp_path, str(spec), str(tmp_path / "out"))
     assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: the plan puts instances on runpod (") and "which the Pulumi stacks" in done.stderr
+    assert "; runpod: " in done.stderr            # the reason its registration record gives
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_plan_on_oci_is_refused_by_name_with_the_reason(tmp_path):
+    spec = tmp_path / "neo.yaml"
+    spec.write_text("name: neo\ncapacity: {gpus: 8, accelerators: [H100], on_demand_gpus: 8}\n"
+                    "providers: [oci]\nnode: {spotfleet: preinstalled}\n")
+    done = export(tmp_path, str(spec), str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: the plan puts instances on oci (1 instance(s))")
+    assert "; oci: spotfleet ships no Pulumi stack for OCI" in done.stderr      # its record's reason
     assert not (tmp_path / "out").exists()
 
 
