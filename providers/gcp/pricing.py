@@ -29,6 +29,7 @@ from typing import Any, Iterable
 
 from fleet.home import spotfleet_home
 from fleet.model import Market
+from providers.gcp import adc
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,8 @@ def _fetch(endpoint: str) -> list[dict[str, Any]]:
 
         session: Any = requests.Session()
     else:
+        if not adc.may_exist():
+            raise LookupError("no Google credentials (Application Default Credentials)")
         import google.auth
         from google.auth.transport.requests import AuthorizedSession
 

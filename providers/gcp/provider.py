@@ -29,7 +29,7 @@ from fleet.errors import AuthError, FleetError, ProviderError, RateLimitedError,
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import FleetSpec
 from providers.base import BucketRef, OfferQuery, StorageSpec
-from providers.gcp import errors
+from providers.gcp import adc, errors
 from providers.gcp.settings import GcpSettings
 from providers.kit.responses import malformed
 
@@ -58,7 +58,7 @@ def resolve_project(settings: GcpSettings) -> str:
     for name in PROJECT_ENVS:
         if os.environ.get(name):
             return os.environ[name]
-    if not endpoint_override():
+    if not endpoint_override() and adc.may_exist():
         try:
             import google.auth
             from google.auth.exceptions import DefaultCredentialsError
