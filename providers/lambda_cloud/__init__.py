@@ -1,0 +1,1 @@
+"""The Lambda Cloud adapter: REST over httpx (Lambda publishes no official Python SDK)."""
