@@ -32,7 +32,9 @@ _CLOUD_ADAPTERS: dict[str, AdapterFactory] = {}
 _CLOUD_CHECKS: dict[str, CheckFunction] = {}
 
 #: The pip extra that brings each adapter's SDK.
-ADAPTER_EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure-vm", "vast": "vast"}
+ADAPTER_EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure-vm", "vast": "vast", "lambda": "lambda"}
+#: The package of an adapter whose provider name cannot name one (``lambda`` is a Python keyword).
+ADAPTER_PACKAGES = {"lambda": "providers.lambda_cloud"}
 
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"
 
@@ -70,10 +72,11 @@ def load_adapter(name: str) -> bool:
         return True
     if name not in ADAPTER_EXTRAS:
         return False
+    package = ADAPTER_PACKAGES.get(name, f"providers.{name}")
     try:
-        importlib.import_module(f"providers.{name}")
+        importlib.import_module(package)
     except ModuleNotFoundError as err:
-        if err.name and (err.name == f"providers.{name}" or err.name.startswith(f"providers.{name}.")):
+        if err.name and (err.name == package or err.name.startswith(f"{package}.")):
             return False
         raise FleetError(f"the {name} adapter needs a package that is not installed ({err.name}): "
                          f"{install_command(ADAPTER_EXTRAS[name])}") from err

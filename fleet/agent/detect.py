@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fleet.agent import aws, azure, gcp, http, local, vast
+from fleet.agent.ondemand import OnDemandWatcher
 from fleet.agent.notice import PollingWatcher, TransientError, WatcherConfigError
 
-CLOUDS = ("aws", "gcp", "azure", "vast", "local")
+CLOUDS = ("aws", "gcp", "azure", "vast", "local", "none")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ def make_watcher(cloud: str, opts: WatcherOptions = WatcherOptions()) -> Polling
         return vast.VastWatcher(opts.instance_id, url=opts.url, **every)
     if cloud == "local":
         return local.LocalWatcher(opts.notice_file, **every)
+    if cloud == "none":
+        return OnDemandWatcher(**every)
     raise WatcherConfigError(f"unknown cloud {cloud!r}; use one of {', '.join(CLOUDS)} or auto")
 
 

@@ -4,7 +4,8 @@ The local cloud simulates every catalog provider under its real name, so the exe
 and the operator see vendor-shaped data: ``i-0...`` instance ids and
 ``InsufficientInstanceCapacity`` for AWS, numeric ids and ``ZONE_RESOURCE_POOL_EXHAUSTED``
 for GCP, and so on. The AWS, GCP, Azure and Vast codes are the documented ones
-(see the cloud API notes); the Lambda and RunPod codes are illustrative.
+(see the cloud API notes), and so are Lambda's (its API reference; the 429 code is the
+adapter's, as the reference documents the limit but not the body); the RunPod codes are illustrative.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ VENDORS: dict[str, Vendor] = {v.name: v for v in (
             "price": "invalid_price", "unknown-pool": "no_such_ask"}, hazard_per_hour=0.05),
     Vendor("lambda", Capabilities(spot=False, zones=False), _hex32,
            {"capacity": "instance-operations/launch/insufficient-capacity", "quota": "global/quota-exceeded",
-            "throttle": "global/too-many-requests", "server-error": "global/unknown",
+            "throttle": "global/too-many-requests", "server-error": "global/internal-error",
             "auth": "global/invalid-api-key", "mismatch": "global/invalid-parameters",
             "price": "global/invalid-parameters", "unknown-pool": "global/object-does-not-exist"}),
     Vendor("runpod", Capabilities(zones=True, interruption_notice_seconds=5), _pod_id,

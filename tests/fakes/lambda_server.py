@@ -255,7 +255,8 @@ class Handler(JsonHandler):
             return self._invalid("The request body is not valid JSON.")
         with self.state.lock:
             latency = self.state.latency
-            route = f"{method} /{'/'.join(parts[:3])}" + ("/{id}" if len(parts) > 3 else "")
+            named = parts[:3] + (["{id}"] if len(parts) > 3 and parts[2] in ("instances", "ssh-keys") else parts[3:])
+            route = f"{method} /{'/'.join(named)}"
             self.state.calls[route] = self.state.calls.get(route, 0) + 1
         if latency:
             time.sleep(latency)

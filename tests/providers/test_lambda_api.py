@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
-from lambda_server import API_KEY, LambdaServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lambda_fake import API_KEY, LambdaServer, control, fake, server  # noqa: E402, F401  (fixtures)
 
 from fleet.errors import (  # noqa: E402
     AuthError,
@@ -25,28 +25,6 @@ from fleet.errors import (  # noqa: E402
 from providers.lambda_cloud.api import LambdaApi, find_api_key  # noqa: E402
 
 PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+Eslvmtt60T test"
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = LambdaServer(port=0).start()
-    yield srv
-    srv.stop()
-
-
-def control(server: LambdaServer, path: str, body: dict | None = None) -> dict:
-    url = f"{server.url}/_control/{path}"
-    resp = httpx.post(url, json=body) if body is not None else httpx.get(url)
-    resp.raise_for_status()
-    return resp.json()
-
-
-@pytest.fixture
-def fake(server: LambdaServer) -> LambdaServer:
-    control(server, "reset", {})
-    control(server, "config", {"latency": 0, "boot_seconds": 0, "terminate_seconds": 0, "launch_interval": 0,
-                               "retry_after": None, "quota": 50})
-    return server
 
 
 def api(fake: LambdaServer, key: str = API_KEY) -> LambdaApi:
