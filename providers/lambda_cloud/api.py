@@ -9,7 +9,9 @@ Contract:
 
 * a 429 (Lambda limits most calls to about one a second, launches to one per 12 seconds) is
   retried after its ``Retry-After`` (capped) or the next of ``retry_delays``; when they are
-  spent, RateLimitedError. A 429 refuses before doing anything, so a launch is retried too;
+  spent, RateLimitedError. A 429 refuses before doing anything, so a launch is retried too,
+  after ``launch_interval``; launches of one client are sent one at a time, and once one was
+  throttled, each waits ``launch_interval`` after the one before;
 * 5xx and connection failures are retried only for reads (``idempotent=True``); a launch that
   failed that way may have started instances, so it is raised (TransientProviderError) and the
   caller's launch token decides on the next attempt;
@@ -43,6 +45,8 @@ DEFAULT_URL = "https://cloud.lambda.ai"
 URL_ENV = "SPOTFLEET_LAMBDA_URL"
 KEY_ENV = "LAMBDA_API_KEY"
 KEY_FILE = Path("~/.lambda_cloud/lambda_keys")
+#: The reference's launch limit: one launch call per 12 seconds.
+LAUNCH_INTERVAL = 12.0
 #: Seconds slept before each retry (full jitter below each value) when no Retry-After is given.
 RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 12.0)
 FIX_KEY = f"set ${KEY_ENV} (or write `api_key = <key>` to {KEY_FILE}); keys: https://cloud.lambda.ai/api-keys"
@@ -71,7 +75,8 @@ class LambdaApi:
     """One HTTP client for one account (thread-safe: httpx.Client is)."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retry_delays: Sequence[float] = RETRY_DELAYS, max_retry_after: float = 30.0):
+                 retry_delays: Sequence[float] = RETRY_DELAYS, max_retry_after: float = 30.0,
+                 launch_interval: float = LAUNCH_INTERVAL):
         import httpx       # here, not at import: registering the adapter needs no client
 
         self.url = (url or default_url()).rstrip("/")
@@ -83,6 +88,10 @@ class LambdaApi:
                                     headers={"Accept": "application/json", "User-Agent": "spotfleet"})
         self._lock = threading.Lock()
         self.calls = 0
+        self.launch_interval = launch_interval
+        self._launch_lock = threading.Lock()
+        self._paced = False                 # set once a launch was throttled
+        self._last_launch = 0.0
 
     def __repr__(self) -> str:
         return f"LambdaApi({self.url!r}, key={'set' if self._key else 'none'})"
@@ -109,8 +118,15 @@ class LambdaApi:
         """``POST /instance-operations/launch``: the ids of the instances started (all or none).
         A missing type or SSH key is a ProviderError (not InstanceNotFoundError)."""
         what = f"launch {body.get('quantity', 1)} x {body.get('instance_type_name')}"
-        return self.request("POST", "/api/v1/instance-operations/launch", body=body, what=what, region=region,
-                            not_found=ProviderError, schema=schemas.LaunchAnswer).data.instance_ids
+        with self._launch_lock:
+            if self._paced:
+                time.sleep(max(0.0, self._last_launch + self.launch_interval - time.monotonic()))
+            try:
+                return self.request("POST", "/api/v1/instance-operations/launch", body=body, what=what, region=region,
+                                    not_found=ProviderError, schema=schemas.LaunchAnswer,
+                                    pause=self.launch_interval).data.instance_ids
+            finally:
+                self._last_launch = time.monotonic()
 
     def terminate(self, ids: Sequence[str]) -> list[schemas.Instance]:
         """``POST /instance-operations/terminate``; InstanceNotFoundError when any id is not the
@@ -133,9 +149,10 @@ class LambdaApi:
     # ---- the transport --------------------------------------------------------------------------
     def request(self, method: str, path: str, *, what: str, body: Any = None, idempotent: bool = False,
                 region: str = "", not_found: type[ProviderError] = InstanceNotFoundError,
-                schema: type[M] | None = None) -> Any:
+                schema: type[M] | None = None, pause: float | None = None) -> Any:
         """Send one call (with the retries above) and return its JSON body, read as ``schema``
-        when one is given. ``what`` names the operation in errors. Raises ProviderError subclasses."""
+        when one is given. ``what`` names the operation in errors; ``pause`` is the wait after a 429
+        that names none (a launch: the launch interval). Raises ProviderError subclasses."""
         import httpx
 
         if not self._key:
@@ -161,17 +178,24 @@ class LambdaApi:
             retry = isinstance(error, RateLimitedError) or (isinstance(error, TransientProviderError) and idempotent)
             if not retry or last:
                 raise error
+            if pause is not None and isinstance(error, RateLimitedError):
+                self._paced = True
+                time.sleep(_seconds(resp.headers.get("Retry-After"), self.max_retry_after) or pause)
+                continue
             self._sleep(attempt, resp.headers.get("Retry-After"))
         raise AssertionError("unreachable")
 
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        if retry_after is not None:
-            try:
-                time.sleep(min(max(0.0, float(retry_after)), self.max_retry_after))
-                return
-            except ValueError:
-                pass
-        time.sleep(random.uniform(0, self.retry_delays[attempt]))
+        wait = _seconds(retry_after, self.max_retry_after)
+        time.sleep(wait if wait is not None else random.uniform(0, self.retry_delays[attempt]))
+
+
+def _seconds(retry_after: str | None, cap: float) -> float | None:
+    """A ``Retry-After`` in seconds (capped), None when absent or not a number."""
+    try:
+        return min(max(0.0, float(retry_after)), cap) if retry_after is not None else None
+    except ValueError:
+        return None
 
 
 def _error_body(resp: httpx.Response) -> Any:

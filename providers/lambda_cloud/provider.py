@@ -10,8 +10,9 @@ Launch (see ``providers.base`` for the contract): on-demand only. The instances 
 carry the fleet, pool and launch-token tags (``providers.lambda_cloud.instances``); those
 already tagged with the token count towards the request, so a rerun after a crash starts only
 what is missing, and a token seen in this process returns what it returned before. One launch
-call starts them all (``quantity``; Lambda allows one launch call per 12 seconds), all or none:
-a capacity or quota refusal is reported in the result, not raised. The node bootstrap is the
+call starts one, the next the rest (``quantity``; Lambda allows one launch call per 12 seconds,
+and a call is all or none), halving after a refusal (``_start``): a capacity shortfall is reported in
+the result, not raised; a quota refusal before anything started is raised (QuotaExceededError). The node bootstrap is the
 cloud-init user data (``providers.lambda_cloud.launch``); the SSH key Lambda requires is the
 spec's or the fleet's own (``providers.lambda_cloud.keys``).
 
@@ -123,8 +124,9 @@ class LambdaProvider:
             missing = request.count - len(instances)
             if missing > 0:
                 try:
-                    instances += self._start(request, missing, granted)
-                except (NoCapacityError, QuotaExceededError) as err:
+                    more, failure = self._start(request, missing, granted)
+                    instances += more
+                except NoCapacityError as err:
                     failure = (error_kind(err), err.code, str(err))
                 except ProviderError as err:
                     if not instances:
@@ -187,8 +189,15 @@ class LambdaProvider:
         return deleted
 
     # ---- internals -----------------------------------------------------------------------
-    def _start(self, request: LaunchRequest, count: int, granted: Mapping[str, str]) -> list[Instance]:
-        """One launch call for ``count`` instances (all or none); raises the refusal."""
+    def _start(self, request: LaunchRequest, count: int, granted: Mapping[str, str]
+               ) -> tuple[list[Instance], tuple[str, str, str]]:
+        """Up to ``count`` instances and the shortfall's (kind, code, message).
+
+        A Lambda launch is all or none and the API says only *whether* a pool has capacity, not
+        how much. So the first call asks for one instance: a refusal then ends the request (the
+        pool has nothing for us now; it is raised). Once one runs, the rest are asked for at once,
+        and a capacity or quota refusal is answered by asking for half as many, down to one:
+        two calls when the pool has room, about two per halving when it has less."""
         pool = request.offer.pool
         try:
             public = node_public_key(self._home, request.fleet, request.node.ssh_key)
@@ -196,16 +205,29 @@ class LambdaProvider:
             raise ProviderError(self.name, str(err), code="invalid-ssh-key") from None
         key_name = self._key_name(request.fleet, public)
         secret_env = {**store_settings(request.node.checkpoint_uri, self._environ), **granted}
-        now = self.now()
-        body = launch_body(request, count, key_name, secret_env, self.image_family, now=now)
-        ids = self.api.launch(body, region=pool.region)
-        tags = {t["key"]: t["value"] for t in body["tags"]}
-        with self._lock:
-            for iid in ids:
-                self._first_seen.setdefault(iid, now)
-        return [Instance(id=iid, fleet=request.fleet, pool=pool, state=InstanceState.PENDING,
-                         accelerator=request.offer.accelerator, gpus=request.offer.gpus,
-                         price_per_hour=request.offer.price_per_hour, launched_at=now, tags=tags) for iid in ids]
+        made: list[Instance] = []
+        ask = 1
+        while ask > 0:
+            now = self.now()
+            body = launch_body(request, ask, key_name, secret_env, self.image_family, now=now)
+            try:
+                ids = self.api.launch(body, region=pool.region)
+            except ProviderError as err:
+                if isinstance(err, (NoCapacityError, QuotaExceededError)) and ask > 1:
+                    ask //= 2
+                    continue
+                if not made:
+                    raise
+                return made, (error_kind(err), err.code, str(err))
+            tags = {t["key"]: t["value"] for t in body["tags"]}
+            with self._lock:
+                for iid in ids:
+                    self._first_seen.setdefault(iid, now)
+            made += [Instance(id=iid, fleet=request.fleet, pool=pool, state=InstanceState.PENDING,
+                              accelerator=request.offer.accelerator, gpus=request.offer.gpus,
+                              price_per_hour=request.offer.price_per_hour, launched_at=now, tags=tags) for iid in ids]
+            ask = count - len(made) if len(made) == len(ids) else min(ask, count - len(made))
+        return made, ("", "", "")
 
     def _key_name(self, fleet: str, public: str) -> str:
         """The account key to launch with, registered once per process and key (launches of

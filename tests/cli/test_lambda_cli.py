@@ -103,6 +103,8 @@ def test_killed_mid_up_a_rerun_converges_without_duplicates(world: LambdaWorld, 
 
 
 def test_a_capacity_refusal_is_re_planned_around(world: LambdaWorld):
+    for region in ("us-east-1", "us-west-1"):        # room everywhere: only the refusal moves the plan
+        world.control("capacity", {"type": "gpu_1x_a10", "region": region, "count": 8})
     world.control("faults", {"target": "launch", "kind": "capacity", "count": 1})
     report = world.fleet_json("up", str(world.spec), "--yes")
     assert report["ok"] and len(world.ours()) == 6

@@ -24,7 +24,7 @@ from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
 TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "aws", "gcp",
-           "azure", "azure:scale-set"]
+           "azure", "azure:scale-set", "lambda"]
 
 
 class Harness(Protocol):
@@ -99,6 +99,9 @@ def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -
     if family == "azure":
         from tests.contract.harness_azure import azure_harness
         return azure_harness(name or "vms")
+    if family == "lambda":
+        from tests.contract.harness_lambda import lambda_harness
+        return lambda_harness(tmp_path)
     raise ValueError(f"unknown contract target {target}")
 
 

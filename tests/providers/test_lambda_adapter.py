@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lambda_fake import API_KEY, LambdaServer, control, fake, server  # noqa: E402, F401  (fixtures)
 
 from fleet.catalog import snapshot_offers  # noqa: E402
-from fleet.errors import MalformedResponseError, ProviderError  # noqa: E402
+from fleet.errors import MalformedResponseError, ProviderError, QuotaExceededError  # noqa: E402
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, PoolKey, fleet_tags  # noqa: E402
 from fleet.spec import ProviderSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
@@ -26,7 +26,7 @@ PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+
 
 
 def make(fake: LambdaServer, tmp_path: Path, **kw) -> LambdaProvider:
-    api = LambdaApi(fake.url, API_KEY, retry_delays=(0.01, 0.02))
+    api = LambdaApi(fake.url, API_KEY, retry_delays=(0.01, 0.02), launch_interval=0.01)
     return LambdaProvider(kw.pop("settings", ProviderSettings()), api=api, cache_seconds=0, home=tmp_path,
                           environ={}, **kw)
 
@@ -107,7 +107,7 @@ def test_launch_tags_names_and_boots_the_nodes(fake, tmp_path):
     rows = launched(fake)
     assert len(rows) == 3
     body = rows[0]["launch_body"]
-    assert body["quantity"] == 3 and body["region_name"] == "us-east-1"
+    assert [r["launch_body"]["quantity"] for r in rows] == [1, 2, 2] and body["region_name"] == "us-east-1"
     assert body["name"].startswith("spotfleet-alpha-") and len(body["name"]) <= 64
     tags = {t["key"]: t["value"] for t in rows[0]["tags"]}
     assert tags["spotfleet:fleet"] == "alpha" and tags["spotfleet:pool"] == offer.pool.id
@@ -164,19 +164,37 @@ def test_a_rerun_after_a_partial_crash_starts_only_what_is_missing(fake, tmp_pat
     provider.launch(request(offer, count=1))
     result = make(fake, tmp_path).launch(request(offer, count=3))
     assert len(result.instances) == 3 and len(launched(fake)) == 3
-    assert [r["launch_body"]["quantity"] for r in launched(fake)] == [1, 2, 2]
+    assert [r["launch_body"]["quantity"] for r in launched(fake)] == [1, 1, 1]
 
 
-def test_capacity_and_quota_refusals_are_reported_not_raised(fake, tmp_path):
+def test_an_all_or_nothing_launch_still_gets_what_the_pool_holds(fake, tmp_path):
     provider = make(fake, tmp_path)
     offer = offer_in(provider, "us-west-1", "gpu_1x_a10")        # holds 4
-    result = provider.launch(request(offer, count=5))
-    assert result.instances == () and result.error_kind == "capacity"
+    result = provider.launch(request(offer, count=7))
+    assert len(result.instances) == 4 and result.error_kind == "capacity"
     assert result.error_code == "instance-operations/launch/insufficient-capacity"
-    control(fake, "config", {"quota": 1})
-    result = provider.launch(request(offer_in(provider, "us-east-1", "gpu_1x_a10"), token="q", count=2))
-    assert result.error_kind == "quota" and result.error_code == "global/quota-exceeded"
+    # one to start, then the rest (6: refused), half (3: started), the last 3 (refused), 1 (refused)
+    assert [r["launch_body"]["quantity"] for r in launched(fake)] == [1, 3, 3, 3]
+    assert control(fake, "calls")["calls"]["POST /api/v1/instance-operations/launch"] == 5
+
+
+def test_a_refusal_before_anything_started_ends_the_request(fake, tmp_path):
+    provider = make(fake, tmp_path)
+    offer = offer_in(provider, "us-west-1", "gpu_1x_a10")
+    control(fake, "capacity", {"type": "gpu_1x_a10", "region": "us-west-1", "count": 0})
+    result = provider.launch(request(offer, count=3))
+    assert result.instances == () and result.error_kind == "capacity"
+    assert control(fake, "calls")["calls"]["POST /api/v1/instance-operations/launch"] == 1
+    control(fake, "config", {"quota": 0})
+    with pytest.raises(QuotaExceededError):
+        provider.launch(request(offer_in(provider, "us-east-1", "gpu_1x_a10"), token="q", count=2))
     assert launched(fake) == []
+
+
+def test_a_pool_with_room_takes_two_launch_calls(fake, tmp_path):
+    provider = make(fake, tmp_path)
+    provider.launch(request(offer_in(provider, "us-east-1", "gpu_1x_a10"), count=5))
+    assert [r["launch_body"]["quantity"] for r in launched(fake)] == [1, 4, 4, 4, 4]
 
 
 def test_a_spot_pool_or_another_providers_pool_is_refused(fake, tmp_path):

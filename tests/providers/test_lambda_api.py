@@ -28,7 +28,7 @@ PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+
 
 
 def api(fake: LambdaServer, key: str = API_KEY) -> LambdaApi:
-    return LambdaApi(fake.url, key, retry_delays=(0.01, 0.02))
+    return LambdaApi(fake.url, key, retry_delays=(0.01, 0.02), launch_interval=0.05)
 
 
 def launch_body(key: str = "k", **kw) -> dict:
