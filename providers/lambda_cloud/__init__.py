@@ -3,25 +3,18 @@
 The package is ``providers.lambda_cloud`` because ``lambda`` is a Python keyword. Lambda
 publishes no official Python SDK. ``$SPOTFLEET_LAMBDA_URL`` points the adapter at another
 server (default https://cloud.lambda.ai); the key comes from ``$LAMBDA_API_KEY`` or
-``~/.lambda_cloud/lambda_keys``.
+``~/.lambda_cloud/lambda_keys``. On-demand only: nodes get no interruption notice (the agent
+runs with ``--cloud none``) and checkpoint to the fleet's bucket with scoped credentials.
 """
 
 from __future__ import annotations
 
-from fleet.spec import FleetSpec, ProviderSettings
-from providers.registry import register_cloud_adapter, require_sdk
+from providers.kit.record import ProviderRecord, on_call
+from providers.lambda_cloud.settings import LambdaSettings
 
-require_sdk("httpx")          # fail early, naming the extra; httpx is imported when a client is made
-
-from providers.lambda_cloud.check import check  # noqa: E402
-from providers.lambda_cloud.provider import LambdaProvider  # noqa: E402
-
-
-def build(spec: FleetSpec, settings: ProviderSettings) -> LambdaProvider:
-    """The adapter for ``spec``."""
-    return LambdaProvider(settings)
-
-
-register_cloud_adapter("lambda", build, check=check)
-
-__all__ = ["LambdaProvider", "build"]
+RECORD = ProviderRecord(
+    "lambda", title="Lambda", settings=LambdaSettings, factory=on_call("providers.lambda_cloud.provider:from_spec"),
+    check=on_call("providers.lambda_cloud.check:check"), extra="lambda", sdk_modules=("httpx", "cryptography"),
+    notice_seconds=0, spot=False, zones=False, checkpoint_scheme="file", agent_cloud="none",
+    pulumi_refusal="Lambda Cloud has no Pulumi provider, and its API has no declarative resources to manage",
+    summary="Lambda Cloud on-demand GPU instances (capacity read live)")

@@ -1,22 +1,20 @@
-"""The Lambda Cloud API client: base URL, Bearer key, JSON, retries on 429 and failed reads.
+"""The Lambda Cloud API client: the kit's JSON client with Lambda's rules, and its few calls.
 
 ``LambdaApi(url, key)`` talks to ``$SPOTFLEET_LAMBDA_URL`` or ``https://cloud.lambda.ai`` (paths
-under ``/api/v1``) over httpx; Lambda publishes no official Python SDK. The key comes from
-``$LAMBDA_API_KEY`` or the ``api_key = ...`` line of ``~/.lambda_cloud/lambda_keys`` (the file
-SkyPilot's Lambda support reads). It travels only in the ``Authorization: Bearer`` header
-(the reference's recommended form) and is never part of a message, a log line or ``repr``.
-Contract:
+under ``/api/v1``) over httpx (``providers.kit.http.JsonClient``); Lambda publishes no official
+Python SDK. The key comes from ``$LAMBDA_API_KEY`` or the ``api_key = ...`` line of
+``~/.lambda_cloud/lambda_keys`` (the file SkyPilot's Lambda support reads). It travels only in
+the ``Authorization: Bearer`` header (the reference's recommended form) and is never part of a
+message, a log line or ``repr``. Contract:
 
-* a 429 (Lambda limits most calls to about one a second, launches to one per 12 seconds) is
-  retried after its ``Retry-After`` (capped) or the next of ``retry_delays``; when they are
-  spent, RateLimitedError. A 429 refuses before doing anything, so a launch is retried too,
-  after ``launch_interval``; launches of one client are sent one at a time, and once one was
-  throttled, each waits ``launch_interval`` after the one before;
-* 5xx and connection failures are retried only for reads (``idempotent=True``); a launch that
-  failed that way may have started instances, so it is raised (TransientProviderError) and the
-  caller's launch token decides on the next attempt;
-* every failure becomes a class of ``providers.lambda_cloud.errors``; a 2xx whose body is not
-  JSON, or does not fit its schema (``providers.lambda_cloud.schemas``), is
+* retries follow ``providers.lambda_cloud.errors.RULES``: a 429 (Lambda limits most calls to
+  about one a second) after its ``Retry-After`` or a jittered delay; a throttled *launch* after
+  the reference's launch interval (one launch per 12 seconds: ``launch_interval``), and from then
+  on this client's launches are paced by it. Launches of one client are sent one at a time. 5xx
+  and connection failures are retried for reads only: a launch that failed that way may have
+  started instances, so it is raised and the launch token decides on the next attempt;
+* every failure becomes a class of ``providers.lambda_cloud.errors.TABLE``; a 2xx whose body is
+  not JSON, or does not fit its schema (``providers.lambda_cloud.schemas``), is
   MalformedResponseError (``providers.kit.responses``), never an empty answer.
   ``calls`` counts HTTP requests (the benchmark reports it).
 """
@@ -24,22 +22,16 @@ Contract:
 from __future__ import annotations
 
 import os
-import random
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence
 
-from pydantic import BaseModel
-
-from fleet.errors import AuthError, InstanceNotFoundError, ProviderError, RateLimitedError, TransientProviderError
+from fleet.errors import AuthError, InstanceNotFoundError, ProviderError, RateLimitedError
 from fleet.safetext import register_secret
-from providers.kit.responses import check, parse_json
+from providers.kit.http import JsonClient
 from providers.lambda_cloud import schemas
-from providers.lambda_cloud.errors import PROVIDER, to_error
-
-if TYPE_CHECKING:
-    import httpx
+from providers.lambda_cloud.errors import PROVIDER, RULES, to_error
 
 DEFAULT_URL = "https://cloud.lambda.ai"
 URL_ENV = "SPOTFLEET_LAMBDA_URL"
@@ -48,9 +40,9 @@ KEY_FILE = Path("~/.lambda_cloud/lambda_keys")
 #: The reference's launch limit: one launch call per 12 seconds.
 LAUNCH_INTERVAL = 12.0
 #: Seconds slept before each retry (full jitter below each value) when no Retry-After is given.
-RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 12.0)
+RETRY_DELAYS = RULES.delays or ()
 FIX_KEY = f"set ${KEY_ENV} (or write `api_key = <key>` to {KEY_FILE}); keys: https://cloud.lambda.ai/api-keys"
-M = TypeVar("M", bound=BaseModel)
+_LAUNCH = "launch "
 
 
 def default_url(environ: Mapping[str, str] = os.environ) -> str:
@@ -71,37 +63,41 @@ def find_api_key(environ: Mapping[str, str] = os.environ, home: Path | None = No
     return ""
 
 
-class LambdaApi:
-    """One HTTP client for one account (thread-safe: httpx.Client is)."""
+def _no_key() -> AuthError:
+    return AuthError(PROVIDER, f"no API key: {FIX_KEY}", code="no-api-key")
+
+
+class LambdaApi(JsonClient):
+    """One HTTP client for one Lambda account."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retry_delays: Sequence[float] = RETRY_DELAYS, max_retry_after: float = 30.0,
-                 launch_interval: float = LAUNCH_INTERVAL):
-        import httpx       # here, not at import: registering the adapter needs no client
-
-        self.url = (url or default_url()).rstrip("/")
-        self._key = api_key if api_key is not None else find_api_key()
-        register_secret(self._key)        # masked in any provider text that echoes it (fleet.safetext)
-        self.retry_delays = tuple(retry_delays)
-        self.max_retry_after = max_retry_after
-        self._client = httpx.Client(base_url=self.url, timeout=timeout,
-                                    headers={"Accept": "application/json", "User-Agent": "spotfleet"})
-        self._lock = threading.Lock()
-        self.calls = 0
+                 retry_delays: Sequence[float] = RETRY_DELAYS, launch_interval: float = LAUNCH_INTERVAL,
+                 sleep: Callable[[float], None] = time.sleep):
+        key = api_key if api_key is not None else find_api_key()
+        register_secret(key)        # the bare key too: an answer may echo it without "Bearer "
+        super().__init__(PROVIDER, url or default_url(), rules=RULES.with_delays(tuple(retry_delays)),
+                         to_error=self._error, auth_headers={"Authorization": f"Bearer {key}"} if key else {},
+                         missing_auth=_no_key, timeout=timeout, sleep=sleep)
         self.launch_interval = launch_interval
+        self._sleep = sleep
         self._launch_lock = threading.Lock()
         self._paced = False                 # set once a launch was throttled
         self._last_launch = 0.0
 
     def __repr__(self) -> str:
-        return f"LambdaApi({self.url!r}, key={'set' if self._key else 'none'})"
+        return f"LambdaApi({self.url!r}, key={'set' if self.has_auth else 'none'})"
 
     @property
     def has_key(self) -> bool:
-        return bool(self._key)
+        return self.has_auth
 
-    def close(self) -> None:
-        self._client.close()
+    def _error(self, status: int, body: Any, what: str, retry_after: float | None) -> ProviderError:
+        err = to_error(status, body, what, retry_after=retry_after)
+        if isinstance(err, RateLimitedError) and what.startswith(_LAUNCH):
+            self._paced = True
+            if err.retry_after is None:
+                err.retry_after = self.launch_interval
+        return err
 
     # ---- the calls the adapter makes ------------------------------------------------------------
     def instance_types(self) -> dict[str, schemas.TypeItem]:
@@ -117,14 +113,15 @@ class LambdaApi:
     def launch(self, body: dict[str, Any], *, region: str = "") -> list[str]:
         """``POST /instance-operations/launch``: the ids of the instances started (all or none).
         A missing type or SSH key is a ProviderError (not InstanceNotFoundError)."""
-        what = f"launch {body.get('quantity', 1)} x {body.get('instance_type_name')}"
+        what = f"{_LAUNCH}{body.get('quantity', 1)} x {body.get('instance_type_name')}"
         with self._launch_lock:
             if self._paced:
-                time.sleep(max(0.0, self._last_launch + self.launch_interval - time.monotonic()))
+                self._sleep(max(0.0, self._last_launch + self.launch_interval - time.monotonic()))
             try:
-                return self.request("POST", "/api/v1/instance-operations/launch", body=body, what=what, region=region,
-                                    not_found=ProviderError, schema=schemas.LaunchAnswer,
-                                    pause=self.launch_interval).data.instance_ids
+                return self.request("POST", "/api/v1/instance-operations/launch", body=body, what=what,
+                                    schema=schemas.LaunchAnswer).data.instance_ids
+            except InstanceNotFoundError as err:
+                raise ProviderError(PROVIDER, err.message, region=region, code=err.code) from None
             finally:
                 self._last_launch = time.monotonic()
 
@@ -145,64 +142,3 @@ class LambdaApi:
 
     def delete_ssh_key(self, key_id: str) -> None:
         self.request("DELETE", f"/api/v1/ssh-keys/{key_id}", what="delete SSH key", idempotent=True)
-
-    # ---- the transport --------------------------------------------------------------------------
-    def request(self, method: str, path: str, *, what: str, body: Any = None, idempotent: bool = False,
-                region: str = "", not_found: type[ProviderError] = InstanceNotFoundError,
-                schema: type[M] | None = None, pause: float | None = None) -> Any:
-        """Send one call (with the retries above) and return its JSON body, read as ``schema``
-        when one is given. ``what`` names the operation in errors; ``pause`` is the wait after a 429
-        that names none (a launch: the launch interval). Raises ProviderError subclasses."""
-        import httpx
-
-        if not self._key:
-            raise AuthError(PROVIDER, f"no API key: {FIX_KEY}", code="no-api-key")
-        headers = {"Authorization": f"Bearer {self._key}"}
-        for attempt in range(len(self.retry_delays) + 1):
-            last = attempt == len(self.retry_delays)
-            with self._lock:
-                self.calls += 1
-            try:
-                resp = self._client.request(method, path, headers=headers, json=body)
-            except httpx.HTTPError as err:
-                if idempotent and not last:
-                    self._sleep(attempt, None)
-                    continue
-                raise TransientProviderError(PROVIDER, f"{what}: {type(err).__name__} talking to {self.url}",
-                                             region=region, code="connection") from None
-            if resp.status_code < 400:
-                data = parse_json(resp.content, provider=PROVIDER, what=what)
-                return data if schema is None else check(schema, data, provider=PROVIDER, what=what,
-                                                         body=resp.content, region=region)
-            error = to_error(resp.status_code, _error_body(resp), what, region=region, not_found=not_found)
-            retry = isinstance(error, RateLimitedError) or (isinstance(error, TransientProviderError) and idempotent)
-            if not retry or last:
-                raise error
-            if pause is not None and isinstance(error, RateLimitedError):
-                self._paced = True
-                time.sleep(_seconds(resp.headers.get("Retry-After"), self.max_retry_after) or pause)
-                continue
-            self._sleep(attempt, resp.headers.get("Retry-After"))
-        raise AssertionError("unreachable")
-
-    def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        wait = _seconds(retry_after, self.max_retry_after)
-        time.sleep(wait if wait is not None else random.uniform(0, self.retry_delays[attempt]))
-
-
-def _seconds(retry_after: str | None, cap: float) -> float | None:
-    """A ``Retry-After`` in seconds (capped), None when absent or not a number."""
-    try:
-        return min(max(0.0, float(retry_after)), cap) if retry_after is not None else None
-    except ValueError:
-        return None
-
-
-def _error_body(resp: httpx.Response) -> Any:
-    """A failure's JSON body, or its text as the message (a gateway's HTML 502 names no code)."""
-    if not resp.content:
-        return {}
-    try:
-        return resp.json()
-    except ValueError:
-        return {"message": resp.text[:200]}

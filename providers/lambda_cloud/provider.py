@@ -6,15 +6,15 @@ hold (capacity 0: the planner must still see where it runs). When the call fails
 ``fleet.catalog.Catalog`` serves the shipped snapshot, whose pools are real Lambda types and
 regions (a launch there may then be refused for capacity, and is reported so).
 
-Launch (see ``providers.base`` for the contract): on-demand only. The instances of a launch
-carry the fleet, pool and launch-token tags (``providers.lambda_cloud.instances``); those
-already tagged with the token count towards the request, so a rerun after a crash starts only
-what is missing, and a token seen in this process returns what it returned before. One launch
-call starts one, the next the rest (``quantity``; Lambda allows one launch call per 12 seconds,
-and a call is all or none), halving after a refusal (``_start``): a capacity shortfall is reported in
-the result, not raised; a quota refusal before anything started is raised (QuotaExceededError). The node bootstrap is the
-cloud-init user data (``providers.lambda_cloud.launch``); the SSH key Lambda requires is the
-spec's or the fleet's own (``providers.lambda_cloud.keys``).
+Launch (see ``providers.base`` for the contract; the kit's ``TokenLaunches`` does the token
+bookkeeping): on-demand only. The instances of a launch carry the fleet, pool and launch-token
+tags (``providers.lambda_cloud.instances``); those already tagged with the token count towards
+the request, so a rerun after a crash starts only what is missing. A Lambda launch call is all
+or none and limited to one per 12 seconds: the first asks for one instance, the next for the
+rest, halving after a refusal (``_start``). A capacity shortfall is reported in the result, not
+raised; a quota refusal before anything started is raised (QuotaExceededError). The node
+bootstrap is the cloud-init user data (``providers.lambda_cloud.launch``); the SSH key Lambda
+requires is the spec's or the fleet's own (``providers.lambda_cloud.keys``).
 
 Ownership: tags are the truth; terminate and teardown never touch an instance or SSH key
 spotfleet did not tag or name for the fleet.
@@ -31,9 +31,9 @@ from typing import Mapping, Sequence
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError, QuotaExceededError
 from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer
-from fleet.provisioning.launching import error_kind
-from fleet.spec import ProviderSettings
-from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+from fleet.spec import FleetSpec
+from providers.base import BucketRef, OfferQuery, StorageSpec
+from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
 from providers.kit.ssh_keys import default_home, node_public_key
 from providers.lambda_cloud import keys
@@ -43,6 +43,7 @@ from providers.lambda_cloud.instances import TAG_TOKEN, owner, to_instance
 from providers.lambda_cloud.launch import launch_body
 from providers.lambda_cloud.offers import occupied_offers, to_offers
 from providers.lambda_cloud.schemas import Instance as Row
+from providers.lambda_cloud.settings import LambdaSettings
 
 log = logging.getLogger(__name__)
 
@@ -52,21 +53,19 @@ NODE_CHECKPOINT_DIR = "/home/ubuntu/spotfleet-checkpoints"
 
 class LambdaProvider:
     name = PROVIDER
-    capabilities = Capabilities(spot=False, zones=False)
 
-    def __init__(self, settings: ProviderSettings | None = None, *, api: LambdaApi | None = None,
+    def __init__(self, settings: LambdaSettings | None = None, *, api: LambdaApi | None = None,
                  image_family: str = "", cache_seconds: float = 60.0, home: Path | None = None,
                  environ: Mapping[str, str] | None = None):
-        self.settings = settings or ProviderSettings()
+        self.settings = settings or LambdaSettings()
         self.api = api or LambdaApi()
-        self.image_family = image_family
+        self.image_family = image_family or self.settings.image_family
         self.cache_seconds = cache_seconds
         self._environ = environ if environ is not None else os.environ
         self._home = home or default_home(self._environ)     # where a fleet's own SSH key pair is kept
         self._lock = threading.Lock()
         self._offers: tuple[float, list[Offer]] | None = None
-        self._launched: dict[str, tuple[tuple, list[Instance], tuple[str, str, str]]] = {}
-        self._token_locks: dict[str, threading.Lock] = {}
+        self._launches = TokenLaunches(self.name, clock=self.now)
         self._first_seen: dict[str, float] = {}
         self._node_credentials: dict[str, str] = {}
         self._keys_lock = threading.Lock()
@@ -111,36 +110,21 @@ class LambdaProvider:
         refusal = missing_credentials(self.name, request.node.checkpoint_uri, granted)
         if refusal is not None:
             raise refusal
-        params = (request.fleet, pool.id, request.count, tuple(sorted(request.tags.items())))
-        with self._token_lock(request.token):
-            seen = self._launched.get(request.token)
-            if seen is not None:
-                return self._replay(request, params, seen)
+        fingerprint = (request.fleet, pool.id, request.count, tuple(sorted(request.tags.items())))
+
+        def find() -> list[Instance]:
             now = self.now()
-            instances = [self._instance(r, now) for r in self._rows()
-                         if owner(r) == request.fleet and r.tag_map().get(TAG_TOKEN) == request.token
-                         and r.status not in ("terminating", "terminated")][:request.count]
-            failure = ("", "", "")
-            missing = request.count - len(instances)
-            if missing > 0:
-                try:
-                    more, failure = self._start(request, missing, granted)
-                    instances += more
-                except NoCapacityError as err:
-                    failure = (error_kind(err), err.code, str(err))
-                except ProviderError as err:
-                    if not instances:
-                        raise
-                    failure = (error_kind(err), err.code, str(err))
-            self._launched[request.token] = (params, instances, failure)
-        kind, code, message = failure
-        return LaunchResult(instances=tuple(instances), error_kind=kind, error_code=code, error_message=message)
+            return [self._instance(r, now) for r in self._rows()
+                    if owner(r) == request.fleet and r.tag_map().get(TAG_TOKEN) == request.token and _alive(r)]
+
+        return self._launches.launch(request, fingerprint=fingerprint, find=find,
+                                     create=lambda n: self._start(request, n, granted))
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """This fleet's instances that are not terminated (found by the fleet's tag)."""
         now = self.now()
         return [self._instance(r, now) for r in self._rows()
-                if owner(r) == fleet and r.status not in ("terminating", "terminated")]
+                if owner(r) == fleet and _alive(r)]
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances; gone (or going) is success; an untagged one is left alone."""
@@ -151,7 +135,7 @@ class LambdaProvider:
         doomed = []
         for iid in wanted:
             row = rows.get(iid)
-            if row is None or row.status in ("terminating", "terminated"):
+            if row is None or not _alive(row):
                 continue
             if not owner(row):
                 log.warning("lambda: not terminating instance %s: it carries no spotfleet fleet tag", iid)
@@ -189,15 +173,15 @@ class LambdaProvider:
         return deleted
 
     # ---- internals -----------------------------------------------------------------------
-    def _start(self, request: LaunchRequest, count: int, granted: Mapping[str, str]
-               ) -> tuple[list[Instance], tuple[str, str, str]]:
-        """Up to ``count`` instances and the shortfall's (kind, code, message).
+    def _start(self, request: LaunchRequest, count: int, granted: Mapping[str, str]) -> Created:
+        """Up to ``count`` instances, and why fewer when fewer.
 
         A Lambda launch is all or none and the API says only *whether* a pool has capacity, not
         how much. So the first call asks for one instance: a refusal then ends the request (the
         pool has nothing for us now; it is raised). Once one runs, the rest are asked for at once,
         and a capacity or quota refusal is answered by asking for half as many, down to one:
-        two calls when the pool has room, about two per halving when it has less."""
+        two calls when the pool has room, about two per halving when it has less. A capacity
+        refusal is a shortfall even before anything started; any other refusal then is raised."""
         pool = request.offer.pool
         try:
             public = node_public_key(self._home, request.fleet, request.node.ssh_key)
@@ -213,12 +197,12 @@ class LambdaProvider:
             try:
                 ids = self.api.launch(body, region=pool.region)
             except ProviderError as err:
-                if isinstance(err, (NoCapacityError, QuotaExceededError)) and ask > 1:
+                if made and isinstance(err, (NoCapacityError, QuotaExceededError)) and ask > 1:
                     ask //= 2
                     continue
-                if not made:
+                if not made and not isinstance(err, NoCapacityError):
                     raise
-                return made, (error_kind(err), err.code, str(err))
+                return Created(made, Shortfall.of(err))
             tags = {t["key"]: t["value"] for t in body["tags"]}
             with self._lock:
                 for iid in ids:
@@ -227,7 +211,7 @@ class LambdaProvider:
                               accelerator=request.offer.accelerator, gpus=request.offer.gpus,
                               price_per_hour=request.offer.price_per_hour, launched_at=now, tags=tags) for iid in ids]
             ask = count - len(made) if len(made) == len(ids) else min(ask, count - len(made))
-        return made, ("", "", "")
+        return Created(made)
 
     def _key_name(self, fleet: str, public: str) -> str:
         """The account key to launch with, registered once per process and key (launches of
@@ -238,21 +222,10 @@ class LambdaProvider:
                 name = self._key_names[(fleet, public)] = keys.ensure_key(self.api, fleet, public)
             return name
 
-    def _replay(self, request: LaunchRequest, params: tuple, seen: tuple) -> LaunchResult:
-        old, instances, (kind, code, message) = seen
-        if old != params:
-            raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
-                                "parameters", code="token-mismatch")
-        alive = {r.id for r in self._rows() if r.status not in ("terminating", "terminated")}
-        now = self.now()
-        out = tuple(i if i.id in alive else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
-                    for i in instances)
-        return LaunchResult(instances=out, error_kind=kind, error_code=code, error_message=message)
-
     def _occupied(self, live: list[Offer]) -> list[Offer]:
         """Capacity-0 offers for pools spotfleet's instances hold; [] when the listing fails."""
         try:
-            rows = [r for r in self._rows() if owner(r) and r.status not in ("terminating", "terminated")]
+            rows = [r for r in self._rows() if owner(r) and _alive(r)]
         except ProviderError as err:
             log.info("lambda: could not list instances for occupied pools: %s", err)
             return []
@@ -266,6 +239,11 @@ class LambdaProvider:
             first = self._first_seen.setdefault(row.id, now)
         return to_instance(row, now, first)
 
-    def _token_lock(self, token: str) -> threading.Lock:
-        with self._lock:
-            return self._token_locks.setdefault(token, threading.Lock())
+
+def _alive(row: Row) -> bool:
+    return row.status not in ("terminating", "terminated")
+
+
+def from_spec(spec: FleetSpec, settings: LambdaSettings) -> LambdaProvider:
+    """The adapter factory the registration record names."""
+    return LambdaProvider(settings)

@@ -123,7 +123,7 @@ def test_fleet_check_lambda_reports_the_key(world: LambdaWorld):
 def test_plan_reads_live_capacity_and_falls_back_to_the_snapshot(world: LambdaWorld):
     live = world.fleet_json("plan", str(world.spec))
     assert live["feasible"] and {a["offer"]["source"] for a in live["allocations"]} == {"live"}
-    world.control("faults", {"target": "types", "kind": "server-error", "count": 1000})
+    world.control("faults", {"target": "types", "kind": "inactive", "count": 1000})   # refused, not retried
     fallback = world.fleet("plan", str(world.spec))
     assert fallback.returncode in (0, 3) and "snapshot" in fallback.stdout + fallback.stderr
     world.control("faults/clear", {})

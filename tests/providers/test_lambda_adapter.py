@@ -15,10 +15,10 @@ from lambda_fake import API_KEY, LambdaServer, control, fake, server  # noqa: E4
 from fleet.catalog import snapshot_offers  # noqa: E402
 from fleet.errors import MalformedResponseError, ProviderError, QuotaExceededError  # noqa: E402
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, PoolKey, fleet_tags  # noqa: E402
-from fleet.spec import ProviderSettings  # noqa: E402
+from providers.lambda_cloud.settings import LambdaSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 from providers.lambda_cloud.api import LambdaApi  # noqa: E402
-from providers.lambda_cloud.errors import VENDOR_ERRORS, error_class  # noqa: E402
+from providers.lambda_cloud.errors import TABLE  # noqa: E402
 from providers.lambda_cloud.offers import accelerator  # noqa: E402
 from providers.lambda_cloud.provider import LambdaProvider  # noqa: E402
 
@@ -27,7 +27,7 @@ PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+
 
 def make(fake: LambdaServer, tmp_path: Path, **kw) -> LambdaProvider:
     api = LambdaApi(fake.url, API_KEY, retry_delays=(0.01, 0.02), launch_interval=0.01)
-    return LambdaProvider(kw.pop("settings", ProviderSettings()), api=api, cache_seconds=0, home=tmp_path,
+    return LambdaProvider(kw.pop("settings", LambdaSettings()), api=api, cache_seconds=0, home=tmp_path,
                           environ={}, **kw)
 
 
@@ -58,7 +58,7 @@ def test_offers_are_the_regions_with_capacity_now(fake, tmp_path):
 
 
 def test_settings_regions_limit_the_offers(fake, tmp_path):
-    provider = make(fake, tmp_path, settings=ProviderSettings(regions=["us-west-1"]))
+    provider = make(fake, tmp_path, settings=LambdaSettings(regions=["us-west-1"]))
     assert {o.pool.region for o in provider.list_offers(OfferQuery())} == {"us-west-1"}
 
 
@@ -90,11 +90,11 @@ def test_the_local_clouds_lambda_codes_are_the_adapters():
     from providers.local.vendors import VENDORS
 
     codes = VENDORS["lambda"].codes
-    assert error_class(400, codes["capacity"]).__name__ == "NoCapacityError"
-    assert error_class(400, codes["quota"]).__name__ == "QuotaExceededError"
-    assert error_class(401, codes["auth"]).__name__ == "AuthError"
-    assert error_class(429, codes["throttle"]).__name__ == "RateLimitedError"
-    assert codes["server-error"] in VENDOR_ERRORS
+    assert TABLE.error_class(code=codes["capacity"]).__name__ == "NoCapacityError"
+    assert TABLE.error_class(code=codes["quota"]).__name__ == "QuotaExceededError"
+    assert TABLE.error_class(code=codes["auth"]).__name__ == "AuthError"
+    assert TABLE.error_class(code=codes["throttle"]).__name__ == "RateLimitedError"
+    assert TABLE.error_class(code=codes["server-error"]).__name__ == "TransientProviderError"
 
 
 # ---- launch ------------------------------------------------------------------------------
@@ -268,3 +268,14 @@ def test_teardown_deletes_the_fleets_keys_only_when_no_instance_is_left(fake, tm
     assert len(deleted) == 1 and deleted[0].startswith("ssh-key/spotfleet-alpha-")
     assert provider.teardown("alpha") == []
     assert [k.name for k in LambdaApi(fake.url, API_KEY).ssh_keys()] == ["my-laptop"]
+
+
+def test_the_spec_takes_lambdas_own_settings_and_refuses_others():
+    from fleet.errors import SpecError
+    from fleet.spec import parse_spec
+
+    base = "name: tt\ncapacity: {gpus: 1, accelerators: [A10]}\nproviders:\n  lambda: %s\n"
+    assert parse_spec(base % "{image_family: lambda-stack-22-04}").provider_settings("lambda").image_family \
+        == "lambda-stack-22-04"
+    with pytest.raises(SpecError, match="'project' is a setting of gcp, not of lambda"):
+        parse_spec(base % "{project: x}")
