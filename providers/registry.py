@@ -42,7 +42,8 @@ PACKAGES: dict[str, str] = {
 
 #: Providers in the price snapshot and the local cloud that no adapter ships for yet.
 SIMULATED_ONLY: tuple[ProviderRecord, ...] = (
-    ProviderRecord("runpod", title="RunPod", notice_seconds=5, summary="RunPod (no adapter yet)"),
+    ProviderRecord("runpod", title="RunPod", notice_seconds=5, summary="RunPod (no adapter yet)",
+                   pulumi_refusal="no adapter ships for it yet"),
 )
 
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"

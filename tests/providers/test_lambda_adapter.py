@@ -279,3 +279,19 @@ def test_the_spec_takes_lambdas_own_settings_and_refuses_others():
         == "lambda-stack-22-04"
     with pytest.raises(SpecError, match="'project' is a setting of gcp, not of lambda"):
         parse_spec(base % "{project: x}")
+
+
+def test_two_fleets_with_one_spec_key_each_register_their_own(fake, tmp_path):
+    """Deleting one fleet's key at its teardown must not take the key another fleet launches with."""
+    provider = make(fake, tmp_path)
+    offer = offer_in(provider, "us-east-1", "gpu_1x_a10")
+    provider.launch(request(offer, token="a"))
+    provider.launch(LaunchRequest(fleet="beta", offer=offer, count=1, token="b", tags=fleet_tags("beta", offer.pool),
+                                  node=NodeConfig(ssh_key=PUBLIC)))
+    names = sorted(k.name for k in LambdaApi(fake.url, API_KEY).ssh_keys())
+    assert len(names) == 2 and names[0].startswith("spotfleet-alpha-") and names[1].startswith("spotfleet-beta-")
+    LambdaApi(fake.url, API_KEY).add_ssh_key("laptop", PUBLIC.replace("user@laptop", "me"))
+    fresh = make(fake, tmp_path)          # a user's own key with that public key: used as it is
+    fresh.launch(LaunchRequest(fleet="gamma", offer=offer, count=1, token="c", tags=fleet_tags("gamma", offer.pool),
+                               node=NodeConfig(ssh_key=PUBLIC)))
+    assert launched(fake)[-1]["ssh_key_names"] == ["laptop"]
