@@ -46,6 +46,9 @@ def fits(key: str, value: str) -> bool:
 def launch_tags(tags: Mapping[str, str], fleet: str, pool: PoolKey, token: str, now: float) -> list[dict[str, str]]:
     """The ``tags`` of a launch body: ours first, then every other tag of the request that fits."""
     ours = {TAG_FLEET: fleet, TAG_POOL: pool.id, TAG_TOKEN: token, TAG_LAUNCHED: f"{now:.0f}"}
+    unfit = [k for k, v in ours.items() if not fits(k, v)]
+    if unfit:       # these make the instances findable: never launch without them
+        raise ValueError(f"{', '.join(unfit)} would not fit Lambda's tag rules (a value of at most 128 characters)")
     merged = {**ours, **{k: v for k, v in sorted(tags.items()) if k not in ours and fits(k, v)}}
     return [{"key": k, "value": v} for k, v in merged.items()]
 

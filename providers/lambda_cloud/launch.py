@@ -37,10 +37,14 @@ def launch_body(request: LaunchRequest, count: int, key_name: str, secret_env: M
                 image_family: str = "", *, now: float) -> dict[str, Any]:
     """The launch body for ``count`` more instances of ``request``'s pool, sent at ``now``."""
     pool = request.offer.pool
+    try:
+        tags = launch_tags(request.tags, request.fleet, pool, request.token, now)
+    except ValueError as err:
+        raise ProviderError(PROVIDER, f"pool {pool.id}: {err}", code="tag-too-long") from None
     body: dict[str, Any] = {
         "region_name": pool.region, "instance_type_name": pool.instance_type, "ssh_key_names": [key_name],
         "quantity": count, "name": instance_name(request.fleet, request.token),
-        "tags": launch_tags(request.tags, request.fleet, pool, request.token, now),
+        "tags": tags,
         "user_data": user_data(request, secret_env),
     }
     if image_family:      # node.image names a disk image of other clouds (or a container): not used here
