@@ -67,6 +67,19 @@ def test_every_adapter_has_every_piece(name):
 
 
 @pytest.mark.parametrize("name", ADAPTERS)
+def test_the_node_side_knows_the_provider(name):
+    """A node agent watches the cloud its record names, and the bootstrap starts it with that name."""
+    from fleet.agent.detect import CLOUDS
+    from fleet.bootstrap import AGENT_CLOUD
+
+    rec = records()[name]
+    assert rec.checkpoint_scheme in ("s3", "gs", "az", "file"), f"{name}: unknown checkpoint_scheme"
+    if rec.agent_cloud:
+        assert rec.agent_cloud in CLOUDS, f"{name}: fleet/agent/detect.py CLOUDS lacks {rec.agent_cloud!r}"
+        assert AGENT_CLOUD.get(name) == rec.agent_cloud, f"{name}: fleet/bootstrap.py AGENT_CLOUD lacks it"
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
 def test_the_pulumi_story_is_told(name):
     rec = records()[name]
     assert rec.pulumi_stack or rec.pulumi_refusal, f"{name}: name its Pulumi stack or why `fleet export pulumi` refuses it"
