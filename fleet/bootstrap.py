@@ -48,8 +48,10 @@ from fleet import __version__
 from fleet.model import LaunchRequest
 from fleet.spec import PREINSTALLED, SHIP
 
-#: ``fleet run --cloud`` value per provider: where the node agent reads interruption notices.
-AGENT_CLOUD = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast", "oci": "oci", "local": "local"}
+#: ``fleet run --cloud`` value per provider: where the node agent reads interruption notices
+#: (``none``: an on-demand provider that gives none).
+AGENT_CLOUD = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast", "oci": "oci", "local": "local",
+               "lambda": "none"}
 
 #: Where the node keeps spotfleet and writes its log.
 DEFAULT_PREFIX = "/opt/spotfleet"

@@ -38,12 +38,11 @@ PACKAGES: dict[str, str] = {
     "azure": "providers.azure",
     "vast": "providers.vast",
     "oci": "providers.oci",
+    "lambda": "providers.lambda_cloud",      # ``lambda`` is a Python keyword
 }
 
 #: Providers in the price snapshot and the local cloud that no adapter ships for yet.
 SIMULATED_ONLY: tuple[ProviderRecord, ...] = (
-    ProviderRecord("lambda", title="Lambda", spot=False, zones=False, summary="Lambda Cloud (on-demand; no adapter yet)",
-                   pulumi_refusal="no adapter ships for it yet"),
     ProviderRecord("runpod", title="RunPod", notice_seconds=5, summary="RunPod (no adapter yet)",
                    pulumi_refusal="no adapter ships for it yet"),
 )

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fleet.agent import aws, azure, gcp, http, local, oci, vast
+from fleet.agent.ondemand import OnDemandWatcher
 from fleet.agent.notice import PollingWatcher, TransientError, WatcherConfigError
 
-CLOUDS = ("aws", "gcp", "azure", "vast", "oci", "local")
+CLOUDS = ("aws", "gcp", "azure", "vast", "oci", "local", "none")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ def make_watcher(cloud: str, opts: WatcherOptions = WatcherOptions()) -> Polling
         return oci.OciWatcher(opts.url, **every)
     if cloud == "local":
         return local.LocalWatcher(opts.notice_file, **every)
+    if cloud == "none":
+        return OnDemandWatcher(**every)
     raise WatcherConfigError(f"unknown cloud {cloud!r}; use one of {', '.join(CLOUDS)} or auto")
 
 

@@ -1,14 +1,23 @@
-"""What a node without a cloud identity needs besides its scoped credentials to reach the fleet's store.
+"""How a node without a cloud identity reaches its checkpoint store (Vast, Lambda, ...).
 
-A node of a provider with no identity for the checkpoint store (``providers.base.NodesWithoutIdentity``:
-Vast, OCI) receives the scoped credentials ``fleet up`` grants, plus the store's non-secret
-settings (region, endpoint), taken from the operator's environment by the URI's scheme.
-Credentials are never taken from that environment.
+Such a node runs on a machine that no cloud account vouches for, so it reaches the spec's
+checkpoint store (S3, GCS, Azure) with the scoped, revocable credentials ``fleet up`` grants the
+fleet (``fleet.provisioning.node_credentials``; an adapter receives them through
+``NodesWithoutIdentity.use_node_credentials``) and with the store's non-secret settings
+(region, endpoint), which :func:`store_settings` takes from the operator's environment by the
+URI's scheme. Credentials are never taken from that environment.
+
+:func:`node_disk_bucket` is the ``ensure_bucket`` of a provider without object storage: a
+folder on each node's own disk, which lives only as long as the instance.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
+
+from fleet.errors import ProviderError
+from providers.base import BucketRef, StorageSpec
 
 #: Checkpoint URI scheme -> the non-secret variables its store reads (``fleet.checkpoint.stores``).
 STORE_SETTINGS: dict[str, tuple[str, ...]] = {
@@ -16,6 +25,7 @@ STORE_SETTINGS: dict[str, tuple[str, ...]] = {
     "gs": ("GOOGLE_CLOUD_PROJECT", "STORAGE_EMULATOR_HOST"),
     "az": (),
 }
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 def store_scheme(checkpoint_uri: str) -> str:
@@ -29,11 +39,18 @@ def store_settings(checkpoint_uri: str, environ: Mapping[str, str]) -> dict[str,
     return {name: environ[name] for name in STORE_SETTINGS.get(store_scheme(checkpoint_uri), ()) if environ.get(name)}
 
 
-def require_node_credentials(provider: str, checkpoint_uri: str, granted: Mapping[str, str]) -> None:
-    """Refuse a launch whose nodes write to a remote store but were given no scoped credentials for it."""
-    from fleet.errors import ProviderError
+def missing_credentials(provider: str, checkpoint_uri: str, granted: Mapping[str, str]) -> ProviderError | None:
+    """The refusal for a launch whose nodes checkpoint to a remote store without scoped credentials."""
+    if not store_scheme(checkpoint_uri) or granted:
+        return None
+    return ProviderError(provider, f"nodes checkpoint to {checkpoint_uri} but were given no scoped credentials for it "
+                         f"(a {provider} node has no cloud identity, and the operator's own keys are never sent); "
+                         "`fleet up` grants them", code="no-node-credentials")
 
-    if store_scheme(checkpoint_uri) and not granted:
-        raise ProviderError(provider, f"nodes checkpoint to {checkpoint_uri} but were given no scoped credentials for "
-                            f"it (a {provider} node has no identity for that store, and the operator's own keys are "
-                            "never sent); `fleet up` grants them", code="no-node-credentials")
+
+def node_disk_bucket(provider: str, spec: StorageSpec, root: str) -> BucketRef:
+    """A checkpoint "bucket" that is the folder ``<root>/<bucket>`` on each node's disk."""
+    if not _BUCKET.match(spec.bucket):
+        raise ProviderError(provider, f"bucket name {spec.bucket!r} is not valid: use 3-63 lowercase letters, "
+                            "digits, dots and dashes", code="invalid-bucket-name")
+    return BucketRef(provider=provider, bucket=spec.bucket, uri=f"file://{root}/{spec.bucket}")

@@ -10,7 +10,8 @@ made once with ``cryptography`` (a dependency of azure-identity) under
 written under a temporary name and linked into place, so two processes racing keep one key,
 and the public half is always derived from the private key that won.
 ``ssh -i <home>/keys/<fleet>/id_rsa spotfleet@<node>`` signs in where the network allows it. The
-public key is read once per process and folder.
+public key is read once per process and folder. :func:`node_public_key` picks the spec's key or
+the fleet's.
 
 :func:`check_public_key` says what is wrong with a key text a spec gives (one line naming
 ``node.ssh_key``), or "" when it is an ``ssh-rsa`` (2048 bits or more) or ``ssh-ed25519`` key.
@@ -84,6 +85,19 @@ def fleet_public_key(home: Path, fleet: str) -> str:
             os.replace(tmp, pub)
         _known[folder] = line
         return line
+
+
+def node_public_key(home: Path, fleet: str, given: str) -> str:
+    """The public key a fleet's nodes get: ``given`` (the spec's ``node.ssh_key``) when set, else the
+    fleet's own pair (:func:`fleet_public_key`). ValueError with :func:`check_public_key`'s line
+    when ``given`` is not a key clouds take."""
+    given = given.strip()
+    if not given:
+        return fleet_public_key(home, fleet)
+    problem = check_public_key(given)
+    if problem:
+        raise ValueError(problem)
+    return given
 
 
 def check_public_key(text: str) -> str:

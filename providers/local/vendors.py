@@ -4,9 +4,11 @@ The local cloud simulates every catalog provider under its real name, so the exe
 and the operator see vendor-shaped data: ``i-0...`` instance ids and
 ``InsufficientInstanceCapacity`` for AWS, numeric ids and ``ZONE_RESOURCE_POOL_EXHAUSTED``
 for GCP, and so on. The AWS, GCP, Azure and Vast codes are the documented ones
-(see the cloud API notes), OCI's from its API error reference; the Lambda and RunPod codes are illustrative. The facts about a vendor that its adapter
-declares (interruption notice, spot or not) come from its registration record
-(``providers.registry.record``), so the local cloud simulates what the real adapter states.
+(see the cloud API notes), OCI's from its API error reference, and Lambda's from its API reference
+(the 429 code is the adapter's, as the reference documents the limit but not the body); the RunPod
+codes are illustrative. The facts about a vendor that its adapter declares (interruption notice,
+spot or not) come from its registration record (``providers.registry.record``), so the local cloud
+simulates what the real adapter states.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ VENDORS: dict[str, Vendor] = {v.name: v for v in (
             "price": "invalid_price", "unknown-pool": "no_such_ask"}, hazard_per_hour=0.05),
     Vendor("lambda", _hex32,
            {"capacity": "instance-operations/launch/insufficient-capacity", "quota": "global/quota-exceeded",
-            "throttle": "global/too-many-requests", "server-error": "global/unknown",
+            "throttle": "global/too-many-requests", "server-error": "global/internal-error",
             "auth": "global/invalid-api-key", "mismatch": "global/invalid-parameters",
             "price": "global/invalid-parameters", "unknown-pool": "global/object-does-not-exist"}),
     Vendor("runpod", _pod_id,

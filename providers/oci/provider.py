@@ -32,7 +32,7 @@ from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
-from providers.kit.node_store import require_node_credentials, store_settings
+from providers.kit.node_store import missing_credentials, store_settings
 from providers.kit.ssh_keys import default_home, fleet_public_key
 from providers.oci.api import OciApi
 from providers.oci.instances import TAG_TOKEN, alive, fleet_of, retry_token, slot_of, to_instance, to_oci_key, token_tag
@@ -118,7 +118,9 @@ class OciProvider:
             raise ProviderError(self.name, f"cannot launch without {', '.join(missing)}: set the OCIDs of the "
                                 "compartment, subnet and GPU image under providers.oci", code="missing-settings")
         with self._lock:
-            require_node_credentials(self.name, request.node.checkpoint_uri, self._node_credentials)
+            refusal = missing_credentials(self.name, request.node.checkpoint_uri, self._node_credentials)
+        if refusal is not None:
+            raise refusal
         tag = token_tag(request.token)
         fingerprint = (pool.id, request.count, request.offer.price_per_hour)
         state: dict[str, int] = {}

@@ -7,7 +7,7 @@ identity, so a node reaches the spec's checkpoint store (S3, GCS, Azure) with cr
 ``env``: never the operator's own, only the scoped, revocable ones that ``fleet up`` grants the
 fleet (``fleet.provisioning.node_credentials``, handed over by ``VastProvider.use_node_credentials``).
 :func:`store_settings` adds the store's non-secret settings (region, endpoint) from the caller's
-environment by the URI's scheme. Both are sent only in this body: never rendered into the
+environment by the URI's scheme (``providers.kit.node_store``). Both are sent only in this body: never rendered into the
 bootstrap text, never in a label, a tag, a log line or a result.
 """
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +33,8 @@ from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.vast.api import VastApi
 from providers.vast.instances import Label, to_instance
-from providers.vast.launch import create_body, label_for, store_scheme, store_settings
+from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
+from providers.vast.launch import create_body, label_for
 from providers.vast.offers import Ask, parse_instance_type, rebid, search_body, to_offer
 from providers.vast.schemas import CreateAnswer, InstancePage, InstanceShow, OfferPage
 from providers.vast.settings import VastSettings
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 25
 #: Where checkpoints live on a Vast node when no object store is named (kept while stopped).
 NODE_CHECKPOINT_DIR = "/workspace/spotfleet-checkpoints"
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 class VastProvider:
@@ -113,10 +112,9 @@ class VastProvider:
         if machine is None:
             raise ProviderError(self.name, f"pool {pool.id} comes from the offline snapshot and names no machine; "
                                 "run again when the Vast search answers", code="snapshot-pool")
-        if store_scheme(request.node.checkpoint_uri) and not self._node_credentials:
-            raise ProviderError(self.name, f"nodes checkpoint to {request.node.checkpoint_uri} but were given no scoped "
-                                "credentials for it (a Vast host has no cloud identity, and the operator's own keys "
-                                "are never sent); `fleet up` grants them", code="no-node-credentials")
+        refusal = missing_credentials(self.name, request.node.checkpoint_uri, self._node_credentials)
+        if refusal is not None:
+            raise refusal
         label = label_for(request)
         text = label.render()
 
@@ -162,10 +160,7 @@ class VastProvider:
         """Vast has no object storage: a directory on each node's disk, which Vast keeps while an
         instance is stopped (outbid) but not after it is destroyed. Name an s3/gcs/azure
         ``checkpoint.provider`` for checkpoints that outlive an instance."""
-        if not _BUCKET.match(spec.bucket):
-            raise ProviderError(self.name, f"bucket name {spec.bucket!r} is not valid: use 3-63 lowercase letters, "
-                                "digits, dots and dashes", code="invalid-bucket-name")
-        return BucketRef(provider=self.name, bucket=spec.bucket, uri=f"file://{NODE_CHECKPOINT_DIR}/{spec.bucket}")
+        return node_disk_bucket(self.name, spec, NODE_CHECKPOINT_DIR)
 
     # ---- outbid remedies -------------------------------------------------------------------
     def outbid(self, fleet: str) -> list[Instance]:

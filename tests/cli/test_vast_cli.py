@@ -6,21 +6,16 @@ command reaches it through ``SPOTFLEET_VAST_URL`` with the fake's key in ``VAST_
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 from vast_server import API_KEY, VastServer  # noqa: E402
 
+from cli.api_world import ApiWorld, assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
 from fleet.state import LaunchStatus, open_store  # noqa: E402
-
-FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 
 #: Eight one-GPU H100 machines and one someone else already rents.
 ASKS = [{"id": 3000 + n, "machine_id": 800 + n, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559,
@@ -43,35 +38,13 @@ node:
 """
 
 
-class VastWorld:
+class VastWorld(ApiWorld):
     def __init__(self, root: Path, server: VastServer):
-        self.root, self.server = root, server
-        self.home = root / "home"
-        self.spec = root / "vf.yaml"
-        self.spec.write_text(SPEC)
+        super().__init__(root, server.url, spec=SPEC, name="vf", strip=("VAST_",),
+                         env_vars={"SPOTFLEET_VAST_URL": server.url, "VAST_API_KEY": API_KEY})
+        self.server = server
         self.control("reset", {"asks": ASKS})
         self.foreign = self.control("foreign", {"ask": 3007, "count": 1, "label": "someone-else"})["ids"]
-
-    def control(self, path: str, body: dict | None = None) -> dict:
-        url = f"{self.server.url}/_control/{path}"
-        resp = httpx.post(url, json=body) if body is not None else httpx.get(url)
-        resp.raise_for_status()
-        return resp.json()
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "VAST_"))}
-        env.update({"SPOTFLEET_HOME": str(self.home), "HOME": str(self.root), "COLUMNS": "200", "NO_COLOR": "1",
-                    "SPOTFLEET_VAST_URL": self.server.url, "VAST_API_KEY": API_KEY, **extra})
-        return env
-
-    def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env=self.env(**extra), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=180)
-
-    def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> dict:
-        proc = self.fleet(*args, "--json")
-        assert proc.returncode in ok, f"fleet {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        return json.loads(proc.stdout)
 
     def instances(self) -> list[dict]:
         return self.control("instances")["instances"]
@@ -154,29 +127,11 @@ def test_outbid_is_shown_with_its_storage_cost_and_down_destroys_it(world: VastW
 
 
 def test_the_api_key_appears_in_no_output_and_not_in_the_state_store(world: VastWorld):
-    outputs = [world.fleet("up", str(world.spec), "--yes", "--json"), world.fleet("status", "vf", "--json"),
-               world.fleet("status", "vf"), world.fleet("down", "vf", "--yes", "--json")]
-    assert all(p.returncode == 0 for p in outputs), [p.stderr for p in outputs]
-    for proc in outputs:
-        assert API_KEY not in proc.stdout and API_KEY not in proc.stderr
-    for path in world.home.rglob("*"):
-        if path.is_file():
-            assert API_KEY.encode() not in path.read_bytes(), path
+    assert_key_nowhere(world, API_KEY, "vf")
 
 
 def test_fleet_check_vast_reports_the_key(world: VastWorld):
-    ok = world.fleet_json("check", "vast")
-    assert ok[0]["ok"] and ok[0]["can_price"] and ok[0]["can_launch"]
-    bad = world.fleet("check", "vast", "--json", VAST_API_KEY="wrong-key")
-    assert bad.returncode == 1
-    [res] = json.loads(bad.stdout)
-    assert not res["ok"] and res["can_launch"] is False and "VAST_API_KEY" in res["fix"]
-    assert "wrong-key" not in bad.stdout
-    env = world.env()
-    del env["VAST_API_KEY"]
-    keyless = subprocess.run([FLEET_BIN, "check", "vast"], env=env, capture_output=True, text=True, timeout=120)
-    assert keyless.returncode == 1 and "no API key" in keyless.stdout and "fix: set $VAST_API_KEY" in keyless.stdout
-    assert "Traceback" not in keyless.stderr
+    assert_check_reports_the_key(world, "vast", "VAST_API_KEY", "wrong-key")
 
 
 def test_plan_reads_live_offers_and_falls_back_to_the_snapshot(world: VastWorld):

@@ -24,7 +24,7 @@ from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
 TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "local:oci", "vast",
-           "aws", "gcp", "azure", "azure:scale-set", "oci"]
+           "aws", "gcp", "azure", "azure:scale-set", "oci", "lambda"]
 
 
 class Harness(Protocol):
@@ -106,6 +106,9 @@ def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -
     if family == "oci":
         from tests.contract.harness_oci import oci_harness
         return oci_harness()
+    if family == "lambda":
+        from tests.contract.harness_lambda import lambda_harness
+        return lambda_harness(tmp_path)
     raise ValueError(f"unknown contract target {target}")
 
 

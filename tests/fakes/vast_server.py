@@ -39,19 +39,19 @@ too, with their create bodies) and ``GET /_control/calls`` (API calls per route)
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 try:
     import malformed
+    from serving import BackgroundServer, JsonHandler, serve_main
 except ImportError:          # imported as tests.fakes.vast_server
     from . import malformed
+    from .serving import BackgroundServer, JsonHandler, serve_main
 
 API_KEY = "fake-vast-key"
 HOURS_PER_MONTH = 730.0
@@ -172,36 +172,12 @@ def _match(value: Any, cond: Any) -> bool:
     return True
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     server_version = "fake-vast/1"
-    protocol_version = "HTTP/1.1"
+    WRONG_TYPES = WRONG_TYPES
     state: State
 
-    def log_message(self, fmt: str, *args: Any) -> None:
-        pass
-
     # ---- plumbing ---------------------------------------------------------------------------
-    def _body(self) -> Any:
-        n = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(n) if n else b""
-        try:
-            return json.loads(raw) if raw else {}
-        except ValueError:
-            return None
-
-    def _send(self, status: int, data: Any, headers: dict[str, str] | None = None,
-              broken: dict[str, Any] | None = None) -> None:
-        raw, ctype = json.dumps(data).encode(), "application/json"
-        if broken is not None:      # a "malformed" fault: this body instead of the real one
-            raw, ctype = malformed.body(broken["variant"], raw, WRONG_TYPES[broken["target"]], ctype)
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(raw)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(raw)
-
     def _error(self, status: int, code: str, msg: str, headers: dict[str, str] | None = None) -> None:
         self._send(status, {"success": False, "error": code, "msg": msg}, headers)
 
@@ -255,18 +231,6 @@ class Handler(BaseHTTPRequestHandler):
                 if method == "DELETE":
                     return self._destroy(int(parts[3]))
             return self._error(404, "not_found", f"no route {method} {url.path}")
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._route("GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._route("POST")
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._route("PUT")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._route("DELETE")
 
     # ---- the API ----------------------------------------------------------------------------
     def _search(self, body: dict[str, Any]) -> None:
@@ -457,43 +421,16 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(404, "not_found", f"no control route {'/'.join(parts)}")
 
 
-class VastServer:
+class VastServer(BackgroundServer):
     """The fake on a background thread: ``url`` once started; ``state`` for in-process tests."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", latency: float = 0.0):
-        self.state = State()
+        super().__init__(Handler, State(), port, host)
         self.state.latency = latency
-        handler = type("BoundHandler", (Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> "VastServer":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="A fake Vast.ai REST API for tests and benchmarks.")
-    parser.add_argument("--port", type=int, default=8790)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every API answer")
-    args = parser.parse_args()
-    server = VastServer(args.port, args.host, args.latency)
-    print(f"fake Vast API on {server.url} (key {API_KEY!r}); control API under /_control/", flush=True)
-    try:
-        server.httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_main(VastServer, what="Vast.ai REST API", port=8790, key=API_KEY)
 
 
 if __name__ == "__main__":

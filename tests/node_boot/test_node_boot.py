@@ -1,8 +1,9 @@
 """A node boots from the start-up script an adapter really sent, with no spotfleet installed.
 
-``fleet up`` runs as a subprocess against the fakes (moto for EC2 and S3, the fake Vast server,
-the fake OCI API); the script is taken from what the fake received (the EC2 instance's user data,
-the Vast ask's ``onstart``, the OCI instance's ``metadata.user_data``) and run by bash in a sandbox: a fresh prefix and log (the script's
+``fleet up`` runs as a subprocess against the fakes (moto for EC2 and S3, the fake Vast, OCI and
+Lambda servers); the script is taken from what the fake received (the EC2 instance's user data,
+the Vast ask's ``onstart``, the OCI instance's ``metadata.user_data``, the Lambda launch's
+cloud-init ``user_data``) and run by bash in a sandbox: a fresh prefix and log (the script's
 ``SPOTFLEET_PREFIX``/``SPOTFLEET_NODE_LOG``), the image's interpreter pinned with
 ``SPOTFLEET_PYTHON`` (a bare interpreter without spotfleet: 3.10 as on Ubuntu 22.04 images, 3.11
 as in ``pytorch/pytorch``), a stand-in ``nvidia-smi`` that answers as the real one does, and only
@@ -31,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 import aws_world  # noqa: E402
 from metadata import FakeImds, FakeOciImds  # noqa: E402
 from oci_server import COMPARTMENT, IMAGE, SUBNET, OciServer  # noqa: E402
+from lambda_server import API_KEY as LAMBDA_KEY  # noqa: E402
+from lambda_server import LambdaServer  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulator, pytest.mark.timeout(1200)]
@@ -55,7 +58,7 @@ def bare_python(version: str) -> str:
 
 
 def cli_env(root: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_", "VAST_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_", "VAST_", "LAMBDA_"))}
     env.update(SPOTFLEET_HOME=str(root / "home"), COLUMNS="200", NO_COLOR="1", **extra)
     return env
 
@@ -155,6 +158,17 @@ checkpoint: {{provider: s3}}
 node:
   startup: """ + STARTUP + "\n"
 
+SPEC_LAMBDA = """
+name: bootlambda
+backend: cloud
+capacity: {{gpus: 1, accelerators: [A10], gpus_per_node: {{min: 1, max: 1}}}}
+providers:
+  lambda: {{regions: [us-east-1]}}
+  aws: {{regions: [us-east-1], ami: {ami}, spot: false, on_demand: false}}
+checkpoint: {{provider: s3}}
+node:
+  startup: """ + STARTUP + "\n"
+
 #: What a launch gives the sandboxed node: the start-up script and the environment the cloud sets.
 Launched = tuple[str, dict[str, str]]
 
@@ -222,8 +236,26 @@ def launched_on_oci(root: Path, world: aws_world.AwsWorld) -> Iterator[Launched]
         server.stop()
 
 
+@contextmanager
+def launched_on_lambda(root: Path, world: aws_world.AwsWorld) -> Iterator[Launched]:
+    """``fleet up`` on the fake Lambda API (bucket on moto); the script is the launch's cloud-init
+    ``user_data``, which carries the bucket's scoped keys itself (Lambda sets no variables)."""
+    server = LambdaServer(port=0).start()
+    try:
+        spec = root / "spec.yaml"
+        spec.write_text(SPEC_LAMBDA.format(ami=aws_world.MOTO_AMI))
+        fleet(root, cli_env(root, **world.env, SPOTFLEET_LAMBDA_URL=server.url, LAMBDA_API_KEY=LAMBDA_KEY),
+              "up", str(spec), "--yes", "--json")
+        made = list(server.state.instances.values())
+        assert len(made) == 1
+        # the loopback stand-in for the name of S3
+        yield made[0]["_body"]["user_data"], {"AWS_ENDPOINT_URL": world.env["AWS_ENDPOINT_URL"]}
+    finally:
+        server.stop()
+
+
 LAUNCHES: dict[str, Callable[[Path, aws_world.AwsWorld], ContextManager[Launched]]] = {
-    "aws": launched_on_aws, "vast": launched_on_vast, "oci": launched_on_oci}
+    "aws": launched_on_aws, "vast": launched_on_vast, "oci": launched_on_oci, "lambda": launched_on_lambda}
 
 
 @pytest.fixture(scope="session")
@@ -232,8 +264,10 @@ def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("node-pip-cache"))
 
 
-# the image's Python: 3.10 as on Ubuntu 22.04 (the AWS/GCP/Azure default images), 3.11 as in pytorch/pytorch
-@pytest.mark.parametrize("provider, python_version", [("aws", "3.10"), ("vast", "3.11"), ("oci", "3.11")])
+# the image's Python: 3.10 as on Ubuntu 22.04 (the AWS/GCP/Azure default images and Lambda Stack 22.04),
+# 3.11 as in pytorch/pytorch
+@pytest.mark.parametrize("provider, python_version", [("aws", "3.10"), ("vast", "3.11"), ("oci", "3.11"),
+                                                      ("lambda", "3.10")])
 def test_a_node_boots_from_the_script_its_adapter_sent(provider: str, python_version: str, tmp_path: Path,
                                                        pip_cache: str):
     python = bare_python(python_version)

@@ -84,6 +84,16 @@ def test_a_plan_on_oci_is_refused_by_name_with_the_reason(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_lambda_is_refused_by_name_with_its_records_reason(tmp_path):
+    spec = tmp_path / "lam.yaml"
+    spec.write_text("name: lam\ncapacity: {gpus: 2, accelerators: [A10], on_demand_gpus: 2}\n"
+                    "providers: [lambda]\nnode: {spotfleet: preinstalled}\n")   # priced from the snapshot: no key
+    done = export(tmp_path, str(spec), str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: the plan puts instances on lambda (")
+    assert "Lambda Cloud has no Pulumi provider" in done.stderr and not (tmp_path / "out").exists()
+
+
 def test_export_of_a_bad_spec_names_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x1\ncapacity: {gpus: 0, accelerators: [H100]}\n")

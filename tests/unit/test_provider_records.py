@@ -24,6 +24,7 @@ FILES = {
     "azure": ("azure_arm.py", "test_azure_cli.py"),
     "vast": ("vast_server.py", "test_vast_cli.py"),
     "oci": ("oci_server.py", "test_oci_lifecycle.py"),
+    "lambda": ("lambda_server.py", "test_lambda_cli.py"),
 }
 #: Files every adapter package has, each with the same role in every provider (docs/adding-a-provider.md).
 ROLES = ("__init__.py", "settings.py", "provider.py", "errors.py", "check.py")
@@ -64,6 +65,19 @@ def test_every_adapter_has_every_piece(name):
     assert any(rec.extra in dep for dep in extras["test"]), f"{name}: the `test` extra does not bring {rec.extra!r}"
     readme = (ROOT / "README.md").read_text()
     assert f"## Running on {rec.display}" in readme, f"{name}: README.md has no '## Running on {rec.display}' section"
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_the_node_side_knows_the_provider(name):
+    """A node agent watches the cloud its record names, and the bootstrap starts it with that name."""
+    from fleet.agent.detect import CLOUDS
+    from fleet.bootstrap import AGENT_CLOUD
+
+    rec = records()[name]
+    assert rec.checkpoint_scheme in ("s3", "gs", "az", "file"), f"{name}: unknown checkpoint_scheme"
+    if rec.agent_cloud:
+        assert rec.agent_cloud in CLOUDS, f"{name}: fleet/agent/detect.py CLOUDS lacks {rec.agent_cloud!r}"
+        assert AGENT_CLOUD.get(name) == rec.agent_cloud, f"{name}: fleet/bootstrap.py AGENT_CLOUD lacks it"
 
 
 @pytest.mark.parametrize("name", ADAPTERS)
