@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT / "tests" / "fakes"))
 from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
 
 from fleet.model import LaunchRequest, Market, fleet_tags  # noqa: E402
-from fleet.spec import ProviderSettings  # noqa: E402
 from providers.azure.arm import Arm  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
 from providers.azure.scaleset_provider import AzureScaleSetProvider  # noqa: E402
+from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "azure_scaleset.json"
@@ -58,7 +58,7 @@ def run_once(server: ArmServer, mode: str, vms: int, on_demand: int, latency: fl
     capacity = {f"eastus/{SIZE}/{p}": 2 * vms for p in ("Spot", "Regular")}
     httpx.post(f"{server.url}/_control/reset", json={"capacity": capacity}).raise_for_status()
     cls = AzureScaleSetProvider if mode == "scale-set" else AzureProvider
-    provider = cls(ProviderSettings(resource_group="bench", launch_mode=mode), environ={}, cache_seconds=3600,
+    provider = cls(AzureSettings(resource_group="bench", launch_mode=mode), environ={}, cache_seconds=3600,
                    live_prices=False, arm=Arm(SUBSCRIPTION, server.url, polling_interval=0),
                    home=Path(tempfile.mkdtemp(prefix="spotfleet-bench-")))
     requests = _requests(provider, vms, on_demand, mode)

@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "fakes"))
 from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
 
-from fleet.spec import ProviderSettings  # noqa: E402
 from providers.azure.arm import Arm  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
+from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import StorageSpec  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "azure_storage.json"
@@ -39,7 +39,7 @@ SPEC = StorageSpec(provider="azure", bucket="bench-checkpoints", region="eastus"
 def _run(url: str) -> dict:
     before = httpx.get(f"{url}/_control/calls").json()["calls"]
     writes = httpx.get(f"{url}/_control/storage/state").json()["writes"]
-    provider = AzureProvider(ProviderSettings(resource_group="bench"), environ={}, live_prices=False,
+    provider = AzureProvider(AzureSettings(resource_group="bench"), environ={}, live_prices=False,
                              arm=Arm(SUBSCRIPTION, url, polling_interval=0))
     start = time.perf_counter()
     provider.ensure_bucket(SPEC)

@@ -57,9 +57,14 @@ class ProviderError(FleetError):
     """
 
     retryable = False
+    #: Seconds the provider asked us to wait before trying again (a ``Retry-After``), when it said.
+    retry_after: float | None = None
 
-    def __init__(self, provider: str, message: str, *, region: str = "", code: str = ""):
+    def __init__(self, provider: str, message: str, *, region: str = "", code: str = "",
+                 retry_after: float | None = None):
         self.provider = provider
+        if retry_after is not None:
+            self.retry_after = retry_after
         self.region = safe(region)
         self.code = safe(code)
         self.message = message = safe(message)
@@ -125,3 +130,22 @@ class MalformedResponseError(ProviderError):
         body = f": {excerpt}" if excerpt else ""
         super().__init__(provider, f"{what}: the answer could not be read{reason}{body}", region=region,
                          code="malformed-response")
+
+
+#: Exception class -> error kind, the word ``LaunchResult.error_kind`` and the executor use (the
+#: first match wins, so subclasses come before their bases).
+ERROR_KINDS: tuple[tuple[type[ProviderError], str], ...] = (
+    (NoCapacityError, "capacity"), (QuotaExceededError, "quota"), (AuthError, "auth"),
+    (RateLimitedError, "rate-limit"), (TransientProviderError, "transient"), (MalformedResponseError, "malformed"),
+)
+#: Kinds whose launch stays replayable with the same token on the next run (an answer that could
+#: not be read may still have created something: the token finds it).
+RETRYABLE_KINDS = frozenset({"rate-limit", "transient", "malformed"})
+
+
+def error_kind(err: ProviderError) -> str:
+    """The error kind of ``err`` (:data:`ERROR_KINDS`), ``"error"`` for any other refusal."""
+    for cls, kind in ERROR_KINDS:
+        if isinstance(err, cls):
+            return kind
+    return "error"

@@ -21,7 +21,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidatorFunctionWrapHandler,
+                      field_validator, model_validator)
 
 from fleet.accelerators import KNOWN, REFERENCE_WEIGHTS, canonical, unknown_message
 from fleet.errors import SpecError
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 #: Accelerator names and reference throughput weights live in ``fleet.accelerators``.
 DEFAULT_WEIGHTS = REFERENCE_WEIGHTS
 KNOWN_ACCELERATORS = KNOWN
-KNOWN_PROVIDERS = ("aws", "gcp", "azure", "vast", "lambda", "runpod")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 #: ``node.spotfleet`` values besides a pip requirement (``fleet.provisioning.ship``).
 SHIP, PREINSTALLED = "ship", "preinstalled"
@@ -145,6 +145,12 @@ class VastBid(Section):
 
 
 class ProviderSettings(Section):
+    """What every provider's settings have: which regions, zones and markets it may use.
+
+    Each provider owns a subclass with its own keys (``providers/<name>/settings.py``, named by
+    its registration record); a key of another provider is refused, naming the field and the fix.
+    """
+
     enabled: bool = True
     regions: list[str] | None = Field(default=None, description="Allowed regions; omit for all.")
     exclude_regions: list[str] = Field(default_factory=list)
@@ -152,31 +158,6 @@ class ProviderSettings(Section):
     exclude_zones: list[str] = Field(default_factory=list)
     spot: bool = True
     on_demand: bool = True
-    # AWS
-    subnets: dict[str, str] = Field(default_factory=dict, description="AWS: zone -> subnet id.")
-    ami: str = ""
-    # GCP
-    project: str = ""
-    # Azure
-    subscription_id: str = ""
-    resource_group: str = ""
-    launch_mode: Literal["vms", "scale-set"] = Field(
-        default="vms", description="Azure: vms (one Spot VM per instance) or scale-set (one Flexible scale set "
-        "per region with a Spot priority mix; pools become regional).")
-    eviction_policy: Literal["Delete", "Deallocate"] = Field(default="Delete", description=(
-        "Azure: what an evicted Spot VM becomes: Delete (gone with its disks) or Deallocate (kept, "
-        "billing its disks, until `fleet down`)."))
-    storage_account: str = Field(default="", description=(
-        "Azure: storage account for checkpoints (created if missing); default derived from subscription, "
-        "resource group and container."))
-    # Vast
-    bid: VastBid = Field(default_factory=VastBid)
-    min_reliability: float = Field(default=0.95, ge=0, le=1)
-    countries: list[str] | None = Field(default=None, description="Vast: allowed host countries (ISO codes).")
-    exclude_countries: list[str] = Field(default_factory=list, description="Vast: host countries to skip.")
-    min_download_mbps: float = Field(default=100, ge=0, description="Vast: least host download bandwidth.")
-    min_cuda: float = Field(default=12.0, ge=0, description="Vast: least CUDA version the host driver runs.")
-    disk_gb: int = Field(default=50, ge=8, le=10_000, description="Vast: container disk per instance, GB.")
 
     @field_validator("regions", "zones")
     @classmethod
@@ -318,8 +299,9 @@ class Head(Section):
     @field_validator("provider")
     @classmethod
     def _known_provider(cls, value: str) -> str:
-        if value and value not in KNOWN_PROVIDERS:
-            raise ValueError(f"unknown provider {value!r} (known: {', '.join(KNOWN_PROVIDERS)})")
+        known = known_providers()
+        if value and value not in known:
+            raise ValueError(f"unknown provider {value!r} (known: {', '.join(known)})")
         return value
 
     @field_validator("env")
@@ -370,7 +352,7 @@ class FleetSpec(Section):
     backend: Backend = Backend.CLOUD
     capacity: Capacity
     budget: Budget = Field(default_factory=Budget)
-    providers: dict[str, ProviderSettings] = Field(
+    providers: dict[str, SerializeAsAny[ProviderSettings]] = Field(
         default_factory=dict, description="Per-provider settings; omit to allow every provider.",
         json_schema_extra=lambda schema: _or_list_of_names(schema, "provider names, e.g. [aws, gcp]", min_items=0,
                                                            null_values=True),
@@ -392,21 +374,23 @@ class FleetSpec(Section):
             raise ValueError("use 2-40 lowercase letters, digits and dashes, starting with a letter")
         return value
 
-    @field_validator("providers", mode="before")
+    @field_validator("providers", mode="wrap")
     @classmethod
-    def _providers(cls, value: Any) -> Any:
+    def _providers(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Each provider's settings are read by its own model (``settings_model``)."""
         if isinstance(value, list):  # `providers: [aws, gcp]` shorthand
             if not all(isinstance(name, str) for name in value):
                 raise ValueError("list entries must be provider names, e.g. [aws, gcp]")
             value = {name: {} for name in value}
         if isinstance(value, dict):
+            known = known_providers()
             for name in value:
-                if name not in KNOWN_PROVIDERS:
-                    hint = difflib.get_close_matches(str(name), KNOWN_PROVIDERS, n=1)
+                if name not in known:
+                    hint = difflib.get_close_matches(str(name), known, n=1)
                     extra = f"; did you mean {hint[0]!r}?" if hint else ""
-                    raise ValueError(f"unknown provider {name!r}{extra} (known: {', '.join(KNOWN_PROVIDERS)})")
-            value = {k: ({} if v is None else v) for k, v in value.items()}
-        return value
+                    raise ValueError(f"unknown provider {name!r}{extra} (known: {', '.join(known)})")
+            value = _provider_settings({k: ({} if v is None else v) for k, v in value.items()})
+        return handler(value)
 
     @model_validator(mode="after")
     def _some_provider(self) -> "FleetSpec":
@@ -471,9 +455,9 @@ class FleetSpec(Section):
 
     # ---- derived views used by the planner -------------------------------------------
     def provider_settings(self, provider: str) -> ProviderSettings | None:
-        """Settings for ``provider``, defaults when none are listed, ``None`` if not allowed."""
+        """Settings for ``provider`` (its own model), defaults when none are listed, ``None`` if not allowed."""
         if not self.providers:
-            return ProviderSettings()
+            return settings_model(provider)()
         settings = self.providers.get(provider)
         return settings if settings is not None and settings.enabled else None
 
@@ -497,11 +481,85 @@ class FleetSpec(Section):
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
+# ---- each provider's own settings model ----------------------------------------------------
+
+def settings_models() -> dict[str, type[ProviderSettings]]:
+    """Provider name -> its settings model, from the providers' registration records
+    (``providers.registry``; read when a spec is, so a provider is named in one place)."""
+    from providers.registry import settings_models as from_records
+
+    return from_records()
+
+
+def known_providers() -> tuple[str, ...]:
+    """Every provider a spec may name."""
+    return tuple(settings_models())
+
+
+def settings_model(provider: str) -> type[ProviderSettings]:
+    """``provider``'s settings model (the shared base for a name no record declares)."""
+    return settings_models().get(provider, ProviderSettings)
+
+
+def _provider_settings(value: dict[str, Any]) -> dict[str, ProviderSettings]:
+    """Read each provider's settings with its own model; every problem is reported at once, a key
+    another provider takes naming that provider (``providers.aws.project``: a gcp setting)."""
+    from pydantic_core import InitErrorDetails, PydanticCustomError
+
+    models = settings_models()
+    out: dict[str, ProviderSettings] = {}
+    problems: list[InitErrorDetails] = []
+    for name, raw in value.items():
+        model = models.get(name, ProviderSettings)
+        if isinstance(raw, model):
+            out[name] = raw
+            continue
+        try:
+            out[name] = model.model_validate(raw.model_dump() if isinstance(raw, ProviderSettings) else raw)
+        except ValidationError as err:
+            for e in err.errors():
+                loc = (name, *e["loc"])
+                if e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
+                    problems.append(InitErrorDetails(type=PydanticCustomError(
+                        "provider_setting", _foreign_key(name, str(e["loc"][0]), model, models)), loc=loc,
+                        input=e["input"]))
+                else:
+                    problems.append(InitErrorDetails(type=e["type"], loc=loc, input=e["input"],
+                                                     ctx=e.get("ctx") or {}))  # type: ignore[typeddict-item]
+    if problems:
+        raise ValidationError.from_exception_data("providers", problems)
+    return out
+
+
+def _foreign_key(name: str, key: str, model: type[ProviderSettings],
+                 models: dict[str, type[ProviderSettings]]) -> str:
+    from fleet.spec_input import short
+
+    owners = [other for other, m in models.items() if other != name and key in m.model_fields]
+    if owners:
+        return (f"{short(key)} is a setting of {' and '.join(owners)}, not of {name}: move it under "
+                f"providers.{owners[0]} or remove it")
+    fields = sorted(model.model_fields)
+    hint = difflib.get_close_matches(key, fields, n=1)
+    fix = f"did you mean {hint[0]!r}?" if hint else f"{name} settings are: {', '.join(fields)}"
+    return f"unknown {name} setting {short(key)}; {fix}"
+
+
 # ---- loading and error reporting ---------------------------------------------------------
 
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the spec, for editors (``fleet spec schema``)."""
     schema = FleetSpec.model_json_schema()
+    providers = schema["properties"]["providers"]["anyOf"][0]
+    providers.pop("additionalProperties", None)
+    providers["additionalProperties"] = False
+    providers["properties"] = {}
+    for name, model in settings_models().items():
+        sub = model.model_json_schema(ref_template="#/$defs/{model}")
+        for key, definition in sub.pop("$defs", {}).items():
+            schema.setdefault("$defs", {})[key] = definition
+        schema.setdefault("$defs", {})[model.__name__] = sub
+        providers["properties"][name] = {"anyOf": [{"$ref": f"#/$defs/{model.__name__}"}, {"type": "null"}]}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "spotfleet fleet spec"
     return schema
@@ -519,7 +577,7 @@ def load_spec(path: str | Path) -> FleetSpec:
 
 def parse_spec(text: str, source: str = "<spec>") -> FleetSpec:
     """Validate spec text; hostile YAML (alias bombs, deep nesting, duplicate keys) is a ``SpecError``."""
-    import yaml     # YAML is read only here: commands that only read the record start faster
+    import yaml  # YAML is read only here: commands that only read the record start faster
 
     from fleet.spec_input import load_yaml, short
 
@@ -605,7 +663,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if model is FleetSpec and loc[i] == "providers":
             if i + 1 >= len(loc):
                 return None
-            model, i = ProviderSettings, i + 2
+            model, i = settings_model(str(loc[i + 1])), i + 2
             continue
         field = model.model_fields.get(loc[i]) if isinstance(loc[i], str) else None
         ann = field.annotation if field else None

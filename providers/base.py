@@ -13,7 +13,7 @@ Contract (checked by ``tests/contract`` for every provider):
   (``providers.kit.responses``), never returns ``[]``.
 * ``terminate(ids)`` is idempotent: an id that is already gone is success. It never
   touches an instance that does not carry a spotfleet fleet tag.
-* Throttling is retried inside the adapter with backoff; only then ``RateLimitedError``.
+* Throttling is retried inside the adapter (``providers.kit.retry``); only then ``RateLimitedError``.
 * ``quotas()`` lists the account's launch limits (``fleet.model.Quota``: limit and current
   use per provider, region, family or accelerator and market) that the planner must keep
   within; ``[]`` where the provider has none or the API gives none. A launch over a quota
@@ -39,19 +39,6 @@ from fleet.errors import (  # noqa: F401  (re-exported: adapters import errors f
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer, Quota
 
 log = logging.getLogger(__name__)
-
-
-class Capabilities(BaseModel):
-    """What a provider can do; the planner and executor adapt to it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    spot: bool = True
-    zones: bool = True
-    bidding: bool = False            # Vast: the spot price is our bid
-    stop_start: bool = False
-    placement_scores: bool = False
-    interruption_notice_seconds: int = 0
 
 
 class OfferQuery(BaseModel):
@@ -116,8 +103,12 @@ class CheckResult(BaseModel):
 
 @runtime_checkable
 class Provider(Protocol):
+    """The required protocol: small and closed. What else a provider can do is one small protocol
+    per ability below (``isinstance(provider, TearsDown)``); the facts about it that do not vary
+    by instance (interruption notice, spot or not, zones) are its registration record's
+    (``providers.kit.record.ProviderRecord``, ``providers.registry.record(name)``)."""
+
     name: str                       # "aws", "gcp", ... (the local cloud simulates these names)
-    capabilities: Capabilities
 
     def list_offers(self, query: OfferQuery) -> list[Offer]:
         """Current offers; raises ProviderError when prices cannot be fetched."""
@@ -150,26 +141,52 @@ class ReadsConsole(Protocol):
         printing."""
 
 
-#: Optional provider methods (not part of the Protocol, so an adapter may leave them out; callers
-#: look them up with ``getattr``):
-#:
-#: ``ended_at(ids: Sequence[str]) -> dict[str, float]``: when these instances ended (preempted,
-#: terminated), on the provider's clock, for those whose end the provider can tell (others are
-#: left out); reconciling dates endings by it.
-#:
-#: ``quotas() -> list[Quota]``: the account's launch quotas with their current use (``[]`` when
-#: unknown); raises ProviderError when the quota API fails (the planner then plans without them).
-#:
-#: ``launch_group(requests: Sequence[LaunchRequest]) -> list[LaunchResult]``: a round's requests of
-#: several pools at once, one result per request in order, each with ``launch``'s contract except
-#: that a provider sizes what it creates from what exists (a crash's unfinished launches are not
-#: replayed); the executor calls it instead of ``launch`` where present (Azure scale sets).
-#:
-#: ``teardown(fleet: str) -> list[str]``: delete what the provider made for ``fleet`` besides its
-#: instances (networks, security groups) where none of the fleet's instances is left, only what
-#: carries the fleet's tag; returns the names deleted. ``fleet down`` calls it once the provider
-#: lists no instance of the fleet; idempotent.
-OPTIONAL_METHODS = ("ended_at", "quotas", "launch_group", "teardown")
+# ---- optional abilities: one small protocol each; callers check ``isinstance`` -----------------
+@runtime_checkable
+class ReportsQuotas(Protocol):
+    """The account's launch quotas can be read."""
+
+    def quotas(self) -> list[Quota]:
+        """The account's launch quotas with their current use, of this provider only (``[]`` when
+        unknown); raises ProviderError when the quota API fails (the planner then plans without them)."""
+
+
+@runtime_checkable
+class DatesEndings(Protocol):
+    """The provider can tell when an instance ended; reconciling dates endings by it."""
+
+    def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
+        """When these instances ended (preempted, terminated), on the provider's clock, for those
+        whose end the provider can tell (others are left out)."""
+
+
+@runtime_checkable
+class LaunchesGroups(Protocol):
+    """A round's requests of several pools go in one call (Azure scale sets)."""
+
+    def launch_group(self, requests: Sequence[LaunchRequest]) -> list[LaunchResult]:
+        """One result per request, in order, each with ``launch``'s contract except that the
+        provider sizes what it creates from what exists (a crash's unfinished launches are not
+        replayed); the executor calls it instead of ``launch``."""
+
+
+@runtime_checkable
+class TearsDown(Protocol):
+    """The provider makes per-fleet resources besides instances (networks, security groups)."""
+
+    def teardown(self, fleet: str) -> list[str]:
+        """Delete what the provider made for ``fleet`` besides its instances, only what carries
+        the fleet's tag; returns the names deleted; idempotent. ``fleet down`` calls it once the
+        provider lists no instance of the fleet."""
+
+
+@runtime_checkable
+class RaisesBids(Protocol):
+    """The spot price is our bid, and an outbid instance can bid again (Vast)."""
+
+    def raise_bid(self, instance_id: str, price: float | None = None) -> float:
+        """Bid again for an outbid instance of ours: ``price`` or the adapter's rule, never above
+        its caps; returns the bid. Raises ProviderError (over the caps, not ours)."""
 
 
 @runtime_checkable
@@ -196,15 +213,14 @@ class NodesWithoutIdentity(Protocol):
 
 
 def account_quotas(providers: Mapping[str, Provider]) -> list[Quota]:
-    """Every provider's ``quotas()``; an adapter without the method, or whose quota API
+    """Every provider's ``quotas()``; an adapter without the ability (:class:`ReportsQuotas`), or whose quota API
     fails, contributes none (logged), so quotas never stop a plan."""
     out: list[Quota] = []
     for name, provider in providers.items():
-        method = getattr(provider, "quotas", None)
-        if method is None:
+        if not isinstance(provider, ReportsQuotas):
             continue
         try:
-            out += method()
+            out += provider.quotas()
         except ProviderError as err:
             log.warning("%s: cannot read quotas (%s); planning without them", name, err)
     return out

@@ -1,13 +1,18 @@
-"""Which Provider objects a fleet spec gets: the embedded local cloud, or real adapters.
+"""Which Provider objects a fleet spec gets, and the one list of providers spotfleet knows.
+
+Every provider has one registration record (``providers.kit.record.ProviderRecord``), declared
+as ``RECORD`` in its package ``providers/<name>/__init__.py``; :data:`PACKAGES` lists the packages
+and :data:`SIMULATED_ONLY` the providers priced and simulated without an adapter. Every
+per-provider table (known names, settings models, extras, ``fleet check``, notice seconds, Pulumi
+support) is derived from the records here; nothing else names the providers.
 
 ``providers_for(spec, home)`` is the one place the rest of spotfleet asks for providers.
 With ``backend: local`` every provider the spec allows is simulated by the local cloud
 in ``$SPOTFLEET_LOCAL_CLOUD`` or ``<home>/localcloud``. With ``backend: cloud`` each
-provider is built by the adapter factory registered under its name
-(``register_cloud_adapter``). Adapters live in ``providers/<name>/`` and register themselves
-when imported; :func:`load_adapter` imports one on first use, so a user installs only the SDKs
-of the clouds they use (the extra, e.g. ``aws``, installed as ``fleet.distribution.install_command``
-says: spotfleet is not on an index, so from the checkout or wheel it came from).
+provider is built by its record's ``factory``, once its ``sdk_modules`` are found, so a user
+installs only the SDKs of the clouds they use (the extra, e.g. ``aws``, installed as
+``fleet.distribution.install_command`` says: spotfleet is not on an index, so from the checkout
+or wheel it came from). Records import no SDK and no adapter code.
 """
 
 from __future__ import annotations
@@ -15,43 +20,75 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import threading
 from pathlib import Path
-from typing import Callable
 
 from fleet.distribution import install_command
 from fleet.errors import FleetError
-from fleet.spec import KNOWN_PROVIDERS, Backend, FleetSpec, ProviderSettings
-from providers.base import CheckResult, Provider
+from fleet.spec import Backend, FleetSpec, ProviderSettings
+from providers.base import Provider
+from providers.kit.record import AdapterFactory, CheckFunction, ProviderRecord
 
-#: Builds a real adapter from the spec's settings for that provider.
-AdapterFactory = Callable[[FleetSpec, ProviderSettings], Provider]
-#: Answers ``fleet check`` for one provider from its settings (no spec needed).
-CheckFunction = Callable[[ProviderSettings], CheckResult]
+__all__ = ["AdapterFactory", "CheckFunction", "ProviderRecord", "records", "record", "settings_models"]
 
-_CLOUD_ADAPTERS: dict[str, AdapterFactory] = {}
-_CLOUD_CHECKS: dict[str, CheckFunction] = {}
+#: Provider name -> the package whose ``__init__`` declares its ``RECORD`` (one line per provider).
+PACKAGES: dict[str, str] = {
+    "aws": "providers.aws",
+    "gcp": "providers.gcp",
+    "azure": "providers.azure",
+    "vast": "providers.vast",
+}
 
-#: The pip extra that brings each adapter's SDK.
-ADAPTER_EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure-vm", "vast": "vast"}
+#: Providers in the price snapshot and the local cloud that no adapter ships for yet.
+SIMULATED_ONLY: tuple[ProviderRecord, ...] = (
+    ProviderRecord("lambda", title="Lambda", spot=False, zones=False, summary="Lambda Cloud (on-demand; no adapter yet)"),
+    ProviderRecord("runpod", title="RunPod", notice_seconds=5, summary="RunPod (no adapter yet)"),
+)
 
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"
 
+_lock = threading.Lock()
+_records: dict[str, ProviderRecord] = {}
 
-def register_cloud_adapter(name: str, factory: AdapterFactory, check: CheckFunction | None = None) -> None:
-    """Make ``backend: cloud`` build provider ``name`` with ``factory`` (adapters call this).
 
-    ``check`` answers ``fleet check`` for that provider.
-    """
-    _CLOUD_ADAPTERS[name] = factory
-    if check is not None:
-        _CLOUD_CHECKS[name] = check
+def records() -> dict[str, ProviderRecord]:
+    """Every provider's record, by name, in :data:`PACKAGES` order then :data:`SIMULATED_ONLY`."""
+    with _lock:
+        if not _records:
+            found: dict[str, ProviderRecord] = {}
+            for name, package in PACKAGES.items():
+                rec = importlib.import_module(package).RECORD
+                if rec.name != name:
+                    raise TypeError(f"{package}.RECORD is named {rec.name!r}, registered as {name!r}")
+                found[name] = rec
+            for rec in SIMULATED_ONLY:
+                found.setdefault(rec.name, rec)
+            _records.update(found)
+        return dict(_records)
+
+
+def record(name: str) -> ProviderRecord:
+    """``name``'s record; FleetError for a provider spotfleet does not know."""
+    found = records().get(name)
+    if found is None:
+        raise FleetError(f"unknown provider {name!r} (known: {', '.join(records())})")
+    return found
+
+
+def settings_models() -> dict[str, type[ProviderSettings]]:
+    """Provider name -> its settings model (``fleet.spec`` reads every spec's providers with these)."""
+    return {name: rec.settings for name, rec in records().items()}
+
+
+def adapter_extras() -> dict[str, str]:
+    """Provider name -> the pip extra of its adapter, for every provider an adapter ships for."""
+    return {name: rec.extra for name, rec in records().items() if rec.has_adapter}
 
 
 def require_sdk(*modules: str) -> None:
     """Raise ModuleNotFoundError (its ``name`` the module) for the first of ``modules`` that is not
-    installed, without importing any of them: an adapter's ``__init__`` calls this so that
-    :func:`load_adapter` names the missing extra at once, while the SDK itself (seconds to import)
-    is imported only when the adapter first talks to its cloud."""
+    installed, without importing any of them, so the missing extra is named at once while the SDK
+    itself (seconds to import) is imported only when the adapter first talks to its cloud."""
     for module in modules:
         try:
             found = importlib.util.find_spec(module)
@@ -62,28 +99,34 @@ def require_sdk(*modules: str) -> None:
 
 
 def load_adapter(name: str) -> bool:
-    """Import ``providers.<name>`` so it registers itself; False when no such adapter ships.
+    """Whether an adapter ships for ``name`` and its SDK is installed (found, not imported).
 
-    Raises FleetError naming the extra to install when the adapter's SDK is missing.
+    False when no adapter ships; raises FleetError naming the extra to install when the SDK is
+    missing.
     """
-    if name in _CLOUD_ADAPTERS:
-        return True
-    if name not in ADAPTER_EXTRAS:
+    rec = records().get(name)
+    if rec is None or not rec.has_adapter:
         return False
     try:
-        importlib.import_module(f"providers.{name}")
+        require_sdk(*rec.sdk_modules)
     except ModuleNotFoundError as err:
-        if err.name and (err.name == f"providers.{name}" or err.name.startswith(f"providers.{name}.")):
-            return False
         raise FleetError(f"the {name} adapter needs a package that is not installed ({err.name}): "
-                         f"{install_command(ADAPTER_EXTRAS[name])}") from err
-    return name in _CLOUD_ADAPTERS
+                         f"{install_command(rec.extra)}") from err
+    return True
 
 
 def cloud_check(name: str) -> CheckFunction | None:
-    """The registered ``fleet check`` function of adapter ``name``, importing it if needed."""
-    load_adapter(name)
-    return _CLOUD_CHECKS.get(name)
+    """The ``fleet check`` function of adapter ``name`` (``None`` when it has none or none ships)."""
+    if not load_adapter(name):
+        return None
+    return records()[name].check
+
+
+def build_adapter(name: str, spec: FleetSpec) -> Provider:
+    """Provider ``name``'s adapter for ``spec`` (:func:`load_adapter` must have said True)."""
+    rec = records()[name]
+    assert rec.factory is not None
+    return rec.factory(spec, spec.provider_settings(name) or rec.settings())
 
 
 def local_cloud_root(home: Path) -> Path:
@@ -99,7 +142,7 @@ def cannot_launch(spec: FleetSpec) -> dict[str, str]:
     if spec.backend is Backend.LOCAL:
         return {}
     out: dict[str, str] = {}
-    for name in KNOWN_PROVIDERS:
+    for name in records():
         if spec.provider_settings(name) is None:
             continue
         try:
@@ -133,6 +176,5 @@ def providers_for(spec: FleetSpec, home: Path, *, launchable_only: bool = False)
     blocked = cannot_launch(spec)
     if blocked and not launchable_only:
         raise FleetError(refusal(blocked))
-    wanted = [name for name in KNOWN_PROVIDERS if spec.provider_settings(name) is not None and name not in blocked]
-    return {name: _CLOUD_ADAPTERS[name](spec, spec.provider_settings(name) or ProviderSettings())
-            for name in wanted}
+    wanted = [name for name in records() if spec.provider_settings(name) is not None and name not in blocked]
+    return {name: build_adapter(name, spec) for name in wanted}

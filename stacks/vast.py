@@ -23,7 +23,8 @@ import pulumi
 import pulumi.dynamic as dynamic
 
 from fleet.model import InstanceState, LaunchRequest, NodeConfig, Offer
-from fleet.spec import FleetSpec, ProviderSettings
+from fleet.spec import FleetSpec
+from providers.vast.settings import VastSettings
 from stacks.layout import PoolPlan
 from stacks.ownership import ignore_changes
 
@@ -34,7 +35,7 @@ REPLACE_ON = ("fleet", "pool", "node", "settings")
 
 def _default_adapter(settings: dict[str, Any], max_per_gpu_hour: float | None):
     from providers.vast.provider import VastProvider
-    return VastProvider(ProviderSettings.model_validate(settings), max_per_gpu_hour=max_per_gpu_hour)
+    return VastProvider(VastSettings.model_validate(settings), max_per_gpu_hour=max_per_gpu_hour)
 
 
 class VastPoolProvider(dynamic.ResourceProvider):
@@ -109,7 +110,7 @@ def pool_inputs(spec: FleetSpec, p: PoolPlan) -> dict[str, Any]:
             "token": f"pulumi-{spec.name}-{p.pool.short_hash}", "tags": dict(p.tags),
             "node": {"image": spec.node.image, "startup": spec.node.startup, "env": dict(p.boot.env),
                      "checkpoint_uri": p.boot.checkpoint_uri, "spotfleet": p.boot.spotfleet},
-            "settings": (settings or ProviderSettings()).model_dump(mode="json"),
+            "settings": (settings or VastSettings()).model_dump(mode="json"),
             "max_per_gpu_hour": spec.budget.max_per_gpu_hour}
 
 

@@ -16,28 +16,15 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from fleet.agent import http
 from fleet.agent.notice import Notice, PollingWatcher, TransientError, WatcherConfigError
+from fleet.api_keys import VAST_DEFAULT_URL, vast_api_key, vast_url
 
-DEFAULT_URL = "https://console.vast.ai"
+DEFAULT_URL = VAST_DEFAULT_URL
 #: Nothing is promised; assume as long as a GCE/Azure spot VM gets.
 NOTICE_WINDOW = 30.0
-
-
-def default_url() -> str:
-    return os.environ.get("SPOTFLEET_VAST_URL") or DEFAULT_URL
-
-
-def find_api_key() -> str:
-    """The Vast API key from the environment or the official client's key file ("" if none)."""
-    key = os.environ.get("VAST_API_KEY", "")
-    if not key:
-        path = Path.home() / ".config" / "vastai" / "vast_api_key"
-        if path.is_file():
-            key = path.read_text().strip()
-    return key or os.environ.get("CONTAINER_API_KEY", "")
+default_url, find_api_key = vast_url, vast_api_key     # where the key is found: fleet.api_keys
 
 
 class VastWatcher(PollingWatcher):

@@ -29,7 +29,7 @@ from fleet.distribution import install_command
 from fleet.errors import FleetError
 from fleet.spec import Backend, FleetSpec, ProviderSettings, load_spec
 from providers.base import CheckResult
-from providers.registry import ADAPTER_EXTRAS, cloud_check, local_cloud_root
+from providers.registry import adapter_extras, cloud_check, local_cloud_root, record
 
 LOCAL = "local"
 MAX_WIDTH = 80
@@ -44,13 +44,13 @@ def run_checks(names: list[str], settings: dict[str, ProviderSettings]) -> list[
             check = cloud_check(name)
         except FleetError as err:
             results.append(CheckResult(provider=name, ok=False, configured=False, detail=str(err),
-                                       fix=install_command(ADAPTER_EXTRAS[name])))
+                                       fix=install_command(record(name).extra)))
             continue
         if check is None:
             results.append(CheckResult(provider=name, ok=False, configured=False, detail="no adapter in this version"))
             continue
         try:
-            results.append(check(settings.get(name) or ProviderSettings()))
+            results.append(check(settings.get(name) or record(name).settings()))
         except FleetError as err:
             results.append(CheckResult(provider=name, ok=False, detail=str(err)))
     return results
@@ -86,9 +86,9 @@ def needed(specs: list[FleetSpec]) -> tuple[set[str], list[set[str]]]:
         if spec.backend is Backend.LOCAL:
             every.add(LOCAL)
         elif spec.providers:
-            every |= {n for n in ADAPTER_EXTRAS if spec.provider_settings(n) is not None}
+            every |= {n for n in adapter_extras() if spec.provider_settings(n) is not None}
         else:
-            any_of.append(set(ADAPTER_EXTRAS))
+            any_of.append(set(adapter_extras()))
     return every, any_of
 
 
@@ -96,12 +96,12 @@ def _split(args: tuple[str, ...]) -> tuple[list[str], list[Path]]:
     """Arguments that name a provider (or ``local``), and the others as spec paths."""
     names, paths = [], []
     for arg in args:
-        if arg in ADAPTER_EXTRAS or arg == LOCAL:
+        if arg in adapter_extras() or arg == LOCAL:
             names.append(arg)
         elif Path(arg).is_file():
             paths.append(Path(arg))
         else:
-            known = ", ".join([*sorted(ADAPTER_EXTRAS), LOCAL])
+            known = ", ".join([*sorted(adapter_extras()), LOCAL])
             raise click.BadParameter(f"{arg!r} is neither a provider ({known}) nor a spec file", param_hint="ARG")
     return names, paths
 
@@ -152,14 +152,14 @@ def command(app: App, args: tuple[str, ...], spec_paths: tuple[Path, ...], as_js
     specs = [load_spec(p) for p in (*spec_paths, *paths)]
     settings: dict[str, ProviderSettings] = {}
     for spec in specs:
-        settings.update({n: s for n in ADAPTER_EXTRAS if (s := spec.provider_settings(n)) is not None
+        settings.update({n: s for n in adapter_extras() if (s := spec.provider_settings(n)) is not None
                          and n not in settings})
     every, any_of = needed(specs)
     if names:
         every, any_of = set(names), []
     wanted = every.union(*any_of)
-    shown = names or ([n for n in [*sorted(ADAPTER_EXTRAS), LOCAL] if n in wanted] if specs
-                      else [*sorted(ADAPTER_EXTRAS), LOCAL])
+    shown = names or ([n for n in [*sorted(adapter_extras()), LOCAL] if n in wanted] if specs
+                      else [*sorted(adapter_extras()), LOCAL])
     results = run_checks([n for n in shown if n != LOCAL], settings)
     if LOCAL in shown:
         results.append(check_local(app.home))

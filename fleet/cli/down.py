@@ -30,7 +30,7 @@ from fleet.provisioning import node_credentials
 from fleet.provisioning.executor import terminate
 from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
 from fleet.state import CorruptStoreError, FleetRecord, FleetStatus, LaunchStatus, StateStore, UnwritableStoreError
-from providers.base import Provider
+from providers.base import Provider, TearsDown
 
 T = TypeVar("T")
 
@@ -150,11 +150,10 @@ def _teardown(providers: Mapping[str, Provider], fleet: str, left: Observation) 
     instances; a refusal is recorded in ``left.errors``, so `down` says to run it again."""
     busy = {i.pool.provider for i in left.instances + left.stopped}
     for name, provider in sorted(providers.items()):
-        method = getattr(provider, "teardown", None)
-        if method is None or name in busy or name in left.errors:
+        if not isinstance(provider, TearsDown) or name in busy or name in left.errors:
             continue
         try:
-            method(fleet)
+            provider.teardown(fleet)
         except ProviderError as err:
             left.errors[name] = f"removing what fleet {fleet} left besides instances: {err}"
 

@@ -6,7 +6,7 @@ then the remaining shortfall is launched under a fresh token that is recorded in
 store before the call. Instances a call returns are recorded with ``launched`` events.
 Provider errors become ``LaunchOutcome.error_kind``; nothing here raises ProviderError.
 
-A provider with the optional ``launch_group(requests) -> list[LaunchResult]`` (``providers.base``)
+A provider with the ability ``providers.base.LaunchesGroups`` (``launch_group(requests)``)
 gets all of its pools' requests of the round in one call instead (an Azure scale set per region).
 Such a provider sizes what it launches from what exists, so launches a crash left unfinished are
 abandoned rather than replayed: what they made is listed, and each pool gets one fresh token for
@@ -20,29 +20,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from fleet import crashpoints
-from fleet.errors import (
-    AuthError,
-    MalformedResponseError,
-    NoCapacityError,
-    ProviderError,
-    QuotaExceededError,
-    RateLimitedError,
-    TransientProviderError,
-)
+from fleet.errors import ERROR_KINDS, RETRYABLE_KINDS, ProviderError, error_kind  # noqa: F401  (re-exported)
 from fleet.model import (TAG_ROLE, WORKER, Instance, LaunchRequest, LaunchResult, Market, NodeConfig, Offer,
                          fleet_tags)
 from fleet.provisioning.reconcile import Observation
 from fleet.state import EventKind, LaunchRecord, LaunchStatus, StateStore
-from providers.base import Provider
+from providers.base import LaunchesGroups, Provider
 
-#: Exception class -> error kind (the first match wins; LaunchResult uses the same words).
-ERROR_KINDS: tuple[tuple[type[ProviderError], str], ...] = (
-    (NoCapacityError, "capacity"), (QuotaExceededError, "quota"), (AuthError, "auth"),
-    (RateLimitedError, "rate-limit"), (TransientProviderError, "transient"), (MalformedResponseError, "malformed"),
-)
-#: Kinds whose launch stays replayable with the same token on the next run (an answer that could
-#: not be read may still have created something: the token finds it).
-RETRYABLE = frozenset({"rate-limit", "transient", "malformed"})
+#: Kinds whose launch stays replayable with the same token on the next run (``fleet.errors``).
+RETRYABLE = RETRYABLE_KINDS
 
 
 @dataclass(frozen=True)
@@ -73,13 +59,6 @@ class LaunchOutcome:
     def to_dict(self) -> dict[str, object]:
         return {"pool": self.pool, "requested": self.requested, "launched": len(self.instances),
                 "error_kind": self.error_kind, "error_code": self.error_code, "error_message": self.error_message}
-
-
-def error_kind(err: ProviderError) -> str:
-    for cls, kind in ERROR_KINDS:
-        if isinstance(err, cls):
-            return kind
-    return "error"
 
 
 class PoolLauncher:
@@ -118,7 +97,7 @@ class PoolLauncher:
         tasks: list[Callable[[], list[LaunchOutcome]]] = []
         for job in jobs:
             provider = self.providers.get(job[2].pool.provider)
-            if callable(getattr(provider, "launch_group", None)):
+            if isinstance(provider, LaunchesGroups):
                 groups.setdefault(job[2].pool.provider, []).append(job)
             else:
                 tasks.append(lambda job=job: [self._pool(plan_id, *job, known=known)])

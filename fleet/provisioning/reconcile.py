@@ -21,7 +21,7 @@ from typing import Mapping
 from fleet.errors import ProviderError
 from fleet.model import TAG_FLEET, Instance, InstanceState, Market, Plan
 from fleet.state import EventKind, InstanceRecord, StateStore
-from providers.base import Provider
+from providers.base import DatesEndings, Provider
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Observation:
 
     def ended_at(self, records: list[InstanceRecord]) -> dict[str, float]:
         """Instance id -> when its provider says it ended (on the provider's clock), where it can say:
-        from the listing itself, else from ``Provider.ended_at``."""
+        from the listing itself, else from ``DatesEndings.ended_at``."""
         out: dict[str, float] = {r.id: self.ended[r.id] for r in records if r.id in self.ended}
         by_provider: dict[str, list[str]] = {}
         for r in records:
@@ -46,7 +46,7 @@ class Observation:
                 by_provider.setdefault(r.provider, []).append(r.id)
         for name, ids in sorted(by_provider.items()):
             provider = self.providers.get(name)
-            if provider is None or not hasattr(provider, "ended_at"):
+            if not isinstance(provider, DatesEndings):
                 continue
             try:
                 out.update(provider.ended_at(ids))
@@ -129,7 +129,7 @@ def _with_catalog_prices(fresh: list[Instance], prices: dict[str, float]) -> dic
     missing = {i.pool.id for i in fresh} - set(prices)
     if not missing:
         return prices
-    from fleet.catalog import on_demand_reference     # only when a pool is unpriced: status stays light
+    from fleet.catalog import on_demand_reference  # only when a pool is unpriced: status stays light
 
     return {**on_demand_reference(missing), **prices}
 

@@ -3,7 +3,7 @@
 An interruptible Vast instance whose bid is beaten is stopped until its bid is raised.
 :func:`outbid_action` raises it to the pool's current minimum bid plus the spec's margin,
 capped at ``max_fraction_of_on_demand`` of the on-demand price, when the provider can raise
-bids (:func:`can_raise_bid`) and the raised price per weighted GPU is no dearer than the
+bids (``providers.base.RaisesBids``) and the raised price per weighted GPU is no dearer than the
 cheapest spot replacement the planner may use; otherwise it returns ``None`` and the
 instance is replaced like any lost node. Adapters implement ``RaiseBid``; nothing here
 talks to Vast.
@@ -11,16 +11,9 @@ talks to Vast.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fleet.model import Offer
 from fleet.rebalance.types import ObservedInstance, RaiseBid
 from fleet.spec import VastBid
-
-
-def can_raise_bid(capabilities: Any) -> bool:
-    """Whether a provider with these ``Capabilities`` takes a raised bid (``bidding``)."""
-    return bool(getattr(capabilities, "bidding", False))
 
 
 def bid_cap(offer: Offer, settings: VastBid) -> float | None:

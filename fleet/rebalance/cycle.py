@@ -23,7 +23,7 @@ The caller holds the fleet's lock (``fleet rebalance`` does). Contract of :func:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Collection, Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from fleet import crashpoints
 from fleet.errors import ProviderError
@@ -37,7 +37,7 @@ from fleet.rebalance.types import Action, Decision, Launch, PoolEvent, RaiseBid,
 from fleet.secrets import resolve_env
 from fleet.spec import FleetSpec
 from fleet.state import EventKind, FleetStatus, LaunchStatus, StateStore
-from providers.base import Provider
+from providers.base import Provider, RaisesBids
 
 
 @dataclass
@@ -243,11 +243,10 @@ def _launch_results(launches: list[Launch], report: ApplyReport | None) -> list[
 
 def _raise_bid(bid: RaiseBid, providers: Mapping[str, Provider]) -> ActionResult:
     provider = providers.get(bid.pool.split("/", 1)[0])
-    raise_bid: Callable[[str, float], None] | None = getattr(provider, "raise_bid", None)
-    if raise_bid is None:
+    if not isinstance(provider, RaisesBids):
         return ActionResult(bid, False, "this provider adapter cannot raise bids yet")
     try:
-        raise_bid(bid.instance_id, bid.bid)
+        provider.raise_bid(bid.instance_id, bid.bid)
     except ProviderError as err:
         return ActionResult(bid, False, str(err))
     return ActionResult(bid, True)

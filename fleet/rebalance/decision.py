@@ -66,7 +66,7 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
            exposure: Mapping[str, Exposure] | None = None, bidding: Collection[str] = ()) -> Decision:
     """One pass's actions for ``spec``'s fleet; see the module doc for the rules.
 
-    ``bidding``: providers whose instances take ``RaiseBid`` (``Capabilities.bidding``).
+    ``bidding``: providers whose instances take ``RaiseBid`` (``providers.base.RaisesBids``).
     Never raises for want of offers: when nothing can be planned the decision says why in
     ``notes`` and holds no launches. A spec with ``head:`` adds the head rule
     (``fleet.rebalance.head_rule``): the head is never moved, a lost one is an incident.

@@ -16,11 +16,10 @@ from typing import Mapping
 
 from fleet.model import TAG_ROLE, WORKER
 from fleet.provisioning.reconcile import Observation
-from fleet.rebalance.bidding import can_raise_bid
 from fleet.rebalance.learning import exposure_of
 from fleet.rebalance.types import INTERRUPTED, NO_CAPACITY, Exposure, ObservedInstance, PolicyState, PoolEvent
 from fleet.state import EventKind, StateStore
-from providers.base import Provider
+from providers.base import Provider, RaisesBids
 
 #: The event kind each applied rebalancer action is recorded under (shown by ``fleet history``).
 EVENT_KIND = "rebalance"
@@ -70,6 +69,6 @@ def gather(obs: Observation, store: StateStore | None, providers: Mapping[str, P
             notice="" if notice == OUTBID else notice, outbid=notice == OUTBID,
             role=i.tags.get(TAG_ROLE, WORKER)))
     exposure = fleet_exposure(store, fleet, now) if store is not None else {}
-    bidding = frozenset(n for n, p in providers.items() if can_raise_bid(getattr(p, "capabilities", None)))
+    bidding = frozenset(n for n, p in providers.items() if isinstance(p, RaisesBids))
     return Inputs(instances=instances, events=pool_events, exposure=exposure,
                   state=PolicyState(last_return_at=last_return), bidding=bidding, now=now)

@@ -120,7 +120,7 @@ class Terminate:
 class RaiseBid:
     """Raise an outbid instance's bid (Vast) to ``bid`` USD/h, never above ``cap``.
 
-    Providers implement it where ``Capabilities.bidding`` is true (see ``bidding.can_raise_bid``).
+    Providers implement it where they have the ability ``providers.base.RaisesBids``.
     """
 
     instance_id: str

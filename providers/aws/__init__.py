@@ -1,25 +1,17 @@
 """The AWS adapter (``backend: cloud``): EC2 Fleet launches, spot/on-demand offers, S3 checkpoints.
 
-Importing this package registers it with :mod:`providers.registry`; it needs the ``aws`` extra
+Its registration record (``RECORD``, listed in :mod:`providers.registry`) says it needs the ``aws`` extra
 (``pip install 'spotfleet[aws]'``, boto3). boto3 is only looked for here; it is imported when the
 adapter first calls AWS.
 """
 
 from __future__ import annotations
 
-from fleet.spec import FleetSpec, ProviderSettings
-from providers.registry import register_cloud_adapter, require_sdk
+from providers.aws.settings import AwsSettings
+from providers.kit.record import ProviderRecord, on_call
 
-require_sdk("boto3", "botocore")          # fail early, naming the extra
-
-from providers.aws.check import check  # noqa: E402
-from providers.aws.provider import AwsProvider  # noqa: E402
-
-
-def _factory(spec: FleetSpec, settings: ProviderSettings) -> AwsProvider:
-    return AwsProvider(settings)
-
-
-register_cloud_adapter("aws", _factory, check=check)
-
-__all__ = ["AwsProvider"]
+RECORD = ProviderRecord(
+    "aws", title="AWS", settings=AwsSettings, factory=on_call("providers.aws.provider:from_spec"),
+    check=on_call("providers.aws.check:check"), extra="aws", sdk_modules=("boto3", "botocore"),
+    notice_seconds=120, spot=True, zones=True, checkpoint_scheme="s3", agent_cloud="aws",
+    pulumi_stack="stacks.aws:AwsFleet", summary="AWS EC2 Fleet (spot and on-demand), S3 checkpoints")

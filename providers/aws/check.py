@@ -9,9 +9,9 @@ A question whose call cannot be answered is "not determined", never a crash.
 from __future__ import annotations
 
 from fleet.errors import AuthError, ProviderError
-from fleet.spec import ProviderSettings
 from providers.aws.launch import Launcher
 from providers.aws.session import Aws
+from providers.aws.settings import AwsSettings
 from providers.base import CheckResult
 
 #: EC2 vCPU quotas of the GPU families (Service Quotas codes).
@@ -22,7 +22,7 @@ DRY_RUN_TYPE = "g4dn.xlarge"
 PROBE_AMI_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
 
 
-def check(settings: ProviderSettings, *, aws: Aws | None = None) -> CheckResult:
+def check(settings: AwsSettings, *, aws: Aws | None = None) -> CheckResult:
     """The answer for AWS with these settings (the first allowed region is probed)."""
     aws = aws or Aws()
     region = (settings.regions or [aws.default_region])[0]
@@ -62,7 +62,7 @@ def _list_prices(aws: Aws, notes: list[str]) -> None:
         notes.append("Price List API unavailable: on-demand prices from the snapshot")
 
 
-def _dry_run(aws: Aws, settings: ProviderSettings, region: str, notes: list[str]) -> bool | None:
+def _dry_run(aws: Aws, settings: AwsSettings, region: str, notes: list[str]) -> bool | None:
     try:
         image = _probe_image(aws, settings, region)
         aws.call("ec2", region, "run_instances", DryRun=True, ImageId=image, InstanceType=DRY_RUN_TYPE,
@@ -78,7 +78,7 @@ def _dry_run(aws: Aws, settings: ProviderSettings, region: str, notes: list[str]
     return True
 
 
-def _probe_image(aws: Aws, settings: ProviderSettings, region: str) -> str:
+def _probe_image(aws: Aws, settings: AwsSettings, region: str) -> str:
     try:
         return Launcher(aws, settings).image(region)
     except ProviderError:

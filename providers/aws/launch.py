@@ -31,14 +31,13 @@ from typing import Any
 
 from fleet import crashpoints
 from fleet.bootstrap import boot_for, render_base64
-from fleet.errors import NoCapacityError, ProviderError
+from fleet.errors import NoCapacityError, ProviderError, error_kind
 from fleet.model import (TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, fleet_tags,
                          stable_hash)
-from fleet.provisioning.launching import error_kind
-from fleet.spec import ProviderSettings
 from providers.aws import instances as ec2i
 from providers.aws.errors import error_class, to_error
 from providers.aws.session import Aws
+from providers.aws.settings import AwsSettings
 
 #: Public SSM parameter of the default image: the AWS Deep Learning base AMI (NVIDIA driver, Ubuntu 22.04).
 DEFAULT_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
@@ -70,7 +69,7 @@ def profile_name(bucket: str) -> str:
 class Launcher:
     """Launches requests for one adapter; remembers per-region lookups (AMI, subnets)."""
 
-    def __init__(self, aws: Aws, settings: ProviderSettings):
+    def __init__(self, aws: Aws, settings: AwsSettings):
         self.aws = aws
         self.settings = settings
         self._ami: dict[str, str] = {}

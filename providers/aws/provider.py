@@ -15,11 +15,12 @@ from typing import Callable, Sequence, TypeVar
 
 from fleet.errors import ProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
-from fleet.spec import ProviderSettings
+from fleet.spec import FleetSpec
 from providers.aws import advisor, instances, node_credentials, offers, storage
 from providers.aws.launch import Launcher
 from providers.aws.session import Aws
-from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+from providers.aws.settings import AwsSettings
+from providers.base import BucketRef, OfferQuery, StorageSpec
 
 T = TypeVar("T")
 CACHE_ENV = "SPOTFLEET_CACHE_DIR"
@@ -34,12 +35,10 @@ def cache_dir() -> Path:
 
 class AwsProvider:
     name = "aws"
-    capabilities = Capabilities(spot=True, zones=True, bidding=False, stop_start=False, placement_scores=False,
-                                interruption_notice_seconds=120)
 
-    def __init__(self, settings: ProviderSettings | None = None, *, aws: Aws | None = None,
+    def __init__(self, settings: AwsSettings | None = None, *, aws: Aws | None = None,
                  refresh_offers: bool = False, offer_ttl: float = OFFER_TTL_SECONDS):
-        self.settings = settings or ProviderSettings()
+        self.settings = settings or AwsSettings()
         self.aws = aws or Aws()
         self.launcher = Launcher(self.aws, self.settings)
         self.cache = offers.OfferCache(cache_dir(), offer_ttl)
@@ -126,3 +125,8 @@ class AwsProvider:
         if first_error is not None:
             raise first_error
         return results
+
+
+def from_spec(spec: FleetSpec, settings: AwsSettings) -> AwsProvider:
+    """The adapter factory the registration record names (``backend: cloud``)."""
+    return AwsProvider(settings)

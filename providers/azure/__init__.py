@@ -14,24 +14,11 @@ the account of ``$AZURE_STORAGE_CONNECTION_STRING`` when that is set.
 
 from __future__ import annotations
 
-from fleet.spec import FleetSpec, ProviderSettings
-from providers.registry import register_cloud_adapter, require_sdk
+from providers.azure.settings import AzureSettings
+from providers.kit.record import ProviderRecord, on_call
 
-require_sdk("azure.core")      # fail early, naming the extra; the SDK is imported when a call needs it
-
-from providers.azure.check import check  # noqa: E402
-from providers.azure.provider import AzureProvider  # noqa: E402
-
-
-def build(spec: FleetSpec, settings: ProviderSettings) -> AzureProvider:
-    """The adapter for ``spec``'s Azure settings (``launch_mode: scale-set`` -> one scale set per region)."""
-    if settings.launch_mode == "scale-set":
-        from providers.azure.scaleset_provider import AzureScaleSetProvider
-
-        return AzureScaleSetProvider(settings)
-    return AzureProvider(settings)
-
-
-register_cloud_adapter("azure", build, check=check)
-
-__all__ = ["AzureProvider", "build"]
+RECORD = ProviderRecord(
+    "azure", title="Azure", settings=AzureSettings, factory=on_call("providers.azure.provider:from_spec"),
+    check=on_call("providers.azure.check:check"), extra="azure-vm", sdk_modules=("azure.core",),
+    notice_seconds=30, spot=True, zones=True, checkpoint_scheme="az", agent_cloud="azure",
+    pulumi_stack="stacks.azure:AzureFleet", summary="Azure Spot VMs or Flexible scale sets, Blob checkpoints")

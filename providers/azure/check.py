@@ -9,10 +9,10 @@ quotas: ``providers.azure.quotas``). No secret is part of the result.
 from __future__ import annotations
 
 from fleet.errors import AuthError, ProviderError
-from fleet.spec import ProviderSettings
 from providers.azure.arm import Arm
 from providers.azure.offers import sku_places
 from providers.azure.arm import wire
+from providers.azure.settings import AzureSettings
 from providers.azure.provider import DEFAULT_RESOURCE_GROUP
 from providers.azure.quotas import to_quotas
 from providers.base import CheckResult
@@ -22,7 +22,7 @@ FIX_LOGIN = ("sign in (`az login`, or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIE
 MAX_QUOTA_REGIONS = 4
 
 
-def check(settings: ProviderSettings, arm: Arm | None = None) -> CheckResult:
+def check(settings: AzureSettings, arm: Arm | None = None) -> CheckResult:
     """One CheckResult for Azure with ``settings``."""
     try:
         arm = arm or Arm.from_env(settings.subscription_id, polling_interval=1.0)

@@ -16,7 +16,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from fleet.model import Market, Offer, PoolKey
-from fleet.spec import ProviderSettings
+from providers.azure.settings import AzureSettings
 
 #: The GPU families: NC (compute), ND (training), NV (visualisation).
 GPU_SIZE = re.compile(r"^Standard_N[CDV]\d", re.I)
@@ -61,7 +61,7 @@ def sku_places(sku: Any) -> list[tuple[str, str]]:
 LIVE_SOURCE = "azure-retail-prices"
 
 
-def wanted_sizes(skus: Iterable[Any], priced: Iterable[Offer], settings: ProviderSettings) -> dict[str, set[str]]:
+def wanted_sizes(skus: Iterable[Any], priced: Iterable[Offer], settings: AzureSettings) -> dict[str, set[str]]:
     """Region -> the sizes worth pricing there (offered by the SKUs, allowed, known to the snapshot)."""
     known = {o.pool.instance_type.lower() for o in priced if o.pool.provider == "azure"}
     out: dict[str, set[str]] = {}
@@ -75,7 +75,7 @@ def wanted_sizes(skus: Iterable[Any], priced: Iterable[Offer], settings: Provide
     return out
 
 
-def to_offers(skus: Iterable[Any], priced: Iterable[Offer], settings: ProviderSettings,
+def to_offers(skus: Iterable[Any], priced: Iterable[Offer], settings: AzureSettings,
               live: Mapping[tuple[str, str, Market], float] | None = None) -> list[Offer]:
     """One offer per place and market the SKUs allow, the settings allow, and the snapshot knows;
     priced from ``live`` ((region, size lower, market) -> USD/h) where it has the size."""

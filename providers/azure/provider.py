@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from fleet.catalog import snapshot_offers
-from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
+from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError, error_kind
 from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Quota
-from fleet.provisioning.launching import error_kind
-from fleet.spec import ProviderSettings
+from fleet.spec import FleetSpec
 from providers.azure import node_credentials
 from providers.azure.activity import deletions
 from providers.azure.arm import Arm, wire
@@ -56,8 +55,9 @@ from providers.azure.network import ensure_network, fleet_networks, remove_netwo
 from providers.azure.offers import sku_places, to_offers, wanted_sizes
 from providers.azure.prices import RetailPrices
 from providers.azure.quotas import to_quotas
+from providers.azure.settings import AzureSettings
 from providers.azure.storage import AccountStorage, ensure_container, uses_connection_string
-from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.ssh_keys import check_public_key, default_home, fleet_public_key
 
 log = logging.getLogger(__name__)
@@ -72,12 +72,11 @@ _Failure = tuple[str, str, str]
 
 class AzureProvider:
     name = "azure"
-    capabilities = Capabilities(spot=True, zones=True, interruption_notice_seconds=30)
 
-    def __init__(self, settings: ProviderSettings | None = None, *, arm: Arm | None = None,
+    def __init__(self, settings: AzureSettings | None = None, *, arm: Arm | None = None,
                  environ: Mapping[str, str] | None = None, cache_seconds: float = 600.0,
                  prices: RetailPrices | None = None, live_prices: bool = True, home: Path | None = None):
-        self.settings = settings or ProviderSettings()
+        self.settings = settings or AzureSettings()
         self._environ = environ if environ is not None else os.environ
         self._home = home or default_home(self._environ)     # where a fleet's own SSH key pair is kept
         self.prices = prices or (RetailPrices.from_env(self._environ) if live_prices else None)
@@ -437,3 +436,13 @@ def _prices() -> dict[str, tuple[str, int, float]]:
             if o.pool.provider == "azure":
                 _PRICES[o.pool.id] = (o.accelerator, o.gpus, o.price_per_hour)
     return _PRICES
+
+
+def from_spec(spec: FleetSpec, settings: AzureSettings) -> AzureProvider:
+    """The adapter factory the registration record names: ``launch_mode: scale-set`` gives one
+    scale set per region (``providers.azure.scaleset_provider``), else single Spot VMs."""
+    if settings.launch_mode == "scale-set":
+        from providers.azure.scaleset_provider import AzureScaleSetProvider
+
+        return AzureScaleSetProvider(settings)
+    return AzureProvider(settings)

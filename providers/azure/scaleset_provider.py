@@ -32,9 +32,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
-from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
+from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError, error_kind
 from fleet.model import TAG_FLEET, TAG_ROLE, WORKER, Instance, InstanceState, LaunchRequest, LaunchResult, Market
-from fleet.provisioning.launching import error_kind
 from providers.azure.arm import wire
 from providers.azure.provider import AzureProvider
 from providers.azure.scaleset import (

@@ -25,10 +25,10 @@ from typing import Any, Mapping
 
 from fleet.errors import AuthError, InstanceNotFoundError, ProviderError
 from fleet.model import TAG_FLEET
-from fleet.spec import ProviderSettings
 from providers.azure import blob_account as ba
 from providers.azure.arm import Arm, wire
 from providers.azure.group import ensure_group
+from providers.azure.settings import AzureSettings
 from providers.base import BucketRef, StorageSpec
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def check_container_name(bucket: str) -> None:
                             "digits and single dashes", code="invalid-bucket-name")
 
 
-def uses_connection_string(settings: ProviderSettings, environ: Mapping[str, str]) -> bool:
+def uses_connection_string(settings: AzureSettings, environ: Mapping[str, str]) -> bool:
     """True when checkpoints go through ``$AZURE_STORAGE_CONNECTION_STRING`` rather than ARM."""
     return bool(environ.get(CONNECTION_ENV)) and not settings.storage_account
 
@@ -77,7 +77,7 @@ def ensure_container(spec: StorageSpec, environ: Mapping[str, str]) -> BucketRef
 class AccountStorage:
     """Checkpoint storage through ARM for one subscription and resource group."""
 
-    def __init__(self, arm: Arm, resource_group: str, settings: ProviderSettings):
+    def __init__(self, arm: Arm, resource_group: str, settings: AzureSettings):
         self.arm, self.rg, self.settings = arm, resource_group, settings
 
     # ---- ensure_bucket ------------------------------------------------------------------------

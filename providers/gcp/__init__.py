@@ -1,17 +1,17 @@
 """The GCP adapter: Spot VMs on Compute Engine, checkpoints on Cloud Storage.
 
-Importing this package registers it for ``backend: cloud`` (``providers.registry``); it needs
+Its registration record (``RECORD``, listed in ``providers.registry``) says it needs
 ``pip install 'spotfleet[gcp]'`` (google-cloud-compute, google-cloud-storage). The SDK is only
-looked for here (importing it takes seconds); it is imported when a call needs it.
+looked for before the adapter is built (importing it takes seconds); it is imported when a call needs it.
 """
 
-from providers.registry import register_cloud_adapter, require_sdk
+from __future__ import annotations
 
-require_sdk("google.cloud.compute_v1")       # fail early, naming the extra
+from providers.gcp.settings import GcpSettings
+from providers.kit.record import ProviderRecord, on_call
 
-from providers.gcp.check import check  # noqa: E402
-from providers.gcp.provider import GcpProvider, from_spec  # noqa: E402
-
-register_cloud_adapter("gcp", from_spec, check=check)
-
-__all__ = ["GcpProvider"]
+RECORD = ProviderRecord(
+    "gcp", title="GCP", settings=GcpSettings, factory=on_call("providers.gcp.provider:from_spec"),
+    check=on_call("providers.gcp.check:check"), extra="gcp", sdk_modules=("google.cloud.compute_v1",),
+    notice_seconds=30, spot=True, zones=True, checkpoint_scheme="gs", agent_cloud="gcp",
+    pulumi_stack="stacks.gcp:GcpFleet", summary="GCP Compute Engine Spot VMs, Cloud Storage checkpoints")

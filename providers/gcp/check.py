@@ -8,9 +8,9 @@ as ``"<used> of <limit> used"``. Nothing secret is reported.
 from __future__ import annotations
 
 from fleet.errors import AuthError, FleetError, ProviderError
-from fleet.spec import ProviderSettings
 from providers.base import CheckResult
 from providers.gcp.provider import GceApi, endpoint_override, resolve_project
+from providers.gcp.settings import GcpSettings
 
 
 def gpu_quotas(api: GceApi, regions: list[str] | None) -> dict[str, str]:
@@ -28,7 +28,7 @@ def gpu_quotas(api: GceApi, regions: list[str] | None) -> dict[str, str]:
     return out
 
 
-def check(settings: ProviderSettings) -> CheckResult:
+def check(settings: GcpSettings) -> CheckResult:
     """One CheckResult for GCP (see the module docstring)."""
     try:
         project = resolve_project(settings)

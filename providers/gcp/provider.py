@@ -27,9 +27,10 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from fleet.errors import AuthError, FleetError, ProviderError, RateLimitedError, TransientProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
-from fleet.spec import FleetSpec, ProviderSettings
-from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+from fleet.spec import FleetSpec
+from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.gcp import errors
+from providers.gcp.settings import GcpSettings
 from providers.kit.responses import malformed
 
 ENDPOINT_ENV = "SPOTFLEET_GCE_ENDPOINT"
@@ -49,7 +50,7 @@ def endpoint_override() -> str:
     return os.environ.get(ENDPOINT_ENV, "").rstrip("/")
 
 
-def resolve_project(settings: ProviderSettings) -> str:
+def resolve_project(settings: GcpSettings) -> str:
     """The project: ``providers.gcp.project`` in the spec, else ``GOOGLE_CLOUD_PROJECT``, else the one
     Application Default Credentials name. Raises FleetError naming all three when none is set."""
     if settings.project:
@@ -188,12 +189,11 @@ class GcpProvider:
     """Compute Engine through one project; see the module docstring."""
 
     name = "gcp"
-    capabilities = Capabilities(spot=True, zones=True, stop_start=True, interruption_notice_seconds=30)
 
-    def __init__(self, project: str, *, settings: ProviderSettings | None = None, termination_action: str = "DELETE",
+    def __init__(self, project: str, *, settings: GcpSettings | None = None, termination_action: str = "DELETE",
                  bulk: bool = True, api: GceApi | None = None, storage_host: str = ""):
         self.project = project
-        self.settings = settings or ProviderSettings()
+        self.settings = settings or GcpSettings()
         self.termination_action = termination_action
         self.bulk = bulk
         self.api = api or GceApi(project)
@@ -240,6 +240,6 @@ class GcpProvider:
         return console_output(self.api, instance)
 
 
-def from_spec(spec: FleetSpec, settings: ProviderSettings) -> GcpProvider:
+def from_spec(spec: FleetSpec, settings: GcpSettings) -> GcpProvider:
     """The adapter factory ``providers.registry`` calls for ``backend: cloud``."""
     return GcpProvider(resolve_project(settings), settings=settings)

@@ -37,7 +37,6 @@ class LocalProvider:
         self.cloud = cloud
         self.vendor = vendor
         self.name = vendor.name
-        self.capabilities = vendor.capabilities
         self.retry_delays = tuple(retry_delays)
 
     def __repr__(self) -> str:

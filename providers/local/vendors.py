@@ -1,10 +1,12 @@
-"""How each simulated vendor looks from outside: ids, error codes, notices, capabilities.
+"""How each simulated vendor looks from outside: ids, error codes, notices.
 
 The local cloud simulates every catalog provider under its real name, so the executor
 and the operator see vendor-shaped data: ``i-0...`` instance ids and
 ``InsufficientInstanceCapacity`` for AWS, numeric ids and ``ZONE_RESOURCE_POOL_EXHAUSTED``
 for GCP, and so on. The AWS, GCP, Azure and Vast codes are the documented ones
-(see the cloud API notes); the Lambda and RunPod codes are illustrative.
+(see the cloud API notes); the Lambda and RunPod codes are illustrative. The facts about a vendor that its adapter
+declares (interruption notice, spot or not) come from its registration record
+(``providers.registry.record``), so the local cloud simulates what the real adapter states.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from fleet.errors import (
     RateLimitedError,
     TransientProviderError,
 )
-from providers.base import Capabilities
 
 #: Fault kinds ``LocalCloud.inject_fault`` accepts.
 FAULT_KINDS = ("capacity", "quota", "throttle", "server-error", "auth")
@@ -65,48 +66,49 @@ def _pod_id(digest: bytes) -> str:
 
 @dataclass(frozen=True)
 class Vendor:
-    """One simulated provider: its capabilities, id shape, error codes and risk."""
+    """One simulated provider: its id shape, error codes and risk; the rest is its record's."""
 
     name: str
-    capabilities: Capabilities
     make_id: Callable[[bytes], str]
     codes: dict[str, str] = field(default_factory=dict)   # fault kind (+ a few extras) -> vendor code
     hazard_per_hour: float = 0.02   # background spot preemptions per instance-hour, on top of the trace
 
     @property
     def notice_seconds(self) -> int:
-        return self.capabilities.interruption_notice_seconds
+        """The interruption notice its real adapter's record declares."""
+        from providers.registry import record
+
+        return record(self.name).notice_seconds
 
     def code(self, kind: str) -> str:
         return self.codes.get(kind, kind)
 
 
 VENDORS: dict[str, Vendor] = {v.name: v for v in (
-    Vendor("aws", Capabilities(zones=True, placement_scores=True, interruption_notice_seconds=120), _aws_id,
+    Vendor("aws", _aws_id,
            {"capacity": "InsufficientInstanceCapacity", "quota": "MaxSpotInstanceCountExceeded",
             "throttle": "RequestLimitExceeded", "server-error": "InternalError", "auth": "AuthFailure",
             "mismatch": "IdempotentParameterMismatch", "price": "SpotMaxPriceTooLow",
             "unknown-pool": "InvalidParameterValue"}),
-    Vendor("gcp", Capabilities(zones=True, interruption_notice_seconds=30), _numeric_id(19),
+    Vendor("gcp", _numeric_id(19),
            {"capacity": "ZONE_RESOURCE_POOL_EXHAUSTED", "quota": "QUOTA_EXCEEDED",
             "throttle": "rateLimitExceeded", "server-error": "backendError", "auth": "UNAUTHENTICATED",
             "mismatch": "ALREADY_EXISTS", "price": "ZONE_RESOURCE_POOL_EXHAUSTED",
             "unknown-pool": "RESOURCE_NOT_FOUND"}),
-    Vendor("azure", Capabilities(zones=False, interruption_notice_seconds=30), _guid,
+    Vendor("azure", _guid,
            {"capacity": "AllocationFailed", "quota": "OperationNotAllowed", "throttle": "TooManyRequests",
             "server-error": "InternalServerError", "auth": "AuthenticationFailed",
             "mismatch": "Conflict", "price": "OverconstrainedAllocationRequest", "unknown-pool": "SkuNotAvailable"}),
-    Vendor("vast", Capabilities(zones=False, bidding=True, stop_start=True, interruption_notice_seconds=0),
-           _numeric_id(8),
+    Vendor("vast", _numeric_id(8),
            {"capacity": "no_such_ask", "quota": "insufficient_credit", "throttle": "rate_limit_exceeded",
             "server-error": "server_error", "auth": "auth_error", "mismatch": "invalid_args",
             "price": "invalid_price", "unknown-pool": "no_such_ask"}, hazard_per_hour=0.05),
-    Vendor("lambda", Capabilities(spot=False, zones=False), _hex32,
+    Vendor("lambda", _hex32,
            {"capacity": "instance-operations/launch/insufficient-capacity", "quota": "global/quota-exceeded",
             "throttle": "global/too-many-requests", "server-error": "global/unknown",
             "auth": "global/invalid-api-key", "mismatch": "global/invalid-parameters",
             "price": "global/invalid-parameters", "unknown-pool": "global/object-does-not-exist"}),
-    Vendor("runpod", Capabilities(zones=True, interruption_notice_seconds=5), _pod_id,
+    Vendor("runpod", _pod_id,
            {"capacity": "SUPPLY_CONSTRAINT", "quota": "SPEND_LIMIT_REACHED", "throttle": "TOO_MANY_REQUESTS",
             "server-error": "INTERNAL_SERVER_ERROR", "auth": "UNAUTHENTICATED", "mismatch": "BAD_USER_INPUT",
             "price": "BID_TOO_LOW", "unknown-pool": "GPU_TYPE_NOT_FOUND"}, hazard_per_hour=0.03),

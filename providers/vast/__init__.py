@@ -6,20 +6,11 @@ the key comes from ``$VAST_API_KEY`` or ``~/.config/vastai/vast_api_key``.
 
 from __future__ import annotations
 
-from fleet.spec import FleetSpec, ProviderSettings
-from providers.registry import register_cloud_adapter, require_sdk
+from providers.kit.record import ProviderRecord, on_call
+from providers.vast.settings import VastSettings
 
-require_sdk("httpx")          # fail early, naming the extra; httpx is imported when a client is made
-
-from providers.vast.check import check  # noqa: E402
-from providers.vast.provider import VastProvider  # noqa: E402
-
-
-def build(spec: FleetSpec, settings: ProviderSettings) -> VastProvider:
-    """The adapter for ``spec`` (its $/GPU-h cap also caps bids)."""
-    return VastProvider(settings, max_per_gpu_hour=spec.budget.max_per_gpu_hour)
-
-
-register_cloud_adapter("vast", build, check=check)
-
-__all__ = ["VastProvider", "build"]
+RECORD = ProviderRecord(
+    "vast", title="Vast.ai", settings=VastSettings, factory=on_call("providers.vast.provider:from_spec"),
+    check=on_call("providers.vast.check:check"), extra="vast", sdk_modules=("httpx",),
+    notice_seconds=0, spot=True, zones=False, checkpoint_scheme="file", agent_cloud="vast",
+    pulumi_stack="stacks.vast:VastFleet", summary="Vast.ai interruptible (bids) and on-demand instances")

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from fleet.errors import AuthError, ProviderError
 from fleet.model import Market
-from fleet.spec import ProviderSettings
 from providers.base import CheckResult
 from providers.vast.api import VastApi
 from providers.vast.offers import search_body
 from providers.vast.schemas import InstancePage, OfferPage
+from providers.vast.settings import VastSettings
 
 FIX_KEY = "set $VAST_API_KEY (or write the key to ~/.config/vastai/vast_api_key); keys: https://cloud.vast.ai/account/"
 
 
-def check(settings: ProviderSettings, api: VastApi | None = None) -> CheckResult:
+def check(settings: VastSettings, api: VastApi | None = None) -> CheckResult:
     """One CheckResult for Vast with ``settings`` (two calls: a search and a one-row listing)."""
     api = api or VastApi(retry_delays=(0.5, 1.0))
     where = f"at {api.url}"

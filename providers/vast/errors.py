@@ -1,8 +1,8 @@
-"""One table from a Vast.ai answer to our error class (``fleet.errors``).
+"""Vast.ai's error table and retry rules (``providers.kit.errors``, ``providers.kit.retry``).
 
 Vast answers failures as ``{"success": false, "error": "<code>", "msg": "<text>"}`` with an
-HTTP status. :data:`VENDOR_ERRORS` maps the vendor code to our class; codes it does not list
-fall back on the HTTP status (:data:`STATUS_ERRORS`). :func:`to_error` builds the exception;
+HTTP status. :data:`TABLE` maps the vendor code to our class; codes it does not list fall back on
+the HTTP status (410: the offer is gone). :func:`to_error` builds the exception from an answer;
 it never includes request headers, so the API key cannot leak into a message.
 """
 
@@ -11,19 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.errors import (
-    HTTP_STATUS_ERRORS,
     AuthError,
     InstanceNotFoundError,
     NoCapacityError,
     ProviderError,
     QuotaExceededError,
     RateLimitedError,
-    TransientProviderError,
 )
+from providers.kit.errors import ErrorTable
+from providers.kit.retry import RetryRules
 
-#: Vast error code -> our class. ``search_quota_exceeded`` is a RateLimitedError raised at once
-#: (it resets in minutes, retrying inside one command cannot help).
-VENDOR_ERRORS: dict[str, type[ProviderError]] = {
+TABLE = ErrorTable("vast", codes={
     "auth_error": AuthError,
     "unauthorized": AuthError,
     "no_such_ask": NoCapacityError,            # the offer was rented or withdrawn
@@ -34,27 +32,20 @@ VENDOR_ERRORS: dict[str, type[ProviderError]] = {
     "insufficient_credit": QuotaExceededError,  # the account balance is Vast's only spending limit
     "invalid_args": ProviderError,
     "invalid_price": ProviderError,
-}
+}, statuses={410: NoCapacityError})
 
-#: HTTP status -> our class, for answers without a known vendor code.
-STATUS_ERRORS: dict[int, type[ProviderError]] = {**HTTP_STATUS_ERRORS, 410: NoCapacityError}
-
-
-def error_class(status: int, code: str) -> type[ProviderError]:
-    """The class for an answer with HTTP ``status`` and vendor ``code`` (``""`` when none)."""
-    if code in VENDOR_ERRORS:
-        return VENDOR_ERRORS[code]
-    if status in STATUS_ERRORS:
-        return STATUS_ERRORS[status]
-    return TransientProviderError if status >= 500 else ProviderError
+#: ``rate_limit_exceeded`` (429) waits for its Retry-After; ``search_quota_exceeded`` is raised at
+#: once (it resets in minutes: retrying inside one command cannot help); 5xx and connection
+#: failures are retried for reads only (a create may have happened: its label decides next time).
+RULES = RetryRules(throttling=frozenset({"rate_limit_exceeded"}), never=frozenset({"search_quota_exceeded"}),
+                   delays=(0.5, 1.0, 2.0, 4.0, 8.0), max_retry_after=30.0)
 
 
-def to_error(status: int, body: Any, what: str) -> ProviderError:
+def to_error(status: int, body: Any, what: str, *, retry_after: float | None = None) -> ProviderError:
     """The exception for a failed call doing ``what`` (a short phrase: "create on ask 123")."""
     code, msg = "", ""
     if isinstance(body, dict):
         code = str(body.get("error") or "")
         msg = str(body.get("msg") or body.get("message") or "")
-    cls = error_class(status, code)
-    text = f"{what}: {msg or code or 'HTTP ' + str(status)}"
-    return cls("vast", text[:400], code=code or f"HTTP{status}")
+    return TABLE.error(f"{what}: {msg or code or 'HTTP ' + str(status)}", code=code, status=status,
+                       retry_after=retry_after)

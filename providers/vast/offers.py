@@ -17,8 +17,9 @@ from typing import Any, Iterable
 
 from fleet.catalog import vast_region
 from fleet.model import InterruptionSource, Market, Offer, PoolKey
-from fleet.spec import ProviderSettings, VastBid
+from fleet.spec import VastBid
 from providers.vast.bids import bid_cap, bid_price, interruptions_per_hour
+from providers.vast.settings import VastSettings
 
 #: Vast ``gpu_name`` -> catalog accelerator. A name with a memory split maps to a tuple
 #: ``(small, large, threshold MB)``.
@@ -81,7 +82,7 @@ def storage_per_hour(storage_cost: float, disk_gb: float) -> float:
     return (storage_cost or 0.0) * disk_gb / HOURS_PER_MONTH
 
 
-def search_body(market: Market, accelerators: Iterable[str], settings: ProviderSettings) -> dict[str, Any]:
+def search_body(market: Market, accelerators: Iterable[str], settings: VastSettings) -> dict[str, Any]:
     """The POST /api/v0/bundles/ body for one market (``type`` bid or on-demand)."""
     body: dict[str, Any] = {
         "verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False},
@@ -114,7 +115,7 @@ class Ask:
     storage_per_hour: float
 
 
-def to_offer(row: dict[str, Any], market: Market, settings: ProviderSettings,
+def to_offer(row: dict[str, Any], market: Market, settings: VastSettings,
              max_per_gpu_hour: float | None) -> tuple[Offer, Ask] | None:
     """One search row as an offer (and what a launch needs), None when it does not qualify:
     unknown GPU, a country the settings exclude, or a bid that cannot fit under the caps."""

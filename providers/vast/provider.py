@@ -7,7 +7,8 @@ and are refused by ``launch``. One pool is one machine's bundle (``providers.vas
 Launch (see ``providers.base`` for the contract): the label carries fleet, pool, plan, token
 and count (``providers.vast.instances``); instances already under that label count towards
 the request, so a rerun after a crash creates only what is missing, and a token seen in this
-process returns what it returned before (destroyed instances are not recreated). A create
+process returns what it returned before (destroyed instances are not recreated): the kit's
+idempotent-launch helper (``providers.kit.launch``) runs these steps. A create
 answered ``success: false`` with a ``new_contract`` (a bid under the minimum leaves a stopped
 instance that bills storage) is destroyed at once and reported as a capacity shortfall.
 
@@ -28,14 +29,15 @@ from typing import Any, Mapping, Sequence
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, PoolKey
-from fleet.provisioning.launching import error_kind
-from fleet.spec import ProviderSettings
-from providers.base import BucketRef, Capabilities, OfferQuery, StorageSpec
+from fleet.spec import FleetSpec
+from providers.base import BucketRef, OfferQuery, StorageSpec
+from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.vast.api import VastApi
 from providers.vast.instances import Label, to_instance
 from providers.vast.launch import create_body, label_for, store_scheme, store_settings
 from providers.vast.offers import Ask, parse_instance_type, rebid, search_body, to_offer
 from providers.vast.schemas import CreateAnswer, InstancePage, InstanceShow, OfferPage
+from providers.vast.settings import VastSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +49,11 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 class VastProvider:
     name = "vast"
-    capabilities = Capabilities(spot=True, zones=False, bidding=True, stop_start=True, interruption_notice_seconds=0)
 
-    def __init__(self, settings: ProviderSettings | None = None, *, api: VastApi | None = None,
+    def __init__(self, settings: VastSettings | None = None, *, api: VastApi | None = None,
                  max_per_gpu_hour: float | None = None, cache_seconds: float = 60.0,
                  environ: Mapping[str, str] | None = None):
-        self.settings = settings or ProviderSettings()
+        self.settings = settings or VastSettings()
         self.api = api or VastApi()
         self.max_per_gpu_hour = max_per_gpu_hour
         self.cache_seconds = cache_seconds
@@ -60,8 +61,7 @@ class VastProvider:
         self._lock = threading.Lock()
         self._offers: dict[tuple, tuple[float, list[Offer]]] = {}
         self._asks: dict[str, Ask] = {}
-        self._launched: dict[str, tuple[Label, list[Instance], tuple[str, str, str]]] = {}
-        self._token_locks: dict[str, threading.Lock] = {}
+        self._launches = TokenLaunches(self.name, clock=self.now)
         self._stopped_since: dict[str, float] = {}
         self._node_credentials: dict[str, str] = {}
 
@@ -118,28 +118,17 @@ class VastProvider:
                                 "credentials for it (a Vast host has no cloud identity, and the operator's own keys "
                                 "are never sent); `fleet up` grants them", code="no-node-credentials")
         label = label_for(request)
-        with self._token_lock(request.token):
-            seen = self._launched.get(request.token)
-            if seen is not None:
-                return self._replay(request, label, seen)
-            rows = self._rows({"label": {"eq": label.render()}})
-            mine = [r for r in rows if r.get("label") == label.render()]
+        text = label.render()
+
+        def find() -> list[Instance]:
             now = self.now()
-            instances = [self._instance(r, label, now) for r in mine][:request.count]
-            failure = ("", "", "")
-            try:
-                for _ in range(request.count - len(instances)):
-                    made, failure = self._create_one(request, label, machine)
-                    if made is None:
-                        break
-                    instances.append(made)
-            except ProviderError as err:
-                if not instances:
-                    raise
-                failure = (error_kind(err), err.code, str(err))
-            self._launched[request.token] = (label, instances, failure)
-        kind, code, message = failure
-        return LaunchResult(instances=tuple(instances), error_kind=kind, error_code=code, error_message=message)
+            return [self._instance(r, label, now) for r in self._rows({"label": {"eq": text}}) if r.get("label") == text]
+
+        def create(_: int) -> Created:
+            made, shortfall = self._create_one(request, label, machine)
+            return Created((made,) if made is not None else (), shortfall)
+
+        return self._launches.launch(request, fingerprint=label, find=find, create=create)
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """This fleet's instances (running, pending, and stopped ones that still bill storage)."""
@@ -267,13 +256,13 @@ class VastProvider:
             return self._asks.get(pool.id)
 
     def _create_one(self, request: LaunchRequest, label: Label, machine: tuple[int, int]
-                    ) -> tuple[Instance | None, tuple[str, str, str]]:
-        """Rent one instance; (instance, no failure) or (None, the capacity failure)."""
+                    ) -> tuple[Instance | None, Shortfall | None]:
+        """Rent one instance; (instance, None) or (None, the capacity shortfall)."""
         pool = request.offer.pool
         ask = self._ask_for(request, machine)
         if ask is None:
-            return None, ("capacity", "no_such_ask", f"machine {machine[1]} offers no {pool.market.value} "
-                          f"{machine[0]}-GPU bundle now")
+            return None, Shortfall("capacity", "no_such_ask", f"machine {machine[1]} offers no {pool.market.value} "
+                                   f"{machine[0]}-GPU bundle now")
         with self._lock:
             secrets = {**store_settings(request.node.checkpoint_uri, self._environ), **self._node_credentials}
         body = create_body(request, label, ask.bid, self.settings.disk_gb, secrets)
@@ -282,33 +271,20 @@ class VastProvider:
                                     schema=CreateAnswer)
         except NoCapacityError as err:
             self._forget_ask(pool.id)
-            return None, ("capacity", err.code, str(err))
+            return None, Shortfall("capacity", err.code, str(err))
         contract = data.new_contract
         if data.success is False or not contract:
             if contract:   # a refused bid still left a stopped instance that bills storage
                 self._destroy(str(contract))
             self._forget_ask(pool.id)
             code = str(data.error or "bid_refused")
-            return None, ("capacity", code, f"vast: bid {ask.bid} on machine {ask.machine_id} refused "
-                          f"({data.msg or code}); the instance it left ({contract or 'none'}) was destroyed")
+            return None, Shortfall("capacity", code, f"vast: bid {ask.bid} on machine {ask.machine_id} refused "
+                                   f"({data.msg or code}); the instance it left ({contract or 'none'}) was destroyed")
         price = (ask.bid if ask.bid is not None else ask.dph_base) + ask.storage_per_hour
         tags = {**request.tags, "spotfleet:fleet": request.fleet, "spotfleet:pool": pool.id}
         return Instance(id=str(contract), fleet=request.fleet, pool=pool, state=InstanceState.PENDING,
                         accelerator=request.offer.accelerator, gpus=request.offer.gpus,
-                        price_per_hour=round(price, 6), launched_at=self.now(), tags=tags), ("", "", "")
-
-    def _replay(self, request: LaunchRequest, label: Label,
-                seen: tuple[Label, list[Instance], tuple[str, str, str]]) -> LaunchResult:
-        old_label, instances, (kind, code, message) = seen
-        if old_label != label:
-            raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
-                                "parameters", code="token-mismatch")
-        text = label.render()
-        alive = {str(r["id"]) for r in self._rows({"label": {"eq": text}}) if r.get("label") == text}
-        now = self.now()
-        out = tuple(i if i.id in alive else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
-                    for i in instances)
-        return LaunchResult(instances=out, error_kind=kind, error_code=code, error_message=message)
+                        price_per_hour=round(price, 6), launched_at=self.now(), tags=tags), None
 
     def _instance(self, row: Mapping[str, Any], label: Label, now: float) -> Instance:
         iid = str(row["id"])
@@ -344,6 +320,7 @@ class VastProvider:
         with self._lock:
             self._asks.pop(pool_id, None)
 
-    def _token_lock(self, token: str) -> threading.Lock:
-        with self._lock:
-            return self._token_locks.setdefault(token, threading.Lock())
+
+def from_spec(spec: FleetSpec, settings: VastSettings) -> VastProvider:
+    """The adapter factory the registration record names (the spec's $/GPU-h cap also caps bids)."""
+    return VastProvider(settings, max_per_gpu_hour=spec.budget.max_per_gpu_hour)

@@ -5,6 +5,7 @@ every line fits 80 columns."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,11 @@ CHECKS = {
 
 @pytest.fixture
 def checks(monkeypatch):
-    monkeypatch.setattr(registry, "_CLOUD_CHECKS", dict(CHECKS))
-    monkeypatch.setattr(registry, "_CLOUD_ADAPTERS", {name: object for name in CHECKS})
-    return registry._CLOUD_CHECKS
+    table = dict(CHECKS)          # a test may change an answer after this
+    monkeypatch.setattr(registry, "_records", {
+        name: replace(rec, check=lambda settings, n=name: table[n](settings), sdk_modules=()) if name in table else rec
+        for name, rec in registry.records().items()})
+    return table
 
 
 def check(tmp_path: Path, *args: str) -> tuple[int, list[str]]:
@@ -110,8 +113,6 @@ def test_an_argument_that_is_neither_a_provider_nor_a_spec_is_a_usage_error(chec
 
 
 def test_a_provider_without_an_adapter_is_reported_not_raised(monkeypatch, tmp_path):
-    monkeypatch.setattr(registry, "_CLOUD_CHECKS", {})
-    monkeypatch.setattr(registry, "ADAPTER_EXTRAS", {"aws": "aws", "nosuch": "nosuch"})
-    monkeypatch.setattr(registry, "_CLOUD_ADAPTERS", {})
+    monkeypatch.setattr(registry, "_records", {**registry.records(), "nosuch": registry.ProviderRecord("nosuch")})
     results = __import__("fleet.cli.check", fromlist=["run_checks"]).run_checks(["nosuch"], {})
     assert results[0].ok is False and "no adapter" in results[0].detail and not results[0].configured

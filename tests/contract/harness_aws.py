@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fleet.model import Market, Offer
-from fleet.spec import ProviderSettings
+from providers.aws.settings import AwsSettings
 from providers.base import OfferQuery, Provider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
@@ -67,11 +67,11 @@ class AwsHarness:
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> AwsHarness:
     """A fresh moto world (reset) and an adapter pointed at it through the proxy."""
     world = aws_world.fresh()
-    from providers.aws import AwsProvider
+    from providers.aws.provider import AwsProvider
     from providers.aws.session import Aws
 
     monkeypatch = request.getfixturevalue("monkeypatch")
     for key, value in {**world.env, "SPOTFLEET_CACHE_DIR": str(tmp_path / "cache")}.items():
         monkeypatch.setenv(key, value)
-    settings = ProviderSettings(regions=[REGION], ami=aws_world.MOTO_AMI)
+    settings = AwsSettings(regions=[REGION], ami=aws_world.MOTO_AMI)
     return AwsHarness(world, AwsProvider(settings, aws=Aws(retry_delays=(0.01, 0.02, 0.05, 0.1))))

@@ -103,10 +103,10 @@ def azure_harness(launch_mode: str = "vms") -> AzureHarness:
     srv = server()
     httpx.post(f"{srv.url}/_control/reset", json={}).raise_for_status()
     arm = Arm(SUBSCRIPTION, srv.url, polling_interval=0, sleep=lambda s: None)
-    from providers.azure.provider import ProviderSettings
+    from providers.azure.settings import AzureSettings
     from providers.azure.scaleset_provider import AzureScaleSetProvider
     cls = AzureScaleSetProvider if launch_mode == "scale-set" else AzureProvider
-    provider = cls(ProviderSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode), arm=arm,
+    provider = cls(AzureSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode), arm=arm,
                    environ=storage_env(), cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"),
                    home=Path(tempfile.mkdtemp(prefix="spotfleet-contract-")))     # the fleets' own SSH keys
     return AzureHarness(srv.url, provider)

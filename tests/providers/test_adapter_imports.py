@@ -25,11 +25,11 @@ def _run(code: str) -> dict:
 def test_loading_the_adapters_and_building_aws_imports_no_sdk():
     got = _run(f"""
 import json, sys
-from fleet.spec import ProviderSettings
+from providers.aws.settings import AwsSettings
 from providers.registry import load_adapter
 loaded = {{name: load_adapter(name) for name in ("aws", "azure", "vast")}}
-from providers.aws import AwsProvider
-AwsProvider(ProviderSettings(regions=["us-east-1"]))      # built, not yet asked anything
+from providers.aws.provider import AwsProvider
+AwsProvider(AwsSettings(regions=["us-east-1"]))      # built, not yet asked anything
 print(json.dumps({{"loaded": loaded, "sdks": [m for m in {SDKS!r} if m in sys.modules]}}))
 """)
     assert got == {"loaded": {"aws": True, "azure": True, "vast": True}, "sdks": []}

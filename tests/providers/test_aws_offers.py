@@ -14,7 +14,7 @@ import aws_world  # noqa: E402
 
 from fleet.catalog import Catalog  # noqa: E402
 from fleet.model import InterruptionSource, Market  # noqa: E402
-from fleet.spec import ProviderSettings  # noqa: E402
+from providers.aws.settings import AwsSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 
 T4 = OfferQuery(accelerators=("T4",))
@@ -29,8 +29,8 @@ def world(monkeypatch, tmp_path):
 
 
 def _provider(**settings):
-    from providers.aws import AwsProvider
-    return AwsProvider(ProviderSettings(regions=["us-east-1"], **settings))
+    from providers.aws.provider import AwsProvider
+    return AwsProvider(AwsSettings(regions=["us-east-1"], **settings))
 
 
 def _by_pool(offers):
@@ -66,8 +66,8 @@ def test_a_complete_answer_is_cached_on_disk_until_its_ttl(world):
     calls = dict(world.proxy.stats())
     again = _provider().list_offers(T4)                    # a new process would see the same file
     assert again == first and world.proxy.stats() == calls
-    from providers.aws import AwsProvider
-    refreshed = AwsProvider(ProviderSettings(regions=["us-east-1"]), refresh_offers=True).list_offers(T4)
+    from providers.aws.provider import AwsProvider
+    refreshed = AwsProvider(AwsSettings(regions=["us-east-1"]), refresh_offers=True).list_offers(T4)
     assert refreshed == first and world.proxy.stats()["DescribeSpotPriceHistory"] == calls["DescribeSpotPriceHistory"] + 1
 
 

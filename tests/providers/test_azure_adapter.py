@@ -16,13 +16,13 @@ from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
 
 from fleet.errors import AuthError, NoCapacityError, ProviderError, QuotaExceededError  # noqa: E402
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
-from fleet.spec import ProviderSettings  # noqa: E402
 from providers.azure.arm import Arm, is_local  # noqa: E402
 from providers.azure.errors import error_class  # noqa: E402
 from providers.azure.instances import to_instance  # noqa: E402
 from providers.azure.launch import IMAGE, tags_for, vm_names  # noqa: E402
 from providers.azure.prices import RetailPrices  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
+from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 
 RG = "unit"
@@ -52,7 +52,7 @@ class Fake:
 
     def provider(self, cache: Path | None = None, **settings) -> AzureProvider:
         arm = Arm(SUBSCRIPTION, self.url, polling_interval=0, sleep=self.sleeps.append)
-        return AzureProvider(ProviderSettings(resource_group=RG, **settings), arm=arm, environ={}, cache_seconds=0,
+        return AzureProvider(AzureSettings(resource_group=RG, **settings), arm=arm, environ={}, cache_seconds=0,
                              prices=RetailPrices(f"{self.url}/api/retail/prices", cache), home=self.home)
 
 

@@ -11,8 +11,8 @@ import pytest
 from test_azure_adapter import RG, SUBSCRIPTION, USER_KEY, Fake, _offer, _request, server  # noqa: F401  (server: the fixture)
 
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags
-from fleet.spec import ProviderSettings
 from providers.azure.instances import OS_DISK_PER_HOUR
+from providers.azure.settings import AzureSettings
 from providers.base import OfferQuery
 
 EVICTED_AT = int(time.time()) - 3600      # the epoch second the fake dates an eviction with
@@ -24,9 +24,9 @@ def fake(server, tmp_path) -> Fake:  # noqa: F811
 
 
 def test_eviction_policy_is_validated_and_defaults_to_delete():
-    assert ProviderSettings().eviction_policy == "Delete"
+    assert AzureSettings().eviction_policy == "Delete"
     with pytest.raises(ValueError, match="eviction_policy"):
-        ProviderSettings(eviction_policy="Stop")
+        AzureSettings(eviction_policy="Stop")
 
 
 def test_a_deallocated_eviction_is_an_interruption_dated_by_azure_and_terminate_deletes_it(fake):

@@ -14,11 +14,12 @@ from azure_arm import SUBSCRIPTION  # noqa: E402
 
 from fleet.model import (TAG_FLEET, TAG_POOL, InstanceState, LaunchRequest, Market, NodeConfig,  # noqa: E402
                          fleet_tags)
-from fleet.spec import FleetSpec, ProviderSettings  # noqa: E402
-from providers.azure import build  # noqa: E402
+from fleet.spec import FleetSpec  # noqa: E402
+from providers.azure.provider import from_spec as build  # noqa: E402
 from providers.azure.arm import Arm  # noqa: E402
 from providers.azure.scaleset import set_name  # noqa: E402
 from providers.azure.scaleset_provider import AzureScaleSetProvider  # noqa: E402
+from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 from tests.providers.test_azure_adapter import USER_KEY, Fake as AdapterFake, server  # noqa: E402,F401  (the fixture)
 
@@ -30,7 +31,7 @@ ND = "Standard_ND96asr_v4"
 class Fake(AdapterFake):
     def provider(self) -> AzureScaleSetProvider:
         arm = Arm(SUBSCRIPTION, self.url, polling_interval=0)
-        return AzureScaleSetProvider(ProviderSettings(resource_group=RG, launch_mode="scale-set"), arm=arm,
+        return AzureScaleSetProvider(AzureSettings(resource_group=RG, launch_mode="scale-set"), arm=arm,
                                      environ={}, cache_seconds=0, live_prices=False, home=self.home)
 
     def sets(self) -> list[dict]:

@@ -17,10 +17,10 @@ from test_azure_adapter import RG, Fake, server  # noqa: E402,F401  (the module'
 
 from fleet.errors import ProviderError  # noqa: E402
 from fleet.model import LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
-from fleet.spec import ProviderSettings  # noqa: E402
 from providers.azure import blob_account as ba  # noqa: E402
 from providers.azure.arm import Arm  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
+from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import OfferQuery, StorageSpec  # noqa: E402
 
 SPEC = StorageSpec(provider="azure", bucket="af-checkpoints", region="eastus", expire_days=7, prefix="af", fleet="af")
@@ -141,7 +141,7 @@ def test_vms_writing_to_the_account_carry_the_node_identity_and_its_client_id(fa
 
 def test_a_connection_string_keeps_the_container_in_its_account(fake, tmp_path):
     arm = Arm(SUBSCRIPTION, fake.url, polling_interval=0)
-    provider = AzureProvider(ProviderSettings(resource_group=RG), arm=arm, live_prices=False,
+    provider = AzureProvider(AzureSettings(resource_group=RG), arm=arm, live_prices=False,
                              environ={"AZURE_STORAGE_CONNECTION_STRING": "not a connection string"})
     with pytest.raises(ProviderError) as err:                                     # the Blob API path, not ARM
         provider.ensure_bucket(SPEC)
@@ -152,7 +152,7 @@ def test_a_scale_set_writing_to_the_account_carries_the_node_identity(fake):
     from providers.azure.scaleset_provider import AzureScaleSetProvider
 
     arm = Arm(SUBSCRIPTION, fake.url, polling_interval=0)
-    provider = AzureScaleSetProvider(ProviderSettings(resource_group=RG, launch_mode="scale-set",
+    provider = AzureScaleSetProvider(AzureSettings(resource_group=RG, launch_mode="scale-set",
                                                       eviction_policy="Deallocate"),
                                      arm=arm, environ={}, cache_seconds=0, live_prices=False, home=fake.home)
     ref = provider.ensure_bucket(SPEC)

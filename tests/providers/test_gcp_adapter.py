@@ -18,12 +18,12 @@ from fakes.gce_server import GceServer, control  # noqa: E402
 from fleet.errors import FleetError, QuotaExceededError  # noqa: E402
 from fleet.model import TAG_FLEET, InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
 from fleet.provisioning.reconcile import observe  # noqa: E402
-from fleet.spec import ProviderSettings  # noqa: E402
 from providers.base import OfferQuery, StorageSpec  # noqa: E402
 from providers.gcp import errors  # noqa: E402
 from providers.gcp.instances import parse_time  # noqa: E402
 from providers.gcp.offers import parse_instance_type  # noqa: E402
 from providers.gcp.provider import GceApi, GcpProvider, resolve_project  # noqa: E402
+from providers.gcp.settings import GcpSettings  # noqa: E402
 from providers.gcp.storage import _settle  # noqa: E402
 
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
@@ -268,12 +268,12 @@ def test_project_comes_from_the_spec_then_the_environment(monkeypatch):
     monkeypatch.setenv("SPOTFLEET_GCE_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
     monkeypatch.delenv("CLOUDSDK_CORE_PROJECT", raising=False)
-    assert resolve_project(ProviderSettings(project="from-spec")) == "from-spec"
+    assert resolve_project(GcpSettings(project="from-spec")) == "from-spec"
     with pytest.raises(FleetError) as err:
-        resolve_project(ProviderSettings())
+        resolve_project(GcpSettings())
     assert "providers.gcp.project" in str(err.value) and "GOOGLE_CLOUD_PROJECT" in str(err.value)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "from-env")
-    assert resolve_project(ProviderSettings()) == "from-env"
+    assert resolve_project(GcpSettings()) == "from-env"
 
 
 def _check(server, tmp_path, *args, **env):

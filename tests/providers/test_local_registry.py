@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fleet.errors import FleetError
@@ -51,10 +53,11 @@ def test_cloud_backend_says_what_to_do(tmp_path):
 
 
 def test_registered_cloud_adapters_plug_in_by_name(tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "_CLOUD_ADAPTERS", {})
     cloud = LocalCloud.open(tmp_path / "stand-in", time_scale=0)
-    for name in ("aws", "gcp"):
-        registry.register_cloud_adapter(name, lambda spec, settings, n=name: cloud.provider(n))
+    stand_ins = {name: replace(rec, factory=lambda spec, settings, n=name: cloud.provider(n), sdk_modules=())
+                 if name in ("aws", "gcp") else replace(rec, factory=None)
+                 for name, rec in registry.records().items()}
+    monkeypatch.setattr(registry, "_records", stand_ins)
     spec = parse_spec(SPEC.format(backend="cloud") + "providers: [aws, gcp]\n")
     assert sorted(registry.providers_for(spec, tmp_path)) == ["aws", "gcp"]
     spec = parse_spec(SPEC.format(backend="cloud") + "providers: [aws, azure]\n")

@@ -16,12 +16,13 @@ from vast_server import API_KEY, VastServer  # noqa: E402
 from fleet.catalog import Catalog  # noqa: E402
 from fleet.errors import AuthError, ProviderError, RateLimitedError  # noqa: E402
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
-from fleet.spec import KNOWN_ACCELERATORS, ProviderSettings, VastBid  # noqa: E402
+from fleet.spec import KNOWN_ACCELERATORS, VastBid  # noqa: E402
 from providers.base import NodesWithoutIdentity, OfferQuery  # noqa: E402
 from providers.vast.api import VastApi  # noqa: E402
 from providers.vast.bids import interruptions_per_hour  # noqa: E402
 from providers.vast.offers import GPU_NAMES, accelerator, storage_per_hour  # noqa: E402
 from providers.vast.provider import VastProvider  # noqa: E402
+from providers.vast.settings import VastSettings  # noqa: E402
 
 ASKS = [
     {"id": 11, "machine_id": 1, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 2.0,
@@ -58,7 +59,7 @@ def fake(server: VastServer) -> VastServer:
 
 
 def make(fake: VastServer, key: str | None = API_KEY, **kw) -> VastProvider:
-    settings = kw.pop("settings", ProviderSettings(min_reliability=0.9))
+    settings = kw.pop("settings", VastSettings(min_reliability=0.9))
     api = VastApi(fake.url, key or "", retry_delays=(0.01, 0.02, 0.05))
     return VastProvider(settings, api=api, **kw)
 
@@ -99,10 +100,10 @@ def test_offers_are_machines_priced_as_bid_plus_storage(fake):
 
 
 def test_search_sends_the_filters_and_countries_are_applied(fake):
-    settings = ProviderSettings(min_reliability=0.5, exclude_countries=["DE"], min_cuda=12.2, disk_gb=80)
+    settings = VastSettings(min_reliability=0.5, exclude_countries=["DE"], min_cuda=12.2, disk_gb=80)
     offers = make(fake, settings=settings).list_offers(OfferQuery(accelerators=("RTX4090", "A100-80GB")))
     assert {o.pool.instance_type for o in offers} == {"1x-RTX_4090-m3"}
-    only_us = make(fake, settings=ProviderSettings(min_reliability=0.5, countries=["us"])).list_offers(OfferQuery())
+    only_us = make(fake, settings=VastSettings(min_reliability=0.5, countries=["us"])).list_offers(OfferQuery())
     assert {o.pool.region for o in only_us} == {"us-texas"}
     control(fake, "asks/11", {"cuda_max_good": 11.8})
     again = make(fake, settings=settings).list_offers(OfferQuery())
@@ -115,7 +116,7 @@ def test_bids_respect_the_on_demand_fraction_and_the_gpu_hour_cap(fake):
     storage = storage_per_hour(0.15, 50)
     assert capped.price_per_hour == pytest.approx(1.8 + storage, abs=1e-4)
     assert capped.interruptions_per_hour > pick(make(fake), 1).interruptions_per_hour   # a thinner margin
-    tight = make(fake, settings=ProviderSettings(min_reliability=0.9, bid=VastBid(max_fraction_of_on_demand=0.8)))
+    tight = make(fake, settings=VastSettings(min_reliability=0.9, bid=VastBid(max_fraction_of_on_demand=0.8)))
     assert not any(o.pool.instance_type.endswith("-m4") and o.market is Market.SPOT
                    for o in tight.list_offers(OfferQuery()))                            # 0.8 x 2.0 < min_bid
     gpu_cap = make(fake, max_per_gpu_hour=1.1).list_offers(OfferQuery(on_demand=False))

@@ -4,6 +4,9 @@
   no network, no subprocess, no database.
 - Cloud SDKs are imported only at the edges: provider adapters and the checkpoint
   storage backends that run on nodes.
+- Adapters (``providers/**``) import neither the executor (``fleet.provisioning``) nor the
+  node agent (``fleet.agent``): what both need lives in the ground layer (``fleet.errors``,
+  ``fleet.api_keys``, ...).
 """
 
 from __future__ import annotations
@@ -52,3 +55,26 @@ def test_cloud_sdks_only_at_the_edges():
             if name.startswith(CLOUD_SDKS):
                 offenders.append(f"{rel}: {name}")
     assert not offenders, offenders
+
+
+#: What an adapter must never import: the executor (``fleet.provisioning``) and the node agent.
+ADAPTER_FORBIDDEN = ("fleet.provisioning", "fleet.agent")
+
+
+def imported_names(path: Path) -> set[str]:
+    """Modules imported, with ``from package import module`` counted as ``package.module``."""
+    names = set(imported_modules(path))
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_adapters_import_neither_the_executor_nor_the_node_agent():
+    offenders = []
+    for path in sorted(ROOT.glob("providers/**/*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for name in imported_names(path):
+            if any(name == m or name.startswith(m + ".") for m in ADAPTER_FORBIDDEN):
+                offenders.append(f"{rel}: {name}")
+    assert not offenders, f"adapters import the layers above them: {offenders}"

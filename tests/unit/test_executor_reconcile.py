@@ -19,7 +19,6 @@ class Unreachable:
     def __init__(self, inner):
         self.inner = inner
         self.name = inner.name
-        self.capabilities = inner.capabilities
 
     def list_instances(self, fleet):
         raise TransientProviderError(self.name, "503 Service Unavailable", code="ServiceUnavailable")

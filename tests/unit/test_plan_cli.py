@@ -125,9 +125,7 @@ def test_plan_marks_a_provider_without_an_adapter_and_up_refuses_it_in_one_line(
 
 
 def test_a_provider_whose_sdk_is_missing_is_marked_with_the_extra_to_install(run, tmp_path, monkeypatch):
-    from providers import registry
 
-    monkeypatch.setattr(registry, "_CLOUD_ADAPTERS", {})
     for mod in [m for m in sys.modules if m == "providers.gcp" or m.startswith("providers.gcp.")]:
         monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)      # the SDK is not importable

@@ -7,10 +7,9 @@ import pytest
 from fleet.model import InterruptionSource, Market, Offer, PoolKey
 from fleet.rebalance import Decision, Exposure, Launch, ObservedInstance, PolicyState, PoolEvent, RaiseBid, Terminate, decide
 from fleet.rebalance.backoff import backoff_until
-from fleet.rebalance.bidding import can_raise_bid
 from fleet.rebalance.learning import exposure_of, learned_offers, posterior_rate
 from fleet.spec import parse_spec
-from providers.base import Capabilities
+from providers.base import RaisesBids
 
 NOW = 1_800_000_000.0
 HOUR = 3600.0
@@ -278,7 +277,10 @@ def test_outbid_beyond_the_cap_or_without_bidding_is_replaced():
 
 
 def test_capability_check():
-    assert can_raise_bid(Capabilities(bidding=True)) and not can_raise_bid(Capabilities())
+    from providers.aws.provider import AwsProvider
+    from providers.vast.provider import VastProvider
+
+    assert issubclass(VastProvider, RaisesBids) and not issubclass(AwsProvider, RaisesBids)
 
 
 # ---- baseline, budget, foreign instances ------------------------------------------------

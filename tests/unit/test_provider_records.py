@@ -1,0 +1,104 @@
+"""Every registered provider has every piece ``docs/adding-a-provider.md`` lists: forgetting a step
+fails here, not at a user's launch. The pieces are found on disk by the page's conventions;
+where a provider's file names differ (older adapters), :data:`FILES` names them."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fleet.spec import ProviderSettings
+from providers.kit.record import ProviderRecord
+from providers.local.vendors import VENDORS
+from providers.registry import PACKAGES, records
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Provider -> (its fake under tests/fakes/, its CLI lifecycle test under tests/cli/).
+FILES = {
+    "aws": ("aws_world.py", "test_aws_cli.py"),
+    "gcp": ("gce_server.py", "test_gcp_lifecycle.py"),
+    "azure": ("azure_arm.py", "test_azure_cli.py"),
+    "vast": ("vast_server.py", "test_vast_cli.py"),
+}
+#: Files every adapter package has, each with the same role in every provider (docs/adding-a-provider.md).
+ROLES = ("__init__.py", "settings.py", "provider.py", "errors.py", "check.py")
+ADAPTERS = [name for name, rec in records().items() if rec.has_adapter]
+
+
+def test_the_packages_and_the_records_agree():
+    assert set(PACKAGES) <= set(records()), "every package declares its RECORD under its own name"
+    assert all(records()[name].has_adapter for name in PACKAGES), "a package ships an adapter"
+
+
+@pytest.mark.parametrize("name", sorted(records()))
+def test_every_provider_can_be_simulated_and_named_in_a_spec(name):
+    rec = records()[name]
+    assert name in VENDORS, f"{name}: add a simulated vendor to providers/local/vendors.py"
+    assert issubclass(rec.settings, ProviderSettings)
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_every_adapter_has_every_piece(name):
+    rec: ProviderRecord = records()[name]
+    package = ROOT / PACKAGES[name].replace(".", "/")
+    missing = [role for role in ROLES if not (package / role).is_file()]
+    assert not missing, f"{name}: {package.relative_to(ROOT)} lacks {missing}"
+    assert rec.settings is not ProviderSettings, f"{name}: give it its own settings model (settings.py)"
+    assert rec.check is not None, f"{name}: the record names no `fleet check` function"
+    assert rec.checkpoint_scheme, f"{name}: the record says where checkpoints go (checkpoint_scheme)"
+    assert rec.title and rec.summary, f"{name}: the record has a title and a one-line summary"
+    assert name in FILES, f"{name}: add its fake and CLI lifecycle test to FILES in {Path(__file__).name}"
+    fake, lifecycle = FILES[name]
+    assert (ROOT / "tests/fakes" / fake).is_file(), f"{name}: no fake tests/fakes/{fake}"
+    assert (ROOT / "tests/cli" / lifecycle).is_file(), f"{name}: no CLI lifecycle test tests/cli/{lifecycle}"
+    contract = (ROOT / "tests/contract/conftest.py").read_text()
+    assert re.search(rf'"{re.escape(name)}(:[\w-]+)?"', contract.split("TARGETS", 1)[1].split("]", 1)[0]), \
+        f"{name}: add it to TARGETS in tests/contract/conftest.py"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert rec.extra in extras, f"{name}: pyproject.toml has no extra {rec.extra!r}"
+    assert any(rec.extra in dep for dep in extras["test"]), f"{name}: the `test` extra does not bring {rec.extra!r}"
+    readme = (ROOT / "README.md").read_text()
+    assert f"## Running on {rec.display}" in readme, f"{name}: README.md has no '## Running on {rec.display}' section"
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_the_pulumi_story_is_told(name):
+    rec = records()[name]
+    assert rec.pulumi_stack or rec.pulumi_refusal, f"{name}: name its Pulumi stack or why `fleet export pulumi` refuses it"
+    if rec.pulumi_stack:
+        module, _, cls = rec.pulumi_stack.partition(":")
+        assert (ROOT / (module.replace(".", "/") + ".py")).is_file() and cls, f"{name}: no stack {rec.pulumi_stack}"
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_a_record_imports_no_adapter_code(name):
+    """Reading a record (every spec does) must not import the adapter itself."""
+    importlib.import_module(PACKAGES[name])
+    source = (ROOT / PACKAGES[name].replace(".", "/") / "__init__.py").read_text()
+    top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
+    allowed = ("from __future__", "from typing", "from providers.kit.record", f"from {PACKAGES[name]}.settings")
+    assert all(line.startswith(allowed) for line in top_level), f"{name}: __init__ imports {top_level}"
+
+
+def test_the_template_package_is_a_complete_start():
+    """``providers/_template`` (docs/adding-a-provider.md) imports, has every role, and its adapter
+    speaks the protocol on the kit."""
+    from providers._template import RECORD
+    from providers.base import Provider
+
+    package = ROOT / "providers/_template"
+    assert not [role for role in ROLES if not (package / role).is_file()]
+    assert RECORD.name not in records() and RECORD.settings is not ProviderSettings
+    provider = RECORD.factory(None, RECORD.settings())            # type: ignore[arg-type,misc]
+    assert isinstance(provider, Provider) and provider.name == RECORD.name
+
+
+def test_the_adding_a_provider_page_names_every_piece_this_test_checks():
+    page = (ROOT / "docs/adding-a-provider.md").read_text()
+    for piece in (*ROLES, "PACKAGES", "RECORD", "tests/fakes/", "tests/contract/conftest.py", "TARGETS",
+                  "tests/cli/", "pyproject.toml", "## Running on", "providers/local/vendors.py", "FILES"):
+        assert piece in page, f"docs/adding-a-provider.md does not mention {piece}"
