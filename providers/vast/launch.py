@@ -6,8 +6,8 @@ on-demand). Vast has no object storage and its hosts are third parties' machines
 identity, so a node reaches the spec's checkpoint store (S3, GCS, Azure) with credentials in its
 ``env``: never the operator's own, only the scoped, revocable ones that ``fleet up`` grants the
 fleet (``fleet.provisioning.node_credentials``, handed over by ``VastProvider.use_node_credentials``).
-:func:`store_settings` adds the store's non-secret settings (region, endpoint) from the caller's
-environment by the URI's scheme. Both are sent only in this body: never rendered into the
+:func:`store_settings` (``providers.kit.rented``) adds the store's non-secret settings (region,
+endpoint) from the caller's environment by the URI's scheme. Both are sent only in this body: never rendered into the
 bootstrap text, never in a label, a tag, a log line or a result.
 """
 
@@ -18,33 +18,13 @@ from typing import Any, Mapping
 
 from fleet.bootstrap import boot_for, render
 from fleet.model import LaunchRequest
-from providers.vast.instances import TAGS_ENV, Label, extra_tags
+from providers.kit.rented import Label, extra_tags, store_scheme, store_settings  # noqa: F401
+from providers.vast.instances import TAGS_ENV
 
 DEFAULT_IMAGE = "pytorch/pytorch:latest"
 
-#: Checkpoint URI scheme -> the non-secret variables its store reads (``fleet.checkpoint.stores``);
-#: credentials are never taken from the caller's environment.
-STORE_SETTINGS: dict[str, tuple[str, ...]] = {
-    "s3": ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-    "gs": ("GOOGLE_CLOUD_PROJECT", "STORAGE_EMULATOR_HOST"),
-    "az": (),
-}
-
-
-def store_scheme(checkpoint_uri: str) -> str:
-    """``s3``/``gs``/``az`` for a remote store, ``""`` for none (the node keeps checkpoints itself)."""
-    scheme = checkpoint_uri.split("://", 1)[0] if "://" in checkpoint_uri else ""
-    return scheme if scheme in STORE_SETTINGS else ""
-
-
-def store_settings(checkpoint_uri: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """The non-secret variables a node needs to reach ``checkpoint_uri``'s store, from ``environ``."""
-    return {name: environ[name] for name in STORE_SETTINGS.get(store_scheme(checkpoint_uri), ()) if environ.get(name)}
-
-
 def label_for(request: LaunchRequest) -> Label:
-    plan = request.tags.get("spotfleet:plan", "")
-    return Label(request.fleet, request.offer.pool.id, plan, request.token, request.count)
+    return Label.of(request)
 
 
 def create_body(request: LaunchRequest, label: Label, bid: float | None, disk_gb: int,
