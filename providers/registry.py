@@ -37,12 +37,12 @@ PACKAGES: dict[str, str] = {
     "gcp": "providers.gcp",
     "azure": "providers.azure",
     "vast": "providers.vast",
+    "runpod": "providers.runpod",
 }
 
 #: Providers in the price snapshot and the local cloud that no adapter ships for yet.
 SIMULATED_ONLY: tuple[ProviderRecord, ...] = (
     ProviderRecord("lambda", title="Lambda", spot=False, zones=False, summary="Lambda Cloud (on-demand; no adapter yet)"),
-    ProviderRecord("runpod", title="RunPod", notice_seconds=5, summary="RunPod (no adapter yet)"),
 )
 
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"

@@ -23,7 +23,7 @@ from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
-TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "aws", "gcp",
+TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "vast", "runpod", "aws", "gcp",
            "azure", "azure:scale-set"]
 
 
@@ -93,6 +93,9 @@ def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -
     if family == "vast":
         from tests.contract.harness_vast import vast_harness
         return vast_harness()
+    if family == "runpod":
+        from tests.contract.harness_runpod import runpod_harness
+        return runpod_harness()
     if family == "gcp":
         from harness_gcp import make_gcp_harness
         return make_gcp_harness()

@@ -23,6 +23,7 @@ FILES = {
     "gcp": ("gce_server.py", "test_gcp_lifecycle.py"),
     "azure": ("azure_arm.py", "test_azure_cli.py"),
     "vast": ("vast_server.py", "test_vast_cli.py"),
+    "runpod": ("runpod_server.py", "test_runpod_cli.py"),
 }
 #: Files every adapter package has, each with the same role in every provider (docs/adding-a-provider.md).
 ROLES = ("__init__.py", "settings.py", "provider.py", "errors.py", "check.py")
