@@ -49,7 +49,8 @@ from fleet.model import LaunchRequest
 from fleet.spec import PREINSTALLED, SHIP
 
 #: ``fleet run --cloud`` value per provider: where the node agent reads interruption notices.
-AGENT_CLOUD = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast", "local": "local"}
+AGENT_CLOUD = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast", "local": "local",
+               "runpod": "none"}          # RunPod gives no notice: periodic checkpoints carry the work
 
 #: Where the node keeps spotfleet and writes its log.
 DEFAULT_PREFIX = "/opt/spotfleet"
