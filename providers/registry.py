@@ -42,7 +42,8 @@ PACKAGES: dict[str, str] = {
 
 #: Providers in the price snapshot and the local cloud that no adapter ships for yet.
 SIMULATED_ONLY: tuple[ProviderRecord, ...] = (
-    ProviderRecord("lambda", title="Lambda", spot=False, zones=False, summary="Lambda Cloud (on-demand; no adapter yet)"),
+    ProviderRecord("lambda", title="Lambda", spot=False, zones=False, summary="Lambda Cloud (on-demand; no adapter yet)",
+                   pulumi_refusal="no adapter ships for it yet"),
 )
 
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"

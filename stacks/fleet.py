@@ -55,10 +55,11 @@ def _component(provider: str) -> type:
     """The component class of ``provider``, importing its SDK now (a clear error without it)."""
     import importlib
 
-    module, cls = {"aws": ("stacks.aws", "AwsFleet"), "gcp": ("stacks.gcp", "GcpFleet"),
-                   "azure": ("stacks.azure", "AzureFleet"), "vast": ("stacks.vast", "VastFleet")}[provider]
+    from providers.registry import record
+
+    module, _, cls = record(provider).pulumi_stack.partition(":")      # "stacks.aws:AwsFleet"
     try:
-        return getattr(importlib.import_module(module), cls)
+        return vars(importlib.import_module(module))[cls]
     except ModuleNotFoundError as err:
         sdk = {"aws": "pulumi-aws", "gcp": "pulumi-gcp", "azure": "pulumi-azure-native"}.get(provider, err.name)
         raise FleetError(f"the plan uses {provider} but {sdk} is not installed: pip install "

@@ -27,9 +27,10 @@ from fleet.errors import FleetError
 from fleet.model import Allocation, Market, Offer, Plan, PoolKey, fleet_tags
 from fleet.secrets import REF_RE
 from fleet.spec import SHIP, FleetSpec
+from providers.registry import records
 
-#: Providers a stack can declare (``stacks.<provider>``).
-SUPPORTED = ("aws", "gcp", "azure", "vast")
+#: Providers a stack can declare: those whose registration record names a stack component.
+SUPPORTED = tuple(name for name, rec in records().items() if rec.pulumi_stack)
 #: Which provider holds each checkpoint store (as in ``fleet.provisioning.storage``).
 STORE_PROVIDER = {"s3": "aws", "gcs": "gcp", "azure": "azure"}
 _STORE_SCHEME = {"s3": "s3", "gcs": "gs", "azure": "az"}

@@ -98,10 +98,13 @@ def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_js
         used[a.offer.pool.provider] = used.get(a.offer.pool.provider, 0) + a.count
     unsupported = sorted(p for p, n in used.items() if n and p not in SUPPORTED)
     if unsupported:
+        from providers.registry import record
+
         names = ", ".join(f"{p} ({used[p]} instance(s))" for p in unsupported)
+        why = "".join(f"; {p}: {record(p).pulumi_refusal}" for p in unsupported if record(p).pulumi_refusal)
         raise FleetError(f"the plan puts instances on {names}, which the Pulumi stacks do not declare (they declare "
-                         f"{', '.join(SUPPORTED)}); disable {', '.join(unsupported)} under `providers:` in the spec "
-                         "and export again; nothing was written")
+                         f"{', '.join(SUPPORTED)}){why}; disable {', '.join(unsupported)} under `providers:` in the "
+                         "spec and export again; nothing was written")
     try:
         wheel = build(app.home / "wheels")
     except OSError as err:

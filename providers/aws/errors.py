@@ -2,8 +2,8 @@
 
 Every AWS call of the adapter goes through :func:`to_error` when it fails, so the executor
 sees the same classes for EC2, S3, IAM and STS: no capacity (try another pool), quota (block
-the region), auth (block the provider), throttling (retried in :mod:`providers.aws.session`,
-then ``RateLimitedError``) and transient server faults. Codes are the documented ones (EC2 API
+the region), auth (block the provider), throttling (retried by :data:`RULES` in
+:mod:`providers.aws.session`, then ``RateLimitedError``) and transient server faults. Codes are the documented ones (EC2 API
 error reference; CreateFleet ``Errors[].ErrorCode``). An unknown code is a plain ProviderError.
 """
 
@@ -17,6 +17,8 @@ from fleet.errors import (
     RateLimitedError,
     TransientProviderError,
 )
+from providers.kit.errors import ErrorTable
+from providers.kit.retry import RetryRules
 
 #: Vendor code -> our error class.
 ERROR_TABLE: dict[str, type[ProviderError]] = {
@@ -58,15 +60,19 @@ ERROR_TABLE: dict[str, type[ProviderError]] = {
 }
 
 
+TABLE = ErrorTable("aws", codes=ERROR_TABLE)
+#: Throttling (by class: the table's RateLimitedError codes) is retried with full jitter below
+#: these delays; ``Aws.call`` calls nothing idempotent here, so a server fault is raised at once
+#: and the launch's client token decides on the next attempt.
+RULES = RetryRules(delays=(0.2, 0.5, 1.0, 2.0))
+
+
 def error_class(code: str) -> type[ProviderError]:
     """The class for vendor ``code`` (``ProviderError`` when the table does not know it)."""
-    return ERROR_TABLE.get(code, ProviderError)
+    return TABLE.error_class(code=code)
 
 
 def to_error(code: str, message: str, *, region: str = "") -> ProviderError:
     """A spotfleet error for an AWS ``code`` and its message, attributed to ``aws/<region>``."""
-    return error_class(code)("aws", message or code, region=region, code=code)
+    return TABLE.error(message or code, code=code, region=region, limit=100_000)
 
-
-def is_throttle(code: str) -> bool:
-    return error_class(code) is RateLimitedError

@@ -5,7 +5,7 @@ they are never printed, logged or stored. boto3 honours ``AWS_ENDPOINT_URL`` (an
 per-service ``AWS_ENDPOINT_URL_<SERVICE>``), so pointing it at an emulator such as a moto
 server sends every client there. boto3 is imported when the first call needs a client or the
 credential chain (importing it takes about a second), not when the adapter is built. botocore's own retries are switched off: :meth:`Aws.call`
-retries throttling with jittered backoff and then raises ``RateLimitedError``; every other
+retries throttling by the kit's engine (``providers.aws.errors.RULES``) and then raises ``RateLimitedError``; every other
 failure becomes the class :mod:`providers.aws.errors` names, at once. An answer botocore cannot
 parse (truncated XML, an HTML page: its ``ResponseParserError`` is no ``BotoCoreError``), or a page
 of a list call without the list, is ``MalformedResponseError`` (``providers.kit.responses``).
@@ -13,21 +13,21 @@ of a list call without the list, is ``MalformedResponseError`` (``providers.kit.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from fleet.errors import ProviderError
 from fleet.safetext import register_secret
-from providers.aws.errors import is_throttle, to_error
+from providers.aws.errors import RULES, to_error
 from providers.kit.responses import malformed
+from providers.kit.retry import Retrier
 
 if TYPE_CHECKING:
     from botocore.exceptions import ClientError
 
 #: Seconds slept before each retry of a throttled call (full jitter below each value).
-RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+RETRY_DELAYS = RULES.delays or ()
 #: botocore's client settings (``botocore.config.Config`` keywords).
 _CONFIG = dict(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60,
                max_pool_connections=32)
@@ -39,14 +39,15 @@ class Aws:
     ``calls`` counts API requests sent (retries included), for benchmarks and logs.
     """
 
-    def __init__(self, *, profile: str | None = None, retry_delays: Sequence[float] = RETRY_DELAYS):
+    def __init__(self, *, profile: str | None = None, retry_delays: Sequence[float] = RETRY_DELAYS,
+                 sleep: Callable[[float], None] = time.sleep):
         self._profile = profile
         self._boto: Any = None             # the boto3 Session, made on first use
         self._config: Any = None
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self._session_lock = threading.Lock()
-        self.retry_delays = tuple(retry_delays)
+        self.retrier = Retrier(RULES.with_delays(tuple(retry_delays)), sleep=sleep)
         self.calls = 0
         self._has_credentials: bool | None = None
 
@@ -97,21 +98,20 @@ class Aws:
 
         self.require_credentials()
         method = getattr(self.client(service, region), operation)
-        for attempt in range(len(self.retry_delays) + 1):
+
+        def once() -> dict[str, Any]:
             with self._lock:
                 self.calls += 1
             try:
                 return method(**params)
             except ClientError as err:
                 code, message = _code_message(err)
-                if is_throttle(code) and attempt < len(self.retry_delays):
-                    time.sleep(random.uniform(0, self.retry_delays[attempt]))
-                    continue
                 raise to_error(code, f"{operation}: {message}", region=region) from None
             except NoCredentialsError:
                 with self._lock:
                     self._has_credentials = False
                 self.require_credentials()
+                raise AssertionError("require_credentials raises once none are found") from None
             except EndpointConnectionError as err:
                 raise to_error("EndpointConnectionError", f"{operation}: {err}", region=region) from None
             except BotoCoreError as err:
@@ -119,7 +119,8 @@ class Aws:
             except ResponseParserError as err:     # its text: what went wrong, then the body
                 why, _, body = str(err).partition("\n")
                 raise malformed("aws", operation, body or None, detail=why, region=region) from None
-        raise AssertionError("unreachable")
+
+        return self.retrier.call(once, idempotent=False)
 
     def pages(self, service: str, region: str, operation: str, key: str, **params: Any) -> list[Any]:
         """Every item under ``key`` across the pages of a paginated call (NextToken); a page

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
+from dataclasses import replace
 from json import JSONDecodeError
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 from urllib.parse import urlparse
@@ -26,8 +27,10 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleet.errors import AuthError, RateLimitedError
-from providers.azure.errors import to_error
+from providers.azure.errors import RULES, THROTTLED, to_error
+from providers.kit.errors import retry_after_seconds
 from providers.kit.responses import malformed, read_json
+from providers.kit.retry import Retrier
 
 if TYPE_CHECKING:
     from azure.core.exceptions import HttpResponseError
@@ -84,14 +87,11 @@ class Arm:
     """Clients for ``subscription`` at ``endpoint``; ``polling_interval`` seconds between LRO polls."""
 
     def __init__(self, subscription: str, endpoint: str = "", *, credential: Any = None,
-                 polling_interval: float = 2.0, throttle_retries: int = 4, max_retry_after: float = 30.0,
-                 sleep: Callable[[float], None] = time.sleep):
+                 polling_interval: float = 2.0, throttle_retries: int = 4, sleep: Callable[[float], None] = time.sleep):
         self.subscription = subscription
         self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
         self.polling_interval = polling_interval
-        self.throttle_retries = throttle_retries
-        self.max_retry_after = max_retry_after
-        self._sleep = sleep
+        self.retrier = Retrier(replace(RULES, max_attempts=throttle_retries + 1), sleep=sleep)
         local = is_local(self.endpoint)
         if credential is None:
             if local:
@@ -153,10 +153,11 @@ class Arm:
         return self._client("storage")
 
     def call(self, fn: Callable[[], T], what: str) -> T:
-        """``fn()`` with throttles retried after their Retry-After; Azure errors become ours."""
+        """``fn()`` with throttles (HTTP 429) retried after their Retry-After by the kit's engine
+        (``providers.azure.errors.RULES``); Azure errors become ours."""
         from azure.core.exceptions import AzureError, DecodeError, DeserializationError, HttpResponseError
 
-        for attempt in range(self.throttle_retries + 1):
+        def once() -> T:
             try:
                 return fn()
             except DecodeError as err:           # a 2xx body that is not JSON (an HttpResponseError too)
@@ -166,13 +167,13 @@ class Arm:
             except HttpResponseError as err:
                 if err.status_code != 429:
                     raise to_error(err, what) from err
-                if attempt == self.throttle_retries:
-                    raise RateLimitedError("azure", f"{what}: still throttled after {attempt + 1} attempts",
-                                           code="TooManyRequests") from err
-                self._sleep(self._retry_after(err, attempt))
+                headers = getattr(err.response, "headers", None) or {}
+                raise RateLimitedError("azure", f"{what}: throttled (HTTP 429)", code=THROTTLED,
+                                       retry_after=retry_after_seconds(headers.get("Retry-After"))) from err
             except AzureError as err:
                 raise to_error(err, what) from err
-        raise AssertionError("unreachable")
+
+        return self.retrier.call(once, idempotent=False)
 
     def listing(self, list_call: Callable[..., Iterable[Any]], what: str) -> list[dict[str, Any]]:
         """Every item of the SDK list call ``list_call(**options)`` in wire format, through
@@ -184,15 +185,6 @@ class Arm:
                 read_json(ArmPage, http.body(), provider="azure", what=what)
 
         return self.call(lambda: [wire(v) for v in list_call(raw_response_hook=check_page)], what)
-
-    def _retry_after(self, err: HttpResponseError, attempt: int) -> float:
-        headers = getattr(err.response, "headers", None) or {}
-        try:
-            wait = float(headers.get("Retry-After", ""))
-        except ValueError:
-            wait = 2.0 ** attempt
-        return max(0.0, min(wait, self.max_retry_after))
-
 
 def _body(err: HttpResponseError) -> bytes | None:
     """The body of the answer ``err`` came from, where the SDK kept it."""

@@ -2,7 +2,7 @@
 
 ARM answers failures as ``{"error": {"code": "<code>", "message": "<text>"}}``, synchronously
 (HTTP 4xx/5xx) or as the ``error`` of a failed long-running operation. :data:`ARM_ERRORS` maps the
-code; codes it does not list fall back on the HTTP status (:data:`STATUS_ERRORS`).
+code; codes it does not list fall back on the HTTP status (:data:`TABLE`).
 :func:`to_error` builds the exception from an ``azure.core`` exception; it never includes request
 headers, so a bearer token cannot leak into a message.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.errors import (
-    HTTP_STATUS_ERRORS,
     AuthError,
     InstanceNotFoundError,
     NoCapacityError,
@@ -21,6 +20,11 @@ from fleet.errors import (
     RateLimitedError,
     TransientProviderError,
 )
+from providers.kit.errors import ErrorTable
+from providers.kit.retry import RetryRules
+
+#: The code ``Arm.call`` gives an HTTP 429 (ARM names it several ways, or not at all).
+THROTTLED = "TooManyRequests"
 
 #: ARM error code -> our class.
 ARM_ERRORS: dict[str, type[ProviderError]] = {
@@ -44,17 +48,17 @@ ARM_ERRORS: dict[str, type[ProviderError]] = {
     "InternalExecutionError": TransientProviderError,
 }
 
-#: HTTP status -> our class, for answers without a known code.
-STATUS_ERRORS = HTTP_STATUS_ERRORS
+#: The ARM codes first, then the HTTP status (``providers.kit.errors``).
+TABLE = ErrorTable("azure", codes=ARM_ERRORS)
+#: ARM throttles with HTTP 429 and a Retry-After (``Arm.call`` raises it as ``throttled``); nothing
+#: else is retried inside the adapter (a create's 5xx is the executor's to replay with its token).
+RULES = RetryRules(throttling=frozenset({THROTTLED}), max_attempts=5, base_delay=1.0, max_delay=30.0,
+                   max_retry_after=30.0, max_total_seconds=150.0)
 
 
 def error_class(status: int | None, code: str) -> type[ProviderError]:
     """The class for an answer with HTTP ``status`` (None for a failed operation) and ARM ``code``."""
-    if code in ARM_ERRORS:
-        return ARM_ERRORS[code]
-    if status in STATUS_ERRORS:
-        return STATUS_ERRORS[status]
-    return TransientProviderError if (status or 0) >= 500 else ProviderError
+    return TABLE.error_class(code=code, status=status)
 
 
 def arm_code(err: Any) -> tuple[int | None, str, str]:

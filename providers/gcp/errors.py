@@ -8,7 +8,7 @@ GCE reports failures two ways, and both go through here:
   ``QUOTA_EXCEEDED``, ``VM_MIN_COUNT_NOT_REACHED``...): :func:`from_operation`.
 
 No capacity means "try another pool"; quota blocks the region; auth blocks the provider;
-throttling is retried in :mod:`providers.gcp.provider` before it becomes ``RateLimitedError``;
+throttling is retried by :data:`RULES` (``GceApi.call``) before it becomes ``RateLimitedError``;
 transient server faults are safe to retry with the same requestId. An unknown code is a plain
 ProviderError.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.errors import (
-    HTTP_STATUS_ERRORS,
     AuthError,
     InstanceNotFoundError,
     NoCapacityError,
@@ -27,6 +26,8 @@ from fleet.errors import (
     RateLimitedError,
     TransientProviderError,
 )
+from providers.kit.errors import ErrorTable
+from providers.kit.retry import RetryRules
 
 #: Vendor code or reason -> our error class.
 ERROR_TABLE: dict[str, type[ProviderError]] = {
@@ -61,19 +62,20 @@ ERROR_TABLE: dict[str, type[ProviderError]] = {
     "TIMEOUT": TransientProviderError,
 }
 
-#: HTTP status -> class, for answers without a known reason.
-STATUS_TABLE = HTTP_STATUS_ERRORS
+#: The reasons first, then the HTTP status (``providers.kit.errors``).
+TABLE = ErrorTable("gcp", codes=ERROR_TABLE)
+#: Throttling is retried always, a 5xx only for reads: a mutation's requestId makes the caller's
+#: retry safe, and the executor decides when (``GceApi.call``).
+RULES = RetryRules(delays=(0.05, 0.1, 0.2, 0.4, 0.8))
 
 
 def error_class(code: str, status: int = 0) -> type[ProviderError]:
     """The class for vendor ``code`` (then HTTP ``status``; ``ProviderError`` when neither is known)."""
-    if code in ERROR_TABLE:
-        return ERROR_TABLE[code]
-    return STATUS_TABLE.get(status, TransientProviderError if status >= 500 else ProviderError)
+    return TABLE.error_class(code=code, status=status)
 
 
 def to_error(code: str, message: str, *, region: str = "", status: int = 0) -> ProviderError:
-    return error_class(code, status)("gcp", message or code, region=region, code=code or f"HTTP{status}")
+    return TABLE.error(message or code, code=code, status=status, region=region, limit=100_000)
 
 
 def from_api_error(err: Any, *, region: str = "") -> ProviderError:

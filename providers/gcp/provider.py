@@ -19,24 +19,24 @@ Default Credentials against the real API.
 from __future__ import annotations
 
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Sequence, TypeVar
 
-from fleet.errors import AuthError, FleetError, ProviderError, RateLimitedError, TransientProviderError
+from fleet.errors import AuthError, FleetError, ProviderError, TransientProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import FleetSpec
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.gcp import errors
 from providers.gcp.settings import GcpSettings
 from providers.kit.responses import malformed
+from providers.kit.retry import Retrier
 
 ENDPOINT_ENV = "SPOTFLEET_GCE_ENDPOINT"
 PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
 #: Seconds slept before each retry of a throttled call (full jitter below each value).
-RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)
+RETRY_DELAYS = errors.RULES.delays or ()
 #: Per-call timeout in seconds (the client's own retry of reads is turned off: we retry here).
 CALL_TIMEOUT = 60.0
 #: Seconds a zone operation may take before the wait gives up.
@@ -82,6 +82,11 @@ class GceApi:
     project: str
     endpoint: str = field(default_factory=endpoint_override)
     retry_delays: Sequence[float] = RETRY_DELAYS
+    sleep: Callable[[float], None] = time.sleep
+
+    @cached_property
+    def retrier(self) -> Retrier:
+        return Retrier(errors.RULES.with_delays(tuple(self.retry_delays)), sleep=self.sleep)
 
     def _client(self, cls: Any) -> Any:
         kwargs: dict[str, Any] = {"transport": "rest"}
@@ -130,7 +135,7 @@ class GceApi:
 
     def call(self, fn: Callable[..., T], *, region: str = "", read: bool = False, what: str = "Compute Engine call",
              **kwargs: Any) -> T:
-        """``fn(**kwargs)`` with our errors: throttling (and, for reads, 5xx) retried with backoff.
+        """``fn(**kwargs)`` with our errors: throttling (and, for reads, 5xx) retried (``errors.RULES``).
 
         A mutation's 5xx is raised at once as TransientProviderError: its requestId makes the
         caller's retry safe, and the executor decides when. An answer that does not parse is
@@ -140,23 +145,20 @@ class GceApi:
         from google.auth import exceptions as auth_exc
         from google.protobuf import json_format
 
-        for attempt in range(len(self.retry_delays) + 1):
+        def once() -> T:
             try:
                 return fn(**kwargs, retry=None, timeout=CALL_TIMEOUT)
             except gexc.GoogleAPICallError as exc:
-                err = errors.from_api_error(exc, region=region)
+                raise errors.from_api_error(exc, region=region) from None
             except (auth_exc.TransportError, gexc.RetryError, OSError) as exc:   # requests' errors are OSErrors
-                err = TransientProviderError("gcp", f"cannot reach Compute Engine: {exc}", region=region,
-                                             code="connection")
+                raise TransientProviderError("gcp", f"cannot reach Compute Engine: {exc}", region=region,
+                                             code="connection") from None
             except auth_exc.GoogleAuthError as exc:
-                err = AuthError("gcp", f"credentials refused: {exc}", region=region, code="authError")
+                raise AuthError("gcp", f"credentials refused: {exc}", region=region, code="authError") from None
             except json_format.ParseError as exc:
                 raise malformed("gcp", what, detail=str(exc), region=region) from None
-            again = isinstance(err, RateLimitedError) or (read and isinstance(err, TransientProviderError))
-            if not again or attempt == len(self.retry_delays):
-                raise err
-            time.sleep(random.uniform(self.retry_delays[attempt] / 2, self.retry_delays[attempt]))
-        raise AssertionError("unreachable")
+
+        return self.retrier.call(once, idempotent=read)
 
     def pages(self, fn: Callable[..., Any], *, kind: str, what: str, region: str = "", **kwargs: Any) -> list[Any]:
         """Every page of the list call ``fn(**kwargs)``, all fetched inside :meth:`call` (a later

@@ -10,15 +10,15 @@ retried here with backoff, terminate idempotent and blind to untagged instances.
 from __future__ import annotations
 
 import logging
-import random
 import sqlite3
 import time
 from typing import Sequence
 
-from fleet.errors import ProviderError, RateLimitedError
+from fleet.errors import ProviderError
 from fleet.model import (TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, Quota,
                          fleet_tags)
 from providers.base import BucketRef, OfferQuery, StorageSpec
+from providers.kit.retry import Retrier, RetryRules
 from providers.local import buckets, ledger, quotas
 from providers.local.cloud import LocalCloud, fingerprint, take_fault
 from providers.local.market import PoolModel
@@ -37,7 +37,7 @@ class LocalProvider:
         self.cloud = cloud
         self.vendor = vendor
         self.name = vendor.name
-        self.retry_delays = tuple(retry_delays)
+        self.retrier = Retrier(RetryRules(delays=tuple(retry_delays)))
 
     def __repr__(self) -> str:
         return f"LocalProvider({self.name!r}, root={str(self.cloud.root)!r})"
@@ -79,14 +79,8 @@ class LocalProvider:
         if pool.id not in self.cloud.market:
             raise ProviderError(self.name, f"no pool {pool.id} in the local cloud", region=pool.region,
                                 code=self.vendor.code("unknown-pool"))
-        for attempt in range(len(self.retry_delays) + 1):
-            try:
-                return self._launch_once(request)
-            except RateLimitedError:
-                if attempt == len(self.retry_delays):
-                    raise
-                time.sleep(random.uniform(0, self.retry_delays[attempt]))
-        raise AssertionError("unreachable")
+        # throttling is retried by the kit's engine, as the real adapters do; nothing else is
+        return self.retrier.call(lambda: self._launch_once(request), idempotent=False)
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """Alive instances of this vendor whose spotfleet fleet tag is ``fleet``."""

@@ -53,6 +53,10 @@ class Harness(Protocol):
         one of ``tests/fakes/malformed.py``'s); skips where the target has no wire format."""
 
 
+#: Levers only targets of some abilities have (the ability's contract test skips without them):
+#: ``outbid(ids, min_bid)``: a higher bid takes these instances' machines (``RaisesBids``).
+
+
 @dataclass
 class LocalHarness:
     cloud: LocalCloud

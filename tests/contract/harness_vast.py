@@ -83,6 +83,10 @@ class VastHarness:
     def malform(self, variant: str, count: int) -> None:
         self._control("faults", {"target": "list", "kind": "malformed", "variant": variant, "count": count})
 
+    def outbid(self, ids: list[str], min_bid: float) -> None:
+        """A higher bid takes these instances' machines; the machine's minimum is now ``min_bid``."""
+        self._control("outbid", {"ids": [int(i) for i in ids], "min_bid": min_bid})
+
 
 def vast_harness() -> VastHarness:
     """A harness on a freshly reset fake, with an adapter that retries fast."""
