@@ -47,6 +47,8 @@ providers:
   vast: {{on_demand: false, min_reliability: 0.9}}
 diversification:
   max_pool_share: 0.05
+node:
+  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
 """
 
 
