@@ -17,16 +17,15 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from fake_launch import measure  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
 from fleet.model import InstanceState  # noqa: E402
@@ -34,7 +33,6 @@ from providers.vast.api import VastApi  # noqa: E402
 from providers.vast.provider import VastProvider  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "vast_launch.json"
-FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 NODES = 20
 MACHINES = 30
 
@@ -49,6 +47,8 @@ providers:
   vast: {{on_demand: false, min_reliability: 0.9}}
 diversification:
   max_pool_share: 0.05
+node:
+  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
 """
 
 
@@ -62,36 +62,10 @@ def asks() -> list[dict]:
 def run_once(server: VastServer, latency: float, boot: float) -> dict:
     httpx.post(f"{server.url}/_control/reset", json={"asks": asks()}).raise_for_status()
     httpx.post(f"{server.url}/_control/config", json={"latency": latency, "boot_seconds": boot}).raise_for_status()
-    with tempfile.TemporaryDirectory() as tmp:
-        spec = Path(tmp) / "vbench.yaml"
-        spec.write_text(SPEC)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "VAST_"))}
-        env.update(SPOTFLEET_HOME=str(Path(tmp) / "home"), HOME=tmp, SPOTFLEET_VAST_URL=server.url,
-                   VAST_API_KEY=API_KEY)
-        start = time.perf_counter()
-        proc = subprocess.run([FLEET_BIN, "up", str(spec), "--yes", "--json"], env=env, capture_output=True,
-                              text=True, timeout=600)
-        up_done = time.perf_counter()
-        if proc.returncode != 0:
-            raise SystemExit(f"fleet up failed ({proc.returncode}): {proc.stderr[-2000:]}")
-        calls_up = httpx.get(f"{server.url}/_control/calls").json()
-        watcher = VastProvider(api=VastApi(server.url, API_KEY))
-        polls = 0
-        while True:
-            running = [i for i in watcher.list_instances("vbench") if i.state is InstanceState.RUNNING]
-            polls += 1
-            if len(running) >= NODES:
-                break
-            time.sleep(0.1)
-        all_running = time.perf_counter()
-        report = json.loads(proc.stdout)
-        subprocess.run([FLEET_BIN, "down", "vbench", "--yes", "--json"], env=env, capture_output=True, timeout=600)
-    return {
-        "latency_s": latency, "boot_s": boot, "launched": len(report["launched"]),
-        "up_seconds": round(up_done - start, 3), "search_to_running_seconds": round(all_running - start, 3),
-        "api_calls_during_up": calls_up["total"], "api_calls_per_instance": round(calls_up["total"] / NODES, 2),
-        "calls_by_route": calls_up["calls"], "status_polls_until_running": polls,
-    }
+    watcher = VastProvider(api=VastApi(server.url, API_KEY))
+    got = measure(server.url, SPEC, "vbench", NODES, {"SPOTFLEET_VAST_URL": server.url, "VAST_API_KEY": API_KEY},
+                  ("VAST_",), lambda: sum(i.state is InstanceState.RUNNING for i in watcher.list_instances("vbench")))
+    return {"latency_s": latency, "boot_s": boot, "search_to_running_seconds": got.pop("to_running_seconds"), **got}
 
 
 def main() -> None:

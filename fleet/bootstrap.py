@@ -49,9 +49,9 @@ from fleet.model import LaunchRequest
 from fleet.spec import PREINSTALLED, SHIP
 
 #: ``fleet run --cloud`` value per provider: where the node agent reads interruption notices
-#: (``none``: an on-demand provider that gives none).
+#: (``none``: a provider that gives none: periodic checkpoints carry the work).
 AGENT_CLOUD = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast", "oci": "oci", "local": "local",
-               "lambda": "none"}
+               "lambda": "none", "runpod": "none"}
 
 #: Where the node keeps spotfleet and writes its log.
 DEFAULT_PREFIX = "/opt/spotfleet"

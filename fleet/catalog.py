@@ -36,6 +36,16 @@ SPOT_PRIOR_PER_HOUR: dict[str, float] = {
 ON_DEMAND_ONLY = ("lambda",)
 
 
+def spot_not_sold() -> frozenset[str]:
+    """Providers whose adapter says their API sells no interruptible capacity (registration record
+    ``spot=False``, e.g. RunPod: its API v2 has no interruptible pods). Their snapshot spot rows
+    are kept, so a plan can say why it does not use them, but with ``capacity_hint=0``: the planner
+    never picks them."""
+    from providers.registry import records
+
+    return frozenset(name for name, rec in records().items() if not rec.spot)
+
+
 @dataclass(frozen=True)
 class CatalogInfo:
     """Provenance of a set of offers, shown by ``fleet offers`` and ``fleet plan``."""
@@ -66,6 +76,7 @@ def snapshot_offers() -> tuple[Offer, ...]:
     they price a GPU without its host VM)."""
     text = resources.files("fleet.data").joinpath("catalog/gpu_offers.csv").read_text()
     out: list[Offer] = []
+    not_sold = spot_not_sold()
     for row in csv.DictReader(io.StringIO(text)):
         if not row["instance_type"]:
             continue
@@ -87,7 +98,8 @@ def snapshot_offers() -> tuple[Offer, ...]:
         if spot is not None and provider not in ON_DEMAND_ONLY:
             rate, src = spot_interruption_estimate(provider, row["zone"], row["accelerator"])
             out.append(Offer(pool=PoolKey(**pool, market=Market.SPOT), price_per_hour=spot,
-                             interruptions_per_hour=rate, interruption_source=src, **common))
+                             interruptions_per_hour=rate, interruption_source=src,
+                             capacity_hint=0 if provider in not_sold else None, **common))
     return tuple(out)
 
 

@@ -39,13 +39,11 @@ PACKAGES: dict[str, str] = {
     "vast": "providers.vast",
     "oci": "providers.oci",
     "lambda": "providers.lambda_cloud",      # ``lambda`` is a Python keyword
+    "runpod": "providers.runpod",
 }
 
 #: Providers in the price snapshot and the local cloud that no adapter ships for yet.
-SIMULATED_ONLY: tuple[ProviderRecord, ...] = (
-    ProviderRecord("runpod", title="RunPod", notice_seconds=5, summary="RunPod (no adapter yet)",
-                   pulumi_refusal="no adapter ships for it yet"),
-)
+SIMULATED_ONLY: tuple[ProviderRecord, ...] = ()
 
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"
 

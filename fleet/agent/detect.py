@@ -56,7 +56,7 @@ def make_watcher(cloud: str, opts: WatcherOptions = WatcherOptions()) -> Polling
 def instance_id(cloud: str, *, url: str | None = None) -> str:
     """This node's instance id as its provider's adapter names it: ``$SPOTFLEET_INSTANCE_ID``
     where set (the local cloud sets it), else the cloud's own answer (AWS and GCE metadata, the
-    Azure VM name, Vast's ``$CONTAINER_ID``); "" when ``cloud`` has no such source.
+    Azure VM name, Vast's ``$CONTAINER_ID``, RunPod's ``$RUNPOD_POD_ID``); "" when ``cloud`` has no such source.
     Raises TransientError when the metadata service does not answer (ask again later)."""
     given = os.environ.get("SPOTFLEET_INSTANCE_ID", "")
     if given:
@@ -71,6 +71,8 @@ def instance_id(cloud: str, *, url: str | None = None) -> str:
         return os.environ.get("CONTAINER_ID", "")
     if cloud == "oci":
         return oci.OciWatcher(url).instance_id()
+    if cloud == "runpod":       # RunPod sets it in every pod (its docs: pods/templates/environment-variables)
+        return os.environ.get("RUNPOD_POD_ID", "")
     return ""
 
 

@@ -2,7 +2,7 @@
 
 A node on AWS, GCP or Azure reaches the fleet's bucket with its own identity (an instance profile,
 a service account, a managed identity). A node of a provider that has none (``NodesWithoutIdentity``:
-Vast now; RunPod or Lambda later) runs on a third party's machine, so it gets credentials that
+Vast, RunPod) runs on a third party's machine, so it gets credentials that
 reach the fleet's prefix only and that ``fleet down`` revokes, never the operator's own keys:
 
 * :func:`grant` (``fleet up`` and the rebalancer, before launching; idempotent) asks the store's

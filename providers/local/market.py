@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from fleet.catalog import cpu_offers, snapshot_offers
+from fleet.catalog import cpu_offers, snapshot_offers, spot_not_sold
 from fleet.model import InterruptionSource, Market, Offer
 from fleet.traces import Trace, all_traces, trace_for_zone
 from providers.local.vendors import VENDORS
@@ -112,7 +112,9 @@ class SpotMarket:
 
     @cached_property
     def _offers(self) -> dict[str, Offer]:
-        return {o.pool.id: o for o in (*snapshot_offers(), *cpu_offers()) if o.pool.provider in VENDORS}
+        not_sold = spot_not_sold()       # a vendor whose adapter sells no spot is simulated without it
+        return {o.pool.id: o for o in (*snapshot_offers(), *cpu_offers()) if o.pool.provider in VENDORS
+                and not (o.market is Market.SPOT and o.pool.provider in not_sold)}
 
     @cached_property
     def _by_provider(self) -> dict[str, list[str]]:

@@ -4,11 +4,11 @@ The local cloud simulates every catalog provider under its real name, so the exe
 and the operator see vendor-shaped data: ``i-0...`` instance ids and
 ``InsufficientInstanceCapacity`` for AWS, numeric ids and ``ZONE_RESOURCE_POOL_EXHAUSTED``
 for GCP, and so on. The AWS, GCP, Azure and Vast codes are the documented ones
-(see the cloud API notes), OCI's from its API error reference, and Lambda's from its API reference
-(the 429 code is the adapter's, as the reference documents the limit but not the body); the RunPod
-codes are illustrative. The facts about a vendor that its adapter declares (interruption notice,
-spot or not) come from its registration record (``providers.registry.record``), so the local cloud
-simulates what the real adapter states.
+(see the cloud API notes), OCI's from its API error reference, Lambda's from its API reference
+(the 429 code is the adapter's, as the reference documents the limit but not the body), and RunPod's
+are those its adapter derives from REST v2 problems. The facts about a vendor that its adapter declares
+(interruption notice, spot or not) come from its registration record (``providers.registry.record``),
+so the local cloud simulates what the real adapter states.
 """
 
 from __future__ import annotations
@@ -114,10 +114,10 @@ VENDORS: dict[str, Vendor] = {v.name: v for v in (
             "throttle": "global/too-many-requests", "server-error": "global/internal-error",
             "auth": "global/invalid-api-key", "mismatch": "global/invalid-parameters",
             "price": "global/invalid-parameters", "unknown-pool": "global/object-does-not-exist"}),
-    Vendor("runpod", _pod_id,
-           {"capacity": "SUPPLY_CONSTRAINT", "quota": "SPEND_LIMIT_REACHED", "throttle": "TOO_MANY_REQUESTS",
-            "server-error": "INTERNAL_SERVER_ERROR", "auth": "UNAUTHENTICATED", "mismatch": "BAD_USER_INPUT",
-            "price": "BID_TOO_LOW", "unknown-pool": "GPU_TYPE_NOT_FOUND"}, hazard_per_hour=0.03),
+    Vendor("runpod", _pod_id,       # the codes the RunPod adapter derives from REST v2 problems
+           {"capacity": "no-capacity", "quota": "insufficient-balance", "throttle": "rate-limited",
+            "server-error": "HTTP502", "auth": "unauthorized", "mismatch": "invalid-request",
+            "price": "invalid-request", "unknown-pool": "invalid-request"}, hazard_per_hour=0.03),
     Vendor("oci", _ocid,
            {"capacity": "OutOfHostCapacity", "quota": "LimitExceeded", "throttle": "TooManyRequests",
             "server-error": "InternalServerError", "auth": "NotAuthenticated", "mismatch": "IncorrectState",

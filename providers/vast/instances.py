@@ -1,6 +1,6 @@
 """Vast instance rows as spotfleet instances, and the label that makes them ours (pure).
 
-Vast has no tags, only a free-text ``label``. Ours is
+Vast has no tags, only a free-text ``label``. Ours is the kit's ``providers.kit.rented.Label``,
 ``spotfleet|<fleet>|<pool id>|<plan id>|<token>|<count>``: the fleet and pool (discovery),
 the plan, and the launch token with its count (idempotency: list by label before creating).
 Extra tags travel as JSON in the instance variable ``SPOTFLEET_TAGS`` and come back in the
@@ -14,44 +14,13 @@ price the storage it still bills; anything else alive -> pending.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, Instance, InstanceState, PoolKey
+from providers.kit.rented import Label, extra_tags  # noqa: F401  (the label Vast keeps in ``label``)
 from providers.vast.offers import accelerator, storage_per_hour
 
-LABEL_PREFIX = "spotfleet"
 TAGS_ENV = "SPOTFLEET_TAGS"
-_SEP = "|"
-
-
-@dataclass(frozen=True)
-class Label:
-    fleet: str
-    pool: str
-    plan: str
-    token: str
-    count: int
-
-    def render(self) -> str:
-        return _SEP.join((LABEL_PREFIX, self.fleet, self.pool, self.plan, self.token, str(self.count)))
-
-    @classmethod
-    def parse(cls, text: Any) -> "Label | None":
-        """The label's parts, None for a label spotfleet did not write."""
-        parts = str(text or "").split(_SEP)
-        if len(parts) != 6 or parts[0] != LABEL_PREFIX or not parts[1] or not parts[4]:
-            return None
-        try:
-            PoolKey.from_id(parts[2])
-            return cls(parts[1], parts[2], parts[3], parts[4], int(parts[5]))
-        except (ValueError, TypeError):
-            return None
-
-
-def extra_tags(tags: Mapping[str, str]) -> dict[str, str]:
-    """The tags a label cannot carry (everything but fleet, pool and plan)."""
-    return {k: v for k, v in sorted(tags.items()) if k not in (TAG_FLEET, TAG_POOL, TAG_PLAN)}
 
 
 def _row_tags(row: Mapping[str, Any]) -> dict[str, str]:

@@ -19,14 +19,14 @@ from typing import Any, Mapping
 from fleet.bootstrap import boot_for, render
 from fleet.model import LaunchRequest
 from providers.kit.node_store import STORE_SETTINGS, store_scheme, store_settings  # noqa: F401 (re-exported)
-from providers.vast.instances import TAGS_ENV, Label, extra_tags
+from providers.kit.rented import Label, extra_tags  # noqa: F401
+from providers.vast.instances import TAGS_ENV
 
 DEFAULT_IMAGE = "pytorch/pytorch:latest"
 
 
 def label_for(request: LaunchRequest) -> Label:
-    plan = request.tags.get("spotfleet:plan", "")
-    return Label(request.fleet, request.offer.pool.id, plan, request.token, request.count)
+    return Label.of(request)
 
 
 def create_body(request: LaunchRequest, label: Label, bid: float | None, disk_gb: int,

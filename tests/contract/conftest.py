@@ -24,7 +24,7 @@ from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
 TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "local:oci", "vast",
-           "aws", "gcp", "azure", "azure:scale-set", "oci", "lambda"]
+           "aws", "gcp", "azure", "azure:scale-set", "oci", "lambda", "runpod"]
 
 
 class Harness(Protocol):
@@ -97,6 +97,9 @@ def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -
     if family == "vast":
         from tests.contract.harness_vast import vast_harness
         return vast_harness()
+    if family == "runpod":
+        from tests.contract.harness_runpod import runpod_harness
+        return runpod_harness()
     if family == "gcp":
         from harness_gcp import make_gcp_harness
         return make_gcp_harness()

@@ -1,9 +1,9 @@
 """A node boots from the start-up script an adapter really sent, with no spotfleet installed.
 
-``fleet up`` runs as a subprocess against the fakes (moto for EC2 and S3, the fake Vast, OCI and
-Lambda servers); the script is taken from what the fake received (the EC2 instance's user data,
+``fleet up`` runs as a subprocess against the fakes (moto for EC2 and S3, the fake Vast, OCI,
+Lambda and RunPod servers); the script is taken from what the fake received (the EC2 instance's user data,
 the Vast ask's ``onstart``, the OCI instance's ``metadata.user_data``, the Lambda launch's
-cloud-init ``user_data``) and run by bash in a sandbox: a fresh prefix and log (the script's
+cloud-init ``user_data``, the RunPod pod's container command ``args`` with its ``env``) and run by bash in a sandbox: a fresh prefix and log (the script's
 ``SPOTFLEET_PREFIX``/``SPOTFLEET_NODE_LOG``), the image's interpreter pinned with
 ``SPOTFLEET_PYTHON`` (a bare interpreter without spotfleet: 3.10 as on Ubuntu 22.04 images, 3.11
 as in ``pytorch/pytorch``), a stand-in ``nvidia-smi`` that answers as the real one does, and only
@@ -34,6 +34,8 @@ from metadata import FakeImds, FakeOciImds  # noqa: E402
 from oci_server import COMPARTMENT, IMAGE, SUBNET, OciServer  # noqa: E402
 from lambda_server import API_KEY as LAMBDA_KEY  # noqa: E402
 from lambda_server import LambdaServer  # noqa: E402
+from runpod_server import API_KEY as RUNPOD_KEY  # noqa: E402
+from runpod_server import RunPodServer  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.emulator, pytest.mark.timeout(1200)]
@@ -43,6 +45,12 @@ PYENV = Path("/root/.pyenv/versions")
 NVIDIA_SMI = """#!/bin/sh
 # answers `--query-gpu=index,name,driver_version,memory.total --format=csv,noheader` as nvidia-smi does
 echo "0, NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB"
+"""
+#: A container's keep-alive (a RunPod pod's command ends in ``exec sleep infinity``) returns at once
+#: in the sandbox, so a boot can be waited for; any other sleep is the real one.
+SLEEP = """#!/bin/sh
+[ "$1" = infinity ] && exit 0
+exec /bin/sleep "$@"
 """
 
 
@@ -58,7 +66,7 @@ def bare_python(version: str) -> str:
 
 
 def cli_env(root: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_", "VAST_", "LAMBDA_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_", "VAST_", "LAMBDA_", "RUNPOD_"))}
     env.update(SPOTFLEET_HOME=str(root / "home"), COLUMNS="200", NO_COLOR="1", **extra)
     return env
 
@@ -79,6 +87,8 @@ class Node:
         bin_dir.mkdir(parents=True)
         (bin_dir / "nvidia-smi").write_text(NVIDIA_SMI)
         (bin_dir / "nvidia-smi").chmod(0o755)
+        (bin_dir / "sleep").write_text(SLEEP)
+        (bin_dir / "sleep").chmod(0o755)
         self.script = self.root / "boot.sh"
         self.script.write_text(script)
         keep = ("PIP_", "SSL_", "REQUESTS_CA_BUNDLE")
@@ -169,6 +179,17 @@ checkpoint: {{provider: s3}}
 node:
   startup: """ + STARTUP + "\n"
 
+SPEC_RUNPOD = """
+name: bootrunpod
+backend: cloud
+capacity: {{gpus: 1, accelerators: [H100], gpus_per_node: {{min: 1, max: 1}}}}
+providers:
+  runpod: {{clouds: [SECURE]}}
+  aws: {{regions: [us-east-1], ami: {ami}, spot: false, on_demand: false}}
+checkpoint: {{provider: s3}}
+node:
+  startup: """ + STARTUP + "\n"
+
 #: What a launch gives the sandboxed node: the start-up script and the environment the cloud sets.
 Launched = tuple[str, dict[str, str]]
 
@@ -254,8 +275,29 @@ def launched_on_lambda(root: Path, world: aws_world.AwsWorld) -> Iterator[Launch
         server.stop()
 
 
+@contextmanager
+def launched_on_runpod(root: Path, world: aws_world.AwsWorld) -> Iterator[Launched]:
+    """``fleet up`` on the fake RunPod API v2 (bucket on moto); the script is the pod's command
+    (``args``), run with the pod's ``env`` (the bootstrap and the bucket's scoped keys are there)."""
+    server = RunPodServer(port=0).start()
+    try:
+        spec = root / "spec.yaml"
+        spec.write_text(SPEC_RUNPOD.format(ami=aws_world.MOTO_AMI))
+        fleet(root, cli_env(root, **world.env, SPOTFLEET_RUNPOD_URL=server.url, RUNPOD_API_KEY=RUNPOD_KEY),
+              "up", str(spec), "--yes", "--json")
+        made = list(server.state.pods.values())
+        assert len(made) == 1
+        body = made[0]["_body"]
+        # what RunPod sets in every pod (its id), plus the loopback stand-in for the name of S3
+        cloud = {"RUNPOD_POD_ID": made[0]["id"], "AWS_ENDPOINT_URL": world.env["AWS_ENDPOINT_URL"]}
+        yield body["args"] + "\n", {**body["env"], **cloud}
+    finally:
+        server.stop()
+
+
 LAUNCHES: dict[str, Callable[[Path, aws_world.AwsWorld], ContextManager[Launched]]] = {
-    "aws": launched_on_aws, "vast": launched_on_vast, "oci": launched_on_oci, "lambda": launched_on_lambda}
+    "aws": launched_on_aws, "vast": launched_on_vast, "oci": launched_on_oci, "lambda": launched_on_lambda,
+    "runpod": launched_on_runpod}
 
 
 @pytest.fixture(scope="session")
@@ -265,9 +307,9 @@ def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 # the image's Python: 3.10 as on Ubuntu 22.04 (the AWS/GCP/Azure default images and Lambda Stack 22.04),
-# 3.11 as in pytorch/pytorch
+# 3.11 as in pytorch/pytorch, 3.12 as in RunPod's PyTorch image (Ubuntu 24.04)
 @pytest.mark.parametrize("provider, python_version", [("aws", "3.10"), ("vast", "3.11"), ("oci", "3.11"),
-                                                      ("lambda", "3.10")])
+                                                      ("lambda", "3.10"), ("runpod", "3.12")])
 def test_a_node_boots_from_the_script_its_adapter_sent(provider: str, python_version: str, tmp_path: Path,
                                                        pip_cache: str):
     python = bare_python(python_version)

@@ -177,7 +177,7 @@ def test_preempting_an_unknown_instance_names_the_fix(tmp_path):
 # ---- determinism -----------------------------------------------------------------------------
 
 def _history(cloud: LocalCloud) -> list[tuple]:
-    for n, provider in enumerate(("aws", "gcp", "azure", "runpod")):
+    for n, provider in enumerate(("aws", "gcp", "azure", "vast")):
         offers = sorted((o for o in cloud.provider(provider).list_offers(OfferQuery(on_demand=False))
                          if (o.capacity_hint or 0) >= 4), key=lambda o: o.pool.id)[:3]
         for k, offer in enumerate(offers):

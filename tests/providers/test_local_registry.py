@@ -46,9 +46,15 @@ def test_env_points_at_another_cloud(tmp_path, monkeypatch):
     assert not (tmp_path / "home" / "localcloud").exists()
 
 
-def test_cloud_backend_says_what_to_do(tmp_path):
+def test_cloud_backend_says_what_to_do(tmp_path, monkeypatch):
+    """Every provider has an adapter now: one that cannot be built names its own fix, and a provider
+    without an adapter (a record with no factory) points at the local cloud."""
+    with pytest.raises(FleetError, match="providers.gcp.project"):
+        registry.providers_for(parse_spec(SPEC.format(backend="cloud") + "providers: [gcp]\n"), tmp_path)
+    monkeypatch.setattr(registry, "_records", {name: replace(rec, factory=None) if name == "oci" else rec
+                                               for name, rec in registry.records().items()})
     with pytest.raises(FleetError, match="backend: local") as err:
-        registry.providers_for(parse_spec(SPEC.format(backend="cloud")), tmp_path)
+        registry.providers_for(parse_spec(SPEC.format(backend="cloud") + "providers: [oci]\n"), tmp_path)
     assert "no cloud adapter for" in str(err.value)
 
 

@@ -69,7 +69,7 @@ def test_a_plan_on_a_provider_the_stacks_do_not_declare_is_refused_in_one_line(t
     done = export(tmp_path, str(spec), str(tmp_path / "out"))
     assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: the plan puts instances on runpod (") and "which the Pulumi stacks" in done.stderr
-    assert "; runpod: " in done.stderr            # the reason its registration record gives
+    assert "; runpod: RunPod has no Pulumi provider" in done.stderr      # the reason its registration record gives
     assert not (tmp_path / "out").exists()
 
 

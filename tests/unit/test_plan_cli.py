@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from fleet.cli.main import cli
 from fleet.model import Plan
+from providers.registry import SIMULATED_ONLY
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "h100-multicloud.yaml")
@@ -104,23 +105,27 @@ def test_local_backend_plans_from_the_local_cloud(run, tmp_path):
 
 
 NEOCLOUD = """name: neo
-capacity: {gpus: 16, accelerators: [H100], on_demand_gpus: 8}
-providers: [aws, gcp, runpod]
+capacity: {{gpus: 16, accelerators: [H100], on_demand_gpus: 8}}
+providers: [aws, gcp, {name}]
 """
+#: A provider in the snapshot that no adapter ships for yet (the marking goes once every one has an adapter).
+NO_ADAPTER = next((r.name for r in SIMULATED_ONLY), "")
 
 
+@pytest.mark.skipif(not NO_ADAPTER, reason="every provider in the snapshot has an adapter")
 def test_plan_marks_a_provider_without_an_adapter_and_up_refuses_it_in_one_line(run, tmp_path):
-    spec = write(tmp_path, NEOCLOUD)
+    name = NO_ADAPTER
+    spec = write(tmp_path, NEOCLOUD.format(name=name))
     result = run("plan", spec)
     assert result.exit_code == 0, result.output
-    assert "cannot launch here: runpod (no cloud adapter for runpod" in " ".join(result.output.split())
+    assert f"cannot launch here: {name} (no cloud adapter for {name}" in " ".join(result.output.split())
     plan = Plan.from_json(run("plan", spec, "--json").output)
     (mark,) = [n for n in plan.notes if n.startswith("cannot launch here: ")]
-    assert mark.startswith("cannot launch here: runpod (no cloud adapter for runpod in this version of spotfleet)")
-    assert any(a.offer.pool.provider == "runpod" for a in plan.allocations)          # priced from the snapshot
+    assert mark.startswith(f"cannot launch here: {name} (no cloud adapter for {name} in this version of spotfleet)")
+    assert any(a.offer.pool.provider == name for a in plan.allocations)          # priced from the snapshot
     up = run("up", spec, "--yes")
     assert up.exit_code == 1 and up.output.count("\n") == 1
-    assert up.output.startswith("error: cannot launch on runpod: no cloud adapter for runpod")
+    assert up.output.startswith(f"error: cannot launch on {name}: no cloud adapter for {name}")
     assert not (tmp_path / "home" / "state.db").exists()          # refused before anything was recorded
 
 
@@ -131,7 +136,7 @@ def test_a_provider_whose_sdk_is_missing_is_marked_with_the_extra_to_install(run
     monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)      # the SDK is not importable
     monkeypatch.setitem(sys.modules, "google.api_core", None)
     monkeypatch.setitem(sys.modules, "google", None)
-    result = run("plan", write(tmp_path, NEOCLOUD))
+    result = run("plan", write(tmp_path, NEOCLOUD.format(name="runpod")))
     assert "cannot launch here: gcp (the gcp adapter needs a package" in " ".join(result.output.split())
     from fleet.distribution import install_command
 

@@ -25,6 +25,7 @@ FILES = {
     "vast": ("vast_server.py", "test_vast_cli.py"),
     "oci": ("oci_server.py", "test_oci_lifecycle.py"),
     "lambda": ("lambda_server.py", "test_lambda_cli.py"),
+    "runpod": ("runpod_server.py", "test_runpod_cli.py"),
 }
 #: Files every adapter package has, each with the same role in every provider (docs/adding-a-provider.md).
 ROLES = ("__init__.py", "settings.py", "provider.py", "errors.py", "check.py")
