@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from fleet.catalog import snapshot_offers
-from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError, error_kind
+from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Quota
 from fleet.spec import FleetSpec
 from providers.azure import node_credentials
@@ -58,6 +58,7 @@ from providers.azure.quotas import to_quotas
 from providers.azure.settings import AzureSettings
 from providers.azure.storage import AccountStorage, ensure_container, uses_connection_string
 from providers.base import BucketRef, OfferQuery, StorageSpec
+from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.kit.ssh_keys import check_public_key, default_home, fleet_public_key
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,6 @@ log = logging.getLogger(__name__)
 DEFAULT_RESOURCE_GROUP = "spotfleet"
 #: VMs of one launch created at once (after the first, which goes alone).
 CREATE_PARALLEL = 8
-_Failure = tuple[str, str, str]
-
-
 
 
 class AzureProvider:
@@ -86,7 +84,7 @@ class AzureProvider:
         self._lock = threading.Lock()
         self._offers: tuple[float, list] | None = None
         self._ready: dict[str, str] = {}            # "group" / "<fleet>|<region>" -> subnet id
-        self._launched: dict[str, tuple[str, list[Instance], _Failure]] = {}
+        self._launches = TokenLaunches(self.name, clock=self.now)
         self._token_locks: dict[str, threading.Lock] = {}
         self._identities: dict[str, tuple[str, str] | None] = {}   # checkpoint URI -> node identity
 
@@ -123,38 +121,37 @@ class AzureProvider:
             raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not azure",
                                 code="wrong-provider")
         want = request_hash(request)
-        with self._token_lock(request.token):
-            seen = self._launched.get(request.token)
-            if seen is not None:
-                return self._replay(request, want, seen)
-            ssh_key = self._login_key(request)
-            subnet = self._ensure_network(request.fleet, pool.region, ssh=bool(request.node.ssh_key))
+        missing: list[list[str]] = []            # the VM names still to create, found by find()
+
+        def find() -> list[Instance]:
             existing = self._token_vms(request.token)
             if any((vm.get("tags") or {}).get(TAG_REQUEST) != want for vm in existing.values()):
                 raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
                                     "parameters", code="token-mismatch")
-            instances: list[Instance] = []
-            missing: list[str] = []
+            found, names = [], []
             for name in vm_names(request.token, request.count):
                 vm = existing.get(name)
                 if vm is not None and (vm.get("properties") or {}).get("provisioningState") != "Failed":
-                    instances.append(self._instance(vm))
+                    found.append(self._instance(vm))
                     continue
                 if vm is not None:          # a Failed VM left by a run killed before its cleanup
                     self._cleanup(name)
-                missing.append(name)
-            made, err = self._create_many(request, missing, subnet, tags_for(request), ssh_key)
-            instances += made
-            failure: _Failure = ("", "", "")
-            if isinstance(err, NoCapacityError):
-                failure = ("capacity", err.code, str(err))
-            elif err is not None:
-                if not instances:
-                    raise err
-                failure = (error_kind(err), err.code, str(err))
-            self._launched[request.token] = (want, instances, failure)
-        kind, code, message = failure
-        return LaunchResult(instances=tuple(instances), error_kind=kind, error_code=code, error_message=message)
+                names.append(name)
+            missing.append(names)
+            return found
+
+        def create(_: int) -> Created:
+            if not missing:
+                return Created()
+            ssh_key = self._login_key(request)
+            subnet = self._ensure_network(request.fleet, pool.region, ssh=bool(request.node.ssh_key))
+            made, err = self._create_many(request, missing.pop(), subnet, tags_for(request), ssh_key)
+            if err is not None and not made and not isinstance(err, NoCapacityError):
+                raise err                      # kept as the shortfall when earlier VMs exist
+            return Created(made, Shortfall.of(err) if err is not None else None)
+
+        return self._launches.launch(request, fingerprint=want, find=find, create=create,
+                                     alive=lambda: set(self._token_vms(request.token)))
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """The fleet's VMs in the resource group (found by tag), terminated ones left out."""
@@ -274,7 +271,7 @@ class AzureProvider:
         except InstanceNotFoundError:
             return
         with self._lock:
-            busy = set(self._launched) | {t for t, lock in self._token_locks.items() if lock.locked()}
+            busy = self._launches.busy()
         vms = {vm["name"] for vm in self._vms()}
         for nic in nics:
             tags = nic.get("tags") or {}
@@ -409,17 +406,6 @@ class AzureProvider:
 
     def _instance(self, vm: Mapping[str, Any]) -> Instance | None:
         return to_instance(vm, self.now(), _prices())
-
-    def _replay(self, request: LaunchRequest, want: str, seen: tuple[str, list[Instance], _Failure]) -> LaunchResult:
-        old, instances, (kind, code, message) = seen
-        if old != want:
-            raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
-                                "parameters", code="token-mismatch")
-        alive = set(self._token_vms(request.token))
-        now = self.now()
-        out = tuple(i if i.id in alive else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
-                    for i in instances)
-        return LaunchResult(instances=out, error_kind=kind, error_code=code, error_message=message)
 
     def _token_lock(self, token: str) -> threading.Lock:
         with self._lock:

@@ -97,6 +97,11 @@ class TokenLaunches:
             self._answered[request.token] = _Answered(fingerprint, instances, shortfall)
         return _result(instances, shortfall)
 
+    def busy(self) -> set[str]:
+        """Tokens this process has answered or is launching (what they made may be on its way)."""
+        with self._lock:
+            return set(self._answered) | {t for t, lock in self._token_locks.items() if lock.locked()}
+
     def forget(self, token: str) -> None:
         """Drop what this process remembers of ``token`` (a later launch finds again)."""
         with self._lock:
