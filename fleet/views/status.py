@@ -125,13 +125,16 @@ def overview(app: "App", *, include_down: bool) -> tuple[list[dict[str, Any]], i
                 rows.append({"fleet": record.name, "status": ERROR, "recorded_status": record.status,
                              "backend": record.backend, "running": None, "planned": None, "gpus": None,
                              "price_per_hour": None, "cost_so_far": None, "provider_errors": {},
-                             "error": str(err)})
+                             "planned_per_hour": None, "billed_per_hour": None, "savings": None,
+                             "savings_fraction": None, "error": str(err)})
                 continue
             cost = data["cost"]
             rows.append({"fleet": data["fleet"], "status": data["status"], "recorded_status": data["recorded_status"],
                          "backend": data["backend"], "running": data["running"], "planned": data["planned"],
                          "gpus": cost["running_gpus"], "price_per_hour": cost["rate_per_hour"],
                          "cost_so_far": cost["cost_so_far"], "provider_errors": data["provider_errors"],
+                         "planned_per_hour": data["planned_per_hour"], "billed_per_hour": data["billed_per_hour"],
+                         "savings": cost["savings"], "savings_fraction": cost["savings_fraction"],
                          "error": ""})
     finally:
         store.close()
