@@ -97,8 +97,8 @@ def fleets_body(rows: list[dict[str, Any]], hidden: int, where: str, token: str 
 
 
 def fleet_body(d: dict[str, Any]) -> str:
-    """One fleet: headline figures, pools, instances by pool and market, charts, the
-    interruption timeline, rebalancer actions, node logs. ``d``: ``server.fleet_data``."""
+    """One fleet: headline figures, charts, the interruption timeline, pools, instances by pool
+    and market, rebalancer actions, node logs. ``d``: ``server.Source.fleet``."""
     s, cost = d["status"], d["status"]["cost"]
     saved = "-" if cost["savings"] is None else money(cost["savings"]) + (
         "" if cost["savings_fraction"] is None else f" ({cost['savings_fraction']:.0%})")
@@ -114,9 +114,9 @@ def fleet_body(d: dict[str, Any]) -> str:
     for provider, error in sorted(s["provider_errors"].items()):
         out.append(f"<p class=error>{h(provider)} could not be read: {h(error)}</p>")
     out.append("<h2>capacity and cost over time</h2>" + _charts(d["series"]))
+    out.append(_timeline(d["interruptions"]))
     out.append(_pools(s["pools"]))
     out.append(_instances(s["instances"], d["instance_limit"]))
-    out.append(_timeline(d["interruptions"]))
     out.append(_actions(d["actions"]))
     out.append(node_logs(d["logs"]))
     return "".join(out)
@@ -189,15 +189,16 @@ def _timeline(data: dict[str, Any]) -> str:
             f"(per node: {h(items[-1]['model'])})</p>")
 
 
-def _actions(actions: list[dict[str, Any]]) -> str:
-    if not actions:
+def _actions(actions: dict[str, Any]) -> str:
+    listed = actions["recent"]
+    if not listed:
         return "<h2>rebalancer actions and plans</h2><p class=muted>none recorded</p>"
-    listed = actions[-50:]
     rows = "".join(
         f"<tr><td>{_when(a['ts'])}</td><td>{h(a['kind'])}</td><td>{h(a['instance_id'] or '-')}</td>"
-        f"<td>{h(a['pool'] or '-')}</td><td>{h(_detail(a['detail']))}</td></tr>" for a in listed)
-    return (f"<h2>rebalancer actions and plans ({len(listed)} of {len(actions)})</h2><table id=actions>"
-            f"<tr><th>time (UTC)</th><th>event</th><th>instance</th><th>pool</th><th>detail</th></tr>{rows}</table>")
+        f"<td>{h(a['pool'] or '-')}</td><td>{h(_detail(a['detail']))}</td></tr>" for a in reversed(listed[-50:]))
+    return (f"<h2>rebalancer actions and plans (newest {min(50, len(listed))} of {actions['count']})</h2>"
+            "<table id=actions><tr><th>time (UTC)</th><th>event</th><th>instance</th><th>pool</th><th>detail</th></tr>"
+            f"{rows}</table>")
 
 
 def _detail(detail: dict[str, Any]) -> str:

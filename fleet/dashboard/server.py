@@ -29,10 +29,10 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from fleet.cli.app import App
+from fleet.cli.lifecycle import readable_store
 from fleet.dashboard import pages
 from fleet.errors import FleetError, FleetNotFoundError
 from fleet.safetext import safe_data, scrub_known
-from fleet.state import open_store
 from fleet.views import history
 from fleet.views.status import overview, snapshot
 
@@ -76,14 +76,14 @@ class Source:
         return {"rows": rows, "hidden": hidden, "where": self.app.state_url}
 
     def fleet(self, name: str) -> dict[str, Any]:
-        store = open_store(self.app.state_url, create=False)
+        store, _ = readable_store(self.app)     # a store that cannot be written is read, as `fleet status` does
         try:
             with self._lock:
                 status, view = snapshot(self.app, store, name)
             recs = history.records_of(store, name)
             now = max((view.clock(r.provider) for r in recs.instances), default=view.read_at)
             return {"status": status,
-                    "interruptions": safe_data(history.interruptions(store, name)),
+                    "interruptions": safe_data(history.interruptions(store, name, recs=recs)),
                     "series": history.series(recs.instances, now),
                     "actions": safe_data(history.actions(recs.events)),
                     "logs": self._logs(store, view.record),
@@ -206,4 +206,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         if not head:
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):   # the browser left (a closed tab, a new poll)
+                pass

@@ -41,44 +41,60 @@ def restart_seconds_of(store: StateStore, name: str) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else DEFAULT_RESTART_SECONDS
 
 
-def interruptions(store: StateStore, name: str, *, every_run: bool = False) -> dict[str, Any]:
-    """The fleet's interruption timeline and its totals, JSON-ready (``fleet history --interruptions``)."""
-    recs = records_of(store, name, every_run=every_run)
+def interruptions(store: StateStore, name: str, *, every_run: bool = False,
+                  recs: FleetRecords | None = None) -> dict[str, Any]:
+    """The fleet's interruption timeline and its totals, JSON-ready (``fleet history --interruptions``);
+    ``recs``: the records already read with ``records_of`` (with the same ``every_run``)."""
+    recs = recs or records_of(store, name, every_run=every_run)
     plan = store.latest_plan(name, applied_only=True) or store.latest_plan(name)
-    items = timeline_of.timeline(recs.instances, recs.events, plan=plan,
-                                 restart_seconds=restart_seconds_of(store, name))
+    restart = restart_seconds_of(store, name)
+    items = timeline_of.timeline(recs.instances, recs.events, roles=timeline_of.roles_of(plan),
+                                 restart_seconds=restart,
+                                 checkpoint_interval_seconds=plan.totals.checkpoint_interval_seconds if plan else None)
     return {"fleet": name, "run": recs.run.number, "all_runs": every_run,
             "checkpoint_interval_seconds": plan.totals.checkpoint_interval_seconds if plan else None,
-            "restart_seconds": restart_seconds_of(store, name),
+            "restart_seconds": restart,
             "totals": timeline_of.totals(items), "interruptions": [i.to_dict() for i in items]}
 
 
 def series(records: Iterable[InstanceRecord], now: float, *, points: int = 200) -> list[dict[str, float]]:
-    """Capacity and cost over time: at most ``points`` samples from the first launch to ``now``
+    """Capacity and cost over time: ``points`` samples from the first launch to ``now``
     (provider clock), each ``{t, running, gpus, spot_gpus, rate_per_hour, cost}`` (cost: accrued
-    up to ``t``). Empty without records."""
+    up to ``t``). Empty without records. One sweep over the launches and ends (an instance
+    runs from its launch, included, to its end, excluded), so a fleet of thousands is cheap."""
     records = list(records)
     if not records:
         return []
     start = min(r.launched_at for r in records)
     end = max(now, max((r.ended_at or r.launched_at) for r in records))
     steps = max(1, points - 1)
-    out = []
-    for k in range(steps + 1):
-        t = start + (end - start) * k / steps
-        alive = [r for r in records if r.launched_at <= t and (r.ended_at is None or r.ended_at > t)]
-        out.append({"t": t, "running": len(alive), "gpus": sum(r.gpus for r in alive),
-                    "spot_gpus": sum(r.gpus for r in alive if r.market == Market.SPOT.value),
-                    "rate_per_hour": sum(r.price_per_hour for r in alive),
-                    "cost": sum(r.price_per_hour * _hours_until(r, t) for r in records if r.launched_at <= t)})
+    changes: list[tuple[float, int, int, int, float]] = []     # (time, running, gpus, spot gpus, $/h) deltas
+    for r in records:
+        spot = r.gpus if r.market == Market.SPOT.value else 0
+        changes.append((r.launched_at, 1, r.gpus, spot, r.price_per_hour))
+        if r.ended_at is not None:
+            changes.append((max(r.ended_at, r.launched_at), -1, -r.gpus, -spot, -r.price_per_hour))
+    changes.sort(key=lambda c: c[0])
+    running = gpus = spot_gpus = 0
+    rate = cost = 0.0
+    at, k, out = start, 0, []
+    for n in range(steps + 1):
+        t = start + (end - start) * n / steps
+        while k < len(changes) and changes[k][0] <= t:
+            when, d_run, d_gpus, d_spot, d_rate = changes[k]
+            cost += rate * (when - at) / 3600
+            at = when
+            running, gpus, spot_gpus, rate = running + d_run, gpus + d_gpus, spot_gpus + d_spot, rate + d_rate
+            k += 1
+        cost += rate * (t - at) / 3600
+        at = t
+        out.append({"t": t, "running": running, "gpus": gpus, "spot_gpus": spot_gpus,
+                    "rate_per_hour": max(0.0, rate), "cost": cost})
     return out
 
 
-def actions(events: Iterable[EventRecord]) -> list[dict[str, Any]]:
-    """The rebalancer's actions and the plans applied, oldest first."""
-    return [e.to_dict() for e in events if e.kind in (REBALANCE_EVENT, "plan-applied")]
-
-
-def _hours_until(record: InstanceRecord, t: float) -> float:
-    end = t if record.ended_at is None else min(record.ended_at, t)
-    return max(0.0, end - record.launched_at) / 3600.0
+def actions(events: Iterable[EventRecord], *, limit: int = 100) -> dict[str, Any]:
+    """The rebalancer's actions and the plans applied: how many, and the newest ``limit``
+    (oldest first)."""
+    chosen = [e for e in events if e.kind in (REBALANCE_EVENT, "plan-applied")]
+    return {"count": len(chosen), "recent": [e.to_dict() for e in chosen[-limit:]]}

@@ -12,8 +12,8 @@ For each instance that ended ``preempted`` or ``lost``:
   when an instance was launched, not when its job started, so this is loss -> launch;
 - **work lost**: per node, with the planner's model (``fleet.planning.economics``): a node
   checkpointing every ``tau`` seconds loses on average ``tau / 2`` of work since its last
-  checkpoint, plus ``restart_seconds`` to start again; when the agent reports a final
-  checkpoint committed after the notice, only the restart is lost. ``tau`` is the plan's
+  checkpoint (never more than the node ran), plus ``restart_seconds`` to start again; when
+  the agent reports a final checkpoint committed after the notice, only the restart is lost. ``tau`` is the plan's
   ``checkpoint_interval_seconds``; without one the half-interval term is unknown and only the
   restart is counted (``model`` says so). GPU-hours are that time times the node's GPUs;
   dollars, that time at the node's price;
@@ -75,18 +75,16 @@ def roles_of(plan: Plan | None) -> dict[str, str]:
     return {a.offer.pool.id: a.role for a in plan.allocations}
 
 
-def timeline(records: Iterable[InstanceRecord], events: Iterable[EventRecord], *, plan: Plan | None,
-             restart_seconds: float, checkpoint_interval_seconds: float | None = None) -> list[Interruption]:
+def timeline(records: Iterable[InstanceRecord], events: Iterable[EventRecord], *, roles: dict[str, str],
+             restart_seconds: float, checkpoint_interval_seconds: float | None) -> list[Interruption]:
     """Every lost node of ``records``, oldest loss first (see the module doc for each figure).
 
-    ``checkpoint_interval_seconds`` defaults to the plan's; ``restart_seconds`` is the spec's
-    ``workload.restart_seconds``."""
+    ``roles``: pool id -> role (``roles_of(plan)``; a pool not named is ``worker``);
+    ``checkpoint_interval_seconds``: the plan's (``None`` when it planned none);
+    ``restart_seconds``: the spec's ``workload.restart_seconds``."""
     records = list(records)
     events = list(events)
-    roles = roles_of(plan)
     tau = checkpoint_interval_seconds
-    if tau is None and plan is not None:
-        tau = plan.totals.checkpoint_interval_seconds
     notices = _final_notices(events)
     endings = {e.instance_id: e for e in events if e.kind in LOSSES and e.instance_id}
     lost = sorted((r for r in records if r.end_reason in LOSSES and r.ended_at is not None),
@@ -108,7 +106,7 @@ def timeline(records: Iterable[InstanceRecord], events: Iterable[EventRecord], *
         detected = float(detected) if isinstance(detected, (int, float)) else None
         n_at, n_deadline, n_kind, n_detail = notice if notice is not None else (None, None, None, {})
         committed, step, before = _checkpoint(n_detail, n_at, n_deadline)
-        lost_s, model = _work_lost(tau, restart_seconds, committed)
+        lost_s, model = _work_lost(tau, restart_seconds, committed, r.ended_at - r.launched_at)
         out.append(Interruption(
             instance_id=r.id, pool=r.pool, market=r.market, role=role, gpus=r.gpus,
             price_per_hour=r.price_per_hour, reason=r.end_reason, launched_at=r.launched_at, lost_at=r.ended_at,
@@ -175,12 +173,15 @@ def _checkpoint(detail: dict[str, Any], received: float | None,
     return committed, step, before
 
 
-def _work_lost(tau: float | None, restart: float, committed: bool | None) -> tuple[float, str]:
+def _work_lost(tau: float | None, restart: float, committed: bool | None, ran: float) -> tuple[float, str]:
+    """Seconds of one node's work lost: the restart, plus (unless the final checkpoint
+    committed) half the checkpoint interval, never more than the node ran."""
     if committed:
         return restart, f"final checkpoint committed: the restart only ({restart:.0f} s)"
     if tau is None:
         return restart, f"restart {restart:.0f} s; no checkpoint interval planned, work since it unknown"
-    return tau / 2 + restart, f"half the planned checkpoint interval ({tau:.0f} s / 2) + restart {restart:.0f} s"
+    return min(tau / 2, max(0.0, ran)) + restart, (f"half the planned checkpoint interval ({tau:.0f} s / 2, at most "
+                                                   f"what the node ran) + restart {restart:.0f} s")
 
 
 def _num(value: Any) -> float | None:
