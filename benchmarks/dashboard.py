@@ -16,9 +16,6 @@ and saves ``benchmarks/results/dashboard.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -31,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from figures import print_and_save  # noqa: E402
 from lifecycle import World  # noqa: E402
 
 from fleet.cli.app import App  # noqa: E402
@@ -104,13 +102,4 @@ def main() -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    figures = main()
-    width = max(map(len, figures))
-    for key, value in figures.items():
-        print(f"{key:<{width}}  {value:.3f}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                                   "cores": os.cpu_count(),
-                                   "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                   "figures": figures}, indent=2) + "\n")
-    print(f"saved {RESULTS}")
+    print_and_save(main(), RESULTS)
