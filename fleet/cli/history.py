@@ -108,7 +108,8 @@ def _interruptions(app: App, data: dict[str, Any], wide: bool, as_json: bool) ->
     out.print(f"{totals['with_notice']} with a notice, {totals['replaced']} replaced, final checkpoint committed "
               f"on {totals['checkpoint_committed']} ({totals['checkpoint_unknown']} unknown); work lost "
               f"{totals['lost_gpu_hours']:.2f} GPU-h, {money(totals['lost_dollars'])}")
-    out.print(f"[dim]work lost per node: {shown(items[-1]['model'])}[/]")
+    for model in sorted({i["model"] for i in items}):
+        out.print(f"[dim]work lost per node: {shown(model)}[/]")
 
 
 def _notice(i: dict[str, Any]) -> str:

@@ -186,7 +186,7 @@ def _timeline(data: dict[str, Any]) -> str:
             "<th>replacement pool</th><th>final checkpoint</th><th class=n>lost GPU-h</th><th class=n>lost $</th></tr>"
             f"{''.join(rows)}</table><p class=muted>{t['interruptions']} lost, {t['with_notice']} with a notice, "
             f"{t['replaced']} replaced; work lost {t['lost_gpu_hours']:.2f} GPU-h, {money(t['lost_dollars'])} "
-            f"(per node: {h(items[-1]['model'])})</p>")
+            f"(per node: {h('; '.join(sorted({i['model'] for i in items})))})</p>")
 
 
 def _actions(actions: dict[str, Any]) -> str:

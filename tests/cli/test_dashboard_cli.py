@@ -18,11 +18,14 @@ from pathlib import Path
 import pytest
 
 from cli.world import SMALL_SPEC, World
+from fleet import nodelogs
+from fleet.agent.logship import LogShipper
 from fleet.agent.notice import Notice
 from fleet.agent.report import report_notice
 from fleet.cli.app import App
 from fleet.dashboard import pages
 from fleet.dashboard.server import Dashboard, Source
+from providers.registry import local_cloud_root
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,6 +51,15 @@ def preempted(tmp_path_factory: pytest.TempPathFactory) -> World:
     world.cloud.advance(30)
     assert world.fleet_json("up", str(spec), "--yes")["ok"]  # replaces them
     world.lost = (noticed, unnoticed)  # type: ignore[attr-defined]
+    # the node of `noticed` shipped its log to the fleet's bucket, as `fleet run` does, with a hostile line
+    log = world.root / "node.log"
+    log.write_text("step 40 saved\n<img src=x onerror=alert(1)>\x1b[2J\n")
+    store = world.store()
+    try:
+        uri = nodelogs.fleet_bucket(store, store.get_fleet("dash"), local_cloud_root(world.home))
+    finally:
+        store.close()
+    assert LogShipper(uri, log, lambda: noticed).ship_once(final=True)
     return world
 
 
@@ -113,6 +125,9 @@ def test_endpoints_match_status_and_history(preempted: World):
         assert data["interruptions"] == lost
         assert {i["instance_id"] for i in data["interruptions"]["interruptions"]} == set(world.lost)
         assert all(victim in data["html"] for victim in world.lost) and "capacity (GPUs)" in data["html"]
+        (node,) = data["logs"]["nodes"]                  # the log `fleet logs` reads, escaped on the page
+        assert node["instance"] == world.lost[0] and "step 40 saved" in data["html"]
+        assert "&lt;img src=x onerror=alert(1)&gt;\\x1b[2J" in data["html"] and "<img" not in data["html"]
         fleets = json.loads(_get(base + "api/fleets")[1])
         row = next(r for r in fleets["rows"] if r["fleet"] == "dash")
         assert row["cost_so_far"] == status["cost"]["cost_so_far"] and row["running"] == 2
