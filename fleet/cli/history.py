@@ -11,12 +11,13 @@ import click
 from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import look, money, readable_store
+from fleet.cli.lifecycle import duration, look, money, readable_store
 from fleet.cli.runs import Run, current_run, events_of, instances_of, launches_of
 from fleet.cli.status import condition, headline
 from fleet.safetext import safe_data
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.state import EventRecord
+from fleet.views import history
 
 
 @click.command("history")
@@ -25,12 +26,18 @@ from fleet.state import EventRecord
               help="Most recent events to show (0 = all).")
 @click.option("--all", "every_run", is_flag=True,
               help="Every run of this fleet name (a `fleet up` after `fleet down` starts a new run).")
+@click.option("--interruptions", "lost_nodes", is_flag=True,
+              help="The timeline of every lost node: notice, detection, replacement, work lost, checkpoint.")
 @wide_option
 @json_option
 @pass_app
-def command(app: App, name: str, limit: int, every_run: bool, wide: bool, as_json: bool) -> None:
+def command(app: App, name: str, limit: int, every_run: bool, lost_nodes: bool, wide: bool, as_json: bool) -> None:
     """Show what happened to fleet NAME: launches, interruptions, terminations, cost so far."""
     store, _ = readable_store(app)      # read-only commands read a store that cannot be written
+    if lost_nodes:
+        store.get_fleet(name)
+        _interruptions(app, history.interruptions(store, name, every_run=every_run), wide, as_json)
+        return
     view = look(app, store, name, "history")
     every = store.events(name)
     run = current_run(store, name)
@@ -77,3 +84,45 @@ def _when(ts: float) -> str:
 def _detail(e: EventRecord) -> str:
     keep: dict[str, Any] = {k: v for k, v in e.detail.items() if k not in ("token",) and v not in ("", None, {})}
     return ", ".join(f"{k}={v}" for k, v in sorted(keep.items()))
+
+
+def _interruptions(app: App, data: dict[str, Any], wide: bool, as_json: bool) -> None:
+    """``--interruptions``: one row per lost node, then the totals and the work-lost model."""
+    if as_json:
+        app.emit_json(safe_data(data))
+        return
+    out = app.console
+    items, totals = data["interruptions"], data["totals"]
+    if not items:
+        out.print(f"fleet {shown(data['fleet'])}: no node lost" + (" in this run" if not data["all_runs"] else ""))
+        return
+    columns = [Column("lost (UTC)"), Column("instance"), Column("pool", drop=2), Column("notice"),
+               Column("detect", right=True), Column("replaced", right=True), Column("by", drop=1),
+               Column("checkpoint"), Column("lost GPU-h", right=True), Column("lost $", right=True)]
+    rows = [[_when(i["lost_at"]), shown(i["instance_id"]), pool_label(i["pool"], wide), _notice(i),
+             "?" if i["detect_seconds"] is None else duration(i["detect_seconds"]),
+             "no" if i["replace_seconds"] is None else duration(i["replace_seconds"]),
+             pool_label(i["replacement_pool"], wide) if i["replacement_pool"] else "-",
+             _checkpoint(i), f"{i['lost_gpu_hours']:.2f}", money(i["lost_dollars"])] for i in items]
+    print_table(out, f"lost nodes ({len(items)}, on the provider clock)", columns, rows, wide=wide)
+    out.print(f"{totals['with_notice']} with a notice, {totals['replaced']} replaced, final checkpoint committed "
+              f"on {totals['checkpoint_committed']} ({totals['checkpoint_unknown']} unknown); work lost "
+              f"{totals['lost_gpu_hours']:.2f} GPU-h, {money(totals['lost_dollars'])}")
+    for model in sorted({i["model"] for i in items}):
+        out.print(f"[dim]work lost per node: {shown(model)}[/]")
+
+
+def _notice(i: dict[str, Any]) -> str:
+    if i["notice_kind"] is None:
+        return "none"
+    lead = "" if i["lead_seconds"] is None else f" {duration(i['lead_seconds'])} ahead"
+    return shown(i["notice_kind"]) + lead
+
+
+def _checkpoint(i: dict[str, Any]) -> str:
+    if i["checkpoint_committed"] is None:
+        return "unknown"
+    if not i["checkpoint_committed"]:
+        return "not committed"
+    before = i["committed_before_deadline_s"]
+    return "committed" + ("" if before is None else f" {duration(before)} before")

@@ -18,7 +18,7 @@ from fleet.safetext import register_environ, scrub_known
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).
 COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
                    "up", "status", "logs", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance", "export",
-                   "simulate")
+                   "simulate", "dashboard")
 
 
 def command_name(module: str) -> str:
@@ -31,7 +31,7 @@ _MODULE_OF = {command_name(m): m for m in COMMAND_MODULES}
 #: ``fleet --help`` lists the commands in these sections, in this order (a command left out of
 #: every section is listed under "Other commands", so a new one is never hidden).
 COMMAND_SECTIONS = (
-    ("Operate a fleet", ("up", "status", "list", "down", "rebalance", "history", "logs", "repair")),
+    ("Operate a fleet", ("up", "status", "list", "down", "rebalance", "history", "logs", "dashboard", "repair")),
     ("Plan and price", ("plan", "offers", "simulate", "spec", "check", "export")),
     ("On the node", ("run", "agent")),
     ("Local cloud", ("local",)),

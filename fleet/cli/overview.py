@@ -10,45 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.cli.app import App, shown
-from fleet.cli.lifecycle import money, readable_store, store_exists
-from fleet.cli.status import snapshot
+from fleet.cli.lifecycle import store_exists, money
 from fleet.cli.tables import Column, print_table
-from fleet.errors import FleetError
-from fleet.state import FleetStatus
-
-#: The status of a fleet whose record or providers could not be opened at all.
-ERROR = "error"
-
-
-def overview(app: App, *, include_down: bool) -> tuple[list[dict[str, Any]], int]:
-    """One summary per fleet in the store (those down only with ``include_down``), and how
-    many fleets that are down were left out."""
-    if not store_exists(app):
-        return [], 0
-    store, _ = readable_store(app)
-    rows, hidden = [], 0
-    try:
-        for record in store.list_fleets():
-            if record.status == FleetStatus.DOWN and not include_down:
-                hidden += 1
-                continue
-            try:
-                data, _view = snapshot(app, store, record.name)
-            except FleetError as err:
-                rows.append({"fleet": record.name, "status": ERROR, "recorded_status": record.status,
-                             "backend": record.backend, "running": None, "planned": None, "gpus": None,
-                             "price_per_hour": None, "cost_so_far": None, "provider_errors": {},
-                             "error": str(err)})
-                continue
-            cost = data["cost"]
-            rows.append({"fleet": data["fleet"], "status": data["status"], "recorded_status": data["recorded_status"],
-                         "backend": data["backend"], "running": data["running"], "planned": data["planned"],
-                         "gpus": cost["running_gpus"], "price_per_hour": cost["rate_per_hour"],
-                         "cost_so_far": cost["cost_so_far"], "provider_errors": data["provider_errors"],
-                         "error": ""})
-    finally:
-        store.close()
-    return rows, hidden
+from fleet.views.status import ERROR, overview  # noqa: F401  (computed there, rendered here)
 
 
 def render(app: App, rows: list[dict[str, Any]], hidden: int, wide: bool) -> None:

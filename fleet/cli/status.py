@@ -12,16 +12,14 @@ from typing import Any, Collection
 
 import click
 
-from fleet.provisioning.accounting import CostSummary, summarize
+from fleet.provisioning.accounting import CostSummary
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, look, money, readable_store
-from fleet.cli.runs import current_run, instances_of
+from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, money, readable_store
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
-from fleet.model import Instance
-from fleet.safetext import safe_data
-from fleet.state import EventKind, FleetStatus, StateStore
+from fleet.state import FleetStatus, StateStore
+from fleet.views.status import UNKNOWN, condition, snapshot  # noqa: F401  (computed there, rendered here)
 
 
 @click.command("status")
@@ -144,83 +142,6 @@ def _list_fleets(app: App, include_down: bool, check: bool, wide: bool, as_json:
                          "`fleet status NAME` says why")
     if check and any(r["status"] == FleetStatus.SHORT for r in rows):
         raise SystemExit(EXIT_SHORT)
-
-
-def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], FleetView]:
-    """The fleet as JSON-ready data (also what ``render`` draws)."""
-    view = look(app, store, name, "status")
-    run = current_run(store, name)
-    records = instances_of(run, store.instances(name), store.events(name) if run.after_event else ())
-    cost = summarize(records, view.clock)
-    desired = view.plan.counts() if view.plan else {}
-    running = view.obs.counts()
-    interruptions: dict[str, int] = {}
-    for r in records:
-        if r.end_reason == EventKind.PREEMPTED:
-            interruptions[r.pool] = interruptions.get(r.pool, 0) + 1
-    prices = {r.id: r.price_per_hour for r in records}
-    unread = view.obs.errors
-    pools = [{"pool": p, "market": p.rsplit("/", 1)[1],
-              "running": None if p.split("/", 1)[0] in unread else running.get(p, 0),
-              "planned": desired.get(p, 0) if view.plan else None,
-              "price_per_hour": sum(prices.get(i.id, i.price_per_hour) for i in view.obs.instances if i.pool.id == p),
-              "interruptions": interruptions.get(p, 0)}
-             for p in sorted(set(desired) | set(running) | set(interruptions))]
-    instances = sorted(view.obs.instances, key=lambda i: (i.pool.id, i.launched_at, i.id))
-    notices = {e.instance_id for e in store.events(name, kinds={EventKind.NOTICE})}
-    data = {
-        "fleet": name, "status": condition(view.record.status, running, desired, unread),
-        "recorded_status": view.record.status, "backend": view.record.backend,
-        "plan_id": view.plan.id if view.plan else None,
-        "run": run.number, "run_started_at": run.started_at,
-        "running": sum(running.values()), "planned": sum(desired.values()) if view.plan else None,
-        "cost": cost.to_dict(), "pools": pools,
-        "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices) for i in instances],
-        "stopped": [_stopped(i, view.clock(i.pool.provider)) for i in sorted(view.obs.stopped, key=lambda i: i.id)],
-        "reconciled": view.synced,
-        "busy": "" if view.synced or view.unwritable else _holder(store, name),
-        "state_unwritable": view.unwritable,
-        "discovered": len(view.result.discovered) if view.result else 0,
-        "ended": [{"id": r.id, "reason": why} for r, why in view.result.ended] if view.result else [],
-        "provider_errors": view.obs.errors,
-    }
-    return safe_data(data), view      # ids, reasons and errors are provider text
-
-
-def _holder(store: StateStore, name: str) -> str:
-    held = store.lock_holder(name)
-    return held.describe() if held else "another fleet command"
-
-
-def _instance(i: Instance, now: float, noticed: bool) -> dict[str, Any]:
-    return {"id": i.id, "pool": i.pool.id, "market": i.pool.market.value, "state": i.state.value,
-            "accelerator": i.accelerator, "gpus": i.gpus, "price_per_hour": i.price_per_hour,
-            "launched_at": i.launched_at, "age_seconds": max(0.0, now - i.launched_at), "notice": noticed}
-
-
-def _stopped(i: Instance, now: float) -> dict[str, Any]:
-    """A paused instance that still bills (Vast outbid): its price is what it bills now (storage)."""
-    since = i.ended_at if i.ended_at is not None else now
-    return {"id": i.id, "pool": i.pool.id, "reason": i.reason or i.state.value, "since": since,
-            "stopped_seconds": max(0.0, now - since), "storage_per_hour": i.price_per_hour}
-
-
-#: The status shown when a provider could not be read: what runs there is not known.
-UNKNOWN = "unknown"
-
-
-def condition(recorded: str, running: dict[str, int], planned: dict[str, int], unread: Collection[str] = ()) -> str:
-    """What is true of the fleet now, from what runs against its latest applied plan: ``unknown``
-    when a provider (``unread``) could not be read, ``up`` when every planned instance runs,
-    ``short`` when any is missing (``fleet up`` ended short, was interrupted, or instances were
-    lost since), else the recorded status (``down``, ``repaired``, or ``planned`` before any plan
-    was applied)."""
-    if unread:
-        return UNKNOWN
-    if recorded == FleetStatus.DOWN or not planned:
-        return recorded
-    met = all(running.get(pool, 0) >= n for pool, n in planned.items())
-    return FleetStatus.UP if met else FleetStatus.SHORT
 
 
 def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary,

@@ -7,8 +7,9 @@
 provider's reason and time) at the time the provider gives for their end (a listed ended
 instance's ``ended_at``, as EC2 and GCE tell it, else ``Provider.ended_at``), else at the
 deadline of their interruption notice where the node agent recorded one, else at the
-observation time (an upper bound: the bill never comes out lower than the provider's). A
-provider whose listing failed is left alone:
+observation time (an upper bound: the bill never comes out lower than the provider's); the
+ending event keeps that observation time as ``detected_at`` (the interruption timeline's time
+to detect). A provider whose listing failed is left alone:
 its instances are neither added nor ended.
 """
 
@@ -150,6 +151,7 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
                             for i in fresh)
         result.discovered = fresh
     ended: dict[str, tuple[float, str]] = {}
+    detected: dict[str, float] = {}       # when this look saw it gone (the timeline's time to detect)
     vanished = [rec for rid, rec in recorded.items() if rid not in seen and obs.listed(rec.provider)]
     deadlines = _notice_deadlines(store, fleet) if vanished else {}
     told = obs.ended_at(vanished) if vanished else {}
@@ -162,11 +164,14 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
             when = stopped[rec.id].ended_at
         at = when if when is not None and rec.launched_at <= when <= seen_gone else seen_gone
         ended[rec.id] = (at, reason)
+        detected[rec.id] = seen_gone
         result.ended.append((rec, reason))
     if ended:
         store.end_instances(fleet, ended)
         store.record_events((fleet, reason, rid, recorded[rid].pool,
-                             {"reason": stopped[rid].reason} if rid in stopped and stopped[rid].reason else None, ts)
+                             {"detected_at": detected[rid],
+                              **({"reason": stopped[rid].reason} if rid in stopped and stopped[rid].reason else {})},
+                             ts)
                             for rid, (ts, reason) in ended.items())
     return result
 
