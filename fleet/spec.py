@@ -363,6 +363,9 @@ class Rebalance(Section):
                                            description="Wait this long after a return before the next one.")
     prior_hours: float = Field(default=100, gt=0, le=1_000_000,
                                description="Weight of the catalog's interruption estimate, in instance-hours.")
+    bridge: bool = Field(default=False, description=(
+        "Cover capacity that is lost or still starting with on-demand at once (up to critical_gpus), "
+        "released as soon as the ready rest covers the target."))
 
 
 class FleetSpec(Section):

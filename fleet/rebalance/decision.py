@@ -39,6 +39,9 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 8. **The head stays on-demand**: head nodes (``role`` ``head``) are not capacity and never
    move; fewer than ``head.count`` alive is an incident, and the missing ones are relaunched
    on-demand (``fleet.rebalance.head_rule``).
+9. **The bridge** (``rebalance.bridge: true``): on-demand covers, in the same pass, what is not ready (lost and still
+   starting) up to the critical level, and is released once the ready rest covers the target
+   (``fleet.rebalance.bridge``); a pass that releases bridge nodes returns nothing else to spot.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import Collection, Iterable, Mapping, Sequence
 from fleet.errors import PlanError
 from fleet.model import Market, Offer, Plan, PoolKey
 from fleet.rebalance.backoff import backoff_until
+from fleet.rebalance import bridge
 from fleet.rebalance.bidding import outbid_action
 from fleet.rebalance.head_rule import decide_with_head
 from fleet.rebalance.learning import learned_offers
@@ -95,6 +99,7 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
         thaw = _interrupted_only(events, backoff) - {i.pool for i in warned}
         adds = _lift_backoff(ctx, healthy, avoid, thaw, have, od_have, adds, refill)
         notes += refill
+    adds = _bridge(ctx, healthy, adds, notes)
     adds = _within_budget(ctx, ours, adds, notes)
 
     launches = [Launch(ctx.offer[p], n, _reason(ctx, p, od_have, warned, have)) for p, n in sorted(adds.items())]
@@ -106,7 +111,10 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
             if i.notice in ADVISORY or i.id in replace_outbid:
                 terminations.append(Terminate(i.id, i.pool, "outbid-replaced" if i.id in replace_outbid
                                               else "replaced-early"))
-        moved = _return_to_spot(ctx, ours, healthy, od_have, state, notes)
+        released = _released(ctx, healthy)
+        terminations += [Terminate(i.id, i.pool, "bridge-released") for i in released]
+        after -= ctx.weighted(released)
+        moved = None if released else _return_to_spot(ctx, ours, healthy, od_have, state, notes)
         if moved is not None:
             ret_adds, doomed = moved
             launches += [Launch(ctx.offer[p], n, "return-to-spot") for p, n in sorted(ret_adds.items())]
@@ -217,6 +225,34 @@ def _designed_on_demand(ctx: _Context) -> float:
     if not design.feasible:
         return 0.0
     return sum(a.weighted_gpus for a in design.allocations if a.offer.market is Market.ON_DEMAND)
+
+
+def _bridge(ctx: _Context, healthy: list[ObservedInstance], adds: dict[str, int], notes: list[str]) -> dict[str, int]:
+    """``adds`` plus the bridge's on-demand launches (rule 9)."""
+    if not ctx.spec.rebalance.bridge:
+        return adds
+    level = min(ctx.critical, ctx.target)
+    od_adds = ctx.add_weight({p: n for p, n in adds.items() if not ctx.spot(p)})
+    on_demand = [o for o in ctx.plannable if o.market is Market.ON_DEMAND]
+    more = bridge.cover(level, healthy, lambda i: ctx.weight(i.accelerator, i.gpus), od_adds, on_demand,
+                        lambda o: ctx.weight(o.accelerator, o.gpus))
+    if not more:
+        return adds
+    out = dict(adds)
+    for pool, n in more.items():
+        out[pool] = out.get(pool, 0) + n
+    notes.append(f"bridge: {ctx.add_weight(more):g} weighted GPUs on-demand until what replaces them is ready")
+    return out
+
+
+def _released(ctx: _Context, healthy: list[ObservedInstance]) -> list[ObservedInstance]:
+    """Bridge nodes the ready fleet no longer needs (rule 9)."""
+    if not ctx.spec.rebalance.bridge:
+        return []
+    weight = lambda i: ctx.weight(i.accelerator, i.gpus)      # noqa: E731
+    if not bridge.releases(ctx.target, ctx.baseline, healthy, weight):
+        return []
+    return bridge.releases(ctx.target, max(ctx.baseline, _designed_on_demand(ctx)), healthy, weight)
 
 
 def _interrupted_only(events: Sequence[PoolEvent], backoff: Mapping[str, float]) -> set[str]:

@@ -12,7 +12,8 @@ The model (stated in the README):
   fleet runs there: all of them when the zone is unavailable, in a count trace the excess,
   picked by the seeded random generator. On-demand is always available.
 * A termination with ``after`` pools (make before break) waits until the nodes launched there
-  in the same pass are ready; it is dropped if one of them is lost first.
+  in the same pass are ready; it is dropped if one of them is lost first
+  (``fleet.provisioning.executor.may_break``, the rule ``fleet rebalance`` applies).
 * Work lost by an interrupted ready node: the work since its last checkpoint, with the
   checkpoint interval the planner recommends for the pool's catalog rate (``economics``);
   nothing while it was still starting.
@@ -27,6 +28,7 @@ from typing import Mapping, Protocol, Sequence
 
 from fleet.model import Market, Offer
 from fleet.planning import economics
+from fleet.provisioning.executor import may_break
 from fleet.rebalance.types import Action, Exposure, Launch, ObservedInstance, PoolEvent, Terminate
 from fleet.simulate.market import Replay
 from fleet.spec import FleetSpec
@@ -45,6 +47,7 @@ class View:
     events: tuple[PoolEvent, ...]
     exposure: Mapping[str, Exposure]
     pending: frozenset[str] = frozenset()     # ids already due to be terminated
+    ready: frozenset[str] = frozenset()       # ids past their cold start (doing work)
 
 
 class Policy(Protocol):
@@ -137,21 +140,22 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
             events.append(PoolEvent(pool, "interrupted", now))
         # 2. make-before-break terminations whose replacements are ready (or lost)
         still = []
+        ready_now = {n.id for n in alive.values() if n.ready_tick <= t}
         for victim, needs in waiting:
-            if victim not in alive or any(n not in alive for n in needs):
-                continue
-            if all(alive[n].ready_tick <= t for n in needs):
+            verdict = may_break(needs, alive, ready_now) if victim in alive else None
+            if verdict:
                 del alive[victim]
-            else:
+            elif verdict is not None:
                 still.append((victim, needs))
         waiting = still
         # 3. the policy's pass
         if t % interval_ticks == 0:
             events = [e for e in events if e.at >= now - memory]
             for _ in range(MAX_ROUNDS):
-                view = View(now=now, instances=tuple(_observed(n, gap) for n in alive.values()),
+                view = View(now=now, instances=tuple(_observed(n, gap, t) for n in alive.values()),
                             events=tuple(events), exposure=_exposure(hours, lost_in),
-                            pending=frozenset(v for v, _ in waiting))
+                            pending=frozenset(v for v, _ in waiting),
+                            ready=frozenset(n.id for n in alive.values() if n.ready_tick <= t))
                 actions = policy.act(view)
                 new_by_pool: dict[str, list[str]] = {}
                 short = False
@@ -217,10 +221,11 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
                    cost_series=tuple(cost_s), on_demand_series=tuple(od_s), spot_series=tuple(spot_s))
 
 
-def _observed(node: _Node, gap: int) -> ObservedInstance:
+def _observed(node: _Node, gap: int, tick: int) -> ObservedInstance:
     o = node.offer
     return ObservedInstance(id=node.id, pool=o.pool.id, market=o.market, accelerator=o.accelerator, gpus=o.gpus,
-                            price_per_hour=o.price_per_hour, launched_at=float(node.launched * gap))
+                            price_per_hour=o.price_per_hour, launched_at=float(node.launched * gap),
+                            starting=tick < node.ready_tick)
 
 
 def _exposure(hours: Mapping[str, float], lost: Mapping[str, int]) -> dict[str, Exposure]:
