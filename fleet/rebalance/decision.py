@@ -42,6 +42,8 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 9. **The bridge** (``rebalance.bridge: true``): on-demand covers, in the same pass, what is not ready (lost and still
    starting) up to the critical level, and is released once the ready rest covers the target
    (``fleet.rebalance.bridge``); a pass that releases bridge nodes returns nothing else to spot.
+10. **Hedging** (``rebalance.hedge: true``): the pass plans spare spot capacity sized from
+   the learned rates and the cold start, no zone above the spares (``fleet.rebalance.hedge``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from typing import Collection, Iterable, Mapping, Sequence
 from fleet.errors import PlanError
 from fleet.model import Market, Offer, Plan, PoolKey
 from fleet.rebalance.backoff import backoff_until
-from fleet.rebalance import bridge
+from fleet.rebalance import bridge, hedge
 from fleet.rebalance.bidding import outbid_action
 from fleet.rebalance.head_rule import decide_with_head
 from fleet.rebalance.learning import learned_offers
@@ -78,7 +80,10 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
     if spec.head is not None:
         return decide_with_head(spec, offers, instances, lambda s, o, i: decide(
             s, o, i, events, now, state, exposure=exposure, bidding=bidding))
-    ctx = _Context(spec, learned_offers(offers, exposure or {}, spec.rebalance.prior_hours), now)
+    learned = learned_offers(offers, exposure or {}, spec.rebalance.prior_hours)
+    if spec.rebalance.hedge:
+        spec = hedge.hedged(spec, hedge.spares(spec, learned, [i for i in instances if i.ours and not i.notice]))
+    ctx = _Context(spec, learned, now)
     ours = [i for i in instances if i.ours]
     notes: list[str] = []
 

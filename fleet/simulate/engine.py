@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from fleet.model import Market, Offer
 from fleet.planning import economics
@@ -98,9 +98,11 @@ class _Node:
 
 
 def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int = 1, cold_ticks: int = 1,
-        seed: int = 0, target: float | None = None, keep_series: bool = False) -> Outcome:
+        seed: int = 0, target: float | None = None, keep_series: bool = False,
+        progress: Callable[[int, int], None] | None = None) -> Outcome:
     """Replay ``replay`` through ``policy``; ``target`` defaults to the spec's (the level that
-    counts as "at target", which a policy planning spare nodes exceeds)."""
+    counts as "at target", which a policy planning spare nodes exceeds). ``progress(done,
+    ticks)`` is called after each simulated day and at the end."""
     rng = random.Random(seed)
     gap = replay.tick_seconds
     target = float(spec.capacity.gpus) if target is None else target
@@ -205,6 +207,8 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
             measured += 1
             at_target += ready >= target - EPS
             at_critical += ready >= critical - EPS
+        if progress is not None and ((t + 1) % max(1, 86400 // gap) == 0 or t + 1 == replay.ticks):
+            progress(t + 1, replay.ticks)
         if keep_series:
             ready_s.append(ready)
             cost_s.append(cost)
