@@ -368,6 +368,8 @@ class Rebalance(Section):
         "keep every zone at or below the spares."))
     cold_start_seconds: float = Field(default=600, ge=0, le=86_400,
                                       description="How long a new node takes to do work (sizes the hedge).")
+    spot_moves: bool = Field(default=False, description=(
+        "Move spot nodes to a cheaper spot pool (make before break) on the terms of returns to spot."))
     bridge: bool = Field(default=False, description=(
         "Cover capacity that is lost or still starting with on-demand at once (up to critical_gpus), "
         "released as soon as the ready rest covers the target."))
