@@ -48,6 +48,9 @@ from fleet.spec import load_spec
               help="Spot interruption rates the policy plans with: the catalog's, or fitted from the traces' "
                    "run lengths (fresh-node hazard).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random choices (count traces).")
+@click.option("--synthetic", type=click.IntRange(min=0), default=None, metavar="SEED",
+              help="Replay traces generated with SEED from a model fitted to the traces (fleet.simulate.synth), "
+                   "as long as them, instead of the recorded ones.")
 @click.option("--no-optimum", is_flag=True, help="Skip the offline optimum (an integer program).")
 @click.option("--optimum-time-limit", "optimum_time_limit", default=None, metavar="DURATION",
               help="Stop the optimum's solve after this long (e.g. 2m) and report the best schedule found.")
@@ -58,13 +61,18 @@ from fleet.spec import load_spec
 @pass_app
 def command(app: App, spec_path: Path, traces_dir: Path | None, days: float | None, interval: str, cold_start: str,
             tick: str | None, values: str, mapping: Path | None, spare: int, rates: str, seed: int, no_optimum: bool,
-            optimum_time_limit: str | None, chart: Path | None, wide: bool, as_json: bool) -> None:
+            synthetic: int | None, optimum_time_limit: str | None, chart: Path | None, wide: bool,
+            as_json: bool) -> None:
     """Simulate SPEC's fleet on spot traces against the baselines and the offline optimum."""
     spec = load_spec(spec_path)
     interval_s = _positive("--interval", interval)
     cold_s = parse_duration(cold_start)
     gap = int(_positive("--tick", tick)) if tick is not None else None
     traces = load_traces(traces_dir or shipped_trace_dir(), ValueMeaning(values), gap)
+    if synthetic is not None:
+        from fleet.simulate import synth
+
+        traces = synth.generate(synth.fit(traces), len(traces[0].capacity), synthetic)
     pools = _mapping(mapping, {t.name for t in traces}) if mapping is not None else None
     if chart is not None:
         _need_matplotlib()

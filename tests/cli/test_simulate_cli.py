@@ -123,3 +123,12 @@ def test_at_80_columns_in_a_terminal_every_number_is_whole(tmp_path):
         cells = row[len(p["policy"]):].split()
         assert cells[:3] == [f"{100 * p['at_target']:.2f}%", f"{100 * p['at_critical']:.2f}%", f"{p['cost']:,.2f}"]
     assert "left out for width; --wide shows every column" in text
+
+
+def test_synthetic_traces_are_seeded_and_as_long_as_the_recorded_ones(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    args = ["simulate", str(spec), "--traces", str(write_traces(tmp_path)), "--values", "one", "--tick", "10m",
+            "--no-optimum", "--json"]
+    runs = [json.loads(fleet(*args, "--synthetic", seed, home=tmp_path).stdout) for seed in ("3", "3")]
+    assert runs[0]["policies"] == runs[1]["policies"] and runs[0]["ticks"] == 20
