@@ -345,6 +345,16 @@ class Rebalance(Section):
                                            description="Wait this long after a return before the next one.")
     prior_hours: float = Field(default=100, gt=0, le=1_000_000,
                                description="Weight of the catalog's interruption estimate, in instance-hours.")
+    hedge: bool = Field(default=False, description=(
+        "Hold spare spot capacity (the expected loss within one cold start, at least one node) and "
+        "keep every zone at or below the spares."))
+    cold_start_seconds: float = Field(default=600, ge=0, le=86_400,
+                                      description="How long a new node takes to do work (sizes the hedge).")
+    spot_moves: bool = Field(default=False, description=(
+        "Move spot nodes to a cheaper spot pool (make before break) on the terms of returns to spot."))
+    bridge: bool = Field(default=False, description=(
+        "Cover capacity that is lost or still starting with on-demand at once (up to critical_gpus), "
+        "released as soon as the ready rest covers the target."))
 
 
 class FleetSpec(Section):

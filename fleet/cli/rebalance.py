@@ -8,7 +8,10 @@ was nothing to do), 3 when it ends short (spot short beyond the critical level, 
 errors, among them a provider that could not be read (the pass then does nothing: one line
 names the provider). A fleet taken down with ``fleet down`` is left down. ``--every 5m`` loops as a
 service (a busy fleet skips that pass); ``--metrics-port`` then serves Prometheus metrics
-and ``/healthz``.
+and ``/healthz``. ``--watch 5s`` is event-driven: it lists the fleet's instances every 5
+seconds (no offers, no lock) and runs a pass at once when the set of alive instances or the
+recorded interruption notices changed (a loss, a notice, a node that came up), besides the
+pass every ``--every`` (default 10 minutes).
 """
 
 from __future__ import annotations
@@ -36,16 +39,25 @@ from fleet.state import FleetStatus
               help="Loop: one pass every DURATION (30s, 5m, 1h) until stopped.")
 @click.option("--passes", type=click.IntRange(min=0), default=0, show_default=True,
               help="With --every: stop after this many passes (0 = run until stopped).")
+@click.option("--watch", "watch", default=None, metavar="DURATION",
+              help="Event-driven loop: list the fleet's instances every DURATION (e.g. 5s) and run a pass at once "
+                   "on a loss or a notice; a pass also runs every --every (default 10m).")
 @click.option("--dry-run", is_flag=True, help="Print the actions a pass would take; change nothing.")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
               help="With --every: serve Prometheus metrics and /healthz on this port (0 = any free port).")
 @json_option
 @pass_app
-def command(app: App, name: str, every: str | None, passes: int, dry_run: bool, metrics_port: int | None,
-            as_json: bool) -> None:
+def command(app: App, name: str, every: str | None, watch: str | None, passes: int, dry_run: bool,
+            metrics_port: int | None, as_json: bool) -> None:
     """Keep fleet NAME at target: replace lost spot, fall back to on-demand, return to spot."""
-    if metrics_port is not None and every is None:
-        raise FleetError("--metrics-port needs --every: metrics are served by the looping rebalancer")
+    if metrics_port is not None and every is None and watch is None:
+        raise FleetError("--metrics-port needs --every or --watch: metrics are served by the looping rebalancer")
+    look = None
+    if watch is not None:
+        look = parse_duration(watch)
+        if look <= 0:
+            raise FleetError(f"--watch {watch}: give a positive duration such as 5s")
+        every = every or "10m"
     if every is None:
         report = _one_pass(app, name, dry_run)
         if report is None:
@@ -60,7 +72,7 @@ def command(app: App, name: str, every: str | None, passes: int, dry_run: bool, 
     interval = parse_duration(every)
     if interval <= 0:
         raise FleetError(f"--every {every}: give a positive duration such as 30s, 5m or 1h")
-    _loop(app, name, interval, passes, dry_run, metrics_port, as_json)
+    _loop(app, name, interval, passes, dry_run, metrics_port, as_json, look)
 
 
 def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
@@ -87,8 +99,30 @@ def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
         store.close()
 
 
+def _fingerprint(app: App, name: str, before: object) -> object:
+    """What ``--watch`` compares between looks: the fleet's alive instance ids and the number of
+    interruption notices recorded for it (``before`` when a provider could not be listed: an
+    unreadable provider alone does not start a pass; the pass every ``--every`` says why). It is
+    taken before each pass, so what a pass launches starts one more pass (nothing to do), and a
+    loss during a pass is never missed."""
+    from fleet.provisioning.reconcile import observe
+    from fleet.state import EventKind
+
+    store = store_of(app)
+    try:
+        record = store.get_fleet(name)
+        if record.status == FleetStatus.DOWN:
+            return "down"
+        obs = observe(providers_of(app, record), name)
+        if obs.errors:
+            return before
+        return frozenset(i.id for i in obs.instances), len(store.events(name, kinds=[EventKind.NOTICE]))
+    finally:
+        store.close()
+
+
 def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metrics_port: int | None,
-          as_json: bool) -> None:
+          as_json: bool, watch: float | None = None) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -100,8 +134,21 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
         port = metrics.serve(metrics_port)
         app.err.print(f"metrics on port {port}: /metrics, health on /healthz")
     done = 0
+    last_pass: float | None = None
+    seen: object = None
     while not stop.is_set():
         started = time.time()
+        if watch is not None:     # the look before a pass: a change after it starts the next one
+            try:
+                now_seen = _fingerprint(app, name, seen)
+            except FleetError as err:
+                app.err.print(f"error: {shown(err)}")
+                now_seen = seen
+            if last_pass is not None and started - last_pass < interval and now_seen == seen:
+                stop.wait(max(0.0, watch - (time.time() - started)))
+                continue
+            seen = now_seen
+        last_pass = started
         try:
             report = _one_pass(app, name, dry_run)
             if report is None:
@@ -121,7 +168,7 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
         done += 1
         if passes and done >= passes:
             break
-        stop.wait(max(0.0, interval - (time.time() - started)))
+        stop.wait(max(0.0, (watch if watch is not None else interval) - (time.time() - started)))
     if metrics is not None:
         metrics.close()
 

@@ -48,7 +48,12 @@ from fleet.spec import load_spec
               help="Spot interruption rates the policy plans with: the catalog's, or fitted from the traces' "
                    "run lengths (fresh-node hazard).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random choices (count traces).")
+@click.option("--synthetic", type=click.IntRange(min=0), default=None, metavar="SEED",
+              help="Replay traces generated with SEED from a model fitted to the traces (fleet.simulate.synth), "
+                   "as long as them, instead of the recorded ones.")
 @click.option("--no-optimum", is_flag=True, help="Skip the offline optimum (an integer program).")
+@click.option("--optimum-time-limit", "optimum_time_limit", default=None, metavar="DURATION",
+              help="Stop the optimum's solve after this long (e.g. 2m) and report the best schedule found.")
 @click.option("--chart", type=click.Path(path_type=Path), default=None, metavar="PNG",
               help="Write capacity and cost over time to a PNG (needs matplotlib: pip install 'spotfleet[chart]').")
 @wide_option
@@ -56,20 +61,31 @@ from fleet.spec import load_spec
 @pass_app
 def command(app: App, spec_path: Path, traces_dir: Path | None, days: float | None, interval: str, cold_start: str,
             tick: str | None, values: str, mapping: Path | None, spare: int, rates: str, seed: int, no_optimum: bool,
-            chart: Path | None, wide: bool, as_json: bool) -> None:
+            synthetic: int | None, optimum_time_limit: str | None, chart: Path | None, wide: bool,
+            as_json: bool) -> None:
     """Simulate SPEC's fleet on spot traces against the baselines and the offline optimum."""
     spec = load_spec(spec_path)
     interval_s = _positive("--interval", interval)
     cold_s = parse_duration(cold_start)
     gap = int(_positive("--tick", tick)) if tick is not None else None
     traces = load_traces(traces_dir or shipped_trace_dir(), ValueMeaning(values), gap)
+    if synthetic is not None:
+        from fleet.simulate import synth
+
+        traces = synth.generate(synth.fit(traces), len(traces[0].capacity), synthetic)
     pools = _mapping(mapping, {t.name for t in traces}) if mapping is not None else None
     if chart is not None:
         _need_matplotlib()
+    limit = _positive("--optimum-time-limit", optimum_time_limit) if optimum_time_limit is not None else None
     options = SimOptions(interval_seconds=interval_s, cold_start_seconds=cold_s, days=days, seed=seed, spare=spare,
-                         optimum=not no_optimum, series=chart is not None, rates=rates)
+                         optimum=not no_optimum, series=chart is not None, rates=rates, optimum_time_limit=limit)
     started = time.perf_counter()
-    report = simulate(spec, snapshot_offers(), traces, options, pools)
+    with app.console.status("simulating") as status:
+        def say(what: str, done: int, total: int) -> None:
+            status.update(f"offline optimum: solving the integer program (HiGHS{f', at most {limit:g} s' if limit else ''})"
+                          if what == "optimum" and not done else f"{what}: tick {done:,} of {total:,}")
+
+        report = simulate(spec, snapshot_offers(), traces, options, pools, progress=say)
     elapsed = time.perf_counter() - started
     if chart is not None:
         from fleet.simulate.chart import draw
@@ -155,7 +171,7 @@ def _pct(x: float | None) -> str:
 #: first, as ``plan`` and ``status`` do) rather than a number cut; ``--wide`` is not needed
 #: for the figures that matter (availability, cost).
 COLUMNS = (Column("policy"), Column("at target", right=True), Column("critical", right=True),
-           Column("cost $", right=True), Column("of OD", right=True, drop=1), Column("x opt", right=True, drop=5),
+           Column("cost $", right=True), Column("of OD", right=True, drop=5), Column("x opt", right=True, drop=1),
            Column("lost", right=True, drop=2), Column("work lost", right=True, drop=3),
            Column("OD node-h", right=True, drop=4))
 
@@ -179,5 +195,7 @@ def _show(app: App, data: dict[str, Any], wide: bool = False) -> None:
     if data["unmapped_pools"]:
         app.console.print(f"{len(data['unmapped_pools'])} spot pool(s) without a trace left out "
                       f"(e.g. {data['unmapped_pools'][0]}); map them with --mapping")
+    if opt is not None and opt["status"] != "optimal":
+        app.console.print(f"offline optimum: {opt['status']}")
     for note in data["notes"]:
         app.console.print(note)

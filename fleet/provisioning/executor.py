@@ -245,6 +245,17 @@ def _terminate_surplus(plan: Plan, obs: Observation, providers: Mapping[str, Pro
             report.notes.append(f"{name}: could not terminate {len(insts)} surplus instance(s): {err}")
 
 
+def may_break(replacements: Collection[str], alive: Collection[str], ready: Collection[str]) -> bool | None:
+    """Make before break, the one rule the rebalancer and the simulator apply to a node that is
+    replaced: it may be terminated (``True``) once every replacement is ready; it waits
+    (``False``) while one is alive but still starting; the termination is dropped (``None``: the
+    node is kept) when a replacement is gone (it failed to come up, or was lost first). No
+    replacement named means nothing has to come up first."""
+    if any(r not in alive for r in replacements):
+        return None
+    return all(r in ready for r in replacements)
+
+
 def terminate(fleet: str, provider: Provider, instances: list[Instance], store: StateStore | None, *,
               reason: str) -> list[str]:
     """Terminate ``instances`` (only those tagged with ``fleet``) and record it (unless ``store``

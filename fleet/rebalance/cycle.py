@@ -29,7 +29,7 @@ from fleet import crashpoints
 from fleet.errors import ProviderError
 from fleet.model import HEAD, TAG_ROLE, WORKER, Allocation, Market, NodeConfig, Offer, Plan, PlanTotals
 from fleet.provisioning.roles import fleet_node, head_node, worker_node
-from fleet.provisioning.executor import ApplyReport, apply, terminate
+from fleet.provisioning.executor import ApplyReport, apply, may_break, terminate
 from fleet.provisioning.launching import ProgressFn
 from fleet.provisioning.reconcile import Observation, observe, sync
 from fleet.rebalance.inputs import EVENT_KIND, gather
@@ -254,8 +254,8 @@ def _raise_bid(bid: RaiseBid, providers: Mapping[str, Provider]) -> ActionResult
 
 def _terminate(fleet: str, term: Terminate, came_up: set[str], alive: Mapping[str, object],
                providers: Mapping[str, Provider], store: StateStore) -> ActionResult:
-    waiting = [p for p in term.after if p not in came_up]
-    if waiting:
+    if may_break(term.after, came_up, came_up) is None:    # a pass waits for its launches: up or failed
+        waiting = [p for p in term.after if p not in came_up]
         return ActionResult(term, False, f"kept: its replacement in {waiting[0]} did not come up")
     inst = alive.get(term.instance_id)
     if inst is None:

@@ -39,6 +39,14 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 8. **The head stays on-demand**: head nodes (``role`` ``head``) are not capacity and never
    move; fewer than ``head.count`` alive is an incident, and the missing ones are relaunched
    on-demand (``fleet.rebalance.head_rule``).
+9. **The bridge** (``rebalance.bridge: true``): on-demand covers, in the same pass, what is not ready (lost and still
+   starting) up to the critical level, and is released once the ready rest covers the target
+   (``fleet.rebalance.bridge``); a pass that releases bridge nodes returns nothing else to spot.
+10. **Hedging** (``rebalance.hedge: true``): the pass plans spare spot capacity sized from
+   the learned rates and the cold start, no zone above the spares (``fleet.rebalance.hedge``).
+11. **Spot moves** (``rebalance.spot_moves: true``): when nothing else is to do, ready spot
+   nodes in pools dearer than the cheapest one the plan may use move there on rule 6's terms
+   (make before break, ``min_saving``, ``max_moves_per_pass``, the cooldown).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from typing import Collection, Iterable, Mapping, Sequence
 from fleet.errors import PlanError
 from fleet.model import Market, Offer, Plan, PoolKey
 from fleet.rebalance.backoff import backoff_until
+from fleet.rebalance import bridge, hedge
 from fleet.rebalance.bidding import outbid_action
 from fleet.rebalance.head_rule import decide_with_head
 from fleet.rebalance.learning import learned_offers
@@ -74,7 +83,10 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
     if spec.head is not None:
         return decide_with_head(spec, offers, instances, lambda s, o, i: decide(
             s, o, i, events, now, state, exposure=exposure, bidding=bidding))
-    ctx = _Context(spec, learned_offers(offers, exposure or {}, spec.rebalance.prior_hours), now)
+    learned = learned_offers(offers, exposure or {}, spec.rebalance.prior_hours)
+    if spec.rebalance.hedge:
+        spec = hedge.hedged(spec, hedge.spares(spec, learned, [i for i in instances if i.ours and not i.notice]))
+    ctx = _Context(spec, learned, now)
     ours = [i for i in instances if i.ours]
     notes: list[str] = []
 
@@ -95,9 +107,16 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
         thaw = _interrupted_only(events, backoff) - {i.pool for i in warned}
         adds = _lift_backoff(ctx, healthy, avoid, thaw, have, od_have, adds, refill)
         notes += refill
-    adds = _within_budget(ctx, ours, adds, notes)
+    bridged = _bridge(ctx, healthy, adds, notes)
+    adds = _within_budget(ctx, ours, {p: adds.get(p, 0) + bridged.get(p, 0) for p in {*adds, *bridged}}, notes)
 
-    launches = [Launch(ctx.offer[p], n, _reason(ctx, p, od_have, warned, have)) for p, n in sorted(adds.items())]
+    launches = []
+    for p, n in sorted(adds.items()):
+        bridge_n = min(n, bridged.get(p, 0))
+        if n > bridge_n:
+            launches.append(Launch(ctx.offer[p], n - bridge_n, _reason(ctx, p, od_have, warned, have)))
+        if bridge_n:
+            launches.append(Launch(ctx.offer[p], bridge_n, "bridge"))
     terminations: list[Terminate] = []
     after = have + ctx.add_weight(adds)
     new_state = state
@@ -106,7 +125,12 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
             if i.notice in ADVISORY or i.id in replace_outbid:
                 terminations.append(Terminate(i.id, i.pool, "outbid-replaced" if i.id in replace_outbid
                                               else "replaced-early"))
-        moved = _return_to_spot(ctx, ours, healthy, od_have, state, notes)
+        released = _released(ctx, healthy)
+        terminations += [Terminate(i.id, i.pool, "bridge-released") for i in released]
+        after -= ctx.weighted(released)
+        moved = None if released else _return_to_spot(ctx, ours, healthy, od_have, state, notes)
+        if moved is None and not released:
+            moved = _move_spot(ctx, ours, healthy, od_have, state, notes)
         if moved is not None:
             ret_adds, doomed = moved
             launches += [Launch(ctx.offer[p], n, "return-to-spot") for p, n in sorted(ret_adds.items())]
@@ -217,6 +241,30 @@ def _designed_on_demand(ctx: _Context) -> float:
     if not design.feasible:
         return 0.0
     return sum(a.weighted_gpus for a in design.allocations if a.offer.market is Market.ON_DEMAND)
+
+
+def _bridge(ctx: _Context, healthy: list[ObservedInstance], adds: Mapping[str, int], notes: list[str]) -> dict[str, int]:
+    """The bridge's on-demand launches beside ``adds`` (rule 9)."""
+    if not ctx.spec.rebalance.bridge:
+        return {}
+    level = min(ctx.critical, ctx.target)
+    od_adds = ctx.add_weight({p: n for p, n in adds.items() if not ctx.spot(p)})
+    on_demand = [o for o in ctx.plannable if o.market is Market.ON_DEMAND]
+    more = bridge.cover(level, healthy, lambda i: ctx.weight(i.accelerator, i.gpus), od_adds, on_demand,
+                        lambda o: ctx.weight(o.accelerator, o.gpus))
+    if more:
+        notes.append(f"bridge: {ctx.add_weight(more):g} weighted GPUs on-demand until what replaces them is ready")
+    return more
+
+
+def _released(ctx: _Context, healthy: list[ObservedInstance]) -> list[ObservedInstance]:
+    """Bridge nodes the ready fleet no longer needs (rule 9)."""
+    if not ctx.spec.rebalance.bridge:
+        return []
+    weight = lambda i: ctx.weight(i.accelerator, i.gpus)      # noqa: E731
+    if not bridge.releases(ctx.target, ctx.baseline, healthy, weight):
+        return []
+    return bridge.releases(ctx.target, max(ctx.baseline, _designed_on_demand(ctx)), healthy, weight)
 
 
 def _interrupted_only(events: Sequence[PoolEvent], backoff: Mapping[str, float]) -> set[str]:
@@ -360,26 +408,57 @@ def _return_to_spot(ctx: _Context, ours: Sequence[ObservedInstance], healthy: li
         if len(chosen) < policy.max_moves_per_pass and w <= spare + EPS:
             chosen.append(inst)
             spare -= w
+    return _saving_move(ctx, ours, healthy, od_have, chosen, notes, "returning {k} on-demand node(s) to spot")
+
+
+def _saving_move(ctx: _Context, ours: Sequence[ObservedInstance], healthy: list[ObservedInstance], od_have: float,
+                 chosen: list[ObservedInstance], notes: list[str], say: str, *, whole: bool = False
+                 ) -> tuple[dict[str, int], list[ObservedInstance]] | None:
+    """The largest prefix of ``chosen`` whose spot replacements save ``min_saving`` of its price
+    within the budget (only all of ``chosen`` when ``whole``): (launches, nodes they replace), or
+    ``None``."""
     have = ctx.weighted(healthy)
-    for k in range(len(chosen), 0, -1):
+    for k in range(len(chosen), 0 if not whole else len(chosen) - 1, -1):
         move = chosen[:k]
         current = dict(ctx.current)
         for inst in move:
             current[inst.pool] -= 1
         current = {p: n for p, n in current.items() if n > 0}
-        saved = _spot_moves(ctx, current, have - ctx.weighted(move), od_have - ctx.weighted(move))
-        if saved is None:
+        od_moved = ctx.weighted(i for i in move if i.market is Market.ON_DEMAND)
+        saved = _spot_moves(ctx, current, have - ctx.weighted(move), od_have - od_moved)
+        if saved is None or set(saved[0]) & {i.pool for i in move}:
             continue
         saved, cost_new = saved
         cost_old = sum(i.price_per_hour for i in move)
-        if cost_old <= 0 or 1 - cost_new / cost_old < policy.min_saving - EPS:
+        if cost_old <= 0 or 1 - cost_new / cost_old < ctx.spec.rebalance.min_saving - EPS:
             continue
         cap = ctx.spec.budget.max_per_hour
         if cap is not None and sum(i.price_per_hour for i in ours) + cost_new > cap + EPS:
             continue
-        notes.append(f"returning {k} on-demand node(s) to spot saves ${cost_old - cost_new:.2f}/h")
+        notes.append(f"{say.format(k=k)} saves ${cost_old - cost_new:.2f}/h")
         return saved, move
     return None
+
+
+def _move_spot(ctx: _Context, ours: Sequence[ObservedInstance], healthy: list[ObservedInstance], od_have: float,
+               state: PolicyState, notes: list[str]) -> tuple[dict[str, int], list[ObservedInstance]] | None:
+    """Rule 11 (``rebalance.spot_moves``): ready spot nodes in pools dearer per weighted GPU than
+    the cheapest spot pool the plan may use now move there, make before break, on the terms of
+    rule 6 (``min_saving`` at the planner's true cost, ``max_moves_per_pass``, the cooldown):
+    once a back-off ends, the fleet goes back to where the learned rates put it."""
+    policy = ctx.spec.rebalance
+    if not policy.spot_moves or policy.max_moves_per_pass == 0:
+        return None
+    if state.last_return_at is not None and ctx.now - state.last_return_at < policy.return_cooldown_seconds:
+        return None
+    per = lambda o: o.price_per_hour / max(ctx.weight(o.accelerator, o.gpus), EPS)     # noqa: E731
+    open_ = [per(o) for o in ctx.plannable if o.market is Market.SPOT and o.capacity_hint != 0]
+    if not open_:
+        return None
+    spot = sorted((i for i in healthy if i.market is Market.SPOT and not i.starting and per(i) > min(open_) + EPS),
+                  key=lambda i: (-per(i), -i.launched_at, i.id))
+    return _saving_move(ctx, ours, healthy, od_have, spot[:policy.max_moves_per_pass], notes,
+                        "moving {k} spot node(s) to a cheaper pool", whole=True)   # one plan per pass
 
 
 def _spot_moves(ctx: _Context, current: Mapping[str, int], have: float, od_have: float

@@ -2,7 +2,7 @@
 
 * instances: the providers' alive, tagged instances, with the latest interruption notice the
   node agent recorded for each (``interruption-notice`` events; ``outbid`` notices mark Vast
-  outbids);
+  outbids), starting while the provider reports them pending;
 * pool events: ``preempted`` endings (interrupted) and ``blocked`` capacity failures
   (no capacity), at their provider-clock times;
 * exposure: every instance record of the fleet, alive ones counted until ``now``;
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from fleet.model import TAG_ROLE, WORKER
+from fleet.model import TAG_ROLE, WORKER, InstanceState
 from fleet.provisioning.reconcile import Observation
 from fleet.rebalance.learning import exposure_of
 from fleet.rebalance.types import INTERRUPTED, NO_CAPACITY, Exposure, ObservedInstance, PolicyState, PoolEvent
@@ -67,7 +67,7 @@ def gather(obs: Observation, store: StateStore | None, providers: Mapping[str, P
             id=i.id, pool=i.pool.id, market=i.pool.market, accelerator=i.accelerator, gpus=i.gpus,
             price_per_hour=i.price_per_hour, launched_at=i.launched_at,
             notice="" if notice == OUTBID else notice, outbid=notice == OUTBID,
-            role=i.tags.get(TAG_ROLE, WORKER)))
+            role=i.tags.get(TAG_ROLE, WORKER), starting=i.state is InstanceState.PENDING))
     exposure = fleet_exposure(store, fleet, now) if store is not None else {}
     bidding = frozenset(n for n, p in providers.items() if isinstance(p, RaisesBids))
     return Inputs(instances=instances, events=pool_events, exposure=exposure,

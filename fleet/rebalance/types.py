@@ -23,6 +23,9 @@ class ObservedInstance:
     interruptible instance whose bid was beaten (stopped until the bid is raised).
     ``bid``: its current bid in USD/h where the provider bids (Vast), else ``None``.
     ``role``: ``head`` for the spec's head nodes (never moved, never counted as capacity).
+    ``starting``: launched but not ready yet (still booting: the provider reports it pending,
+    or a simulator's cold start has not passed); it counts as capacity, and the bridge rule
+    (``fleet.rebalance.bridge``) covers it with on-demand meanwhile.
     """
 
     id: str
@@ -37,6 +40,7 @@ class ObservedInstance:
     outbid: bool = False
     bid: float | None = None
     role: str = "worker"
+    starting: bool = False
 
     @property
     def provider(self) -> str:
@@ -76,7 +80,8 @@ class PolicyState:
 
 
 #: Why a launch is asked for.
-LaunchReason = Literal["replace-lost", "fallback", "early-replace", "return-to-spot", "baseline", "head-lost"]
+LaunchReason = Literal["replace-lost", "fallback", "early-replace", "return-to-spot", "baseline", "head-lost",
+                       "bridge"]
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ class Terminate:
 
     instance_id: str
     pool: str
-    reason: Literal["return-to-spot", "replaced-early", "outbid-replaced"]
+    reason: Literal["return-to-spot", "replaced-early", "outbid-replaced", "bridge-released"]
     after: tuple[str, ...] = ()
     kind: Literal["terminate"] = "terminate"
 

@@ -12,7 +12,8 @@ The model (stated in the README):
   fleet runs there: all of them when the zone is unavailable, in a count trace the excess,
   picked by the seeded random generator. On-demand is always available.
 * A termination with ``after`` pools (make before break) waits until the nodes launched there
-  in the same pass are ready; it is dropped if one of them is lost first.
+  in the same pass are ready; it is dropped if one of them is lost first
+  (``fleet.provisioning.executor.may_break``, the rule ``fleet rebalance`` applies).
 * Work lost by an interrupted ready node: the work since its last checkpoint, with the
   checkpoint interval the planner recommends for the pool's catalog rate (``economics``);
   nothing while it was still starting.
@@ -23,10 +24,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from fleet.model import Market, Offer
 from fleet.planning import economics
+from fleet.provisioning.executor import may_break
 from fleet.rebalance.types import Action, Exposure, Launch, ObservedInstance, PoolEvent, Terminate
 from fleet.simulate.market import Replay
 from fleet.spec import FleetSpec
@@ -45,6 +47,7 @@ class View:
     events: tuple[PoolEvent, ...]
     exposure: Mapping[str, Exposure]
     pending: frozenset[str] = frozenset()     # ids already due to be terminated
+    ready: frozenset[str] = frozenset()       # ids past their cold start (doing work)
 
 
 class Policy(Protocol):
@@ -95,9 +98,11 @@ class _Node:
 
 
 def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int = 1, cold_ticks: int = 1,
-        seed: int = 0, target: float | None = None, keep_series: bool = False) -> Outcome:
+        seed: int = 0, target: float | None = None, keep_series: bool = False,
+        progress: Callable[[int, int], None] | None = None) -> Outcome:
     """Replay ``replay`` through ``policy``; ``target`` defaults to the spec's (the level that
-    counts as "at target", which a policy planning spare nodes exceeds)."""
+    counts as "at target", which a policy planning spare nodes exceeds). ``progress(done,
+    ticks)`` is called after each simulated day and at the end."""
     rng = random.Random(seed)
     gap = replay.tick_seconds
     target = float(spec.capacity.gpus) if target is None else target
@@ -137,21 +142,22 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
             events.append(PoolEvent(pool, "interrupted", now))
         # 2. make-before-break terminations whose replacements are ready (or lost)
         still = []
+        ready_now = {n.id for n in alive.values() if n.ready_tick <= t}
         for victim, needs in waiting:
-            if victim not in alive or any(n not in alive for n in needs):
-                continue
-            if all(alive[n].ready_tick <= t for n in needs):
+            verdict = may_break(needs, alive, ready_now) if victim in alive else None
+            if verdict:
                 del alive[victim]
-            else:
+            elif verdict is not None:
                 still.append((victim, needs))
         waiting = still
         # 3. the policy's pass
         if t % interval_ticks == 0:
             events = [e for e in events if e.at >= now - memory]
             for _ in range(MAX_ROUNDS):
-                view = View(now=now, instances=tuple(_observed(n, gap) for n in alive.values()),
+                view = View(now=now, instances=tuple(_observed(n, gap, t) for n in alive.values()),
                             events=tuple(events), exposure=_exposure(hours, lost_in),
-                            pending=frozenset(v for v, _ in waiting))
+                            pending=frozenset(v for v, _ in waiting),
+                            ready=frozenset(n.id for n in alive.values() if n.ready_tick <= t))
                 actions = policy.act(view)
                 new_by_pool: dict[str, list[str]] = {}
                 short = False
@@ -201,6 +207,8 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
             measured += 1
             at_target += ready >= target - EPS
             at_critical += ready >= critical - EPS
+        if progress is not None and ((t + 1) % max(1, 86400 // gap) == 0 or t + 1 == replay.ticks):
+            progress(t + 1, replay.ticks)
         if keep_series:
             ready_s.append(ready)
             cost_s.append(cost)
@@ -217,10 +225,11 @@ def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int 
                    cost_series=tuple(cost_s), on_demand_series=tuple(od_s), spot_series=tuple(spot_s))
 
 
-def _observed(node: _Node, gap: int) -> ObservedInstance:
+def _observed(node: _Node, gap: int, tick: int) -> ObservedInstance:
     o = node.offer
     return ObservedInstance(id=node.id, pool=o.pool.id, market=o.market, accelerator=o.accelerator, gpus=o.gpus,
-                            price_per_hour=o.price_per_hour, launched_at=float(node.launched * gap))
+                            price_per_hour=o.price_per_hour, launched_at=float(node.launched * gap),
+                            starting=tick < node.ready_tick)
 
 
 def _exposure(hours: Mapping[str, float], lost: Mapping[str, int]) -> dict[str, Exposure]:

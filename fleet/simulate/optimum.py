@@ -9,7 +9,8 @@ ready. Constraints: ``a[p,t] <= capacity[p,t]`` (the trace); ``r[p,t] <= a[p,t-j
 paid node-hours' cost. Removing the newest nodes first makes ``r = min_j a[p,t-j]``
 reachable, so this is the exact optimum of the simulator's model at 100% availability and
 a lower bound on the cost of any policy that achieves it. Solved with HiGHS
-(``fleet.planning.highs``).
+(``fleet.planning.highs``); with a ``time_limit`` that runs out, the best schedule found is
+returned with a status that says so (its cost is then an upper bound of the optimum's).
 """
 
 from __future__ import annotations
@@ -108,8 +109,9 @@ def solve(spec: FleetSpec, replay: Replay, cold_ticks: int = 1, target: float | 
     options = {"time_limit": time_limit} if time_limit else {}
     res = milp(c, integrality=integrality, bounds=Bounds(lo, hi),
                constraints=LinearConstraint(matrix, blo, bhi), options=options)
-    if res.x is None or res.status not in (0,):
-        return Optimum(None, res.message, {})
+    if res.x is None or res.status not in (0, 1):
+        return Optimum(None, res.message if res.status != 1 else "time limit reached before any schedule was found", {})
     x = np.round(res.x).astype(int)
     counts = {pid: tuple(int(v) for v in x[p * T:(p + 1) * T]) for p, (pid, *_rest) in enumerate(pools)}
-    return Optimum(float(c @ x), "optimal", counts)
+    return Optimum(float(c @ x), "optimal" if res.status == 0 else "time limit: best schedule found, not proven optimal",
+                   counts)

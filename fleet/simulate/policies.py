@@ -9,6 +9,14 @@
   just refuse (what SkyPilot and dstack do).
 * ``EvenSpread``: spot only; nodes spread evenly over every spot pool, a missing node going
   to the pool with the fewest that did not just refuse.
+* ``GreedyBridge``: cheapest-first spot, and on-demand covers any shortfall of ready spot at
+  once, released as soon as the spot nodes are ready (SkyPilot managed jobs, SkyServe's dynamic
+  fallback).
+* ``SpotHedge``: SpotHedge's placer (SkyServe): each missing node goes to the cheapest ACTIVE
+  pool the fleet does not use yet (the cheapest ACTIVE one when it uses them all); a pool that
+  interrupts or refuses is marked PREEMPTED, and the marks are reset when fewer than 2 pools
+  stay ACTIVE. On-demand covers what spot cannot take, returned to spot (make before break)
+  when it can.
 
 "Cheapest" is per weighted GPU, ties broken by pool id. Baselines learn availability only by
 trying (a refused launch is a ``no-capacity`` event of this pass), as the rebalancer does.
@@ -137,4 +145,79 @@ class EvenSpread(_Baseline):
         return [Launch(by_id[p], n, "replace-lost") for p, n in sorted(adds.items())]
 
 
-BASELINES = (AllOnDemand, SinglePool, CheapestFirst, EvenSpread)
+class GreedyBridge(_Baseline):
+    name = "greedy + on-demand bridge"
+
+    def act(self, view: View) -> Sequence[Action]:
+        mine = [i for i in view.instances if i.id not in view.pending]
+        spot = [i for i in mine if i.market is Market.SPOT]
+        od = [i for i in mine if i.market is Market.ON_DEMAND]
+        w = lambda i: self.spec.weight(i.accelerator) * i.gpus       # noqa: E731
+        out: list[Action] = []
+        refused = self.refused(view)
+        pool = next((o for o in self.spot if o.pool.id not in refused), None)
+        missing = self.target - sum(w(i) for i in spot)
+        if pool is not None:
+            out += self.fill(pool, missing)
+        if not self.on_demand:
+            return out
+        # the bridge: on-demand for what ready spot does not cover; released once it does
+        uncovered = self.target - sum(w(i) for i in spot if i.id in view.ready)
+        surplus = sum(w(i) for i in od) - max(uncovered, 0.0)
+        if surplus < -1e-9:
+            out += self.fill(self.on_demand[0], -surplus)
+        for i in sorted(od, key=lambda i: (i.id not in view.ready, -i.launched_at, i.id)):
+            if w(i) <= surplus + 1e-9:
+                out.append(Terminate(i.id, i.pool, "return-to-spot"))
+                surplus -= w(i)
+        return out
+
+
+class SpotHedge(_Baseline):
+    name = "SpotHedge placer"
+
+    def __init__(self, spec: FleetSpec, offers: Sequence[Offer]):
+        super().__init__(spec, offers)
+        self.preempted: set[str] = set()
+        self.seen: set[tuple[str, str, float]] = set()
+
+    def _active(self, view: View) -> list[Offer]:
+        for e in view.events:
+            if (e.pool, e.kind, e.at) not in self.seen:
+                self.seen.add((e.pool, e.kind, e.at))
+                self.preempted.add(e.pool)
+        active = [o for o in self.spot if o.pool.id not in self.preempted]
+        if len(active) < 2:
+            self.preempted.clear()
+            active = [o for o in self.spot if o.pool.id not in self.refused(view)]
+        return active
+
+    def _place(self, active: list[Offer], used: set[str], missing: float) -> dict[str, int]:
+        adds: dict[str, int] = {}
+        while missing > 1e-9 and active:
+            o = next((o for o in active if o.pool.id not in used), active[0])
+            used.add(o.pool.id)
+            adds[o.pool.id] = adds.get(o.pool.id, 0) + 1
+            missing -= self.weight(o)
+        return adds
+
+    def act(self, view: View) -> Sequence[Action]:
+        active = self._active(view)
+        by_id = {o.pool.id: o for o in self.spot}
+        mine = [i for i in view.instances if i.id not in view.pending]
+        used = {i.pool for i in mine}
+        missing = self.missing(view)
+        if missing > 1e-9:
+            if active:
+                adds = self._place(active, used, missing)
+                return [Launch(by_id[p], n, "replace-lost") for p, n in sorted(adds.items())]
+            return self.fill(self.on_demand[0], missing) if self.on_demand else []
+        od = [i for i in mine if i.market is Market.ON_DEMAND]
+        if not od or not active:
+            return []
+        adds = self._place(active, used, sum(self.spec.weight(i.accelerator) * i.gpus for i in od))
+        return [*(Launch(by_id[p], n, "return-to-spot") for p, n in sorted(adds.items())),
+                *(Terminate(i.id, i.pool, "return-to-spot", after=tuple(sorted(adds))) for i in od)]
+
+
+BASELINES = (AllOnDemand, SinglePool, CheapestFirst, EvenSpread, GreedyBridge, SpotHedge)

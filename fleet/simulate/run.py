@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from fleet.catalog import filter_for_spec
 from fleet.model import InterruptionSource, Offer
@@ -25,6 +25,7 @@ class SimOptions:
     optimum: bool = True
     series: bool = False
     rates: str = "catalog"          # or "hazard": spot rates fitted from the replayed traces
+    optimum_time_limit: float | None = None     # seconds HiGHS may take (None: until proven optimal)
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,13 @@ def with_hazard_rates(replay: Replay) -> Replay:
     return replace(replay, offers=offers)
 
 
+#: ``progress(what, done, total)``: ``what`` a policy's name (``done`` of ``total`` ticks) or
+#: ``"optimum"`` (0 of 1 when the solve starts, 1 of 1 when it ends).
+Progress = Callable[[str, int, int], None]
+
+
 def simulate(spec: FleetSpec, offers: Sequence[Offer], traces: Sequence[ZoneTrace], options: SimOptions = SimOptions(),
-             mapping: Mapping[str, Sequence[str]] | None = None) -> Report:
+             mapping: Mapping[str, Sequence[str]] | None = None, progress: Progress | None = None) -> Report:
     """Replay ``traces`` for ``spec`` over the catalog ``offers`` (see ``engine`` for the model)."""
     usable = filter_for_spec(offers, spec)
     gap = traces[0].gap_seconds
@@ -82,8 +88,14 @@ def simulate(spec: FleetSpec, offers: Sequence[Offer], traces: Sequence[ZoneTrac
     chosen: list[engine.Policy] = [ours]
     if options.baselines:
         chosen += [cls(spec, replay.offers) for cls in policies.BASELINES]
+    say = progress or (lambda _what, _done, _total: None)
     outcomes = tuple(engine.run(p, spec, replay, interval_ticks=interval, cold_ticks=cold, seed=options.seed,
-                                target=target, keep_series=options.series) for p in chosen)
-    best = optimum.solve(spec, replay, cold_ticks=cold) if options.optimum else None
+                                target=target, keep_series=options.series,
+                                progress=lambda done, total, name=p.name: say(name, done, total)) for p in chosen)
+    best = None
+    if options.optimum:
+        say("optimum", 0, 1)
+        best = optimum.solve(spec, replay, cold_ticks=cold, time_limit=options.optimum_time_limit)
+        say("optimum", 1, 1)
     return Report(replay=replay, options=options, interval_ticks=interval, cold_ticks=cold, outcomes=outcomes,
                   optimum=best, notes=tuple(notes))

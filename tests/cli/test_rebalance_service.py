@@ -83,3 +83,30 @@ def test_passes_stops_the_loop(world: World):
     proc = world.fleet("rebalance", "chaos", "--every", "1s", "--passes", "2")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("nothing to do") == 2
+
+
+def test_watch_replaces_a_lost_node_at_once_not_at_the_next_pass(world: World):
+    """``--watch 1s --every 1h``: after the first pass only a change starts one, so the process
+    ending after its second pass with the fleet back at target shows the loss started it."""
+    assert world.fleet_json("up", str(world.spec()), "--yes")["ok"]
+    target = sum(world.alive("chaos").values())
+    proc = world.spawn("rebalance", "chaos", "--watch", "1s", "--every", "1h", "--passes", "2")
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()                  # the first pass has run
+        assert "nothing to do" in first, first
+        spot = sorted(i.id for i in world.created("chaos") if i.state.alive and i.pool.market.value == "spot")
+        world.cloud.preempt(spot[0])
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "replace-lost" in out and "done" in out, out
+    assert sum(world.alive("chaos").values()) == target
+
+
+def test_watch_needs_a_duration(world: World):
+    proc = world.fleet("rebalance", "chaos", "--watch", "0s")
+    assert proc.returncode == 1 and "--watch 0s: give a positive duration" in proc.stderr

@@ -48,7 +48,8 @@ def test_json_report_on_hand_made_traces(tmp_path):
     assert data["ticks"] == 20 and data["cold_start_ticks"] == 1
     assert set(data["pools"].values()) == {"us-central1-a", "us-west1-b"}
     by = {p["policy"]: p for p in data["policies"]}
-    assert set(by) == {"ours", "all on-demand", "single pool + on-demand", "cheapest-first spot", "even spread"}
+    assert set(by) == {"ours", "all on-demand", "single pool + on-demand", "cheapest-first spot", "even spread",
+                       "greedy + on-demand bridge", "SpotHedge placer"}
     assert by["all on-demand"]["at_target"] == 1.0 and by["all on-demand"]["cost_share_of_on_demand"] == 1.0
     assert by["ours"]["interruptions"] >= 1 and by["ours"]["cost_share_of_on_demand"] < 1
     assert data["optimum"]["status"] == "optimal"
@@ -102,7 +103,7 @@ def test_hazard_rates_replace_the_catalog_estimates_and_pools_report_them(tmp_pa
 
 def test_at_80_columns_in_a_terminal_every_number_is_whole(tmp_path):
     """In an 80x24 pseudo-terminal the table drops columns rather than cut a figure (``16,88…``)."""
-    from cli.terminal import plain, run_in_pty
+    from cli.terminal import plain, run_in_pty, screen
 
     spec = tmp_path / "fleet.yaml"
     spec.write_text(SPEC)
@@ -112,11 +113,22 @@ def test_at_80_columns_in_a_terminal_every_number_is_whole(tmp_path):
                            dict(os.environ), cols=80, rows=24)
     text = plain(out)
     assert code == 0, text
-    lines = text.splitlines()
-    assert max(len(line) for line in lines) <= 80 and "…" not in text
+    assert "tick 72 of 72" in text                  # progress, on a status line the table then replaces
+    term = screen(out, cols=80, rows=24)
+    lines = [line.rstrip() for line in term.display]
+    assert max(len(line) for line in lines) <= 80 and "…" not in "\n".join(lines)
     table = lines[lines.index(next(line for line in lines if line.startswith("policy"))):]
     for p in data["policies"]:
         row = next(line for line in table if line.startswith(p["policy"] + "  "))
         cells = row[len(p["policy"]):].split()
         assert cells[:3] == [f"{100 * p['at_target']:.2f}%", f"{100 * p['at_critical']:.2f}%", f"{p['cost']:,.2f}"]
     assert "left out for width; --wide shows every column" in text
+
+
+def test_synthetic_traces_are_seeded_and_as_long_as_the_recorded_ones(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    args = ["simulate", str(spec), "--traces", str(write_traces(tmp_path)), "--values", "one", "--tick", "10m",
+            "--no-optimum", "--json"]
+    runs = [json.loads(fleet(*args, "--synthetic", seed, home=tmp_path).stdout) for seed in ("3", "3")]
+    assert runs[0]["policies"] == runs[1]["policies"] and runs[0]["ticks"] == 20

@@ -446,3 +446,40 @@ def test_a_lost_node_the_zone_cap_made_on_demand_is_replaced_though_the_critical
     d = decide(ONE_ZONE, offers, running, events, NOW)
     assert launched(d) == {machine(902, Market.ON_DEMAND).pool.id: 1} and d.short_weighted_gpus == 0
     assert not any("critical level" in n for n in d.notes)
+
+
+# ---- the bridge (rule 9) and spot moves (rule 11) ---------------------------------------
+
+def test_the_bridge_covers_a_loss_with_on_demand_at_once_and_releases_it_once_spot_is_ready():
+    s = spec(critical=32, extra="  bridge: true")
+    running = [inst(SPOT[0]), inst(SPOT[0]), inst(SPOT[1])]
+    d = decide(s, OFFERS, running, [], NOW)
+    reasons = {(a.offer.market, a.reason): a.count for a in d.launches}
+    assert reasons == {(Market.SPOT, "replace-lost"): 1, (Market.ON_DEMAND, "bridge"): 1}
+    replacement = ObservedInstance(id="i-new", pool=d.launches[0].pool, market=Market.SPOT, accelerator="H100",
+                                   gpus=8, price_per_hour=10.0, launched_at=NOW, starting=True)
+    bridge = ObservedInstance(id="i-od", pool=OD.pool.id, market=Market.ON_DEMAND, accelerator="H100", gpus=8,
+                              price_per_hour=30.0, launched_at=NOW, starting=True)
+    assert decide(s, OFFERS, [*running, replacement, bridge], [], NOW + 60).actions == ()   # still starting
+    ready = [*running, replace_starting(replacement), replace_starting(bridge)]
+    d = decide(s, OFFERS, ready, [], NOW + 600)
+    assert [(t.instance_id, t.reason, t.after) for t in d.terminations] == [("i-od", "bridge-released", ())]
+    assert not d.launches
+    assert decide(spec(critical=32), OFFERS, running, [], NOW).launches[0].reason == "replace-lost"
+    assert len(decide(spec(critical=32), OFFERS, running, [], NOW).launches) == 1     # no bridge unless asked
+
+
+def replace_starting(i: ObservedInstance) -> ObservedInstance:
+    from dataclasses import replace
+
+    return replace(i, starting=False)
+
+
+def test_spot_moves_take_ready_nodes_to_a_cheaper_pool_make_before_break():
+    dear = [inst(SPOT[3]) for _ in range(4)]                  # 11.5/h; pool a offers 10.0/h
+    s = spec(extra="  spot_moves: true\n  min_saving: 0.1")
+    d = decide(s, OFFERS, dear, [], NOW)
+    assert launched(d) == {SPOT[0].pool.id: 2}                 # max_moves_per_pass 2
+    assert len(d.terminations) == 2 and all(t.after == (SPOT[0].pool.id,) for t in d.terminations)
+    assert decide(spec(), OFFERS, dear, [], NOW).actions == ()                             # off by default
+    assert decide(spec(extra="  spot_moves: true"), OFFERS, dear, [], NOW).actions == ()   # saves 13% < 20%

@@ -101,7 +101,7 @@ def test_shipped_traces_load_with_no_options_and_map_onto_the_catalog():
     spec = fleet_spec(8, SHIPPED_SPEC)
     report = simulate(spec, snapshot_offers(), traces, SimOptions(days=1, optimum=False))
     assert len(report.replay.capacity) == 12 and report.replay.unused == ("asia-south2-b",)
-    assert [o.policy for o in report.outcomes][0] == "ours" and len(report.outcomes) == 5
+    assert [o.policy for o in report.outcomes][0] == "ours" and len(report.outcomes) == 7
     assert report.on_demand_cost and all(o.cost < report.on_demand_cost for o in report.outcomes[2:])
 
 
