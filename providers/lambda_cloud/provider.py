@@ -36,6 +36,7 @@ from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
 from providers.kit.ssh_keys import default_home, node_public_key
+from providers.kit.terminate import owned_alive
 from providers.lambda_cloud import keys
 from providers.lambda_cloud.api import LambdaApi
 from providers.lambda_cloud.errors import PROVIDER
@@ -128,19 +129,7 @@ class LambdaProvider:
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances; gone (or going) is success; an untagged one is left alone."""
-        wanted = list(dict.fromkeys(str(i) for i in ids))
-        if not wanted:
-            return
-        rows = {r.id: r for r in self._rows()}
-        doomed = []
-        for iid in wanted:
-            row = rows.get(iid)
-            if row is None or not _alive(row):
-                continue
-            if not owner(row):
-                log.warning("lambda: not terminating instance %s: it carries no spotfleet fleet tag", iid)
-                continue
-            doomed.append(iid)
+        doomed = owned_alive(self.name, ids, lambda: {r.id: r for r in self._rows()}, owned=owner, alive=_alive)
         if not doomed:
             return
         try:

@@ -24,16 +24,16 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer
+from fleet.model import Instance, LaunchRequest, LaunchResult, Market, Offer
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.kit.node_store import missing_credentials, store_settings
 from providers.kit.ssh_keys import default_home, fleet_public_key
+from providers.kit.terminate import end_each, owned_alive
 from providers.oci.api import OciApi
 from providers.oci.instances import TAG_TOKEN, alive, fleet_of, retry_token, slot_of, to_instance, to_oci_key, token_tag
 from providers.oci.launch import image_for, launch_details, node_metadata
@@ -143,22 +143,9 @@ class OciProvider:
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances with their boot volumes; gone is success; untagged ones are left alone."""
-        wanted = list(dict.fromkeys(str(i) for i in ids))
-        if not wanted:
-            return
-        rows = {r.id: r for r in self.api.instances(self.settings.compartment_id)}
-        doomed = []
-        for iid in wanted:
-            row = rows.get(iid)
-            if row is None or not alive(row):
-                continue
-            if not fleet_of(row):
-                log.warning("oci: not terminating instance %s: it carries no spotfleet fleet tag", iid)
-                continue
-            doomed.append(iid)
-        if doomed:
-            with ThreadPoolExecutor(max_workers=min(8, len(doomed))) as workers:
-                list(workers.map(self._terminate_one, doomed))
+        doomed = owned_alive(self.name, ids, lambda: {r.id: r for r in self.api.instances(self.settings.compartment_id)},
+                             owned=fleet_of, alive=alive)
+        end_each(doomed, self._terminate_one)
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         """A directory on each node's boot volume, lost with the node: name an ``s3`` or ``azure``

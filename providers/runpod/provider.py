@@ -19,7 +19,6 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from fleet.catalog import snapshot_offers
@@ -30,6 +29,7 @@ from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.runpod.api import client
 from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
 from providers.kit.rented import Label
+from providers.kit.terminate import end_each, owned_alive
 from providers.runpod.instances import is_lost, label_of, to_instance
 from providers.runpod.launch import create_body
 from providers.runpod.offers import parse_instance_type, to_offers
@@ -133,21 +133,9 @@ class RunPodProvider:
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Delete these pods; gone is success; a pod without a spotfleet label is left alone."""
-        wanted = list(dict.fromkeys(str(i) for i in ids))
-        if not wanted:
-            return
-        pods = {p.id: p for p in self._pods()}
-        doomed = []
-        for pod_id in wanted:
-            pod = pods.get(pod_id)
-            if pod is None:
-                continue
-            if label_of(pod) is None:
-                log.warning("runpod: not deleting pod %s: it carries no spotfleet label", pod_id)
-                continue
-            doomed.append(pod_id)
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(doomed)))) as pool:
-            list(pool.map(self._delete, doomed))
+        doomed = owned_alive(self.name, ids, lambda: {p.id: p for p in self._pods()},
+                             owned=lambda pod: label_of(pod) is not None, noun="pod", mark="spotfleet label")
+        end_each(doomed, self._delete)
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         """RunPod sells no object store this adapter uses: a directory on the pod's disk, lost with

@@ -23,7 +23,6 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
@@ -34,6 +33,7 @@ from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.vast.api import VastApi
 from providers.vast.instances import Label, to_instance
 from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
+from providers.kit.terminate import end_each, owned_alive
 from providers.vast.launch import create_body, label_for
 from providers.vast.offers import Ask, parse_instance_type, rebid, search_body, to_offer
 from providers.vast.schemas import CreateAnswer, InstancePage, InstanceShow, OfferPage
@@ -140,21 +140,9 @@ class VastProvider:
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Destroy these instances; gone is success; an instance without a spotfleet label is left alone."""
-        wanted = list(dict.fromkeys(str(i) for i in ids))
-        if not wanted:
-            return
-        rows = {str(r["id"]): r for r in self._rows({})}
-        doomed = []
-        for iid in wanted:
-            row = rows.get(iid)
-            if row is None:
-                continue
-            if Label.parse(row.get("label")) is None:
-                log.warning("vast: not destroying instance %s: it carries no spotfleet label", iid)
-                continue
-            doomed.append(iid)
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(doomed)))) as pool:
-            list(pool.map(self._destroy, doomed))
+        doomed = owned_alive(self.name, ids, lambda: {str(r["id"]): r for r in self._rows({})},
+                             owned=lambda row: Label.parse(row.get("label")) is not None, mark="spotfleet label")
+        end_each(doomed, self._destroy)
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         """Vast has no object storage: a directory on each node's disk, which Vast keeps while an
