@@ -1,7 +1,7 @@
 """Every shipped example goes `fleet up` and `fleet down` on `backend: cloud`, against the fakes of
 every provider it enables at once: moto behind the EC2 proxy (AWS, and S3 for checkpoints), the
 fake Compute Engine server (with its billing catalog) and fake-gcs-server, the fake ARM server, the
-fake Vast server. Each example is used as shipped (counts, budget, caps); only what points it at
+fake Vast, Lambda and RunPod servers. Each example is used as shipped (counts, budget, caps); only what points it at
 the fakes changes: `backend: cloud`, moto's AMI, a GCP project, an Azure subscription and group,
 and AWS held to three regions where an example names none (every call of every command would
 otherwise visit each region of the snapshot in moto). What counts is what the fakes hold: the
@@ -27,6 +27,10 @@ import aws_world  # noqa: E402
 from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
 from fakes.gce_server import GceServer, control  # noqa: E402
 from fakes.storage_emulators import EmulatorUnavailable, in_ci, start_fake_gcs  # noqa: E402
+from lambda_server import API_KEY as LAMBDA_KEY  # noqa: E402
+from lambda_server import LambdaServer  # noqa: E402
+from runpod_server import API_KEY as RUNPOD_KEY  # noqa: E402
+from runpod_server import RunPodServer  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,9 +53,11 @@ def fakes():
         if in_ci():
             raise
         pytest.skip(str(err))
-    servers = [GceServer().start(), ArmServer(port=0).start(), VastServer(port=0).start()]
+    servers = [GceServer().start(), ArmServer(port=0).start(), VastServer(port=0).start(),
+               LambdaServer(port=0).start(), RunPodServer(port=0).start()]
     try:
-        yield {"gce": servers[0], "arm": servers[1], "vast": servers[2], "gcs": gcs}
+        yield {"gce": servers[0], "arm": servers[1], "vast": servers[2], "lambda": servers[3], "runpod": servers[4],
+               "gcs": gcs}
     finally:
         for server in servers:
             server.stop()
@@ -59,7 +65,7 @@ def fakes():
 
 
 class Clouds:
-    """The four fakes as one world, and the `fleet` command pointed at all of them."""
+    """The fakes as one world, and the `fleet` command pointed at all of them."""
 
     def __init__(self, root: Path, fakes: dict[str, Any]):
         self.root, self.f = root, fakes
@@ -68,8 +74,12 @@ class Clouds:
         control(fakes["gce"].url, "reset", {})
         self._post("arm", "reset", {})
         self._post("vast", "reset", {"asks": ASKS})
+        self._post("lambda", "reset", {})
+        self._post("lambda", "config", {"boot_seconds": 0, "terminate_seconds": 0, "launch_interval": 0})
+        self._post("runpod", "reset", {})
         self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("SPOTFLEET_", "AWS_", "AZURE_", "VAST_", "GOOGLE_", "CLOUDSDK_"))}
+                    if not k.startswith(("SPOTFLEET_", "AWS_", "AZURE_", "VAST_", "GOOGLE_", "CLOUDSDK_", "LAMBDA_",
+                                                         "RUNPOD_"))}
         arm = fakes["arm"].url
         self.env.update(self.aws.env, HOME=str(root), SPOTFLEET_HOME=str(root / "home"),
                         SPOTFLEET_CACHE_DIR=str(root / "cache"), COLUMNS="200", NO_COLOR="1",
@@ -77,7 +87,9 @@ class Clouds:
                         STORAGE_EMULATOR_HOST=fakes["gcs"].env["STORAGE_EMULATOR_HOST"],
                         SPOTFLEET_AZURE_ARM_ENDPOINT=arm, SPOTFLEET_AZURE_POLLING_INTERVAL="0",
                         SPOTFLEET_AZURE_PRICES_URL=f"{arm}/api/retail/prices",
-                        SPOTFLEET_VAST_URL=fakes["vast"].url, VAST_API_KEY=API_KEY)
+                        SPOTFLEET_VAST_URL=fakes["vast"].url, VAST_API_KEY=API_KEY,
+                        SPOTFLEET_LAMBDA_URL=fakes["lambda"].url, LAMBDA_API_KEY=LAMBDA_KEY,
+                        SPOTFLEET_RUNPOD_URL=fakes["runpod"].url, RUNPOD_API_KEY=RUNPOD_KEY)
 
     def _post(self, fake: str, path: str, body: dict) -> None:
         httpx.post(f"{self.f[fake].url}/_control/{path}", json=body, timeout=30).raise_for_status()
@@ -128,6 +140,11 @@ class Clouds:
                            if (vm.get("tags") or {}).get("spotfleet:fleet") == fleet))
         count("vast", sum(1 for i in self._get("vast", "instances")["instances"]
                           if str(i.get("label") or "").startswith(f"spotfleet|{fleet}|") and not i["destroyed"]))
+        count("lambda", sum(1 for i in self._get("lambda", "instances")["instances"]
+                            if {"key": "spotfleet:fleet", "value": fleet} in i["tags"]
+                            and i["status"] not in ("terminated", "terminating")))
+        count("runpod", sum(1 for p in self._get("runpod", "pods")["pods"]
+                            if p["env"].get("SPOTFLEET_LABEL", "").startswith(f"spotfleet|{fleet}|") and not p["terminated"]))
         return out
 
 
@@ -137,7 +154,7 @@ def test_every_example_goes_up_and_down_against_the_fakes(fakes, tmp_path: Path)
     clouds = Clouds(tmp_path, fakes)
     specs = {example: clouds.on_the_fakes(example) for example in EXAMPLES}
     for example, (_, _, enabled) in specs.items():
-        assert enabled <= {"aws", "gcp", "azure", "vast"}, f"{example} enables a provider without an adapter"
+        assert enabled <= {"aws", "gcp", "azure", "vast", "lambda", "runpod"}, f"{example}: a provider without a fake here"
     with ThreadPoolExecutor(len(specs)) as pool:
         ups = dict(zip(specs, pool.map(lambda s: clouds.fleet("up", str(s[0]), "--yes", "--json"), specs.values())))
     for example, up in ups.items():
