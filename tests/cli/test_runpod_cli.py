@@ -6,7 +6,6 @@ from its status, and ``down`` leaves nothing."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from http_fake_world import FLEET_BIN, HttpFakeWorld  # noqa: E402
+from api_world import ApiWorld, assert_check_reports_the_key  # noqa: E402
 from runpod_server import API_KEY, RunPodServer  # noqa: E402
 
 from fleet.state import LaunchStatus, open_store  # noqa: E402
@@ -43,24 +42,24 @@ def server():
 
 
 @pytest.fixture
-def world(tmp_path: Path, server: RunPodServer) -> HttpFakeWorld:
-    w = HttpFakeWorld(tmp_path, server.url, SPEC, env={"SPOTFLEET_RUNPOD_URL": server.url, "RUNPOD_API_KEY": API_KEY},
-                      drop=("RUNPOD_",))
+def world(tmp_path: Path, server: RunPodServer) -> ApiWorld:
+    w = ApiWorld(tmp_path, server.url, spec=SPEC, name="spec",
+                 env_vars={"SPOTFLEET_RUNPOD_URL": server.url, "RUNPOD_API_KEY": API_KEY}, strip=("RUNPOD_",))
     w.control("reset", {})
     w.foreign = w.control("foreign", {"count": 1, "name": "spotfleet-rf"})["ids"]      # ours by name only: not ours
     return w
 
 
-def pods(world: HttpFakeWorld, *, live: bool = True) -> list[dict]:
+def pods(world: ApiWorld, *, live: bool = True) -> list[dict]:
     return [p for p in world.control("pods")["pods"] if p["env"].get("SPOTFLEET_LABEL", "").startswith("spotfleet|rf|")
             and (not live or not p["terminated"])]
 
 
-def foreign_alive(world: HttpFakeWorld) -> bool:
+def foreign_alive(world: ApiWorld) -> bool:
     return all(not p["terminated"] for p in world.control("pods")["pods"] if p["id"] in world.foreign)
 
 
-def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: HttpFakeWorld):
+def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: ApiWorld):
     up = world.fleet("up", str(world.spec), "--yes", "--json")
     assert up.returncode == 0, up.stderr
     report = json.loads(up.stdout)
@@ -86,7 +85,7 @@ def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: H
 
 
 @pytest.mark.parametrize("point", ["launch-sent:2"])
-def test_killed_mid_up_a_rerun_converges_without_duplicates(world: HttpFakeWorld, point: str):
+def test_killed_mid_up_a_rerun_converges_without_duplicates(world: ApiWorld, point: str):
     crashed = world.fleet("up", str(world.spec), "--yes", SPOTFLEET_TEST_CRASH_AT=point)
     assert crashed.returncode == 137, crashed.stderr
     rerun = world.fleet_json("up", str(world.spec), "--yes")
@@ -102,7 +101,7 @@ def test_killed_mid_up_a_rerun_converges_without_duplicates(world: HttpFakeWorld
     assert pods(world) == [] and foreign_alive(world)
 
 
-def test_a_lost_pod_is_seen_from_its_status_and_replaced(world: HttpFakeWorld):
+def test_a_lost_pod_is_seen_from_its_status_and_replaced(world: ApiWorld):
     world.fleet_json("up", str(world.spec), "--yes")
     victim = pods(world)[0]["id"]
     world.control("lose", {"ids": [victim], "status": "EXITED"})
@@ -114,21 +113,11 @@ def test_a_lost_pod_is_seen_from_its_status_and_replaced(world: HttpFakeWorld):
     assert pods(world) == [] and foreign_alive(world)
 
 
-def test_fleet_check_runpod_reports_the_key(world: HttpFakeWorld):
-    ok = world.fleet_json("check", "runpod")
-    assert ok[0]["ok"] and ok[0]["can_price"] and ok[0]["can_launch"]
-    bad = world.fleet("check", "runpod", "--json", RUNPOD_API_KEY="wrong-key")
-    assert bad.returncode == 1
-    [res] = json.loads(bad.stdout)
-    assert not res["ok"] and res["can_launch"] is False and "RUNPOD_API_KEY" in res["fix"] and "wrong-key" not in bad.stdout
-    env = world.env()
-    del env["RUNPOD_API_KEY"]
-    keyless = subprocess.run([FLEET_BIN, "check", "runpod"], env=env, capture_output=True, text=True, timeout=120)
-    assert keyless.returncode == 1 and "no API key" in keyless.stdout and "RUNPOD_API_KEY" in keyless.stdout
-    assert "Traceback" not in keyless.stderr
+def test_fleet_check_runpod_reports_the_key(world: ApiWorld):
+    assert_check_reports_the_key(world, "runpod", "RUNPOD_API_KEY", "wrong-key")
 
 
-def test_a_plan_on_the_snapshot_never_picks_a_runpod_spot_row(world: HttpFakeWorld):
+def test_a_plan_on_the_snapshot_never_picks_a_runpod_spot_row(world: ApiWorld):
     spot_only = world.root / "spot.yaml"
     spot_only.write_text(SPEC.replace("name: rf", "name: rs").replace("{clouds: [SECURE]}", "{on_demand: false}"))
     world.control("faults", {"target": "catalog", "kind": "forbidden", "count": 1000})   # refused: not retried
