@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -34,6 +34,12 @@ class Payload:
         for chunk in self.chunks:
             h.update(chunk)
         return h.hexdigest()
+
+    def blocks(self, size: int) -> Iterator[memoryview]:
+        """The payload in order as views of at most ``size`` bytes (no copy)."""
+        for chunk in self.chunks:
+            for lo in range(0, chunk.nbytes, size):
+                yield chunk[lo:lo + size]
 
     def reader(self) -> ChunkReader:
         """A fresh seekable stream over the payload, positioned at 0."""
@@ -124,7 +130,16 @@ class ChunkReader(_SeekableStream):
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             size = self._size - self._pos
-        buf = bytearray(max(0, min(size, self._size - self._pos)))
+        size = max(0, min(size, self._size - self._pos))
+        if self._index < len(self._chunks):
+            chunk = self._chunks[self._index]
+            start = self._pos - self._starts[self._index]
+            if start + size <= chunk.nbytes:              # within one buffer: one copy, no scratch
+                self._pos += size
+                if start + size == chunk.nbytes:
+                    self._index += 1
+                return chunk[start:start + size].tobytes()
+        buf = bytearray(size)
         n = self.readinto(buf)
         return bytes(buf[:n])
 
