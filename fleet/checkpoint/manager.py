@@ -243,6 +243,15 @@ class CheckpointManager:
             raise CorruptCheckpointError(f"step {info.step} has {len(objects)} data objects, not {index + 1}")
         return fetch_verified(self.store, objects[index])
 
+    def fetch_placed(self, info: CheckpointInfo, index: int, regions: Sequence[tuple[int, Any]]) -> None:
+        """Data object ``index`` of ``info`` read into ``regions`` (``(offset, writable buffer)``,
+        ascending; other bytes are dropped), SHA-256 verified on the way; raises
+        :class:`CorruptCheckpointError` when it is missing or does not verify."""
+        objects = info.objects
+        if not 0 <= index < len(objects):
+            raise CorruptCheckpointError(f"step {info.step} has {len(objects)} data objects, not {index + 1}")
+        fetch_placed(self.store, objects[index], lambda _prefix: regions)
+
     def _existing(self, payload: Payload, step: int) -> CheckpointInfo | None:
         """The committed checkpoint ``step`` when it holds this payload already; None when the step
         is free. Raises when a newer valid checkpoint exists or the step holds other content."""
