@@ -1,7 +1,8 @@
 """Serialised checkpoint bytes held as a list of buffers, and the file-like adapters stores use.
 
-A :class:`Payload` is immutable once built: its chunks are private copies (or immutable
-``bytes``), so a background upload can read them while training mutates its own arrays.
+A :class:`Payload` built by ``codec.encode`` holds private copies (a snapshot), so a background
+upload can read them while training mutates its own arrays; one built by ``codec.encode_views``
+holds views of the caller's arrays (a synchronous save, no copy), valid while the caller waits.
 Stores read it through :meth:`Payload.reader` (a seekable raw stream, one per transfer attempt)
 and download into a preallocated ``bytearray`` through :class:`BufferWriter`.
 """
