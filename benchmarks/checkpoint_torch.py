@@ -85,7 +85,7 @@ def fsync_save(obj, path: Path) -> None:
 
 def bench_local(tmp: str, size_mb: float, repeats: int) -> dict:
     model, target = build(size_mb, 0), build(size_mb, 1)
-    mgr = CheckpointManager(f"file://{tmp}/store", keep_last=1)
+    mgr = CheckpointManager(f"file://{tmp}/store-{size_mb:g}", keep_last=1)
     path = Path(tmp) / "plain.pt"
     runs: dict[str, list[float]] = {k: [] for k in ("torch_save_s", "ours_save_s", "torch_load_s", "ours_load_s",
                                                     "async_block_s", "async_total_s")}
@@ -199,7 +199,7 @@ def bench_s3(size_mb: float, repeats: int) -> dict:
     model, target = build(size_mb, 0), build(size_mb, 1)
     em = emu.start_moto_process()
     try:
-        mgr = CheckpointManager(em.bucket_uri("bench-torch", "run"), env=em.env, keep_last=1)
+        mgr = CheckpointManager(em.bucket_uri("bench-torch", f"run-{size_mb:g}"), env=em.env, keep_last=1)
         store = mgr.store
         assert isinstance(store, S3Store)
         config: TransferConfig = store.transfer
@@ -280,16 +280,20 @@ def main() -> int:
                 r["s3"]["capacity"] = capacity(size, r["s3"]["ours_save_s"])
                 print(f"{size_mb:.0f} MB s3: {_row(r['s3'])}", flush=True)
             results[f"{size_mb:.0f}MB"] = r
+            write(out, args.repeats, results)            # after each size: a long run keeps what it measured
+    print(f"wrote {out}")
+    return 0
+
+
+def write(out: Path, repeats: int, results: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     machine = {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0], "python": platform.python_version(),
                "platform": platform.platform()}
-    out.write_text(json.dumps({"benchmark": "checkpoint_torch", "repeats": args.repeats, "torch": torch.__version__,
+    out.write_text(json.dumps({"benchmark": "checkpoint_torch", "repeats": repeats, "torch": torch.__version__,
                                "machine": machine, "results": results,
                                "notes": "medians of interleaved rounds; moto runs in a child process on the same "
                                         "machine; capacity = measured save throughput x notice window"},
                               indent=2) + "\n")
-    print(f"wrote {out}")
-    return 0
 
 
 def _row(r: dict) -> str:

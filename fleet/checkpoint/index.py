@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+
 from fleet.checkpoint.errors import CorruptCheckpointError
-from fleet.checkpoint.sink import Plan, PlacedDownload, whole
 from fleet.checkpoint.layout import COMMIT_DIR, CheckpointInfo, Part, commit_key, committed_step
+from fleet.checkpoint.sink import PlacedDownload, Plan, whole
 from fleet.checkpoint.stores.base import ObjectStore
 
 log = logging.getLogger("fleet.checkpoint")
