@@ -7,8 +7,9 @@ For each state size (``--sizes-mb``, default 1000 and 2000 MB of float32 ``Linea
   save ``fleet.checkpoint.torch.save(mgr, {"model": model}, step)`` vs ``torch.save`` + fsync;
   load ``load(mgr, {"model": target})`` vs ``target.load_state_dict(torch.load(path))``;
   ``save(..., background=True)``: how long the call blocks, as a share of a save;
-- peak host memory (``ru_maxrss`` of a child process that builds the model and saves it once)
-  of our save vs ``torch.save``;
+- peak host memory (``VmHWM`` of a child process that builds the model and saves it once; its
+  ``ru_maxrss`` is recorded too, but starts at the parent's size at the fork) of our save vs
+  ``torch.save``;
 - DCP at 4 gloo ranks (child processes, each holding a quarter of the state):
   ``dcp.save``/``dcp.load`` with our ``StorageWriter``/``StorageReader`` vs DCP's
   ``FileSystemWriter``/``FileSystemReader`` (slowest rank, medians);
@@ -120,15 +121,27 @@ def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dic
 
 # -- peak memory: one child process per case ----------------------------------------------------
 
+def peak_kib() -> int:
+    """This process image's peak resident memory: ``VmHWM`` (``ru_maxrss`` of a child starts at
+    its parent's size at the fork, which would hide the save's own peak), else ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def memory_child(kind: str, size_mb: float, directory: str) -> None:
     model = build(size_mb, 0)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = peak_kib()
     if kind == "torch":
         fsync_save(model.state_dict(), Path(directory) / "mem.pt")
     else:
         save(CheckpointManager(f"file://{directory}/mem", keep_last=1), {"model": model}, 1)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"state_kib": nbytes(model) // 1024, "before_save_kib": base, "peak_kib": peak}))
+    print(json.dumps({"state_kib": nbytes(model) // 1024, "before_save_kib": base, "peak_kib": peak_kib(),
+                      "ru_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 
 
 def bench_memory(tmp: str, size_mb: float) -> dict:
