@@ -1,28 +1,39 @@
 #!/usr/bin/env python3
-"""PyTorch checkpoint times: ``fleet.checkpoint.torch`` save/load and DCP through ``fleet.checkpoint.dcp``.
+"""PyTorch checkpoints against what a user would otherwise write, as ratios (goal: each <= 1.1).
 
-A model of ``--size-mb`` (default ~100 MB of float32 Linear weights) is saved and loaded back
-into a fresh model (in place), ``--repeats`` times each, on a local directory and on S3 (moto in a
-child process), with:
+For each state size (``--sizes-mb``, default 1000 and 2000 MB of float32 ``Linear`` weights):
 
-- torch:  ``fleet.checkpoint.torch.save(mgr, {"model": model}, step)`` / ``load(mgr, target)``;
-- dcp:    ``dcp.save(model.state_dict(), storage_writer=StorageWriter(mgr, step))`` /
-          ``dcp.load(target, storage_reader=StorageReader(mgr))`` (one process);
-- plain:  ``torch.save(model.state_dict(), file)`` + fsync / ``torch.load`` + ``load_state_dict``
-          (local directory only, the reference a PyTorch user knows).
+- local directory, one process, ``--repeats`` rounds interleaved (medians):
+  save ``fleet.checkpoint.torch.save(mgr, {"model": model}, step)`` vs ``torch.save`` + fsync;
+  load ``load(mgr, {"model": target})`` vs ``target.load_state_dict(torch.load(path))``;
+  ``save(..., background=True)``: how long the call blocks, as a share of a save;
+- peak host memory (``VmHWM`` of a child process that builds the model and saves it once; its
+  ``ru_maxrss`` is recorded too, but starts at the parent's size at the fork) of our save vs
+  ``torch.save``;
+- DCP at 4 gloo ranks (child processes, each holding a quarter of the state):
+  ``dcp.save``/``dcp.load`` with our ``StorageWriter``/``StorageReader`` vs DCP's
+  ``FileSystemWriter``/``FileSystemReader`` (slowest rank, medians);
+- S3 (moto in a child process): our save/load vs raw boto3 ``upload_fileobj``/``download_fileobj``
+  of the same number of bytes with the same transfer settings;
+- the largest state that commits inside a 30 s and a 120 s notice on each store, from the measured
+  save throughput of the largest size (an estimate: throughput times the window).
 
-Medians in seconds and MB/s. Prints a table and writes benchmarks/results/checkpoint_torch.json.
+Prints a table and writes benchmarks/results/checkpoint_torch.json::
 
-    python benchmarks/checkpoint_torch.py [--size-mb 100] [--repeats 3] [--stores file,s3]
+    python benchmarks/checkpoint_torch.py [--sizes-mb 1000,2000] [--repeats 3] [--parts local,memory,dcp,s3]
+        [--merge]       # measure some parts now, keep the others' figures in the JSON
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,12 +41,12 @@ import warnings
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fakes"))
-
-import storage_emulators as emu  # noqa: E402
+sys.path.insert(0, str(ROOT))
 
 from fleet.checkpoint import CheckpointManager  # noqa: E402
 from fleet.checkpoint.dcp import StorageReader, StorageWriter  # noqa: E402
@@ -43,9 +54,10 @@ from fleet.checkpoint.torch import load, save  # noqa: E402
 
 MB = 1_000_000
 WIDTH = 2048
+WINDOWS = (30, 120)
 
 
-def build(size_mb: int, seed: int) -> torch.nn.Module:
+def build(size_mb: float, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     layers = max(1, round(size_mb * MB / (4 * (WIDTH * WIDTH + WIDTH))))
     return torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH) for _ in range(layers)])
@@ -61,76 +73,244 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def bench(uri: str, env: dict[str, str], model: torch.nn.Module, target: torch.nn.Module, repeats: int) -> dict:
-    mgr = CheckpointManager(uri, env=env, keep_last=1)
-    runs: dict[str, list[float]] = {k: [] for k in ("torch_save_s", "torch_load_s", "dcp_save_s", "dcp_load_s")}
+def med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def fsync_save(obj, path: Path) -> None:
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def bench_local(tmp: str, size_mb: float, repeats: int) -> dict:
+    model, target = build(size_mb, 0), build(size_mb, 1)
+    mgr = CheckpointManager(f"file://{tmp}/store-{size_mb:g}", keep_last=1)
+    path = Path(tmp) / "plain.pt"
+    runs: dict[str, list[float]] = {k: [] for k in ("torch_save_s", "ours_save_s", "torch_load_s", "ours_load_s",
+                                                    "async_block_s", "async_total_s")}
     step = 0
     for _ in range(repeats):
+        runs["torch_save_s"].append(timed(lambda: fsync_save(model.state_dict(), path)))
         step += 1
-        runs["torch_save_s"].append(timed(lambda: save(mgr, {"model": model}, step)))
-        runs["torch_load_s"].append(timed(lambda: load(mgr, {"model": target})))
+        runs["ours_save_s"].append(timed(lambda: save(mgr, {"model": model}, step)))
+        runs["torch_load_s"].append(timed(lambda: target.load_state_dict(torch.load(path, weights_only=True))))
+        runs["ours_load_s"].append(timed(lambda: load(mgr, {"model": target})))
         assert all(torch.equal(a, b) for a, b in zip(model.parameters(), target.parameters()))
-    dcp_mgr = CheckpointManager(f"{uri}-dcp", env=env, keep_last=1)
-    for _ in range(repeats):
         step += 1
-        writer = StorageWriter(dcp_mgr, step)
-        runs["dcp_save_s"].append(timed(lambda: dcp.save(model.state_dict(), storage_writer=writer)))
-        sd = target.state_dict()
-        runs["dcp_load_s"].append(timed(lambda: dcp.load(sd, storage_reader=StorageReader(dcp_mgr))))
-    return {k: statistics.median(v) for k, v in runs.items()} | {"runs": runs}
+        t0 = time.perf_counter()
+        future = save(mgr, {"model": model}, step, background=True)
+        runs["async_block_s"].append(time.perf_counter() - t0)
+        future.result()
+        runs["async_total_s"].append(time.perf_counter() - t0)
+    path.unlink(missing_ok=True)
+    mgr.close()
+    return summary(runs, "torch_save_s", "torch_load_s")
 
 
-def bench_plain(directory: str, model: torch.nn.Module, target: torch.nn.Module, repeats: int) -> dict:
-    path = Path(directory) / "plain.pt"
-    save_s, load_s = [], []
+def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dict:
+    """Medians, our save and load as ratios of the alternative's, the async block share."""
+    out = {k: med(v) for k, v in runs.items()}
+    out["save_ratio"] = out["ours_save_s"] / out[save_base]
+    out["load_ratio"] = out["ours_load_s"] / out[load_base]
+    if "async_block_s" in out:
+        out["async_block_share"] = out["async_block_s"] / out["ours_save_s"]
+    return out | {"runs": runs}
 
-    def put() -> None:
-        with open(path, "wb") as f:
-            torch.save(model.state_dict(), f)
-            f.flush()
-            os.fsync(f.fileno())
 
-    for _ in range(repeats):
-        save_s.append(timed(put))
-        load_s.append(timed(lambda: target.load_state_dict(torch.load(path, weights_only=True))))
-    return {"torch_save_s": statistics.median(save_s), "torch_load_s": statistics.median(load_s),
-            "runs": {"torch_save_s": save_s, "torch_load_s": load_s}}
+# -- peak memory: one child process per case ----------------------------------------------------
+
+def peak_kib() -> int:
+    """This process image's peak resident memory: ``VmHWM`` (``ru_maxrss`` of a child starts at
+    its parent's size at the fork, which would hide the save's own peak), else ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def memory_child(kind: str, size_mb: float, directory: str) -> None:
+    model = build(size_mb, 0)
+    base = peak_kib()
+    if kind == "torch":
+        fsync_save(model.state_dict(), Path(directory) / "mem.pt")
+    else:
+        save(CheckpointManager(f"file://{directory}/mem", keep_last=1), {"model": model}, 1)
+    print(json.dumps({"state_kib": nbytes(model) // 1024, "before_save_kib": base, "peak_kib": peak_kib(),
+                      "ru_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+
+
+def bench_memory(tmp: str, size_mb: float) -> dict:
+    out = {}
+    for kind in ("torch", "ours"):
+        with tempfile.TemporaryDirectory(dir=tmp) as d:
+            res = subprocess.run([sys.executable, __file__, "--memory-child", kind, "--size", str(size_mb),
+                                  "--dir", d], capture_output=True, text=True, check=True)
+        out[kind] = json.loads(res.stdout.strip().splitlines()[-1])
+    out["peak_ratio"] = out["ours"]["peak_kib"] / out["torch"]["peak_kib"]
+    return out
+
+
+# -- DCP at 4 ranks --------------------------------------------------------------------------------
+
+def dcp_child(rank: int, world: int, port: int, size_mb: float, directory: str, repeats: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    warnings.filterwarnings("ignore")
+    model = {f"r{rank}.{k}": v for k, v in build(size_mb / world, rank).state_dict().items()}
+    target = {k: torch.zeros_like(v) for k, v in model.items()}
+    mgr = CheckpointManager(f"file://{directory}/ours", keep_last=1)
+    runs: dict[str, list[float]] = {k: [] for k in ("fs_save_s", "ours_save_s", "fs_load_s", "ours_load_s")}
+
+    def collective(fn) -> float:
+        dist.barrier()
+        t = timed(fn)
+        box = [t]
+        slow: list = [None] * world
+        dist.all_gather_object(slow, box[0])
+        return max(slow)
+
+    for i in range(repeats):
+        where = f"{directory}/fs-{i}"
+        runs["fs_save_s"].append(collective(lambda: dcp.save(model, storage_writer=dcp.FileSystemWriter(where))))
+        runs["ours_save_s"].append(collective(lambda: dcp.save(model, storage_writer=StorageWriter(mgr, i + 1))))
+        runs["fs_load_s"].append(collective(lambda: dcp.load(target, storage_reader=dcp.FileSystemReader(where))))
+        runs["ours_load_s"].append(collective(lambda: dcp.load(target, storage_reader=StorageReader(mgr))))
+        assert all(torch.equal(model[k], target[k]) for k in model)
+    if rank == 0:
+        print(json.dumps(runs))
+    dist.destroy_process_group()
+
+
+def bench_dcp(tmp: str, size_mb: float, repeats: int, world: int = 4) -> dict:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory(dir=tmp) as d:
+        procs = [subprocess.Popen([sys.executable, __file__, "--dcp-child", str(r), "--world", str(world),
+                                   "--port", str(port), "--size", str(size_mb), "--dir", d, "--repeats", str(repeats)],
+                                  stdout=subprocess.PIPE, text=True) for r in range(world)]
+        outs = [p.communicate()[0] for p in procs]
+        if any(p.returncode for p in procs):
+            raise RuntimeError(f"a DCP rank failed: {[p.returncode for p in procs]}")
+    return summary(json.loads(outs[0].strip().splitlines()[-1]), "fs_save_s", "fs_load_s") | {"ranks": world}
+
+
+# -- S3 (moto) ----------------------------------------------------------------------------------------
+
+def bench_s3(size_mb: float, repeats: int) -> dict:
+    import storage_emulators as emu
+    from boto3.s3.transfer import TransferConfig
+
+    from fleet.checkpoint.stores.s3 import S3Store
+
+    model, target = build(size_mb, 0), build(size_mb, 1)
+    em = emu.start_moto_process()
+    try:
+        mgr = CheckpointManager(em.bucket_uri("bench-torch", f"run-{size_mb:g}"), env=em.env, keep_last=1)
+        store = mgr.store
+        assert isinstance(store, S3Store)
+        config: TransferConfig = store.transfer
+        runs: dict[str, list[float]] = {k: [] for k in ("raw_upload_s", "ours_save_s", "raw_download_s",
+                                                        "ours_load_s", "async_block_s")}
+        step = 0
+        for _ in range(repeats):
+            step += 1
+            runs["ours_save_s"].append(timed(lambda: save(mgr, {"model": model}, step)))
+            size = mgr.latest().size
+            data = bytes(size)
+            runs["raw_upload_s"].append(timed(lambda: store.client.upload_fileobj(
+                io.BytesIO(data), store.bucket, "raw/object", Config=config)))
+            del data
+            runs["ours_load_s"].append(timed(lambda: load(mgr, {"model": target})))
+            sink = io.BytesIO()
+            runs["raw_download_s"].append(timed(lambda: store.client.download_fileobj(
+                store.bucket, "raw/object", sink, Config=config)))
+            del sink
+            store.client.delete_object(Bucket=store.bucket, Key="raw/object")
+            step += 1
+            t0 = time.perf_counter()
+            future = save(mgr, {"model": model}, step, background=True)
+            runs["async_block_s"].append(time.perf_counter() - t0)
+            future.result()
+        mgr.close()
+    finally:
+        em.stop()
+    return summary(runs, "raw_upload_s", "raw_download_s")
+
+
+def capacity(size: int, save_s: float) -> dict:
+    """Largest state (GB) a save commits inside each notice window, at the measured throughput."""
+    return {f"{w}s_notice_gb": round(size / save_s * w / 1e9, 1) for w in WINDOWS}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="PyTorch / DCP checkpoint benchmark")
-    ap.add_argument("--size-mb", type=int, default=100)
+    ap.add_argument("--sizes-mb", default="1000,2000")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--stores", default="file,s3")
+    ap.add_argument("--parts", default="local,memory,dcp,s3")
+    ap.add_argument("--merge", action="store_true", help="keep the figures of parts not measured now")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "checkpoint_torch.json"))
+    ap.add_argument("--memory-child")
+    ap.add_argument("--dcp-child", type=int)
+    ap.add_argument("--world", type=int, default=4)
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--size", type=float)
+    ap.add_argument("--dir")
     args = ap.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)          # DCP: no process group
-    model, target = build(args.size_mb, 0), build(args.size_mb, 1)
-    size = nbytes(model)
-    results: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="ckpt-torch-bench-", dir=os.environ.get("BENCH_TMP")) as tmp:
-        results["plain_torch_save_local"] = bench_plain(tmp, model, target, args.repeats)
-        for kind in filter(None, args.stores.split(",")):
-            em = emu.start_moto_process() if kind == "s3" else None
-            try:
-                uri, env = (em.bucket_uri("bench-torch", "run"), em.env) if em else (f"file://{tmp}/store", {})
-                results[kind] = bench(uri, env, model, target, args.repeats)
-            finally:
-                if em is not None:
-                    em.stop()
-    for name, r in results.items():
-        cells = "  ".join(f"{k[:-2]} {v:.2f} s ({size / MB / v:.0f} MB/s)" for k, v in r.items() if k != "runs")
-        print(f"{name:<24} {cells}", flush=True)
+    if args.memory_child:
+        memory_child(args.memory_child, args.size, args.dir)
+        return 0
+    if args.dcp_child is not None:
+        dcp_child(args.dcp_child, args.world, args.port, args.size, args.dir, args.repeats)
+        return 0
+    parts = set(args.parts.split(","))
     out = Path(args.out)
+    # one run may measure some parts (--parts) and keep the others' figures from an earlier run
+    results: dict[str, dict] = json.loads(out.read_text())["results"] if args.merge and out.exists() else {}
+    with tempfile.TemporaryDirectory(prefix="ckpt-torch-bench-", dir=os.environ.get("BENCH_TMP")) as tmp:
+        for size_mb in [float(s) for s in args.sizes_mb.split(",")]:
+            size = max(1, round(size_mb * MB / (4 * (WIDTH * WIDTH + WIDTH)))) * 4 * (WIDTH * WIDTH + WIDTH)
+            r: dict = results.get(f"{size_mb:.0f}MB", {}) | {"bytes": size}
+            if "local" in parts:
+                r["local"] = bench_local(tmp, size_mb, args.repeats)
+                r["local"]["capacity"] = capacity(size, r["local"]["ours_save_s"])
+                print(f"{size_mb:.0f} MB local: {_row(r['local'])}", flush=True)
+            if "memory" in parts:
+                r["memory"] = bench_memory(tmp, size_mb)
+                print(f"{size_mb:.0f} MB memory: peak ratio {r['memory']['peak_ratio']:.2f}", flush=True)
+            if "dcp" in parts:
+                r["dcp"] = bench_dcp(tmp, size_mb, args.repeats)
+                print(f"{size_mb:.0f} MB dcp: {_row(r['dcp'])}", flush=True)
+            if "s3" in parts:
+                r["s3"] = bench_s3(size_mb, args.repeats)
+                r["s3"]["capacity"] = capacity(size, r["s3"]["ours_save_s"])
+                print(f"{size_mb:.0f} MB s3: {_row(r['s3'])}", flush=True)
+            results[f"{size_mb:.0f}MB"] = r
+            write(out, args.repeats, results)            # after each size: a long run keeps what it measured
+    print(f"wrote {out}")
+    return 0
+
+
+def write(out: Path, repeats: int, results: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     machine = {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0], "python": platform.python_version(),
                "platform": platform.platform()}
-    out.write_text(json.dumps({"benchmark": "checkpoint_torch", "bytes": size, "repeats": args.repeats,
-                               "torch": torch.__version__, "machine": machine, "results": results,
-                               "notes": "medians; moto runs in a child process on the same machine"},
+    out.write_text(json.dumps({"benchmark": "checkpoint_torch", "repeats": repeats, "torch": torch.__version__,
+                               "machine": machine, "results": results,
+                               "notes": "medians of interleaved rounds; moto runs in a child process on the same "
+                                        "machine; capacity = measured save throughput x notice window"},
                               indent=2) + "\n")
-    print(f"wrote {out}")
-    return 0
+
+
+def _row(r: dict) -> str:
+    return "  ".join(f"{k} {v:.3f}" for k, v in r.items() if isinstance(v, float))
 
 
 if __name__ == "__main__":

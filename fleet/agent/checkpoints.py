@@ -50,11 +50,13 @@ class CheckpointProbe:
             return None
 
     def latest_step(self) -> int:
-        """Step of the newest valid checkpoint, 0 when there is none; raises FleetError (one line,
-        with the cause) when storage cannot be read, so a job is never told to start over from
-        step 0 while its checkpoints are merely out of reach."""
+        """Step of the newest checkpoint that verifies (every data object read and its SHA-256
+        checked, as a loader does), 0 when there is none: the step the job's loader will resume
+        from, never a corrupt newer one it will skip. Raises FleetError (one line, with the cause)
+        when storage cannot be read, so a job is never told to start over from step 0 while its
+        checkpoints are merely out of reach."""
         try:
-            info = self.manager.latest()
+            info = self.manager.latest(verify=True)
         except Exception as err:  # storage SDK errors vary by backend
             raise FleetError(f"checkpoint storage {self.uri} cannot be read: {err}") from err
         return int(info.step) if info is not None else 0

@@ -13,12 +13,16 @@ Promises:
   ``exited`` (exit 0, "code unknown"); nothing restarts an adopted job after it ends. A job that
   cannot be proved to be the recorded one is reported ``unwatched`` (exit 1) and never signalled;
   a lock held by a leftover process while the recorded job is gone is reported ``stale`` (exit 1).
-- Every start exports ``SPOTFLEET_CHECKPOINT_URI`` and ``SPOTFLEET_RESUME_STEP`` (the newest
-  valid checkpoint's step, 0 without one) so the job resumes where the last run committed. When
+- Every start exports ``SPOTFLEET_CHECKPOINT_URI`` and ``SPOTFLEET_RESUME_STEP`` (the step of the
+  newest checkpoint that passes its SHA-256 check, the one the job's loader resumes from; 0 without one) so the job resumes where the last run committed. When
   the storage cannot be read at a restart the job is not started (it would be told step 0): the
   read is retried with the restart backoff and counts as a restart.
 - A crash (non-zero exit, death by a signal such as kill -9) restarts the job after an
-  exponential backoff, at most ``max_restarts`` times; exit 0 ends the run.
+  exponential backoff, at most ``max_restarts`` times in a row; exit 0 ends the run. A job that
+  ran ``healthy_after`` seconds or longer before it crashed was healthy: the count and the backoff
+  start again from zero (as systemd's ``StartLimitIntervalSec`` forgets old starts), so a
+  week-long job survives any number of crashes spread over the week, while one that crashes
+  at once ``max_restarts + 1`` times in a row is given up. ``restarts`` in the result counts all.
 - The notice watcher runs alongside in a thread: on a notice it signals the current job and
   waits for its final checkpoint (:func:`fleet.agent.runner.respond`). After a final notice the
   job is not restarted on this node (the node is going; the next node resumes). After advice
@@ -63,6 +67,7 @@ class RunOptions:
     max_restarts: int = 5
     backoff: float = 1.0
     backoff_max: float = 60.0
+    healthy_after: float = 600.0
     margin: float = 5.0
     reporter: Reporter | None = None
     log_shipper: LogShipper | None = None
@@ -198,6 +203,7 @@ class _Supervisor:
 
     def _loop(self) -> RunResult:
         starts = restarts = 0
+        streak = 0                 # restarts since the job last ran healthy_after seconds
         steps: list[int] = []
 
         def result(status: str, code: int, message: str) -> RunResult:
@@ -219,10 +225,11 @@ class _Supervisor:
                 step = self.opts.probe.latest_step() if self.opts.probe is not None else 0
             except FleetError as err:      # never start the job with a wrong resume step
                 restarts += 1
-                if restarts > self.opts.max_restarts:
-                    return result("failed", 1, f"{err}; giving up after {restarts - 1} restart(s)")
-                delay = min(self.opts.backoff * 2 ** (restarts - 1), self.opts.backoff_max)
-                log.warning("%s; not starting the job; trying again in %.1f s (%d/%d)", err, delay, restarts,
+                streak += 1
+                if streak > self.opts.max_restarts:
+                    return result("failed", 1, f"{err}; giving up after {streak - 1} restart(s)")
+                delay = min(self.opts.backoff * 2 ** (streak - 1), self.opts.backoff_max)
+                log.warning("%s; not starting the job; trying again in %.1f s (%d/%d)", err, delay, streak,
                             self.opts.max_restarts)
                 self.wake.wait(delay)
                 end, _ = ending(None)
@@ -231,7 +238,12 @@ class _Supervisor:
                 continue
             steps.append(step)
             starts += 1
+            began = time.monotonic()
             rc = self._run_job(step)
+            if streak and time.monotonic() - began >= self.opts.healthy_after:
+                log.info("the job ran %.0f s (healthy): the restart count and backoff start again",
+                         time.monotonic() - began)
+                streak = 0
             end, advice = ending(rc)
             if end is not None:
                 return end
@@ -241,12 +253,13 @@ class _Supervisor:
             if rc == 0:
                 return result("finished", 0, f"job finished after {starts} start(s)")
             restarts += 1
-            if restarts > self.opts.max_restarts:
-                times = f"{restarts} time{'s' if restarts != 1 else ''}"
+            streak += 1
+            if streak > self.opts.max_restarts:
+                times = f"{streak} time{'s' if streak != 1 else ''}"
                 return result("failed", rc if rc > 0 else 128 - rc,
-                              f"job failed {times}, last with {_describe(rc)}; giving up")
-            delay = min(self.opts.backoff * 2 ** (restarts - 1), self.opts.backoff_max)
-            log.warning("job exited with %s; restart %d/%d in %.1f s", _describe(rc), restarts,
+                              f"job failed {times} in a row, last with {_describe(rc)}; giving up")
+            delay = min(self.opts.backoff * 2 ** (streak - 1), self.opts.backoff_max)
+            log.warning("job exited with %s; restart %d/%d in %.1f s", _describe(rc), streak,
                         self.opts.max_restarts, delay)
             self.wake.wait(delay)
             end, _ = ending(None)

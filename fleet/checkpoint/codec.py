@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import dataclass
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -76,13 +78,8 @@ def _nbytes(blob: np.ndarray | bytes | memoryview) -> int:
     return blob.nbytes if isinstance(blob, (np.ndarray, memoryview)) else len(blob)
 
 
-def encode(state: dict[str, Any], allocate: Callable[[int], np.ndarray] | None = None) -> Payload:
-    """Snapshot ``state`` into a :class:`Payload` (one copy of the data; callers may mutate on).
-
-    ``allocate(n)`` may supply the destination: a writable uint8 array of at least ``n`` bytes
-    (reusing one across saves skips page-faulting fresh memory). Raises
-    :class:`UnsupportedStateError` naming the path of the first value it cannot store.
-    """
+def _layout(state: dict[str, Any]) -> tuple[bytes, list[list[int]], list[np.ndarray | bytes | memoryview]]:
+    """The header (padded to ``ALIGN``), each blob's ``[offset, size]`` in the blob area, and the blobs."""
     if not isinstance(state, dict):
         raise UnsupportedStateError(f"state: expected a dict, got {type(state).__name__}")
     enc = _Encoder()
@@ -96,20 +93,77 @@ def encode(state: dict[str, Any], allocate: Callable[[int], np.ndarray] | None =
     header = json.dumps({"version": 1, "tree": tree, "blobs": offsets}, separators=(",", ":")).encode()
     head = MAGIC + _HEADER_LEN.pack(len(header)) + header
     head += bytes(-len(head) % ALIGN)
-    total = len(head) + pos
+    return head, offsets, enc.blobs
+
+
+def encode(state: dict[str, Any], allocate: Callable[[int], np.ndarray] | None = None) -> Payload:
+    """Snapshot ``state`` into a :class:`Payload` (one copy of the data; callers may mutate on).
+
+    ``allocate(n)`` may supply the destination: a writable uint8 array of at least ``n`` bytes
+    (reusing one across saves skips page-faulting fresh memory). Raises
+    :class:`UnsupportedStateError` naming the path of the first value it cannot store.
+    """
+    head, offsets, blobs = _layout(state)
+    total = len(head) + (offsets[-1][0] + offsets[-1][1] if offsets else 0)
     out = (allocate or _fresh)(total)[:total]
     out[:len(head)] = np.frombuffer(head, np.uint8)
     end = len(head)
-    for (off, n), data in zip(offsets, enc.blobs):
+    spans = []
+    for (off, n), data in zip(offsets, blobs):
         start = len(head) + off
         out[end:start] = 0                                    # alignment padding
-        if isinstance(data, np.ndarray):
-            if n:
-                np.copyto(out[start:start + n].view(data.dtype).reshape(data.shape), data, casting="no")
-        else:
-            out[start:start + n] = np.frombuffer(data, np.uint8)
+        spans.append((start, n, data))
         end = start + n
+    _copy_blobs(out, spans)
     return Payload.of([memoryview(out)])
+
+
+def encode_views(state: dict[str, Any]) -> Payload:
+    """The same bytes as :func:`encode`, as views of ``state``'s own buffers (no copy, no second
+    copy of the state in memory): valid only while the caller leaves those arrays unchanged, as
+    during a synchronous save. Same errors as :func:`encode`."""
+    head, offsets, blobs = _layout(state)
+    chunks: list[bytes | memoryview] = [head]
+    end = 0
+    for (off, n), data in zip(offsets, blobs):
+        if off > end:
+            chunks.append(bytes(off - end))
+        chunks.append(_bytes_view(data))
+        end = off + n
+    return Payload.of(chunks)
+
+
+def _bytes_view(data: np.ndarray | bytes | memoryview) -> memoryview:
+    if isinstance(data, np.ndarray):
+        arr = np.ascontiguousarray(data)
+        return memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
+    return memoryview(data).cast("B")
+
+
+_SPLIT = 32 * 1024 * 1024
+
+
+def _copy_blobs(out: np.ndarray, spans: list[tuple[int, int, Any]]) -> None:
+    """Copy every blob into ``out`` at its offset; large copies run on two threads (numpy releases
+    the GIL while copying), which halves the time a background save blocks the caller."""
+    jobs: list[tuple[int, memoryview]] = []
+    for start, n, data in spans:
+        if not n:
+            continue
+        src = _bytes_view(data)
+        for lo in range(0, n, _SPLIT):
+            jobs.append((start + lo, src[lo:lo + _SPLIT]))
+
+    def copy(job: tuple[int, memoryview]) -> None:
+        at, src = job
+        out[at:at + src.nbytes] = np.frombuffer(src, np.uint8)
+
+    if len(jobs) < 2:
+        for job in jobs:
+            copy(job)
+        return
+    with ThreadPoolExecutor(2, thread_name_prefix="checkpoint-snapshot") as pool:
+        list(pool.map(copy, jobs))
 
 
 def _fresh(n: int) -> np.ndarray:
@@ -149,6 +203,11 @@ class _Decoder:
             raise CorruptCheckpointError("checkpoint is shorter than its header says")
         return start, n
 
+    def raw(self, index: int) -> tuple[Any, int, int]:
+        """(buffer, offset, size) of blob ``index``."""
+        start, n = self.span(index)
+        return self.buffer, start, n
+
     def tree(self, node: Any) -> Any:
         if isinstance(node, list):
             return [self.tree(v) for v in node]
@@ -157,8 +216,8 @@ class _Decoder:
         if "$array" in node:
             return self.array(node)
         if "$bytes" in node:
-            start, n = self.span(node["$bytes"])
-            return self.view[start:start + n].tobytes()
+            buf, start, n = self.raw(node["$bytes"])
+            return memoryview(buf).cast("B")[start:start + n].tobytes()
         if "$tuple" in node:
             return tuple(self.tree(v) for v in node["$tuple"])
         if "$map" in node:
@@ -166,17 +225,94 @@ class _Decoder:
         return {k: self.tree(v) for k, v in node.items()}
 
     def array(self, node: dict[str, Any]) -> Any:
-        dtype = npformat.descr_to_dtype(_descr(node["dtype"]))
-        shape = tuple(node["shape"])
-        start, n = self.span(node["$array"])
+        dtype, shape = array_type(node)
+        buf, start, n = self.raw(node["$array"])
         count = int(np.prod(shape, dtype=np.int64))
         if count * dtype.itemsize != n:
             raise CorruptCheckpointError("array size does not match its dtype and shape")
         if n == 0:
             arr = np.empty(shape, dtype)
         else:
-            arr = np.frombuffer(self.buffer, dtype=dtype, count=count, offset=start).reshape(shape)
+            arr = np.frombuffer(buf, dtype=dtype, count=count, offset=start).reshape(shape)
         return arr[()] if node.get("scalar") else arr
+
+
+def array_type(node: dict[str, Any]) -> tuple[np.dtype, tuple[int, ...]]:
+    """The dtype and shape an ``$array`` node of a header declares."""
+    return npformat.descr_to_dtype(_descr(node["dtype"])), tuple(int(d) for d in node["shape"])
+
+
+# -- reading in two halves: the header first, then the blobs straight into their destinations ------
+
+@dataclass(frozen=True)
+class Layout:
+    """A checkpoint's header: its structure and where each blob lies (absolute byte offsets)."""
+
+    head: int                          # bytes before the first blob (header and its padding)
+    tree: Any
+    spans: tuple[tuple[int, int], ...]  # (start, size) of each blob, ascending, never overlapping
+
+
+def head_length(prefix: bytes | bytearray | memoryview) -> int | None:
+    """Bytes of header (padded) once ``prefix`` holds the fixed preamble; None while it is shorter.
+    Raises :class:`CorruptCheckpointError` when the bytes are not a checkpoint."""
+    view = memoryview(prefix).cast("B")
+    if view.nbytes < len(MAGIC) + _HEADER_LEN.size:
+        return None
+    if view[:len(MAGIC)].tobytes() != MAGIC:
+        raise CorruptCheckpointError("not a spotfleet checkpoint (bad magic bytes)")
+    (hlen,) = _HEADER_LEN.unpack_from(view, len(MAGIC))
+    base = len(MAGIC) + _HEADER_LEN.size + hlen
+    return base + -base % ALIGN
+
+
+def parse_layout(head: bytes | bytearray | memoryview, size: int) -> Layout:
+    """The layout of a checkpoint of ``size`` bytes from its first :func:`head_length` bytes.
+
+    Untrusted input: a header whose blobs leave the object, overlap or run backwards raises
+    :class:`CorruptCheckpointError` (every blob then has a place of its own to be read into)."""
+    view = memoryview(head).cast("B")
+    base = head_length(view)
+    if base is None or base > view.nbytes or base > size:
+        raise CorruptCheckpointError("checkpoint is shorter than its header says")
+    try:
+        start = len(MAGIC) + _HEADER_LEN.size
+        (hlen,) = _HEADER_LEN.unpack_from(view, len(MAGIC))
+        header = json.loads(view[start:start + hlen].tobytes())
+        tree, blobs = header["tree"], header["blobs"]
+        spans = tuple((base + int(off), int(n)) for off, n in blobs)
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
+        raise CorruptCheckpointError(f"malformed checkpoint header: {err}") from err
+    end = base
+    for lo, n in spans:
+        if n < 0 or lo < end or lo + n > size:
+            raise CorruptCheckpointError("checkpoint header places its blobs outside the object or over each other")
+        end = lo + n
+    return Layout(base, tree, spans)
+
+
+def assemble(layout: Layout, blobs: list[Any]) -> dict[str, Any]:
+    """The state of ``layout`` with blob ``i`` read from ``blobs[i]`` (a buffer of its size)."""
+    try:
+        state = _PlacedDecoder(blobs, layout).tree(layout.tree)
+    except CorruptCheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, struct.error) as err:
+        raise CorruptCheckpointError(f"malformed checkpoint header: {err}") from err
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError("malformed checkpoint header: the state is not a dict")
+    return state
+
+
+class _PlacedDecoder(_Decoder):
+    def __init__(self, blobs: list[Any], layout: Layout):
+        super().__init__(b"", memoryview(b""), 0, [])
+        self.placed, self.layout = blobs, layout
+
+    def raw(self, index: int) -> tuple[Any, int, int]:
+        if not isinstance(index, int) or not 0 <= index < len(self.placed):
+            raise CorruptCheckpointError("checkpoint header names a blob it does not have")
+        return self.placed[index], 0, self.layout.spans[index][1]
 
 
 def _descr(d: Any) -> Any:

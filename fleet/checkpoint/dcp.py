@@ -35,12 +35,14 @@ code from a checkpoint).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import io
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -155,12 +157,18 @@ class StorageReader(dcp.StorageReader):
 
     ``info`` holds the checkpoint read once ``dcp.load`` has started. ``group`` is the process
     group used to agree on the step (default: the default group, when one is initialised).
+    ``before`` considers only steps below it (what :func:`load` uses to fall back). Data is read
+    straight into the target tensors where a stored tensor matches one whole (same dtype and
+    size, contiguous on the CPU), SHA-256 checked on the way; a corrupt object raises
+    :class:`CorruptCheckpointError` after its bytes may have reached the target.
     """
 
-    def __init__(self, mgr: CheckpointManager, *, step: int | None = None, group: Any = None):
+    def __init__(self, mgr: CheckpointManager, *, step: int | None = None, group: Any = None,
+                 before: int | None = None):
         super().__init__()
-        self.mgr, self.step, self.group = mgr, step, group
+        self.mgr, self.step, self.group, self.before = mgr, step, group, before
         self.info: CheckpointInfo | None = None
+        self.nothing = False                   # read_metadata found no checkpoint to read (every rank)
         self.storage_data: dict[Any, Any] = {}
 
     def reset(self, checkpoint_id: Any = None) -> None:
@@ -171,14 +179,19 @@ class StorageReader(dcp.StorageReader):
         if distributed.active(self.group):
             rank0 = dist.get_rank(self.group) == 0
             chosen, err = distributed.outcome(self._choose) if rank0 else (None, None)
-            step = distributed.broadcast(chosen[0].step if chosen is not None else None, self.group)
+            step, self.nothing = distributed.broadcast(
+                (chosen[0].step if chosen is not None else None, isinstance(err, NoCheckpointError)), self.group)
             if err is not None:
                 raise err
             if step is None:
                 raise CheckpointError(f"{self.mgr.uri}: rank 0 could not read a DCP checkpoint")
             self.info, metadata = chosen if rank0 else self._read(self._info(step))
         else:
-            self.info, metadata = self._choose()
+            try:
+                self.info, metadata = self._choose()
+            except NoCheckpointError:
+                self.nothing = True
+                raise
         return metadata
 
     def _info(self, step: int) -> CheckpointInfo:
@@ -191,12 +204,15 @@ class StorageReader(dcp.StorageReader):
         if self.step is not None:
             return self._read(self._info(self.step))
         for info in self.mgr.intact():
+            if self.before is not None and info.step >= self.before:
+                continue
             try:
                 return self._read(info)
             except CorruptCheckpointError as err:
                 log.warning("%s: skipping step %d: %s; falling back to an older checkpoint",
-                                        self.mgr.uri, info.step, err)
-        raise CheckpointError(f"{self.mgr.uri}: no valid DCP checkpoint to load")
+                            self.mgr.uri, info.step, err)
+        below = f" below step {self.before}" if self.before is not None else ""
+        raise NoCheckpointError(f"{self.mgr.uri}: no valid DCP checkpoint to load{below}")
 
     def _read(self, info: CheckpointInfo) -> tuple[CheckpointInfo, dcp_metadata.Metadata]:
         raw = self.mgr.fetch_part(info, 0)
@@ -222,24 +238,43 @@ class StorageReader(dcp.StorageReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
         assert self.info is not None, "read_metadata runs first"
-        by_object: dict[int, list[Any]] = {}
+        by_object: dict[int, dict[Any, list[Any]]] = {}
         for req in plan.items:
-            by_object.setdefault(self.storage_data[req.storage_index][0], []).append(req)
-        for index, reqs in sorted(by_object.items()):
-            buf = self.mgr.fetch_part(self.info, index)
-            for req in reqs:
-                _, offset, n, dtype, shape = self.storage_data[req.storage_index]
-                if req.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(req, io.BytesIO(bytes(buf[offset:offset + n])))
-                    continue
-                tensor = _tensor(buf, offset, n, dtype, shape)
-                tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
-                target = planner.resolve_tensor(req).detach()
-                if target.size() != tensor.size():
-                    raise CheckpointError(f"{req.storage_index.fqn}: the checkpoint holds {tuple(tensor.shape)}, "
-                                          f"the target {tuple(target.shape)}")
-                target.copy_(tensor)
+            item = self.storage_data[req.storage_index][0]
+            by_object.setdefault(item, {}).setdefault(req.storage_index, []).append(req)
+        taken: list[tuple[int, int]] = []
+        for index, items in sorted(by_object.items()):
+            direct: list[Any] = []                          # (req, target) read straight into the target
+            staged: list[tuple[Any, np.ndarray]] = []       # (requests of one item, its bytes)
+            regions: list[tuple[int, Any]] = []
+            for storage_index, reqs in items.items():
+                _, offset, n, dtype, shape = self.storage_data[storage_index]
+                target = _whole_target(reqs, planner, n, dtype, shape, taken)
+                if target is not None:
+                    direct.append((reqs[0], target))
+                    regions.append((offset, target.reshape(-1).view(torch.uint8).numpy()))
+                else:
+                    buf = np.empty(n, np.uint8)
+                    staged.append((reqs, buf))
+                    regions.append((offset, buf))
+            regions.sort(key=lambda r: r[0])
+            self.mgr.fetch_placed(self.info, index, regions)
+            for req, target in direct:
                 planner.commit_tensor(req, target)
+            for reqs, buf in staged:
+                _, offset, n, dtype, shape = self.storage_data[reqs[0].storage_index]
+                for req in reqs:
+                    if req.type == LoadItemType.BYTE_IO:
+                        planner.load_bytes(req, io.BytesIO(buf.tobytes()))
+                        continue
+                    tensor = _tensor(buf, 0, n, dtype, shape)
+                    tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
+                    target = planner.resolve_tensor(req).detach()
+                    if target.size() != tensor.size():
+                        raise CheckpointError(f"{req.storage_index.fqn}: the checkpoint holds {tuple(tensor.shape)}, "
+                                              f"the target {tuple(target.shape)}")
+                    target.copy_(tensor)
+                    planner.commit_tensor(req, target)
         return _done(None)
 
     @classmethod
@@ -247,7 +282,65 @@ class StorageReader(dcp.StorageReader):
         return False
 
 
-def _tensor(buf: bytearray, offset: int, n: int, dtype: str, shape: list[int]) -> torch.Tensor:
+def _whole_target(reqs: list[Any], planner: LoadPlanner, n: int, dtype: str, shape: list[int],
+                  taken: list[tuple[int, int]]) -> torch.Tensor | None:
+    """The target tensor one stored tensor can be read straight into: a single request for the
+    whole of it, into a contiguous CPU tensor of the same dtype and size that shares no memory
+    with another such target; None otherwise (the bytes are staged and copied)."""
+    req = reqs[0]
+    if len(reqs) != 1 or req.type == LoadItemType.BYTE_IO or not n:
+        return None
+    if any(req.storage_offsets) or list(req.lengths) != list(shape):
+        return None
+    target = planner.resolve_tensor(req).detach()
+    if target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg() \
+            or str(target.dtype).removeprefix("torch.") != dtype or list(target.shape) != list(shape) \
+            or target.numel() * target.element_size() != n:
+        return None
+    lo = target.data_ptr()
+    at = bisect.bisect_left(taken, (lo, lo))
+    if (at < len(taken) and taken[at][0] < lo + n) or (at and taken[at - 1][1] > lo):
+        return None
+    taken.insert(at, (lo, lo + n))
+    return target
+
+
+class NoCheckpointError(CheckpointError):
+    """The location holds no DCP checkpoint that can be read (below the step asked for)."""
+
+
+def load(state_dict: dict[str, Any], mgr: CheckpointManager, *, step: int | None = None, group: Any = None,
+         planner: LoadPlanner | None = None) -> CheckpointInfo | None:
+    """``dcp.load`` of the newest DCP checkpoint that verifies, into ``state_dict`` in place.
+
+    Like :meth:`CheckpointManager.load_latest`: a checkpoint any of whose objects is missing or
+    fails its SHA-256 check on any rank is skipped (every rank sees the failure, so all fall back
+    together) and the next older one is loaded over whatever reached the target. Returns the
+    checkpoint loaded, or None when the location holds none (``state_dict`` untouched). With
+    ``step`` only that step is tried; its corruption raises. A collective call in a job of
+    several ranks; other failures raise DCP's ``CheckpointException`` as ``dcp.load`` does.
+    """
+    before: int | None = None
+    while True:
+        reader = StorageReader(mgr, step=step, group=group, before=before)
+        try:
+            dcp.load(state_dict, storage_reader=reader, planner=planner, process_group=group)
+            return reader.info
+        except dcp.CheckpointException as err:
+            causes = [exc for exc, _trace in err.failures.values()]
+            if reader.nothing and step is None:
+                if before is None:
+                    return None
+                raise CheckpointError(f"{mgr.uri}: no DCP checkpoint below step {before} verifies") from err
+            if step is not None or reader.info is None or \
+                    not causes or not all(isinstance(c, CorruptCheckpointError) for c in causes):
+                raise
+            log.warning("%s: step %d of this DCP checkpoint location is corrupt (%s); loading an older one",
+                        mgr.uri, reader.info.step, causes[0])
+            before = reader.info.step
+
+
+def _tensor(buf: Any, offset: int, n: int, dtype: str, shape: list[int]) -> torch.Tensor:
     kind = getattr(torch, dtype, None)
     if not isinstance(kind, torch.dtype):
         raise CorruptCheckpointError(f"unknown tensor dtype {dtype!r} in DCP metadata")

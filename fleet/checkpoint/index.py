@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from hashlib import sha256
 
 from fleet.checkpoint.errors import CorruptCheckpointError
 from fleet.checkpoint.layout import COMMIT_DIR, CheckpointInfo, Part, commit_key, committed_step
+from fleet.checkpoint.sink import PlacedDownload, Plan, whole
 from fleet.checkpoint.stores.base import ObjectStore
 
 log = logging.getLogger("fleet.checkpoint")
@@ -41,10 +41,20 @@ def data_intact(store: ObjectStore, info: CheckpointInfo) -> bool:
 
 def fetch_verified(store: ObjectStore, part: Part) -> bytearray:
     """Download one data object; raises :class:`CorruptCheckpointError` when it is missing or its
-    SHA-256 differs from the manifest's."""
-    data = store.download(part.key, part.size)
-    if data is None:
-        raise CorruptCheckpointError(f"data object {part.key} is missing")
-    if sha256(data).hexdigest() != part.sha256:
-        raise CorruptCheckpointError(f"data object {part.key} fails its SHA-256 check")
-    return data
+    SHA-256 differs from the manifest's (hashed while it downloads)."""
+    buffer = bytearray(part.size)
+    fetch_placed(store, part, whole(buffer))
+    return buffer
+
+
+def fetch_placed(store: ObjectStore, part: Part, plan: Plan) -> None:
+    """Download one data object into the regions ``plan`` chooses (see :mod:`fleet.checkpoint.sink`),
+    hashing it on the way; raises :class:`CorruptCheckpointError` when it is missing, short or fails
+    its SHA-256 check (the regions then hold unverified bytes)."""
+    sink = PlacedDownload(part.size, part.sha256, plan, name=part.key)
+    try:
+        if store.download(part.key, part.size, sink) is None:
+            raise CorruptCheckpointError(f"data object {part.key} is missing")
+        sink.verify()
+    finally:
+        sink.close()

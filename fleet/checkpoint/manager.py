@@ -36,7 +36,7 @@ import math
 import operator
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
@@ -46,7 +46,7 @@ import numpy as np
 from fleet.checkpoint import codec
 from fleet.checkpoint.commit import commit_parts, same_objects, write_checkpoint
 from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError, CorruptCheckpointError, StaleStepError
-from fleet.checkpoint.index import committed_steps, data_intact, fetch_verified, read_manifest
+from fleet.checkpoint.index import committed_steps, data_intact, fetch_placed, fetch_verified, read_manifest
 from fleet.checkpoint.layout import CheckpointInfo, Part
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.retention import Retention, prune
@@ -117,11 +117,8 @@ class CheckpointManager:
         self._drain()
         with self._lock:
             self._unraised.clear()
-        payload, buffer = self._snapshot(state)
-        try:
-            return self._commit(payload, step, scores)
-        finally:
-            self._buffers.give(buffer)
+        # the caller waits, so its arrays cannot change meanwhile: stream them, no second copy
+        return self._commit(codec.encode_views(state), step, scores)
 
     def save_async(self, state: dict[str, Any], step: int, *, metrics: Mapping[str, float] | None = None
                    ) -> Future[CheckpointInfo]:
@@ -246,6 +243,15 @@ class CheckpointManager:
             raise CorruptCheckpointError(f"step {info.step} has {len(objects)} data objects, not {index + 1}")
         return fetch_verified(self.store, objects[index])
 
+    def fetch_placed(self, info: CheckpointInfo, index: int, regions: Sequence[tuple[int, Any]]) -> None:
+        """Data object ``index`` of ``info`` read into ``regions`` (``(offset, writable buffer)``,
+        ascending; other bytes are dropped), SHA-256 verified on the way; raises
+        :class:`CorruptCheckpointError` when it is missing or does not verify."""
+        objects = info.objects
+        if not 0 <= index < len(objects):
+            raise CorruptCheckpointError(f"step {info.step} has {len(objects)} data objects, not {index + 1}")
+        fetch_placed(self.store, objects[index], lambda _prefix: regions)
+
     def _existing(self, payload: Payload, step: int) -> CheckpointInfo | None:
         """The committed checkpoint ``step`` when it holds this payload already; None when the step
         is free. Raises when a newer valid checkpoint exists or the step holds other content."""
@@ -309,20 +315,27 @@ class CheckpointManager:
     def latest(self, *, verify: bool = False) -> CheckpointInfo | None:
         """The newest committed checkpoint whose data exists with the recorded size.
 
-        With ``verify=True`` the data is also downloaded and its SHA-256 checked.
+        With ``verify=True`` every data object is also read and its SHA-256 checked (streamed: no
+        copy is kept), so the step returned is the one a loader would resume from.
         """
         for info in self.intact():
             if not verify:
                 return info
             try:
-                self._fetch(info)
+                for part in info.objects:
+                    fetch_placed(self.store, part, lambda _prefix: [])
                 return info
             except CorruptCheckpointError as err:
                 log.warning("%s: skipping step %d: %s", self.uri, info.step, err)
         return None
 
-    def load(self, info: CheckpointInfo) -> dict[str, Any]:
+    def load(self, info: CheckpointInfo, *, place: Placer | None = None) -> dict[str, Any]:
         """The state saved in ``info``; raises :class:`CorruptCheckpointError` if it does not verify.
+
+        The data is hashed while it downloads. ``place(layout)`` may choose where each blob of the
+        checkpoint lands (a writable buffer of the blob's size per blob, e.g. the tensors of a load
+        target; see :func:`fleet.checkpoint.tensors.Placement`), so nothing is read twice; when the
+        checkpoint then fails its check those buffers hold unverified bytes.
 
         A sharded checkpoint (several data objects: a distributed or DCP save) is refused with a
         :class:`CheckpointError` naming the loaders that read it, never skipped as corrupt.
@@ -331,13 +344,13 @@ class CheckpointManager:
             raise CheckpointError(f"{self.uri}: step {info.step} is a sharded checkpoint ({len(info.objects)} "
                                   "data objects); load it with fleet.checkpoint.torch.load from the same number "
                                   "of ranks, or fleet.checkpoint.dcp.StorageReader")
-        return codec.decode(self._fetch(info))
+        return load_object(self.store, info.objects[0], place)
 
-    def load_latest(self) -> tuple[dict[str, Any], CheckpointInfo] | None:
+    def load_latest(self, *, place: Placer | None = None) -> tuple[dict[str, Any], CheckpointInfo] | None:
         """The newest checkpoint that verifies, with its info; None when there is none."""
         for info in self.intact():
             try:
-                return self.load(info), info
+                return self.load(info, place=place), info
             except CorruptCheckpointError as err:
                 log.warning("%s: skipping step %d: %s; falling back to an older checkpoint",
                             self.uri, info.step, err)
@@ -354,9 +367,6 @@ class CheckpointManager:
                 yield info
             else:
                 log.warning("%s: skipping step %d: data object missing or truncated", self.uri, step)
-
-    def _fetch(self, info: CheckpointInfo) -> bytearray:
-        return self.fetch_part(info, 0)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -381,6 +391,29 @@ class CheckpointManager:
 
     def __repr__(self) -> str:
         return f"CheckpointManager({self.uri!r}, keep_last={self.keep_last})"
+
+
+Placer = Callable[[codec.Layout], Sequence[Any]]
+
+
+def load_object(store: ObjectStore, part: Part, place: Placer | None = None) -> dict[str, Any]:
+    """Decode one checkpoint object, downloading each blob into the buffer ``place`` picks (a
+    fresh one per blob without it) and checking the SHA-256 on the way."""
+    chosen: dict[str, Any] = {}
+
+    def plan(prefix: memoryview) -> list[tuple[int, Any]] | None:
+        head = codec.head_length(prefix)
+        if head is not None and head > part.size:
+            raise CorruptCheckpointError(f"{part.key}: its header is longer than the object")
+        if head is None or prefix.nbytes < head:
+            return None
+        layout = codec.parse_layout(prefix[:head], part.size)
+        blobs = list(place(layout)) if place is not None else [np.empty(n, np.uint8) for _, n in layout.spans]
+        chosen.update(layout=layout, blobs=blobs)
+        return [(start, blob) for (start, _), blob in zip(layout.spans, blobs)]
+
+    fetch_placed(store, part, plan)
+    return codec.assemble(chosen["layout"], chosen["blobs"])
 
 
 class _BufferPool:

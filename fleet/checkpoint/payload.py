@@ -1,7 +1,8 @@
 """Serialised checkpoint bytes held as a list of buffers, and the file-like adapters stores use.
 
-A :class:`Payload` is immutable once built: its chunks are private copies (or immutable
-``bytes``), so a background upload can read them while training mutates its own arrays.
+A :class:`Payload` built by ``codec.encode`` holds private copies (a snapshot), so a background
+upload can read them while training mutates its own arrays; one built by ``codec.encode_views``
+holds views of the caller's arrays (a synchronous save, no copy), valid while the caller waits.
 Stores read it through :meth:`Payload.reader` (a seekable raw stream, one per transfer attempt)
 and download into a preallocated ``bytearray`` through :class:`BufferWriter`.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -34,6 +35,12 @@ class Payload:
         for chunk in self.chunks:
             h.update(chunk)
         return h.hexdigest()
+
+    def blocks(self, size: int) -> Iterator[memoryview]:
+        """The payload in order as views of at most ``size`` bytes (no copy)."""
+        for chunk in self.chunks:
+            for lo in range(0, chunk.nbytes, size):
+                yield chunk[lo:lo + size]
 
     def reader(self) -> ChunkReader:
         """A fresh seekable stream over the payload, positioned at 0."""
@@ -124,7 +131,16 @@ class ChunkReader(_SeekableStream):
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             size = self._size - self._pos
-        buf = bytearray(max(0, min(size, self._size - self._pos)))
+        size = max(0, min(size, self._size - self._pos))
+        if self._index < len(self._chunks):
+            chunk = self._chunks[self._index]
+            start = self._pos - self._starts[self._index]
+            if start + size <= chunk.nbytes:              # within one buffer: one copy, no scratch
+                self._pos += size
+                if start + size == chunk.nbytes:
+                    self._index += 1
+                return chunk[start:start + size].tobytes()
+        buf = bytearray(size)
         n = self.readinto(buf)
         return bytes(buf[:n])
 

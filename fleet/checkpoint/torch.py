@@ -53,7 +53,7 @@ except ImportError as _err:  # pragma: no cover - exercised only where torch is 
     raise ImportError("fleet.checkpoint.torch needs PyTorch: pip install 'spotfleet[torch]'") from _err
 
 from fleet.checkpoint import distributed  # noqa: E402  (needs torch, imported above)
-from fleet.checkpoint.tensors import from_storable, load_into, to_storable  # noqa: E402
+from fleet.checkpoint.tensors import Placement, from_storable, load_into, to_storable  # noqa: E402
 
 _OBJECTS = ("model", "optimizer", "scheduler")
 
@@ -84,30 +84,37 @@ def load(mgr: CheckpointManager, state_dict: MutableMapping[str, Any] | None = N
     """Load the newest valid checkpoint (or ``step``); fill ``state_dict`` in place when given.
 
     Returns ``(state, info)`` with tensors on ``map_location`` (stateful objects appear as their
-    state dicts), or None when there is no checkpoint (``state_dict`` is then untouched). Raises
+    state dicts), or None when there is no checkpoint (``state_dict`` is then untouched). The
+    checkpoint is read straight into the target's CPU tensors where dtype and shape match (no
+    second copy); a checkpoint that then fails its SHA-256 check leaves unverified values in them
+    and the next older one is loaded over them, as ever. Raises
     :class:`CheckpointError` when the target holds a key the checkpoint lacks, or when a
     checkpoint saved by several ranks is loaded by a different number of ranks.
     """
+    placed = Placement(state_dict) if state_dict is not None else None
     if distributed.active(group):
         found = distributed.load_sharded(mgr, step=step, group=group)
+        placed = None
     else:
-        found = _load_single(mgr, step)
+        found = _load_single(mgr, step, placed)
     if found is None:
         return None
     tree, info = found
     if state_dict is not None:
-        load_into(state_dict, tree, map_location)
-    return from_storable(tree, map_location), info
+        load_into(state_dict, tree, map_location, placed=placed)
+    return from_storable(tree, map_location, placed=placed), info
 
 
-def _load_single(mgr: CheckpointManager, step: int | None) -> tuple[dict[str, Any], CheckpointInfo] | None:
+def _load_single(mgr: CheckpointManager, step: int | None, placed: Placement | None
+                 ) -> tuple[dict[str, Any], CheckpointInfo] | None:
+    """The checkpoint read straight into the target's tensors where they fit (``placed``)."""
     if step is None:
-        found = mgr.load_latest()
+        found = mgr.load_latest(place=placed)
     else:
         info = next((i for i in mgr.list() if i.step == step), None)
         if info is None:
             raise CheckpointError(f"{mgr.uri}: no committed checkpoint at step {step}")
-        found = (mgr.load(info), info)
+        found = (mgr.load(info, place=placed), info)
     return found
 
 

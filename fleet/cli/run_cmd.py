@@ -34,6 +34,9 @@ log = logging.getLogger("fleet.agent")
               help="Restarts after crashes before giving up.")
 @click.option("--backoff", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="First restart delay in seconds (doubles each time, at most 60 s).")
+@click.option("--healthy-after", type=click.FloatRange(min=0), default=600.0, show_default=True,
+              help="Seconds a job must run before a crash for the restart count and backoff to start "
+                   "again from zero (--max-restarts counts crashes in a row).")
 @click.option("--name", default=None, callback=lambda _c, _p, v: _check_name(v),
               help="Lock name: one wrapper per name on a node (default: from the command). "
                    "Letters, digits, '.', '_' and '-'.")
@@ -52,9 +55,10 @@ log = logging.getLogger("fleet.agent")
 @json_option
 @click.argument("job", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_app
-def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: float, name: str | None,
-            log_every: float, elastic_nodes: str | None, nproc_per_node: str, rdzv_endpoint: str | None,
-            rdzv_id: str | None, deadline_margin: float, checkpoint_uri: str | None, fleet_name: str, instance_id: str,
+def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: float, healthy_after: float,
+            name: str | None, log_every: float, elastic_nodes: str | None, nproc_per_node: str,
+            rdzv_endpoint: str | None, rdzv_id: str | None, deadline_margin: float, checkpoint_uri: str | None,
+            fleet_name: str, instance_id: str,
             state_url: str | None, metadata_url: str | None, poll_interval: float | None, notice_file: str | None,
             no_rebalance: bool, as_json: bool, job: tuple[str, ...]) -> None:
     """Run JOB, resuming from the newest checkpoint and restarting it on crashes.
@@ -84,7 +88,8 @@ def command(app: App, cloud: str, hook_signal: str, max_restarts: int, backoff: 
     try:
         _supervise_and_report(app, RunOptions(
             argv=argv, lock_path=lock_path, probe=probe, watcher=watcher, hook_signal=sig, max_restarts=max_restarts,
-            backoff=backoff, margin=deadline_margin, reporter=build_reporter(state_url, fleet_name, instance_id,
+            backoff=backoff, healthy_after=healthy_after, margin=deadline_margin,
+            reporter=build_reporter(state_url, fleet_name, instance_id,
                                                                               watcher), log_shipper=shipper), as_json)
     finally:
         if shipper is not None:          # the last lines (the result above included) reach the bucket

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 
+import numpy as np
 from agent_support import FLEET, env, finish, job_argv, last_step, start, trailing_json, wait_until
 from fleet.checkpoint import CheckpointManager
 
@@ -56,6 +57,37 @@ def test_gives_up_after_max_restarts_with_the_jobs_exit_code(tmp_path):
     assert (result["status"], result["starts"], result["restarts"]) == ("failed", 3, 3)
     assert log.read_text().count("resume 0") == 3
     assert "last with exit code 3; giving up" in result["message"]
+
+
+def test_the_resume_step_is_the_checkpoint_a_loader_uses_past_a_corrupt_newest(tmp_path):
+    uri = f"file://{tmp_path / 'ckpt'}"
+    mgr = CheckpointManager(uri)
+    for step in (1980, 2000):
+        mgr.save({"w": np.full(1000, step)}, step)
+    newest = tmp_path / "ckpt" / mgr.latest().data_key
+    data = bytearray(newest.read_bytes())
+    data[-1] ^= 0xFF                                  # same size, fails its SHA-256
+    newest.write_bytes(data)
+    log = tmp_path / "run.log"
+    job = [sys.executable, "-c", "import os; print('resume', os.environ['SPOTFLEET_RESUME_STEP'])"]
+    run = start([*FLEET, "run", "--cloud", "none", "--checkpoint-uri", uri, "--json", "--", *job], log, env(tmp_path))
+    assert finish(run) == 0, log.read_text()
+    assert "resume 1980" in log.read_text()
+    assert trailing_json(log)["resume_steps"] == [1980]
+
+
+def test_the_restart_count_starts_again_after_a_healthy_run(tmp_path):
+    log, count = tmp_path / "run.log", tmp_path / "starts"
+    job = [sys.executable, "-c", (
+        "import pathlib, sys, time; p = pathlib.Path(sys.argv[1]); n = int(p.read_text() or 0) if p.exists() else 0;"
+        "p.write_text(str(n + 1)); time.sleep(0.6); raise SystemExit(0 if n == 4 else 3)"), str(count)]
+    run = start([*FLEET, "run", "--cloud", "none", "--max-restarts", "1", "--backoff", "0.01", "--healthy-after", "0.5",
+                 "--json", "--", *job], log, env(tmp_path))
+    assert finish(run) == 0, log.read_text()
+    result = trailing_json(log)
+    # four crashes, each after a healthy half second: never two in a row, so never given up
+    assert (result["status"], result["starts"], result["restarts"]) == ("finished", 5, 4)
+    assert log.read_text().count("restart count and backoff start again") == 4
 
 
 def test_double_start_lands_in_the_same_place(tmp_path):

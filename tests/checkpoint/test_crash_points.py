@@ -55,6 +55,11 @@ class _TickingPayload:
     def reader(self):
         return _TickingReader(self._payload.chunks, self._tick, self._max)
 
+    def blocks(self, size):
+        for piece in self._payload.blocks(min(size, self._max) if self._max else size):
+            yield piece
+            self._tick("upload-mid")
+
     def slice(self, start, n):
         return _TickingPayload(self._payload.slice(start, n), self._tick, self._max)
 
@@ -96,8 +101,8 @@ class CrashingStore:
     def read(self, key):
         return self._call("read", key)
 
-    def download(self, key, size):
-        return self._call("download", key, size)
+    def download(self, key, size, into=None):
+        return self._call("download", key, size, into)
 
     def size(self, key):
         return self._call("size", key)

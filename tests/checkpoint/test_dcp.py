@@ -110,3 +110,25 @@ def test_dcp_rank_failure_commits_nothing(location_factory):
     full = {"sharded": torch.zeros(12, 5)}
     dcp.load(full, storage_reader=StorageReader(mgr))
     assert torch.equal(full["sharded"], torch.arange(60, dtype=torch.float32).reshape(12, 5))
+
+
+def test_dcp_load_falls_back_past_a_corrupt_data_object_like_the_plain_loader(tmp_path):
+    from fleet.checkpoint import CheckpointManager
+    from fleet.checkpoint.dcp import load
+
+    mgr = CheckpointManager(f"file://{tmp_path}", keep_last=3)
+    target = {"w": torch.zeros(64), "b": torch.zeros(2)}
+    assert load(target, mgr) is None and torch.equal(target["w"], torch.zeros(64))     # nothing saved yet
+    for step in (1, 2, 3):
+        dcp.save({"w": torch.full((64,), float(step)), "b": torch.ones(2) * step}, storage_writer=StorageWriter(mgr, step))
+    for step in (3, 2):                                    # the two newest: a data object with wrong bytes
+        data = next(p for p in next(i for i in mgr.list() if i.step == step).objects if p.key.endswith("-r0.ckpt"))
+        raw = bytearray((tmp_path / data.key).read_bytes())
+        raw[10] ^= 0xFF
+        (tmp_path / data.key).write_bytes(bytes(raw))
+    w = target["w"]
+    info = load(target, mgr)
+    assert info.step == 1 and torch.equal(target["w"], torch.ones(64)) and target["w"] is w
+    assert torch.equal(target["b"], torch.ones(2))
+    with pytest.raises(dcp.CheckpointException, match="fails its SHA-256 check"):
+        load(target, mgr, step=3)

@@ -109,3 +109,68 @@ def test_background_save_and_keep_best_retention(tmp_path):
     target = {"model": torch.nn.Linear(2, 2)}
     load(mgr, target, step=5)
     assert torch.equal(target["model"].weight, model.weight)
+
+
+def test_the_readme_pattern_resumes_dropout_bit_identically(tmp_path):
+    """The README's example: RNG captured with the state, restored after load."""
+    from fleet.checkpoint import capture_rng, restore_rng
+
+    mgr = CheckpointManager(f"file://{tmp_path}")
+    torch.manual_seed(5)
+    drop = torch.nn.Dropout(0.5)
+    sd = {"model": torch.nn.Linear(3, 3), "step": 4, "rng": capture_rng()}
+    save(mgr, sd, 4)
+    expected = drop(torch.ones(64))
+    torch.manual_seed(99)                                    # a restarted process: other RNG state
+    fresh = {"model": torch.nn.Linear(3, 3), "step": 0, "rng": None}
+    assert load(mgr, fresh)
+    restore_rng(fresh["rng"])
+    assert fresh["step"] == 4 and torch.equal(drop(torch.ones(64)), expected)
+
+
+def test_a_torch_generator_in_the_state_is_restored_into_the_target(tmp_path):
+    mgr = CheckpointManager(f"file://{tmp_path}")
+    gen = torch.Generator().manual_seed(11)
+    save(mgr, {"gen": gen}, 1)
+    expected = torch.rand(5, generator=gen)
+    target = torch.Generator().manual_seed(0)
+    state, _ = load(mgr, {"gen": target})
+    assert torch.equal(torch.rand(5, generator=target), expected)
+    assert isinstance(state["gen"], torch.Generator)
+
+
+def test_another_torch_object_is_refused_naming_what_to_store_instead(tmp_path):
+    from fleet.checkpoint import UnsupportedStateError
+
+    with pytest.raises(UnsupportedStateError, match=r"state\['dev'\]: fleet.checkpoint.torch cannot store a "
+                                                    r"torch.device; put its state"):
+        save(CheckpointManager(f"file://{tmp_path}"), {"dev": torch.device("cpu")}, 1)
+
+
+def test_a_load_reads_into_the_target_tensors_and_falls_back_past_a_corrupt_newest(tmp_path):
+    mgr = CheckpointManager(f"file://{tmp_path}")
+    old, new = torch.nn.Linear(64, 64), torch.nn.Linear(64, 64)
+    save(mgr, {"model": old, "t": old.weight.detach().clone()}, 1)
+    save(mgr, {"model": new, "t": new.weight.detach().clone()}, 2)
+    target = {"model": torch.nn.Linear(64, 64), "t": torch.zeros(64, 64)}
+    weight, t = target["model"].weight, target["t"]
+    state, info = load(mgr, target)
+    assert info.step == 2 and torch.equal(weight, new.weight) and torch.equal(t, new.weight)
+    assert target["model"].weight is weight and target["t"] is t            # filled in place
+    assert state["t"].data_ptr() == t.data_ptr()                             # read straight into it
+    newest = tmp_path / info.data_key
+    data = bytearray(newest.read_bytes())
+    data[-5] ^= 0xFF
+    newest.write_bytes(data)
+    _, info = load(mgr, target)
+    assert info.step == 1 and torch.equal(weight, old.weight) and torch.equal(t, old.weight)
+
+
+def test_tied_target_tensors_load_correctly(tmp_path):
+    mgr = CheckpointManager(f"file://{tmp_path}")
+    a, b = torch.arange(16.0), torch.arange(16.0) * 2
+    save(mgr, {"a": a, "b": b}, 1)
+    shared = torch.zeros(16)
+    target = {"a": shared, "b": shared[:]}                                  # same memory twice
+    load(mgr, target)
+    assert torch.equal(shared, b)                                           # the later key wins, as copy_ does

@@ -68,3 +68,29 @@ def test_readme_start_up_figures_are_the_benchmark_result():
             continue
         assert phrase.format(f"{figures[key]:.2f}") in text, phrase
     assert f"load average of {startup['load_average_1m']:g} on {startup['cores']} cores" in text
+
+
+def checkpoint_torch_row(size: str, r: dict) -> str:
+    """The README's row of the PyTorch checkpoint table for one state size of the benchmark (a part
+    the run did not measure shows as "-")."""
+    local, mem, dcp, s3 = (r.get(k) for k in ("local", "memory", "dcp", "s3"))
+
+    def pair(part: dict | None) -> str:
+        return f"{part['save_ratio']:.2f} / {part['load_ratio']:.2f}" if part else "-"
+
+    def fits(part: dict | None) -> str:
+        return f"{part['capacity']['30s_notice_gb']:g} / {part['capacity']['120s_notice_gb']:g}" if part else "-"
+
+    def share(part: dict | None) -> str:
+        return f"{100 * part['async_block_share']:.1f}%" if part else "-"
+
+    return (f"| {r['bytes'] / 1e9:.1f} GB | {pair(local)} | {mem['peak_ratio']:.2f} | {pair(dcp)} | {pair(s3)} | "
+            f"{share(local)} / {share(s3)} | {fits(local)}; {fits(s3)} |")
+
+
+def test_readme_pytorch_checkpoint_figures_are_the_benchmark_result():
+    bench = json.loads((ROOT / "benchmarks" / "results" / "checkpoint_torch.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    assert bench["results"], "the benchmark recorded no sizes"
+    for size, result in bench["results"].items():
+        assert checkpoint_torch_row(size, result) in readme, size

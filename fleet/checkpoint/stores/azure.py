@@ -124,12 +124,12 @@ class AzureStore:
         except ResourceNotFoundError:
             return None
 
-    def download(self, key: str, size: int) -> bytearray | None:
+    def download(self, key: str, size: int, into: Any = None) -> Any:
         try:
             with self._errors("download", key):
                 stream = self.container.download_blob(join(self.prefix, key),
                                                       max_concurrency=self.transfer.concurrency)
-                return download_sized(key, size, stream.size, stream.readinto)
+                return download_sized(key, size, stream.size, stream.readinto, into)
         except ResourceNotFoundError:
             return None
 

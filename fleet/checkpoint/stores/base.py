@@ -9,9 +9,10 @@ Keys are relative to the store's prefix and use ``/`` separators. A backend prom
 - ``create(key, data) -> bool``: atomically create a small object only if ``key`` is absent;
   ``False`` when it already exists. Two concurrent callers: exactly one gets ``True``.
 - ``read(key) -> bytes | None``: a small object, None when absent.
-- ``download(key, size) -> bytearray | None``: a large object into a fresh buffer of its
-  recorded ``size``; None when absent; raises ``CorruptCheckpointError`` when the stored size
-  differs.
+- ``download(key, size, into=None) -> bytearray | None``: a large object into a fresh buffer of
+  its recorded ``size``; None when absent; raises ``CorruptCheckpointError`` when the stored size
+  differs. With ``into`` (a :class:`~fleet.checkpoint.sink.PlacedDownload`) the bytes are written
+  to it instead (it places and hashes them) and ``into`` is returned.
 - ``size(key) -> int | None``: the stored size, None when absent.
 - ``list(prefix) -> list[str]``: keys under ``prefix``, sorted.
 - ``delete(key)``: remove; absent is success.
@@ -52,7 +53,7 @@ class ObjectStore(Protocol):
 
     def read(self, key: str) -> bytes | None: ...
 
-    def download(self, key: str, size: int) -> bytearray | None: ...
+    def download(self, key: str, size: int, into: Any = None) -> Any: ...
 
     def size(self, key: str) -> int | None: ...
 
@@ -74,9 +75,10 @@ def relative(prefix: str, full: str) -> str:
     return full[len(prefix) + 1:] if prefix else full
 
 
-def download_sized(key: str, size: int, actual: int | None,
-                   fetch: Callable[[BufferWriter], Any]) -> bytearray | None:
-    """``fetch`` an object of ``actual`` stored bytes into a fresh buffer, if it has the expected ``size``.
+def download_sized(key: str, size: int, actual: int | None, fetch: Callable[[Any], Any],
+                   into: Any = None) -> Any:
+    """``fetch`` an object of ``actual`` stored bytes into ``into`` (default a fresh buffer, which
+    is returned), if it has the expected ``size``.
 
     None when the object is absent (``actual`` is None); :class:`CorruptCheckpointError` when its
     size differs from the recorded one.
@@ -85,6 +87,9 @@ def download_sized(key: str, size: int, actual: int | None,
         return None
     if actual != size:
         raise CorruptCheckpointError(f"{key} holds {actual} bytes, expected {size}")
+    if into is not None:
+        fetch(into)
+        return into
     out = BufferWriter(size)
     fetch(out)
     return out.buffer

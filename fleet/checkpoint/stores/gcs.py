@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 from urllib.parse import quote
 
 import requests
@@ -114,9 +115,9 @@ class GCSStore:
                 return None
             raise
 
-    def download(self, key: str, size: int) -> bytearray | None:
+    def download(self, key: str, size: int, into: Any = None) -> Any:
         with self._errors("download", key):
-            return download_sized(key, size, self.size(key), self._blob(key).download_to_file)
+            return download_sized(key, size, self.size(key), self._blob(key).download_to_file, into)
 
     def size(self, key: str) -> int | None:
         with self._errors("inspect", key):

@@ -24,7 +24,7 @@ import os
 import stat
 import uuid
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
 from fleet.checkpoint.payload import Payload
@@ -66,11 +66,9 @@ class LocalStore:
         tmp = final.with_name(f"{final.name}.partial")
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
-            reader = payload.reader()
-            block = bytearray(_BLOCK)
             with _create_nofollow(tmp) as f:
-                while n := reader.readinto(block):
-                    write_all(f.fileno(), memoryview(block)[:n])
+                for piece in payload.blocks(4 * _BLOCK):         # straight from the payload's buffers
+                    write_all(f.fileno(), piece)
                 os.fsync(f.fileno())
             os.replace(tmp, final)
             _fsync_dir(final.parent)
@@ -124,12 +122,24 @@ class LocalStore:
             return CorruptCheckpointError(f"{self.uri}: {key} is a symbolic link, not an object of this location")
         return CheckpointError(f"{self.uri}: cannot read {key}: {err.strerror or err}")
 
-    def download(self, key: str, size: int) -> bytearray | None:
+    def download(self, key: str, size: int, into: Any = None) -> Any:
+        """The object in a fresh buffer, or read straight into ``into``'s windows (no copy)."""
         try:
             with _open_nofollow(self._path(key)) as f:
                 actual = os.fstat(f.fileno()).st_size
                 if actual != size:
                     raise CorruptCheckpointError(f"{key} holds {actual} bytes, expected {size}")
+                if into is not None:
+                    got = 0
+                    while got < size:
+                        with into.lock:
+                            view = into.window(got, _BLOCK)
+                            n = f.readinto(view)
+                            if not n:
+                                break
+                            into.filled(got, n)
+                        got += n
+                    return into
                 out = bytearray(size)
                 view = memoryview(out)
                 got = 0

@@ -92,12 +92,12 @@ class S3Store:
                 return None
             raise
 
-    def download(self, key: str, size: int) -> bytearray | None:
+    def download(self, key: str, size: int, into: Any = None) -> Any:
         def fetch(out: BufferWriter) -> None:
             self.client.download_fileobj(self.bucket, join(self.prefix, key), out, Config=self.transfer)
 
         with self._errors("download", key):
-            return download_sized(key, size, self.size(key), fetch)
+            return download_sized(key, size, self.size(key), fetch, into)
 
     def size(self, key: str) -> int | None:
         try:
