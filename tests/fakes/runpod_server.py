@@ -44,18 +44,19 @@ notice, as RunPod gives none); ``POST /_control/foreign`` (pods spotfleet did no
 
 from __future__ import annotations
 
-import argparse
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 try:
     import malformed
+    from serving import BackgroundServer, serve_main
 except ImportError:          # imported as tests.fakes.runpod_server
     from . import malformed
+    from .serving import BackgroundServer, serve_main
 
 API_KEY = "fake-runpod-key"
 CLOUDS = ("SECURE", "COMMUNITY")
@@ -455,43 +456,16 @@ class Handler(BaseHTTPRequestHandler):
         return self._problem(404, "Not Found", f"no control route {'/'.join(parts)}")
 
 
-class RunPodServer:
+class RunPodServer(BackgroundServer):
     """The fake on a background thread: ``url`` once started; ``state`` for in-process tests."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", latency: float = 0.0):
-        self.state = State()
+        super().__init__(Handler, State(), port, host)
         self.state.latency = latency
-        handler = type("BoundHandler", (Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> "RunPodServer":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="A fake RunPod REST API v2 for tests and benchmarks.")
-    parser.add_argument("--port", type=int, default=8791)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every API answer")
-    args = parser.parse_args()
-    server = RunPodServer(args.port, args.host, args.latency)
-    print(f"fake RunPod API v2 on {server.url} (key {API_KEY!r}); control API under /_control/", flush=True)
-    try:
-        server.httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_main(RunPodServer, what="RunPod API v2", port=8791, key=API_KEY)
 
 
 if __name__ == "__main__":
