@@ -55,15 +55,17 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 try:
     import malformed
+    from serving import BackgroundServer
 except ImportError:          # imported as tests.fakes.oci_server
     from . import malformed
+    from .serving import BackgroundServer
 
 TENANCY = "ocid1.tenancy.oc1..aaaaaaaafaketenancy"
 USER = "ocid1.user.oc1..aaaaaaaafakeuser"
@@ -467,25 +469,12 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(404, "NotFound", f"no control route {'/'.join(parts)}")
 
 
-class OciServer:
+class OciServer(BackgroundServer):
     """The fake on a background thread: ``url`` once started; ``state`` for in-process tests."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", latency: float = 0.0, fingerprint: str = ""):
-        self.state = State(fingerprint)
+        super().__init__(Handler, State(fingerprint), port, host)
         self.state.latency = latency
-        handler = type("BoundHandler", (Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> "OciServer":
-        self.thread.start()
-        return self
 
     def write_config(self, folder: Path, profile: str = "DEFAULT") -> dict[str, str]:
         """An OCI SDK config file for the fake's tenancy and user, with a throwaway RSA API key, in
@@ -508,10 +497,6 @@ class OciServer:
                           f"region={REGION}\nkey_file={folder / 'oci_api_key.pem'}\n")
         config.chmod(0o600)
         return {"SPOTFLEET_OCI_CONFIG": str(config), "SPOTFLEET_OCI_ENDPOINT": self.url}
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def main() -> None:
