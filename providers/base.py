@@ -40,11 +40,15 @@ from fleet.model import Instance, LaunchRequest, LaunchResult, Offer, Quota
 
 log = logging.getLogger(__name__)
 
+#: Every model here is built on first use, not at import (``fleet status`` imports this module and
+#: uses none of them).
+_FROZEN = ConfigDict(frozen=True, defer_build=True)
+
 
 class OfferQuery(BaseModel):
     """Which offers to fetch: accelerators, markets, regions (empty = all)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _FROZEN
 
     accelerators: tuple[str, ...] = ()
     spot: bool = True
@@ -55,7 +59,7 @@ class OfferQuery(BaseModel):
 class StorageSpec(BaseModel):
     """Checkpoint storage to ensure exists: bucket/container in a region."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _FROZEN
 
     provider: str
     bucket: str
@@ -69,7 +73,7 @@ class StorageSpec(BaseModel):
 class BucketRef(BaseModel):
     """A ready bucket, with the URI nodes receive (``s3://b/prefix``, ``gs://``, ``az://``, ``file://``)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _FROZEN
 
     provider: str
     bucket: str
@@ -88,7 +92,7 @@ class CheckResult(BaseModel):
     Secrets are never part of a result.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _FROZEN
 
     provider: str
     ok: bool
