@@ -48,6 +48,9 @@ class App:
     @cached_property
     def console(self) -> "Console":
         """stdout, for data and tables (rich is imported on first use: start-up stays fast).
+        Emoji codes are left as written: nothing spotfleet prints uses them, provider text that
+        looks like one (``:fire:``) stays as the provider wrote it, and rich's emoji table is
+        never loaded.
         When the reader goes away (``fleet up ... | head``) the command stops with one line on
         stderr instead of rich's silent exit."""
         from rich.console import Console
@@ -62,14 +65,14 @@ class App:
                     raise OutputClosed(app.stage)
                 raise SystemExit(1)
 
-        return _Stdout(highlight=False)
+        return _Stdout(highlight=False, emoji=False)
 
     @cached_property
     def err(self) -> "Console":
         """stderr, for progress, warnings and prompts."""
         from rich.console import Console
 
-        return Console(stderr=True, highlight=False)
+        return Console(stderr=True, highlight=False, emoji=False)
 
     @property
     def state_url(self) -> str:

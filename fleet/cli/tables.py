@@ -66,7 +66,7 @@ def pool_label(pool_id: str, wide: bool) -> str:
 def _cell_width(cell: str) -> int:
     from rich.text import Text
 
-    return Text.from_markup(cell).cell_len
+    return Text.from_markup(cell, emoji=False).cell_len      # as the consoles print it (fleet.cli.app)
 
 
 def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, wide: bool
