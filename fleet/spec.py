@@ -502,13 +502,18 @@ def settings_models() -> dict[str, type[ProviderSettings]]:
 
 
 def known_providers() -> tuple[str, ...]:
-    """Every provider a spec may name."""
-    return tuple(settings_models())
+    """Every provider a spec may name (no provider package is imported to say so)."""
+    from providers.registry import names
+
+    return names()
 
 
 def settings_model(provider: str) -> type[ProviderSettings]:
-    """``provider``'s settings model (the shared base for a name no record declares)."""
-    return settings_models().get(provider, ProviderSettings)
+    """``provider``'s settings model (the shared base for a name no record declares); only that
+    provider's package is imported, so reading a spec imports the providers it names."""
+    from providers.registry import settings_model as from_record
+
+    return from_record(provider) or ProviderSettings
 
 
 def _provider_settings(value: dict[str, Any]) -> dict[str, ProviderSettings]:
@@ -516,11 +521,10 @@ def _provider_settings(value: dict[str, Any]) -> dict[str, ProviderSettings]:
     another provider takes naming that provider (``providers.aws.project``: a gcp setting)."""
     from pydantic_core import InitErrorDetails, PydanticCustomError
 
-    models = settings_models()
     out: dict[str, ProviderSettings] = {}
     problems: list[InitErrorDetails] = []
     for name, raw in value.items():
-        model = models.get(name, ProviderSettings)
+        model = settings_model(name)
         if isinstance(raw, model):
             out[name] = raw
             continue
@@ -531,8 +535,8 @@ def _provider_settings(value: dict[str, Any]) -> dict[str, ProviderSettings]:
                 loc = (name, *e["loc"])
                 if e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
                     problems.append(InitErrorDetails(type=PydanticCustomError(
-                        "provider_setting", _foreign_key(name, str(e["loc"][0]), model, models)), loc=loc,
-                        input=e["input"]))
+                        "provider_setting", _foreign_key(name, str(e["loc"][0]), model, settings_models())),
+                        loc=loc, input=e["input"]))
                 else:
                     problems.append(InitErrorDetails(type=e["type"], loc=loc, input=e["input"],
                                                      ctx=e.get("ctx") or {}))  # type: ignore[typeddict-item]

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import threading
 from pathlib import Path
 
-from fleet.distribution import install_command
 from fleet.errors import FleetError
+from fleet.home import LOCAL_CLOUD_ENV, local_cloud_root  # noqa: F401  (re-exported: where the local cloud lives)
 from fleet.spec import Backend, FleetSpec, ProviderSettings
 from providers.base import Provider
 from providers.kit.record import AdapterFactory, CheckFunction, ProviderRecord
 
-__all__ = ["AdapterFactory", "CheckFunction", "ProviderRecord", "records", "record", "settings_models"]
+__all__ = ["AdapterFactory", "CheckFunction", "ProviderRecord", "names", "records", "record", "settings_model",
+           "settings_models"]
 
 #: Provider name -> the package whose ``__init__`` declares its ``RECORD`` (one line per provider).
 PACKAGES: dict[str, str] = {
@@ -45,39 +45,59 @@ PACKAGES: dict[str, str] = {
 #: Providers in the price snapshot and the local cloud that no adapter ships for yet.
 SIMULATED_ONLY: tuple[ProviderRecord, ...] = ()
 
-LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"
-
 _lock = threading.Lock()
+#: The records read so far, by name: a package is imported when its record is first asked for, so
+#: a command that needs one provider (``fleet status`` of a fleet on two) imports only those.
 _records: dict[str, ProviderRecord] = {}
 
 
+def _load(name: str) -> ProviderRecord | None:
+    """``name``'s record, importing its package on first use (the caller holds ``_lock``)."""
+    found = _records.get(name)
+    if found is None and name in PACKAGES:
+        found = importlib.import_module(PACKAGES[name]).RECORD
+        if found.name != name:
+            raise TypeError(f"{PACKAGES[name]}.RECORD is named {found.name!r}, registered as {name!r}")
+        _records[name] = found
+    if found is None:
+        found = next((rec for rec in SIMULATED_ONLY if rec.name == name), None)
+        if found is not None:
+            _records[name] = found
+    return found
+
+
+def names() -> tuple[str, ...]:
+    """Every provider's name, in :func:`records` order, without importing any provider package."""
+    listed = (*PACKAGES, *(rec.name for rec in SIMULATED_ONLY))
+    return tuple(dict.fromkeys((*listed, *_records)))
+
+
 def records() -> dict[str, ProviderRecord]:
-    """Every provider's record, by name, in :data:`PACKAGES` order then :data:`SIMULATED_ONLY`."""
+    """Every provider's record, by name, in :data:`PACKAGES` order then :data:`SIMULATED_ONLY`
+    (imports every provider package: ask :func:`record` for one)."""
     with _lock:
-        if not _records:
-            found: dict[str, ProviderRecord] = {}
-            for name, package in PACKAGES.items():
-                rec = importlib.import_module(package).RECORD
-                if rec.name != name:
-                    raise TypeError(f"{package}.RECORD is named {rec.name!r}, registered as {name!r}")
-                found[name] = rec
-            for rec in SIMULATED_ONLY:
-                found.setdefault(rec.name, rec)
-            _records.update(found)
-        return dict(_records)
+        return {name: rec for name in names() if (rec := _load(name)) is not None}
 
 
 def record(name: str) -> ProviderRecord:
-    """``name``'s record; FleetError for a provider spotfleet does not know."""
-    found = records().get(name)
+    """``name``'s record (only its package is imported); FleetError for a provider spotfleet does not know."""
+    with _lock:
+        found = _load(name)
     if found is None:
-        raise FleetError(f"unknown provider {name!r} (known: {', '.join(records())})")
+        raise FleetError(f"unknown provider {name!r} (known: {', '.join(names())})")
     return found
 
 
 def settings_models() -> dict[str, type[ProviderSettings]]:
     """Provider name -> its settings model (``fleet.spec`` reads every spec's providers with these)."""
     return {name: rec.settings for name, rec in records().items()}
+
+
+def settings_model(name: str) -> type[ProviderSettings] | None:
+    """``name``'s settings model, importing only its package; None for a provider spotfleet does not know."""
+    with _lock:
+        found = _load(name)
+    return found.settings if found is not None else None
 
 
 def adapter_extras() -> dict[str, str]:
@@ -110,6 +130,8 @@ def load_adapter(name: str) -> bool:
     try:
         require_sdk(*rec.sdk_modules)
     except ModuleNotFoundError as err:
+        from fleet.distribution import install_command
+
         raise FleetError(f"the {name} adapter needs a package that is not installed ({err.name}): "
                          f"{install_command(rec.extra)}") from err
     return True
@@ -127,12 +149,6 @@ def build_adapter(name: str, spec: FleetSpec) -> Provider:
     rec = records()[name]
     assert rec.factory is not None
     return rec.factory(spec, spec.provider_settings(name) or rec.settings())
-
-
-def local_cloud_root(home: Path) -> Path:
-    """The local cloud directory: ``$SPOTFLEET_LOCAL_CLOUD`` or ``<home>/localcloud``."""
-    env = os.environ.get(LOCAL_CLOUD_ENV)
-    return Path(env).expanduser() if env else Path(home) / "localcloud"
 
 
 def cannot_launch(spec: FleetSpec) -> dict[str, str]:
