@@ -7,20 +7,22 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import click
-from pydantic import ValidationError
 
 from fleet.cli.app import App
 from fleet.errors import FleetError, FleetLockedError, StateError
 from fleet.model import Plan
 from fleet.provisioning.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
-from fleet.spec import Backend, FleetSpec
 from fleet.private import private_dir
+from fleet.recorded_spec import where_recorded
 from fleet.state import FleetRecord, StateStore, UnwritableStoreError, open_store
 from fleet.state.db import path_from_url
 from providers.base import Provider
+
+if TYPE_CHECKING:
+    from fleet.spec import FleetSpec
 
 #: Exit status when a fleet ends short of its plan (matches ``fleet plan`` for infeasible specs).
 EXIT_SHORT = 3
@@ -29,8 +31,7 @@ EXIT_SHORT = 3
 def store_exists(app: App) -> bool:
     """Whether a store may already exist at ``app.state_url`` without creating one (a database
     server is asked when opened; a file is looked for)."""
-    from fleet.state.db import path_from_url
-    from fleet.state.postgres import is_postgres_url
+    from fleet.state.db import is_postgres_url
 
     return is_postgres_url(app.state_url) or path_from_url(app.state_url).exists()
 
@@ -38,7 +39,7 @@ def store_exists(app: App) -> bool:
 def store_of(app: App, *, create: bool = False) -> StateStore:
     """The state store at ``app.state_url``; missing -> StateError unless ``create``. The spotfleet
     home holding it (``$SPOTFLEET_HOME``, ``~/.spotfleet``) is made private (0700) on the way."""
-    from fleet.state.postgres import is_postgres_url
+    from fleet.state.db import is_postgres_url
 
     if (not is_postgres_url(app.state_url) and app.home.is_dir()
             and path_from_url(app.state_url).parent.resolve() == app.home.resolve()):
@@ -57,6 +58,10 @@ def readable_store(app: App) -> tuple[StateStore, str]:
 
 def spec_of(record: FleetRecord) -> FleetSpec | None:
     """The spec recorded with a fleet, ``None`` when it was rebuilt without one."""
+    from pydantic import ValidationError
+
+    from fleet.spec import FleetSpec
+
     if not record.spec_json:
         return None
     try:
@@ -69,7 +74,12 @@ def spec_of(record: FleetRecord) -> FleetSpec | None:
 def providers_of(app: App, record: FleetRecord) -> dict[str, Provider]:
     """The providers a recorded fleet runs on: those its spec allows, or every provider of the
     local cloud for a fleet repaired without one. An existing local cloud is opened as it is
-    (its time scale and seed were fixed when it was created)."""
+    (its time scale and seed were fixed when it was created). A fleet on the local cloud is told
+    from its recorded spec's JSON (``fleet.recorded_spec``): no spec model is built for it."""
+    where = where_recorded(record.spec_json) if record.spec_json else None
+    if where is not None and where.backend == "local":
+        return {n: p for n, p in local_providers(app).items() if where.allows(n)}
+    from fleet.spec import Backend
     from providers.registry import providers_for
 
     spec = spec_of(record)
@@ -84,8 +94,8 @@ def providers_of(app: App, record: FleetRecord) -> dict[str, Provider]:
 
 def local_providers(app: App) -> dict[str, Provider]:
     """Every provider the local cloud at ``$SPOTFLEET_LOCAL_CLOUD`` or ``<home>/localcloud`` simulates."""
+    from fleet.home import local_cloud_root
     from providers.local import LocalCloud
-    from providers.registry import local_cloud_root
 
     cloud = LocalCloud.open(local_cloud_root(app.home), time_scale=None, seed=None)
     return {name: cloud.provider(name) for name in cloud.provider_names()}
