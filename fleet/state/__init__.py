@@ -119,10 +119,12 @@ def open_store(url: str, *, create: bool = True, read_only: bool = False) -> Sta
     ``read_only`` opens an existing store without writing anything (for a store that cannot be
     written: every write then raises ``UnwritableStoreError``).
     """
-    from fleet.state.postgres import PostgresStore, is_postgres_url
-    from fleet.state.sqlite import SQLiteStore
+    from fleet.state.db import is_postgres_url
 
     if is_postgres_url(url):
+        from fleet.state.postgres import PostgresStore
+
         return PostgresStore(url, create=create, read_only=read_only)
+    from fleet.state.sqlite import SQLiteStore
 
     return SQLiteStore(path_from_url(url), create=create, read_only=read_only)

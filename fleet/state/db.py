@@ -72,6 +72,15 @@ def latest_version() -> int:
     return max(MIGRATIONS)
 
 
+#: URL schemes of a PostgreSQL store (``fleet.state.postgres``, imported only for one of them).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(url: str) -> bool:
+    """Whether ``url`` names a PostgreSQL store (told without importing its module)."""
+    return url.startswith(POSTGRES_SCHEMES)
+
+
 def path_from_url(url: str) -> Path:
     """``/x/state.db``, ``sqlite:///x/state.db`` -> Path; other schemes -> StateError."""
     if url.startswith("sqlite:///"):

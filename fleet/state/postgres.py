@@ -19,18 +19,11 @@ from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from fleet.errors import StateError
-from fleet.state.db import REPAIR_HINT, TABLES, UnwritableStoreError
+from fleet.state.db import POSTGRES_SCHEMES as SCHEMES, REPAIR_HINT, TABLES, UnwritableStoreError, is_postgres_url
 from fleet.state.migrations.postgres import MIGRATIONS
 from fleet.state.sql import KIND_RE, LOCK_TTL_SECONDS, SQLStore, guarded
 
 __all__ = ["KIND_RE", "LOCK_TTL_SECONDS", "SCHEMES", "PostgresStore", "is_postgres_url", "redacted"]
-
-SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_postgres_url(url: str) -> bool:
-    return url.startswith(SCHEMES)
-
 
 def redacted(url: str) -> str:
     """``url`` without its password, for messages."""
