@@ -17,11 +17,13 @@ import math
 import random
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
-from fleet.catalog import cpu_offers, snapshot_offers, spot_not_sold
 from fleet.model import InterruptionSource, Market, Offer
-from fleet.traces import Trace, all_traces, trace_for_zone
 from providers.local.vendors import VENDORS
+
+if TYPE_CHECKING:       # the catalog and the traces are read when a pool is first modelled, not on import
+    from fleet.traces import Trace
 
 ON_DEMAND_CAPACITY = 1000
 #: Spot capacity range (instances) by GPUs per node: big nodes are scarcer.
@@ -112,6 +114,8 @@ class SpotMarket:
 
     @cached_property
     def _offers(self) -> dict[str, Offer]:
+        from fleet.catalog import cpu_offers, snapshot_offers, spot_not_sold
+
         not_sold = spot_not_sold()       # a vendor whose adapter sells no spot is simulated without it
         return {o.pool.id: o for o in (*snapshot_offers(), *cpu_offers()) if o.pool.provider in VENDORS
                 and not (o.market is Market.SPOT and o.pool.provider in not_sold)}
@@ -137,6 +141,8 @@ class SpotMarket:
         return model
 
     def _build(self, offer: Offer) -> PoolModel:
+        from fleet.traces import all_traces, trace_for_zone
+
         key = offer.pool.id
         vendor = VENDORS[offer.pool.provider]
         if offer.market is Market.ON_DEMAND:
