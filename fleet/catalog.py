@@ -71,36 +71,56 @@ def vast_region(location: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def snapshot_offers() -> tuple[Offer, ...]:
-    """Every launchable pool in the snapshot (GCP attachable-accelerator rows are skipped:
-    they price a GPU without its host VM)."""
+def _snapshot_rows() -> tuple[dict[str, str], ...]:
+    """The snapshot's rows that name an instance type (GCP attachable-accelerator rows do not:
+    they price a GPU without its host VM), in file order."""
     text = resources.files("fleet.data").joinpath("catalog/gpu_offers.csv").read_text()
+    return tuple(row for row in csv.DictReader(io.StringIO(text)) if row["instance_type"])
+
+
+def _row_offers(row: dict[str, str], not_sold: frozenset[str]) -> list[Offer]:
+    """The on-demand and spot offers of one snapshot row."""
+    provider = row["provider"]
+    on_demand = _f(row["on_demand_usd_per_hour"])
+    spot = _f(row["spot_usd_per_hour"])
+    common = dict(
+        accelerator=row["accelerator"],
+        gpus=int(row["accelerator_count"]),
+        vcpus=_f(row["vcpus"]),
+        memory_gib=_f(row["memory_gib"]),
+        on_demand_price=on_demand,
+        source="snapshot",
+    )
+    region = vast_region(row["region"]) if provider == "vast" else row["region"]
+    pool = dict(provider=provider, region=region, zone=row["zone"], instance_type=row["instance_type"])
     out: list[Offer] = []
+    if on_demand is not None:
+        out.append(Offer(pool=PoolKey(**pool, market=Market.ON_DEMAND), price_per_hour=on_demand, **common))
+    if spot is not None and provider not in ON_DEMAND_ONLY:
+        rate, src = spot_interruption_estimate(provider, row["zone"], row["accelerator"])
+        out.append(Offer(pool=PoolKey(**pool, market=Market.SPOT), price_per_hour=spot,
+                         interruptions_per_hour=rate, interruption_source=src,
+                         capacity_hint=0 if provider in not_sold else None, **common))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _snapshot_offers(accelerators: frozenset[str] | None) -> tuple[Offer, ...]:
     not_sold = spot_not_sold()
-    for row in csv.DictReader(io.StringIO(text)):
-        if not row["instance_type"]:
-            continue
-        provider = row["provider"]
-        on_demand = _f(row["on_demand_usd_per_hour"])
-        spot = _f(row["spot_usd_per_hour"])
-        common = dict(
-            accelerator=row["accelerator"],
-            gpus=int(row["accelerator_count"]),
-            vcpus=_f(row["vcpus"]),
-            memory_gib=_f(row["memory_gib"]),
-            on_demand_price=on_demand,
-            source="snapshot",
-        )
-        region = vast_region(row["region"]) if provider == "vast" else row["region"]
-        pool = dict(provider=provider, region=region, zone=row["zone"], instance_type=row["instance_type"])
-        if on_demand is not None:
-            out.append(Offer(pool=PoolKey(**pool, market=Market.ON_DEMAND), price_per_hour=on_demand, **common))
-        if spot is not None and provider not in ON_DEMAND_ONLY:
-            rate, src = spot_interruption_estimate(provider, row["zone"], row["accelerator"])
-            out.append(Offer(pool=PoolKey(**pool, market=Market.SPOT), price_per_hour=spot,
-                             interruptions_per_hour=rate, interruption_source=src,
-                             capacity_hint=0 if provider in not_sold else None, **common))
-    return tuple(out)
+    return tuple(o for row in _snapshot_rows() if accelerators is None or row["accelerator"] in accelerators
+                 for o in _row_offers(row, not_sold))
+
+
+def snapshot_offers() -> tuple[Offer, ...]:
+    """Every launchable pool in the snapshot, in file order."""
+    return _snapshot_offers(None)
+
+
+def snapshot_offers_of(accelerators: Iterable[str]) -> tuple[Offer, ...]:
+    """The snapshot's offers of ``accelerators`` (names as the snapshot writes them), in file order:
+    the part of :func:`snapshot_offers` that holds them, without building the rest (a plan for
+    H100s reads about a seventh of the snapshot)."""
+    return _snapshot_offers(frozenset(accelerators))
 
 
 def on_demand_reference(pool_ids: Iterable[str]) -> dict[str, float]:
@@ -189,7 +209,7 @@ class Catalog:
 
         wanted = set(only) if only is not None else None
         if not self.providers:
-            offers = [o for o in (*snapshot_offers(), *cpu_offers()) if wanted is None or o.pool.provider in wanted]
+            offers = [o for o in (*_snapshot_for(query), *cpu_offers()) if wanted is None or o.pool.provider in wanted]
             return matching(offers, query), CatalogInfo("snapshot", f"{SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}")
         out: list[Offer] = []
         fallbacks: list[str] = []
@@ -205,7 +225,7 @@ class Catalog:
                 got = provider.list_offers(query)
             except ProviderError:
                 fallbacks.append(name)
-                got = [o for o in snapshot_offers() if o.pool.provider == name]
+                got = [o for o in _snapshot_for(query) if o.pool.provider == name]
             self._cache[(name, query)] = (now, got)
             out.extend(got)
         sources = {o.source for o in out} or {"live"}
@@ -216,6 +236,12 @@ class Catalog:
         if mixed:          # an adapter that fell back for part of its answer names the part
             detail += f" (offer sources: {', '.join(mixed)})"
         return matched, CatalogInfo(source, detail, now, tuple(fallbacks))
+
+
+def _snapshot_for(query: "OfferQuery") -> tuple[Offer, ...]:
+    """What :func:`matching` can admit of the snapshot for ``query``: only its accelerators' offers
+    are built when it names some."""
+    return snapshot_offers_of({a.upper() for a in query.accelerators}) if query.accelerators else snapshot_offers()
 
 
 def _describe(source: str, providers: list[str], count: int) -> str:
