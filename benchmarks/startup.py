@@ -13,12 +13,18 @@ and, in fresh interpreters, the import time of the MILP solver entry points: ``h
 ``scipy.optimize`` (what it called before, still used by ``fleet simulate``'s optimum) and
 ``numpy`` (which both import).
 
+With ``--baseline DIR`` (another checkout of spotfleet, e.g. ``git worktree add /tmp/before main``)
+every command is also run from that checkout, in alternate rounds with this one (so both see the
+same load), and the figures are given as ratios: this checkout's median over the baseline's.
+Either checkout runs first on ``PYTHONPATH``, so the one measured is the one named, whichever is
+installed.
+
 Every command runs with bytecode caching on, as an installed ``fleet`` does (an inherited
 ``PYTHONDONTWRITEBYTECODE`` would recompile spotfleet's own modules at every run): the cache
 goes to a temporary ``PYTHONPYCACHEPREFIX`` and the warm-up run fills it.
 
-Run: ``python benchmarks/startup.py`` (under a minute). Prints the figures and saves
-``benchmarks/results/startup.json``.
+Run: ``python benchmarks/startup.py [--baseline DIR]`` (a minute or two). Prints the figures and
+saves ``benchmarks/results/startup.json``.
 """
 
 from __future__ import annotations
@@ -52,22 +58,27 @@ diversification:
 """
 
 
-def _time(cmd: list[str], env: dict[str, str], runs: int, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
-    """Median wall time and median CPU time (user + system) of ``cmd`` over ``runs`` runs (one
-    warm-up run first). CPU time says more than wall time on a loaded machine."""
-    times, cpus = [], []
+def _time(cmd: list[str], envs: list[dict[str, str]], runs: int,
+          ok: tuple[int, ...] = (0,)) -> list[tuple[float, float]]:
+    """Median wall time and median CPU time (user + system) of ``cmd`` over ``runs`` runs under
+    each of ``envs`` (one warm-up run each first), the environments taking turns run by run so
+    that they share the machine's load alike. CPU time says more than wall time on a loaded
+    machine."""
+    times: list[list[float]] = [[] for _ in envs]
+    cpus: list[list[float]] = [[] for _ in envs]
     for i in range(runs + 1):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        elapsed = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if proc.returncode not in ok:
-            raise SystemExit(f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stderr}")
-        if i:
-            times.append(elapsed)
-            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(times), statistics.median(cpus)
+        for k, env in enumerate(envs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            elapsed = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if proc.returncode not in ok:
+                raise SystemExit(f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stderr}")
+            if i:
+                times[k].append(elapsed)
+                cpus[k].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return [(statistics.median(t), statistics.median(c)) for t, c in zip(times, cpus)]
 
 
 def _modules(cmd: list[str], env: dict[str, str]) -> int:
@@ -90,23 +101,35 @@ def _import_time(module: str, runs: int) -> float | None:
     return statistics.median(times)
 
 
+def _tree_env(base: dict[str, str], tree: Path, pycache: Path) -> dict[str, str]:
+    """``base`` with ``tree`` first on ``PYTHONPATH`` and its own bytecode cache."""
+    path = os.pathsep.join(p for p in (str(tree), base.get("PYTHONPATH", "")) if p)
+    return {**base, "PYTHONPATH": path, "PYTHONPYCACHEPREFIX": str(pycache)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="runs per figure (median)")
+    parser.add_argument("--baseline", type=Path, help="another spotfleet checkout to compare with, run by run")
     args = parser.parse_args()
     figures: dict[str, float | None] = {}
+    baseline: dict[str, float] = {}
     modules: dict[str, int] = {}
+    baseline_modules: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("SPOTFLEET_") and k != "PYTHONDONTWRITEBYTECODE"}
-        env.update(SPOTFLEET_HOME=str(home), COLUMNS="100", NO_COLOR="1", PYTHONPYCACHEPREFIX=str(Path(tmp) / "pycache"))
+        env.update(SPOTFLEET_HOME=str(home), COLUMNS="100", NO_COLOR="1")
+        envs = [_tree_env(env, ROOT, Path(tmp) / "pycache")]
+        if args.baseline is not None:
+            envs.append(_tree_env(env, args.baseline.resolve(), Path(tmp) / "pycache-baseline"))
         from providers.local import LocalCloud
 
         LocalCloud.open(home / "localcloud", time_scale=0.0, seed=0)    # frozen: nothing is preempted
         spec = Path(tmp) / "quickstart.yaml"
         spec.write_text(QUICKSTART)
-        subprocess.run([FLEET_BIN, "up", str(spec), "--yes"], env=env, capture_output=True, check=True)
+        subprocess.run([FLEET_BIN, "up", str(spec), "--yes"], env=envs[0], capture_output=True, check=True)
 
         commands = {
             "python_bare": ([sys.executable, "-c", "pass"], (0,)),
@@ -115,24 +138,37 @@ def main() -> None:
             "fleet_plan_snapshot": ([FLEET_BIN, "plan", str(ROOT / "examples" / "h100-multicloud.yaml")], (0, 3)),
         }
         for name, (cmd, ok) in commands.items():
-            figures[f"{name}_s"], figures[f"{name}_cpu_s"] = _time(cmd, env, args.runs, ok)
+            measured = _time(cmd, envs if name != "python_bare" else envs[:1], args.runs, ok)
+            figures[f"{name}_s"], figures[f"{name}_cpu_s"] = measured[0]
+            if len(measured) > 1:
+                baseline[f"{name}_s"], baseline[f"{name}_cpu_s"] = measured[1]
             if name != "python_bare":
-                modules[name] = _modules(cmd, env)
+                modules[name] = _modules(cmd, envs[0])
+                if len(envs) > 1:
+                    baseline_modules[name] = _modules(cmd, envs[1])
     for module in ("numpy", "scipy.optimize", "highspy"):
         figures[f"import_{module.replace('.', '_')}_s"] = _import_time(module, args.runs)
 
-    print(f"{'load average (1 min)':32} {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    load = os.getloadavg()[0]
+    print(f"{'load average (1 min)':32} {load:.1f} on {os.cpu_count()} cores")
+    ratios = {key: value / baseline[key] for key, value in figures.items() if key in baseline and value}
     for key, value in figures.items():
-        print(f"{key:32} {'not installed' if value is None else f'{value:.3f}'}")
+        versus = f"   {ratios[key]:.2f}x the baseline's {baseline[key]:.3f}" if key in ratios else ""
+        print(f"{key:32} {'not installed' if value is None else f'{value:.3f}'}{versus}")
     for key, count in modules.items():
-        print(f"{key + ' modules':32} {count}")
+        versus = f"   baseline {baseline_modules[key]}" if key in baseline_modules else ""
+        print(f"{key + ' modules':32} {count}{versus}")
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({
+    result = {
         "machine": platform.platform(), "python": platform.python_version(), "cores": os.cpu_count(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": args.runs,
-        "load_average_1m": round(os.getloadavg()[0], 1),
+        "load_average_1m": round(load, 1),
         "figures": figures, "modules_imported": modules,
-    }, indent=2) + "\n")
+    }
+    if args.baseline is not None:
+        result["baseline"] = {"checkout": str(args.baseline), "figures": baseline, "modules_imported": baseline_modules,
+                              "ratios": {key: round(r, 3) for key, r in ratios.items()}}
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 
