@@ -48,16 +48,11 @@ class App:
     @cached_property
     def console(self) -> "Console":
         """stdout, for data and tables (rich is imported on first use: start-up stays fast).
-        Emoji codes are left as written: nothing spotfleet prints uses them, provider text that
-        looks like one (``:fire:``) stays as the provider wrote it, and rich's emoji table is
-        never loaded.
         When the reader goes away (``fleet up ... | head``) the command stops with one line on
         stderr instead of rich's silent exit."""
-        from rich.console import Console
-
         app = self
 
-        class _Stdout(Console):
+        class _Stdout(_console_class()):
             def on_broken_pipe(self) -> None:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, sys.stdout.fileno())
@@ -65,14 +60,12 @@ class App:
                     raise OutputClosed(app.stage)
                 raise SystemExit(1)
 
-        return _Stdout(highlight=False, emoji=False)
+        return _Stdout(highlight=False)
 
     @cached_property
     def err(self) -> "Console":
         """stderr, for progress, warnings and prompts."""
-        from rich.console import Console
-
-        return Console(stderr=True, highlight=False, emoji=False)
+        return _console_class()(stderr=True, highlight=False)
 
     @property
     def state_url(self) -> str:
@@ -87,6 +80,24 @@ class App:
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/] {message}")
+
+
+def _console_class() -> type["Console"]:
+    """rich's Console (imported on first use), leaving emoji codes as written everywhere, spinner
+    text included: nothing spotfleet prints uses one, provider text that looks like one
+    (``:fire:``) stays as the provider wrote it, and rich's emoji table is never loaded."""
+    from rich.console import Console
+    from rich.text import Text
+
+    class _Console(Console):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(emoji=False, **kwargs)
+
+        def status(self, status: Any, **kwargs: Any) -> Any:
+            return super().status(Text.from_markup(status, emoji=False) if isinstance(status, str) else status,
+                                  **kwargs)
+
+    return _Console
 
 
 pass_app = click.make_pass_decorator(App, ensure=True)
