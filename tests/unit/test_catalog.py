@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from importlib import resources
 
-from fleet.catalog import Catalog, filter_for_spec, snapshot_offers
+from fleet.catalog import Catalog, cpu_offers, filter_for_spec, matching, snapshot_offers, snapshot_offers_of
 from fleet.model import InterruptionSource, Market
 from fleet.spec import parse_spec
 from fleet.traces import all_traces, trace_for_zone
@@ -21,6 +21,19 @@ def test_snapshot_has_every_launchable_row_once_per_market():
     offers = snapshot_offers()
     assert len(offers) == expected
     assert len({o.pool.id for o in offers}) == len(offers)
+
+
+def test_the_offers_of_some_accelerators_are_the_snapshot_s_in_its_order():
+    for accelerators in ({"H100", "H200"}, {"A100-80GB"}, {"NOSUCH"}):
+        assert snapshot_offers_of(accelerators) == tuple(o for o in snapshot_offers() if o.accelerator in accelerators)
+
+
+def test_a_query_naming_accelerators_gets_what_the_whole_snapshot_gives():
+    query = OfferQuery(accelerators=("h100", "H200"), spot=False)
+    offers, info = Catalog().offers(query, only=["aws", "lambda", "runpod"])
+    whole = [o for o in (*snapshot_offers(), *cpu_offers()) if o.pool.provider in ("aws", "lambda", "runpod")]
+    assert offers == matching(whole, query) and offers
+    assert info.source == "snapshot"
 
 
 def test_snapshot_marks_spot_risk_and_on_demand_safety():
