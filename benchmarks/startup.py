@@ -16,8 +16,8 @@ and, in fresh interpreters, the import time of the MILP solver entry points: ``h
 With ``--baseline DIR`` (another checkout of spotfleet, e.g. ``git worktree add /tmp/before main``)
 every command is also run from that checkout, in alternate rounds with this one (so both see the
 same load), and the figures are given as ratios: this checkout's median over the baseline's.
-Either checkout runs first on ``PYTHONPATH``, so the one measured is the one named, whichever is
-installed.
+Each checkout is put first on ``PYTHONPATH`` for its own runs (this one too, without
+``--baseline``), so the code measured is the checkout's, whichever spotfleet is installed.
 
 Every command runs with bytecode caching on, as an installed ``fleet`` does (an inherited
 ``PYTHONDONTWRITEBYTECODE`` would recompile spotfleet's own modules at every run): the cache
