@@ -355,6 +355,10 @@ class Rebalance(Section):
     bridge: bool = Field(default=False, description=(
         "Cover capacity that is lost or still starting with on-demand at once (up to critical_gpus), "
         "released as soon as the ready rest covers the target."))
+    interruption_queue: bool = Field(default=False, description=(
+        "AWS: the fleet gets an SQS queue fed by EventBridge rules for spot interruption warnings, rebalance "
+        "recommendations and state changes, which `fleet rebalance --watch` reads to act within seconds; "
+        "`fleet down` deletes them. Needs sqs:* and events:* permissions on spotfleet-* names."))
 
 
 class FleetSpec(Section):

@@ -216,6 +216,32 @@ class NodesWithoutIdentity(Protocol):
         """Give every node launched from now on ``env`` (scoped store credentials)."""
 
 
+class Interruption(BaseModel):
+    """A provider's notice about one instance, read from outside it (an event queue), not from the node.
+
+    ``kind``: ``terminate``, ``stop`` or ``hibernate`` (a spot interruption is coming, with that
+    action), ``rebalance`` (advice: elevated risk), or ``ended`` (the instance is stopping or
+    ending now). ``at``: when the provider sent it, on its clock (0 when it did not say)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    instance_id: str
+    kind: str
+    at: float = 0.0
+    region: str = ""
+
+
+@runtime_checkable
+class ReportsInterruptions(Protocol):
+    """The provider delivers interruption notices to a queue the fleet owns (AWS: EventBridge into SQS)."""
+
+    def poll_interruptions(self, fleet: str, regions: Sequence[str], wait_seconds: float) -> list[Interruption]:
+        """Notices for ``fleet``'s instances that arrived in ``regions`` (waiting up to
+        ``wait_seconds`` for the first); each is returned once. Makes the queue in a region on
+        first use when the fleet opted in; ``[]`` when it did not. Raises ProviderError when a
+        queue cannot be read (its notices then stay queued)."""
+
+
 def account_quotas(providers: Mapping[str, Provider]) -> list[Quota]:
     """Every provider's ``quotas()``; an adapter without the ability (:class:`ReportsQuotas`), or whose quota API
     fails, contributes none (logged), so quotas never stop a plan."""

@@ -11,7 +11,9 @@ service (a busy fleet skips that pass); ``--metrics-port`` then serves Prometheu
 and ``/healthz``. ``--watch 5s`` is event-driven: it lists the fleet's instances every 5
 seconds (no offers, no lock) and runs a pass at once when the set of alive instances or the
 recorded interruption notices changed (a loss, a notice, a node that came up), besides the
-pass every ``--every`` (default 10 minutes).
+pass every ``--every`` (default 10 minutes). With ``rebalance.interruption_queue`` on AWS each
+look also long-polls the fleet's EventBridge queue for up to the interval and records the
+spot interruption and rebalance notices it brings (``fleet.rebalance.notices``).
 """
 
 from __future__ import annotations
@@ -99,13 +101,15 @@ def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
         store.close()
 
 
-def _fingerprint(app: App, name: str, before: object) -> object:
+def _fingerprint(app: App, name: str, before: object, wait: float = 0.0) -> object:
     """What ``--watch`` compares between looks: the fleet's alive instance ids and the number of
-    interruption notices recorded for it (``before`` when a provider could not be listed: an
+    interruption notices recorded for it, after recording what the providers' event queues brought
+    within ``wait`` seconds (``fleet.rebalance.notices``) (``before`` when a provider could not be listed: an
     unreadable provider alone does not start a pass; the pass every ``--every`` says why). It is
     taken before each pass, so what a pass launches starts one more pass (nothing to do), and a
     loss during a pass is never missed."""
     from fleet.provisioning.reconcile import observe
+    from fleet.rebalance.notices import drain
     from fleet.state import EventKind
 
     store = store_of(app)
@@ -113,9 +117,17 @@ def _fingerprint(app: App, name: str, before: object) -> object:
         record = store.get_fleet(name)
         if record.status == FleetStatus.DOWN:
             return "down"
-        obs = observe(providers_of(app, record), name)
+        providers = providers_of(app, record)
+        obs = observe(providers, name)
         if obs.errors:
             return before
+        drained = drain(name, providers, obs.instances, store, wait)      # the event queues, long-polled
+        for provider, error in sorted(drained.errors.items()):
+            app.err.print(f"error: {provider} interruption queue: {shown(error)}")
+        if drained.news:
+            obs = observe(providers, name)
+            if obs.errors:
+                return before
         return frozenset(i.id for i in obs.instances), len(store.events(name, kinds=[EventKind.NOTICE]))
     finally:
         store.close()
@@ -140,7 +152,7 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
         started = time.time()
         if watch is not None:     # the look before a pass: a change after it starts the next one
             try:
-                now_seen = _fingerprint(app, name, seen)
+                now_seen = _fingerprint(app, name, seen, watch)
             except FleetError as err:
                 app.err.print(f"error: {shown(err)}")
                 now_seen = seen

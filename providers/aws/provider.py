@@ -7,7 +7,9 @@ minus ``exclude_regions``); calls to different regions run in parallel. See ``of
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,13 +18,14 @@ from typing import Callable, Sequence, TypeVar
 from fleet.errors import ProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import FleetSpec
-from providers.aws import advisor, instances, node_credentials, offers, storage
+from providers.aws import advisor, instances, interruptions, node_credentials, offers, storage
 from providers.aws.launch import Launcher
 from providers.aws.session import Aws
 from providers.aws.settings import AwsSettings
-from providers.base import BucketRef, OfferQuery, StorageSpec
+from providers.base import BucketRef, Interruption, OfferQuery, StorageSpec
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 CACHE_ENV = "SPOTFLEET_CACHE_DIR"
 OFFER_TTL_SECONDS = 600.0
 
@@ -37,8 +40,12 @@ class AwsProvider:
     name = "aws"
 
     def __init__(self, settings: AwsSettings | None = None, *, aws: Aws | None = None,
-                 refresh_offers: bool = False, offer_ttl: float = OFFER_TTL_SECONDS):
+                 refresh_offers: bool = False, offer_ttl: float = OFFER_TTL_SECONDS,
+                 interruption_queue: bool = False):
         self.settings = settings or AwsSettings()
+        self.interruption_queue = interruption_queue
+        self._queues: dict[tuple[str, str], str] = {}      # (region, fleet) -> queue URL made this process
+        self._queue_lock = threading.Lock()
         self.aws = aws or Aws()
         self.launcher = Launcher(self.aws, self.settings)
         self.cache = offers.OfferCache(cache_dir(), offer_ttl)
@@ -71,6 +78,15 @@ class AwsProvider:
         return out
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
+        """Launch (``providers.aws.launch``); with the interruption queue on, the region's queue is
+        made first (once per process), so notices of what this launches are caught; a queue that
+        cannot be made is logged and does not stop the launch (the watcher tries again)."""
+        if self.interruption_queue:
+            try:
+                self._queue(request.offer.pool.region, request.fleet)
+            except ProviderError as err:
+                log.warning("aws/%s: cannot make fleet %s's interruption queue: %s", request.offer.pool.region,
+                            request.fleet, err)
         return self.launcher.launch(request)
 
     def list_instances(self, fleet: str) -> list[Instance]:
@@ -106,14 +122,39 @@ class AwsProvider:
         """Delete the launch templates ``fleet`` left in any region (a run killed between CreateFleet
         and its cleanup leaves one, user data and all); called by ``fleet down``. Their names."""
         found = self._each_region(lambda r: self.launcher.remove_templates(r, fleet))
+        if self.interruption_queue:     # and the interruption queue with its rules (only when the fleet has one)
+            found += self._each_region(lambda r: interruptions.remove(self.aws, r, fleet))
+            with self._queue_lock:
+                self._queues = {k: v for k, v in self._queues.items() if k[1] != fleet}
         return [name for part in found for name in part]
+
+    # ---- ReportsInterruptions ----------------------------------------------------------------
+    def poll_interruptions(self, fleet: str, regions: Sequence[str], wait_seconds: float) -> list[Interruption]:
+        """EC2's spot interruption, rebalance and state-change events for ``fleet``'s instances, from
+        the fleet's queue in each of ``regions`` (polled in parallel; ``providers.aws.interruptions``)."""
+        wanted = sorted(set(regions))
+        if not self.interruption_queue or not wanted:
+            return []
+        found = self._each_region(lambda r: interruptions.poll(self.aws, r, fleet, self._queue(r, fleet),
+                                                               int(wait_seconds)), wanted)
+        return [n for part in found for n in part]
 
     def console_output(self, instance: Instance) -> str:
         return instances.console_output(self.aws, instance)
 
     # ---- internals -----------------------------------------------------------------------
-    def _each_region(self, work: Callable[[str], T]) -> list[T]:
-        regions = self.regions()
+    def _queue(self, region: str, fleet: str) -> str:
+        """The URL of ``fleet``'s interruption queue in ``region``, made on first use in this process."""
+        with self._queue_lock:
+            url = self._queues.get((region, fleet))
+        if url is None:
+            url = interruptions.ensure(self.aws, region, fleet)
+            with self._queue_lock:
+                self._queues[(region, fleet)] = url
+        return url
+
+    def _each_region(self, work: Callable[[str], T], regions: Sequence[str] | None = None) -> list[T]:
+        regions = self.regions() if regions is None else list(regions)
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(regions)))) as ex:
             futures = [ex.submit(work, r) for r in regions]
             results, first_error = [], None
@@ -129,4 +170,4 @@ class AwsProvider:
 
 def from_spec(spec: FleetSpec, settings: AwsSettings) -> AwsProvider:
     """The adapter factory the registration record names (``backend: cloud``)."""
-    return AwsProvider(settings)
+    return AwsProvider(settings, interruption_queue=spec.rebalance.interruption_queue)

@@ -162,3 +162,44 @@ def test_a_spot_instance_aws_took_back_is_dated_by_aws(cli: AwsCli):
     finally:
         store.close()
     assert record.end_reason == "preempted" and record.ended_at == taken_at
+
+
+def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_queue(cli: AwsCli):
+    """``rebalance.interruption_queue``: ``fleet up`` makes the queue and rules, the watcher reads
+    the EventBridge notice (routed by moto from ``PutEvents``) and replaces the node in its next
+    pass (``--every 1h``: only news starts one), a foreign notice is ignored, and ``fleet down``
+    deletes the queue and rules."""
+    spec = cli.spec()
+    Path(spec).write_text(Path(spec).read_text() + "rebalance:\n  interruption_queue: true\n")
+    cli.fleet_json("up", spec, "--yes")
+    sqs, events = cli.world.direct("sqs", REGION), cli.world.direct("events", REGION)
+    assert sqs.get_queue_url(QueueName="spotfleet-awsfleet-interruptions")["QueueUrl"]
+    assert len(events.list_rules(NamePrefix="spotfleet-awsfleet-")["Rules"]) == 3
+    ours = sorted(i["InstanceId"] for i in cli.ec2_instances("awsfleet"))
+    theirs = cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
+                                                           MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    proc = subprocess.Popen([FLEET_BIN, "rebalance", "awsfleet", "--watch", "1s", "--every", "1h", "--passes", "2"],
+                            env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert "nothing to do" in first, first
+        events.put_events(Entries=[
+            {"Source": "aws.ec2", "DetailType": "EC2 Spot Instance Interruption Warning",
+             "Detail": json.dumps({"instance-id": iid, "instance-action": "terminate"}),
+             "Resources": [f"arn:aws:ec2:{REGION}:123456789012:instance/{iid}"]} for iid in (theirs, ours[0])])
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "early-replace" in out and ": done" in out, out
+    assert sum(cli.alive_by_pool("awsfleet").values()) == 5          # 4 healthy and the one AWS is about to take
+    history = cli.fleet_json("history", "awsfleet")
+    noticed = [e for e in history["events"] if e["kind"] == "interruption-notice"]
+    assert [(e["instance_id"], e["detail"]["source"]) for e in noticed] == [(ours[0], "queue")]
+    assert cli.fleet("down", "awsfleet", "--yes").returncode == 0
+    assert events.list_rules(NamePrefix="spotfleet-awsfleet-")["Rules"] == []
+    assert sqs.list_queues(QueueNamePrefix="spotfleet-awsfleet").get("QueueUrls", []) == []
