@@ -6,7 +6,8 @@ every 10 minutes and a 10-minute cold start. Figures are ratios within one run: 
 at target and cost as a multiple of the offline optimum (HiGHS) of the same trace.
 
 * **Generated traces** (``fleet.simulate.synth``, fitted to the shipped trace, 7 days each):
-  ours' knobs (``GRID``: back-off, fast returns to spot, spot moves) are chosen on seeds
+  ours' knobs (``GRID``: back-off, spot moves, and ``workload.restart_seconds``, what the planner
+  counts a lost node as costing, so the learned rates move the plan) are chosen on seeds
   ``TUNE`` (highest median share at target within 1.10x of the optimum, then the cheapest)
   and every policy is reported on the held-out seeds ``HELD_OUT`` (20 traces): worst and
   median of both figures, on how many traces ours met the goal (>= 99.9% at target, <=
@@ -15,7 +16,8 @@ at target and cost as a multiple of the offline optimum (HiGHS) of the same trac
   policy, and ours as ``fleet rebalance`` runs a spec with the default diversification
   (``ours``), with the bridge (``rebalance.bridge``) and no pool share cap (``ours +
   bridge``), with the tuned knobs (``ours tuned``), with spot moves as well, and with hedging
-  (``ours + bridge + hedge``).
+  (``ours + bridge + hedge``); and ours' frontier: every ``GRID`` setting on it.
+* Times: CPU seconds of the simulations and of the optimum's solves, and the load average.
 
 Run: ``python benchmarks/simulate.py`` (a few minutes on two cores). Prints the frontier and
 saves ``benchmarks/results/simulate.json``.
@@ -23,6 +25,7 @@ saves ``benchmarks/results/simulate.json``.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from pathlib import Path
@@ -38,28 +41,38 @@ DAYS = 14
 GEN_DAYS = 7
 TUNE = range(1, 5)
 HELD_OUT = range(100, 120)
-#: ours' knobs tuned on the TUNE seeds: back-off, fast returns to spot, spot moves (min_saving 0.1)
-GRID = tuple((backoff, fast, moves) for backoff in (600, 3600) for fast in (False, True) for moves in (False, True))
+#: ours' knobs tuned on the TUNE seeds: back-off, fast returns to spot (always: the last tune chose them),
+#: spot moves (min_saving 0.1), the restart seconds the planner charges a loss (300: the spec default;
+#: 900: that plus the 10-minute cold start; 1800)
+GRID = tuple((backoff, True, moves, restart) for backoff in (600, 3600) for moves in (False, True)
+             for restart in (300, 900, 1800))
 GOAL_AVAILABILITY, GOAL_COST = 0.999, 1.10
 
 
-def spec(share: float = 0.5, rebalance: str = ""):
+def spec(share: float = 0.5, rebalance: str = "", restart: int = 300):
     return parse_spec(f"""
 name: sim
 capacity: {{gpus: 8, accelerators: [H100], gpus_per_node: {{min: 1, max: 1}}}}
 providers: {{gcp: {{}}}}
 diversification: {{min_pools: {1 if share >= 1 else 2}, max_pool_share: {share}, max_zone_share: {share}}}
+workload: {{restart_seconds: {restart}}}
 rebalance: {{critical_gpus: 8{rebalance}}}
 """)
 
 
-def ours_bridge(backoff: int = 600, fast: bool = False, moves: bool = False):
+def ours_bridge(backoff: int = 600, fast: bool = False, moves: bool = False, restart: int = 300):
     """Ours with the bridge, no pool share cap; ``fast``: returns to spot at once, all nodes in one
-    pass; ``moves``: spot moves to a cheaper pool (``min_saving`` 0.1)."""
+    pass; ``moves``: spot moves to a cheaper pool (``min_saving`` 0.1); ``restart``: the workload's
+    restart seconds (the planner's price of a loss: ``price x F(rate)``)."""
     knobs = f", bridge: true, backoff_seconds: {backoff}"
     knobs += ", min_fallback_age_seconds: 0, max_moves_per_pass: 8" if fast else ""
     knobs += ", spot_moves: true, min_saving: 0.1" if moves else ""
-    return spec(1.0, knobs)
+    return spec(1.0, knobs, restart)
+
+
+def knob_name(knobs) -> str:
+    backoff, _fast, moves, restart = knobs
+    return f"ours b{backoff} r{restart}{' moves' if moves else ''}"
 
 
 NAMES: dict[str, str] = {}       # figure key -> policy name, for the table
@@ -75,17 +88,36 @@ def _replay(traces, days):
     return build_replay(filter_for_spec(snapshot_offers(), spec()), traces, int(days * 86400 // traces[0].gap_seconds))
 
 
+TIMES = {"simulate_cpu_s": 0.0, "simulations": 0, "optimum_cpu_s": 0.0, "optimum_solves": 0}
+_BEST: dict[tuple[int, float], tuple[object, float, float]] = {}     # (traces, days) -> (replay, optimum, solve s)
+
+
 def _run(policy, replay) -> engine.Outcome:
-    return engine.run(policy, spec(), replay, interval_ticks=1, cold_ticks=1, target=8.0)
+    started = time.process_time()
+    out = engine.run(policy, spec(), replay, interval_ticks=1, cold_ticks=1, target=8.0)
+    TIMES["simulate_cpu_s"] += time.process_time() - started
+    TIMES["simulations"] += 1
+    return out
+
+
+def _optimum(traces, days: float):
+    """The replay of ``traces`` and its offline optimum, solved once per trace set."""
+    key = (id(traces), days)
+    if key not in _BEST:
+        replay = _replay(traces, days)
+        started = time.process_time()
+        best = optimum.solve(spec(), replay, cold_ticks=1).cost
+        took = time.process_time() - started
+        TIMES["optimum_cpu_s"] += took
+        TIMES["optimum_solves"] += 1
+        assert best
+        _BEST[key] = (replay, best, took)
+    return _BEST[key]
 
 
 def frontier(traces, days: float, ours: dict[str, object], baselines: bool = True) -> tuple[dict[str, tuple[float, float]], float]:
-    """Policy name -> (share at target, x optimum) on one trace set, and the optimum's solve time."""
-    replay = _replay(traces, days)
-    started = time.perf_counter()
-    best = optimum.solve(spec(), replay, cold_ticks=1).cost
-    solve_s = time.perf_counter() - started
-    assert best
+    """Policy name -> (share at target, x optimum) on one trace set, and the optimum's solve CPU seconds."""
+    replay, best, solve_s = _optimum(traces, days)
     out = {}
     for name, s in ours.items():
         o = _run(policies.Rebalancer(s, replay.offers, name=name), replay)
@@ -102,7 +134,7 @@ def dominated(figures: dict[str, tuple[float, float]], name: str) -> list[str]:
 
 
 def main() -> dict[str, float]:
-    out: dict[str, float] = {}
+    out: dict[str, float] = {"load_avg_1m_start": os.getloadavg()[0]}
     shipped = load_traces(shipped_trace_dir())
     started = time.perf_counter()
     model = synth.fit(shipped)
@@ -117,11 +149,11 @@ def main() -> dict[str, float]:
     chosen = (max(within, key=lambda k: (tuned[k][0], -tuned[k][1])) if within
               else min(GRID, key=lambda k: tuned[k][1]))
     out["tune_wall_s"] = time.perf_counter() - started
-    out["tuned_backoff_seconds"], out["tuned_fast_return"], out["tuned_spot_moves"] = chosen
+    out["tuned_backoff_seconds"], out["tuned_fast_return"], out["tuned_spot_moves"], out["tuned_restart_seconds"] = chosen
 
     started = time.perf_counter()
     ours_default = {"ours": spec(), "ours + bridge": ours_bridge(), "ours tuned": ours_bridge(*chosen),
-                    "ours tuned + spot moves": ours_bridge(chosen[0], chosen[1], True),
+                    "ours tuned + spot moves": ours_bridge(chosen[0], chosen[1], True, chosen[3]),
                     "ours + bridge + hedge": spec(1.0, ", bridge: true, hedge: true, cold_start_seconds: 7200")}
     figs, solve_s = frontier(shipped, DAYS, ours_default)
     out["shipped_wall_s"] = time.perf_counter() - started
@@ -130,6 +162,12 @@ def main() -> dict[str, float]:
         out[f"shipped_{_key(name)}_at_target"] = a
         out[f"shipped_{_key(name)}_x_optimum"] = c
     out["shipped_ours_tuned_dominated_by"] = len(dominated(figs, "ours tuned"))
+    started = time.perf_counter()
+    grid, _ = frontier(shipped, DAYS, {knob_name(k): ours_bridge(*k) for k in GRID}, baselines=False)
+    for name, (a, c) in grid.items():      # ours' frontier on the shipped trace: every setting of the grid
+        out[f"frontier_{_key(name)}_at_target"] = a
+        out[f"frontier_{_key(name)}_x_optimum"] = c
+    out["shipped_frontier_wall_s"] = time.perf_counter() - started
     started = time.perf_counter()
     held: dict[str, list[tuple[float, float]]] = {}
     met = beaten = 0
@@ -150,6 +188,10 @@ def main() -> dict[str, float]:
         out[f"held_out_{k}_at_target_median"] = statistics.median(a for a, _ in figs_)
         out[f"held_out_{k}_x_optimum_worst"] = max(c for _, c in figs_)
         out[f"held_out_{k}_x_optimum_median"] = statistics.median(c for _, c in figs_)
+    med = {name: (statistics.median(a for a, _ in f_), statistics.median(c for _, c in f_)) for name, f_ in held.items()}
+    out["held_out_median_ours_tuned_dominated_by"] = len(dominated(med, "ours tuned"))
+    out.update({k: float(v) for k, v in TIMES.items()})
+    out["load_avg_1m_end"] = os.getloadavg()[0]
     return out
 
 
@@ -167,6 +209,12 @@ def table(out: dict[str, float]) -> str:
                   if h + "_x_optimum_median" in out else "-")
         lines.append(f"| {NAMES.get(n, n)} | {out[f'shipped_{n}_at_target']:.2%} | {out[f'shipped_{n}_x_optimum']:.3f} "
                      f"| {held_a} | {held_c} |")
+    frontier_ = [k.removeprefix("frontier_").removesuffix("_at_target") for k in out
+                 if k.startswith("frontier_") and k.endswith("_at_target")]
+    if frontier_:
+        lines += ["", "| ours on the shipped trace, per setting | at target | x optimum |", "|---|---|---|"]
+        lines += [f"| {NAMES.get(n, n)} | {out[f'frontier_{n}_at_target']:.2%} | {out[f'frontier_{n}_x_optimum']:.3f} |"
+                  for n in frontier_]
     return "\n".join(lines)
 
 
