@@ -175,3 +175,27 @@ def test_the_documented_spot_warning_parses():
                        "detail": {"instance-id": "i-1234567890abcdef0", "instance-action": "hibernate"}})
     n = interruptions.parse(body)
     assert (n.instance_id, n.kind, n.region, n.at) == ("i-1234567890abcdef0", "hibernate", "us-east-2", 1767323045.0)
+
+
+def test_drain_records_each_notice_of_an_alive_node_once(world: aws_world.AwsWorld, tmp_path: Path):
+    """``fleet.rebalance.notices.drain`` over the real adapter: a notice becomes one
+    ``interruption-notice`` event (sent twice, recorded once), an ending is news without a record."""
+    from fleet.model import Instance, InstanceState, Market, PoolKey
+    from fleet.rebalance.notices import drain
+    from fleet.state import EventKind, open_store
+
+    provider = _provider()
+    ours, gone = _run(world, FLEET), _run(world, FLEET)
+    pool = PoolKey(provider="aws", region=REGION, zone="use1-az1", instance_type="g4dn.xlarge", market=Market.SPOT)
+    alive = [Instance(id=ours, fleet=FLEET, pool=pool, accelerator="T4", gpus=1, price_per_hour=0.2,
+                      state=InstanceState.RUNNING, launched_at=0.0)]
+    store = open_store(str(tmp_path / "state.db"))
+    provider.poll_interruptions(FLEET, [REGION], 0)
+    warning = _event("EC2 Spot Instance Interruption Warning", {"instance-id": ours, "instance-action": "terminate"})
+    world.direct("events", REGION).put_events(Entries=[
+        warning, warning, _event("EC2 Instance State-change Notification", {"instance-id": gone, "state": "terminated"})])
+    got = drain(FLEET, {"aws": provider}, alive, store, 1)
+    assert (got.recorded, got.news, got.errors) == (1, 3, {})
+    [notice] = store.events(FLEET, kinds=[EventKind.NOTICE])
+    assert (notice.instance_id, notice.pool, notice.detail["kind"], notice.detail["source"]) == (
+        ours, pool.id, "terminate", "queue")
