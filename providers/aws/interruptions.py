@@ -178,12 +178,12 @@ def remove(aws: Aws, region: str, fleet: str) -> list[str]:
         arn = _rule_arn(aws, region, name)
         if not arn or _rule_tags(aws, region, arn).get(TAG_FLEET) != fleet:
             continue
-        _quiet_missing(lambda: aws.call("events", region, "remove_targets", Rule=name, Ids=[TARGET_ID]))
-        _quiet_missing(lambda: aws.call("events", region, "delete_rule", Name=name))
+        _quiet_missing(aws, "events", region, "remove_targets", Rule=name, Ids=[TARGET_ID])
+        _quiet_missing(aws, "events", region, "delete_rule", Name=name)
         gone.append(name)
     url = _queue_url(aws, region, fleet)
     if url and _queue_tags(aws, region, url).get(TAG_FLEET) == fleet:
-        _quiet_missing(lambda: aws.call("sqs", region, "delete_queue", QueueUrl=url))
+        _quiet_missing(aws, "sqs", region, "delete_queue", QueueUrl=url)
         gone.append(queue_name(fleet))
     return gone
 
@@ -193,9 +193,10 @@ def _missing(err: ProviderError) -> bool:
     return "NonExistentQueue" in err.code or "QueueDoesNotExist" in err.code or err.code == "ResourceNotFoundException"
 
 
-def _quiet_missing(call: Any) -> None:
+def _quiet_missing(aws: Aws, service: str, region: str, operation: str, **params: Any) -> None:
+    """``aws.call``, where a queue or rule that is already gone is success."""
     try:
-        call()
+        aws.call(service, region, operation, **params)
     except ProviderError as err:
         if not _missing(err):
             raise
