@@ -22,9 +22,14 @@ from fleet.planning.domains import Domains, Limits
 from fleet.planning.twins import find_twins, singletons
 
 #: HiGHS settings: prove optimality (no relative gap); ``Model`` adds its time limit. The
-#: feasibility-jump heuristic costs about 10 ms per MILP whatever its size, most of a small
-#: domain's solve, and the planner hands HiGHS good bounds and cutoffs instead.
-HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "presolve": "on", "mip_heuristic_run_feasibility_jump": False}
+#: primal heuristics (feasibility jump, RINS, RENS, root reduced cost) only look for
+#: incumbents, so turning them off changes no optimum; on the planner's programs they cost
+#: most of the solve (feasibility jump about 10 ms per MILP whatever its size; the others
+#: two thirds of a coupled plan's MILP time at 100k pools), and the planner hands HiGHS good
+#: bounds and cutoffs instead.
+HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "presolve": "on", "mip_heuristic_run_feasibility_jump": False,
+                 "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False,
+                 "mip_heuristic_run_root_reduced_cost": False}
 #: Above this many pools, drop pools by LP reduced costs before the MILP (exact).
 FIXING_MIN_POOLS = 48
 #: Solve the full program once at most this many times the restricted program's pools stay
