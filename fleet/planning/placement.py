@@ -19,13 +19,18 @@ left below the placement level as a disjoint capacity per group (``Spread``); bo
 valid rows, so the bounds stay bounds. Domains are solved in increasing bound order, each only
 for plans worth less than the runner-up so far (the coupled walk starts from that value), and
 the search stops once a bound exceeds the runner-up's value: no later domain can beat the
-winner or the runner-up, so both are exact. The other strategies rank by a pair
+winner or the runner-up, so both are exact. The bounds come in two steps (``Bounds``): every
+domain's cover LP, and for a coupled job a coarse frontier bound from a few slopes, in a few
+array passes over all domains at once (``grouped_cover_bounds``); the full frontier bound
+only for the domains the search reaches (a domain is solved once its refined bound is the
+least left). The other strategies rank by a pair
 (interruptions or the largest spot pool, then price) and solve every domain. Ties go to the
 domain whose name sorts first.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Callable
 
@@ -44,6 +49,8 @@ METRIC = {Strategy.PRICE_CAPACITY_OPTIMIZED: "true cost $/h", Strategy.LOWEST_PR
 #: Lambda multipliers (hours, times the domain's cheapest price) of the frontier bound.
 FRONTIER_SLOPES = (0.01, 0.03, 0.06, 0.1, 0.15, 0.22, 0.3, 0.45, 0.7, 1.0, 1.6, 2.5)
 FRONTIER_POINTS = 96
+#: The few slopes of the first, all-domains-at-once frontier bound (``Bounds``).
+COARSE_SLOPES = (0.03, 0.1, 0.3, 1.0)
 _REL = 1e-9
 
 
@@ -113,7 +120,8 @@ def node_costs(spec: FleetSpec, cand: Candidates) -> np.ndarray | None:
     if spec.strategy is Strategy.LOWEST_PRICE:
         return cand.price
     if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED:
-        return independent_costs(cand, spec.workload)
+        # F by numpy (within a few ulps of overhead_factor), less a hair: a bound for every domain
+        return cand.price * economics.overhead_factors(cand.rate, spec.workload) * (1 - 1e-12)
     return None
 
 
@@ -232,14 +240,26 @@ def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor:
     g0 = max(g0, 1e-12)
     mus = g0 * np.array(FRONTIER_SLOPES)
     gs = np.array([g(float(mu)) for mu in mus])
-    reach = float(np.max((gs - g0) / mus))        # h(Lam) = g(0) from here on
-    if reach <= 0:
-        return max(g0 * economics.overhead_factor(0.0, spec.workload), floor)
-    grid = np.linspace(0.0, reach, FRONTIER_POINTS + 1)
-    h = np.maximum(g0, np.max(gs[:, None] - mus[:, None] * grid[None, :], axis=0))
-    f = economics.overhead_factors(grid, spec.workload)
-    bound = min(float(np.min(h[1:] * f[:-1])), g0 * float(f[-1]))
-    return max(bound, floor)
+    return max(float(frontier(np.array([g0]), mus[None, :], gs[None, :], spec.workload)[0]), floor)
+
+
+def frontier(g0: np.ndarray, mus: np.ndarray, gs: np.ndarray, workload: Workload) -> np.ndarray:
+    """Per row (a domain), the bound ``_frontier_bound`` derives from ``g(0) = g0`` and
+    ``g(mus[:, k]) = gs[:, k]`` (``g0 > 0`` finite, ``mus > 0``): ``h(Lam) = max(g0, max_k gs_k -
+    mus_k * Lam)`` on a grid of ``FRONTIER_POINTS`` steps up to where ``h`` reaches ``g0``, times
+    ``F`` at each step's start. Any set of ``mus`` gives a valid bound; more give a tighter one."""
+    reach = np.max((gs - g0[:, None]) / mus, axis=1)          # h(Lam) = g(0) from here on
+    out = g0 * economics.overhead_factor(0.0, workload)
+    grow = np.flatnonzero(reach > 0)
+    if not len(grow):
+        return out
+    g0, mus, gs, reach = g0[grow], mus[grow], gs[grow], reach[grow]
+    grid = reach[:, None] * np.linspace(0.0, 1.0, FRONTIER_POINTS + 1)[None, :]
+    h = np.maximum(g0[:, None], np.max(gs[:, :, None] - mus[:, :, None] * grid[:, None, :], axis=1))
+    f = economics.overhead_factors(grid.ravel(), workload).reshape(grid.shape)
+    out = np.array(out, float)
+    out[grow] = np.minimum(np.min(h[:, 1:] * f[:, :-1], axis=1), g0 * f[:, -1])
+    return out
 
 
 
@@ -303,22 +323,127 @@ def lower_bounds(spec: FleetSpec, cand: Candidates, members: list[np.ndarray],
                  quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None) -> np.ndarray:
     """Per domain (its pools in ``members``), a value no plan in it beats (``-inf``: no bound
     for this strategy; ``inf``: no plan covers the target there). See the module docstring;
-    ``quotas`` and a cap ``spread`` over finer domains tighten the bounds."""
-    cost = node_costs(spec, cand)
-    if cost is None:
-        return np.full(len(members), -np.inf)
-    target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
-    coupled = spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED and spec.workload.kind is WorkloadKind.COUPLED
-    out = np.empty(len(members))
-    for d, m in enumerate(members):
-        rows = quotas.of(m) if len(quotas.headroom) else NO_QUOTAS
-        inner = spread.of(m) if spread is not None else None
-        bound, nu = priced_bound(cost[m], cand.weighted[m], cand.spot[m], cand.upper[m], target, baseline, rows,
-                                 inner)
-        if coupled and np.isfinite(bound):
-            bound = _frontier_bound(spec, cand, m, bound, rows, nu, inner)
-        out[d] = bound
+    ``quotas`` and a cap ``spread`` over finer domains tighten the bounds. ``Bounds`` gives the
+    same values lazily (``first`` for every domain, ``refine`` per domain)."""
+    bounds = Bounds(spec, cand, members, quotas, spread)
+    return np.array([bounds.refine(d) for d in range(len(members))])
+
+
+class Bounds:
+    """``lower_bounds`` in two steps: ``first`` (every domain at once: the cover LP priced at
+    ``node_costs``) and ``refine(d)`` (a coupled job's frontier bound, ``_frontier_bound``, at
+    least ``first[d]``; other strategies: ``first[d]``), so a search refines only the domains
+    it reaches."""
+
+    def __init__(self, spec: FleetSpec, cand: Candidates, members: list[np.ndarray],
+                 quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None):
+        self.spec, self.cand, self.members, self.quotas, self.spread = spec, cand, members, quotas, spread
+        cost = node_costs(spec, cand)
+        self.coupled = (spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED
+                        and spec.workload.kind is WorkloadKind.COUPLED)
+        self.nu: list[np.ndarray] = [np.zeros(0)] * len(members)
+        if cost is None:
+            self.first = np.full(len(members), -np.inf)
+            return
+        target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
+        if not len(quotas.headroom) and spread is None:
+            self.first = grouped_cover_bounds(cost, cand.weighted, cand.spot, cand.upper, target, baseline, members)
+            if self.coupled:
+                self.first = np.maximum(self.first, self._coarse_frontier(target, baseline))
+            return
+        self.first = np.empty(len(members))
+        for d, m in enumerate(members):
+            self.first[d], self.nu[d] = priced_bound(cost[m], cand.weighted[m], cand.spot[m], cand.upper[m], target,
+                                                     baseline, self._quotas(d), self._spread(d))
+
+    def _coarse_frontier(self, target: float, baseline: float) -> np.ndarray:
+        """``_frontier_bound`` of every domain at once from a few of its slopes
+        (``COARSE_SLOPES``): weaker, valid, and one grouped fill per slope."""
+        cand, members = self.cand, self.members
+        g0 = grouped_cover_bounds(cand.price, cand.weighted, cand.spot, cand.upper, target, baseline, members)
+        out = np.full(len(members), np.inf)
+        ok = np.flatnonzero(np.isfinite(g0))
+        if not len(ok):
+            return out
+        g0 = np.maximum(g0, 1e-12)
+        # one slope per grouped fill: mu is a multiple of each domain's g0, so the costs differ per domain
+        scale = np.repeat(g0, [len(m) for m in members])
+        pools = np.concatenate(members)
+        gs = np.empty((len(members), len(COARSE_SLOPES)))
+        for k, slope in enumerate(COARSE_SLOPES):
+            cost = np.zeros(len(cand))
+            cost[pools] = cand.price[pools] + slope * scale * cand.rate[pools]
+            gs[:, k] = grouped_cover_bounds(cost, cand.weighted, cand.spot, cand.upper, target, baseline, members)
+        mus = g0[:, None] * np.array(COARSE_SLOPES)[None, :]
+        out[ok] = frontier(g0[ok], mus[ok], gs[ok], self.spec.workload)
+        return out
+
+    def _quotas(self, d: int) -> QuotaRows:
+        return self.quotas.of(self.members[d]) if len(self.quotas.headroom) else NO_QUOTAS
+
+    def _spread(self, d: int) -> "Spread | None":
+        return self.spread.of(self.members[d]) if self.spread is not None else None
+
+    def refine(self, d: int) -> float:
+        bound = float(self.first[d])
+        if not self.coupled or not np.isfinite(bound):
+            return bound
+        return _frontier_bound(self.spec, self.cand, self.members[d], bound, self._quotas(d), self.nu[d],
+                               self._spread(d))
+
+
+def grouped_cover_bounds(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
+                         target: float, baseline: float, members: list[np.ndarray]) -> np.ndarray:
+    """``cover_bound`` (no spread) of every domain's pools at once: the same greedy fills
+    (baseline from on-demand, then the rest from all that is left, cheapest per weighted GPU
+    first), done for all domains in a few array passes.
+
+    The fills sort on one float key per pool (domain number plus the ratio scaled below 1), so
+    ratios closer than about ``1e-12`` of the largest may be taken out of order; such a fill
+    costs at most ``target * 1e-12 * max ratio`` more than the greedy one, which is subtracted:
+    the result stays a lower bound."""
+    if not members:
+        return np.zeros(0)
+    pools = np.concatenate(members)
+    group = np.repeat(np.arange(len(members)), [len(m) for m in members])
+    ratio = cost[pools] / weighted[pools]
+    top = float(ratio.max(initial=0.0))
+    key = group + (ratio / (top * (1 + 1e-9)) * 0.999 if top > 0 else 0.0)
+    room = weighted[pools] * upper[pools]
+    total = np.zeros(len(members))
+    if baseline > 0:
+        od_room = np.where(spot[pools], 0.0, room)
+        filled = _grouped_fill(od_room, key, group, baseline, len(members))
+        total += np.bincount(group, weights=ratio * filled, minlength=len(members))
+        total[_short(od_room, group, baseline, len(members))] = np.inf
+        room = room - filled
+    rest = target - baseline
+    if rest > 0:
+        filled = _grouped_fill(room, key, group, rest, len(members))
+        total += np.bincount(group, weights=ratio * filled, minlength=len(members))
+        total[_short(room, group, rest, len(members))] = np.inf
+    return total - target * 1e-12 * top
+
+
+def _grouped_fill(room: np.ndarray, key: np.ndarray, group: np.ndarray, need: float, groups: int) -> np.ndarray:
+    """Per entry, what a fill of ``need`` within each group in ``key`` order takes from ``room``
+    (``group`` ascending, as ``key`` orders the groups)."""
+    order = np.argsort(key, kind="stable")
+    g = group[order]
+    r = np.minimum(room[order], need)        # no entry gives more than need: same fill, no inf
+    cum = np.cumsum(r)
+    starts = np.searchsorted(g, np.arange(groups))
+    base = np.r_[0.0, cum][starts][g]
+    before = cum - r - base
+    out = np.zeros(len(room))
+    out[order] = np.clip(need - before, 0.0, room[order])
     return out
+
+
+def _short(room: np.ndarray, group: np.ndarray, need: float, groups: int) -> np.ndarray:
+    """Groups whose ``room`` cannot hold ``need``."""
+    held = np.bincount(group, weights=np.minimum(room, need + 1.0), minlength=groups)
+    return held < need - 1e-9
 
 
 def domains_of(cand: Candidates, level: str) -> tuple[list[np.ndarray], list[str]]:
@@ -342,15 +467,20 @@ def choose(spec: FleetSpec, cand: Candidates, level: str,
     none meets the spec. When no domain can meet the spec, the partial plan of the domain that
     can hold the most weighted GPUs is returned. ``quotas`` and ``spread`` tighten the bounds."""
     members, names = domains_of(cand, level)
-    bounds = lower_bounds(spec, cand, members, quotas, spread)
-    order = sorted(range(len(members)), key=lambda d: (bounds[d], names[d]))
+    bounds = Bounds(spec, cand, members, quotas, spread)
+    queue = [(float(bounds.first[d]), names[d], d, False) for d in range(len(members))]
+    heapq.heapify(queue)
     top: list[tuple[tuple[float, ...], str, int, Solved]] = []
     tried = 0
-    for d in order:
-        if not np.isfinite(bounds[d]) and bounds[d] > 0:
+    while queue:
+        bound, _, d, refined = heapq.heappop(queue)
+        if not np.isfinite(bound) and bound > 0:
             break                                   # this and every later domain cannot cover
-        if len(top) == 2 and bounds[d] > top[1][0][0] * (1 + _REL) + _REL:
+        if len(top) == 2 and bound > top[1][0][0] * (1 + _REL) + _REL:
             break
+        if not refined and bounds.coupled:          # the tighter bound, only where the search reaches
+            heapq.heappush(queue, (max(bounds.refine(d), bound), names[d], d, True))
+            continue
         tried += 1
         cutoff = top[1][0] if len(top) == 2 else None
         sol = solve(cand.subset(members[d]), cutoff, False)

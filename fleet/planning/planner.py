@@ -39,7 +39,7 @@ from fleet.errors import PlanError
 from fleet.planning.domains import Domains, Limits, limits_for
 from fleet.planning.milp import Model
 from fleet.model import Allocation, Exclusion, Market, Offer, PlacementChoice, Plan, PlanTotals, Quota
-from fleet.planning.pruning import dominance_keys, prune
+from fleet.planning.pruning import PoolCaps, dominance_keys, prune
 from fleet.planning.shortfall import partial
 from fleet.spec import PLACEMENT_LEVELS, FleetSpec, Strategy, WorkloadKind
 
@@ -139,7 +139,7 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
         group, room = domains.group, domains.room()
     budget = spec.budget.max_per_hour
     keep = prune(cand_all, target, max(min_pools, 1), group, room,
-                 dominance_keys(cand_all, linear_cost(spec, cand_all), budget is not None))
+                 dominance_keys(cand_all, linear_cost(spec, cand_all), budget is not None), pool_caps(spec, limits))
     cand = cand_all.subset(keep)
     exclusions = []
     if len(keep) < len(cand_all):
@@ -164,6 +164,14 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
     churn = strategies.launch_penalty(spec.workload) if replan else 0.0
     value = placement.value_of(spec, cand, counts, churn, independent)
     return placement.Solved(cand, counts, shortfall, notes, exclusions, value)
+
+
+def pool_caps(spec: FleetSpec, limits: Limits) -> PoolCaps | None:
+    """What pruning's capacity rule needs (``fleet.planning.pruning``); ``None`` for
+    ``diversified``, which tightens the pools' bounds per solve."""
+    if spec.strategy is Strategy.DIVERSIFIED:
+        return None
+    return PoolCaps(limits.target, limits.baseline, float(limits.share("pool")), limits.floor)
 
 
 def linear_cost(spec: FleetSpec, cand: Candidates) -> np.ndarray | None:
@@ -249,8 +257,7 @@ def on_demand_alternative(spec: FleetSpec, cand: Candidates) -> float | None:
     target = float(spec.capacity.gpus)
     level = spec.placement_level
     groups = [np.arange(len(od))] if level == "any" else placement.domains_of(od, level)[0]
-    bounds = [placement.cover_bound(od.price[m], od.weighted[m], od.spot[m], od.upper[m], target, 0.0)
-              for m in groups]
+    bounds = placement.grouped_cover_bounds(od.price, od.weighted, od.spot, od.upper, target, 0.0, groups)
     best = None
     for d in sorted(range(len(groups)), key=lambda k: bounds[k]):     # one domain when placed
         if not np.isfinite(bounds[d]) or (best is not None and bounds[d] >= best):

@@ -48,15 +48,39 @@ tightens bounds does it alike for a kind), does not lower the number of spot poo
 keys of ``i`` are no larger; ``i`` may run instances now, which only lowers the launch
 penalty), but lowers the rank sum: a contradiction. []
 
-So the count is a sweep: in (a, b, id) order, keep the ``K`` smallest ``b`` seen so far in
-a heap; ``j`` has ``K`` dominators when the largest of them is ``<= b_j`` (with one key,
-when ``K`` pools of its kind precede it).
+**Capacity.** Dominators need not be unused, only have room. Let ``e_i`` be the nodes pool ``i``
+can hold in a plan: its bound ``U_i``, and for a spot pool also the pool cap
+``floor(max(s * (T - OD), c) / w)`` (``fleet.planning.domains``; ``OD`` the plan's on-demand
+weighted GPUs, the same for every pool of a kind). Claim': a pool ``j`` of kind ``k`` (running
+nothing now) may also be dropped when its dominators hold at least ``min_pools`` pools (spot
+kinds; none needed for on-demand ones) and ``sum_i e_i >= R`` in every plan, where ``R`` bounds the
+nodes of kind ``k`` in a plan with fewest nodes. Proof: as above, take an optimal plan with fewest
+nodes and then least rank sum using ``j``. If a dominator is unused, move a node there as
+before. Otherwise all dominators are in use, hence at least ``min_pools`` spot pools besides
+``j``; and one dominator ``i`` has ``n_i < e_i``, else the kind holds ``sum e_i + 1 > R`` nodes.
+Moving one node from ``j`` to ``i`` keeps everything the first proof lists; the spot pools in
+use drop by at most one (``j``) and stay ``>= min_pools``; the rank sum falls. []
+
+``R``: a node of kind ``k`` is needed for covering or (single-node pool) for ``min_pools``;
+the condition is the same for every node of the kind (same ``w``), so either all are needed
+for covering -- on-demand: ``n_k < T / w + 1``; spot: the spot load is below ``T - OD + w``,
+so ``n_k < y + 1`` with ``y = (T - OD) / w`` -- or there are at most ``min_pools``. The spot
+check runs over ``y`` in ``[0, (T - B) / w]`` (``OD >= B``), cut at the integers and where the
+pool cap changes (``y = m / s``); on a piece ``[a, b)`` the cap is constant, ``e_i >=
+min(U_i, g(a))``, and ``R <= max(floor(a) + 1, min_pools)``; a piece where ``g = 0`` admits no
+node of the kind and needs nothing. Summarised per pool as one number ``v_i`` (a lower bound of
+``e_i / R`` over every piece), the condition is ``sum v_i >= 1``. It reads the bounds as given,
+so a strategy that tightens them (``diversified``) prunes without it.
+
+So the count is a sweep: in (a, b, id) order, count the earlier pools with ``b`` no larger
+(and add up their ``v``); ``j`` has ``K`` dominators when that count reaches ``K`` (with one key,
+every earlier pool of its kind dominates it).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -77,14 +101,54 @@ def dominance_keys(cand: Candidates, cost: np.ndarray | None, budget: bool) -> t
     return cost, cand.price if budget else cost
 
 
+#: ``sum v >= 1`` is checked in floats with this slack. Every ``v`` of a kind is ``U_i / R`` or one
+#: common ``g / r``, so an exact sum below 1 is below it by at least ``1 / (R * r)`` (over ``1e-8``
+#: for any target under 10,000 nodes), far beyond the rounding of the sum.
+_HELD_TOL = 1e-10
+
+
+@dataclass(frozen=True)
+class PoolCaps:
+    """What the capacity rule (module docstring) reads of the spec: target ``T``, on-demand
+    baseline ``B``, the pool share ``s`` and the smallest spot node ``c``
+    (``fleet.planning.domains.Limits``)."""
+
+    target: float
+    baseline: float
+    share: float
+    floor: float
+
+    def room(self, weighted: float, spot: bool, upper: np.ndarray, min_pools: int) -> np.ndarray:
+        """``v`` per pool of one kind (bounds ``upper``): a lower bound on ``e_i / R`` over
+        every plan; their sum over a pool's dominators reaching 1 lets it go."""
+        w = weighted
+        if not spot:
+            need = math.floor(self.target / w + 1e-9) + 1
+            return np.minimum(upper, need) / need
+        top = max(self.target - self.baseline, 0.0) / w
+        steps = np.arange(1, math.floor(top + 1e-9) + 1, dtype=float)
+        bends = (np.arange(1, math.floor(top * self.share + 1e-9) + 1, dtype=float) / self.share
+                 if self.share > 0 else np.zeros(0))
+        a = np.unique(np.concatenate([[0.0], steps, bends[bends <= top + 1e-9]]))
+        g = np.floor(np.maximum(self.share * w * a, self.floor) / w + 1e-9)
+        r = np.maximum(np.floor(a + 1e-9) + 1, min_pools)
+        fits = g >= 1
+        if not fits.any():
+            return np.full(len(upper), np.inf)      # no node of this kind fits any plan
+        worst = float(np.min(g[fits] / r[fits]))
+        return np.minimum(upper / float(r[fits].max()), worst)
+
+
 def prune(cand: Candidates, target: float, min_pools: int, group: np.ndarray | None = None,
-          room: np.ndarray | None = None, keys: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+          room: np.ndarray | None = None, keys: tuple[np.ndarray, np.ndarray] | None = None,
+          caps: PoolCaps | None = None) -> np.ndarray:
     """Indices (ascending) of the pools to keep; ``group`` as in the module docstring (None:
     one group); ``keys`` the dominance keys (``dominance_keys``; default ``(p, lam)``).
     ``room[i]``: most weighted GPUs any plan may hold in pool ``i``'s capped domain
     (``Domains.room``; inf without one): a domain holding at most ``room`` holds at most
     ``floor(room / w)`` nodes, so at most that many pools of a kind are in use there in *any*
-    plan, and ``K`` shrinks to it. See the module docstring for why it is exact."""
+    plan, and ``K`` shrinks to it. ``caps``: also drop by the capacity rule (the pools'
+    ``upper`` must be the bounds every solve uses). See the module docstring for why it is exact."""
     n = len(cand)
     if n == 0:
         return np.zeros(0, np.int64)
@@ -97,30 +161,48 @@ def prune(cand: Candidates, target: float, min_pools: int, group: np.ndarray | N
     one_key = b is a
     for members in np.split(order, starts):
         w = float(cand.weighted[members[0]])
+        spot = bool(cand.spot[members[0]])
         k = pool_bound(target, w, min_pools)
         if room is not None and np.isfinite(room[members[0]]):
             k = min(k, max(1, math.floor(float(room[members[0]]) / w + 1e-9)))
-        if len(members) <= k:
+        if len(members) <= k and caps is None:
             continue
+        v = caps.room(w, spot, cand.upper[members], min_pools) if caps is not None else None
+        least = min_pools if spot else 0      # dominators needed besides their room
         second = b[members]
         if one_key or second.min() == second.max():   # one key (or one rate: on-demand)
-            dropped = np.arange(len(members)) >= k
+            before = np.arange(len(members))
+            dropped = before >= k
+            if v is not None:
+                held = np.concatenate([[0.0], np.cumsum(v)[:-1]])
+                dropped |= (before >= least) & (held >= 1 - _HELD_TOL)
         else:
-            dropped = _sweep(second, k)
+            dropped = _sweep(second, k, v, least)
         dropped &= cand.current[members] == 0
         keep[members[dropped]] = False
     return np.flatnonzero(keep)
 
 
-def _sweep(keys: np.ndarray, k: int) -> np.ndarray:
-    """``dropped[j]``: at least ``k`` earlier pools have a key ``<= keys[j]``."""
+def _sweep(keys: np.ndarray, k: int, v: np.ndarray | None = None, least: int = 0) -> np.ndarray:
+    """``dropped[j]``: at least ``k`` earlier pools have a key ``<= keys[j]``, or (with ``v``) at
+    least ``least`` do and their ``v`` add up to 1 (Fenwick trees over key ranks)."""
+    ranks = np.searchsorted(np.unique(keys), keys, side="right")     # 1-based, ties share a rank
+    size = int(ranks.max())
+    count = [0] * (size + 1)
+    held = [0.0] * (size + 1)
+    values = v.tolist() if v is not None else None
     dropped = np.zeros(len(keys), bool)
-    heap: list[float] = []            # negated: the k smallest keys seen so far
-    for j, key in enumerate(keys.tolist()):
-        if len(heap) == k and -heap[0] <= key:
-            dropped[j] = True
-        if len(heap) < k:
-            heapq.heappush(heap, -key)
-        elif key < -heap[0]:
-            heapq.heapreplace(heap, -key)
+    for j, r in enumerate(ranks.tolist()):
+        c, h, i = 0, 0.0, r
+        while i > 0:
+            c += count[i]
+            h += held[i]
+            i -= i & -i
+        dropped[j] = c >= k or (values is not None and c >= least and h >= 1 - _HELD_TOL)
+        i = r
+        x = values[j] if values is not None else 0.0
+        while i <= size:
+            count[i] += 1
+            held[i] += x
+            i += i & -i
     return dropped

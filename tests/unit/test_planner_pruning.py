@@ -159,3 +159,92 @@ def test_an_lp_relaxation_without_a_bound_drops_nothing():
                             value=np.zeros(0), row_lb=np.zeros(0), row_ub=np.zeros(0)), extras=0)
     z, reduced = _relaxation(prog)
     assert z == -np.inf and list(reduced) == [0.0, 0.0]
+
+
+def few_kinds(rng: random.Random, n: int) -> list:
+    """Many pools of few kinds (two node sizes, one accelerator, one region): the capacity rule
+    has work to do; zones vary so zone caps and quotas have something to bind."""
+    out = []
+    for i in range(n):
+        spot = rng.random() < 0.7
+        out.append(offer(provider=rng.choice(["aws", "gcp"]), region="r0", zone=f"z{rng.randrange(3)}", itype=f"t{i}",
+                         spot=spot, gpus=rng.choice([1, 2]), price=round(rng.uniform(1, 3), 1) * (1 if spot else 2),
+                         rate=rng.choice([0.05, 0.1, 0.2]), hint=rng.choice([None, 1, 2, 3])))
+    return out
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), target=st.integers(2, 24), baseline=st.sampled_from([0, 2, 5]),
+       strategy=st.sampled_from([Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE,
+                                 Strategy.CAPACITY_OPTIMIZED]),
+       kind=st.sampled_from(["independent", "coupled"]), share=st.sampled_from([0.25, 0.5, 1.0]),
+       min_pools=st.integers(1, 3), zone_share=st.sampled_from([1, 0.5]), quota=st.booleans())
+def test_capacity_pruning_keeps_the_plain_milp_optimum(seed, target, baseline, strategy, kind, share, min_pools,
+                                                       zone_share, quota):
+    """Pools dropped behind dominators with room (not only unused ones) never hold the optimum:
+    the plan over what pruning keeps (the planner's own path) is worth what the plain MILP over
+    every allowed pool finds, under pool shares, min_pools, a baseline, zone caps and quotas."""
+    from fleet.model import Quota
+    from fleet.planning.domains import Domains, limits_for
+    from fleet.planning.planner import pool_caps
+
+    rng = random.Random(seed)
+    baseline = min(baseline, target)
+    spec = parse_spec(spec_text(target, baseline=baseline, strategy=strategy.value, kind=kind, share=share,
+                                min_pools=min_pools).replace(
+        f"min_pools: {min_pools}}}", f"min_pools: {min_pools}, max_zone_share: {zone_share}}}"))
+    quotas = [Quota(provider="aws", limit=rng.randint(2, 10))] if quota else []
+    cand = select(spec, few_kinds(rng, rng.randrange(20, 60)))
+    if not len(cand):
+        return
+    limits = limits_for(spec, cand.weighted[cand.spot], quotas)
+    domains = Domains.bind(limits, cand)
+    mp = min(min_pools, int(cand.spot.sum())) if cand.spot.any() else 0
+    keys = dominance_keys(cand, linear_cost(spec, cand), False)
+    keep = prune(cand, target, max(mp, 1), domains.group, domains.room(), keys, pool_caps(spec, limits))
+    with_count_only = prune(cand, target, max(mp, 1), domains.group, domains.room(), keys)
+    assert set(keep) <= set(with_count_only)
+    args = (float(target), float(baseline), None, mp)
+    full = Model(cand, *args, reduce=False, limits=limits)
+    small = Model(cand.subset(keep), *args, limits=limits)
+    a = strategies.solve(strategy, full, spec.workload, replan=False)
+    b = strategies.solve(strategy, small, spec.workload, replan=False)
+    assert (a.counts is None) == (b.counts is None)
+    if a.counts is not None:
+        assert objective(strategy, small, b.counts, spec.workload) == pytest.approx(
+            objective(strategy, full, a.counts, spec.workload), rel=1e-6, abs=1e-9)
+
+
+def test_capacity_pruning_keeps_only_the_pools_that_can_hold_the_target():
+    """One on-demand pool without a capacity hint can take every node a plan needs of its kind,
+    so the dearer pools of that kind go; the count rule alone would keep ``floor(T / w) + 1``."""
+    from fleet.planning.planner import pool_caps
+    from fleet.planning.domains import limits_for
+
+    offers = [offer(zone=f"z{i}", itype=f"t{i}", spot=False, price=2.0 + i / 10) for i in range(12)]
+    spec = parse_spec(spec_text(8, baseline=8, min_pools=1))
+    cand = select(spec, offers)
+    limits = limits_for(spec, cand.weighted[cand.spot])
+    assert len(prune(cand, 8, 1)) == 9
+    kept = prune(cand, 8, 1, caps=pool_caps(spec, limits))
+    assert [cand.offers[i].price_per_hour for i in kept] == [2.0]
+
+
+def test_grouped_cover_bounds_equal_the_greedy_per_domain():
+    from fleet.planning.placement import cover_bound, grouped_cover_bounds
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, groups = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+        cost = rng.uniform(0.5, 5, n).round(1)
+        w = rng.choice([0.6, 1.0, 2.0, 4.8], n)
+        spot = rng.random(n) < 0.6
+        upper = np.where(rng.random(n) < 0.5, np.inf, rng.integers(0, 5, n).astype(float))
+        g = rng.integers(0, groups, n)
+        members = [np.flatnonzero(g == k) for k in range(groups) if (g == k).any()]
+        target = float(rng.integers(1, 30))
+        baseline = float(rng.integers(0, target + 1)) if rng.random() < 0.5 else 0.0
+        got = grouped_cover_bounds(cost, w, spot, upper, target, baseline, members)
+        want = [cover_bound(cost[m], w[m], spot[m], upper[m], target, baseline) for m in members]
+        for x, y in zip(got, want):
+            assert x <= y and (x == y or x == pytest.approx(y, rel=1e-9))
