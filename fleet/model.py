@@ -322,6 +322,13 @@ class LaunchRequest(Frozen):
     tags: dict[str, str] = Field(default_factory=dict)
     node: NodeConfig = Field(default_factory=NodeConfig)
     max_price: float | None = None
+    #: The low-latency group every node of this launch joins (``interconnect_group``), asked for
+    #: by a zone-level coupled plan (``PlacementChoice.interconnect``); "" for none. An adapter
+    #: whose provider has one (AWS cluster placement group, GCP compact placement policy, Azure
+    #: proximity placement group) creates it in the pool's region when missing, tagged with the
+    #: fleet, refuses one of that name the fleet did not create, and deletes it in ``teardown``;
+    #: the others ignore it.
+    interconnect: str = ""
 
 
 class LaunchResult(Frozen):
@@ -351,6 +358,13 @@ def fleet_tags(fleet: str, pool: PoolKey, plan_id: str = "") -> dict[str, str]:
     if plan_id:
         tags[TAG_PLAN] = plan_id
     return tags
+
+
+def interconnect_group(fleet: str, domain: str) -> str:
+    """The name of ``fleet``'s low-latency group in placement domain ``domain`` (a zone):
+    stable across runs, and valid on every provider (lowercase letters, digits and hyphens,
+    starting with a letter, 30 characters)."""
+    return "spotfleet-" + hashlib.sha256(f"{fleet}\n{domain}".encode()).hexdigest()[:20]
 
 
 def stable_hash(obj: Any) -> str:

@@ -30,7 +30,7 @@ from typing import Callable, Collection, Mapping
 from fleet import crashpoints
 from fleet.errors import PlanError, ProviderError
 from fleet.provisioning.launching import LaunchOutcome, PoolLauncher, Progress, ProgressFn
-from fleet.model import HEAD, TAG_FLEET, Instance, InstanceState, NodeConfig, Plan
+from fleet.model import HEAD, TAG_FLEET, Instance, InstanceState, NodeConfig, Plan, interconnect_group
 from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
 from fleet.state import EventKind, StateStore
 from providers.base import Provider
@@ -124,6 +124,7 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
                      total=sum(desired.values()), message=f"round {round_no}"))
         offers = {a.offer.pool.id: a.offer for a in current.allocations}
         launcher.roles = {a.offer.pool.id: a.role for a in current.allocations if a.count > 0}
+        launcher.interconnect = _interconnect(current)
         outcomes = launcher.run(current.id, desired, offers, obs, replay=round_no == 1, max_workers=max_workers)
         crashpoints.reached("round-launched")
         new_blocks = _settle(outcomes, report, store, providers, obs, say)
@@ -243,6 +244,13 @@ def _terminate_surplus(plan: Plan, obs: Observation, providers: Mapping[str, Pro
             report.terminated.extend(terminate(plan.fleet, providers[name], insts, store, reason="surplus"))
         except ProviderError as err:
             report.notes.append(f"{name}: could not terminate {len(insts)} surplus instance(s): {err}")
+
+
+def _interconnect(plan: Plan) -> str:
+    """The low-latency group ``plan``'s workers join: a zone-level coupled plan names the
+    provider feature it wants (``PlacementChoice.interconnect``); "" otherwise."""
+    c = plan.placement
+    return interconnect_group(plan.fleet, c.domain) if c is not None and c.interconnect else ""
 
 
 def may_break(replacements: Collection[str], alive: Collection[str], ready: Collection[str]) -> bool | None:

@@ -76,6 +76,8 @@ class PoolLauncher:
         #: What a role other than ``worker`` runs (``head``), and each pool's role in the plan.
         self.role_nodes = dict(role_nodes or {})
         self.roles: dict[str, str] = {}
+        #: The low-latency group the plan's nodes join (``LaunchRequest.interconnect``); "" for none.
+        self.interconnect = ""
 
     def run(self, plan_id: str, desired: Mapping[str, int], offers: Mapping[str, Offer], obs: Observation, *,
             replay: bool, max_workers: int) -> list[LaunchOutcome]:
@@ -173,7 +175,8 @@ class PoolLauncher:
         role = self.roles.get(offer.pool.id, WORKER)
         tags = fleet_tags(self.fleet, offer.pool, plan_id) | ({TAG_ROLE: role} if role != WORKER else {})
         return LaunchRequest(fleet=self.fleet, offer=offer, count=launch.count, token=launch.token,
-                             tags=tags, node=self.role_nodes.get(role, self.node))
+                             tags=tags, node=self.role_nodes.get(role, self.node),
+                             interconnect=self.interconnect if role == WORKER else "")
 
     def _call(self, provider: Provider, plan_id: str, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome,
               known: set[str]) -> None:

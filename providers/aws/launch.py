@@ -20,6 +20,10 @@ region (``AwsProvider.list_instances``, which every ``up``, ``status`` and ``reb
 launch) deletes the fleet's templates whose token already has instances (CreateFleet went through,
 so nothing will use them again: :meth:`Launcher.sweep_once`); and :meth:`Launcher.remove_templates` (``fleet down``, through
 ``AwsProvider.teardown``) deletes every template carrying the fleet's tag.
+
+A request with ``interconnect`` launches into that cluster placement group
+(``providers.aws.interconnect``: made before CreateFleet when missing, named in every override's
+``Placement``, deleted by ``teardown``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from fleet.errors import NoCapacityError, ProviderError, error_kind
 from fleet.model import (TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, fleet_tags,
                          stable_hash)
 from providers.aws import instances as ec2i
+from providers.aws import interconnect
 from providers.aws.errors import error_class, to_error
 from providers.aws.session import Aws
 from providers.aws.settings import AwsSettings
@@ -88,6 +93,8 @@ class Launcher:
             return self._replay(request, found, tags[ec2i.TAG_REQUEST])
         subnets = self.subnets(pool.region, pool.zone)
         self.sweep_once(pool.region, request.fleet)
+        if request.interconnect:
+            interconnect.ensure(self.aws, pool.region, request.interconnect, request.fleet)
         template = self._create_template(request, pool.region)
         try:
             response = self.aws.call("ec2", pool.region, "create_fleet", **self._fleet_params(request, template,
@@ -212,6 +219,8 @@ class Launcher:
         overrides = []
         for subnet in subnets:
             o: dict[str, Any] = {"InstanceType": pool.instance_type, "SubnetId": subnet, "WeightedCapacity": 1.0}
+            if request.interconnect:
+                o["Placement"] = {"GroupName": request.interconnect}
             if spot and request.max_price is not None:
                 o["MaxPrice"] = f"{request.max_price:.6f}"
             overrides.append(o)

@@ -18,7 +18,7 @@ from typing import Callable, Sequence, TypeVar
 from fleet.errors import ProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import FleetSpec
-from providers.aws import advisor, instances, interruptions, node_credentials, offers, storage
+from providers.aws import advisor, instances, interconnect, interruptions, node_credentials, offers, storage
 from providers.aws.launch import Launcher
 from providers.aws.session import Aws
 from providers.aws.settings import AwsSettings
@@ -120,8 +120,10 @@ class AwsProvider:
 
     def teardown(self, fleet: str) -> list[str]:
         """Delete the launch templates ``fleet`` left in any region (a run killed between CreateFleet
-        and its cleanup leaves one, user data and all); called by ``fleet down``. Their names."""
-        found = self._each_region(lambda r: self.launcher.remove_templates(r, fleet))
+        and its cleanup leaves one, user data and all) and its cluster placement groups
+        (``providers.aws.interconnect``); called by ``fleet down``. Their names."""
+        found = self._each_region(lambda r: self.launcher.remove_templates(r, fleet)
+                                  + interconnect.remove(self.aws, r, fleet))
         if self.interruption_queue:     # and the interruption queue with its rules (only when the fleet has one)
             found += self._each_region(lambda r: interruptions.remove(self.aws, r, fleet))
             with self._queue_lock:

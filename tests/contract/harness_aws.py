@@ -63,6 +63,18 @@ class AwsHarness:
     def malform(self, variant: str, count: int) -> None:
         self.world.proxy.malformed(variant, count)
 
+    def interconnect(self, offer: Offer, name: str) -> dict | None:
+        """The low-latency group ``name`` in the offer's region as the cloud holds it (its tags
+        and the instances launched into it), ``None`` when there is none."""
+        return self.world.proxy.placement_groups().get(f"{offer.pool.region}/{name}")
+
+    def foreign_interconnect(self, offer: Offer, name: str) -> None:
+        """A group named ``name`` that no fleet made (no fleet tag)."""
+        import boto3    # moto has no placement groups: the proxy holds them
+        boto3.client("ec2", endpoint_url=self.world.proxy.url, region_name=offer.pool.region,
+                     aws_access_key_id="testing", aws_secret_access_key="testing").create_placement_group(
+            GroupName=name, Strategy="cluster")
+
 
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> AwsHarness:
     """A fresh moto world (reset) and an adapter pointed at it through the proxy."""

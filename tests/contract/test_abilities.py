@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.model import InstanceState, LaunchRequest, Market, Offer, fleet_tags
+from fleet.errors import ProviderError
+from fleet.model import TAG_FLEET, InstanceState, LaunchRequest, Market, Offer, fleet_tags, interconnect_group
 from providers.base import DatesEndings, LaunchesGroups, RaisesBids, ReportsQuotas, TearsDown
 
 
@@ -45,6 +46,46 @@ def test_teardown_is_idempotent_and_touches_only_its_fleets(harness, provider):
     if first:                                                        # what alpha had, beta had too: still there
         assert provider.teardown("beta")
     assert harness.alive(foreign) == set(foreign)
+
+
+# ---- LaunchRequest.interconnect -----------------------------------------------------------------
+
+def _interconnects(harness, provider) -> None:
+    if not hasattr(harness, "interconnect"):
+        pytest.skip(f"{provider.name} ({type(harness).__name__}) has no low-latency group to launch into")
+
+
+def test_an_interconnect_launch_joins_one_group_that_teardown_removes(harness, provider):
+    """A zone-level coupled plan's launches name a group (``LaunchRequest.interconnect``): it is
+    made once, tagged with the fleet, holds every node of both launches, survives a rerun of
+    the same token, and is gone after the instances end and ``teardown`` runs."""
+    _interconnects(harness, provider)
+    offer = _offer(harness, Market.SPOT) if harness.offer(Market.SPOT) else _offer(harness)
+    name = interconnect_group("alpha", f"{offer.pool.provider}/{offer.pool.region}/{offer.pool.zone}")
+    first = provider.launch(_request(offer, 2, "tok-ic-1").model_copy(update={"interconnect": name}))
+    again = provider.launch(_request(offer, 2, "tok-ic-1").model_copy(update={"interconnect": name}))
+    second = provider.launch(_request(offer, 1, "tok-ic-2").model_copy(update={"interconnect": name}))
+    ids = sorted(i.id for i in first.instances + second.instances)
+    assert sorted(i.id for i in again.instances) == sorted(i.id for i in first.instances)
+    group = harness.interconnect(offer, name)
+    assert group is not None and group["tags"].get(TAG_FLEET) == "alpha"
+    assert sorted(group["instances"]) == ids
+    provider.terminate(ids)
+    assert name in provider.teardown("alpha")
+    assert harness.interconnect(offer, name) is None
+    assert provider.teardown("alpha") == []
+
+
+def test_a_group_the_fleet_did_not_make_is_refused_and_left_alone(harness, provider):
+    _interconnects(harness, provider)
+    offer = _offer(harness)
+    name = interconnect_group("alpha", "somewhere")
+    harness.foreign_interconnect(offer, name)
+    with pytest.raises(ProviderError, match="did not create"):
+        provider.launch(_request(offer, 1, "tok-ic-foreign").model_copy(update={"interconnect": name}))
+    assert provider.list_instances("alpha") == []
+    provider.teardown("alpha")
+    assert harness.interconnect(offer, name) is not None
 
 
 # ---- ReportsQuotas ---------------------------------------------------------------------------

@@ -25,7 +25,22 @@ terminated on moto are then described as AWS describes a spot interruption: ``St
 200" fault: the next ``count`` answers to that action are HTTP 200 with a broken body, ``variant``
 truncated, html, empty (``{}``) or wrong-types (a reservation whose instance has a structure
 where ``instanceId`` is text and text where ``instanceState`` is a structure), from
-``tests/fakes/malformed.py``), ``POST /_proxy/reset``, ``GET /_proxy/stats``. Run on its own::
+``tests/fakes/malformed.py``), ``POST /_proxy/reset``, ``GET /_proxy/stats``.
+
+Placement groups, which moto lacks, are answered here from the EC2 API reference
+(https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreatePlacementGroup.html,
+API_DescribePlacementGroups.html, API_DeletePlacementGroup.html, the ``Placement`` of
+API_FleetLaunchTemplateOverridesRequest.html, error codes in errors-overview.html), per region:
+``CreatePlacementGroup`` (``GroupName``, ``Strategy``, ``TagSpecification``; a taken name is
+``InvalidPlacementGroup.Duplicate``), ``DescribePlacementGroups`` (``GroupName.N``, filters
+``group-name`` and ``tag:<key>``; a named group that does not exist is
+``InvalidPlacementGroup.Unknown``), ``DeletePlacementGroup`` (``InvalidPlacementGroup.Unknown``
+when missing, ``InvalidPlacementGroup.InUse`` while an instance launched into it is not
+terminated, as moto reports it). A CreateFleet override naming a group that does not exist is
+refused with ``InvalidPlacementGroup.Unknown``; a cluster group holds one Availability Zone, so
+an override in a subnet other than those its first instances went to is refused
+(``InvalidParameterCombination``). The instances a fleet
+launched into a group are recorded (``GET /_proxy/placement-groups`` lists them). Run on its own::
 
     python tests/fakes/ec2_proxy.py --port 5001 --upstream http://127.0.0.1:5000 [--latency 0.05]
 """
@@ -92,6 +107,8 @@ class ProxyState:
     broken: list[dict] = field(default_factory=list)               # "malformed 200" faults: {target (an action), ...}
     on_demand: dict[str, float] = field(default_factory=dict)      # "<region> <type>" -> USD/h
     stats: dict[str, int] = field(default_factory=dict)
+    #: (region, name) -> {"id", "strategy", "tags": {k: v}, "instances": [ids], "subnets": set of subnet ids}
+    groups: dict[tuple[str, str], dict] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -106,14 +123,18 @@ def _clear(st: ProxyState) -> None:
     st.interrupted.clear()
     st.on_demand.clear()
     st.broken.clear()
+    st.groups.clear()
+
+
+_REGION = re.compile(r"Credential=[^/]+/\d+/([a-z0-9-]+)/ec2/")
 
 
 def _overrides(params: dict[str, str]) -> list[dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for key, value in params.items():
         parts = key.split(".")
-        if len(parts) == 5 and parts[0] == "LaunchTemplateConfigs" and parts[2] == "Overrides":
-            out.setdefault(f"{parts[1]}.{parts[3]}", {})[parts[4]] = value
+        if len(parts) >= 5 and parts[0] == "LaunchTemplateConfigs" and parts[2] == "Overrides":
+            out.setdefault(f"{parts[1]}.{parts[3]}", {})[".".join(parts[4:])] = value
     return list(out.values())
 
 
@@ -141,6 +162,15 @@ def error_set(code: str, message: str, lifecycle: str, overrides: list[dict[str,
     return "<errorSet>" + "".join(items) + "</errorSet>"
 
 
+def _group_xml(name: str, group: dict) -> str:
+    """A ``PlacementGroup`` structure as EC2's query API writes it."""
+    tags = "".join(f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
+                   for k, v in sorted(group["tags"].items()))
+    return (f"<groupName>{escape(name)}</groupName><state>available</state>"
+            f"<strategy>{escape(group['strategy'])}</strategy><groupId>{group['id']}</groupId>"
+            f"<tagSet>{tags}</tagSet>")
+
+
 class Handler(BaseHTTPRequestHandler):
     server_version = "ec2-proxy"
     protocol_version = "HTTP/1.1"
@@ -160,6 +190,12 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/_proxy/stats"):
             with self.state.lock:
                 self._reply(200, json.dumps(self.state.stats).encode(), "application/json")
+            return
+        if self.path.startswith("/_proxy/placement-groups"):
+            with self.state.lock:
+                groups = {f"{r}/{n}": {"strategy": g["strategy"], "tags": g["tags"], "instances": g["instances"]}
+                          for (r, n), g in self.state.groups.items()}
+            self._reply(200, json.dumps(groups).encode(), "application/json")
             return
         self._forward(b"")
 
@@ -197,6 +233,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if action == "CreateFleet":
             self._create_fleet(params)
+            return
+        if action in ("CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup"):
+            self._placement(action, params)
             return
         if action == "DescribeSpotPriceHistory" and (self.state.spot_prices or self.state.default_price is not None):
             status, headers, payload = self._upstream("POST", body)
@@ -294,8 +333,123 @@ class Handler(BaseHTTPRequestHandler):
                 return
         self._reply(200, b"{}", "application/json")
 
+    # ---- placement groups (moto has none) ---------------------------------------------------
+    def _region(self) -> str:
+        m = _REGION.search(self.headers.get("Authorization", ""))
+        return m.group(1) if m else "us-east-1"
+
+    def _placement(self, action: str, params: dict[str, str]) -> None:
+        region = self._region()
+        st = self.state
+        if action == "CreatePlacementGroup":
+            name = params.get("GroupName", "")
+            tags = {}
+            for key, value in params.items():
+                m = re.fullmatch(r"TagSpecification\.(\d+)\.Tag\.(\d+)\.Key", key)
+                if m and params.get(f"TagSpecification.{m.group(1)}.ResourceType") == "placement-group":
+                    tags[value] = params.get(f"TagSpecification.{m.group(1)}.Tag.{m.group(2)}.Value", "")
+            with st.lock:
+                if (region, name) in st.groups:
+                    self._reply(400, error_xml("InvalidPlacementGroup.Duplicate",
+                                               f"The placement group '{name}' already exists."))
+                    return
+                group = {"id": f"pg-{uuid.uuid4().hex[:17]}", "strategy": params.get("Strategy", "cluster"),
+                         "tags": tags, "instances": [], "subnets": set()}
+                st.groups[(region, name)] = group
+                item = _group_xml(name, group)
+            self._reply(200, (f'<?xml version="1.0" encoding="UTF-8"?>\n<CreatePlacementGroupResponse xmlns="{NS}">'
+                              f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
+                              f"<placementGroup>{item}</placementGroup></CreatePlacementGroupResponse>").encode())
+            return
+        if action == "DescribePlacementGroups":
+            names = [v for k, v in sorted(params.items()) if re.fullmatch(r"GroupName\.\d+", k)]
+            filters: dict[str, set[str]] = {}
+            for key, value in params.items():
+                m = re.fullmatch(r"Filter\.(\d+)\.Name", key)
+                if m:
+                    filters[value] = {v for k, v in params.items()
+                                      if re.fullmatch(rf"Filter\.{m.group(1)}\.Value\.\d+", k)}
+            with st.lock:
+                missing = [n for n in names if (region, n) not in st.groups]
+                if missing:
+                    self._reply(400, error_xml("InvalidPlacementGroup.Unknown",
+                                               f"The Placement Group '{missing[0]}' is unknown."))
+                    return
+                items = []
+                for (r, name), group in sorted(st.groups.items()):
+                    if r != region or (names and name not in names):
+                        continue
+                    if "group-name" in filters and name not in filters["group-name"]:
+                        continue
+                    if any(f.startswith("tag:") and group["tags"].get(f[4:]) not in values
+                           for f, values in filters.items()):
+                        continue
+                    items.append(f"<item>{_group_xml(name, group)}</item>")
+            self._reply(200, (f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribePlacementGroupsResponse xmlns="{NS}">'
+                              f"<requestId>{uuid.uuid4()}</requestId><placementGroupSet>{''.join(items)}"
+                              "</placementGroupSet></DescribePlacementGroupsResponse>").encode())
+            return
+        name = params.get("GroupName", "")
+        with st.lock:
+            group = st.groups.get((region, name))
+            ids = list(group["instances"]) if group else []
+        if group is None:
+            self._reply(400, error_xml("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown."))
+            return
+        if self._live(ids):
+            self._reply(400, error_xml("InvalidPlacementGroup.InUse",
+                                       f"The placement group '{name}' is in use and may not be deleted."))
+            return
+        with st.lock:
+            st.groups.pop((region, name), None)
+        self._reply(200, (f'<?xml version="1.0" encoding="UTF-8"?>\n<DeletePlacementGroupResponse xmlns="{NS}">'
+                          f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
+                          "</DeletePlacementGroupResponse>").encode())
+
+    def _live(self, ids: list[str]) -> bool:
+        """Whether moto has any of ``ids`` in a state other than terminated."""
+        if not ids:
+            return False
+        body = urlencode({"Action": "DescribeInstances", "Version": "2016-11-15",
+                          **{f"InstanceId.{k + 1}": i for k, i in enumerate(ids)}}).encode()
+        status, _, payload = self._upstream("POST", body)
+        states = re.findall(r"<instanceState>\s*<code>\d+</code>\s*<name>([a-z-]+)</name>", payload.decode())
+        return status != 200 or any(s != "terminated" for s in states)
+
+    def _group_check(self, overrides: list[dict[str, str]]) -> tuple[tuple[str, str] | None, bytes | None]:
+        """The group a CreateFleet's overrides launch into (``None``: none) or EC2's refusal."""
+        names = {o.get("Placement.GroupName") for o in overrides} - {None, ""}
+        if not names:
+            return None, None
+        region = self._region()
+        name = sorted(names)[0]
+        with self.state.lock:
+            group = self.state.groups.get((region, name))
+            if group is None:
+                return None, error_xml("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+            subnets = {o.get("SubnetId", "") for o in overrides}
+            if group["subnets"] and not subnets <= group["subnets"]:
+                return None, error_xml("InvalidParameterCombination",
+                                       f"The placement group '{name}' holds instances of another zone.")
+        return (region, name), None
+
+    def _joined(self, key: tuple[str, str] | None, overrides: list[dict[str, str]], body: bytes) -> None:
+        """Record the instances a CreateFleet answer launched into the group ``key``."""
+        if key is None:
+            return
+        ids = re.findall(r"<item>(i-[0-9a-f]+)</item>", body.decode(errors="replace"))
+        with self.state.lock:
+            group = self.state.groups.get(key)
+            if group is not None and ids:
+                group["instances"].extend(ids)
+                group["subnets"].update(o.get("SubnetId", "") for o in overrides)
+
     def _create_fleet(self, params: dict[str, str]) -> None:
         overrides = _overrides(params)
+        joined, refusal = self._group_check(overrides)
+        if refusal is not None:
+            self._reply(400, refusal)
+            return
         lifecycle = params.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
         spec = "LaunchTemplateConfigs.1.LaunchTemplateSpecification."
         template = (("launchTemplateId", params[spec + "LaunchTemplateId"]) if spec + "LaunchTemplateId" in params
@@ -327,7 +481,10 @@ class Handler(BaseHTTPRequestHandler):
             code, message = FLEET_ERRORS["capacity"]
         message = message.format(type=overrides[0].get("InstanceType", "") if overrides else "")
         if allowed == total:
-            self._forward(urlencode(params).encode())
+            status, headers, body = self._upstream("POST", urlencode(params).encode())
+            if status == 200:
+                self._joined(joined, overrides, body)
+            self._reply(status, body, headers.get("Content-Type", "text/xml"))
             return
         errors = error_set(code, message, "spot" if lifecycle == "spot" else "on-demand", overrides, template)
         if allowed == 0:
@@ -342,6 +499,7 @@ class Handler(BaseHTTPRequestHandler):
                 params[f"TargetCapacitySpecification.{key}"] = str(allowed)
         status, headers, body = self._upstream("POST", urlencode(params).encode())
         if status == 200:
+            self._joined(joined, overrides, body)
             body = body.replace(b"</CreateFleetResponse>", errors.encode() + b"</CreateFleetResponse>")
         self._reply(status, body, headers.get("Content-Type", "text/xml"))
 
@@ -420,6 +578,12 @@ class Ec2Proxy:
     def reset_stats(self) -> None:
         with self.state.lock:
             self.state.stats.clear()
+
+    def placement_groups(self) -> dict[str, dict]:
+        """``"region/name"`` -> the group's strategy, tags and the instances launched into it."""
+        with self.state.lock:
+            return {f"{r}/{n}": {"strategy": g["strategy"], "tags": dict(g["tags"]), "instances": list(g["instances"])}
+                    for (r, n), g in self.state.groups.items()}
 
     def reset(self) -> None:
         with self.state.lock:
