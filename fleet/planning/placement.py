@@ -366,8 +366,9 @@ class Bounds:
         if not len(ok):
             return out
         g0 = np.maximum(g0, 1e-12)
-        # one slope per grouped fill: mu is a multiple of each domain's g0, so the costs differ per domain
-        scale = np.repeat(g0, [len(m) for m in members])
+        # one slope per grouped fill: mu is a multiple of each domain's g0, so the costs differ per
+        # domain (0 for a domain that cannot cover: its bound stays inf whatever it is priced at)
+        scale = np.repeat(np.where(np.isfinite(g0), g0, 0.0), [len(m) for m in members])
         pools = np.concatenate(members)
         gs = np.empty((len(members), len(COARSE_SLOPES)))
         for k, slope in enumerate(COARSE_SLOPES):
@@ -407,22 +408,30 @@ def grouped_cover_bounds(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarra
     pools = np.concatenate(members)
     group = np.repeat(np.arange(len(members)), [len(m) for m in members])
     ratio = cost[pools] / weighted[pools]
-    top = float(ratio.max(initial=0.0))
-    key = group + (ratio / (top * (1 + 1e-9)) * 0.999 if top > 0 else 0.0)
+    finite = np.isfinite(ratio)
+    top = float(ratio[finite].max(initial=0.0))
+    # an infinite cost sorts last in its domain (taking it makes that domain's bound infinite)
+    key = group + np.where(finite, ratio / (top * (1 + 1e-9)) * 0.999 if top > 0 else 0.0, 0.9995)
     room = weighted[pools] * upper[pools]
     total = np.zeros(len(members))
     if baseline > 0:
         od_room = np.where(spot[pools], 0.0, room)
         filled = _grouped_fill(od_room, key, group, baseline, len(members))
-        total += np.bincount(group, weights=ratio * filled, minlength=len(members))
+        total += np.bincount(group, weights=_taken(ratio, filled), minlength=len(members))
         total[_short(od_room, group, baseline, len(members))] = np.inf
         room = room - filled
     rest = target - baseline
     if rest > 0:
         filled = _grouped_fill(room, key, group, rest, len(members))
-        total += np.bincount(group, weights=ratio * filled, minlength=len(members))
+        total += np.bincount(group, weights=_taken(ratio, filled), minlength=len(members))
         total[_short(room, group, rest, len(members))] = np.inf
     return total - target * 1e-12 * top
+
+
+def _taken(ratio: np.ndarray, filled: np.ndarray) -> np.ndarray:
+    """``ratio * filled`` with nothing taken costing nothing (an infinite ratio included)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(filled > 0, ratio * filled, 0.0)
 
 
 def _grouped_fill(room: np.ndarray, key: np.ndarray, group: np.ndarray, need: float, groups: int) -> np.ndarray:
