@@ -206,6 +206,26 @@ def test_lower_bounds_never_exceed_a_domain_optimum(level, caps, quota):
     assert solved >= 2
 
 
+def test_a_domain_that_cannot_cover_leaves_the_other_domains_bounds_as_they_are():
+    """The coupled bounds of all domains are computed together (``Bounds``): a domain whose pools
+    cannot hold the target (infinite bound) must not disturb the others'."""
+    rng = random.Random(9)
+    offers = synthetic(rng, 120)
+    small = [o.model_copy(update={"pool": o.pool.model_copy(update={"region": "tiny"}), "capacity_hint": 1})
+             for o in offers[:3]]
+    spec = parse_spec("name: placed\ncapacity: {gpus: 16, accelerators: {H100: 1.0, A100-80GB: 0.6}, "
+                      "on_demand_gpus: 4}\nworkload: {kind: coupled, restart_seconds: 600}\n"
+                      "diversification: {max_pool_share: 0.5, min_pools: 2}\nplacement: region\n")
+    cand = select(spec, offers + small)
+    members, names = placement.domains_of(cand, "region")
+    together = placement.Bounds(spec, cand, members)
+    assert any(not np.isfinite(b) for b in together.first)
+    for d, m in enumerate(members):
+        alone = placement.Bounds(spec, cand, [m])
+        assert together.first[d] == pytest.approx(alone.first[0], rel=1e-9) or together.first[d] == alone.first[0]
+        assert together.refine(d) == pytest.approx(alone.refine(0), rel=1e-9) or together.refine(d) == alone.refine(0)
+
+
 def test_the_coupled_example_plans_inside_one_region_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("SPOTFLEET_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("SPOTFLEET_LOCAL_CLOUD", raising=False)
