@@ -16,6 +16,10 @@ names, ``minCount=1`` so a partial fill is kept); one VM uses ``insert``. Operat
 short bulk fill become a capacity shortfall in the result; quota, auth, throttling (after
 :meth:`GceApi.call`'s retries) and server faults are raised. The same token with other
 parameters is refused (``spotfleet-launch`` fingerprint in metadata).
+
+A request with ``interconnect`` puts its VMs under that compact placement policy
+(``providers.gcp.interconnect``: made before the VMs when missing, named in each VM's
+``resourcePolicies``, deleted by ``GcpProvider.teardown``).
 """
 
 from __future__ import annotations
@@ -98,6 +102,11 @@ class Launcher:
         shortfall: ProviderError | None = None
         if missing:
             resource = self._resource(request, tags, print_)
+            if request.interconnect:
+                from providers.gcp import interconnect     # it uses this module's request_id
+
+                resource["resource_policies"] = [interconnect.ensure(self.api, region, request.interconnect,
+                                                                     request.fleet)]
             if self.bulk and len(missing) > 1:
                 shortfall = self._bulk(zone, request.token, missing, resource)
             else:
@@ -127,6 +136,8 @@ class Launcher:
         c = self.api.compute
         props = {k: v for k, v in resource.items() if k != "name"}
         props["machine_type"] = props["machine_type"].rsplit("/", 1)[-1]     # bulkInsert takes a bare name
+        if props.get("resource_policies"):                                   # and bare policy names
+            props["resource_policies"] = [p.rsplit("/", 1)[-1] for p in props["resource_policies"]]
         body = c.BulkInsertInstanceResource(
             count=len(names), min_count=1, instance_properties=c.InstanceProperties(**props),
             per_instance_properties={n: c.BulkInsertInstanceResourcePerInstanceProperties(name=n) for n in names})

@@ -133,6 +133,14 @@ class GceApi:
     def regions(self) -> Any:
         return self._client(self.compute.RegionsClient)
 
+    @cached_property
+    def resource_policies(self) -> Any:
+        return self._client(self.compute.ResourcePoliciesClient)
+
+    @cached_property
+    def region_operations(self) -> Any:
+        return self._client(self.compute.RegionOperationsClient)
+
     def call(self, fn: Callable[..., T], *, region: str = "", read: bool = False, what: str = "Compute Engine call",
              **kwargs: Any) -> T:
         """``fn(**kwargs)`` with our errors: throttling (and, for reads, 5xx) retried (``errors.RULES``).
@@ -184,6 +192,23 @@ class GceApi:
                                              region=zone.rsplit("-", 1)[0], code="OPERATION_TIMEOUT")
             op = self.call(self.zone_operations.wait, read=True, region=zone.rsplit("-", 1)[0],
                            project=self.project, zone=zone, operation=op.name)
+        return op
+
+
+    def wait_region(self, region: str, operation: Any, *, what: str, limit: float = OPERATION_LIMIT) -> Any:
+        """Wait for a region operation as :meth:`wait` does for a zone's; its error, if it failed, is raised."""
+        done = self.compute.Operation.Status.DONE
+        op = operation
+        deadline = time.monotonic() + limit
+        while op.status != done:
+            if time.monotonic() > deadline:
+                raise TransientProviderError("gcp", f"operation {op.name} in {region} not done after {limit:.0f} s",
+                                             region=region, code="OPERATION_TIMEOUT")
+            op = self.call(self.region_operations.wait, read=True, region=region, what=what,
+                           request={"project": self.project, "region": region, "operation": op.name})
+        if op.error and op.error.errors:
+            raise errors.from_operation([(e.code, e.message) for e in op.error.errors], region=region,
+                                        status=op.http_error_status_code or 0)
         return op
 
 
@@ -240,6 +265,14 @@ class GcpProvider:
         from providers.gcp.instances import console_output
 
         return console_output(self.api, instance)
+
+    # ---- TearsDown -----------------------------------------------------------------------------
+    def teardown(self, fleet: str) -> list[str]:
+        """Delete the compact placement policies ``fleet`` made (``providers.gcp.interconnect``);
+        called by ``fleet down`` once no VM of the fleet is left. Their names."""
+        from providers.gcp import interconnect
+
+        return interconnect.remove(self.api, fleet)
 
 
 def from_spec(spec: FleetSpec, settings: GcpSettings) -> GcpProvider:

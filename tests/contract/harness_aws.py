@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model import Market, Offer
+from fleet.model import TAG_FLEET, Market, Offer
 from providers.aws.settings import AwsSettings
 from providers.base import OfferQuery, Provider
 
@@ -64,9 +64,12 @@ class AwsHarness:
         self.world.proxy.malformed(variant, count)
 
     def interconnect(self, offer: Offer, name: str) -> dict | None:
-        """The low-latency group ``name`` in the offer's region as the cloud holds it (its tags
-        and the instances launched into it), ``None`` when there is none."""
-        return self.world.proxy.placement_groups().get(f"{offer.pool.region}/{name}")
+        """The cluster placement group ``name`` in the offer's region: the fleet its tag names as
+        owner ("" for none) and the instances launched into it, ``None`` when there is none."""
+        group = self.world.proxy.placement_groups().get(f"{offer.pool.region}/{name}")
+        if group is None:
+            return None
+        return {"owner": group["tags"].get(TAG_FLEET, ""), "members": group["instances"]}
 
     def foreign_interconnect(self, offer: Offer, name: str) -> None:
         """A group named ``name`` that no fleet made (no fleet tag)."""

@@ -8,7 +8,9 @@ is alive) are the fake's control API, never the adapter's internals.
 from __future__ import annotations
 
 import atexit
+import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -80,6 +82,24 @@ class GcpHarness:
 
     def malform(self, variant: str, count: int) -> None:
         control(self.url, "malformed", {"variant": variant, "count": count})
+
+    def interconnect(self, offer: Offer, name: str) -> dict | None:
+        """The compact placement policy ``name`` of the offer's region: the fleet its description
+        names as owner ("" for none) and the VMs that use it, ``None`` when there is none."""
+        policy = control(self.url, "policies").get(f"{offer.pool.region}/{name}")
+        if policy is None:
+            return None
+        mark = re.fullmatch(r"spotfleet fleet (.+): compact placement for a coupled job", policy["description"])
+        return {"owner": mark.group(1) if mark else "", "members": policy["users"]}
+
+    def foreign_interconnect(self, offer: Offer, name: str) -> None:
+        """A compact placement policy named ``name`` that no fleet made, through the REST API."""
+        import urllib.request
+
+        body = json.dumps({"name": name, "groupPlacementPolicy": {"collocation": "COLLOCATED"}}).encode()
+        url = f"{self.url}/compute/v1/projects/contract-test/regions/{offer.pool.region}/resourcePolicies"
+        urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST",
+                                                      headers={"Content-Type": "application/json"}), timeout=10).close()
 
 
 def make_gcp_harness() -> GcpHarness:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.errors import ProviderError
-from fleet.model import TAG_FLEET, InstanceState, LaunchRequest, Market, Offer, fleet_tags, interconnect_group
+from fleet.model import InstanceState, LaunchRequest, Market, Offer, fleet_tags, interconnect_group
 from providers.base import DatesEndings, LaunchesGroups, RaisesBids, ReportsQuotas, TearsDown
 
 
@@ -68,8 +68,8 @@ def test_an_interconnect_launch_joins_one_group_that_teardown_removes(harness, p
     ids = sorted(i.id for i in first.instances + second.instances)
     assert sorted(i.id for i in again.instances) == sorted(i.id for i in first.instances)
     group = harness.interconnect(offer, name)
-    assert group is not None and group["tags"].get(TAG_FLEET) == "alpha"
-    assert sorted(group["instances"]) == ids
+    assert group is not None and group["owner"] == "alpha"
+    assert sorted(group["members"]) == ids
     provider.terminate(ids)
     assert name in provider.teardown("alpha")
     assert harness.interconnect(offer, name) is None

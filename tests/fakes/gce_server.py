@@ -22,6 +22,16 @@ There is no Compute Engine emulator, so this speaks the wire format the real
 * synchronous refusals with Google's JSON error body: 429 ``rateLimitExceeded``, 403
   ``quotaExceeded`` / ``forbidden``, 503 ``backendError``, 404 ``notFound``, 409 ``alreadyExists``.
 
+* ``resourcePolicies`` with a ``groupPlacementPolicy`` (compact placement): insert, get, list,
+  ``aggregated/resourcePolicies``, delete, answered with region operations (``regionOperations``
+  get and ``wait``), from https://cloud.google.com/compute/docs/reference/rest/v1/resourcePolicies
+  and https://cloud.google.com/compute/docs/instances/use-compact-placement-policies. A VM names
+  policies in ``resourcePolicies`` (URLs on ``insert``, names in a ``bulkInsert``'s
+  ``instanceProperties``): an unknown policy is 404 ``notFound``, one of another region 400
+  ``invalid``; a compact policy holds VMs of one zone (its first VM's) and at most its
+  ``vmCount`` live VMs when that is set, anything else is 400 ``invalid`` and creates no VM; a
+  policy live VMs still use cannot be deleted (400 ``resourceInUseByAnotherResource``).
+
 Control API under ``/_fake/`` (JSON bodies): ``capacity`` {zone, machineType?, provisioningModel?,
 count} caps live VMs of that kind in the zone (no capacity key = unlimited); ``fault`` {zone?,
 machineType?, kind, count} fails the next launch calls (kinds: capacity, throttle, server-error,
@@ -32,7 +42,8 @@ auth, quota, quota-op); ``quota`` {region, metric, limit}; ``preempt`` {zone, na
 200" fault: the next ``count`` answers to ``call`` (default ``instances.aggregatedList``; any method
 name ``stats`` counts) are HTTP 200 with a broken body, ``variant`` truncated, html, empty (``{}``)
 or wrong-types (a list where the ``items`` map of scopes belongs), from ``tests/fakes/malformed.py``;
-``GET stats`` (calls per method) and ``GET instances`` (every VM, any state); ``reset``.
+``GET stats`` (calls per method), ``GET instances`` (every VM, any state) and ``GET policies`` (every
+resource policy with the VMs that use it); ``reset``.
 
 Run on its own: ``python tests/fakes/gce_server.py --port 8089 [--latency 0.05]``, then
 ``SPOTFLEET_GCE_ENDPOINT=http://127.0.0.1:8089``.
@@ -193,6 +204,10 @@ class GceWorld:
             self.faults: list[dict[str, Any]] = []
             self.broken: list[dict[str, Any]] = []      # "malformed 200" faults: {target (a call), variant, count}
             self.quotas: dict[tuple[str, str], float] = {}
+            #: (region, name) -> the resource policy as GCE answers it, plus ``_zone`` (a compact
+            #: policy's zone once a VM uses it)
+            self.policies: dict[tuple[str, str], dict[str, Any]] = {}
+            self.region_operations: dict[str, dict[str, Any]] = {}
             self.calls: Counter[str] = Counter()
             self.billing_down = False
 
@@ -212,6 +227,40 @@ class GceWorld:
         used = sum(1 for i in self.instances[zone].values() if i["status"] != "TERMINATED"
                    and i["_machine"] == machine and i["_model"] == model)
         return max(0, min(caps) - used)
+
+    # ---- resource policies ------------------------------------------------------------------
+    def policy_users(self, region: str, name: str) -> list[tuple[str, str]]:
+        """(zone, VM name) of the live VMs that name policy ``name`` of ``region``."""
+        return [(z, i["name"]) for z, vms in self.instances.items() if region_of(z) == region
+                for i in vms.values() if i["status"] != "TERMINATED"
+                and any(p.rsplit("/", 1)[-1] == name for p in i.get("resourcePolicies") or [])]
+
+    def check_policies(self, project: str, zone: str, refs: list[str], n: int) -> list[str]:
+        """The policies a new VM names (URLs or names), checked as GCE does; their URLs."""
+        out = []
+        for ref in refs:
+            ref = str(ref)
+            name = ref.rsplit("/", 1)[-1]
+            m = re.search(r"regions/([a-z0-9-]+)/resourcePolicies/", ref)
+            region = m.group(1) if m else region_of(zone)
+            if region != region_of(zone):
+                raise ApiError(400, "invalid", f"Invalid value for field 'resource.resourcePolicies[0]': '{ref}'. "
+                               f"Resource policy must be in the same region as the instance ({region_of(zone)}).")
+            policy = self.policies.get((region, name))
+            if policy is None:
+                raise ApiError(404, "notFound",
+                               f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' "
+                               "was not found")
+            group = policy.get("groupPlacementPolicy")
+            if group:
+                if policy.get("_zone") and policy["_zone"] != zone:
+                    raise ApiError(400, "invalid", f"Compact placement policy {name} already places VMs in zone "
+                                   f"{policy['_zone']}; a VM in {zone} cannot use it.")
+                most = group.get("vmCount")
+                if most and len(self.policy_users(region, name)) + n > int(most):
+                    raise ApiError(400, "invalid", f"Compact placement policy {name} allows at most {most} VMs.")
+            out.append(f"{BASE}{project}/regions/{region}/resourcePolicies/{name}")
+        return out
 
     # ---- quotas ---------------------------------------------------------------------------
     def usage(self, region: str) -> Counter[str]:
@@ -338,6 +387,9 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "instances":
                 live = [_public(i) for vms in w.instances.values() for i in vms.values()]
                 return {"instances": live, "ended": [_public(i) for i in w.ended]}
+            elif path == "policies":
+                return {f"{r}/{n}": {**_public(p), "users": [f"{z}/{v}" for z, v in w.policy_users(r, n)]}
+                        for (r, n), p in w.policies.items()}
             else:
                 raise ApiError(404, "notFound", f"no control endpoint {path}")
         return {"ok": True}
@@ -418,6 +470,13 @@ class Handler(BaseHTTPRequestHandler):
                                                                  sorted({region_of(z) for z in WORLD})]}
             if key == "regions.get":
                 return self._region(project, rest[1])
+            if key == "resourcePolicies.aggregatedList":
+                items = {}
+                for (r, n), p in sorted(w.policies.items()):
+                    items.setdefault(f"regions/{r}", {"resourcePolicies": []})["resourcePolicies"].append(_public(p))
+                return {"kind": "compute#resourcePolicyAggregatedList", "items": items}
+            if key.startswith(("resourcePolicies.", "regionOperations.")):
+                return self._regional(project, key, rest, query, body)
             zone = rest[1]
             if zone not in WORLD:
                 raise ApiError(404, "notFound", f"The resource 'projects/{project}/zones/{zone}' was not found")
@@ -466,6 +525,13 @@ class Handler(BaseHTTPRequestHandler):
             ("GET", "zones/*/operations/*"): "zoneOperations.get",
             ("POST", "zones/*/operations/*/wait"): "zoneOperations.wait",
             ("GET", "zones/*/operations"): "zoneOperations.list",
+            ("GET", "aggregated/resourcePolicies"): "resourcePolicies.aggregatedList",
+            ("POST", "regions/*/resourcePolicies"): "resourcePolicies.insert",
+            ("GET", "regions/*/resourcePolicies"): "resourcePolicies.list",
+            ("GET", "regions/*/resourcePolicies/*"): "resourcePolicies.get",
+            ("DELETE", "regions/*/resourcePolicies/*"): "resourcePolicies.delete",
+            ("GET", "regions/*/operations/*"): "regionOperations.get",
+            ("POST", "regions/*/operations/*/wait"): "regionOperations.wait",
         }
         # "aggregated/instances" has an odd shape: keep its second segment literal
         literal = "/".join(rest)
@@ -475,6 +541,73 @@ class Handler(BaseHTTPRequestHandler):
         if key is None:
             raise ApiError(404, "notFound", f"unknown method {method} {literal}")
         return key
+
+    # ---- resource policies (regional) ---------------------------------------------------------
+    def _regional(self, project: str, key: str, rest: list[str], query: dict[str, str], body: dict[str, Any]) -> Any:
+        w = self.world
+        region = rest[1]
+        if region not in {region_of(z) for z in WORLD}:
+            raise ApiError(404, "notFound", f"The resource 'projects/{project}/regions/{region}' was not found")
+        if key in ("regionOperations.get", "regionOperations.wait"):
+            op = w.region_operations.get(rest[3])
+            if op is None:
+                raise ApiError(404, "notFound", f"The resource 'operations/{rest[3]}' was not found")
+            return op
+        if key == "resourcePolicies.list":
+            return {"kind": "compute#resourcePolicyList",
+                    "items": [_public(p) for (r, _), p in sorted(w.policies.items()) if r == region]}
+        if key == "resourcePolicies.insert":
+            name = str(body.get("name") or "")
+            if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
+                raise ApiError(400, "invalid", f"Invalid value for field 'resource.name': '{name}'.")
+            group = body.get("groupPlacementPolicy")
+            if group is not None and group.get("collocation", "COLLOCATED") not in ("COLLOCATED",
+                                                                                     "UNSPECIFIED_COLLOCATION"):
+                raise ApiError(400, "invalid", "Invalid value for field "
+                               f"'resource.groupPlacementPolicy.collocation': '{group.get('collocation')}'.")
+            prior = w.requests.get((region, query.get("requestId", ""))) if query.get("requestId") else None
+            if prior is not None:
+                return w.region_operations[prior]
+            if (region, name) in w.policies:
+                raise ApiError(409, "alreadyExists",
+                               f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' "
+                               "already exists")
+            link = f"{BASE}{project}/regions/{region}/resourcePolicies/{name}"
+            policy = {"kind": "compute#resourcePolicy", "id": str(next(w.ids)), "name": name,
+                      "creationTimestamp": rfc3339(time.time()), "region": f"{BASE}{project}/regions/{region}",
+                      "description": str(body.get("description") or ""), "status": "READY", "selfLink": link}
+            if group is not None:
+                policy["groupPlacementPolicy"] = dict(group)
+            w.policies[(region, name)] = policy
+            return self._region_operation(project, region, "insert", link, query.get("requestId", ""))
+        name = rest[3]
+        policy = w.policies.get((region, name))
+        if policy is None:
+            raise ApiError(404, "notFound",
+                           f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' was not found")
+        if key == "resourcePolicies.get":
+            return _public(policy)
+        users = w.policy_users(region, name)
+        if users:
+            raise ApiError(400, "resourceInUseByAnotherResource",
+                           f"The resource_policy resource '{policy['selfLink']}' is already being used by "
+                           f"'projects/{project}/zones/{users[0][0]}/instances/{users[0][1]}'")
+        del w.policies[(region, name)]
+        return self._region_operation(project, region, "delete", policy["selfLink"], query.get("requestId", ""))
+
+    def _region_operation(self, project: str, region: str, kind: str, target: str, request_id: str) -> dict[str, Any]:
+        w = self.world
+        ident = str(next(w.ids))
+        now = time.time()
+        name = f"operation-{int(now * 1000)}-{ident}"
+        op = {"kind": "compute#operation", "id": ident, "name": name, "operationType": kind, "targetLink": target,
+              "region": f"{BASE}{project}/regions/{region}", "status": "DONE", "progress": 100,
+              "insertTime": rfc3339(now), "startTime": rfc3339(now), "endTime": rfc3339(now),
+              "selfLink": f"{BASE}{project}/regions/{region}/operations/{name}"}
+        w.region_operations[name] = op
+        if request_id:
+            w.requests[(region, request_id)] = name
+        return {**op, "status": "RUNNING", "progress": 0}
 
     # ---- launch ---------------------------------------------------------------------------
     def _shape(self, zone: str, machine: str, scheduling: dict[str, Any], accelerators: list[dict[str, Any]]
@@ -536,6 +669,8 @@ class Handler(BaseHTTPRequestHandler):
         if name in self.world.instances[zone]:
             raise ApiError(409, "alreadyExists",
                            f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists")
+        policies = self.world.check_policies(project, zone, body.get("resourcePolicies") or [], 1)
+        body = {**body, "resourcePolicies": policies} if policies else body
         now = time.time()
         try:
             if kind in ("capacity", "quota-op"):
@@ -565,6 +700,9 @@ class Handler(BaseHTTPRequestHandler):
                            "perInstanceProperties")
         kind = self._front_fault(zone, shape["_machine"])
         vms = self.world.instances[zone]
+        policies = self.world.check_policies(project, zone, props.get("resourcePolicies") or [],
+                                             len([n for n in names if n not in vms]) or count)
+        props = {**props, "resourcePolicies": policies} if policies else props
         wanted = [n for n in names if n not in vms][:count] if names else []
         if pattern:
             hashes = re.search(r"#+", pattern)
@@ -618,6 +756,12 @@ class Handler(BaseHTTPRequestHandler):
             "labelFingerprint": "42WmSpB8rSM=",
             "selfLink": f"{BASE}{project}/zones/{zone}/instances/{name}", **shape,
         }
+        if body.get("resourcePolicies"):
+            inst["resourcePolicies"] = list(body["resourcePolicies"])
+            for link in inst["resourcePolicies"]:
+                policy = self.world.policies.get((region_of(zone), link.rsplit("/", 1)[-1]))
+                if policy is not None and policy.get("groupPlacementPolicy"):
+                    policy.setdefault("_zone", zone)
         self.world.instances[zone][name] = inst
         return inst
 

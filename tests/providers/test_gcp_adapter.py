@@ -330,3 +330,58 @@ def test_the_fake_runs_on_its_own(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# ---- compact placement (LaunchRequest.interconnect) ---------------------------------------
+
+def test_an_interconnect_launch_puts_every_vm_under_one_compact_policy(gcp, server):
+    from fleet.model import interconnect_group
+
+    offer = _offer(gcp, "a2-highgpu-1g")
+    name = interconnect_group("alpha", "gcp/us-central1/us-central1-a")
+    _launch(gcp, offer, 2, "tok-cp-1", interconnect=name)          # bulkInsert: bare policy names
+    _launch(gcp, offer, 1, "tok-cp-2", interconnect=name)          # insert: the policy's URL
+    policy = control(server.url, "policies")[f"us-central1/{name}"]
+    assert policy["groupPlacementPolicy"] == {"collocation": "COLLOCATED"} and "vmCount" not in policy["groupPlacementPolicy"]
+    assert len(policy["users"]) == 3
+    assert all(vm["resourcePolicies"][0].endswith(f"/regions/us-central1/resourcePolicies/{name}")
+               for vm in _vms(server).values())
+    with pytest.raises(FleetError, match="resourceInUse|already being used"):
+        gcp.teardown("alpha")                                        # GCE refuses while VMs use it
+    gcp.terminate([i.id for i in gcp.list_instances("alpha")])
+    assert gcp.teardown("alpha") == [name] and gcp.teardown("alpha") == []
+
+
+def test_the_fake_refuses_a_compact_policy_across_zones_or_past_its_vm_count(server):
+    """What GCE answers (use-compact-placement-policies): one zone per compact policy, and no more
+    VMs than its ``vmCount``; driven by the real client, so the refusals are the wire format's."""
+    from google.api_core import exceptions as gexc
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1 as c
+
+    control(server.url, "reset", {})
+    kw = dict(transport="rest", client_options=ClientOptions(api_endpoint=server.url),
+              credentials=AnonymousCredentials())
+    policies, vms = c.ResourcePoliciesClient(**kw), c.InstancesClient(**kw)
+    policies.insert(project="p", region="us-central1", resource_policy_resource=c.ResourcePolicy(
+        name="two", group_placement_policy=c.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED", vm_count=2)))
+    link = "projects/p/regions/us-central1/resourcePolicies/two"
+
+    def vm(name: str, zone: str, policy: str = link) -> None:
+        vms.insert(project="p", zone=zone, instance_resource=c.Instance(
+            name=name, machine_type=f"zones/{zone}/machineTypes/a2-highgpu-1g", resource_policies=[policy],
+            scheduling=c.Scheduling(on_host_maintenance="TERMINATE")))
+
+    vm("a", "us-central1-a")
+    with pytest.raises(gexc.BadRequest, match="zone us-central1-a"):
+        vm("b", "us-central1-c")                                    # the policy holds us-central1-a now
+    vm("c", "us-central1-a")
+    with pytest.raises(gexc.BadRequest, match="at most 2"):
+        vm("d", "us-central1-a")
+    with pytest.raises(gexc.NotFound):
+        vm("e", "us-central1-a", "projects/p/regions/us-central1/resourcePolicies/none")
+    with pytest.raises(gexc.BadRequest, match="same region"):
+        vm("f", "us-east1-c")
+    assert sorted(control(server.url, "policies")["us-central1/two"]["users"]) == ["us-central1-a/a",
+                                                                                   "us-central1-a/c"]
