@@ -183,32 +183,28 @@ class GceApi:
         """Wait for a zone operation to be DONE (``zoneOperations.wait`` returns within two minutes
         on GCE, so it is called until DONE) and return it; TransientProviderError after ``limit``
         seconds (the requestId makes the caller's retry safe)."""
-        done = self.compute.Operation.Status.DONE
-        op = operation
-        deadline = time.monotonic() + limit
-        while op.status != done:
-            if time.monotonic() > deadline:
-                raise TransientProviderError("gcp", f"operation {op.name} in {zone} not done after {limit:.0f} s",
-                                             region=zone.rsplit("-", 1)[0], code="OPERATION_TIMEOUT")
-            op = self.call(self.zone_operations.wait, read=True, region=zone.rsplit("-", 1)[0],
-                           project=self.project, zone=zone, operation=op.name)
-        return op
-
+        region = zone.rsplit("-", 1)[0]
+        return self._until_done(operation, zone, region, limit, lambda name: self.call(
+            self.zone_operations.wait, read=True, region=region, project=self.project, zone=zone, operation=name))
 
     def wait_region(self, region: str, operation: Any, *, what: str, limit: float = OPERATION_LIMIT) -> Any:
         """Wait for a region operation as :meth:`wait` does for a zone's; its error, if it failed, is raised."""
-        done = self.compute.Operation.Status.DONE
-        op = operation
-        deadline = time.monotonic() + limit
-        while op.status != done:
-            if time.monotonic() > deadline:
-                raise TransientProviderError("gcp", f"operation {op.name} in {region} not done after {limit:.0f} s",
-                                             region=region, code="OPERATION_TIMEOUT")
-            op = self.call(self.region_operations.wait, read=True, region=region, what=what,
-                           request={"project": self.project, "region": region, "operation": op.name})
+        op = self._until_done(operation, region, region, limit, lambda name: self.call(
+            self.region_operations.wait, read=True, region=region, what=what,
+            request={"project": self.project, "region": region, "operation": name}))
         if op.error and op.error.errors:
             raise errors.from_operation([(e.code, e.message) for e in op.error.errors], region=region,
                                         status=op.http_error_status_code or 0)
+        return op
+
+    def _until_done(self, op: Any, where: str, region: str, limit: float, poll: Callable[[str], Any]) -> Any:
+        done = self.compute.Operation.Status.DONE
+        deadline = time.monotonic() + limit
+        while op.status != done:
+            if time.monotonic() > deadline:
+                raise TransientProviderError("gcp", f"operation {op.name} in {where} not done after {limit:.0f} s",
+                                             region=region, code="OPERATION_TIMEOUT")
+            op = poll(op.name)
         return op
 
 
