@@ -91,12 +91,14 @@ def identity_block(identity_id: str) -> dict[str, Any]:
 
 
 def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str], *, ssh_key: str,
-            eviction_policy: str = "Delete", identity: tuple[str, str] | None = None) -> dict[str, Any]:
+            eviction_policy: str = "Delete", identity: tuple[str, str] | None = None,
+            placement_group: str = "") -> dict[str, Any]:
     """The VM (ARM wire format): Spot with ``eviction_policy`` (Delete, or Deallocate: an evicted
     VM is kept, deallocated) and maxPrice (the cap, or -1 = up to the on-demand price), or Regular
     for an on-demand pool. ``ssh_key``: the public key the admin user signs in with (required:
     :func:`linux_config`). ``identity`` (resource id, client id) attaches the node identity and
-    names it to the node as ``$AZURE_CLIENT_ID``."""
+    names it to the node as ``$AZURE_CLIENT_ID``. ``placement_group``: the id of the proximity
+    placement group the VM joins (``providers.azure.interconnect``), "" for none."""
     pool = request.offer.pool
     props: dict[str, Any] = {
         "hardwareProfile": {"vmSize": pool.instance_type},
@@ -114,6 +116,8 @@ def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]
                      billingProfile={"maxPrice": request.max_price if request.max_price is not None else -1})
     else:
         props["priority"] = "Regular"
+    if placement_group:
+        props["proximityPlacementGroup"] = {"id": placement_group}
     body: dict[str, Any] = {"location": pool.region, "tags": tags, "properties": props}
     if identity is not None:
         body["identity"] = identity_block(identity[0])

@@ -35,7 +35,7 @@ from fleet.catalog import snapshot_offers
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Quota
 from fleet.spec import FleetSpec
-from providers.azure import node_credentials
+from providers.azure import interconnect, node_credentials
 from providers.azure.activity import deletions
 from providers.azure.arm import Arm, wire
 from providers.azure.group import ensure_group
@@ -145,6 +145,11 @@ class AzureProvider:
                 return Created()
             ssh_key = self._login_key(request)
             subnet = self._ensure_network(request.fleet, pool.region, ssh=bool(request.node.ssh_key))
+            if request.interconnect:
+                group = interconnect.ensure(self.arm, self.resource_group, pool.region, request.interconnect,
+                                            request.fleet)
+                with self._lock:
+                    self._ready[f"ppg|{request.interconnect}|{pool.region}"] = group
             made, err = self._create_many(request, missing.pop(), subnet, tags_for(request), ssh_key)
             if err is not None and not made and not isinstance(err, NoCapacityError):
                 raise err                      # kept as the shortfall when earlier VMs exist
@@ -190,7 +195,8 @@ class AzureProvider:
 
     def teardown(self, fleet: str) -> list[str]:
         """Delete the network (VNet, NSG) ``fleet`` made in each region where none of its VMs is left,
-        after its orphaned NICs there; only resources carrying the fleet's tag. Returns what went."""
+        after its orphaned NICs there, and its proximity placement groups there
+        (``providers.azure.interconnect``); only resources carrying the fleet's tag. Returns what went."""
         vms = self._vms()
         busy = {vm.get("location") for vm in vms if (vm.get("tags") or {}).get(TAG_FLEET) == fleet}
         done: list[str] = []
@@ -201,7 +207,7 @@ class AzureProvider:
             with self._lock:
                 self._ready.pop(f"{fleet}|{region}", None)
             done += remove_network(self.arm, self.resource_group, fleet, items)
-        return done
+        return done + interconnect.remove(self.arm, self.resource_group, fleet, busy={str(r) for r in busy})
 
     def quotas(self) -> list[Quota]:
         """The vCPU quotas (Spot regional, on-demand regional and per family: ``providers.azure.quotas``)
@@ -313,12 +319,15 @@ class AzureProvider:
         """Create one NIC + VM; on any failure delete what this attempt made, then raise."""
         rg, arm, region = self.resource_group, self.arm, request.offer.pool.region
         identity = self._node_identity(request)
+        with self._lock:
+            group = self._ready.get(f"ppg|{request.interconnect}|{region}", "") if request.interconnect else ""
         try:
             nic = wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
                 rg, nic_name(name), nic_body(region, subnet, tags)).result(), f"create NIC for {name}"))
             vm = wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
                 rg, name, vm_body(request, name, nic["id"], tags, ssh_key=ssh_key,
-                                  eviction_policy=self.settings.eviction_policy, identity=identity)).result(),
+                                  eviction_policy=self.settings.eviction_policy, identity=identity,
+                                  placement_group=group)).result(),
                 f"create VM {name}"))
         except ProviderError as err:
             self._cleanup(name)

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
 
-from fleet.model import Market, Offer  # noqa: E402
+from fleet.model import TAG_FLEET, Market, Offer  # noqa: E402
 from providers.azure.arm import Arm  # noqa: E402
 from providers.azure.prices import RetailPrices  # noqa: E402
 from providers.azure.provider import AzureProvider  # noqa: E402
@@ -95,6 +96,26 @@ class AzureHarness:
 
     def malform(self, variant: str, count: int) -> None:
         self._control("malformed", {"target": "vms", "variant": variant, "count": count})
+
+    def interconnect(self, offer: Offer, name: str) -> dict | None:
+        """The proximity placement group ``name``: the fleet its tag names as owner ("" for none) and
+        the VMs in it, ``None`` when there is none. Scale sets do not join one (skipped)."""
+        if type(self.provider) is not AzureProvider:
+            pytest.skip("the scale-set adapter launches no proximity placement group")
+        group = next((g for g in self._control("state")["ppgs"] if g["name"] == name), None)
+        if group is None:
+            return None
+        return {"owner": (group.get("tags") or {}).get(TAG_FLEET, ""),
+                "members": [vm["id"].rsplit("/", 1)[-1] for vm in group["properties"]["virtualMachines"]]}
+
+    def foreign_interconnect(self, offer: Offer, name: str) -> None:
+        """A proximity placement group named ``name`` that no fleet made, through the ARM API."""
+        if type(self.provider) is not AzureProvider:
+            pytest.skip("the scale-set adapter launches no proximity placement group")
+        base = f"{self.url}/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}"
+        httpx.put(base, json={"location": offer.pool.region}).raise_for_status()
+        httpx.put(f"{base}/providers/Microsoft.Compute/proximityPlacementGroups/{name}",
+                  json={"location": offer.pool.region, "properties": {}}).raise_for_status()
 
 
 def azure_harness(launch_mode: str = "vms") -> AzureHarness:

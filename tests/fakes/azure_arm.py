@@ -22,6 +22,13 @@ endpoint). What it models, from the documented ARM behaviour:
   with the ARM error (``AllocationFailed`` / ``ZonalAllocationFailed`` leave the VM in
   ``Failed`` state, as Azure does); DELETE answers 202 + ``Location``; a NIC still attached to a VM
   cannot be deleted (``NicInUse``); a VM's NICs with ``deleteOption: Delete`` go with it;
+* proximity placement groups (``Microsoft.Compute/proximityPlacementGroups``: PUT, synchronous
+  200/201, GET, list, DELETE; "Proximity Placement Groups",
+  https://learn.microsoft.com/rest/api/compute/proximity-placement-groups): a group's location is
+  fixed at creation (a PUT with another is 409 ``InvalidParameter``); a VM naming one in
+  ``properties.proximityPlacementGroup.id`` needs it to exist (404 ``NotFound``) and to be in the
+  VM's location (400 ``InvalidParameter``); its ``virtualMachines`` lists the VMs in it, and one
+  that still holds VMs cannot be deleted (409 ``OperationNotAllowed``);
 * Flexible virtual machine scale sets with ``priorityMixPolicy`` and a multi-size ``skuProfile``
   (``tests/fakes/azure_vmss.py``);
 * synchronous refusals with real ARM error bodies: ``OperationNotAllowed`` (quota, 409),
@@ -199,6 +206,7 @@ class ArmState:
         self.nics: dict[tuple[str, str], dict[str, Any]] = {}
         self.vms: dict[tuple[str, str], dict[str, Any]] = {}
         self.vmss: dict[tuple[str, str], dict[str, Any]] = {}
+        self.ppgs: dict[tuple[str, str], dict[str, Any]] = {}
         self.ops: dict[str, dict[str, Any]] = {}
         self.faults: list[dict[str, Any]] = []
         self.broken: list[dict[str, Any]] = []      # "malformed 200" faults: {target, variant, count}
@@ -329,6 +337,8 @@ class Handler(BaseHTTPRequestHandler):
                           "microsoft.network/networksecuritygroups": self.st.nsgs}
                 if kind in tables and len(rest) == 5 and method == "GET":
                     return self._send(200, {"value": [n for (g, _), n in sorted(tables[kind].items()) if g == rg]})
+                if kind == "microsoft.compute/proximityplacementgroups":
+                    return self._ppg(method, rg, orig, body, len(rest))
                 if kind == azure_vmss.KIND and len(rest) in (5, 6):
                     return azure_vmss.route(self, method, rg, orig, body)
                 if kind in tables and len(rest) == 6:
@@ -507,8 +517,7 @@ class Handler(BaseHTTPRequestHandler):
         vm = self.st.vms.get(key)
         if method == "GET":
             if vm is None:
-                return self._error(404, "ResourceNotFound", f"The Resource 'Microsoft.Compute/virtualMachines/{name}' "
-                                   f"under resource group '{rg}' was not found.")
+                return self._missing("virtualMachines", name, rg)
             return self._send(200, self._vm_view(vm, instance_view))
         if method == "DELETE":
             if vm is None:
@@ -545,6 +554,16 @@ class Handler(BaseHTTPRequestHandler):
         identity, problem = self.identity_of(body)
         if problem:
             return self._error(400, "FailedIdentityOperation", problem)
+        ppg_ref = (props.get("proximityPlacementGroup") or {}).get("id")
+        if ppg_ref:
+            m = re.search(r"resourceGroups/([^/]+)/providers/Microsoft.Compute/proximityPlacementGroups/([^/]+)$",
+                          ppg_ref, re.I)
+            ppg = self.st.ppgs.get((m.group(1).lower(), m.group(2).lower())) if m else None
+            if ppg is None:
+                return self._error(404, "NotFound", f"Resource {ppg_ref} not found.")
+            if ppg["location"] != location:
+                return self._error(400, "InvalidParameter", f"The proximity placement group {ppg['name']} is in "
+                                   f"location {ppg['location']}; a VM in {location} cannot be placed in it.")
         rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
         vm = {"id": rid, "name": name, "type": "Microsoft.Compute/virtualMachines", "location": location,
               "tags": body.get("tags") or {}, "zones": body.get("zones") or None,
@@ -561,6 +580,57 @@ class Handler(BaseHTTPRequestHandler):
         self.st.vms[key] = vm
         op = self._op(location, {"vm": key, "error": error})
         return self._send(201, self._vm_view(vm, False), {"Azure-AsyncOperation": op})
+
+    def _ppg(self, method: str, rg: str, orig: list[str], body: dict[str, Any], depth: int) -> None:
+        """Proximity placement groups (see the module doc)."""
+        if depth == 5:
+            if method != "GET":
+                return self._error(405, "MethodNotAllowed", method)
+            return self._send(200, {"value": [self._ppg_view(g) for (r, _), g in sorted(self.st.ppgs.items())
+                                              if r == rg]})
+        name = orig[5]
+        key = (rg, name.lower())
+        group = self.st.ppgs.get(key)
+        if method == "GET":
+            if group is None:
+                return self._missing("proximityPlacementGroups", name, rg)
+            return self._send(200, self._ppg_view(group))
+        if method == "DELETE":
+            if group is None:
+                return self._send(204)
+            if self._ppg_members(group):
+                return self._error(409, "OperationNotAllowed", f"Proximity placement group {name} cannot be deleted "
+                                   "while virtual machines are allocated in it.")
+            del self.st.ppgs[key]
+            return self._send(200)
+        if method != "PUT":
+            return self._error(405, "MethodNotAllowed", method)
+        location = str(body.get("location") or "")
+        if group is not None and group["location"] != location:
+            return self._error(409, "InvalidParameter", f"Proximity placement group {name} is in location "
+                               f"{group['location']}; its location cannot change to {location}.")
+        rid = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/"
+               f"proximityPlacementGroups/{name}")
+        made = group is None
+        props = body.get("properties") or {}
+        self.st.ppgs[key] = {"id": rid, "name": name, "type": "Microsoft.Compute/proximityPlacementGroups",
+                             "location": location, "tags": body.get("tags") or {},
+                             "properties": {"proximityPlacementGroupType":
+                                            props.get("proximityPlacementGroupType") or "Standard"}}
+        return self._send(201 if made else 200, self._ppg_view(self.st.ppgs[key]))
+
+    def _missing(self, kind: str, name: str, rg: str) -> None:
+        return self._error(404, "ResourceNotFound", f"The Resource 'Microsoft.Compute/{kind}/{name}' under resource "
+                           f"group '{rg}' was not found.")
+
+    def _ppg_members(self, group: dict[str, Any]) -> list[str]:
+        return [vm["id"] for vm in self.st.vms.values()
+                if ((vm["properties"].get("proximityPlacementGroup") or {}).get("id") or "").lower()
+                == group["id"].lower()]
+
+    def _ppg_view(self, group: dict[str, Any]) -> dict[str, Any]:
+        return {**group, "properties": {**group["properties"],
+                                        "virtualMachines": [{"id": i} for i in self._ppg_members(group)]}}
 
     def room(self, location: str, size: str, priority: str) -> int:
         """How many more VMs of ``size`` and ``priority`` the test's capacity allows in ``location``."""
@@ -687,6 +757,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"groups": list(st.groups.values()), "vnets": list(st.vnets.values()),
                                     "nsgs": list(st.nsgs.values()), "scale_sets": list(st.vmss.values()),
                                     "nics": list(st.nics.values()),
+                                    "ppgs": [self._ppg_view(g) for g in st.ppgs.values()],
                                     "vms": [self._vm_view(v, True, secrets=True) for v in st.vms.values()],
                                     "deleted": st.deleted})
         if what == "calls":

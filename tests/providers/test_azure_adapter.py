@@ -235,3 +235,47 @@ def test_vms_created_in_parallel_stop_at_capacity_and_leave_nothing_half_made(fa
     assert sorted(v["name"] for v in state["vms"]) == sorted(i.id.rsplit("/", 1)[-1] for i in result.instances)
     assert len(state["nics"]) == 5            # every failed attempt's NIC went with it
     assert all(v["properties"]["provisioningState"] != "Failed" for v in state["vms"])
+
+
+# ---- proximity placement groups (LaunchRequest.interconnect) -----------------------------
+
+def test_an_interconnect_launch_puts_every_vm_in_one_proximity_group_of_its_region(fake):
+    provider = fake.provider()
+    offer = _offer(provider)
+    provider.launch(_request(offer, count=2, token="ppg-1", interconnect="spotfleet-ppg-test"))
+    provider.launch(_request(offer, count=1, token="ppg-2", interconnect="spotfleet-ppg-test"))
+    state = fake.control("state")
+    (group,) = state["ppgs"]
+    assert group["location"] == offer.pool.region and group["tags"] == {"spotfleet:fleet": "alpha"}
+    assert len(group["properties"]["virtualMachines"]) == 3
+    assert all(vm["properties"]["proximityPlacementGroup"]["id"] == group["id"] for vm in state["vms"])
+    with pytest.raises(ProviderError, match="while virtual machines"):
+        _delete_group(fake, group["name"])                        # Azure refuses while VMs are in it
+    assert provider.teardown("alpha") == [] or fake.control("state")["ppgs"]    # VMs still run: nothing goes
+    provider.terminate([i.id for i in provider.list_instances("alpha")])
+    assert "spotfleet-ppg-test" in provider.teardown("alpha")
+    assert fake.control("state")["ppgs"] == []
+
+
+def _delete_group(fake: Fake, name: str) -> None:
+    provider = fake.provider()
+    provider.arm.call(lambda: provider.arm.compute.proximity_placement_groups.delete(RG, name), f"delete {name}")
+
+
+def test_a_group_of_that_name_in_another_region_is_refused_and_the_fake_refuses_such_a_vm(fake):
+    """Azure keeps a proximity placement group in one location: the adapter will not use one of
+    another region, and ARM (the fake) refuses a VM that names one."""
+    provider = fake.provider()
+    east, west = _offer(provider, region="eastus"), _offer(provider)
+    provider.launch(_request(east, count=1, token="ppg-east", interconnect="spotfleet-ppg-x"))
+    with pytest.raises(ProviderError, match="is in eastus, not westus2"):
+        provider.launch(_request(west, count=1, token="ppg-west", interconnect="spotfleet-ppg-x"))
+    group_id = fake.control("state")["ppgs"][0]["id"]
+    vm = next(v for v in fake.control("state")["vms"])
+    body = {"location": "westus2", "properties": {**{k: v for k, v in vm["properties"].items()
+                                                     if k in ("hardwareProfile", "storageProfile", "osProfile",
+                                                              "networkProfile", "priority")},
+                                                  "proximityPlacementGroup": {"id": group_id}}}
+    resp = httpx.put(f"{fake.url}/subscriptions/{SUBSCRIPTION}/resourceGroups/{RG}/providers/Microsoft.Compute/"
+                     "virtualMachines/elsewhere", json=body)
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "InvalidParameter"
