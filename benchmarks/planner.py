@@ -57,7 +57,7 @@ from fleet.catalog import filter_for_spec, snapshot_offers  # noqa: E402
 from fleet.errors import PlanError  # noqa: E402
 from fleet.model import InterruptionSource, Market, Offer, PoolKey, Quota  # noqa: E402
 from fleet.planning.domains import Domains, domain_name, limits_for  # noqa: E402
-from fleet.planning.planner import linear_cost, plan  # noqa: E402
+from fleet.planning.planner import linear_cost, plan, pool_caps  # noqa: E402
 from fleet.planning.pruning import dominance_keys, prune  # noqa: E402
 from fleet.spec import FleetSpec, Placement, Strategy, load_spec, parse_spec  # noqa: E402
 
@@ -207,7 +207,8 @@ def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_
                        median_seconds=round(seconds, 4), mean_cpu_seconds=round(cpu, 4), allowed_pools=len(cand),
                        after_pruning=len(prune(cand, spec.capacity.gpus, spec.diversification.min_pools, group,
                                                keys=dominance_keys(cand, linear_cost(spec, cand),
-                                                                   spec.budget.max_per_hour is not None))),
+                                                                   spec.budget.max_per_hour is not None),
+                                               caps=pool_caps(spec, limits))),
                        feasible=p.feasible, objective=round(objective(spec, p), 4))
             if p.placement is not None:
                 c = p.placement
