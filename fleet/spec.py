@@ -491,6 +491,8 @@ class FleetSpec(Section):
             data["node"].pop("forward_credentials", None)
         if data["node"].get("spotfleet") == SHIP:   # so does one that ships spotfleet (the default)
             data["node"].pop("spotfleet")
+        if not data["rebalance"].get("interruption_queue"):   # and one without an interruption queue
+            data["rebalance"].pop("interruption_queue", None)
         body = json.dumps(data, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
