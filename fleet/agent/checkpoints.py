@@ -50,7 +50,7 @@ class CheckpointProbe:
             return None
 
     def latest_step(self) -> int:
-        """Step of the newest checkpoint that verifies (every data object read and its SHA-256
+        """Step of the newest checkpoint that verifies (every data object read and its checksum
         checked, as a loader does), 0 when there is none: the step the job's loader will resume
         from, never a corrupt newer one it will skip. Raises FleetError (one line, with the cause)
         when storage cannot be read, so a job is never told to start over from step 0 while its

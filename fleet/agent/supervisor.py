@@ -14,7 +14,7 @@ Promises:
   cannot be proved to be the recorded one is reported ``unwatched`` (exit 1) and never signalled;
   a lock held by a leftover process while the recorded job is gone is reported ``stale`` (exit 1).
 - Every start exports ``SPOTFLEET_CHECKPOINT_URI`` and ``SPOTFLEET_RESUME_STEP`` (the step of the
-  newest checkpoint that passes its SHA-256 check, the one the job's loader resumes from; 0 without one) so the job resumes where the last run committed. When
+  newest checkpoint that passes its checksum, the one the job's loader resumes from; 0 without one) so the job resumes where the last run committed. When
   the storage cannot be read at a restart the job is not started (it would be told step 0): the
   read is retried with the restart backoff and counts as a restart.
 - A crash (non-zero exit, death by a signal such as kill -9) restarts the job after an

@@ -1,7 +1,7 @@
 """The write path of one checkpoint: upload under a unique name, verify, then commit.
 
 Protocol (every store): upload the payload to ``data/step-N-<token>.ckpt`` (a name no other
-writer uses) while its SHA-256 is computed alongside; check the stored size; then create
+writer uses) while its digest (:mod:`fleet.checkpoint.digest`) is computed alongside; check the stored size; then create
 ``commits/step-N.json`` only if absent. Until that create succeeds no reader can see the
 checkpoint, so a crash at any earlier point leaves only an orphan that pruning removes later.
 When the commit already exists with the very content just uploaded (a retried or repeated save
@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 
+from fleet.checkpoint import digest as digests
 from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError
 from fleet.checkpoint.index import read_manifest
 from fleet.checkpoint.layout import CheckpointInfo, Part, commit_key, data_key, step_name
@@ -52,20 +53,20 @@ def new_token() -> str:
 def upload_part(store: ObjectStore, payload: Payload, step: int, token: str,
                 hasher: Executor | None = None) -> Part:
     """Upload ``payload`` to ``data/step-N-<token>.ckpt`` and check its stored size; nothing is
-    committed. Its SHA-256 is computed alongside the upload (on ``hasher``, else a thread of its
+    committed. Its digest (the default algorithm) is computed alongside the upload (on ``hasher``, else a thread of its
     own). On failure the partial object is removed (best effort) and the error raised."""
     if hasher is None:
         with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as own:
             return upload_part(store, payload, step, token, own)
     key = data_key(step, token)
-    digest = hasher.submit(payload.sha256)
+    digest = hasher.submit(payload.digest, digests.DEFAULT)
     try:
         store.upload(key, payload)
         stored = store.size(key)
         if stored != payload.size:
             raise CheckpointError(f"{store.uri}: {key} holds {stored} bytes after upload, "
                                   f"expected {payload.size}; not committed")
-        return Part(key, payload.size, digest.result())
+        return Part(key, payload.size, digest.result(), digests.DEFAULT)
     except BaseException:
         discard(store, [key], failing=True)
         raise
@@ -77,10 +78,15 @@ def commit_parts(store: ObjectStore, step: int, parts: Sequence[Part],
     manifest. When the step is already committed with exactly these contents the existing info is
     returned and this writer's data removed; other contents raise :class:`CheckpointExistsError`."""
     first, rest = parts[0], tuple(parts[1:])
-    info = CheckpointInfo(step=step, name=step_name(step), size=first.size, sha256=first.sha256,
+    info = CheckpointInfo(step=step, name=step_name(step), size=first.size, digest=first.digest,
                           committed_at=time.time(), data_key=first.key, writer=WRITER,
-                          metrics=dict(metrics or {}), parts=rest)
-    if not store.create(commit_key(step), info.to_manifest()):
+                          metrics=dict(metrics or {}), parts=rest, algorithm=first.algorithm)
+    try:
+        manifest = info.to_manifest()
+    except ValueError as err:                # parts hashed by different versions of this library
+        discard(store, [p.key for p in parts], failing=True)
+        raise CheckpointError(f"{store.uri}: step {step} not committed: {err}") from err
+    if not store.create(commit_key(step), manifest):
         existing = read_manifest(store, step)
         # this writer's data goes, except objects the committed manifest names (a retry of the
         # same commit whose first try landed: its data is the committed checkpoint's)
@@ -93,8 +99,11 @@ def commit_parts(store: ObjectStore, step: int, parts: Sequence[Part],
 
 
 def same_objects(info: CheckpointInfo, parts: Sequence[Part]) -> bool:
-    """Whether the committed checkpoint ``info`` holds exactly the contents of ``parts``."""
-    return [(p.size, p.sha256) for p in info.objects] == [(p.size, p.sha256) for p in parts]
+    """Whether the committed checkpoint ``info`` holds exactly the contents of ``parts`` (same sizes
+    and digests; digests of another algorithm never match)."""
+    def key(p: Part) -> tuple[int, str, str]:
+        return p.size, p.algorithm, p.digest
+    return [key(p) for p in info.objects] == [key(p) for p in parts]
 
 
 def discard(store: ObjectStore, keys: Sequence[str], *, failing: bool = False) -> None:

@@ -18,14 +18,14 @@ below a newer valid checkpoint and hands every rank a token; each rank with item
 one object ``data/step-N-<token>-r<rank>.ckpt`` (its tensors' raw bytes, 64-byte aligned, and its
 non-tensor values as DCP serialised them); after DCP has gathered every rank's results, the
 coordinator uploads DCP's metadata as ``data/step-N-<token>-meta.ckpt`` and commits one manifest
-listing the metadata first and every rank's object after it (each with size and SHA-256). A rank
+listing the metadata first and every rank's object after it (each with size and checksum). A rank
 that fails or dies before that leaves the step invisible; retention (``keep_last``, ``keep_every``,
 ``keep_best`` with ``metrics=``) is the manager's. DCP's planner de-duplicates replicated tensors,
 so a rank may write nothing.
 
 Loading picks the newest checkpoint whose metadata verifies (or ``step=``); in a job of several
 ranks rank 0 chooses and broadcasts the step, so every rank reads the same one. Each object is
-SHA-256 checked before use. DCP reshards on load, so the world size may differ from the save's.
+checksum verified before use. DCP reshards on load, so the world size may differ from the save's.
 
 Trust: the metadata is read with ``torch.load(weights_only=True)`` and DCP's own metadata classes
 allowed, but DCP's default load planner unpickles non-tensor values (``weights_only=False``), so
@@ -122,7 +122,7 @@ class StorageWriter(dcp.StorageWriter):
             pos += raw.nbytes
         part = upload_part(self.mgr.store, Payload.of(chunks), self.step, str(plan.storage_data))
         return _done([WriteResult(index=index, size_in_bytes=n,
-                                  storage_data=(part.key, part.size, part.sha256, offset, n, dtype, shape))
+                                  storage_data=(part, offset, n, dtype, shape))
                       for index, offset, n, dtype, shape in placed])
 
     def finish(self, metadata: dcp_metadata.Metadata, results: list[list[WriteResult]]) -> None:
@@ -131,11 +131,11 @@ class StorageWriter(dcp.StorageWriter):
         storage: dict[Any, tuple[int, int, int, str, list[int]]] = {}
         for rank_results in results:
             for wr in rank_results:
-                key, size, digest, offset, n, dtype, shape = wr.storage_data
-                if key not in slot:
-                    parts.append(Part(key, size, digest))
-                    slot[key] = len(parts)              # object 0 is the metadata
-                storage[wr.index] = (slot[key], offset, n, dtype, shape)
+                part, offset, n, dtype, shape = wr.storage_data
+                if part.key not in slot:
+                    parts.append(part)
+                    slot[part.key] = len(parts)         # object 0 is the metadata
+                storage[wr.index] = (slot[part.key], offset, n, dtype, shape)
         metadata.storage_data = storage
         metadata.storage_meta = dcp_metadata.StorageMeta(checkpoint_id=f"{self.mgr.uri}#{self.step}",
                                                          save_id=self.token)
@@ -159,7 +159,7 @@ class StorageReader(dcp.StorageReader):
     group used to agree on the step (default: the default group, when one is initialised).
     ``before`` considers only steps below it (what :func:`load` uses to fall back). Data is read
     straight into the target tensors where a stored tensor matches one whole (same dtype and
-    size, contiguous on the CPU), SHA-256 checked on the way; a corrupt object raises
+    size, contiguous on the CPU), checksum verified on the way; a corrupt object raises
     :class:`CorruptCheckpointError` after its bytes may have reached the target.
     """
 
@@ -314,7 +314,7 @@ def load(state_dict: dict[str, Any], mgr: CheckpointManager, *, step: int | None
     """``dcp.load`` of the newest DCP checkpoint that verifies, into ``state_dict`` in place.
 
     Like :meth:`CheckpointManager.load_latest`: a checkpoint any of whose objects is missing or
-    fails its SHA-256 check on any rank is skipped (every rank sees the failure, so all fall back
+    fails its checksum on any rank is skipped (every rank sees the failure, so all fall back
     together) and the next older one is loaded over whatever reached the target. Returns the
     checkpoint loaded, or None when the location holds none (``state_dict`` untouched). With
     ``step`` only that step is tried; its corruption raises. A collective call in a job of

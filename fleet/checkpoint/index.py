@@ -41,7 +41,7 @@ def data_intact(store: ObjectStore, info: CheckpointInfo) -> bool:
 
 def fetch_verified(store: ObjectStore, part: Part) -> bytearray:
     """Download one data object; raises :class:`CorruptCheckpointError` when it is missing or its
-    SHA-256 differs from the manifest's (hashed while it downloads)."""
+    digest differs from the manifest's (hashed while it downloads)."""
     buffer = bytearray(part.size)
     fetch_placed(store, part, whole(buffer))
     return buffer
@@ -50,8 +50,8 @@ def fetch_verified(store: ObjectStore, part: Part) -> bytearray:
 def fetch_placed(store: ObjectStore, part: Part, plan: Plan) -> None:
     """Download one data object into the regions ``plan`` chooses (see :mod:`fleet.checkpoint.sink`),
     hashing it on the way; raises :class:`CorruptCheckpointError` when it is missing, short or fails
-    its SHA-256 check (the regions then hold unverified bytes)."""
-    sink = PlacedDownload(part.size, part.sha256, plan, name=part.key)
+    its digest check (the regions then hold unverified bytes)."""
+    sink = PlacedDownload(part.size, part.digest, plan, name=part.key, algorithm=part.algorithm)
     try:
         if store.download(part.key, part.size, sink) is None:
             raise CorruptCheckpointError(f"data object {part.key} is missing")

@@ -6,18 +6,26 @@
     commits/step-000000001200.json          the manifest: created once, only if absent (the commit)
 
 A checkpoint exists for readers exactly when its manifest exists. The manifest names the data
-object and records its size and SHA-256, so a reader can tell a complete, intact checkpoint from
+object and records its size and digest, so a reader can tell a complete, intact checkpoint from
 a truncated or corrupted one. Step numbers are zero-padded so names sort in step order.
 
+Manifest formats (both are read; this version writes ``/2``):
+
+- ``spotfleet-checkpoint/2``: ``algorithm`` names the digest algorithm of every object
+  (``xxh3-128``; see :mod:`fleet.checkpoint.digest`), ``digest`` is the first object's;
+- ``spotfleet-checkpoint/1``: no ``algorithm``; ``sha256`` is the first object's SHA-256.
+  An info whose algorithm is ``sha256`` is written in this format, byte for byte as before.
+
 A sharded checkpoint (one object per rank of a distributed job, or a DCP checkpoint) has more
-than one data object: the manifest's ``data_key``/``size``/``sha256`` describe the first and
-``parts`` lists the others, each with its own size and SHA-256, all of the same step. Every
-object is written before the one manifest that makes the step visible.
+than one data object: the manifest's ``data_key``/``size``/digest describe the first and
+``parts`` lists the others, each with its own size and digest (same algorithm), all of the same
+step. Every object is written before the one manifest that makes the step visible.
 
 A manifest is untrusted input (anyone with write access to the location may have put it there):
 it is size-capped before parsing, a nesting too deep for the parser is "not a manifest", and its
 data key must be exactly a data name of its own step (no ``..``, no other folder), so a reader
-never follows a manifest outside the layout.
+never follows a manifest outside the layout; a digest algorithm it does not know is refused
+(:class:`~fleet.checkpoint.digest.UnknownDigestError`, a ``ValueError``), never guessed.
 """
 
 from __future__ import annotations
@@ -25,9 +33,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-FORMAT = "spotfleet-checkpoint/1"
+from fleet.checkpoint import digest as digests
+
+FORMAT = "spotfleet-checkpoint/2"
+FORMAT_V1 = "spotfleet-checkpoint/1"     # SHA-256 only; still read, and written for sha256 infos
 DATA_DIR = "data/"
 COMMIT_DIR = "commits/"
 _STEP_WIDTH = 12
@@ -43,11 +54,13 @@ MAX_MANIFEST_BYTES = 1024 * 1024    # a few hundred bytes, ~150 more per part; a
 
 @dataclass(frozen=True)
 class Part:
-    """One data object of a checkpoint: its key under the store prefix, size and SHA-256."""
+    """One data object of a checkpoint: its key under the store prefix, size, and hex digest
+    made with ``algorithm`` (a name of :data:`fleet.checkpoint.digest.ALGORITHMS`)."""
 
     key: str
     size: int
-    sha256: str
+    digest: str
+    algorithm: str = digests.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -57,7 +70,7 @@ class CheckpointInfo:
     step: int
     name: str               # "step-000000001200"
     size: int               # bytes of the data object
-    sha256: str             # hex digest of the data object
+    digest: str             # hex digest of the data object, made with ``algorithm``
     committed_at: float     # epoch seconds, the writer's clock at commit
     data_key: str = ""      # the data object, relative to the store prefix
     writer: str = ""        # "host:pid" of the process that committed it
@@ -65,16 +78,28 @@ class CheckpointInfo:
     # numbers the writer recorded with the checkpoint (``save(..., metrics=...)``), for retention
     parts: tuple[Part, ...] = field(default=(), compare=False, hash=False)
     # the further data objects of a sharded checkpoint (rank 1.. of a distributed save)
+    algorithm: str = digests.DEFAULT   # of every object's digest
 
     @property
     def objects(self) -> tuple[Part, ...]:
         """Every data object of the checkpoint, the first (``data_key``) first."""
-        return (Part(self.data_key, self.size, self.sha256), *self.parts)
+        return (Part(self.data_key, self.size, self.digest, self.algorithm), *self.parts)
 
     def to_manifest(self) -> bytes:
-        doc = {"format": FORMAT, **asdict(self)}
-        if not self.parts:
-            del doc["parts"]                  # single-object manifests stay as they always were
+        """The manifest's bytes: format ``/2``, or ``/1`` (as it always was) for SHA-256 digests.
+        Raises ``ValueError`` when a part's algorithm differs from the info's."""
+        if any(p.algorithm != self.algorithm for p in self.parts):
+            raise ValueError(f"every object of a checkpoint needs one digest algorithm "
+                             f"({sorted({self.algorithm, *(p.algorithm for p in self.parts)})})")
+        legacy = self.algorithm == digests.LEGACY
+        name = "sha256" if legacy else "digest"
+        doc: dict[str, object] = {"format": FORMAT_V1 if legacy else FORMAT, "step": self.step, "name": self.name,
+                                  "size": self.size, name: self.digest, "committed_at": self.committed_at,
+                                  "data_key": self.data_key, "writer": self.writer, "metrics": self.metrics}
+        if not legacy:
+            doc["algorithm"] = self.algorithm
+        if self.parts:                        # single-object manifests have no parts list
+            doc["parts"] = [{"key": p.key, "size": p.size, name: p.digest} for p in self.parts]
         return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
@@ -83,7 +108,8 @@ class CheckpointInfo:
 
         Bounded: a document over :data:`MAX_MANIFEST_BYTES` or nested too deeply to parse is
         refused before or while parsing; a data key outside ``data/step-N-<token>.ckpt`` of its
-        own step is refused before anything reads it.
+        own step is refused before anything reads it, and so is an unknown digest algorithm
+        (:class:`~fleet.checkpoint.digest.UnknownDigestError`).
         """
         if len(raw) > MAX_MANIFEST_BYTES:
             raise ValueError(f"{len(raw)} bytes, more than a manifest holds ({MAX_MANIFEST_BYTES})")
@@ -91,12 +117,17 @@ class CheckpointInfo:
             doc = json.loads(raw)
         except RecursionError:
             raise ValueError("nested too deeply to be a manifest") from None
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} manifest")
+        if not isinstance(doc, dict) or doc.get("format") not in (FORMAT, FORMAT_V1):
+            raise ValueError(f"not a {FORMAT} (or /1) manifest")
+        if doc["format"] == FORMAT_V1:
+            algorithm, name = digests.LEGACY, "sha256"
+        else:
+            algorithm, name = digests.check(doc.get("algorithm")), "digest"
         info = cls(step=int(doc["step"]), name=str(doc["name"]), size=int(doc["size"]),
-                   sha256=str(doc["sha256"]), committed_at=float(doc["committed_at"]),
+                   digest=_hex(doc[name]), committed_at=float(doc["committed_at"]),
                    data_key=str(doc["data_key"]), writer=str(doc.get("writer", "")),
-                   metrics=_metrics(doc.get("metrics", {})), parts=_parts(doc.get("parts", [])))
+                   metrics=_metrics(doc.get("metrics", {})), parts=_parts(doc.get("parts", []), name, algorithm),
+                   algorithm=algorithm)
         for part in info.objects:
             m = _DATA_RE.match(part.key)
             if m is None:
@@ -106,10 +137,18 @@ class CheckpointInfo:
         return info
 
 
-def _parts(raw: object) -> tuple[Part, ...]:
+def _parts(raw: object, name: str, algorithm: str) -> tuple[Part, ...]:
     if not isinstance(raw, list):
         raise ValueError("parts is not a list")
-    return tuple(Part(key=str(p["key"]), size=int(p["size"]), sha256=str(p["sha256"])) for p in raw)
+    return tuple(Part(key=str(p["key"]), size=int(p["size"]), digest=_hex(p[name]), algorithm=algorithm)
+                 for p in raw)
+
+
+def _hex(raw: object) -> str:
+    """A recorded digest: a short string (what it must equal is checked on download)."""
+    if not isinstance(raw, str) or len(raw) > 128:
+        raise ValueError("a digest is not a hex string")
+    return raw
 
 
 def _metrics(raw: object) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 Contract:
 - ``save(state, step)`` returns only after the checkpoint is committed (visible to readers,
-  size and SHA-256 recorded) and older ones outside the retention policy are pruned. Pruning
+  size and checksum recorded) and older ones outside the retention policy are pruned. Pruning
   failures are logged, never raised: the checkpoint itself is safe. It first waits for pending
   async saves (so saves land in order); their failures were already reported and never stop it,
   which makes ``mgr.save(state, step)`` the whole final-save pattern.
@@ -11,7 +11,7 @@ Contract:
   :class:`CheckpointExistsError`. Saving below the newest valid checkpoint of the location raises
   :class:`StaleStepError` before anything is written (a resume would never use it). Valid means
   the same for saving as for resuming: a newer step ``load_latest`` would skip (its data missing,
-  truncated, failing its SHA-256 or not a checkpoint) never blocks a save.
+  truncated, failing its checksum or not a checkpoint) never blocks a save.
 - ``step`` is any integral number >= 0 (``int``, ``numpy.int64``, ...), never a bool.
 - ``save_async(state, step)`` serialises (snapshots) ``state`` in the caller, so the caller may
   mutate its arrays as soon as it returns; the upload and commit run on a background thread. At
@@ -24,7 +24,7 @@ Contract:
 - ``wait()`` blocks until every async save issued so far is done and raises the first failure
   not raised yet.
 - Readers (``latest``, ``load_latest``, ``list``) see committed checkpoints only; ``load_latest``
-  verifies size and SHA-256 and falls back to older ones past any corrupt, partial or malformed
+  verifies size and checksum and falls back to older ones past any corrupt, partial or malformed
   checkpoint. Storage errors (network, credentials) are raised, not skipped, so a transient
   failure never silently resumes from an older step.
 """
@@ -236,7 +236,7 @@ class CheckpointManager:
         return info
 
     def fetch_part(self, info: CheckpointInfo, index: int) -> bytearray:
-        """Data object ``index`` of ``info`` (0 is the first), SHA-256 verified; raises
+        """Data object ``index`` of ``info`` (0 is the first), checksum verified; raises
         :class:`CorruptCheckpointError` when it is missing or does not verify."""
         objects = info.objects
         if not 0 <= index < len(objects):
@@ -245,7 +245,7 @@ class CheckpointManager:
 
     def fetch_placed(self, info: CheckpointInfo, index: int, regions: Sequence[tuple[int, Any]]) -> None:
         """Data object ``index`` of ``info`` read into ``regions`` (``(offset, writable buffer)``,
-        ascending; other bytes are dropped), SHA-256 verified on the way; raises
+        ascending; other bytes are dropped), checksum verified on the way; raises
         :class:`CorruptCheckpointError` when it is missing or does not verify."""
         objects = info.objects
         if not 0 <= index < len(objects):
@@ -262,7 +262,7 @@ class CheckpointManager:
             if info is None:
                 continue
             if newer == step:
-                if same_objects(info, [Part("", payload.size, payload.sha256())]):
+                if same_objects(info, [Part("", payload.size, payload.digest(info.algorithm), info.algorithm)]):
                     return info
                 raise CheckpointExistsError(self.uri, step, info.writer)
             if self._resumable(info):
@@ -315,7 +315,7 @@ class CheckpointManager:
     def latest(self, *, verify: bool = False) -> CheckpointInfo | None:
         """The newest committed checkpoint whose data exists with the recorded size.
 
-        With ``verify=True`` every data object is also read and its SHA-256 checked (streamed: no
+        With ``verify=True`` every data object is also read and its checksum checked (streamed: no
         copy is kept), so the step returned is the one a loader would resume from.
         """
         for info in self.intact():
@@ -398,7 +398,7 @@ Placer = Callable[[codec.Layout], Sequence[Any]]
 
 def load_object(store: ObjectStore, part: Part, place: Placer | None = None) -> dict[str, Any]:
     """Decode one checkpoint object, downloading each blob into the buffer ``place`` picks (a
-    fresh one per blob without it) and checking the SHA-256 on the way."""
+    fresh one per blob without it) and checking the checksum on the way."""
     chosen: dict[str, Any] = {}
 
     def plan(prefix: memoryview) -> list[tuple[int, Any]] | None:

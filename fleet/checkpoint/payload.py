@@ -9,10 +9,11 @@ and download into a preallocated ``bytearray`` through :class:`BufferWriter`.
 
 from __future__ import annotations
 
-import hashlib
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from fleet.checkpoint import digest as digests
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,16 @@ class Payload:
     def size(self) -> int:
         return sum(c.nbytes for c in self.chunks)
 
-    def sha256(self) -> str:
-        """Hex SHA-256 of the whole payload (hashlib releases the GIL on large buffers)."""
-        h = hashlib.sha256()
+    def digest(self, algorithm: str = digests.DEFAULT) -> str:
+        """Hex digest of the whole payload (both algorithms release the GIL on large buffers)."""
+        h = digests.new(algorithm)
         for chunk in self.chunks:
             h.update(chunk)
         return h.hexdigest()
+
+    def sha256(self) -> str:
+        """Hex SHA-256 of the whole payload (what manifests of format /1 record)."""
+        return self.digest(digests.LEGACY)
 
     def blocks(self, size: int) -> Iterator[memoryview]:
         """The payload in order as views of at most ``size`` bytes (no copy)."""

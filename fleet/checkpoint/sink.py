@@ -1,4 +1,4 @@
-"""Download one data object straight to where its bytes belong, checking its SHA-256 on the way.
+"""Download one data object straight to where its bytes belong, checking its digest on the way.
 
 A :class:`PlacedDownload` is the writable, seekable stream a store downloads into (SDKs write to
 it with ``seek``/``write``, possibly out of order from parallel ranged reads; the directory store
@@ -8,8 +8,9 @@ needs more of them (a checkpoint's header), then the regions ``[(start, buffer),
 bytes should land in (ascending, non-overlapping, inside the object): the tensors of a load
 target, or fresh buffers. Bytes outside every region are hashed and dropped.
 
-The SHA-256 is computed in object order on a thread of its own while the download goes on (the
-hash reads each region once its bytes are in), so verifying costs no extra pass over the data.
+The digest (the algorithm the manifest names, :mod:`fleet.checkpoint.digest`) is computed in
+object order on a thread of its own while the download goes on (the hash reads each region once
+its bytes are in), so verifying costs no extra pass over the data.
 :meth:`PlacedDownload.verify` waits for it and raises :class:`CorruptCheckpointError` when the
 object was short or its digest differs. Until then the regions hold unverified bytes.
 """
@@ -17,13 +18,13 @@ object was short or its digest differs. Until then the regions hold unverified b
 from __future__ import annotations
 
 import bisect
-import hashlib
 import io
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from fleet.checkpoint import digest as digests
 from fleet.checkpoint.errors import CorruptCheckpointError
 
 Region = tuple[int, Any]          # (start offset in the object, writable buffer of the region's size)
@@ -32,15 +33,21 @@ _LEAD = 64 * 1024                 # bytes read ahead of the plan at a time (a he
 
 
 class PlacedDownload(io.RawIOBase):
-    """A stream for one object of ``size`` bytes whose SHA-256 should be ``sha256`` (see the module doc).
+    """A stream for one object of ``size`` bytes whose hex digest (by ``algorithm``) should be
+    ``expected`` (see the module doc). An unknown ``algorithm`` raises :class:`CorruptCheckpointError`.
 
     Writes may come from several threads (an SDK's parallel ranged reads); each ``write`` and each
     ``window``/``filled`` pair holds the stream's lock.
     """
 
-    def __init__(self, size: int, sha256: str, plan: Plan, *, name: str = "object"):
+    def __init__(self, size: int, expected: str, plan: Plan, *, name: str = "object",
+                 algorithm: str = digests.DEFAULT):
         super().__init__()
-        self.size, self.expected, self.name = size, sha256, name
+        try:
+            self._digest = digests.new(algorithm)
+        except digests.UnknownDigestError as err:
+            raise CorruptCheckpointError(f"data object {name}: {err}") from err
+        self.size, self.expected, self.name, self.algorithm = size, expected, name, algorithm
         self._plan = plan
         self._pos = 0
         self.lock = threading.RLock()
@@ -53,7 +60,6 @@ class PlacedDownload(io.RawIOBase):
         self._gaps: dict[int, memoryview] = {}       # bytes outside every region, until hashed
         self._filled: dict[int, int] = {}            # start -> end of bytes in, not hashed yet
         self._hashed = 0
-        self._digest = hashlib.sha256()
         self._hasher = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-verify")
         self._jobs: list[Future[None]] = []
 
@@ -199,7 +205,7 @@ class PlacedDownload(io.RawIOBase):
 
     def verify(self) -> None:
         """Wait for the hash; raise :class:`CorruptCheckpointError` when bytes are missing or the
-        SHA-256 differs from the expected one."""
+        digest differs from the expected one."""
         try:
             for job in self._jobs:
                 job.result()
@@ -209,7 +215,7 @@ class PlacedDownload(io.RawIOBase):
             got = self._hashed if self._planned else self._lead_n
             raise CorruptCheckpointError(f"data object {self.name} ended after {got} of {self.size} bytes")
         if self._digest.hexdigest() != self.expected:
-            raise CorruptCheckpointError(f"data object {self.name} fails its SHA-256 check")
+            raise CorruptCheckpointError(f"data object {self.name} fails its {digests.label(self.algorithm)} check")
 
     def close(self) -> None:
         """Stop the hash thread (after :meth:`verify`, or after a failed download)."""

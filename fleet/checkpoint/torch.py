@@ -86,7 +86,7 @@ def load(mgr: CheckpointManager, state_dict: MutableMapping[str, Any] | None = N
     Returns ``(state, info)`` with tensors on ``map_location`` (stateful objects appear as their
     state dicts), or None when there is no checkpoint (``state_dict`` is then untouched). The
     checkpoint is read straight into the target's CPU tensors where dtype and shape match (no
-    second copy); a checkpoint that then fails its SHA-256 check leaves unverified values in them
+    second copy); a checkpoint that then fails its checksum leaves unverified values in them
     and the next older one is loaded over them, as ever. Raises
     :class:`CheckpointError` when the target holds a key the checkpoint lacks, or when a
     checkpoint saved by several ranks is loaded by a different number of ranks.

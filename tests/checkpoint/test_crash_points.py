@@ -63,8 +63,8 @@ class _TickingPayload:
     def slice(self, start, n):
         return _TickingPayload(self._payload.slice(start, n), self._tick, self._max)
 
-    def sha256(self):
-        return self._payload.sha256()
+    def digest(self, algorithm):
+        return self._payload.digest(algorithm)
 
 
 class CrashingStore:

@@ -60,7 +60,8 @@ def test_a_planted_newer_step_that_is_not_a_checkpoint_blocks_no_save(tmp_path):
     key = data_key(100, "planted")
     mgr.store.upload(key, Payload.of([junk]))
     manifest = CheckpointInfo(step=100, name="step-000000000100", size=len(junk),
-                              sha256=hashlib.sha256(junk).hexdigest(), committed_at=0.0, data_key=key)
+                              digest=hashlib.sha256(junk).hexdigest(), committed_at=0.0, data_key=key,
+                              algorithm="sha256")
     assert mgr.store.create(commit_key(100), manifest.to_manifest())
     assert mgr.load_latest()[1].step == 10                 # a resume skips it...
     saved = mgr.save({"w": np.arange(4) * 2}, 11)          # ...so a save passes it

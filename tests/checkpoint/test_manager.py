@@ -27,7 +27,7 @@ def test_save_commits_and_loads_back(location):
     mgr = location.manager()
     assert mgr.latest() is None and mgr.load_latest() is None and mgr.list() == []
     info = mgr.save(state_for(7), 7)
-    assert (info.step, info.name, len(info.sha256)) == (7, "step-000000000007", 64)
+    assert (info.step, info.name, info.algorithm, len(info.digest)) == (7, "step-000000000007", "xxh3-128", 32)
     assert info.size == location.store().size(info.data_key)
     state, loaded = mgr.load_latest()
     assert loaded == info

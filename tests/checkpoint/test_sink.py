@@ -1,5 +1,5 @@
-"""PlacedDownload: bytes land in the regions the plan picks, the SHA-256 is the object's whatever
-order the writes come in (parallel ranged downloads, retried ranges), and short or wrong data
+"""PlacedDownload: bytes land in the regions the plan picks, the digest (XXH3-128, or SHA-256 of a
+format /1 manifest) is the object's whatever order the writes come in (parallel ranged downloads, retried ranges), and short or wrong data
 is refused."""
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ import random
 
 import numpy as np
 import pytest
+import xxhash
 
 from fleet.checkpoint import CheckpointManager, CorruptCheckpointError, codec
 from fleet.checkpoint.sink import PlacedDownload
 
 DATA = bytes(random.Random(3).randbytes(300_000))
 SHA = hashlib.sha256(DATA).hexdigest()
+DIGESTS = {"sha256": SHA, "xxh3-128": xxhash.xxh3_128(DATA).hexdigest()}
 
 
 def regions():
@@ -29,10 +31,11 @@ def finish(sink: PlacedDownload) -> None:
         sink.close()
 
 
+@pytest.mark.parametrize("algorithm", sorted(DIGESTS))
 @pytest.mark.parametrize("order", ["in order", "shuffled", "retried"])
-def test_writes_in_any_order_land_in_their_regions_and_verify(order):
+def test_writes_in_any_order_land_in_their_regions_and_verify(order, algorithm):
     a, b, plan = regions()
-    sink = PlacedDownload(len(DATA), SHA, lambda _prefix: plan)
+    sink = PlacedDownload(len(DATA), DIGESTS[algorithm], lambda _prefix: plan, algorithm=algorithm)
     spans = [(lo, min(lo + 7_000, len(DATA))) for lo in range(0, len(DATA), 7_000)]
     if order == "shuffled":
         random.Random(1).shuffle(spans)
@@ -52,22 +55,29 @@ def test_the_plan_waits_for_the_prefix_it_needs():
         seen.append(prefix.nbytes)
         return None if prefix.nbytes < 100_000 else []
 
-    sink = PlacedDownload(len(DATA), SHA, plan)
+    sink = PlacedDownload(len(DATA), SHA, plan, algorithm="sha256")
     for lo in range(0, len(DATA), 30_000):
         sink.write(DATA[lo:lo + 30_000])
     finish(sink)
     assert seen[-1] >= 100_000 and all(n < 100_000 for n in seen[:-1])
 
 
-def test_a_short_or_altered_object_is_corrupt():
-    sink = PlacedDownload(len(DATA), SHA, lambda _p: [])
+@pytest.mark.parametrize("algorithm, label", [("sha256", "SHA-256"), ("xxh3-128", "XXH3-128")])
+def test_a_short_or_altered_object_is_corrupt(algorithm, label):
+    sink = PlacedDownload(len(DATA), DIGESTS[algorithm], lambda _p: [], algorithm=algorithm)
     sink.write(DATA[:-1])
     with pytest.raises(CorruptCheckpointError, match="ended after"):
         finish(sink)
-    sink = PlacedDownload(len(DATA), SHA, lambda _p: [])
+    sink = PlacedDownload(len(DATA), DIGESTS[algorithm], lambda _p: [], algorithm=algorithm)
     sink.write(DATA[:-1] + b"\0")
-    with pytest.raises(CorruptCheckpointError, match="SHA-256"):
+    with pytest.raises(CorruptCheckpointError, match=label):
         finish(sink)
+
+
+@pytest.mark.parametrize("algorithm", ["md5", "", "XXH3-128", "sha256\n"])
+def test_an_unknown_digest_algorithm_is_corrupt_before_any_byte_lands(algorithm):
+    with pytest.raises(CorruptCheckpointError, match="not one this version verifies"):
+        PlacedDownload(len(DATA), SHA, lambda _p: [], name="data/x.ckpt", algorithm=algorithm)
 
 
 def test_a_header_placing_blobs_over_each_other_is_corrupt():

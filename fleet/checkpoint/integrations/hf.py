@@ -13,7 +13,7 @@ Contract:
 
 - Every checkpoint the Trainer writes (``output_dir/checkpoint-N``: weights, optimizer, scheduler,
   scaler, RNG, ``trainer_state.json``) is uploaded on ``on_save`` as step N of a
-  :class:`~fleet.checkpoint.CheckpointManager`: one atomic, SHA-256 checked object holding every
+  :class:`~fleet.checkpoint.CheckpointManager`: one atomic, checksum verified object holding every
   file of the folder, keep-N by the manager's retention, in any store. The upload finishes before
   the Trainer goes on (so a notice's final save is committed when training stops).
 - ``restore(output_dir)`` downloads the newest checkpoint that verifies (falling back past corrupt

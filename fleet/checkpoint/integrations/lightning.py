@@ -13,7 +13,7 @@ Contract:
 - Saves go through :class:`FleetCheckpointIO`, which the callback installs as the strategy's
   ``CheckpointIO`` in ``setup``: Lightning's full checkpoint dict (weights, optimizers, schedulers,
   loops, callbacks' state) becomes step ``global_step`` of a :class:`~fleet.checkpoint.CheckpointManager`
-  — atomic, SHA-256 checked, keep-N (the manager's retention; Lightning's ``remove_checkpoint`` is
+  — atomic, checksum verified, keep-N (the manager's retention; Lightning's ``remove_checkpoint`` is
   a no-op), in any store. Tensors use the safe format: loading runs no code.
 - ``resume_path`` is ``"fleet:latest"`` when the location holds a checkpoint (else None); Lightning
   then loads the newest one that verifies, falling back past corrupt ones, and continues at its
