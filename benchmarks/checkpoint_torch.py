@@ -244,6 +244,14 @@ def bench_s3(size_mb: float, repeats: int) -> dict:
     return summary(runs, "raw_upload_s", "raw_download_s")
 
 
+def loaded(measure) -> dict:
+    """``measure()``'s figures with the machine's 1-minute load average before and after it
+    (parts may come from runs of their own, ``--merge``)."""
+    before = os.getloadavg()[0]
+    out = measure()
+    return out | {"load_average_1m": [round(before, 2), round(os.getloadavg()[0], 2)]}
+
+
 def capacity(size: int, save_s: float) -> dict:
     """Largest state (GB) a save commits inside each notice window, at the measured throughput."""
     return {f"{w}s_notice_gb": round(size / save_s * w / 1e9, 1) for w in WINDOWS}
@@ -279,17 +287,17 @@ def main() -> int:
             size = max(1, round(size_mb * MB / (4 * (WIDTH * WIDTH + WIDTH)))) * 4 * (WIDTH * WIDTH + WIDTH)
             r: dict = results.get(f"{size_mb:.0f}MB", {}) | {"bytes": size}
             if "local" in parts:
-                r["local"] = bench_local(tmp, size_mb, args.repeats)
+                r["local"] = loaded(lambda: bench_local(tmp, size_mb, args.repeats))
                 r["local"]["capacity"] = capacity(size, r["local"]["ours_save_s"])
                 print(f"{size_mb:.0f} MB local: {_row(r['local'])}", flush=True)
             if "memory" in parts:
-                r["memory"] = bench_memory(tmp, size_mb)
+                r["memory"] = loaded(lambda: bench_memory(tmp, size_mb))
                 print(f"{size_mb:.0f} MB memory: peak ratio {r['memory']['peak_ratio']:.2f}", flush=True)
             if "dcp" in parts:
-                r["dcp"] = bench_dcp(tmp, size_mb, args.repeats)
+                r["dcp"] = loaded(lambda: bench_dcp(tmp, size_mb, args.repeats))
                 print(f"{size_mb:.0f} MB dcp: {_row(r['dcp'])}", flush=True)
             if "s3" in parts:
-                r["s3"] = bench_s3(size_mb, args.repeats)
+                r["s3"] = loaded(lambda: bench_s3(size_mb, args.repeats))
                 r["s3"]["capacity"] = capacity(size, r["s3"]["ours_save_s"])
                 print(f"{size_mb:.0f} MB s3: {_row(r['s3'])}", flush=True)
             results[f"{size_mb:.0f}MB"] = r
@@ -305,7 +313,8 @@ def write(out: Path, repeats: int, results: dict) -> None:
     out.write_text(json.dumps({"benchmark": "checkpoint_torch", "repeats": repeats, "torch": torch.__version__,
                                "machine": machine, "results": results,
                                "notes": "medians of interleaved rounds; moto runs in a child process on the same "
-                                        "machine; capacity = measured save throughput x notice window"},
+                                        "machine; capacity = measured save throughput x notice window; "
+                                        "CPU tensors only (CUDA state not measured: no GPU)"},
                               indent=2) + "\n")
 
 

@@ -66,7 +66,7 @@ def test_the_resume_step_is_the_checkpoint_a_loader_uses_past_a_corrupt_newest(t
         mgr.save({"w": np.full(1000, step)}, step)
     newest = tmp_path / "ckpt" / mgr.latest().data_key
     data = bytearray(newest.read_bytes())
-    data[-1] ^= 0xFF                                  # same size, fails its SHA-256
+    data[-1] ^= 0xFF                                  # same size, fails its checksum
     newest.write_bytes(data)
     log = tmp_path / "run.log"
     job = [sys.executable, "-c", "import os; print('resume', os.environ['SPOTFLEET_RESUME_STEP'])"]

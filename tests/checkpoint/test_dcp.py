@@ -75,7 +75,7 @@ def test_dcp_refuses_a_step_below_a_newer_checkpoint_and_skips_a_corrupt_one(tmp
     reader = StorageReader(mgr)
     dcp.load(target, storage_reader=reader)
     assert reader.info.step == 1 and torch.equal(target["w"], torch.ones(3))
-    with pytest.raises(dcp.CheckpointException, match="fails its SHA-256 check"):
+    with pytest.raises(dcp.CheckpointException, match="fails its XXH3-128 check"):
         dcp.load(target, storage_reader=StorageReader(mgr, step=2))
 
 
@@ -130,5 +130,5 @@ def test_dcp_load_falls_back_past_a_corrupt_data_object_like_the_plain_loader(tm
     info = load(target, mgr)
     assert info.step == 1 and torch.equal(target["w"], torch.ones(64)) and target["w"] is w
     assert torch.equal(target["b"], torch.ones(2))
-    with pytest.raises(dcp.CheckpointException, match="fails its SHA-256 check"):
+    with pytest.raises(dcp.CheckpointException, match="fails its XXH3-128 check"):
         load(target, mgr, step=3)

@@ -95,7 +95,7 @@ def test_checksum_is_what_catches_same_size_corruption(location):
     mgr.save(state_for(2), 2)
     corrupt_bitflip(location.store(), mgr.latest())
     assert mgr.latest().step == 2                  # the cheap check (size) cannot see a bit flip
-    assert mgr.load_latest()[1].step == 1          # the SHA-256 check on load does
+    assert mgr.load_latest()[1].step == 1          # the checksum on load does
 
 
 def test_save_async_snapshots_and_training_continues(location):
