@@ -5,7 +5,8 @@ For each state size (``--sizes-mb``, default 1000 and 2000 MB of float32 ``Linea
 
 - local directory, one process, ``--repeats`` rounds interleaved (medians):
   save ``fleet.checkpoint.torch.save(mgr, {"model": model}, step)`` vs ``torch.save`` + fsync;
-  load ``load(mgr, {"model": target})`` vs ``target.load_state_dict(torch.load(path))``;
+  load ``load(mgr, {"model": target})`` vs ``target.load_state_dict(torch.load(path))``; wall time
+  and the process's CPU time (steadier on a shared machine);
   ``save(..., background=True)``: how long the call blocks, as a share of a save;
 - peak host memory (``VmHWM`` of a child process that builds the model and saves it once; its
   ``ru_maxrss`` is recorded too, but starts at the parent's size at the fork) of our save vs
@@ -73,6 +74,16 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def timed_cpu(runs: dict[str, list[float]], name: str, fn) -> None:
+    """Append ``fn``'s wall time to ``runs[name + "_s"]`` and this process's CPU time (every
+    thread, user + system: the kernel's copies into the page cache count) to ``runs[name + "_cpu_s"]``.
+    On a loaded machine wall time swings with the neighbours; CPU time much less."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    fn()
+    runs[f"{name}_s"].append(time.perf_counter() - t0)
+    runs[f"{name}_cpu_s"].append(time.process_time() - c0)
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -88,15 +99,16 @@ def bench_local(tmp: str, size_mb: float, repeats: int) -> dict:
     model, target = build(size_mb, 0), build(size_mb, 1)
     mgr = CheckpointManager(f"file://{tmp}/store-{size_mb:g}", keep_last=1)
     path = Path(tmp) / "plain.pt"
-    runs: dict[str, list[float]] = {k: [] for k in ("torch_save_s", "ours_save_s", "torch_load_s", "ours_load_s",
-                                                    "async_block_s", "async_total_s")}
+    runs: dict[str, list[float]] = {f"{k}{unit}": [] for k in ("torch_save", "ours_save", "torch_load", "ours_load")
+                                    for unit in ("_s", "_cpu_s")}
+    runs |= {"async_block_s": [], "async_total_s": []}
     step = 0
     for _ in range(repeats):
-        runs["torch_save_s"].append(timed(lambda: fsync_save(model.state_dict(), path)))
+        timed_cpu(runs, "torch_save", lambda: fsync_save(model.state_dict(), path))
         step += 1
-        runs["ours_save_s"].append(timed(lambda: save(mgr, {"model": model}, step)))
-        runs["torch_load_s"].append(timed(lambda: target.load_state_dict(torch.load(path, weights_only=True))))
-        runs["ours_load_s"].append(timed(lambda: load(mgr, {"model": target})))
+        timed_cpu(runs, "ours_save", lambda: save(mgr, {"model": model}, step))
+        timed_cpu(runs, "torch_load", lambda: target.load_state_dict(torch.load(path, weights_only=True)))
+        timed_cpu(runs, "ours_load", lambda: load(mgr, {"model": target}))
         assert all(torch.equal(a, b) for a, b in zip(model.parameters(), target.parameters()))
         step += 1
         t0 = time.perf_counter()
@@ -114,6 +126,9 @@ def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dic
     out = {k: med(v) for k, v in runs.items()}
     out["save_ratio"] = out["ours_save_s"] / out[save_base]
     out["load_ratio"] = out["ours_load_s"] / out[load_base]
+    if "ours_save_cpu_s" in out:
+        out["save_cpu_ratio"] = out["ours_save_cpu_s"] / out[save_base.removesuffix("_s") + "_cpu_s"]
+        out["load_cpu_ratio"] = out["ours_load_cpu_s"] / out[load_base.removesuffix("_s") + "_cpu_s"]
     if "async_block_s" in out:
         out["async_block_share"] = out["async_block_s"] / out["ours_save_s"]
     return out | {"runs": runs}
