@@ -16,6 +16,7 @@ at a 64-byte aligned offset from the start of the blob area.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from dataclasses import dataclass
 from collections.abc import Callable
@@ -141,11 +142,15 @@ def _bytes_view(data: np.ndarray | bytes | memoryview) -> memoryview:
 
 
 _SPLIT = 32 * 1024 * 1024
+# threads of a snapshot copy: one per core this process may use, up to 8 (memory bandwidth is
+# spent by then), at least 2
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+COPY_THREADS = max(2, min(8, _CORES))
 
 
 def _copy_blobs(out: np.ndarray, spans: list[tuple[int, int, Any]]) -> None:
-    """Copy every blob into ``out`` at its offset; large copies run on two threads (numpy releases
-    the GIL while copying), which halves the time a background save blocks the caller."""
+    """Copy every blob into ``out`` at its offset; large copies run on :data:`COPY_THREADS` threads
+    (numpy releases the GIL while copying): this copy is all a background save blocks the caller for."""
     jobs: list[tuple[int, memoryview]] = []
     for start, n, data in spans:
         if not n:
@@ -162,7 +167,7 @@ def _copy_blobs(out: np.ndarray, spans: list[tuple[int, int, Any]]) -> None:
         for job in jobs:
             copy(job)
         return
-    with ThreadPoolExecutor(2, thread_name_prefix="checkpoint-snapshot") as pool:
+    with ThreadPoolExecutor(min(COPY_THREADS, len(jobs)), thread_name_prefix="checkpoint-snapshot") as pool:
         list(pool.map(copy, jobs))
 
 
