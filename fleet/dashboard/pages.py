@@ -93,7 +93,9 @@ def fleets_body(rows: list[dict[str, Any]], hidden: int, where: str, token: str 
             body.append(f"<tr><td colspan=10 class=error>{name}: {h(r['error'])}</td></tr>")
     note = f"<p class=muted>{hidden} fleet(s) down not shown</p>" if hidden else ""
     return (f"<h1>fleets</h1><table id='fleets'>{head}{''.join(body)}</table>{note}"
-            "<p class=muted>$/h billed: what the providers charge, once read back from their bills (not yet)</p>")
+            "<p class=muted>$/h billed: what the providers charge for the running instances, read back after each "
+            "launch (Vast's dph_total, RunPod's pod cost, EC2's spot price at launch or list price); "
+            "- where not read yet</p>")
 
 
 def fleet_body(d: dict[str, Any]) -> str:
@@ -113,6 +115,7 @@ def fleet_body(d: dict[str, Any]) -> str:
            + "".join(f"<span data-field='{html.escape(k)}'>{html.escape(k)}: {v}</span>" for k, v in cards) + "</div>"]
     for provider, error in sorted(s["provider_errors"].items()):
         out.append(f"<p class=error>{h(provider)} could not be read: {h(error)}</p>")
+    out.append(_bill(s.get("bill")))
     out.append("<h2>capacity and cost over time</h2>" + _charts(d["series"]))
     out.append(_timeline(d["interruptions"]))
     out.append(_pools(s["pools"]))
@@ -120,6 +123,18 @@ def fleet_body(d: dict[str, Any]) -> str:
     out.append(_actions(d["actions"]))
     out.append(node_logs(d["logs"]))
     return "".join(out)
+
+
+def _bill(bill: dict[str, Any] | None) -> str:
+    """Planned against billed over the instances read (``fleet.views.bills.summary``), and each
+    instance billed beyond the budget."""
+    if not bill or not bill["instances"]:
+        return ""
+    ratio = "" if bill["ratio"] is None else f" ({bill['ratio']:.2f}x planned)"
+    line = (f"<p id=bill>billed {money(bill['billed_per_hour'], True)} for {bill['read']} of {bill['instances']} "
+            f"running instance(s), planned {money(bill['planned_per_hour'], True)}{ratio}</p>")
+    over = "".join(f"<li class=error>{h(b['message'])} ({h(bill['cap_action'])})</li>" for b in bill["breaches"])
+    return line + (f"<ul id=breaches>{over}</ul>" if over else "")
 
 
 def _count(n: int | None) -> str:
@@ -154,12 +169,14 @@ def _instances(instances: list[dict[str, Any]], limit: int) -> str:
     rows = "".join(
         f"<tr><td>{h(i['id'])}</td><td>{h(i['pool'])}</td><td>{h(i['market'])}</td>"
         f"<td>{h(i['state'])}{' (notice)' if i['notice'] else ''}</td><td class=n>{i['gpus']}</td>"
-        f"<td class=n>{money(i['price_per_hour'], True)}</td><td class=n>{duration(i['age_seconds'])}</td></tr>"
+        f"<td class=n>{money(i['price_per_hour'], True)}</td><td class=n>{money(i.get('billed_per_hour'), True)}</td>"
+        f"<td>{h(i.get('rental') or '-')}</td><td class=n>{duration(i['age_seconds'])}</td></tr>"
         for i in listed)
     more = (f"<p class=muted>{len(instances) - len(listed)} more instances (<code>fleet status NAME --limit 0</code>)"
             "</p>" if len(listed) < len(instances) else "")
     return (f"<h2>instances ({len(instances)})</h2><table id=instances><tr><th>id</th><th>pool</th><th>market</th>"
-            "<th>state</th><th class=n>GPUs</th><th class=n>$/h</th><th class=n>age</th></tr>"
+            "<th>state</th><th class=n>GPUs</th><th class=n>$/h planned</th><th class=n>$/h billed</th>"
+            "<th>rental</th><th class=n>age</th></tr>"
             f"{rows}</table>{more}")
 
 

@@ -121,7 +121,9 @@ def test_endpoints_match_status_and_history(preempted: World):
         assert data["status"]["running"] == status["running"] == 2 and data["status"]["planned"] == 2
         assert data["status"]["cost"] == status["cost"]       # frozen clock: the very same figures
         assert data["status"]["planned_per_hour"] == status["planned_per_hour"] is not None
-        assert data["status"]["billed_per_hour"] is None
+        assert data["status"]["billed_per_hour"] == status["billed_per_hour"] is not None   # read back after up
+        assert data["status"]["bill"]["read"] == status["bill"]["read"] == 2
+        assert "id=bill" in data["html"]
         assert data["interruptions"] == lost
         assert {i["instance_id"] for i in data["interruptions"]["interruptions"]} == set(world.lost)
         assert all(victim in data["html"] for victim in world.lost) and "capacity (GPUs)" in data["html"]
