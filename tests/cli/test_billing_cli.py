@@ -141,3 +141,30 @@ def test_a_bad_budget_names_the_field_and_the_fix(tmp_path, server, budget, fiel
     proc = world.fleet("plan", str(world.spec))
     assert proc.returncode != 0 and field in proc.stderr and fix in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ---- EC2 (moto behind the EC2 proxy) -----------------------------------------------------
+
+def test_an_ec2_spot_price_that_moved_after_the_plan_bills_over_it_and_is_warned(tmp_path):
+    import aws_world
+    from cli.test_aws_cli import PRICES, AwsCli
+
+    world = aws_world.fresh()
+    world.proxy.prices(PRICES, default=5.0)
+    cli = AwsCli(tmp_path, world)
+    spec = cli.spec("awsbill")
+    saved = tmp_path / "plan.json"
+    assert cli.fleet("plan", spec, "--out", str(saved)).returncode == 0
+    world.proxy.prices({"g4dn.xlarge us-east-1b": 0.30})      # the zone's spot price rose by half since
+    assert cli.fleet_json("up", str(saved), "--yes")["ok"]
+    status = cli.fleet_json("status", "awsbill")
+    by_zone: dict[str, set] = {}
+    for inst in status["instances"]:
+        assert (inst["billed_source"], inst["rental"]) == ("spot-history", "spot")
+        by_zone.setdefault(inst["pool"].split("/")[2], set()).add((inst["planned_per_hour"], inst["billed_per_hour"]))
+    assert by_zone == {"use1-az1": {(0.20, 0.30)}, "use1-az2": {(0.21, 0.21)}}          # 1b is use1-az1 on moto
+    over = {i["id"] for i in status["instances"] if i["pool"].split("/")[2] == "use1-az1"}
+    assert {(b["instance_id"], b["why"]) for b in status["bill"]["breaches"]} == {(i, "over-plan") for i in over}
+    assert status["bill"]["ratio"] == pytest.approx((0.30 * 2 + 0.21 * 2) / (0.20 * 2 + 0.21 * 2))
+    assert "over budget" in cli.fleet("status", "awsbill").stdout
+    assert cli.fleet("down", "awsbill", "--yes").returncode == 0
