@@ -72,6 +72,7 @@ class PassReport:
     notes: list[str] = field(default_factory=list)
     unread: dict[str, str] = field(default_factory=dict)                 # provider -> why it could not be read
     bill_breaches: list[dict[str, object]] = field(default_factory=list)  # instances billed beyond the budget
+    now: float = 0.0                                                      # the providers' clock at the pass
 
     @property
     def nothing_to_do(self) -> bool:
@@ -130,6 +131,7 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
                         baseline_weighted_gpus=float(spec.capacity.on_demand_gpus),
                         critical_weighted_gpus=spec.critical_gpus, unread=dict(obs.errors))
     report.bill_breaches = [b.to_dict() for b in capped.breaches]
+    report.now = inputs.now
     report.results += [ActionResult(term, done, message) for term, done, message in capped.destroyed]
     _running(spec, obs, report)
     if dry_run or store is None or obs.errors:
