@@ -121,8 +121,23 @@ def fleet_body(d: dict[str, Any]) -> str:
     out.append(_pools(s["pools"]))
     out.append(_instances(s["instances"], d["instance_limit"]))
     out.append(_actions(d["actions"]))
+    out.append(_plan_diffs(d.get("plan_diffs") or []))
     out.append(node_logs(d["logs"]))
     return "".join(out)
+
+
+def _plan_diffs(diffs: list[dict[str, Any]], limit: int = 10) -> str:
+    """What changed between consecutive applied plans, newest first (``fleet.views.plans.diffs``)."""
+    if not diffs:
+        return "<h2>plan changes</h2><p id=plandiffs>no change since the first plan</p>"
+    items = []
+    for d in diffs[:limit]:
+        pools = "".join(f"<li>{h(c['pool'])}: {c['before']} &rarr; {c['after']}</li>" for c in d["changes"])
+        items.append(f"<li><b>{_when(d['applied_at'])}</b> {h(d['strategy'])} plan {h(d['to'])}: "
+                     f"{money(d['price_before'], True)} &rarr; {money(d['price_after'], True)}, "
+                     f"{d['weighted_before']:g} &rarr; {d['weighted_after']:g} weighted GPUs<ul>{pools}</ul></li>")
+    more = f"<p class=muted>{len(diffs) - limit} older changes</p>" if len(diffs) > limit else ""
+    return f"<h2>plan changes ({len(diffs)})</h2><ul id=plandiffs>{''.join(items)}</ul>{more}"
 
 
 def _bill(bill: dict[str, Any] | None) -> str:

@@ -201,6 +201,13 @@ class SQLStore:
                           f" ORDER BY {order} DESC, {self._PLAN_ORDER} DESC LIMIT 1", (fleet,))
         return rows.plan(found[0][1], path=self.url, fleet=fleet, plan_id=str(found[0][0])) if found else None
 
+    @guarded
+    def applied_plans(self, fleet: str, *, limit: int = 20) -> list[tuple[Plan, float]]:
+        found = self._all("SELECT id, body, applied_at FROM plans WHERE fleet = ? AND applied_at IS NOT NULL"
+                          f" ORDER BY applied_at DESC, {self._PLAN_ORDER} DESC LIMIT ?", (fleet, limit))
+        return [(rows.plan(body, path=self.url, fleet=fleet, plan_id=str(pid)), float(at))
+                for pid, body, at in reversed(found)]
+
     # ---- launches --------------------------------------------------------------------
     @guarded
     def begin_launch(self, fleet: str, plan_id: str, pool: str, count: int,

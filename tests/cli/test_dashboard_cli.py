@@ -124,6 +124,10 @@ def test_endpoints_match_status_and_history(preempted: World):
         assert data["status"]["billed_per_hour"] == status["billed_per_hour"] is not None   # read back after up
         assert data["status"]["bill"]["read"] == status["bill"]["read"] == 2
         assert "id=bill" in data["html"]
+        assert data["plan_diffs"] == [] and "no change since the first plan" in data["html"]   # one plan so far
+        looked = data["status"]["looked_at"]          # polls within --look-every reuse the look: no reconcile
+        assert json.loads(_get(base + "api/fleet/dash")[1])["status"]["looked_at"] == looked
+        assert json.loads(_get(base + "api/fleet/dash?refresh=1")[1])["status"]["looked_at"] > looked
         assert data["interruptions"] == lost
         assert {i["instance_id"] for i in data["interruptions"]["interruptions"]} == set(world.lost)
         assert all(victim in data["html"] for victim in world.lost) and "capacity (GPUs)" in data["html"]
@@ -203,6 +207,9 @@ def test_browser_shows_the_fleet(preempted: World, tmp_path: Path):
         assert re.search(r"updated \d", dom), "the page's script did not refresh it"
         assert all(f"data-instance=\"{victim}\"" in dom for victim in world.lost) and "preempted" in dom
         assert "spot-interruption, 2m00s ahead" in dom and "committed 1m29s before the deadline" in dom
+        billed = pages.money(status["bill"]["billed_per_hour"], True)
+        assert f"$/h billed: {billed}" in dom and f"billed {billed} for 2 of 2 running instance(s)" in dom
+        assert "plan changes" in dom and "no change since the first plan" in dom
         fleets = subprocess.run([*common, "--dump-dom", base], capture_output=True, text=True, timeout=120).stdout
         assert "dash" in fleets and cost in fleets
         shots = []
