@@ -98,7 +98,7 @@ def fleets_body(rows: list[dict[str, Any]], hidden: int, where: str, token: str 
             "- where not read yet</p>")
 
 
-def fleet_body(d: dict[str, Any]) -> str:
+def fleet_body(d: dict[str, Any], token: str = "") -> str:
     """One fleet: headline figures, charts, the interruption timeline, pools, instances by pool
     and market, rebalancer actions, node logs. ``d``: ``server.Source.fleet``."""
     s, cost = d["status"], d["status"]["cost"]
@@ -111,7 +111,9 @@ def fleet_body(d: dict[str, Any]) -> str:
              ("$/h billed", money(s.get("billed_per_hour"), True)),
              ("cost so far", money(cost["cost_so_far"])), ("saved vs on-demand", saved),
              ("interruptions", str(cost["interruptions"]))]
-    out = [f"<h1>fleet {h(s['fleet'])}</h1><div class=cards id=cards>"
+    offers = html.escape(link("/fleet/" + quote(safe(s["fleet"]), safe="") + "/offers", token), quote=True)
+    out = [f"<h1>fleet {h(s['fleet'])}</h1><p><a id=offers-link href='{offers}'>offers its spec weighs</a></p>"
+           "<div class=cards id=cards>"
            + "".join(f"<span data-field='{html.escape(k)}'>{html.escape(k)}: {v}</span>" for k, v in cards) + "</div>"]
     for provider, error in sorted(s["provider_errors"].items()):
         out.append(f"<p class=error>{h(provider)} could not be read: {h(error)}</p>")
@@ -124,6 +126,24 @@ def fleet_body(d: dict[str, Any]) -> str:
     out.append(_plan_diffs(d.get("plan_diffs") or []))
     out.append(node_logs(d["logs"]))
     return "".join(out)
+
+
+def offers_body(d: dict[str, Any], token: str = "") -> str:
+    """The offers a fleet's spec weighs, cheapest per GPU-hour first (``fleet.views.offers``)."""
+    back = html.escape(link("/fleet/" + quote(safe(d["fleet"]), safe=""), token), quote=True)
+    head = f"<h1>offers for <a href='{back}'>{h(d['fleet'])}</a></h1>"
+    if d["error"]:
+        return head + f"<p class=error id=offers>{h(d['error'])}</p>"
+    rows = "".join(
+        f"<tr><td>{h(o['pool']['provider'])}/{h(o['pool']['region'])}/{h(o['pool']['zone'] or '-')}/"
+        f"{h(o['pool']['instance_type'])}</td><td>{h(o['pool']['market'])}</td>"
+        f"<td>{o['gpus']}x{h(o['accelerator'])}</td><td class=n>{money(o['price_per_hour'], True)}</td>"
+        f"<td class=n>${o['price_per_gpu_hour']:.3f}</td><td class=n>{o['interruptions_per_hour']:.3f}</td>"
+        f"<td class=n>{'-' if o.get('capacity_hint') is None else o['capacity_hint']}</td></tr>" for o in d["offers"])
+    return (head + f"<p class=muted>{d['total']} offers from {h(d['source'])}: {h(d['detail'])}; the cheapest "
+            f"{len(d['offers'])} per GPU-hour</p><table id=offers><tr><th>pool</th><th>market</th><th>node</th>"
+            "<th class=n>$/h</th><th class=n>$/GPU-h</th><th class=n>int/h</th><th class=n>capacity</th></tr>"
+            f"{rows}</table>")
 
 
 def _plan_diffs(diffs: list[dict[str, Any]], limit: int = 10) -> str:

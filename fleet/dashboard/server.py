@@ -6,7 +6,9 @@ Routes (``?token=T`` on each when a token is set):
 - ``/fleet/NAME``: one fleet; ``/api/fleet/NAME``: its data (``status`` is exactly what
   ``fleet status NAME --json`` prints, ``interruptions`` what ``fleet history NAME
   --interruptions --json`` prints, ``plan_diffs`` what changed between its applied plans) and
-  the page body as ``html``.
+  the page body as ``html``;
+- ``/fleet/NAME/offers``: the offers the fleet's recorded spec would weigh (what ``fleet offers
+  --spec`` lists, through the same use case); ``/api/fleet/NAME/offers``: the same as JSON.
 
 The providers are asked (and the record reconciled) at most once per ``look_seconds`` per
 fleet, not on every poll: within that time a poll reuses the last look (``status`` then says
@@ -41,6 +43,7 @@ from fleet.dashboard import pages
 from fleet.errors import FleetError, FleetNotFoundError
 from fleet.safetext import safe_data, scrub_known
 from fleet.views import history, plans
+from fleet.views import offers as offers_view
 from fleet.views.status import overview, snapshot
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -108,6 +111,16 @@ class Source:
                     "instance_limit": self.instance_limit}
         finally:
             store.close()
+
+    def offers(self, name: str, refresh: bool = False) -> dict[str, Any]:
+        """The offers ``name``'s spec weighs (``fleet.views.offers``), asked of the providers at most
+        once per ``look_seconds``."""
+        store, _ = readable_store(self.app)
+        try:
+            record = store.get_fleet(name)
+        finally:
+            store.close()
+        return {"fleet": name, **self._cached(f"offers:{name}", refresh, lambda: offers_view.weighed(self.app, record))}
 
     def _logs(self, store: Any, record: Any) -> dict[str, Any]:
         """The newest node logs as ``fleet logs`` reads them (their last lines), or why there are none."""
@@ -181,11 +194,18 @@ class Handler(BaseHTTPRequestHandler):
                            head)
             elif len(parts) == 2 and parts[0] == "fleet":
                 data = self.server.source.fleet(parts[1], refresh)
-                self._page(f"fleet {parts[1]}", pages.fleet_body(data),
+                self._page(f"fleet {parts[1]}", pages.fleet_body(data, token),
                            pages.link("/api/fleet/" + quote(parts[1], safe=""), token), head)
+            elif len(parts) == 3 and parts[0] == "fleet" and parts[2] == "offers":
+                data = self.server.source.offers(parts[1], refresh)
+                self._page(f"offers for {parts[1]}", pages.offers_body(data, token),
+                           pages.link("/api/fleet/" + quote(parts[1], safe="") + "/offers", token), head)
+            elif len(parts) == 4 and parts[:2] == ["api", "fleet"] and parts[3] == "offers":
+                data = self.server.source.offers(parts[2], refresh)
+                self._json({**data, "html": pages.offers_body(data, token)}, head)
             elif len(parts) == 3 and parts[:2] == ["api", "fleet"]:
                 data = self.server.source.fleet(parts[2], refresh)
-                self._json({**data, "html": pages.fleet_body(data)}, head)
+                self._json({**data, "html": pages.fleet_body(data, token)}, head)
             else:
                 self._send(404, "text/plain", b"not found\n", head=head)
         except FleetNotFoundError as err:

@@ -134,6 +134,12 @@ def test_endpoints_match_status_and_history(preempted: World):
         (node,) = data["logs"]["nodes"]                  # the log `fleet logs` reads, escaped on the page
         assert node["instance"] == world.lost[0] and "step 40 saved" in data["html"]
         assert "&lt;img src=x onerror=alert(1)&gt;\\x1b[2J" in data["html"] and "<img" not in data["html"]
+        offers = json.loads(_get(base + "api/fleet/dash/offers")[1])       # what `fleet offers --spec` lists
+        listed = world.fleet_json("offers", "--spec", str(world.root / "dash.yaml"), "--limit", "0")
+        assert offers["error"] == "" and offers["total"] == listed["total"] > 0
+        assert [o["pool"] for o in offers["offers"]] == [o["pool"] for o in listed["offers"][:len(offers["offers"])]]
+        assert "id=offers" in offers["html"] and "/fleet/dash/offers" in data["html"]
+        assert _get(base + "fleet/dash/offers")[0] == 200
         fleets = json.loads(_get(base + "api/fleets")[1])
         row = next(r for r in fleets["rows"] if r["fleet"] == "dash")
         assert row["cost_so_far"] == status["cost"]["cost_so_far"] and row["running"] == 2
@@ -181,6 +187,14 @@ def test_provider_text_is_escaped():
                                                      "tail": f"line {hostile}\nAuthorization: Bearer abcdefghijklmnop"}]})
     assert "<script" not in logs and "\x1b" not in logs and "abcdefghijklmnop" not in logs and "line &lt;" in logs
     assert "abcdefghijklmnop" not in pages.h("Authorization: Bearer abcdefghijklmnop")
+    refused = pages.offers_body({"fleet": hostile, "error": hostile, "offers": [], "total": 0, "source": "",
+                                 "detail": ""})
+    assert "<script>" not in refused and "\x1b" not in refused and "&lt;script&gt;" in refused
+    pool = {"provider": "vast", "region": hostile, "zone": "", "instance_type": hostile, "market": "spot"}
+    listed = pages.offers_body({"fleet": "f", "error": "", "total": 1, "source": "live", "detail": hostile,
+                                "offers": [{"pool": pool, "gpus": 1, "accelerator": hostile, "price_per_hour": 1.0,
+                                            "price_per_gpu_hour": 1.0, "interruptions_per_hour": 0.1}]})
+    assert "<script>" not in listed and "\x1b" not in listed and listed.count("&lt;script&gt;") == 4
 
 
 def _chromium() -> str | None:
