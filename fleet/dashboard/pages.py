@@ -124,6 +124,7 @@ def fleet_body(d: dict[str, Any], token: str = "") -> str:
     out.append(_instances(s["instances"], d["instance_limit"]))
     out.append(_actions(d["actions"]))
     out.append(_plan_diffs(d.get("plan_diffs") or []))
+    out.append(_simulation(d.get("simulation")))
     out.append(node_logs(d["logs"]))
     return "".join(out)
 
@@ -144,6 +145,29 @@ def offers_body(d: dict[str, Any], token: str = "") -> str:
             f"{len(d['offers'])} per GPU-hour</p><table id=offers><tr><th>pool</th><th>market</th><th>node</th>"
             "<th class=n>$/h</th><th class=n>$/GPU-h</th><th class=n>int/h</th><th class=n>capacity</th></tr>"
             f"{rows}</table>")
+
+
+def _simulation(sim: dict[str, Any] | None) -> str:
+    """The result ``fleet simulate SPEC --save`` kept for this fleet (``fleet.simulate.saved``)."""
+    if sim is None:
+        return ("<h2>simulation</h2><p id=simulation class=muted>none saved: "
+                "<code>fleet simulate SPEC --save</code></p>")
+    if sim.get("error"):
+        return f"<h2>simulation</h2><p id=simulation class=error>{h(sim['error'])}</p>"
+    r = sim["result"]
+
+    def pct(x: Any) -> str:
+        return "-" if not isinstance(x, (int, float)) else f"{100 * x:.1f}%"
+
+    rows = "".join(
+        f"<tr><td>{h(p.get('policy'))}</td><td class=n>{pct(p.get('at_target'))}</td>"
+        f"<td class=n>{pct(p.get('at_critical'))}</td><td class=n>{money(p.get('cost'))}</td>"
+        f"<td class=n>{pct(p.get('cost_share_of_on_demand'))}</td><td class=n>{h(p.get('interruptions'))}</td></tr>"
+        for p in r["policies"] if isinstance(p, dict))
+    return (f"<h2>simulation (saved {_when(sim['saved_at'])})</h2><p class=muted>{h(r.get('hours'))} h of traces, "
+            f"a pass every {h(r.get('interval_ticks'))} ticks</p><table id=simulation><tr><th>policy</th>"
+            "<th class=n>at target</th><th class=n>at critical</th><th class=n>cost</th><th class=n>of on-demand</th>"
+            f"<th class=n>interruptions</th></tr>{rows}</table>")
 
 
 def _plan_diffs(diffs: list[dict[str, Any]], limit: int = 10) -> str:

@@ -42,6 +42,7 @@ from fleet.cli.lifecycle import readable_store
 from fleet.dashboard import pages
 from fleet.errors import FleetError, FleetNotFoundError
 from fleet.safetext import safe_data, scrub_known
+from fleet.simulate import saved
 from fleet.views import history, plans
 from fleet.views import offers as offers_view
 from fleet.views.status import overview, snapshot
@@ -104,6 +105,7 @@ class Source:
             now = max((view.clock(r.provider) for r in recs.instances), default=view.read_at)
             return {"status": {**status, "looked_at": view.read_at},
                     "plan_diffs": plans.diffs(store.applied_plans(name)),
+                    "simulation": saved.load(self.app.home, name),
                     "interruptions": safe_data(history.interruptions(store, name, recs=recs)),
                     "series": history.series(recs.instances, now),
                     "actions": safe_data(history.actions(recs.events)),

@@ -113,6 +113,7 @@ def test_endpoints_match_status_and_history(preempted: World):
     world = preempted
     status = world.fleet_json("status", "dash")
     lost = world.fleet_json("history", "dash", "--interruptions")
+    simulated = world.fleet_json("simulate", str(world.root / "dash.yaml"), "--days", "0.25", "--no-optimum", "--save")
     proc, base = _serve(world)
     try:
         code, body, headers = _get(base + "api/fleet/dash")
@@ -124,6 +125,8 @@ def test_endpoints_match_status_and_history(preempted: World):
         assert data["status"]["billed_per_hour"] == status["billed_per_hour"] is not None   # read back after up
         assert data["status"]["bill"]["read"] == status["bill"]["read"] == 2
         assert "id=bill" in data["html"]
+        assert data["simulation"]["result"] == simulated          # what `fleet simulate --save` printed
+        assert all(p["policy"] in data["html"] for p in simulated["policies"]) and "id=simulation" in data["html"]
         assert data["plan_diffs"] == [] and "no change since the first plan" in data["html"]   # one plan so far
         looked = data["status"]["looked_at"]          # polls within --look-every reuse the look: no reconcile
         assert json.loads(_get(base + "api/fleet/dash")[1])["status"]["looked_at"] == looked
