@@ -6,7 +6,8 @@ DescribeSpotPriceHistory entry in effect then (``Linux/UNIX``, the newest entry 
 ``launched_at``; the oldest entry when every one is later, as when the launch is older than
 the history kept): source ``spot-history``, rental ``spot``. An on-demand instance is billed
 the list price of its type in its region, taken from the shipped catalog (source ``list``,
-rental ``on-demand``); a type the catalog does not know is left out.
+rental ``on-demand``); a type the catalog does not know is left out, as is an instance EC2 no
+longer describes as pending or running (DescribeInstances by id, one call per region).
 
 API: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html
 (``InstanceTypes``, ``ProductDescriptions``, ``StartTime``/``EndTime``, paged by ``NextToken``;
@@ -30,6 +31,7 @@ PRODUCT = "Linux/UNIX"
 
 def billed_rates(aws: Any, instances: Sequence[Instance], now: float) -> dict[str, BilledRate]:
     """Instance id -> what EC2 bills for it (see the module doc); one history call per region."""
+    instances = _alive(aws, instances)
     out: dict[str, BilledRate] = {}
     spot: dict[str, list[Instance]] = {}
     for inst in instances:
@@ -42,6 +44,21 @@ def billed_rates(aws: Any, instances: Sequence[Instance], now: float) -> dict[st
     for region, group in sorted(spot.items()):
         out.update(_spot_rates(aws, region, group, now))
     return out
+
+
+def _alive(aws: Any, instances: Sequence[Instance]) -> list[Instance]:
+    """Those of ``instances`` EC2 describes as pending or running."""
+    from providers.aws.instances import describe
+
+    by_region: dict[str, list[Instance]] = {}
+    for inst in instances:
+        by_region.setdefault(inst.pool.region, []).append(inst)
+    alive: set[str] = set()
+    for region, group in sorted(by_region.items()):
+        found = describe(aws, region, [{"Name": "instance-id", "Values": [i.id for i in group]},
+                                       {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        alive |= {raw["InstanceId"] for raw in found}
+    return [i for i in instances if i.id in alive]
 
 
 def _spot_rates(aws: Any, region: str, group: list[Instance], now: float) -> dict[str, BilledRate]:
