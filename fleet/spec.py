@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidatorFunctionWrapHandler,
                       field_validator, model_validator)
 
+from fleet.budget import DEFAULT_BILL_TOLERANCE, DEFAULT_CAP_ACTION
 from fleet.accelerators import KNOWN, REFERENCE_WEIGHTS, canonical, unknown_message
 from fleet.errors import SpecError
 from fleet.secrets import REF_NAME_RE, check_env, check_forwarding, references
@@ -143,9 +144,9 @@ class Budget(Section):
     max_per_hour: float | None = Field(default=None, gt=0, description="Fleet-wide cap in USD per hour.")
     max_per_gpu_hour: float | None = Field(default=None, gt=0, description="Skip offers above this USD per GPU-hour.")
     cap_action: Literal["warn", "replace", "destroy"] = Field(
-        default="warn", description="What happens to an instance billed over its plan or the per-node cap: "
+        default=DEFAULT_CAP_ACTION, description="What happens to an instance billed over its plan or the per-node cap: "
         "warn, replace (make before break) or destroy.")
-    bill_tolerance: float = Field(default=0.10, ge=0, le=10, description="How far above its planned price an "
+    bill_tolerance: float = Field(default=DEFAULT_BILL_TOLERANCE, ge=0, le=10, description="How far above its planned price an "
                                   "instance may bill before cap_action applies, as a fraction (0.10 = 10%).")
     max_per_node: float | None = Field(default=None, gt=0, description="Hard cap in USD per hour for what any one "
                                        "instance bills.")

@@ -25,7 +25,7 @@ from typing import Mapping
 from fleet.errors import ProviderError
 from fleet.provisioning.executor import terminate
 from fleet.provisioning.reconcile import Observation
-from fleet.rebalance.bills import EVENT, NOTICE, Breach, breaches
+from fleet.rebalance.bills import EVENT, NOTICE, Breach, Limits, breaches
 from fleet.rebalance.types import NO_CAPACITY, PoolEvent, Terminate
 from fleet.spec import FleetSpec
 from fleet.state import StateStore
@@ -46,7 +46,8 @@ def check(spec: FleetSpec, store: StateStore, obs: Observation, providers: Mappi
           now: float) -> CapCheck:
     """See the module doc."""
     alive = {i.id for i in obs.instances}
-    found = breaches((r for r in store.instances(spec.name, alive_only=True) if r.id in alive), spec.budget)
+    limits = Limits(spec.budget.cap_action, spec.budget.bill_tolerance, spec.budget.max_per_node)
+    found = breaches((r for r in store.instances(spec.name, alive_only=True) if r.id in alive), limits)
     out = CapCheck(breaches=found)
     if not found:
         return out

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from fleet.rebalance.bills import breaches
-from fleet.spec import Budget
+from fleet.rebalance.bills import Limits, breaches
 from fleet.state.records import InstanceRecord
 
 
-def summary(alive: list[InstanceRecord], budget: Budget) -> dict[str, Any]:
+def summary(alive: list[InstanceRecord], budget: Limits) -> dict[str, Any]:
     """See the module doc; ``ratio`` is billed over planned for the instances read."""
     read = [r for r in alive if r.billed_per_hour is not None]
     planned = sum(r.price_per_hour for r in read)
@@ -24,7 +23,7 @@ def summary(alive: list[InstanceRecord], budget: Budget) -> dict[str, Any]:
     return {"instances": len(alive), "read": len(read),
             "planned_per_hour": planned if read else None, "billed_per_hour": billed if read else None,
             "ratio": billed / planned if read and planned > 0 else None,
-            "tolerance": budget.bill_tolerance, "max_per_node": budget.max_per_node, "cap_action": budget.cap_action,
+            "tolerance": budget.tolerance, "max_per_node": budget.max_per_node, "cap_action": budget.cap_action,
             "breaches": [b.to_dict() for b in breaches(alive, budget)]}
 
 

@@ -10,6 +10,7 @@ from typing import Any, Iterable
 from fleet.cli.runs import Run, current_run, events_of, instances_of
 from fleet.model import Market
 from fleet.state import EventRecord, InstanceRecord, StateStore
+from fleet.rebalance.bills import Limits
 from fleet.views import bills
 from fleet.views import interruptions as timeline_of
 
@@ -61,14 +62,7 @@ def interruptions(store: StateStore, name: str, *, every_run: bool = False,
 def bill_of(store: StateStore, name: str, records: Iterable[InstanceRecord]) -> dict[str, Any]:
     """Planned against billed over the alive ones of ``records``, held to the recorded spec's
     budget (``fleet.views.bills.summary``; the default budget when no spec was recorded)."""
-    from fleet.spec import Budget, FleetSpec
-
-    spec_json = store.get_fleet(name).spec_json
-    try:
-        budget = FleetSpec.model_validate_json(spec_json).budget if spec_json else Budget()
-    except ValueError:
-        budget = Budget()
-    return bills.summary([r for r in records if r.alive], budget)
+    return bills.summary([r for r in records if r.alive], Limits.of(store.get_fleet(name).to_dict()["spec"]))
 
 
 def series(records: Iterable[InstanceRecord], now: float, *, points: int = 200) -> list[dict[str, float]]:

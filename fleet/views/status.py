@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Collection
 
-from fleet.cli.lifecycle import FleetView, look, readable_store, spec_of, store_exists
+from fleet.cli.lifecycle import FleetView, look, readable_store, store_exists
 from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError
 from fleet.model import Instance
 from fleet.provisioning.accounting import summarize
 from fleet.safetext import safe_data
-from fleet.spec import Budget
 from fleet.state import EventKind, FleetStatus, InstanceRecord, StateStore
+from fleet.rebalance.bills import Limits
 from fleet.views import bills
 
 if TYPE_CHECKING:
@@ -58,8 +58,7 @@ def snapshot(app: "App", store: StateStore, name: str) -> tuple[dict[str, Any], 
     notices = {e.instance_id for e in store.events(name, kinds={EventKind.NOTICE})}
     by_id = {r.id: r for r in records}
     alive = [by_id[i.id] for i in instances if i.id in by_id]
-    spec = spec_of(view.record)
-    bill = bills.summary(alive, spec.budget if spec is not None else Budget())
+    bill = bills.summary(alive, Limits.of(view.record.to_dict()["spec"]))     # the spec is not built: status stays light
     data = {
         "fleet": name, "status": condition(view.record.status, running, desired, unread),
         "recorded_status": view.record.status, "backend": view.record.backend,
