@@ -9,6 +9,10 @@ process (stdlib ``ThreadingHTTPServer`` on 127.0.0.1) and each figure is the med
 and the fleets page; with Debian's ``chromium`` installed also the time headless Chromium
 takes to load the fleet page and run its script (process start-up included).
 
+A poll within ``--look-every`` reuses the last look at the providers; ``?refresh=1`` looks (and
+reconciles) again. Both are loaded in interleaved rounds and compared as a ratio (wall and
+this process's CPU time, the server being in process), with the load average beside them.
+
 Run: ``python benchmarks/dashboard.py`` (a minute or two on two cores). Prints the figures
 and saves ``benchmarks/results/dashboard.json``.
 """
@@ -16,6 +20,7 @@ and saves ``benchmarks/results/dashboard.json``.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -68,6 +73,21 @@ def timed(url: str, repeat: int) -> float:
     return statistics.median(runs)
 
 
+def interleaved(urls: dict[str, str], repeat: int) -> dict[str, tuple[float, float]]:
+    """Name -> (median wall seconds, median CPU seconds of this process) over ``repeat`` rounds,
+    each round loading every URL once in turn."""
+    wall: dict[str, list[float]] = {k: [] for k in urls}
+    cpu: dict[str, list[float]] = {k: [] for k in urls}
+    for _ in range(repeat):
+        for name, url in urls.items():
+            w, c = time.perf_counter(), time.process_time()
+            with urllib.request.urlopen(url, timeout=600) as r:
+                r.read()
+            wall[name].append(time.perf_counter() - w)
+            cpu[name].append(time.process_time() - c)
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in urls}
+
+
 def main() -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="loads to take the median of")
@@ -85,6 +105,13 @@ def main() -> dict[str, float]:
             out["fleet_page_median_s"] = timed(page, args.repeat)
             out["fleet_json_median_s"] = timed(base + f"api/fleet/{world.name}", args.repeat)
             out["fleets_page_median_s"] = timed(base, args.repeat)
+            api = base + f"api/fleet/{world.name}"
+            polls = interleaved({"cached": api, "look": api + "?refresh=1"}, args.repeat)
+            out["poll_cached_median_s"], out["poll_cached_cpu_s"] = polls["cached"]
+            out["poll_look_median_s"], out["poll_look_cpu_s"] = polls["look"]
+            out["poll_look_over_cached_wall"] = polls["look"][0] / polls["cached"][0]
+            out["poll_look_over_cached_cpu"] = polls["look"][1] / max(polls["cached"][1], 1e-6)
+            out["load_average_1m"] = os.getloadavg()[0]
             browser = shutil.which("chromium")
             if browser:
                 runs = []

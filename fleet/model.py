@@ -343,6 +343,25 @@ class LaunchResult(Frozen):
     error_kind: str = ""   # "capacity" | "quota" | "auth" | "rate-limit" | "transient" | ""
 
 
+class BilledRate(Frozen):
+    """What a provider says it charges for one instance, read back after launch
+    (``providers.base.ReadsBilledRate``).
+
+    ``source`` says where the figure comes from, so a reader can weigh it: ``instance`` (the
+    provider's own record of the instance: Vast ``dph_total``, RunPod ``costPerHr``),
+    ``spot-history`` (EC2: the spot price of the instance's zone and type at launch),
+    ``price-api`` (Azure Retail Prices, GCP Cloud Billing Catalog for the exact SKU and region),
+    ``list`` (a published list price: on-demand EC2 from the catalog, Lambda, OCI).
+    ``rental`` is the kind of rental the provider reports (``bid``/``on-demand`` on Vast,
+    ``spot``/``on-demand`` elsewhere; ``""`` where it says none). ``at``: when it was read, on
+    the provider's clock."""
+
+    per_hour: float = Field(ge=0)
+    source: str
+    rental: str = ""
+    at: float = 0.0
+
+
 TAG_FLEET = "spotfleet:fleet"
 TAG_POOL = "spotfleet:pool"
 TAG_PLAN = "spotfleet:plan"

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidatorFunctionWrapHandler,
                       field_validator, model_validator)
 
+from fleet.budget import DEFAULT_BILL_TOLERANCE, DEFAULT_CAP_ACTION
 from fleet.accelerators import KNOWN, REFERENCE_WEIGHTS, canonical, unknown_message
 from fleet.errors import SpecError
 from fleet.secrets import REF_NAME_RE, check_env, check_forwarding, references
@@ -132,8 +133,23 @@ class Capacity(Section):
 
 
 class Budget(Section):
+    """What the fleet may cost. The plan keeps within ``max_per_hour`` and ``max_per_gpu_hour``;
+    what the providers then bill (read back after each launch) is held to the plan by
+    ``bill_tolerance`` and ``max_per_node``: an instance billed above its planned price by more
+    than the tolerance, above the per-node cap, or rented on-demand where a bid was meant (Vast)
+    gets ``cap_action``: ``warn`` (an event and a line in ``fleet status``), ``replace`` (the
+    rebalancer launches a replacement, then terminates it) or ``destroy`` (terminated at once;
+    the rebalancer replaces the capacity from the pools it would use anyway)."""
+
     max_per_hour: float | None = Field(default=None, gt=0, description="Fleet-wide cap in USD per hour.")
     max_per_gpu_hour: float | None = Field(default=None, gt=0, description="Skip offers above this USD per GPU-hour.")
+    cap_action: Literal["warn", "replace", "destroy"] = Field(
+        default=DEFAULT_CAP_ACTION, description="What happens to an instance billed over its plan or the per-node cap: "
+        "warn, replace (make before break) or destroy.")
+    bill_tolerance: float = Field(default=DEFAULT_BILL_TOLERANCE, ge=0, le=10, description="How far above its planned price an "
+                                  "instance may bill before cap_action applies, as a fraction (0.10 = 10%).")
+    max_per_node: float | None = Field(default=None, gt=0, description="Hard cap in USD per hour for what any one "
+                                       "instance bills.")
 
 
 class VastBid(Section):

@@ -36,7 +36,7 @@ from fleet.errors import (  # noqa: F401  (re-exported: adapters import errors f
     RateLimitedError,
     TransientProviderError,
 )
-from fleet.model import Instance, LaunchRequest, LaunchResult, Offer, Quota
+from fleet.model import BilledRate, Instance, LaunchRequest, LaunchResult, Offer, Quota
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +191,19 @@ class RaisesBids(Protocol):
     def raise_bid(self, instance_id: str, price: float | None = None) -> float:
         """Bid again for an outbid instance of ours: ``price`` or the adapter's rule, never above
         its caps; returns the bid. Raises ProviderError (over the caps, not ours)."""
+
+
+@runtime_checkable
+class ReadsBilledRate(Protocol):
+    """The provider can say what it charges for an instance of ours (not what its offer said):
+    ``fleet.provisioning.billing`` reads it back after each launch and while reconciling, and
+    records it beside the planned price."""
+
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """Instance id -> what the provider bills for it now (USD per hour, the source and the
+        rental kind), for those of ``instances`` it can price (others are left out: gone, or no
+        price for that SKU). Raises ProviderError when the answer cannot be read (malformed,
+        truncated, refused): never guesses a rate."""
 
 
 @runtime_checkable

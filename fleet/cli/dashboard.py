@@ -17,15 +17,18 @@ from fleet.errors import FleetError
               help="State store to read (path, sqlite:///path or postgresql://...); default as every command.")
 @click.option("--interval", type=click.FloatRange(min=1), default=5.0, show_default=True,
               help="Seconds between the page's refreshes.")
+@click.option("--look-every", "look_seconds", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds between looks at the providers (each reconciles the fleet); polls in between "
+              "reuse the last look, and ?refresh=1 looks at once.")
 @pass_app
-def command(app: App, port: int, bind: str, state_url: str | None, interval: float) -> None:
+def command(app: App, port: int, bind: str, state_url: str | None, interval: float, look_seconds: float) -> None:
     """Serve a read-only web page of the fleets: state, cost, charts, interruptions, logs."""
     from fleet.dashboard.server import Dashboard, Source
 
     if state_url:
         app.state = state_url
     try:
-        server = Dashboard(Source(app), bind, port, interval=interval)
+        server = Dashboard(Source(app, look_seconds=look_seconds), bind, port, interval=interval)
     except OSError as err:
         raise FleetError(f"cannot listen on {bind}:{port}: {err.strerror or err}; pick another --port "
                          "(0 takes any free one) or --bind") from None

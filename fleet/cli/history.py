@@ -13,11 +13,11 @@ from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import duration, look, money, readable_store
 from fleet.cli.runs import Run, current_run, events_of, instances_of, launches_of
-from fleet.cli.status import condition, headline
+from fleet.cli.status import bill_lines, condition, headline
 from fleet.safetext import safe_data
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.state import EventRecord
-from fleet.views import history
+from fleet.views import bills, history
 
 
 @click.command("history")
@@ -43,11 +43,13 @@ def command(app: App, name: str, limit: int, every_run: bool, lost_nodes: bool, 
     run = current_run(store, name)
     shown_run = Run(run.number, 0, None) if every_run else run
     events = events_of(shown_run, every)
-    cost = summarize(instances_of(shown_run, store.instances(name), every), view.clock)
+    records = instances_of(shown_run, store.instances(name), every)
+    cost = summarize(records, view.clock)
+    bill = history.bill_of(store, name, records)
     launches = launches_of(shown_run, store.launches(name))
     if as_json:
         app.emit_json({"fleet": name, "status": view.record.status, "run": run.number, "all_runs": every_run,
-                       "cost": cost.to_dict(),
+                       "cost": cost.to_dict(), "bill": bill, "instances": safe_data(bills.rows(records)),
                        "counts": dict(Counter(e.kind for e in events)),
                        "events": safe_data([e.to_dict() for e in events]),
                        "launches": safe_data([l.to_dict() for l in launches])})
@@ -57,6 +59,8 @@ def command(app: App, name: str, limit: int, every_run: bool, lost_nodes: bool, 
     status = condition(view.record.status, running, planned, view.obs.errors)
     for line in headline(name, status, sum(running.values()), sum(planned.values()) if view.plan else None, cost,
                          view.obs.errors):
+        app.console.print(line)
+    for line in bill_lines(bill):
         app.console.print(line)
     if run.number > 1:
         app.console.print(f"run {run.number} of this fleet name" + (" (cost and events of every run: --all)"

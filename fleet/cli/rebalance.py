@@ -101,6 +101,15 @@ def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
         store.close()
 
 
+def _observe_store(app: App, metrics: Any, report: PassReport) -> None:
+    """The metrics read from the store after a pass (``Metrics.observe_store``)."""
+    store = store_of(app)
+    try:
+        metrics.observe_store(store, report)
+    finally:
+        store.close()
+
+
 def _fingerprint(app: App, name: str, before: object, wait: float = 0.0) -> object:
     """What ``--watch`` compares between looks: the fleet's alive instance ids and the number of
     interruption notices recorded for it, after recording what the providers' event queues brought
@@ -169,6 +178,7 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
                 _show(app, report, as_json)
             if metrics is not None and report is not None:
                 metrics.observe(report, started)
+                _observe_store(app, metrics, report)
         except FleetLockedError as err:
             app.warn(f"skipping this pass: {err}")
             if metrics is not None:

@@ -56,12 +56,13 @@ from fleet.spec import load_spec
               help="Stop the optimum's solve after this long (e.g. 2m) and report the best schedule found.")
 @click.option("--chart", type=click.Path(path_type=Path), default=None, metavar="PNG",
               help="Write capacity and cost over time to a PNG (needs matplotlib: pip install 'spotfleet[chart]').")
+@click.option("--save", is_flag=True, help="Keep the result for the spec's fleet name (`fleet dashboard` shows it).")
 @wide_option
 @json_option
 @pass_app
 def command(app: App, spec_path: Path, traces_dir: Path | None, days: float | None, interval: str, cold_start: str,
             tick: str | None, values: str, mapping: Path | None, spare: int, rates: str, seed: int, no_optimum: bool,
-            synthetic: int | None, optimum_time_limit: str | None, chart: Path | None, wide: bool,
+            synthetic: int | None, optimum_time_limit: str | None, chart: Path | None, save: bool, wide: bool,
             as_json: bool) -> None:
     """Simulate SPEC's fleet on spot traces against the baselines and the offline optimum."""
     spec = load_spec(spec_path)
@@ -93,6 +94,11 @@ def command(app: App, spec_path: Path, traces_dir: Path | None, days: float | No
         draw(report, chart)
     data = to_dict(report)
     data["wall_seconds"] = round(elapsed, 3)
+    if save:
+        from fleet.simulate import saved
+
+        where = saved.save(app.home, spec.name, data)
+        app.err.print(f"saved to {where} (`fleet dashboard` shows it on fleet {spec.name}'s page)")
     if as_json:
         app.emit_json(data)
         return

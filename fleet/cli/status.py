@@ -189,6 +189,8 @@ def render_head(app: App, data: dict[str, Any], wide: bool = False, in_frame: bo
     for line in headline(data["fleet"], data["status"], data["running"], data["planned"], cost,
                          data["provider_errors"]):
         out.print(line)
+    for line in bill_lines(data["bill"]):
+        out.print(line)
     if data["state_unwritable"]:
         message = f"{data['state_unwritable']}; showing the providers' view, the record was not updated"
         if in_frame:
@@ -217,6 +219,22 @@ def render_head(app: App, data: dict[str, Any], wide: bool = False, in_frame: bo
     print_table(out, "pools", columns, rows, wide=wide, styles=styles)
 
 
+def bill_lines(bill: dict[str, Any]) -> list[str]:
+    """Planned against billed (``fleet.views.status.bill_summary``) in a line, then one warning per
+    instance billed beyond the budget, with what ``budget.cap_action`` does about it."""
+    if not bill["instances"]:
+        return []
+    if not bill["read"]:
+        return [f"billed         not read yet for the {bill['instances']} running instance(s)"]
+    ratio = f", {bill['ratio']:.2f}x" if bill["ratio"] is not None else ""
+    lines = [f"billed         {money(bill['billed_per_hour'], True)} for {bill['read']} of {bill['instances']} "
+             f"instance(s) (planned {money(bill['planned_per_hour'], True)}{ratio})"]
+    act = {"warn": "warned only (budget.cap_action: warn)", "replace": "the rebalancer replaces it",
+           "destroy": "the rebalancer terminates it"}[bill["cap_action"]]
+    lines += [f"[yellow]over budget:[/] {shown(b['message'])}; {act}" for b in bill["breaches"]]
+    return lines
+
+
 def render_instances(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False,
                      fitted_to_screen: bool = False) -> None:
     """The instances table of ``data``: ``limit`` rows (0: all, unless ``fitted_to_screen``, where 0
@@ -228,9 +246,11 @@ def render_instances(app: App, data: dict[str, Any], view: FleetView, limit: int
     simulated = data["backend"] == "local"
     if listed:
         columns = [Column("id"), Column("pool"), Column("market", drop=1), Column("state"),
-                   Column("$/h", right=True), Column("sim age" if simulated else "age", right=True)]
+                   Column("$/h", right=True), Column("billed", right=True, drop=2),
+                   Column("sim age" if simulated else "age", right=True)]
         rows = [[shown(i["id"]), pool_label(i["pool"], wide), i["market"],
                  i["state"] + (" [yellow](notice)[/]" if i["notice"] else ""), money(i["price_per_hour"]),
+                 "-" if i.get("billed_per_hour") is None else money(i["billed_per_hour"]),
                  duration(i["age_seconds"])] for i in listed]
         out.print()
         title = "instances (ages on the local cloud's simulated clock)" if simulated else "instances"

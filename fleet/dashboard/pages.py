@@ -93,10 +93,12 @@ def fleets_body(rows: list[dict[str, Any]], hidden: int, where: str, token: str 
             body.append(f"<tr><td colspan=10 class=error>{name}: {h(r['error'])}</td></tr>")
     note = f"<p class=muted>{hidden} fleet(s) down not shown</p>" if hidden else ""
     return (f"<h1>fleets</h1><table id='fleets'>{head}{''.join(body)}</table>{note}"
-            "<p class=muted>$/h billed: what the providers charge, once read back from their bills (not yet)</p>")
+            "<p class=muted>$/h billed: what the providers charge for the running instances, read back after each "
+            "launch (Vast's dph_total, RunPod's pod cost, EC2's spot price at launch or list price); "
+            "- where not read yet</p>")
 
 
-def fleet_body(d: dict[str, Any]) -> str:
+def fleet_body(d: dict[str, Any], token: str = "") -> str:
     """One fleet: headline figures, charts, the interruption timeline, pools, instances by pool
     and market, rebalancer actions, node logs. ``d``: ``server.Source.fleet``."""
     s, cost = d["status"], d["status"]["cost"]
@@ -109,17 +111,89 @@ def fleet_body(d: dict[str, Any]) -> str:
              ("$/h billed", money(s.get("billed_per_hour"), True)),
              ("cost so far", money(cost["cost_so_far"])), ("saved vs on-demand", saved),
              ("interruptions", str(cost["interruptions"]))]
-    out = [f"<h1>fleet {h(s['fleet'])}</h1><div class=cards id=cards>"
+    offers = html.escape(link("/fleet/" + quote(safe(s["fleet"]), safe="") + "/offers", token), quote=True)
+    out = [f"<h1>fleet {h(s['fleet'])}</h1><p><a id=offers-link href='{offers}'>offers its spec weighs</a></p>"
+           "<div class=cards id=cards>"
            + "".join(f"<span data-field='{html.escape(k)}'>{html.escape(k)}: {v}</span>" for k, v in cards) + "</div>"]
     for provider, error in sorted(s["provider_errors"].items()):
         out.append(f"<p class=error>{h(provider)} could not be read: {h(error)}</p>")
+    out.append(_bill(s.get("bill")))
     out.append("<h2>capacity and cost over time</h2>" + _charts(d["series"]))
     out.append(_timeline(d["interruptions"]))
     out.append(_pools(s["pools"]))
     out.append(_instances(s["instances"], d["instance_limit"]))
     out.append(_actions(d["actions"]))
+    out.append(_plan_diffs(d.get("plan_diffs") or []))
+    out.append(_simulation(d.get("simulation")))
     out.append(node_logs(d["logs"]))
     return "".join(out)
+
+
+def offers_body(d: dict[str, Any], token: str = "") -> str:
+    """The offers a fleet's spec weighs, cheapest per GPU-hour first (``fleet.views.offers``)."""
+    back = html.escape(link("/fleet/" + quote(safe(d["fleet"]), safe=""), token), quote=True)
+    head = f"<h1>offers for <a href='{back}'>{h(d['fleet'])}</a></h1>"
+    if d["error"]:
+        return head + f"<p class=error id=offers>{h(d['error'])}</p>"
+    rows = "".join(
+        f"<tr><td>{h(o['pool']['provider'])}/{h(o['pool']['region'])}/{h(o['pool']['zone'] or '-')}/"
+        f"{h(o['pool']['instance_type'])}</td><td>{h(o['pool']['market'])}</td>"
+        f"<td>{o['gpus']}x{h(o['accelerator'])}</td><td class=n>{money(o['price_per_hour'], True)}</td>"
+        f"<td class=n>${o['price_per_gpu_hour']:.3f}</td><td class=n>{o['interruptions_per_hour']:.3f}</td>"
+        f"<td class=n>{'-' if o.get('capacity_hint') is None else o['capacity_hint']}</td></tr>" for o in d["offers"])
+    return (head + f"<p class=muted>{d['total']} offers from {h(d['source'])}: {h(d['detail'])}; the cheapest "
+            f"{len(d['offers'])} per GPU-hour</p><table id=offers><tr><th>pool</th><th>market</th><th>node</th>"
+            "<th class=n>$/h</th><th class=n>$/GPU-h</th><th class=n>int/h</th><th class=n>capacity</th></tr>"
+            f"{rows}</table>")
+
+
+def _simulation(sim: dict[str, Any] | None) -> str:
+    """The result ``fleet simulate SPEC --save`` kept for this fleet (``fleet.simulate.saved``)."""
+    if sim is None:
+        return ("<h2>simulation</h2><p id=simulation class=muted>none saved: "
+                "<code>fleet simulate SPEC --save</code></p>")
+    if sim.get("error"):
+        return f"<h2>simulation</h2><p id=simulation class=error>{h(sim['error'])}</p>"
+    r = sim["result"]
+
+    def pct(x: Any) -> str:
+        return "-" if not isinstance(x, (int, float)) else f"{100 * x:.1f}%"
+
+    rows = "".join(
+        f"<tr><td>{h(p.get('policy'))}</td><td class=n>{pct(p.get('at_target'))}</td>"
+        f"<td class=n>{pct(p.get('at_critical'))}</td><td class=n>{money(p.get('cost'))}</td>"
+        f"<td class=n>{pct(p.get('cost_share_of_on_demand'))}</td><td class=n>{h(p.get('interruptions'))}</td></tr>"
+        for p in r["policies"] if isinstance(p, dict))
+    return (f"<h2>simulation (saved {_when(sim['saved_at'])})</h2><p class=muted>{h(r.get('hours'))} h of traces, "
+            f"a pass every {h(r.get('interval_ticks'))} ticks</p><table id=simulation><tr><th>policy</th>"
+            "<th class=n>at target</th><th class=n>at critical</th><th class=n>cost</th><th class=n>of on-demand</th>"
+            f"<th class=n>interruptions</th></tr>{rows}</table>")
+
+
+def _plan_diffs(diffs: list[dict[str, Any]], limit: int = 10) -> str:
+    """What changed between consecutive applied plans, newest first (``fleet.views.plans.diffs``)."""
+    if not diffs:
+        return "<h2>plan changes</h2><p id=plandiffs>no change since the first plan</p>"
+    items = []
+    for d in diffs[:limit]:
+        pools = "".join(f"<li>{h(c['pool'])}: {c['before']} &rarr; {c['after']}</li>" for c in d["changes"])
+        items.append(f"<li><b>{_when(d['applied_at'])}</b> {h(d['strategy'])} plan {h(d['to'])}: "
+                     f"{money(d['price_before'], True)} &rarr; {money(d['price_after'], True)}, "
+                     f"{d['weighted_before']:g} &rarr; {d['weighted_after']:g} weighted GPUs<ul>{pools}</ul></li>")
+    more = f"<p class=muted>{len(diffs) - limit} older changes</p>" if len(diffs) > limit else ""
+    return f"<h2>plan changes ({len(diffs)})</h2><ul id=plandiffs>{''.join(items)}</ul>{more}"
+
+
+def _bill(bill: dict[str, Any] | None) -> str:
+    """Planned against billed over the instances read (``fleet.views.bills.summary``), and each
+    instance billed beyond the budget."""
+    if not bill or not bill["instances"]:
+        return ""
+    ratio = "" if bill["ratio"] is None else f" ({bill['ratio']:.2f}x planned)"
+    line = (f"<p id=bill>billed {money(bill['billed_per_hour'], True)} for {bill['read']} of {bill['instances']} "
+            f"running instance(s), planned {money(bill['planned_per_hour'], True)}{ratio}</p>")
+    over = "".join(f"<li class=error>{h(b['message'])} ({h(bill['cap_action'])})</li>" for b in bill["breaches"])
+    return line + (f"<ul id=breaches>{over}</ul>" if over else "")
 
 
 def _count(n: int | None) -> str:
@@ -154,12 +228,14 @@ def _instances(instances: list[dict[str, Any]], limit: int) -> str:
     rows = "".join(
         f"<tr><td>{h(i['id'])}</td><td>{h(i['pool'])}</td><td>{h(i['market'])}</td>"
         f"<td>{h(i['state'])}{' (notice)' if i['notice'] else ''}</td><td class=n>{i['gpus']}</td>"
-        f"<td class=n>{money(i['price_per_hour'], True)}</td><td class=n>{duration(i['age_seconds'])}</td></tr>"
+        f"<td class=n>{money(i['price_per_hour'], True)}</td><td class=n>{money(i.get('billed_per_hour'), True)}</td>"
+        f"<td>{h(i.get('rental') or '-')}</td><td class=n>{duration(i['age_seconds'])}</td></tr>"
         for i in listed)
     more = (f"<p class=muted>{len(instances) - len(listed)} more instances (<code>fleet status NAME --limit 0</code>)"
             "</p>" if len(listed) < len(instances) else "")
     return (f"<h2>instances ({len(instances)})</h2><table id=instances><tr><th>id</th><th>pool</th><th>market</th>"
-            "<th>state</th><th class=n>GPUs</th><th class=n>$/h</th><th class=n>age</th></tr>"
+            "<th>state</th><th class=n>GPUs</th><th class=n>$/h planned</th><th class=n>$/h billed</th>"
+            "<th>rental</th><th class=n>age</th></tr>"
             f"{rows}</table>{more}")
 
 

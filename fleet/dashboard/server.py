@@ -5,7 +5,15 @@ Routes (``?token=T`` on each when a token is set):
 - ``/``: the fleets; ``/api/fleets``: the same as JSON (``rows`` and the page body as ``html``);
 - ``/fleet/NAME``: one fleet; ``/api/fleet/NAME``: its data (``status`` is exactly what
   ``fleet status NAME --json`` prints, ``interruptions`` what ``fleet history NAME
-  --interruptions --json`` prints) and the page body as ``html``.
+  --interruptions --json`` prints, ``plan_diffs`` what changed between its applied plans) and
+  the page body as ``html``;
+- ``/fleet/NAME/offers``: the offers the fleet's recorded spec would weigh (what ``fleet offers
+  --spec`` lists, through the same use case); ``/api/fleet/NAME/offers``: the same as JSON.
+
+The providers are asked (and the record reconciled) at most once per ``look_seconds`` per
+fleet, not on every poll: within that time a poll reuses the last look (``status`` then says
+``looked_at``, on the local clock) while everything read from the store (timeline, actions,
+plans, charts) is read afresh. ``?refresh=1`` looks again at once.
 
 Bound to a loopback address no token is needed, and a request whose ``Host`` is not a
 loopback name is refused (a DNS-rebinding page cannot read it). Bound elsewhere, a random
@@ -23,6 +31,7 @@ import ipaddress
 import json
 import secrets
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,7 +42,9 @@ from fleet.cli.lifecycle import readable_store
 from fleet.dashboard import pages
 from fleet.errors import FleetError, FleetNotFoundError
 from fleet.safetext import safe_data, scrub_known
-from fleet.views import history
+from fleet.simulate import saved
+from fleet.views import history, plans
+from fleet.views import offers as offers_view
 from fleet.views.status import overview, snapshot
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -67,22 +78,34 @@ class Source:
     instance_limit: int = 200
     log_nodes: int = 5
     log_lines: int = 30
+    #: Seconds a look at the providers serves polls before the next one is taken.
+    look_seconds: float = 30.0
     #: Serialises looks at one fleet: two polls at once would both reconcile it.
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _looks: dict[str, tuple[float, Any]] = field(default_factory=dict)    # key -> (monotonic time, look)
 
-    def fleets(self) -> dict[str, Any]:
+    def _cached(self, key: str, refresh: bool, take: Any) -> Any:
+        """``take()``'s result, reused for ``look_seconds`` (under the lock: one look at a time)."""
         with self._lock:
-            rows, hidden = overview(self.app, include_down=True)
+            got = self._looks.get(key)
+            if refresh or got is None or time.monotonic() - got[0] > self.look_seconds:
+                got = (time.monotonic(), take())
+                self._looks[key] = got
+            return got[1]
+
+    def fleets(self, refresh: bool = False) -> dict[str, Any]:
+        rows, hidden = self._cached("", refresh, lambda: overview(self.app, include_down=True))
         return {"rows": rows, "hidden": hidden, "where": self.app.state_url}
 
-    def fleet(self, name: str) -> dict[str, Any]:
+    def fleet(self, name: str, refresh: bool = False) -> dict[str, Any]:
         store, _ = readable_store(self.app)     # a store that cannot be written is read, as `fleet status` does
         try:
-            with self._lock:
-                status, view = snapshot(self.app, store, name)
+            status, view = self._cached(f"fleet:{name}", refresh, lambda: snapshot(self.app, store, name))
             recs = history.records_of(store, name)
             now = max((view.clock(r.provider) for r in recs.instances), default=view.read_at)
-            return {"status": status,
+            return {"status": {**status, "looked_at": view.read_at},
+                    "plan_diffs": plans.diffs(store.applied_plans(name)),
+                    "simulation": saved.load(self.app.home, name),
                     "interruptions": safe_data(history.interruptions(store, name, recs=recs)),
                     "series": history.series(recs.instances, now),
                     "actions": safe_data(history.actions(recs.events)),
@@ -90,6 +113,16 @@ class Source:
                     "instance_limit": self.instance_limit}
         finally:
             store.close()
+
+    def offers(self, name: str, refresh: bool = False) -> dict[str, Any]:
+        """The offers ``name``'s spec weighs (``fleet.views.offers``), asked of the providers at most
+        once per ``look_seconds``."""
+        store, _ = readable_store(self.app)
+        try:
+            record = store.get_fleet(name)
+        finally:
+            store.close()
+        return {"fleet": name, **self._cached(f"offers:{name}", refresh, lambda: offers_view.weighed(self.app, record))}
 
     def _logs(self, store: Any, record: Any) -> dict[str, Any]:
         """The newest node logs as ``fleet logs`` reads them (their last lines), or why there are none."""
@@ -151,22 +184,30 @@ class Handler(BaseHTTPRequestHandler):
             return
         token = self.server.token
         parts = [unquote(p) for p in url.path.split("/") if p]
+        refresh = parse_qs(url.query).get("refresh", [""])[0] == "1"
         try:
             if parts == []:
-                data = self.server.source.fleets()
+                data = self.server.source.fleets(refresh)
                 body = pages.fleets_body(data["rows"], data["hidden"], data["where"], token)
                 self._page("spotfleet fleets", body, pages.link("/api/fleets", token), head)
             elif parts == ["api", "fleets"]:
-                data = self.server.source.fleets()
+                data = self.server.source.fleets(refresh)
                 self._json({**data, "html": pages.fleets_body(data["rows"], data["hidden"], data["where"], token)},
                            head)
             elif len(parts) == 2 and parts[0] == "fleet":
-                data = self.server.source.fleet(parts[1])
-                self._page(f"fleet {parts[1]}", pages.fleet_body(data),
+                data = self.server.source.fleet(parts[1], refresh)
+                self._page(f"fleet {parts[1]}", pages.fleet_body(data, token),
                            pages.link("/api/fleet/" + quote(parts[1], safe=""), token), head)
+            elif len(parts) == 3 and parts[0] == "fleet" and parts[2] == "offers":
+                data = self.server.source.offers(parts[1], refresh)
+                self._page(f"offers for {parts[1]}", pages.offers_body(data, token),
+                           pages.link("/api/fleet/" + quote(parts[1], safe="") + "/offers", token), head)
+            elif len(parts) == 4 and parts[:2] == ["api", "fleet"] and parts[3] == "offers":
+                data = self.server.source.offers(parts[2], refresh)
+                self._json({**data, "html": pages.offers_body(data, token)}, head)
             elif len(parts) == 3 and parts[:2] == ["api", "fleet"]:
-                data = self.server.source.fleet(parts[2])
-                self._json({**data, "html": pages.fleet_body(data)}, head)
+                data = self.server.source.fleet(parts[2], refresh)
+                self._json({**data, "html": pages.fleet_body(data, token)}, head)
             else:
                 self._send(404, "text/plain", b"not found\n", head=head)
         except FleetNotFoundError as err:

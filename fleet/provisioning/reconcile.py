@@ -10,7 +10,10 @@ deadline of their interruption notice where the node agent recorded one, else at
 observation time (an upper bound: the bill never comes out lower than the provider's); the
 ending event keeps that observation time as ``detected_at`` (the interruption timeline's time
 to detect). A provider whose listing failed is left alone:
-its instances are neither added nor ended.
+its instances are neither added nor ended. Alive instances whose billed rate was not read yet
+(or all of them with ``refresh_bills``) are priced by their providers
+(``fleet.provisioning.billing.read_back``: after each launch round's look, the first reconcile
+that sees an instance records what it bills).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Mapping
 
 from fleet.errors import ProviderError
 from fleet.model import TAG_FLEET, Instance, InstanceState, Market, Plan
+from fleet.provisioning import billing
 from fleet.state import EventKind, InstanceRecord, StateStore
 from providers.base import DatesEndings, Provider
 
@@ -135,8 +139,9 @@ def _with_catalog_prices(fresh: list[Instance], prices: dict[str, float]) -> dic
     return {**on_demand_reference(missing), **prices}
 
 
-def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None = None) -> SyncResult:
-    """Record what ``obs`` shows: new instances are added, vanished ones ended (see module doc)."""
+def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None = None,
+         refresh_bills: bool = False) -> SyncResult:
+    """Record what ``obs`` shows: new instances are added, vanished ones ended, bills read (see module doc)."""
     fleet = obs.fleet
     recorded = {r.id: r for r in store.instances(fleet, alive_only=True)}
     seen = {i.id for i in obs.instances}
@@ -173,6 +178,9 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
                               **({"reason": stopped[rid].reason} if rid in stopped and stopped[rid].reason else {})},
                              ts)
                             for rid, (ts, reason) in ended.items())
+    to_price = obs.instances if refresh_bills else billing.unread(store, fleet, obs.instances)
+    if to_price:
+        billing.read_back(store, obs.providers, fleet, to_price)
     return result
 
 

@@ -14,6 +14,9 @@ The caller holds the fleet's lock (``fleet rebalance`` does). Contract of :func:
   ``executor.terminate``, and only when every pool named in ``Terminate.after`` came up;
 * every action is recorded as one ``rebalance`` event (``fleet history`` shows it) with
   ``done`` true or false and the reason, and the fleet's status becomes up or short;
+* every alive instance's bill is read again and held to the budget (``fleet.rebalance.capping``:
+  ``budget.cap_action`` warns, replaces through ``decide`` with an ``over-bill`` notice, or
+  destroys and replaces within the pass);
 * a provider that could not be read (``Observation.errors``: a failed or malformed listing) may
   run what a launch would replace: such a pass takes no action at all (launches, bid raises and
   terminations are dropped from the decision, with a note), leaves the fleet's status as it was
@@ -32,6 +35,8 @@ from fleet.provisioning.roles import fleet_node, head_node, worker_node
 from fleet.provisioning.executor import ApplyReport, apply, may_break, terminate
 from fleet.provisioning.launching import ProgressFn
 from fleet.provisioning.reconcile import Observation, observe, sync
+from fleet.rebalance import capping
+from fleet.rebalance.capping import CapCheck
 from fleet.rebalance.inputs import EVENT_KIND, gather
 from fleet.rebalance.types import Action, Decision, Launch, PoolEvent, RaiseBid, Terminate
 from fleet.secrets import resolve_env
@@ -66,6 +71,8 @@ class PassReport:
     critical_weighted_gpus: float = 0.0
     notes: list[str] = field(default_factory=list)
     unread: dict[str, str] = field(default_factory=dict)                 # provider -> why it could not be read
+    bill_breaches: list[dict[str, object]] = field(default_factory=list)  # instances billed beyond the budget
+    now: float = 0.0                                                      # the providers' clock at the pass
 
     @property
     def nothing_to_do(self) -> bool:
@@ -80,7 +87,8 @@ class PassReport:
                 "results": [r.to_dict() for r in self.results], "at_target": self.at_target,
                 "running_weighted_gpus": self.running_weighted_gpus, "price_per_hour": self.price_per_hour,
                 "running": [{"provider": p, "market": m, "weighted_gpus": w} for (p, m), w in sorted(self.running.items())],
-                "interruptions": self.interruptions, "notes": self.notes, "provider_errors": self.unread}
+                "interruptions": self.interruptions, "notes": self.notes, "provider_errors": self.unread,
+                "bill_breaches": self.bill_breaches}
 
 
 def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, Provider],
@@ -96,15 +104,23 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
 
     obs = observe(providers, spec.name)
     lost = 0
+    capped = CapCheck()
     if not dry_run:
         assert store is not None
-        lost = sum(1 for _rec, reason in sync(store, obs).ended if reason == EventKind.PREEMPTED)
+        lost = sum(1 for _rec, reason in sync(store, obs, refresh_bills=True).ended if reason == EventKind.PREEMPTED)
+        if not obs.errors:
+            capped = capping.check(spec, store, obs, providers, max(obs.now.values(), default=0.0))
+            if capped.destroyed:
+                obs = observe(providers, spec.name)
+                sync(store, obs)
     inputs = gather(obs, store, providers)
 
     def decide_now(o: Observation, extra: Collection[PoolEvent] = ()) -> Decision:
         i = gather(o, store, providers) if o is not obs else inputs
-        return decide(spec, offers, i.instances, [*i.events, *extra], i.now, i.state, exposure=i.exposure,
-                      bidding=i.bidding)
+        observed = [replace(x, notice=capped.notices[x.id]) if x.id in capped.notices and not x.notice else x
+                    for x in i.instances]
+        return decide(spec, offers, observed, [*i.events, *capped.events, *extra], i.now, i.state,
+                      exposure=i.exposure, bidding=i.bidding)
 
     decision = decide_now(obs)
     if obs.errors:      # what runs there is not known: any launch could double it, any termination strand it
@@ -114,6 +130,9 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
     report = PassReport(fleet=spec.name, decision=decision, dry_run=dry_run, interruptions=lost,
                         baseline_weighted_gpus=float(spec.capacity.on_demand_gpus),
                         critical_weighted_gpus=spec.critical_gpus, unread=dict(obs.errors))
+    report.bill_breaches = [b.to_dict() for b in capped.breaches]
+    report.now = inputs.now
+    report.results += [ActionResult(term, done, message) for term, done, message in capped.destroyed]
     _running(spec, obs, report)
     if dry_run or store is None or obs.errors:
         return report

@@ -66,8 +66,9 @@ from fleet.rebalance.types import (Action, Decision, Exposure, Launch, ObservedI
 from fleet.spec import FleetSpec
 
 EPS = 1e-9
-#: Notice kinds that are advice: the node may keep running (AWS rebalance recommendation).
-ADVISORY = frozenset({"rebalance"})
+#: Notice kinds that are advice: the node may keep running (AWS rebalance recommendation; an
+#: instance billed over its plan under ``budget.cap_action: replace``, ``fleet.rebalance.capping``).
+ADVISORY = frozenset({"rebalance", "over-bill"})
 
 
 def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[ObservedInstance],
@@ -124,7 +125,7 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
         for i in warned:
             if i.notice in ADVISORY or i.id in replace_outbid:
                 terminations.append(Terminate(i.id, i.pool, "outbid-replaced" if i.id in replace_outbid
-                                              else "replaced-early"))
+                                              else "over-bill" if i.notice == "over-bill" else "replaced-early"))
         released = _released(ctx, healthy)
         terminations += [Terminate(i.id, i.pool, "bridge-released") for i in released]
         after -= ctx.weighted(released)

@@ -112,7 +112,7 @@ class Terminate:
 
     instance_id: str
     pool: str
-    reason: Literal["return-to-spot", "replaced-early", "outbid-replaced", "bridge-released"]
+    reason: Literal["return-to-spot", "replaced-early", "outbid-replaced", "bridge-released", "over-bill"]
     after: tuple[str, ...] = ()
     kind: Literal["terminate"] = "terminate"
 

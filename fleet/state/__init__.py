@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Collection, Iterable, Protocol
 
-from fleet.model import Instance, Plan
+from fleet.model import BilledRate, Instance, Plan
 from fleet.state.db import SCHEMA_VERSION, CorruptStoreError, UnwritableStoreError, path_from_url
 from fleet.state.rows import Damage, DamagedRowError
 from fleet.state.records import (
@@ -64,6 +64,8 @@ class StateStore(Protocol):
     def save_plan(self, plan: Plan) -> None: ...
     def mark_plan_applied(self, fleet: str, plan_id: str) -> None: ...
     def latest_plan(self, fleet: str, *, applied_only: bool = False) -> Plan | None: ...
+    def applied_plans(self, fleet: str, *, limit: int = 20) -> list[tuple[Plan, float]]:
+        """The newest ``limit`` applied plans of ``fleet`` with when each was (last) applied, oldest first."""
 
     # launches
     def begin_launch(self, fleet: str, plan_id: str, pool: str, count: int,
@@ -78,6 +80,10 @@ class StateStore(Protocol):
     def record_instances(self, fleet: str, instances: Iterable[Instance], *,
                          on_demand_prices: dict[str, float] | None = None, plan_id: str = "") -> int: ...
     def end_instances(self, fleet: str, ended: dict[str, tuple[float, str]]) -> None: ...
+    def record_billed(self, fleet: str, rates: "dict[str, BilledRate]") -> None:
+        """Record what the provider bills for these instances (``{id: BilledRate}``), beside their
+        planned price; a later reading replaces an earlier one (a re-bid changes the bill)."""
+
     def instances(self, fleet: str, *, alive_only: bool = False) -> list[InstanceRecord]: ...
     def record_event(self, fleet: str, kind: str, *, instance_id: str = "", pool: str = "",
                      detail: dict[str, Any] | None = None, ts: float | None = None) -> None:

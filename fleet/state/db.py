@@ -59,10 +59,20 @@ CREATE TABLE locks (
 #: One step of a migration: an SQL statement, or a function for data rewrites.
 Step = Union[str, Callable[[sqlite3.Connection], None]]
 
+#: v2: what the provider bills for each instance, read back after launch, beside the planned
+#: ``price_per_hour`` (``billed_per_hour`` NULL until read), where that rate came from
+#: (``billed_source``) and the rental the provider reports (``rental``: ``bid``, ``on-demand``, ...).
+_V2 = (
+    "ALTER TABLE instances ADD COLUMN billed_per_hour REAL",
+    "ALTER TABLE instances ADD COLUMN billed_source TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE instances ADD COLUMN rental TEXT NOT NULL DEFAULT ''",
+)
+
 #: ``MIGRATIONS[n]`` takes a store from version n-1 to n, inside one transaction.
-#: Schema v2 goes here as ``2: ("ALTER TABLE ...", _rewrite_fn)``.
+#: A later version goes here as ``n: ("ALTER TABLE ...", _rewrite_fn)``.
 MIGRATIONS: dict[int, tuple[Step, ...]] = {
     1: tuple(s.strip() for s in _V1.split(";") if s.strip()),
+    2: _V2,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -85,7 +85,13 @@ class LaunchRecord:
 
 @dataclass(frozen=True)
 class InstanceRecord:
-    """What cost accrual needs to know about one instance, alive or ended."""
+    """What cost accrual needs to know about one instance, alive or ended.
+
+    ``price_per_hour`` is the planned rate (what the offer said at launch); ``billed_per_hour``
+    what the provider says it charges, read back after launch (``None`` until read, or where the
+    provider cannot tell), ``billed_source`` where that figure came from (``BilledRate.source``)
+    and ``rental`` the kind of rental the provider reports (``bid``, ``on-demand``, ``spot``).
+    """
 
     fleet: str
     id: str
@@ -99,6 +105,9 @@ class InstanceRecord:
     ended_at: float | None = None
     end_reason: str = ""
     plan_id: str = ""
+    billed_per_hour: float | None = None
+    billed_source: str = ""
+    rental: str = ""
 
     @property
     def alive(self) -> bool:

@@ -115,7 +115,7 @@ SCANS: dict[str, tuple[str, type | None]] = {
     "launches": ("id, fleet, plan_id, pool, seq, token, count, status, launched, error_kind, error_message,"
                  " requested_at, finished_at", LaunchRecord),
     "instances": ("fleet, id, pool, market, accelerator, gpus, price_per_hour, launched_at, on_demand_price,"
-                  " ended_at, end_reason, plan_id", InstanceRecord),
+                  " ended_at, end_reason, plan_id, billed_per_hour, billed_source, rental", InstanceRecord),
     "events": ("id, fleet, ts, kind, instance_id, pool, detail", None),
     "blocked_pools": ("prefix, until, reason, created_at", BlockRecord),
     "locks": ("fleet, owner, pid, host, command, acquired_at, expires_at", LockInfo),

@@ -37,7 +37,7 @@ import time
 from typing import Any, Callable, Collection, Iterable, Iterator, Sequence, TypeVar
 
 from fleet.errors import FleetLockedError, FleetNotFoundError
-from fleet.model import TAG_PLAN, Instance, Plan
+from fleet.model import TAG_PLAN, BilledRate, Instance, Plan
 from fleet.safetext import safe, safe_data
 from fleet.state import owner, rows
 from fleet.state.heartbeat import Heartbeat
@@ -201,6 +201,13 @@ class SQLStore:
                           f" ORDER BY {order} DESC, {self._PLAN_ORDER} DESC LIMIT 1", (fleet,))
         return rows.plan(found[0][1], path=self.url, fleet=fleet, plan_id=str(found[0][0])) if found else None
 
+    @guarded
+    def applied_plans(self, fleet: str, *, limit: int = 20) -> list[tuple[Plan, float]]:
+        found = self._all("SELECT id, body, applied_at FROM plans WHERE fleet = ? AND applied_at IS NOT NULL"
+                          f" ORDER BY applied_at DESC, {self._PLAN_ORDER} DESC LIMIT ?", (fleet, limit))
+        return [(rows.plan(body, path=self.url, fleet=fleet, plan_id=str(pid)), float(at))
+                for pid, body, at in reversed(found)]
+
     # ---- launches --------------------------------------------------------------------
     @guarded
     def begin_launch(self, fleet: str, plan_id: str, pool: str, count: int,
@@ -252,6 +259,15 @@ class SQLStore:
         with self._tx():
             self._many("UPDATE instances SET ended_at = ?, end_reason = ? WHERE fleet = ? AND id = ?"
                        " AND ended_at IS NULL", [(ts, safe(reason), fleet, iid) for iid, (ts, reason) in ended.items()])
+
+    @guarded
+    def record_billed(self, fleet: str, rates: dict[str, BilledRate]) -> None:
+        """Each instance's billed rate, its source and rental kind (provider text: made safe)."""
+        if not rates:
+            return
+        with self._tx():
+            self._many("UPDATE instances SET billed_per_hour = ?, billed_source = ?, rental = ? WHERE fleet = ? AND id = ?",
+                       [(r.per_hour, safe(r.source), safe(r.rental), fleet, iid) for iid, r in sorted(rates.items())])
 
     @guarded
     def instances(self, fleet: str, *, alive_only: bool = False) -> list[InstanceRecord]:

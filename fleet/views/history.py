@@ -10,6 +10,8 @@ from typing import Any, Iterable
 from fleet.cli.runs import Run, current_run, events_of, instances_of
 from fleet.model import Market
 from fleet.state import EventRecord, InstanceRecord, StateStore
+from fleet.rebalance.bills import Limits
+from fleet.views import bills
 from fleet.views import interruptions as timeline_of
 
 #: Event kind the rebalancer records its actions under (``fleet.rebalance.inputs.EVENT_KIND``).
@@ -55,6 +57,12 @@ def interruptions(store: StateStore, name: str, *, every_run: bool = False,
             "checkpoint_interval_seconds": plan.totals.checkpoint_interval_seconds if plan else None,
             "restart_seconds": restart,
             "totals": timeline_of.totals(items), "interruptions": [i.to_dict() for i in items]}
+
+
+def bill_of(store: StateStore, name: str, records: Iterable[InstanceRecord]) -> dict[str, Any]:
+    """Planned against billed over the alive ones of ``records``, held to the recorded spec's
+    budget (``fleet.views.bills.summary``; the default budget when no spec was recorded)."""
+    return bills.summary([r for r in records if r.alive], Limits.of(store.get_fleet(name).to_dict()["spec"]))
 
 
 def series(records: Iterable[InstanceRecord], now: float, *, points: int = 200) -> list[dict[str, float]]:

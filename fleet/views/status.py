@@ -6,7 +6,11 @@ instances. ``overview`` is one such summary per fleet in the store (``fleet stat
 without NAME). Provider text in the result is made safe (``fleet.safetext.safe_data``).
 
 ``planned_per_hour`` is the applied plan's price; ``billed_per_hour`` is what the providers
-say they charge, ``None`` until their bills are read back (issue 25, part 1).
+say they charge for the running instances whose bill was read back
+(``fleet.provisioning.billing``), ``None`` while none was. ``bill`` compares the two over the
+same instances (``billed_per_hour`` against their planned prices, and how many were read) and
+lists the instances that bill beyond the spec's budget (``fleet.views.bills``). Each
+instance carries its planned and billed rate, the billed rate's source and the rental kind.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from fleet.errors import FleetError
 from fleet.model import Instance
 from fleet.provisioning.accounting import summarize
 from fleet.safetext import safe_data
-from fleet.state import EventKind, FleetStatus, StateStore
+from fleet.state import EventKind, FleetStatus, InstanceRecord, StateStore
+from fleet.rebalance.bills import Limits
+from fleet.views import bills
 
 if TYPE_CHECKING:
     from fleet.cli.app import App
@@ -50,6 +56,9 @@ def snapshot(app: "App", store: StateStore, name: str) -> tuple[dict[str, Any], 
              for p in sorted(set(desired) | set(running) | set(interruptions))]
     instances = sorted(view.obs.instances, key=lambda i: (i.pool.id, i.launched_at, i.id))
     notices = {e.instance_id for e in store.events(name, kinds={EventKind.NOTICE})}
+    by_id = {r.id: r for r in records}
+    alive = [by_id[i.id] for i in instances if i.id in by_id]
+    bill = bills.summary(alive, Limits.of(view.record.to_dict()["spec"]))     # the spec is not built: status stays light
     data = {
         "fleet": name, "status": condition(view.record.status, running, desired, unread),
         "recorded_status": view.record.status, "backend": view.record.backend,
@@ -58,8 +67,8 @@ def snapshot(app: "App", store: StateStore, name: str) -> tuple[dict[str, Any], 
         "running": sum(running.values()), "planned": sum(desired.values()) if view.plan else None,
         "cost": cost.to_dict(), "pools": pools,
         "planned_per_hour": view.plan.totals.price_per_hour if view.plan else None,
-        "billed_per_hour": None,       # read back from the providers' bills: not yet (issue 25, part 1)
-        "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices) for i in instances],
+        "billed_per_hour": bill["billed_per_hour"], "bill": bill,
+        "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices, by_id.get(i.id)) for i in instances],
         "stopped": [_stopped(i, view.clock(i.pool.provider)) for i in sorted(view.obs.stopped, key=lambda i: i.id)],
         "reconciled": view.synced,
         "busy": "" if view.synced or view.unwritable else _holder(store, name),
@@ -76,9 +85,11 @@ def _holder(store: StateStore, name: str) -> str:
     return held.describe() if held else "another fleet command"
 
 
-def _instance(i: Instance, now: float, noticed: bool) -> dict[str, Any]:
+def _instance(i: Instance, now: float, noticed: bool, record: InstanceRecord | None = None) -> dict[str, Any]:
     return {"id": i.id, "pool": i.pool.id, "market": i.pool.market.value, "state": i.state.value,
             "accelerator": i.accelerator, "gpus": i.gpus, "price_per_hour": i.price_per_hour,
+            **(bills.row(record) if record else {"planned_per_hour": None, "billed_per_hour": None,
+                                                 "billed_source": "", "rental": ""}),
             "launched_at": i.launched_at, "age_seconds": max(0.0, now - i.launched_at), "notice": noticed}
 
 
@@ -125,7 +136,8 @@ def overview(app: "App", *, include_down: bool) -> tuple[list[dict[str, Any]], i
                 rows.append({"fleet": record.name, "status": ERROR, "recorded_status": record.status,
                              "backend": record.backend, "running": None, "planned": None, "gpus": None,
                              "price_per_hour": None, "cost_so_far": None, "provider_errors": {},
-                             "planned_per_hour": None, "billed_per_hour": None, "savings": None,
+                             "planned_per_hour": None, "billed_per_hour": None, "bill_read": 0,
+                             "bill_planned_per_hour": None, "bill_breaches": 0, "savings": None,
                              "savings_fraction": None, "error": str(err)})
                 continue
             cost = data["cost"]
@@ -134,6 +146,8 @@ def overview(app: "App", *, include_down: bool) -> tuple[list[dict[str, Any]], i
                          "gpus": cost["running_gpus"], "price_per_hour": cost["rate_per_hour"],
                          "cost_so_far": cost["cost_so_far"], "provider_errors": data["provider_errors"],
                          "planned_per_hour": data["planned_per_hour"], "billed_per_hour": data["billed_per_hour"],
+                         "bill_read": data["bill"]["read"], "bill_planned_per_hour": data["bill"]["planned_per_hour"],
+                         "bill_breaches": len(data["bill"]["breaches"]),
                          "savings": cost["savings"], "savings_fraction": cost["savings_fraction"],
                          "error": ""})
     finally:

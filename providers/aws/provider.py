@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
 from fleet.errors import ProviderError
-from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
+from fleet.model import BilledRate, Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import FleetSpec
-from providers.aws import advisor, instances, interconnect, interruptions, node_credentials, offers, storage
+from providers.aws import advisor, billing, instances, interconnect, interruptions, node_credentials, offers, storage
 from providers.aws.launch import Launcher
 from providers.aws.session import Aws
 from providers.aws.settings import AwsSettings
@@ -108,6 +108,11 @@ class AwsProvider:
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         return storage.ensure(self.aws, spec)
+
+    # ---- ReadsBilledRate ------------------------------------------------------------------
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """Spot: the zone's spot price at launch; on-demand: the catalog's list price (``providers.aws.billing``)."""
+        return billing.billed_rates(self.aws, instances, self.now())
 
     # ---- GrantsNodeCredentials -------------------------------------------------------------
     def grant_node_credentials(self, spec: StorageSpec) -> dict[str, str]:

@@ -15,8 +15,8 @@ import time
 from typing import Sequence
 
 from fleet.errors import ProviderError
-from fleet.model import (TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, Quota,
-                         fleet_tags)
+from fleet.model import (TAG_FLEET, BilledRate, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer,
+                         PoolKey, Quota, fleet_tags)
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.retry import Retrier, RetryRules
 from providers.local import buckets, ledger, quotas
@@ -101,6 +101,21 @@ class LocalProvider:
         rows = self.cloud.db.read(f"SELECT id, ended_at FROM instances WHERE provider=? AND id IN ({marks}) "
                                   "AND ended_at IS NOT NULL", (self.name, *wanted))
         return {r["id"]: float(r["ended_at"]) for r in rows}
+
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """What the simulated vendor bills (``providers.base.ReadsBilledRate``): each alive instance's
+        ledger price, the market's price when it was created."""
+        self._round_trip()
+        self.cloud.settle()
+        wanted = list(dict.fromkeys(i.id for i in instances))
+        if not wanted:
+            return {}
+        now = self.cloud.clock().now
+        marks = ",".join("?" * len(wanted))
+        rows = self.cloud.db.read(f"SELECT * FROM instances WHERE provider=? AND id IN ({marks})", (self.name, *wanted))
+        return {r["id"]: BilledRate(per_hour=float(r["price"]), source="instance",
+                                    rental=PoolKey.from_id(r["pool"]).market.value, at=now)
+                for r in rows if r["provider"] == self.name and r["state"] in ledger.ALIVE}
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances; unknown or ended ids are success; untagged ones are skipped."""

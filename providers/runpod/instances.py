@@ -14,13 +14,19 @@ States (``status``): ``PROVISIONING``/``STARTING`` -> pending; ``RUNNING`` -> ru
 notice before a host goes away or a container dies, the status is the only sign. The pod still
 exists (and may bill its disk, which the API does not price: ``cost`` is 0), so ``fleet down``
 deletes it and a rerun of ``fleet up`` replaces it; ``TERMINATED`` -> terminated.
+
+What a pod bills (``billed_rate``): its ``cost`` in USD per hour (the v2 Pod's field; GraphQL
+called it ``costPerHr``), on-demand (v2 sells no interruptible pods).
 """
 
 from __future__ import annotations
 
 import json
 
-from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, Instance, InstanceState, PoolKey
+import math
+
+from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, BilledRate, Instance, InstanceState, PoolKey
+from providers.kit.responses import malformed
 from providers.kit.rented import Label
 from providers.runpod.offers import GPU_TYPES
 from providers.runpod.schemas import Pod
@@ -71,6 +77,16 @@ def to_instance(pod: Pod, label: Label, now: float, lost_since: float | None = N
     return Instance(id=pod.id, fleet=label.fleet, pool=pool, state=state, accelerator=acc, gpus=gpus,
                     price_per_hour=round(price, 6), launched_at=_epoch(pod.createdAt, now), ended_at=ended,
                     reason=reason, tags=tags, address=_address(pod))
+
+
+def billed_rate(pod: Pod, now: float) -> BilledRate:
+    """What a pending or running pod bills (see the module doc); one without a usable ``cost`` is
+    a malformed answer, never a guessed rate."""
+    cost = pod.cost
+    if cost is None or not math.isfinite(cost) or cost < 0:
+        raise malformed("runpod", f"list pods (pod {pod.id})", pod.model_dump(exclude={"env"}),
+                        detail="a pending or running pod without a cost per hour")
+    return BilledRate(per_hour=round(float(cost), 6), source="instance", rental="on-demand", at=now)
 
 
 def _epoch(stamp: str | None, default: float) -> float:

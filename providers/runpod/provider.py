@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from fleet.catalog import snapshot_offers
 from fleet.errors import AuthError, InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer
+from fleet.model import (TAG_FLEET, TAG_POOL, BilledRate, Instance, InstanceState, LaunchRequest, LaunchResult, Market,
+                         Offer)
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.runpod.api import client
 from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
 from providers.kit.rented import Label
 from providers.kit.terminate import end_each, owned_alive
-from providers.runpod.instances import is_lost, label_of, to_instance
+from providers.runpod.instances import billed_rate, is_lost, label_of, to_instance
 from providers.runpod.launch import create_body
 from providers.runpod.offers import parse_instance_type, to_offers
 from providers.runpod.schemas import GpuList, Pod, PodList
@@ -137,6 +138,16 @@ class RunPodProvider:
                              owned=lambda pod: label_of(pod) is not None, noun="pod", mark="spotfleet label")
         end_each(doomed, self._delete)
 
+    # ---- ReadsBilledRate ------------------------------------------------------------------
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """What RunPod bills for these pods of ours (their ``cost``), from one listing; a pod
+        that is gone or lost is left out."""
+        wanted = {i.id for i in instances}
+        now = self.now()
+        return {pod.id: billed_rate(pod, now) for pod in self._pods()
+                if pod.id in wanted and label_of(pod) is not None and pod.status in ("PROVISIONING", "STARTING",
+                                                                                     "RUNNING")}
+
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         """RunPod sells no object store this adapter uses: a directory on the pod's disk, lost with
         the pod. Name an s3/gcs/azure ``checkpoint.provider`` for checkpoints that outlive a pod."""
@@ -169,7 +180,7 @@ class RunPodProvider:
             # on a create, RunPod's 403 is "your account cannot access the requested pool": skip it
             raise NoCapacityError(self.name, str(err.message), code="pool-forbidden") from None
         tags = {**request.tags, TAG_FLEET: request.fleet, TAG_POOL: request.offer.pool.id}
-        price = float(pod.cost) if pod.cost else request.offer.price_per_hour
+        price = request.offer.price_per_hour     # the planned rate; what RunPod bills is read back
         state = InstanceState.RUNNING if pod.status == "RUNNING" else InstanceState.PENDING
         return Instance(id=pod.id, fleet=request.fleet, pool=request.offer.pool, state=state,
                         accelerator=request.offer.accelerator, gpus=shape.count, price_per_hour=round(price, 6),

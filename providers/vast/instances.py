@@ -9,6 +9,10 @@ row's ``extra_env``; no other variable of a row is ever read (some hold credenti
 States: ``actual_status == "running"`` -> running; ``cur_state == intended_status ==
 next_state == "stopped"`` -> stopped, reason ``outbid`` for a bid (``stopped`` otherwise), its
 price the storage it still bills; anything else alive -> pending.
+
+What a row bills (``billed_rate``): ``dph_total`` (compute at the bid or the on-demand price,
+plus storage) and the rental kind ``is_bid`` says (``bid`` or ``on-demand``: Vast rents
+on-demand when a create's bid is missing or ignored, vast-cli #403).
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, Instance, InstanceState, PoolKey
+import math
+
+from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, BilledRate, Instance, InstanceState, PoolKey
+from providers.kit.responses import malformed
 from providers.kit.rented import Label, extra_tags  # noqa: F401  (the label Vast keeps in ``label``)
 from providers.vast.offers import accelerator, storage_per_hour
 
@@ -60,3 +67,15 @@ def to_instance(row: Mapping[str, Any], label: Label, now: float, stopped_since:
                     price_per_hour=round(price, 6), launched_at=float(row.get("start_date") or now),
                     ended_at=(stopped_since if stopped_since is not None else now) if reason else None,
                     reason=reason, tags=tags, address=str(row.get("public_ipaddr") or "").strip())
+
+
+def billed_rate(row: Mapping[str, Any], now: float) -> BilledRate:
+    """What one listed row bills (see the module doc); a row without a usable ``dph_total`` or
+    ``is_bid`` is a malformed answer, never a guessed rate."""
+    price, is_bid = row.get("dph_total"), row.get("is_bid")
+    if (isinstance(price, bool) or not isinstance(price, (int, float)) or not math.isfinite(price) or price < 0
+            or not isinstance(is_bid, bool)):
+        raise malformed("vast", f"list instance {row.get('id')}", dict(row), detail="dph_total or is_bid missing or "
+                        "not a number/boolean")
+    return BilledRate(per_hour=round(float(price), 6), source="instance", rental="bid" if is_bid else "on-demand",
+                      at=now)

@@ -26,12 +26,12 @@ import time
 from typing import Any, Mapping, Sequence
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, PoolKey
+from fleet.model import BilledRate, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, PoolKey
 from fleet.spec import FleetSpec
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.vast.api import VastApi
-from providers.vast.instances import Label, to_instance
+from providers.vast.instances import Label, billed_rate, to_instance
 from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
 from providers.kit.terminate import end_each, owned_alive
 from providers.vast.launch import create_body, label_for
@@ -149,6 +149,17 @@ class VastProvider:
         instance is stopped (outbid) but not after it is destroyed. Name an s3/gcs/azure
         ``checkpoint.provider`` for checkpoints that outlive an instance."""
         return node_disk_bucket(self.name, spec, NODE_CHECKPOINT_DIR)
+
+    # ---- ReadsBilledRate ------------------------------------------------------------------
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """What Vast bills for these instances of ours: each row's ``dph_total`` and whether it
+        is a bid (``providers.vast.instances.billed_rate``), from one filtered listing."""
+        wanted = sorted({int(i.id) for i in instances if i.id.isdigit()})
+        if not wanted:
+            return {}
+        now = self.now()
+        return {str(row["id"]): billed_rate(row, now) for row in self._rows({"id": {"in": wanted}})
+                if row.get("id") in wanted and Label.parse(row.get("label")) is not None}
 
     # ---- outbid remedies -------------------------------------------------------------------
     def outbid(self, fleet: str) -> list[Instance]:

@@ -113,6 +113,7 @@ def test_endpoints_match_status_and_history(preempted: World):
     world = preempted
     status = world.fleet_json("status", "dash")
     lost = world.fleet_json("history", "dash", "--interruptions")
+    simulated = world.fleet_json("simulate", str(world.root / "dash.yaml"), "--days", "0.25", "--no-optimum", "--save")
     proc, base = _serve(world)
     try:
         code, body, headers = _get(base + "api/fleet/dash")
@@ -121,13 +122,27 @@ def test_endpoints_match_status_and_history(preempted: World):
         assert data["status"]["running"] == status["running"] == 2 and data["status"]["planned"] == 2
         assert data["status"]["cost"] == status["cost"]       # frozen clock: the very same figures
         assert data["status"]["planned_per_hour"] == status["planned_per_hour"] is not None
-        assert data["status"]["billed_per_hour"] is None
+        assert data["status"]["billed_per_hour"] == status["billed_per_hour"] is not None   # read back after up
+        assert data["status"]["bill"]["read"] == status["bill"]["read"] == 2
+        assert "id=bill" in data["html"]
+        assert data["simulation"]["result"] == simulated          # what `fleet simulate --save` printed
+        assert all(p["policy"] in data["html"] for p in simulated["policies"]) and "id=simulation" in data["html"]
+        assert data["plan_diffs"] == [] and "no change since the first plan" in data["html"]   # one plan so far
+        looked = data["status"]["looked_at"]          # polls within --look-every reuse the look: no reconcile
+        assert json.loads(_get(base + "api/fleet/dash")[1])["status"]["looked_at"] == looked
+        assert json.loads(_get(base + "api/fleet/dash?refresh=1")[1])["status"]["looked_at"] > looked
         assert data["interruptions"] == lost
         assert {i["instance_id"] for i in data["interruptions"]["interruptions"]} == set(world.lost)
         assert all(victim in data["html"] for victim in world.lost) and "capacity (GPUs)" in data["html"]
         (node,) = data["logs"]["nodes"]                  # the log `fleet logs` reads, escaped on the page
         assert node["instance"] == world.lost[0] and "step 40 saved" in data["html"]
         assert "&lt;img src=x onerror=alert(1)&gt;\\x1b[2J" in data["html"] and "<img" not in data["html"]
+        offers = json.loads(_get(base + "api/fleet/dash/offers")[1])       # what `fleet offers --spec` lists
+        listed = world.fleet_json("offers", "--spec", str(world.root / "dash.yaml"), "--limit", "0")
+        assert offers["error"] == "" and offers["total"] == listed["total"] > 0
+        assert [o["pool"] for o in offers["offers"]] == [o["pool"] for o in listed["offers"][:len(offers["offers"])]]
+        assert "id=offers" in offers["html"] and "/fleet/dash/offers" in data["html"]
+        assert _get(base + "fleet/dash/offers")[0] == 200
         fleets = json.loads(_get(base + "api/fleets")[1])
         row = next(r for r in fleets["rows"] if r["fleet"] == "dash")
         assert row["cost_so_far"] == status["cost"]["cost_so_far"] and row["running"] == 2
@@ -175,6 +190,14 @@ def test_provider_text_is_escaped():
                                                      "tail": f"line {hostile}\nAuthorization: Bearer abcdefghijklmnop"}]})
     assert "<script" not in logs and "\x1b" not in logs and "abcdefghijklmnop" not in logs and "line &lt;" in logs
     assert "abcdefghijklmnop" not in pages.h("Authorization: Bearer abcdefghijklmnop")
+    refused = pages.offers_body({"fleet": hostile, "error": hostile, "offers": [], "total": 0, "source": "",
+                                 "detail": ""})
+    assert "<script>" not in refused and "\x1b" not in refused and "&lt;script&gt;" in refused
+    pool = {"provider": "vast", "region": hostile, "zone": "", "instance_type": hostile, "market": "spot"}
+    listed = pages.offers_body({"fleet": "f", "error": "", "total": 1, "source": "live", "detail": hostile,
+                                "offers": [{"pool": pool, "gpus": 1, "accelerator": hostile, "price_per_hour": 1.0,
+                                            "price_per_gpu_hour": 1.0, "interruptions_per_hour": 0.1}]})
+    assert "<script>" not in listed and "\x1b" not in listed and listed.count("&lt;script&gt;") == 4
 
 
 def _chromium() -> str | None:
@@ -201,6 +224,9 @@ def test_browser_shows_the_fleet(preempted: World, tmp_path: Path):
         assert re.search(r"updated \d", dom), "the page's script did not refresh it"
         assert all(f"data-instance=\"{victim}\"" in dom for victim in world.lost) and "preempted" in dom
         assert "spot-interruption, 2m00s ahead" in dom and "committed 1m29s before the deadline" in dom
+        billed = pages.money(status["bill"]["billed_per_hour"], True)
+        assert f"$/h billed: {billed}" in dom and f"billed {billed} for 2 of 2 running instance(s)" in dom
+        assert "plan changes" in dom and "no change since the first plan" in dom
         fleets = subprocess.run([*common, "--dump-dom", base], capture_output=True, text=True, timeout=120).stdout
         assert "dash" in fleets and cost in fleets
         shots = []

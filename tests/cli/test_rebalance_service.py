@@ -57,6 +57,25 @@ def test_looping_rebalancer_serves_metrics_and_health_and_stops_on_sigterm(world
                        done="true") == 1
         assert _sample(text, "spotfleet_last_pass_ok", fleet="chaos") == 1
         assert (_sample(text, "spotfleet_price_per_hour_dollars", fleet="chaos") or 0) > 0
+        lost_pool = next(i.pool.id for i in world.created("chaos") if i.id == spot[0])
+        by_notice = [line for line in text.splitlines() if line.startswith("spotfleet_node_interruptions_total{")]
+        assert len(by_notice) == 1 and f'pool="{lost_pool}"' in by_notice[0] and by_notice[0].endswith(" 1.0")
+        lost = world.fleet_json("history", "chaos", "--interruptions")     # the same timeline, counted once
+        assert _sample(text, "spotfleet_time_to_detect_seconds_count", fleet="chaos") == 1
+        assert _sample(text, "spotfleet_time_to_detect_seconds_sum", fleet="chaos") == \
+            lost["interruptions"][0]["detect_seconds"]
+        assert (_sample(text, "spotfleet_time_to_replace_seconds_count", fleet="chaos") or 0) == \
+            lost["totals"]["replaced"]        # the frozen clock dates the replacement with the loss: not counted
+        assert _sample(text, "spotfleet_last_time_to_detect_seconds", fleet="chaos") == \
+            lost["interruptions"][0]["detect_seconds"]
+        planned = _sample(text, "spotfleet_planned_per_hour_dollars", fleet="chaos")
+        billed = _sample(text, "spotfleet_billed_per_hour_dollars", fleet="chaos")
+        assert planned and billed and abs(planned - billed) < 1e-6       # the local cloud bills what it offered
+        assert _sample(text, "spotfleet_billed_instances", fleet="chaos") == sum(world.alive("chaos").values())
+        status = world.fleet_json("status", "chaos")
+        assert _sample(text, "spotfleet_cost_so_far_dollars", fleet="chaos") == status["cost"]["cost_so_far"]
+        assert abs(billed - status["bill"]["billed_per_hour"]) < 1e-9
+        assert _sample(text, "spotfleet_bill_breaches", fleet="chaos") == 0
         assert _get(base + "/healthz") == (200, "ok\n")
         assert _get(base + "/nope")[0] == 404
         proc.send_signal(signal.SIGTERM)
@@ -110,3 +129,26 @@ def test_watch_replaces_a_lost_node_at_once_not_at_the_next_pass(world: World):
 def test_watch_needs_a_duration(world: World):
     proc = world.fleet("rebalance", "chaos", "--watch", "0s")
     assert proc.returncode == 1 and "--watch 0s: give a positive duration" in proc.stderr
+
+
+def test_each_lost_node_is_counted_once_and_its_delays_observed_as_they_become_known():
+    from prometheus_client import generate_latest
+
+    from fleet.rebalance.metrics import Metrics
+
+    metrics = Metrics("m")
+    node = {"instance_id": "i-1", "pool": "aws/r/z/t/spot", "notice_kind": "terminate", "lost_at": 100.0,
+            "detect_seconds": 12.0, "replace_seconds": None}
+    metrics.record_timeline([node])
+    metrics.record_timeline([{**node, "replace_seconds": 95.0},                        # replaced since
+                             {**node, "instance_id": "i-2", "notice_kind": None, "lost_at": 200.0,
+                              "detect_seconds": 3.0, "replace_seconds": 40.0}])
+    text = generate_latest(metrics.registry).decode()
+    assert _sample(text, "spotfleet_node_interruptions_total", fleet="m", notice="terminate") == 1
+    assert _sample(text, "spotfleet_node_interruptions_total", fleet="m", notice="none") == 1
+    assert _sample(text, "spotfleet_time_to_detect_seconds_count", fleet="m") == 2
+    assert _sample(text, "spotfleet_time_to_detect_seconds_sum", fleet="m") == 15.0
+    assert _sample(text, "spotfleet_time_to_replace_seconds_count", fleet="m") == 2
+    assert _sample(text, "spotfleet_time_to_replace_seconds_sum", fleet="m") == 135.0
+    assert _sample(text, "spotfleet_time_to_replace_seconds_bucket", fleet="m", le="60.0") == 1
+    assert _sample(text, "spotfleet_last_time_to_replace_seconds", fleet="m") == 40.0     # the newest loss's

@@ -8,7 +8,7 @@ import pytest
 
 from fleet.errors import ProviderError
 from fleet.model import InstanceState, LaunchRequest, Market, Offer, fleet_tags, interconnect_group
-from providers.base import DatesEndings, LaunchesGroups, RaisesBids, ReportsQuotas, TearsDown
+from providers.base import DatesEndings, LaunchesGroups, RaisesBids, ReadsBilledRate, ReportsQuotas, TearsDown
 
 
 def _offer(harness, market: Market = Market.ON_DEMAND) -> Offer:
@@ -110,6 +110,20 @@ def test_ended_at_dates_what_ended_and_nothing_else(harness, provider):
     assert set(told) <= {gone.id}, "only an instance that ended is dated"
     if gone.id in told:
         assert told[gone.id] >= gone.launched_at - 1
+
+
+# ---- ReadsBilledRate -------------------------------------------------------------------------
+
+def test_billed_rates_price_only_what_was_asked_and_alive(harness, provider):
+    _needs(provider, ReadsBilledRate)
+    offer = _offer(harness)
+    kept, gone = provider.launch(_request(offer, 2, "tok-billed")).instances
+    provider.terminate([gone.id])
+    rates = provider.billed_rates([kept, gone])
+    assert set(rates) <= {kept.id}, "only the instances asked about, and alive, are priced"
+    for rate in rates.values():
+        assert rate.per_hour >= 0 and rate.source in ("instance", "spot-history", "price-api", "list")
+    assert provider.billed_rates([]) == {}
 
 
 # ---- LaunchesGroups --------------------------------------------------------------------------

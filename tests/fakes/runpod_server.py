@@ -37,7 +37,9 @@ still place, counted in pods); ``POST /_control/faults`` (``{"target": "create"|
 "variant": "truncated"|"html"|"empty"|"wrong-types"}`` (``tests/fakes/malformed.py``; wrong types:
 a mapping where the ``pods``/``gpus`` list belongs); ``POST /_control/faults/clear``;
 ``POST /_control/lose`` (``{"ids": [...], "status": "EXITED"|"ERROR"}``: the host went away, no
-notice, as RunPod gives none); ``POST /_control/foreign`` (pods spotfleet did not make);
+notice, as RunPod gives none); ``POST /_control/reprice`` (``{"ids": [...], "rate": r}``: those pods
+now bill ``r`` USD/h, their ``cost``, as when a host's price changed under a running pod);
+``POST /_control/foreign`` (pods spotfleet did not make);
 ``POST /_control/config`` (``boot_seconds``, ``retry_after``, ``latency``); ``GET
 /_control/pods`` (all, terminated too, with their create bodies); ``GET /_control/calls``.
 """
@@ -427,6 +429,10 @@ class Handler(BaseHTTPRequestHandler):
             if parts == ["lose"]:
                 for pod_id in body.get("ids", []):
                     st.pods[pod_id]["status"] = body.get("status", "EXITED")
+                return self._send(200, {"ok": True})
+            if parts == ["reprice"]:
+                for pod_id in body.get("ids", []):
+                    st.pods[pod_id]["_rate"] = float(body["rate"])
                 return self._send(200, {"ok": True})
             if parts == ["foreign"]:
                 made = []

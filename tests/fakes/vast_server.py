@@ -21,7 +21,11 @@ every API answer can be delayed by a fixed ``latency``. Each ask is one machine'
 ``capacity`` rentals (default 1). Instances boot ``loading`` -> ``running`` after ``boot_seconds``.
 
 Control API for tests (no auth): ``POST /_control/reset``, ``POST /_control/asks`` (add or
-replace asks), ``POST /_control/asks/{id}`` (change fields: capacity, min_bid, ...),
+replace asks), ``POST /_control/asks/{id}`` (change fields: capacity, min_bid, ...; two change what a
+create bills: ``bill_markup`` adds that many USD/h to the new instance's ``dph_total`` (a host that
+repriced between the search and the rental), ``drops_bid: true`` rents on-demand whatever the
+create's ``price`` (``is_bid`` false, ``dph_total`` the on-demand price), as vast-cli #403 saw when
+a bid did not reach the API),
 ``POST /_control/faults`` (``{"target": "ask:<id>"|"search"|"list"|"create"|"*", "kind":
 "throttle"|"search-quota"|"server-error"|"auth"|"quota"|"capacity"|"failed-bid"|"hostile", "count": n}``;
 ``hostile`` answers 400 with a message echoing the request's ``Authorization`` header, terminal
@@ -141,7 +145,7 @@ class State:
 
     def offer_row(self, ask: dict[str, Any], storage_gb: float) -> dict[str, Any]:
         storage = float(ask["storage_cost"]) * storage_gb / HOURS_PER_MONTH
-        row = {k: v for k, v in ask.items() if k != "capacity"}
+        row = {k: v for k, v in ask.items() if k not in ("capacity", "drops_bid", "bill_markup")}
         row.update(ask_contract_id=ask["id"], dph_total=round(float(ask["dph_base"]) + storage, 6),
                    rentable=self.rentable(ask), rented=False, storage_total_cost=round(storage, 6))
         return row
@@ -262,7 +266,7 @@ class Handler(JsonHandler):
             return self._error(404, "no_such_ask", "Instance type no longer available")
         if not isinstance(body.get("image"), str) or not body.get("image"):
             return self._error(400, "invalid_args", "image is required")
-        price = body.get("price")
+        price = None if ask.get("drops_bid") else body.get("price")
         is_bid = price is not None
         if is_bid and ask.get("min_bid") is None:
             return self._error(400, "invalid_args", "this machine does not take interruptible bids")
@@ -280,7 +284,7 @@ class Handler(JsonHandler):
             "gpu_ram": ask["gpu_ram"], "label": body.get("label"), "is_bid": is_bid, "min_bid": ask.get("min_bid"),
             "reliability2": ask["reliability2"],
             "dph_base": ask["dph_base"], "dph_total": round(float(price) if is_bid else float(ask["dph_base"]), 6)
-            + round(float(ask["storage_cost"]) * disk / HOURS_PER_MONTH, 6),
+            + round(float(ask["storage_cost"]) * disk / HOURS_PER_MONTH, 6) + float(ask.get("bill_markup") or 0),
             "storage_cost": ask["storage_cost"], "disk_space": disk, "geolocation": ask["geolocation"],
             "image_uuid": body.get("image"), "actual_status": "stopped" if below else "loading",
             "intended_status": "stopped" if below else "running", "cur_state": "stopped" if below else "running",

@@ -21,11 +21,8 @@ T4 = OfferQuery(accelerators=("T4",))
 
 
 @pytest.fixture
-def world(monkeypatch, tmp_path):
-    world = aws_world.fresh()
-    for key, value in {**world.env, "SPOTFLEET_CACHE_DIR": str(tmp_path / "cache")}.items():
-        monkeypatch.setenv(key, value)
-    return world
+def world(aws_moto):
+    return aws_moto
 
 
 def _provider(**settings):

@@ -244,3 +244,40 @@ def test_a_spot_pool_is_refused_by_name(fake):
     with pytest.raises(ProviderError) as err:
         provider.launch(request(spot, token="t-spot"))
     assert err.value.code == "no-interruptible"
+
+
+# ---- what RunPod bills (ReadsBilledRate) -------------------------------------------------
+
+def test_the_billed_rate_is_the_pods_cost_and_follows_a_reprice(fake):
+    from providers.base import ReadsBilledRate
+
+    provider = make(fake)
+    assert isinstance(provider, ReadsBilledRate)
+    o = offer(provider)
+    a, b = provider.launch(request(o, count=2)).instances
+    assert a.price_per_hour == pytest.approx(o.price_per_hour)              # the planned rate
+    rates = provider.billed_rates([a, b])
+    pods = {p["id"]: p for p in control(fake, "pods")["pods"]}
+    assert {k: (r.per_hour, r.source, r.rental) for k, r in rates.items()} == {
+        a.id: (pytest.approx(pods[a.id]["cost"]), "instance", "on-demand"),
+        b.id: (pytest.approx(pods[b.id]["cost"]), "instance", "on-demand")}
+    control(fake, "reprice", {"ids": [b.id], "rate": 4.25})
+    control(fake, "lose", {"ids": [a.id]})
+    assert {k: r.per_hour for k, r in provider.billed_rates([a, b]).items()} == {b.id: 4.25}   # lost: left out
+
+
+@pytest.mark.parametrize("variant", ["truncated", "html", "empty", "wrong-types"])
+def test_an_unreadable_pod_list_is_an_error_never_a_rate(fake, variant):
+    provider = make(fake)
+    made = provider.launch(request(offer(provider))).instances[0]
+    control(fake, "faults", {"target": "list", "kind": "malformed", "variant": variant, "count": 50})
+    with pytest.raises(MalformedResponseError):
+        provider.billed_rates([made])
+
+
+def test_a_running_pod_without_a_cost_is_malformed():
+    from providers.runpod.instances import billed_rate
+    from providers.runpod.schemas import Pod
+
+    with pytest.raises(MalformedResponseError):
+        billed_rate(Pod(id="rp1", name="spotfleet-alpha", status="RUNNING", cost=None), 0.0)

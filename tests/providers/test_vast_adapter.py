@@ -242,3 +242,52 @@ def test_without_a_key_search_works_and_launching_names_the_fix(fake):
     with pytest.raises(AuthError) as err:
         provider.launch(request(offer))
     assert "VAST_API_KEY" in str(err.value)
+
+
+# ---- what Vast bills (ReadsBilledRate) ---------------------------------------------------
+
+def test_the_billed_rate_is_the_rows_dph_total_and_its_rental_kind(fake):
+    from providers.base import ReadsBilledRate
+
+    provider = make(fake)
+    assert isinstance(provider, ReadsBilledRate)
+    offer = pick(provider, 1)
+    bid = provider.launch(request(offer, count=1)).instances[0]
+    control(fake, "asks/11", {"drops_bid": True})                       # the bid does not reach the host
+    od = provider.launch(request(offer, token="tok-2", count=1)).instances[0]
+    control(fake, "asks/11", {"drops_bid": False, "bill_markup": 0.5})  # the host repriced under us
+    dear = provider.launch(request(offer, token="tok-3", count=1)).instances[0]
+    control(fake, "foreign", {"ask": 12, "count": 1})
+    rates = provider.billed_rates([bid, od, dear])
+    rows = {str(r["id"]): r for r in control(fake, "instances")["instances"]}
+    assert {iid: (r.per_hour, r.source, r.rental) for iid, r in rates.items()} == {
+        bid.id: (pytest.approx(rows[bid.id]["dph_total"]), "instance", "bid"),
+        od.id: (pytest.approx(rows[od.id]["dph_total"]), "instance", "on-demand"),
+        dear.id: (pytest.approx(rows[dear.id]["dph_total"]), "instance", "bid")}
+    assert rates[bid.id].per_hour == pytest.approx(bid.price_per_hour, abs=1e-6)       # as planned
+    assert rates[od.id].per_hour > od.price_per_hour                                    # on-demand, not the bid
+    assert rates[dear.id].per_hour == pytest.approx(dear.price_per_hour + 0.5, abs=1e-6)
+    provider.destroy(bid.id)
+    assert bid.id not in provider.billed_rates([bid, od])                               # gone: left out
+    assert provider.billed_rates([]) == {}
+
+
+@pytest.mark.parametrize("variant", ["truncated", "html", "empty", "wrong-types"])
+def test_an_unreadable_listing_is_an_error_never_a_rate(fake, variant):
+    from fleet.errors import MalformedResponseError
+
+    provider = make(fake)
+    made = provider.launch(request(pick(provider, 1))).instances[0]
+    control(fake, "faults", {"target": "list", "kind": "malformed", "variant": variant, "count": 5})
+    with pytest.raises(MalformedResponseError):
+        provider.billed_rates([made])
+
+
+def test_a_row_without_a_price_is_malformed_not_free():
+    from fleet.errors import MalformedResponseError
+    from providers.vast.instances import billed_rate
+
+    for row in ({"id": 1, "is_bid": True}, {"id": 1, "dph_total": "1.2", "is_bid": True},
+                {"id": 1, "dph_total": float("nan"), "is_bid": False}, {"id": 1, "dph_total": 1.0}):
+        with pytest.raises(MalformedResponseError):
+            billed_rate(row, 0.0)

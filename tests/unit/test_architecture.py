@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PURE_MODULES = ["fleet/planning/planner.py", "fleet/planning/economics.py", "fleet/spec.py", "fleet/model.py"]
-PURE_MODULES += [f"fleet/rebalance/{m}.py" for m in ("decision", "types", "learning", "backoff", "bidding")]
+PURE_MODULES += [f"fleet/rebalance/{m}.py" for m in ("decision", "types", "learning", "backoff", "bidding", "bills")]
 IMPURE = {"time", "random", "socket", "subprocess", "sqlite3", "httpx", "requests", "urllib", "threading",
           "datetime", "os", "shutil"}
 CLOUD_SDKS = ("boto3", "botocore", "google.cloud", "azure", "pulumi")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import FleetLockedError, FleetNotFoundError, StateError
-from fleet.model import Instance, InstanceState, Market, PoolKey
+from fleet.model import BilledRate, Instance, InstanceState, Market, PoolKey
 from fleet.state import EventKind, LaunchStatus, open_store
 from fleet.state import db as state_db
 
@@ -75,6 +75,41 @@ def test_instances_are_recorded_once_and_ended_once(store):
     assert rows["i-1"].plan_id == "p9" and rows["i-2"].plan_id == "p1"
     assert rows["i-2"].on_demand_price == 98.0 and rows["i-3"].on_demand_price is None
     assert sorted(r.id for r in store.instances("demo", alive_only=True)) == ["i-2", "i-3"]
+
+
+def test_billed_rates_are_recorded_beside_the_planned_price_and_replaced_by_a_later_reading(store):
+    store.record_instances("demo", [_instance("i-1"), _instance("i-2")])
+    assert [(r.billed_per_hour, r.billed_source, r.rental) for r in store.instances("demo")] == [(None, "", "")] * 2
+    store.record_billed("demo", {"i-1": BilledRate(per_hour=33.5, source="spot-history", rental="spot"),
+                                 "i-9": BilledRate(per_hour=1.0, source="instance")})     # not recorded: ignored
+    store.record_billed("other", {"i-2": BilledRate(per_hour=7.0, source="instance")})  # another fleet's id
+    store.record_billed("demo", {"i-1": BilledRate(per_hour=34.0, source="spot-history\x1b[2J", rental="spot")})
+    rows = {r.id: r for r in store.instances("demo")}
+    assert (rows["i-1"].price_per_hour, rows["i-1"].billed_per_hour, rows["i-1"].rental) == (30.0, 34.0, "spot")
+    assert "\x1b" not in rows["i-1"].billed_source          # provider text is stored made safe
+    assert rows["i-2"].billed_per_hour is None
+
+
+def test_a_v1_store_migrates_to_billed_columns_keeping_its_instances(state_url, monkeypatch):
+    from fleet.state.migrations import postgres as pg_migrations
+
+    table = pg_migrations.MIGRATIONS if state_url.startswith("postgresql") else state_db.MIGRATIONS
+    with monkeypatch.context() as m:          # a store as spotfleet v1 wrote it
+        m.delitem(table, 2)
+        s = open_store(state_url)
+        s._exec("INSERT INTO instances (fleet, id, pool, market, accelerator, gpus, price_per_hour, launched_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ("demo", "i-old", POOL.id, "spot", "H100", 8, 30.0, 1000.0))
+        s.close()
+    s = open_store(state_url)
+    try:
+        (old,) = s.instances("demo")
+        assert (old.id, old.price_per_hour, old.billed_per_hour, old.billed_source, old.rental) == \
+            ("i-old", 30.0, None, "", "")
+        s.record_billed("demo", {"i-old": BilledRate(per_hour=31.0, source="spot-history", rental="spot")})
+        assert s.instances("demo")[0].billed_per_hour == 31.0
+        assert state_db.latest_version() == max(pg_migrations.MIGRATIONS) == 2
+    finally:
+        s.close()
 
 
 def test_events_are_ordered_filtered_and_validated(store):
@@ -196,7 +231,8 @@ def test_a_v2_step_migrates_existing_stores_and_keeps_data(tmp_path, monkeypatch
     s = open_store(str(path))
     s.save_fleet("demo", status="up", spec_json="{}", spec_hash="h")
     s.close()
-    monkeypatch.setitem(state_db.MIGRATIONS, 2, (
+    nxt = state_db.latest_version() + 1
+    monkeypatch.setitem(state_db.MIGRATIONS, nxt, (
         "ALTER TABLE fleets ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
         lambda conn: conn.execute("UPDATE fleets SET owner = 'team-a'"),
     ))
@@ -204,7 +240,7 @@ def test_a_v2_step_migrates_existing_stores_and_keeps_data(tmp_path, monkeypatch
     assert s.get_fleet("demo").status == "up"
     s.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 2
+    assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == nxt
     assert conn.execute("SELECT owner FROM fleets").fetchall() == [("team-a",)]
     conn.close()
 
@@ -212,11 +248,12 @@ def test_a_v2_step_migrates_existing_stores_and_keeps_data(tmp_path, monkeypatch
 def test_a_failing_migration_leaves_the_store_at_its_old_version(tmp_path, monkeypatch):
     path = tmp_path / "state.db"
     open_store(str(path)).close()
-    monkeypatch.setitem(state_db.MIGRATIONS, 2, ("ALTER TABLE fleets ADD COLUMN x TEXT", "THIS IS NOT SQL"))
+    old = state_db.latest_version()
+    monkeypatch.setitem(state_db.MIGRATIONS, old + 1, ("ALTER TABLE fleets ADD COLUMN x TEXT", "THIS IS NOT SQL"))
     with pytest.raises(StateError):
         open_store(str(path))
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 1
+    assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == old
     assert "x" not in [r[1] for r in conn.execute("PRAGMA table_info(fleets)")]
     conn.close()
 

@@ -36,7 +36,15 @@ CREATE TABLE locks (
   acquired_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL)
 """
 
+#: v2: the billed rate read back per instance (see ``fleet.state.db._V2``).
+_V2 = (
+    "ALTER TABLE instances ADD COLUMN billed_per_hour DOUBLE PRECISION",
+    "ALTER TABLE instances ADD COLUMN billed_source TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE instances ADD COLUMN rental TEXT NOT NULL DEFAULT ''",
+)
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: tuple(s.strip() for s in _V1.split(";") if s.strip()),
+    2: _V2,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
