@@ -21,8 +21,16 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidatorFunctionWrapHandler,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from fleet.accelerators import KNOWN, REFERENCE_WEIGHTS, canonical, unknown_message
 from fleet.errors import SpecError
@@ -68,7 +76,7 @@ class NodeRange(Section):
     max: int = Field(default=8, ge=1, le=64)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "NodeRange":
+    def _ordered(self) -> NodeRange:
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
         return self
@@ -122,7 +130,7 @@ class Capacity(Section):
         return out
 
     @model_validator(mode="after")
-    def _baseline_within_target(self) -> "Capacity":
+    def _baseline_within_target(self) -> Capacity:
         if self.on_demand_gpus > self.gpus:
             raise ValueError(
                 f"on_demand_gpus ({self.on_demand_gpus}) exceeds gpus ({self.gpus}); "
@@ -255,7 +263,7 @@ class Node(Section):
         return value
 
     @model_validator(mode="after")
-    def _credentials_forwarded_on_purpose(self) -> "Node":
+    def _credentials_forwarded_on_purpose(self) -> Node:
         check_forwarding(self.env, self.forward_credentials, "env")
         return self
 
@@ -407,13 +415,13 @@ class FleetSpec(Section):
         return handler(value)
 
     @model_validator(mode="after")
-    def _some_provider(self) -> "FleetSpec":
+    def _some_provider(self) -> FleetSpec:
         if self.providers and not any(p.enabled for p in self.providers.values()):
             raise ValueError("every provider is disabled; enable at least one")
         return self
 
     @model_validator(mode="after")
-    def _critical_between_baseline_and_target(self) -> "FleetSpec":
+    def _critical_between_baseline_and_target(self) -> FleetSpec:
         crit = self.rebalance.critical_gpus
         if crit is not None and not (self.capacity.on_demand_gpus <= crit <= self.capacity.gpus):
             raise ValueError(f"rebalance.critical_gpus ({crit}) must lie between capacity.on_demand_gpus "
@@ -421,7 +429,7 @@ class FleetSpec(Section):
         return self
 
     @model_validator(mode="after")
-    def _credentials_forwarded_on_purpose(self) -> "FleetSpec":
+    def _credentials_forwarded_on_purpose(self) -> FleetSpec:
         allowed = self.node.forward_credentials      # node.env is checked by Node (its error names the line)
         if self.head is not None:
             check_forwarding(self.head.env, allowed, "head.env")
@@ -434,7 +442,7 @@ class FleetSpec(Section):
         return self
 
     @model_validator(mode="after")
-    def _head_pin_allowed(self) -> "FleetSpec":
+    def _head_pin_allowed(self) -> FleetSpec:
         pin = self.head.provider if self.head else ""
         if pin and self.providers and self.provider_settings(pin) is None:
             raise ValueError(f"head.provider {pin!r} is not among the enabled providers; "
@@ -442,7 +450,7 @@ class FleetSpec(Section):
         return self
 
     @model_validator(mode="after")
-    def _caps_fit_placement(self) -> "FleetSpec":
+    def _caps_fit_placement(self) -> FleetSpec:
         level = self.placement_level
         if level == "any":
             return self

@@ -17,15 +17,14 @@ import os
 import signal
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pgcluster  # noqa: E402
-
 
 SESSION_MARK = "FLEET_TEST_SESSION"
 

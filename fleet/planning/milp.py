@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from fleet.planning import highs
 from fleet.planning.candidates import Candidates
 from fleet.planning.domains import Domains, Limits
@@ -196,7 +197,7 @@ class Model:
                    np.concatenate([coefs, row.coefs[~pools]]), row.lb, row.ub)
 
     def _build(self, cost: np.ndarray, penalty: np.ndarray | None, extra: Extra, upper: np.ndarray,
-               with_pools: bool) -> "_Program":
+               with_pools: bool) -> _Program:
         view, n, first = self.view, self.cols, self.twins.first
         spot = np.flatnonzero(view.spot) if with_pools else np.zeros(0, np.int64)
         y0 = self.base_cols + len(extra.costs)
@@ -248,7 +249,7 @@ class Model:
         return _Program(highs.Program(c, lb, ub, integrality, *_matrix(rows, total), np.array([r.lb for r in rows]),
                                       np.array([r.ub for r in rows])), len(extra.costs))
 
-    def _run(self, prog: "_Program", cutoff: float) -> "Solution | None | object":
+    def _run(self, prog: _Program, cutoff: float) -> Solution | None | object:
         """Solves ``prog`` (after reduced-cost fixing above ``FIXING_MIN_POOLS`` columns).
         Returns ``_MORE_ROWS`` when a restricted program's plan breaks caps whose rows were not
         active: their rows are active now and ``prog`` is stale. Every cap row is valid, so
@@ -290,7 +291,7 @@ class Model:
                 size *= 4
         return self._milp(prog, ub, cutoff)
 
-    def _milp(self, prog: "_Program", ub: np.ndarray, cutoff: float = np.inf) -> Solution | None:
+    def _milp(self, prog: _Program, ub: np.ndarray, cutoff: float = np.inf) -> Solution | None:
         res = highs.solve_milp(prog.program, ub, self.options, cutoff)
         if res.x is None:
             return None

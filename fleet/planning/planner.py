@@ -28,17 +28,17 @@ Raises ``PlanError`` only when no offer passes the spec's rules.
 from __future__ import annotations
 
 import gc
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
+from fleet.errors import PlanError
+from fleet.model import Allocation, Exclusion, Market, Offer, PlacementChoice, Plan, PlanTotals, Quota
 from fleet.planning import economics, heads, placement, strategies
 from fleet.planning.candidates import OVER_BUDGET, PRICE_CAP, Candidates, arrays, select
-from fleet.errors import PlanError
 from fleet.planning.domains import Domains, Limits, limits_for
 from fleet.planning.milp import Model
-from fleet.model import Allocation, Exclusion, Market, Offer, PlacementChoice, Plan, PlanTotals, Quota
 from fleet.planning.pruning import PoolCaps, dominance_keys, prune
 from fleet.planning.shortfall import partial
 from fleet.spec import PLACEMENT_LEVELS, FleetSpec, Strategy, WorkloadKind

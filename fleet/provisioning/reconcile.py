@@ -15,9 +15,9 @@ its instances are neither added nor ended.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from fleet.errors import ProviderError
 from fleet.model import TAG_FLEET, Instance, InstanceState, Market, Plan

@@ -52,17 +52,26 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 from __future__ import annotations
 
 from collections import Counter
-from typing import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from fleet.errors import PlanError
 from fleet.model import Market, Offer, Plan, PoolKey
-from fleet.rebalance.backoff import backoff_until
 from fleet.rebalance import bridge, hedge
+from fleet.rebalance.backoff import backoff_until
 from fleet.rebalance.bidding import outbid_action
 from fleet.rebalance.head_rule import decide_with_head
 from fleet.rebalance.learning import learned_offers
-from fleet.rebalance.types import (Action, Decision, Exposure, Launch, ObservedInstance, PolicyState, PoolEvent,
-                                   RaiseBid, Terminate)
+from fleet.rebalance.types import (
+    Action,
+    Decision,
+    Exposure,
+    Launch,
+    ObservedInstance,
+    PolicyState,
+    PoolEvent,
+    RaiseBid,
+    Terminate,
+)
 from fleet.spec import FleetSpec
 
 EPS = 1e-9

@@ -20,11 +20,11 @@ naming the holder. A lock whose holder died (same host) or whose lease expired i
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Collection, Iterable, Protocol
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Protocol
 
 from fleet.model import Instance, Plan
 from fleet.state.db import SCHEMA_VERSION, CorruptStoreError, UnwritableStoreError, path_from_url
-from fleet.state.rows import Damage, DamagedRowError
 from fleet.state.records import (
     BlockRecord,
     EventKind,
@@ -36,6 +36,7 @@ from fleet.state.records import (
     LaunchStatus,
     LockInfo,
 )
+from fleet.state.rows import Damage, DamagedRowError
 
 __all__ = [
     "SCHEMA_VERSION", "CorruptStoreError", "UnwritableStoreError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",

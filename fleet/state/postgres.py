@@ -15,7 +15,8 @@ at once, as with SQLite. Needs the ``postgres`` extra (``psycopg``).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from fleet.errors import StateError

@@ -4,8 +4,9 @@ actions. ``fleet history`` and the dashboard read it here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from fleet.cli.runs import Run, current_run, events_of, instances_of
 from fleet.model import Market

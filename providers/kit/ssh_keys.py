@@ -26,8 +26,8 @@ import re
 import struct
 import threading
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from fleet.home import spotfleet_home
 from fleet.private import private_dir, write_private

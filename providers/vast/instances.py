@@ -14,7 +14,8 @@ price the storage it still bills; anything else alive -> pending.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, Instance, InstanceState, PoolKey
 from providers.kit.rented import Label, extra_tags  # noqa: F401  (the label Vast keeps in ``label``)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from fleet.state import LaunchStatus, open_store
-
 from tests.cli.test_azure_cli import RG, SUBSCRIPTION, ArmServer, AzureWorld, server  # noqa: F401  (the fixture)
 
 SPEC = f"""

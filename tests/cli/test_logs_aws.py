@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 
 from cli.test_aws_cli import REGION, AwsCli, cli  # noqa: E402,F401  (the fixture)
+
 from fleet.agent.logship import LogShipper  # noqa: E402
 from fleet.checkpoint.stores import open_store  # noqa: E402
 

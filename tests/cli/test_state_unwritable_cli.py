@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from cli.test_state_faults_cli import SMALL
 from cli.world import FLEET_BIN, World
 

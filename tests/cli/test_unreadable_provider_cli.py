@@ -20,11 +20,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vast_server import VastServer  # noqa: E402
-
 from cli.test_gcp_lifecycle import gce  # noqa: E402,F401  (the fake Compute Engine, per module)
 from cli.test_vast_cli import VastWorld, server  # noqa: E402,F401  (the fake Vast, per module)
 from fakes.gce_server import GceServer, control  # noqa: E402
+from vast_server import VastServer  # noqa: E402
+
 from fleet.state import FleetStatus, open_store  # noqa: E402
 
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))

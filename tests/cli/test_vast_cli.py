@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
+from cli.api_world import ApiWorld, assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
-from cli.api_world import ApiWorld, assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
 from fleet.state import LaunchStatus, open_store  # noqa: E402
 
 #: Eight one-GPU H100 machines and one someone else already rents.

@@ -27,7 +27,7 @@ REGION = "us-east-1"
 
 @dataclass
 class AwsHarness:
-    world: "aws_world.AwsWorld"
+    world: aws_world.AwsWorld
     provider: Provider
 
     def offer(self, market: Market) -> Offer | None:

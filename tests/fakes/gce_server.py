@@ -895,7 +895,7 @@ class GceServer:
         self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def start(self) -> "GceServer":
+    def start(self) -> GceServer:
         self.thread.start()
         return self
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 try:
     import malformed

@@ -21,7 +21,8 @@ from providers.kit.ssh_keys import check_public_key  # noqa: E402
 from tests.providers.test_azure_adapter import RG, USER_KEY, _offer, _request, server  # noqa: E402,F401
 from tests.providers.test_azure_adapter import Fake as AdapterFake  # noqa: E402
 from tests.providers.test_azure_scaleset import Fake  # noqa: E402  (its provider() is the scale-set adapter)
-from tests.providers.test_azure_scaleset import _offer as set_offer, _request as set_request  # noqa: E402
+from tests.providers.test_azure_scaleset import _offer as set_offer  # noqa: E402
+from tests.providers.test_azure_scaleset import _request as set_request
 
 A100 = "Standard_NC24ads_A100_v4"
 

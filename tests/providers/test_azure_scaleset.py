@@ -12,16 +12,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 from azure_arm import SUBSCRIPTION  # noqa: E402
 
-from fleet.model import (TAG_FLEET, TAG_POOL, InstanceState, LaunchRequest, Market, NodeConfig,  # noqa: E402
-                         fleet_tags)
+from fleet.model import TAG_FLEET, TAG_POOL, InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
 from fleet.spec import FleetSpec  # noqa: E402
-from providers.azure.provider import from_spec as build  # noqa: E402
 from providers.azure.arm import Arm  # noqa: E402
+from providers.azure.provider import from_spec as build  # noqa: E402
 from providers.azure.scaleset import set_name  # noqa: E402
 from providers.azure.scaleset_provider import AzureScaleSetProvider  # noqa: E402
 from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
-from tests.providers.test_azure_adapter import USER_KEY, Fake as AdapterFake, server  # noqa: E402,F401  (the fixture)
+from tests.providers.test_azure_adapter import USER_KEY, server  # noqa: E402,F401  (the fixture)
+from tests.providers.test_azure_adapter import Fake as AdapterFake
 
 RG = "mix"
 A100 = "Standard_NC24ads_A100_v4"

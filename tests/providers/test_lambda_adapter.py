@@ -15,12 +15,12 @@ from lambda_fake import API_KEY, LambdaServer, control, fake, server  # noqa: E4
 from fleet.catalog import snapshot_offers  # noqa: E402
 from fleet.errors import MalformedResponseError, ProviderError, QuotaExceededError  # noqa: E402
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, PoolKey, fleet_tags  # noqa: E402
-from providers.lambda_cloud.settings import LambdaSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 from providers.lambda_cloud.api import LambdaApi  # noqa: E402
 from providers.lambda_cloud.errors import TABLE  # noqa: E402
 from providers.lambda_cloud.offers import accelerator  # noqa: E402
 from providers.lambda_cloud.provider import LambdaProvider  # noqa: E402
+from providers.lambda_cloud.settings import LambdaSettings  # noqa: E402
 
 PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+Eslvmtt60T user@laptop"
 

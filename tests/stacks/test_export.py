@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import MULTI
 
 FLEET = str(Path(sys.executable).with_name("fleet"))

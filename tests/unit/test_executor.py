@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.provisioning.executor import apply, launch_token
 from fleet.model import Allocation, Market, Offer, Plan, PlanTotals, fleet_tags
+from fleet.provisioning.executor import apply, launch_token
 from fleet.state import EventKind, LaunchStatus, open_store
 from providers.base import OfferQuery
 from providers.local import LocalCloud
@@ -75,7 +75,7 @@ def test_launches_every_pool_and_a_rerun_changes_nothing(cloud, providers, store
     assert {p.pool for p in seen if p.kind == "launched"} == set(plan.counts())
     assert sorted(r.id for r in store.instances("demo", alive_only=True)) == sorted(i.id for i in report.launched)
     assert len(store.events("demo", kinds={EventKind.LAUNCHED})) == 14
-    assert all(l.status == LaunchStatus.DONE for l in store.launches("demo"))
+    assert all(launch.status == LaunchStatus.DONE for launch in store.launches("demo"))
     assert store.latest_plan("demo", applied_only=True) == plan
 
     again = apply(plan, providers, store)
@@ -116,7 +116,7 @@ def test_a_launch_recorded_but_never_sent_is_replayed_with_its_token(cloud, prov
     assert report.ok and alive(cloud) == plan.counts()
     tokens = {i.id: i for i in cloud.all_instances() if i.pool.id == pool}
     assert len(tokens) == 3
-    assert [l.status for l in store.launches("demo") if l.pool == pool] == [LaunchStatus.DONE]
+    assert [launch.status for launch in store.launches("demo") if launch.pool == pool] == [LaunchStatus.DONE]
     assert store.launches("demo")[0].token == pending.token
 
 
@@ -136,7 +136,7 @@ def test_a_launch_sent_but_not_recorded_is_not_duplicated(cloud, providers, stor
     discovered = {e.instance_id for e in store.events("demo", kinds={EventKind.DISCOVERED})}
     assert discovered == {i.id for i in made.instances}
     # the pool is full, so the unfinished launch is closed without another call
-    assert [l.status for l in store.launches("demo") if l.pool == pool.pool.id] == [LaunchStatus.ABANDONED]
+    assert [launch.status for launch in store.launches("demo") if launch.pool == pool.pool.id] == [LaunchStatus.ABANDONED]
 
 
 def test_capacity_shortfall_blocks_the_pool_and_reports_it(cloud, providers, store, pools):
@@ -163,7 +163,7 @@ def test_quota_blocks_the_region_and_auth_the_provider(cloud, providers, store, 
     assert report.blocked == [(prefix, kind)]
     assert [b.prefix for b in store.blocks()] == [prefix]
     assert report.missing == {pool.id: 2} and alive(cloud) == {pools[0].pool.id: 2}
-    assert [l.status for l in store.launches("demo") if l.pool == pool.id] == [LaunchStatus.FAILED]
+    assert [launch.status for launch in store.launches("demo") if launch.pool == pool.id] == [LaunchStatus.FAILED]
 
 
 @pytest.mark.parametrize("kind,word", [("throttle", "rate-limit"), ("server-error", "transient")])
@@ -179,7 +179,7 @@ def test_throttling_and_5xx_are_reported_and_replayed_next_run(cloud, providers,
     again = apply(plan, providers, store)
     assert again.ok and alive(cloud) == plan.counts()
     assert {i.tags["spotfleet:pool"] for i in again.launched} == {pool}
-    assert [l.token for l in store.launches("demo") if l.pool == pool] == [pending.token]
+    assert [launch.token for launch in store.launches("demo") if launch.pool == pool] == [pending.token]
 
 
 def test_preempted_instances_are_recorded_and_replaced(cloud, providers, store, pools):

@@ -58,10 +58,10 @@ def test_launch_sequence_numbers_and_tokens_are_recorded_before_the_call(store):
     second = store.begin_launch("demo", "plan1", POOL.id, 2, lambda seq: f"tok-{seq}")
     other = store.begin_launch("demo", "plan2", POOL.id, 2, lambda seq: f"other-{seq}")
     assert (first.seq, second.seq, other.seq) == (1, 2, 1)
-    assert [l.token for l in store.launches("demo", status=LaunchStatus.REQUESTED)] == ["tok-1", "tok-2", "other-1"]
+    assert [launch.token for launch in store.launches("demo", status=LaunchStatus.REQUESTED)] == ["tok-1", "tok-2", "other-1"]
     store.finish_launch(first.id, status=LaunchStatus.DONE, launched=3, error_kind="capacity", error_message="x")
     done = store.launches("demo", status=LaunchStatus.DONE)
-    assert [(l.launched, l.error_kind, l.finished_at is not None) for l in done] == [(3, "capacity", True)]
+    assert [(launch.launched, launch.error_kind, launch.finished_at is not None) for launch in done] == [(3, "capacity", True)]
 
 
 def test_instances_are_recorded_once_and_ended_once(store):
@@ -129,7 +129,7 @@ def test_concurrent_writers_from_threads(store):
     for t in threads:
         t.join()
     assert len(store.events("demo")) == 80
-    assert sorted({l.seq for l in store.launches("demo")}) == list(range(1, 21))
+    assert sorted({launch.seq for launch in store.launches("demo")}) == list(range(1, 21))
 
 
 # ---- files: missing, corrupt, foreign, migrations -------------------------------------
