@@ -17,6 +17,7 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -553,7 +554,7 @@ def _provider_settings(value: dict[str, Any]) -> dict[str, ProviderSettings]:
                         loc=loc, input=e["input"]))
                 else:
                     problems.append(InitErrorDetails(type=e["type"], loc=loc, input=e["input"],
-                                                     ctx=e.get("ctx") or {}))  # type: ignore[typeddict-item]
+                                                     ctx=e.get("ctx") or {}))
     if problems:
         raise ValidationError.from_exception_data("providers", problems)
     return out
@@ -658,7 +659,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _message(e: dict[str, Any], loc: tuple[Any, ...]) -> str:
+def _message(e: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
     from fleet.spec_input import short
 
     kind = e["type"]

@@ -111,7 +111,8 @@ class Labels:
                 codes, names = self._parent._coded(field)
                 self._codes[field] = (codes[self._index], names)
             else:
-                key, seen = self.FIELDS[field], {}
+                key = self.FIELDS[field]
+                seen: dict[object, int] = {}
                 codes = np.fromiter((seen.setdefault(key(o), len(seen)) for o in self._offers), np.int64,
                                     len(self._offers))
                 self._codes[field] = (codes, np.array(list(seen), dtype=object))
@@ -135,6 +136,7 @@ class Labels:
         if self._parent is None:
             return self._offers
         base = self._parent._pool_offers()
+        assert self._index is not None, "a subset's labels know their index in the parent's"
         return [base[i] for i in self._index]
 
     def subset(self, index: np.ndarray) -> Labels:

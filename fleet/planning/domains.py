@@ -115,7 +115,7 @@ class Domains:
     weighted: np.ndarray
     spot: np.ndarray
     keys: dict[str, np.ndarray]
-    names: dict[str, list[str]]
+    names: dict[str, _PoolIds | np.ndarray]      # level -> name by code (pool ids built on demand)
     quota_units: np.ndarray           # (quotas, pools)
     headroom: np.ndarray
     group: np.ndarray                 # pools in one class share every domain row and quota
@@ -128,7 +128,8 @@ class Domains:
         """``limits`` over the pools of ``cand`` (``fleet.planning.candidates.Candidates``)."""
         labels = cand.labels()
         n, spot, weighted = len(cand), cand.spot, cand.weighted
-        keys, names = {}, {}
+        keys: dict[str, np.ndarray] = {}
+        names: dict[str, _PoolIds | np.ndarray] = {}
         for level, _ in limits.shares:
             if level == "pool":
                 keys[level] = np.where(spot, np.arange(n), -1)

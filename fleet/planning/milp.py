@@ -14,6 +14,8 @@ strategy's extra rows. Per-pool caps and capacity hints are also column bounds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final, Literal
 
 import numpy as np
 
@@ -249,7 +251,7 @@ class Model:
         return _Program(highs.Program(c, lb, ub, integrality, *_matrix(rows, total), np.array([r.lb for r in rows]),
                                       np.array([r.ub for r in rows])), len(extra.costs))
 
-    def _run(self, prog: _Program, cutoff: float) -> Solution | None | object:
+    def _run(self, prog: _Program, cutoff: float) -> Solution | None | Literal[_Signal.MORE_ROWS]:
         """Solves ``prog`` (after reduced-cost fixing above ``FIXING_MIN_POOLS`` columns).
         Returns ``_MORE_ROWS`` when a restricted program's plan breaks caps whose rows were not
         active: their rows are active now and ``prog`` is stale. Every cap row is valid, so
@@ -301,8 +303,12 @@ class Model:
                         proven=res.proven, objective=float(prog.c @ x))
 
 
+class _Signal(Enum):
+    MORE_ROWS = "more rows"
+
+
 #: ``Model._run``'s answer when new cap rows were activated and the program must be rebuilt.
-_MORE_ROWS = object()
+_MORE_ROWS: Final = _Signal.MORE_ROWS
 
 
 def _matrix(rows: list[Row], columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -147,10 +147,13 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
         exclusions.append(Exclusion(reason=DOMINATED, pools=len(dropped), example=cand_all.offers[dropped[0]].pool.id))
 
     model = Model(cand, target, baseline, budget, min_pools, limits=limits)
-    notes = list(model.domains.notes)
-    bounded = cutoff is not None and spec.strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE)
-    outcome = strategies.solve(spec.strategy, model, spec.workload, replan=replan,
-                               cutoff=cutoff[0] * (1 + CUTOFF_SLACK) if bounded else None)
+    caps = model.domains
+    assert caps is not None, "a model given limits binds them"
+    notes = list(caps.notes)
+    bound = (cutoff[0] * (1 + CUTOFF_SLACK) if cutoff is not None
+             and spec.strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE) else None)
+    bounded = bound is not None
+    outcome = strategies.solve(spec.strategy, model, spec.workload, replan=replan, cutoff=bound)
     notes += outcome.notes
     shortfall = ""
     counts = outcome.counts
@@ -160,7 +163,7 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
     if counts is None:
         cost = independent if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED else cand.price
         counts, shortfall = partial(cand, target, baseline, budget, min_pools, cost, limits)
-    notes += model.domains.binding(counts)
+    notes += caps.binding(counts)
     churn = strategies.launch_penalty(spec.workload) if replan else 0.0
     value = placement.value_of(spec, cand, counts, churn, independent)
     return placement.Solved(cand, counts, shortfall, notes, exclusions, value)

@@ -96,7 +96,8 @@ def event(row: tuple[Any, ...], *, path: Path | str) -> EventRecord:
     why = _problem(EventRecord, row[:6] + ({},)) or _json_object_problem(row[6], "detail")
     if why:
         raise DamagedRowError(path, "events", str(row[0]), fleet, why)
-    return EventRecord(*row[:6], json.loads(row[6]))
+    id_, fleet_name, ts, kind, instance_id, pool = row[:6]
+    return EventRecord(id_, fleet_name, ts, kind, instance_id, pool, json.loads(row[6]))
 
 
 def _json_object_problem(text: Any, column: str) -> str:

@@ -87,6 +87,14 @@ def test_events_are_ordered_filtered_and_validated(store):
         store.record_event("demo", "Bad Kind")
 
 
+def test_a_sound_store_reports_no_damaged_rows_and_rebuilding_none_keeps_every_row(store):
+    # `fleet repair` asks every store for its damaged rows; the PostgreSQL store answers too
+    store.record_event("demo", EventKind.LAUNCHED, instance_id="i-1", detail={"n": 1}, ts=10.0)
+    assert store.damage() == []
+    store.rebuild_rows([])
+    assert [e.detail for e in store.events("demo")] == [{"n": 1}]
+
+
 def test_plans_round_trip_and_applied_flag(store, tmp_path):
     from fleet.model import Allocation, Offer, Plan, PlanTotals
 
