@@ -7,63 +7,12 @@ test_executor_replan.py.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.executor_world import alive, make_plan
 
-from fleet.model import Allocation, Market, Offer, Plan, PlanTotals, fleet_tags
+from fleet.model import fleet_tags
 from fleet.provisioning.executor import apply, launch_token
-from fleet.state import EventKind, LaunchStatus, open_store
-from providers.base import OfferQuery
-from providers.local import LocalCloud
-
-
-@pytest.fixture
-def cloud(tmp_path: Path) -> LocalCloud:
-    return LocalCloud.open(tmp_path / "cloud", time_scale=0, seed=7)
-
-
-@pytest.fixture
-def providers(cloud):
-    return {name: cloud.provider(name) for name in cloud.provider_names()}
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = open_store(str(tmp_path / "state.db"))
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def pools(providers) -> list[Offer]:
-    """Six roomy H100 pools over two providers: five spot, one on-demand."""
-    offers = [o for p in ("aws", "gcp") for o in providers[p].list_offers(OfferQuery(accelerators=("H100",)))]
-    spot = sorted((o for o in offers if o.market is Market.SPOT and (o.capacity_hint or 0) >= 8),
-                  key=lambda o: o.pool.id)
-    od = sorted((o for o in offers if o.market is Market.ON_DEMAND), key=lambda o: o.pool.id)
-    chosen = spot[:3] + [o for o in spot if o.pool.provider == "gcp"][:2] + od[:1]
-    assert len({o.pool.id for o in chosen}) == 6
-    return chosen
-
-
-def make_plan(offers: list[Offer], counts: list[int], fleet: str = "demo") -> Plan:
-    allocs = tuple(Allocation(offer=o, count=n, weighted_gpus=float(n * o.gpus), true_cost_per_hour=n * o.price_per_hour)
-                   for o, n in zip(offers, counts))
-    gpus = sum(a.count * a.offer.gpus for a in allocs)
-    totals = PlanTotals(gpus=gpus, weighted_gpus=gpus, target_weighted_gpus=gpus, on_demand_weighted_gpus=0,
-                        price_per_hour=sum(a.true_cost_per_hour for a in allocs),
-                        true_cost_per_hour=sum(a.true_cost_per_hour for a in allocs),
-                        true_cost_per_weighted_gpu_hour=1.0, expected_interruptions_per_day=0.0)
-    return Plan(fleet=fleet, spec_hash="test", strategy="hand", allocations=allocs, totals=totals)
-
-
-def alive(cloud: LocalCloud, fleet: str = "demo") -> dict[str, int]:
-    out: dict[str, int] = {}
-    for inst in cloud.all_instances(alive_only=True):
-        if inst.fleet == fleet:
-            out[inst.pool.id] = out.get(inst.pool.id, 0) + 1
-    return out
+from fleet.state import EventKind, LaunchStatus
 
 
 def test_launches_every_pool_and_a_rerun_changes_nothing(cloud, providers, store, pools):

@@ -4,7 +4,7 @@ date preemptions, instances found by tag are recorded."""
 from __future__ import annotations
 
 import pytest
-from test_executor import cloud, make_plan, pools, providers, store  # noqa: F401  (fixtures)
+from support.executor_world import make_plan
 
 from fleet.errors import TransientProviderError
 from fleet.model import LaunchRequest, fleet_tags

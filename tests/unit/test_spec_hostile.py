@@ -17,7 +17,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_spec import MINIMAL
+from support.spec_texts import MINIMAL
 
 from fleet.errors import SpecError
 from fleet.spec import FleetSpec, load_spec, parse_spec

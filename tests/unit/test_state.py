@@ -11,21 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support.state_records import POOL, running_instance
 
 from fleet.errors import FleetLockedError, FleetNotFoundError, StateError
-from fleet.model import Instance, InstanceState, Market, PoolKey
 from fleet.state import EventKind, LaunchStatus, open_store
 from fleet.state import db as state_db
-
-POOL = PoolKey(provider="aws", region="us-east-1", zone="use1-az1", instance_type="p5.48xlarge", market=Market.SPOT)
-
-
-def _instance(iid: str, launched: float = 1000.0, plan: str = "") -> Instance:
-    tags = {"spotfleet:fleet": "demo", "spotfleet:pool": POOL.id}
-    if plan:
-        tags["spotfleet:plan"] = plan
-    return Instance(id=iid, fleet="demo", pool=POOL, state=InstanceState.RUNNING, accelerator="H100", gpus=8,
-                    price_per_hour=30.0, launched_at=launched, tags=tags)
 
 
 @pytest.fixture
@@ -65,9 +55,9 @@ def test_launch_sequence_numbers_and_tokens_are_recorded_before_the_call(store):
 
 
 def test_instances_are_recorded_once_and_ended_once(store):
-    assert store.record_instances("demo", [_instance("i-1", plan="p9"), _instance("i-2")],
+    assert store.record_instances("demo", [running_instance("i-1", plan="p9"), running_instance("i-2")],
                                   on_demand_prices={POOL.id: 98.0}, plan_id="p1") == 2
-    assert store.record_instances("demo", [_instance("i-1"), _instance("i-3")]) == 1
+    assert store.record_instances("demo", [running_instance("i-1"), running_instance("i-3")]) == 1
     store.end_instances("demo", {"i-1": (2000.0, EventKind.PREEMPTED)})
     store.end_instances("demo", {"i-1": (3000.0, EventKind.TERMINATED)})
     rows = {r.id: r for r in store.instances("demo")}

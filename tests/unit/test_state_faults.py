@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_executor import alive, cloud, make_plan, pools, providers  # noqa: F401  (fixtures)
-from test_state import _instance
+from support.executor_world import alive, make_plan
+from support.state_records import running_instance
 
 from fleet.errors import FleetError, StateError
 from fleet.provisioning.executor import apply, terminate
@@ -51,7 +51,7 @@ def read_only(folder: Path) -> Iterator[None]:
 def path(tmp_path: Path) -> Path:
     store = open_store(str(tmp_path / "state.db"))
     store.save_fleet("demo", status="up", spec_json='{"name": "demo"}', spec_hash="h", backend="local")
-    store.record_instances("demo", [_instance("i-1"), _instance("i-2")])
+    store.record_instances("demo", [running_instance("i-1"), running_instance("i-2")])
     store.record_event("demo", "launched", instance_id="i-1", detail={"token": "t"})
     store.close()
     return tmp_path / "state.db"
