@@ -13,7 +13,8 @@ so a failed test cannot leave simulated nodes running. Nothing without the id is
 Markers (``pytest_collection_modifyitems``): ``emulator`` on every test that needs moto,
 fake-gcs-server, Azurite or the PostgreSQL server (by the fixture or parameter that starts one, or
 by module where a module's tests start one themselves); ``slow`` on the suites that take seconds a
-test (node boots, chaos, elastic runs, the browser, Pulumi stacks, per-provider CLI lifecycles).
+test (node boots, chaos, elastic runs, the browser, Pulumi stacks, per-provider CLI lifecycles, the
+end-to-end CLI suites over the local cloud, node agents, the framework glue).
 ``pytest -m "not slow and not emulator"`` is the quick loop.
 """
 
@@ -58,7 +59,6 @@ EMULATOR_PATHS = (
 #: Suites whose tests take seconds each (measured with --durations on 2 loaded cores).
 SLOW_PATHS = (
     "tests/node_boot/", "tests/chaos/", "tests/agent/test_elastic_run.py",
-    "tests/cli/test_dashboard_cli.py::test_browser",
     "tests/stacks/test_azure_stack.py", "tests/stacks/test_ownership.py", "tests/stacks/test_spot_fleet.py",
     "tests/stacks/test_vast_dynamic.py", "tests/stacks/test_export.py",
     # per-provider CLI lifecycles: `fleet` subprocesses against a provider's fake, several runs a test
@@ -67,6 +67,16 @@ SLOW_PATHS = (
     "tests/cli/test_azure_scaleset_cli.py", "tests/cli/test_gcp_lifecycle.py", "tests/cli/test_lambda_cli.py",
     "tests/cli/test_runpod_cli.py", "tests/cli/test_oci_lifecycle.py", "tests/cli/test_vast_cli.py",
     "tests/cli/test_examples_up.py",
+    # seconds a test on 2 loaded cores (--durations): `fleet` subprocesses over the local cloud, node
+    # agents, the framework glue on torch
+    "tests/cli/test_unreadable_provider_cli.py", "tests/cli/test_completion_cli.py", "tests/cli/test_honest_status.py",
+    "tests/cli/test_tables.py", "tests/cli/test_logs_cli.py", "tests/cli/test_saved_plan_cli.py",
+    "tests/cli/test_queue_example.py", "tests/cli/test_lifecycle_cli.py", "tests/cli/test_learned_rates_cli.py",
+    "tests/cli/test_repair_cli.py", "tests/cli/test_state_faults_cli.py", "tests/cli/test_rebalance_cli.py",
+    "tests/cli/test_status_list_cli.py", "tests/cli/test_secrets_cli.py", "tests/cli/test_rebalance_service.py",
+    "tests/cli/test_dashboard_cli.py", "tests/cli/test_provider_text.py", "tests/cli/test_simulate_cli.py",
+    "tests/agent/test_glue_notice.py", "tests/agent/test_run.py", "tests/agent/test_adopt.py",
+    "tests/agent/test_local_cloud_node.py", "tests/checkpoint/integrations/",
 )
 
 
