@@ -75,6 +75,7 @@ SLOW_PATHS = (
     "tests/cli/test_repair_cli.py", "tests/cli/test_state_faults_cli.py", "tests/cli/test_rebalance_cli.py",
     "tests/cli/test_status_list_cli.py", "tests/cli/test_secrets_cli.py", "tests/cli/test_rebalance_service.py",
     "tests/cli/test_dashboard_cli.py", "tests/cli/test_provider_text.py", "tests/cli/test_simulate_cli.py",
+    "tests/cli/test_state_unwritable_cli.py", "tests/cli/test_status_watch.py",
     "tests/agent/test_glue_notice.py", "tests/agent/test_run.py", "tests/agent/test_adopt.py",
     "tests/agent/test_local_cloud_node.py", "tests/checkpoint/integrations/",
 )
