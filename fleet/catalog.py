@@ -239,7 +239,7 @@ class Catalog:
         return matched, CatalogInfo(source, detail, now, tuple(fallbacks))
 
 
-def _snapshot_for(query: "OfferQuery") -> tuple[Offer, ...]:
+def _snapshot_for(query: OfferQuery) -> tuple[Offer, ...]:
     """What :func:`matching` can admit of the snapshot for ``query``: only its accelerators' offers
     are built when it names some."""
     return snapshot_offers_of({a.upper() for a in query.accelerators}) if query.accelerators else snapshot_offers()

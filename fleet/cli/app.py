@@ -82,7 +82,7 @@ class App:
         self.err.print(f"[yellow]warning:[/] {message}")
 
 
-def _console_class() -> type["Console"]:
+def _console_class() -> type[Console]:
     """rich's Console (imported on first use), leaving emoji codes as written everywhere, spinner
     text included: nothing spotfleet prints uses one, provider text that looks like one
     (``:fire:``) stays as the provider wrote it, and rich's emoji table is never loaded."""

@@ -174,7 +174,9 @@ def pool_caps(spec: FleetSpec, limits: Limits) -> PoolCaps | None:
     ``diversified``, which tightens the pools' bounds per solve."""
     if spec.strategy is Strategy.DIVERSIFIED:
         return None
-    return PoolCaps(limits.target, limits.baseline, float(limits.share("pool")), limits.floor)
+    share = limits.share("pool")
+    assert share is not None, "limits_for lists the pool share first, always"
+    return PoolCaps(limits.target, limits.baseline, float(share), limits.floor)
 
 
 def linear_cost(spec: FleetSpec, cand: Candidates) -> np.ndarray | None:

@@ -5,6 +5,7 @@ constant). What counts is what EC2 holds: instances by fleet tag, in any state."
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 
 import aws_world  # noqa: E402
-from cli.aws_cli_world import REGION, AwsCli  # noqa: E402
+from cli.aws_cli_world import FLEET_BIN, REGION, AwsCli  # noqa: E402
 
 
 def _pool(zone_name: str) -> str:
@@ -92,22 +93,22 @@ def test_a_spot_instance_aws_took_back_is_dated_by_aws(aws_cli: AwsCli):
     assert record.end_reason == "preempted" and record.ended_at == taken_at
 
 
-def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_queue(cli: AwsCli):
+def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_queue(aws_cli: AwsCli):
     """``rebalance.interruption_queue``: ``fleet up`` makes the queue and rules, the watcher reads
     the EventBridge notice (routed by moto from ``PutEvents``) and replaces the node in its next
     pass (``--every 1h``: only news starts one), a foreign notice is ignored, and ``fleet down``
     deletes the queue and rules."""
-    spec = cli.spec()
+    spec = aws_cli.spec()
     Path(spec).write_text(Path(spec).read_text() + "rebalance:\n  interruption_queue: true\n")
-    cli.fleet_json("up", spec, "--yes")
-    sqs, events = cli.world.direct("sqs", REGION), cli.world.direct("events", REGION)
+    aws_cli.fleet_json("up", spec, "--yes")
+    sqs, events = aws_cli.world.direct("sqs", REGION), aws_cli.world.direct("events", REGION)
     assert sqs.get_queue_url(QueueName="spotfleet-awsfleet-interruptions")["QueueUrl"]
     assert len(events.list_rules(NamePrefix="spotfleet-awsfleet-")["Rules"]) == 3
-    ours = sorted(i["InstanceId"] for i in cli.ec2_instances("awsfleet"))
-    theirs = cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
+    ours = sorted(i["InstanceId"] for i in aws_cli.ec2_instances("awsfleet"))
+    theirs = aws_cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
                                                            MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
     proc = subprocess.Popen([FLEET_BIN, "rebalance", "awsfleet", "--watch", "1s", "--every", "1h", "--passes", "2"],
-                            env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=aws_cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             text=True)
     try:
         assert proc.stdout is not None
@@ -124,10 +125,10 @@ def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_
             proc.wait()
     assert proc.returncode == 0, err
     assert "early-replace" in out and ": done" in out, out
-    assert sum(cli.alive_by_pool("awsfleet").values()) == 5          # 4 healthy and the one AWS is about to take
-    history = cli.fleet_json("history", "awsfleet")
+    assert sum(aws_cli.alive_by_pool("awsfleet").values()) == 5          # 4 healthy and the one AWS is about to take
+    history = aws_cli.fleet_json("history", "awsfleet")
     noticed = [e for e in history["events"] if e["kind"] == "interruption-notice"]
     assert [(e["instance_id"], e["detail"]["source"]) for e in noticed] == [(ours[0], "queue")]
-    assert cli.fleet("down", "awsfleet", "--yes").returncode == 0
+    assert aws_cli.fleet("down", "awsfleet", "--yes").returncode == 0
     assert events.list_rules(NamePrefix="spotfleet-awsfleet-")["Rules"] == []
     assert sqs.list_queues(QueueNamePrefix="spotfleet-awsfleet").get("QueueUrls", []) == []
