@@ -20,8 +20,8 @@ import json
 import os
 import platform
 import sys
-import time
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 

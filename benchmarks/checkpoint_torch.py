@@ -240,12 +240,12 @@ def bench_s3(size_mb: float, repeats: int) -> dict:
             size = mgr.latest().size
             data = bytes(size)
             runs["raw_upload_s"].append(timed(lambda: store.client.upload_fileobj(
-                io.BytesIO(data), store.bucket, "raw/object", Config=config)))
+                io.BytesIO(data), store.bucket, "raw/object", Config=config)))  # noqa: F821  (timed() calls it before the del below)
             del data
             runs["ours_load_s"].append(timed(lambda: load(mgr, {"model": target})))
             sink = io.BytesIO()
             runs["raw_download_s"].append(timed(lambda: store.client.download_fileobj(
-                store.bucket, "raw/object", sink, Config=config)))
+                store.bucket, "raw/object", sink, Config=config)))  # noqa: F821  (timed() calls it before the del below)
             del sink
             store.client.delete_object(Bucket=store.bucket, Key="raw/object")
             step += 1

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes.gce_server import control  # noqa: E402
+
 from fleet.model import LaunchRequest, Market, fleet_tags  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 from providers.gcp.provider import GceApi, GcpProvider  # noqa: E402

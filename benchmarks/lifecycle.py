@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from fleet.catalog import Catalog, filter_for_spec
-from fleet.provisioning.executor import apply
 from fleet.model import Market
 from fleet.planning.planner import plan as make_plan
+from fleet.provisioning.executor import apply
 from fleet.spec import parse_spec
 from fleet.state import open_store
 from providers.base import OfferQuery

@@ -51,11 +51,11 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
 from planner_oracle import brute_force, offer  # noqa: E402
 
-from fleet.planning import economics, milp, strategies  # noqa: E402
-from fleet.planning.candidates import select  # noqa: E402
 from fleet.catalog import filter_for_spec, snapshot_offers  # noqa: E402
 from fleet.errors import PlanError  # noqa: E402
 from fleet.model import InterruptionSource, Market, Offer, PoolKey, Quota  # noqa: E402
+from fleet.planning import economics, milp, strategies  # noqa: E402
+from fleet.planning.candidates import select  # noqa: E402
 from fleet.planning.domains import Domains, domain_name, limits_for  # noqa: E402
 from fleet.planning.planner import linear_cost, plan, pool_caps  # noqa: E402
 from fleet.planning.pruning import dominance_keys, prune  # noqa: E402

@@ -35,8 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from fleet.checkpoint import (CheckpointError, CheckpointManager, DataPosition, capture_rng,
-                              install_signal_handler, restore_rng)
+from fleet.checkpoint import (
+    CheckpointError,
+    CheckpointManager,
+    DataPosition,
+    capture_rng,
+    install_signal_handler,
+    restore_rng,
+)
 
 SAMPLES, FEATURES, HIDDEN, BATCH = 512, 8, 32, 32
 

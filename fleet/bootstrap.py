@@ -41,8 +41,8 @@ import base64
 import gzip
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from fleet import __version__
 from fleet.model import LaunchRequest

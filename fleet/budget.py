@@ -4,8 +4,12 @@ rule (``fleet.rebalance.bills``), which reads a recorded spec without building i
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
+CapAction = Literal["warn", "replace", "destroy"]
+
 #: What happens to an instance billed beyond its budget: warn, replace (make before break), destroy.
-CAP_ACTIONS = ("warn", "replace", "destroy")
-DEFAULT_CAP_ACTION = "warn"
+CAP_ACTIONS: Final = ("warn", "replace", "destroy")
+DEFAULT_CAP_ACTION: Final[CapAction] = "warn"
 #: How far above its planned price an instance may bill, as a fraction.
 DEFAULT_BILL_TOLERANCE = 0.10

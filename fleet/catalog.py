@@ -13,10 +13,11 @@ import csv
 import io
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from fleet.model import InterruptionSource, Market, Offer, PoolKey
 from fleet.traces import trace_for_zone
@@ -171,7 +172,7 @@ def spot_interruption_estimate(provider: str, zone: str, accelerator: str) -> tu
     return SPOT_PRIOR_PER_HOUR.get(provider, 0.2), InterruptionSource.PROVIDER_PRIOR
 
 
-def filter_for_spec(offers: Iterable[Offer], spec: "FleetSpec") -> list[Offer]:
+def filter_for_spec(offers: Iterable[Offer], spec: FleetSpec) -> list[Offer]:
     """Offers whose accelerator, node size, provider and market the spec accepts.
 
     Region/zone rules, budget and price caps are left to the planner, which reports
@@ -200,11 +201,11 @@ class Catalog:
     ``CatalogInfo.fallbacks`` and served from the snapshot.
     """
 
-    providers: dict[str, "Provider"] = field(default_factory=dict)
+    providers: dict[str, Provider] = field(default_factory=dict)
     ttl_seconds: float = 600.0
-    _cache: dict[tuple[str, "OfferQuery"], tuple[float, list[Offer]]] = field(default_factory=dict)
+    _cache: dict[tuple[str, OfferQuery], tuple[float, list[Offer]]] = field(default_factory=dict)
 
-    def offers(self, query: "OfferQuery", *, only: Iterable[str] | None = None) -> tuple[list[Offer], CatalogInfo]:
+    def offers(self, query: OfferQuery, *, only: Iterable[str] | None = None) -> tuple[list[Offer], CatalogInfo]:
         from fleet.errors import ProviderError
 
         wanted = set(only) if only is not None else None
@@ -238,7 +239,7 @@ class Catalog:
         return matched, CatalogInfo(source, detail, now, tuple(fallbacks))
 
 
-def _snapshot_for(query: "OfferQuery") -> tuple[Offer, ...]:
+def _snapshot_for(query: OfferQuery) -> tuple[Offer, ...]:
     """What :func:`matching` can admit of the snapshot for ``query``: only its accelerators' offers
     are built when it names some."""
     return snapshot_offers_of({a.upper() for a in query.accelerators}) if query.accelerators else snapshot_offers()
@@ -254,7 +255,7 @@ def _describe(source: str, providers: list[str], count: int) -> str:
     return f"{count} offers, live where available ({', '.join(providers)}), else {SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}"
 
 
-def matching(offers: Iterable[Offer], query: "OfferQuery") -> list[Offer]:
+def matching(offers: Iterable[Offer], query: OfferQuery) -> list[Offer]:
     """The ``offers`` that ``query`` admits (accelerators, markets, regions)."""
     accs = {a.upper() for a in query.accelerators}
     regions = set(query.regions)

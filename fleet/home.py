@@ -9,8 +9,8 @@ command starts. ``local_cloud_root(home)`` is where the embedded local cloud liv
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 HOME_ENV = "SPOTFLEET_HOME"
 LOCAL_CLOUD_ENV = "SPOTFLEET_LOCAL_CLOUD"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from fnmatch import fnmatchcase
 from enum import Enum
+from fnmatch import fnmatchcase
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,7 +46,7 @@ class PoolKey(Frozen):
         return hashlib.sha256(self.id.encode()).hexdigest()[:10]
 
     @classmethod
-    def from_id(cls, pool_id: str) -> "PoolKey":
+    def from_id(cls, pool_id: str) -> PoolKey:
         provider, region, zone, instance_type, market = pool_id.split("/")
         return cls(provider=provider, region=region, zone="" if zone == "-" else zone,
                    instance_type=instance_type, market=Market(market))
@@ -191,7 +191,7 @@ class Plan(Frozen):
         return json.dumps(data, indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "Plan":
+    def from_json(cls, text: str) -> Plan:
         """The plan in ``text`` (``to_json``'s output, or a plan saved by ``fleet plan --out``,
         which also holds the spec it was made for and where it was read from)."""
         data = json.loads(text)
@@ -227,7 +227,7 @@ class Quota(Frozen):
     in_use: float = Field(default=0.0, ge=0)
     name: str = ""
 
-    def covers(self, offer: "Offer") -> bool:
+    def covers(self, offer: Offer) -> bool:
         """Whether ``offer``'s pool counts against this quota."""
         pool = offer.pool
         if pool.provider != self.provider or (self.region and pool.region != self.region):
@@ -238,7 +238,7 @@ class Quota(Frozen):
             return False
         return not self.instance_types or any(fnmatchcase(pool.instance_type, p) for p in self.instance_types)
 
-    def units(self, offer: "Offer") -> float | None:
+    def units(self, offer: Offer) -> float | None:
         """What one node of ``offer`` uses of this quota (``None``: vCPUs not known)."""
         return float(offer.gpus) if self.unit is QuotaUnit.GPUS else offer.vcpus
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from threading import Event
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from fleet.errors import FleetError

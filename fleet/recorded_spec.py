@@ -14,8 +14,8 @@ in full (``fleet.cli.lifecycle.spec_of``), which says what is wrong with it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 MASK = "***"
 #: Shorter registered values are ignored: "abc" as a password would mask every "abc" in a message.

@@ -25,7 +25,7 @@ then cannot take the keys of whoever runs it, whatever the node variable is call
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from fleet.errors import FleetError
 from fleet.safetext import SECRET_NAME_RE, register_secret

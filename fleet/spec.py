@@ -17,15 +17,24 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidatorFunctionWrapHandler,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
-from fleet.budget import DEFAULT_BILL_TOLERANCE, DEFAULT_CAP_ACTION
 from fleet.accelerators import KNOWN, REFERENCE_WEIGHTS, canonical, unknown_message
+from fleet.budget import DEFAULT_BILL_TOLERANCE, DEFAULT_CAP_ACTION
 from fleet.errors import SpecError
 from fleet.secrets import REF_NAME_RE, check_env, check_forwarding, references
 
@@ -69,7 +78,7 @@ class NodeRange(Section):
     max: int = Field(default=8, ge=1, le=64)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "NodeRange":
+    def _ordered(self) -> NodeRange:
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
         return self
@@ -123,7 +132,7 @@ class Capacity(Section):
         return out
 
     @model_validator(mode="after")
-    def _baseline_within_target(self) -> "Capacity":
+    def _baseline_within_target(self) -> Capacity:
         if self.on_demand_gpus > self.gpus:
             raise ValueError(
                 f"on_demand_gpus ({self.on_demand_gpus}) exceeds gpus ({self.gpus}); "
@@ -271,7 +280,7 @@ class Node(Section):
         return value
 
     @model_validator(mode="after")
-    def _credentials_forwarded_on_purpose(self) -> "Node":
+    def _credentials_forwarded_on_purpose(self) -> Node:
         check_forwarding(self.env, self.forward_credentials, "env")
         return self
 
@@ -423,13 +432,13 @@ class FleetSpec(Section):
         return handler(value)
 
     @model_validator(mode="after")
-    def _some_provider(self) -> "FleetSpec":
+    def _some_provider(self) -> FleetSpec:
         if self.providers and not any(p.enabled for p in self.providers.values()):
             raise ValueError("every provider is disabled; enable at least one")
         return self
 
     @model_validator(mode="after")
-    def _critical_between_baseline_and_target(self) -> "FleetSpec":
+    def _critical_between_baseline_and_target(self) -> FleetSpec:
         crit = self.rebalance.critical_gpus
         if crit is not None and not (self.capacity.on_demand_gpus <= crit <= self.capacity.gpus):
             raise ValueError(f"rebalance.critical_gpus ({crit}) must lie between capacity.on_demand_gpus "
@@ -437,7 +446,7 @@ class FleetSpec(Section):
         return self
 
     @model_validator(mode="after")
-    def _credentials_forwarded_on_purpose(self) -> "FleetSpec":
+    def _credentials_forwarded_on_purpose(self) -> FleetSpec:
         allowed = self.node.forward_credentials      # node.env is checked by Node (its error names the line)
         if self.head is not None:
             check_forwarding(self.head.env, allowed, "head.env")
@@ -450,7 +459,7 @@ class FleetSpec(Section):
         return self
 
     @model_validator(mode="after")
-    def _head_pin_allowed(self) -> "FleetSpec":
+    def _head_pin_allowed(self) -> FleetSpec:
         pin = self.head.provider if self.head else ""
         if pin and self.providers and self.provider_settings(pin) is None:
             raise ValueError(f"head.provider {pin!r} is not among the enabled providers; "
@@ -458,7 +467,7 @@ class FleetSpec(Section):
         return self
 
     @model_validator(mode="after")
-    def _caps_fit_placement(self) -> "FleetSpec":
+    def _caps_fit_placement(self) -> FleetSpec:
         level = self.placement_level
         if level == "any":
             return self
@@ -500,17 +509,29 @@ class FleetSpec(Section):
 
     def spec_hash(self) -> str:
         data = self.model_dump(mode="json")
-        for key in ("head", "placement"):   # a spec without them hashes as it always did
-            if data.get(key) is None:
-                data.pop(key, None)
-        if not data["node"].get("forward_credentials"):   # so does one that forwards no credential
-            data["node"].pop("forward_credentials", None)
-        if data["node"].get("spotfleet") == SHIP:   # so does one that ships spotfleet (the default)
-            data["node"].pop("spotfleet")
-        if not data["rebalance"].get("interruption_queue"):   # and one without an interruption queue
-            data["rebalance"].pop("interruption_queue", None)
+        for path, unset in _ADDED_LATER:   # a spec that leaves them unset hashes as it always did
+            parent = data
+            for key in path[:-1]:
+                parent = parent.get(key) or {}
+            if path[-1] in parent and unset(parent[path[-1]]):
+                parent.pop(path[-1])
         body = json.dumps(data, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+#: Fields added after specs were first hashed, each with the test for "left at its default": a spec
+#: that leaves them so keeps the hash it had before the field existed (so a running fleet's
+#: recorded spec still matches its file).
+_ADDED_LATER: tuple[tuple[tuple[str, ...], Callable[[Any], bool]], ...] = (
+    (("head",), lambda v: v is None),
+    (("placement",), lambda v: v is None),
+    (("node", "forward_credentials"), lambda v: not v),
+    (("node", "spotfleet"), lambda v: v == SHIP),
+    (("rebalance", "interruption_queue"), lambda v: not v),
+    (("budget", "cap_action"), lambda v: v == DEFAULT_CAP_ACTION),
+    (("budget", "bill_tolerance"), lambda v: v == DEFAULT_BILL_TOLERANCE),
+    (("budget", "max_per_node"), lambda v: v is None),
+)
 
 
 # ---- each provider's own settings model ----------------------------------------------------
@@ -561,7 +582,7 @@ def _provider_settings(value: dict[str, Any]) -> dict[str, ProviderSettings]:
                         loc=loc, input=e["input"]))
                 else:
                     problems.append(InitErrorDetails(type=e["type"], loc=loc, input=e["input"],
-                                                     ctx=e.get("ctx") or {}))  # type: ignore[typeddict-item]
+                                                     ctx=e.get("ctx") or {}))
     if problems:
         raise ValidationError.from_exception_data("providers", problems)
     return out
@@ -666,7 +687,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _message(e: dict[str, Any], loc: tuple[Any, ...]) -> str:
+def _message(e: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
     from fleet.spec_input import short
 
     kind = e["type"]

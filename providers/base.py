@@ -23,7 +23,8 @@ Contract (checked by ``tests/contract`` for every provider):
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 

@@ -11,7 +11,7 @@ counts), ``plan_id``, ``groups`` (provider -> fleet, group or instance ids), ``b
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pulumi
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from fleet.bootstrap import NodeBoot
 from fleet.errors import FleetError

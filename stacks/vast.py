@@ -17,7 +17,8 @@ including the rebalancer's replacements.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pulumi
 import pulumi.dynamic as dynamic

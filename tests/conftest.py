@@ -9,6 +9,13 @@ Session-end safety net: every process the tests start inherits ``FLEET_TEST_SESS
 id per session); at the end, local-cloud node supervisors (``python -m providers.local.nodes``)
 carrying this session's id are killed with their process group (each runs in its own session),
 so a failed test cannot leave simulated nodes running. Nothing without the id is touched.
+
+Markers (``pytest_collection_modifyitems``): ``emulator`` on every test that needs moto,
+fake-gcs-server, Azurite or the PostgreSQL server (by the fixture or parameter that starts one, or
+by module where a module's tests start one themselves); ``slow`` on the suites that take seconds a
+test (node boots, chaos, elastic runs, the browser, Pulumi stacks, per-provider CLI lifecycles, the
+end-to-end CLI suites over the local cloud, node agents, the framework glue).
+``pytest -m "not slow and not emulator"`` is the quick loop.
 """
 
 from __future__ import annotations
@@ -17,8 +24,8 @@ import os
 import signal
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -26,12 +33,76 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pgcluster  # noqa: E402
 
-
 SESSION_MARK = "FLEET_TEST_SESSION"
+
+#: Fixtures that start an emulator or a database server.
+EMULATOR_FIXTURES = frozenset({
+    "postgres_cluster",      # this file: a throwaway PostgreSQL cluster
+    "location_factory",      # tests/checkpoint: stores on moto S3, fake-gcs-server, Azurite
+    "aws_cli",               # tests/cli: moto behind the EC2 fault proxy
+    "gcs",                   # tests/cli/test_gcp_lifecycle.py: fake-gcs-server
+    "moto", "moto_url",      # tests/agent/test_run_guards.py, tests/providers/test_aws_node_credentials.py
+    "azurite",               # tests/checkpoint/test_azure_token.py, tests/providers/test_azure_node_credentials.py
+    "aws_moto",              # tests/providers: moto behind the EC2 proxy
+})
+#: Parametrised fixtures -> the parameters of theirs that start one.
+EMULATOR_PARAMS = {
+    "state_url": ("postgresql",),
+    "location": ("s3", "gs", "az"),
+    "harness": ("aws", "gcp", "azure"),      # tests/contract: moto, fake-gcs-server, Azurite (prefixes)
+}
+#: Modules (or single tests) whose tests start an emulator themselves.
+EMULATOR_PATHS = (
+    "tests/cli/test_aws_check.py", "tests/cli/test_examples_up.py", "tests/providers/test_aws_offers.py",
+    "tests/node_boot/", "tests/unit/test_shipping.py::test_an_s3_url",
+    "tests/cli/test_node_credentials_cli.py::test_vast_nodes_get_the_fleets_scoped_key",
+)
+#: Suites whose tests take seconds each (measured with --durations on 2 loaded cores).
+SLOW_PATHS = (
+    "tests/node_boot/", "tests/chaos/", "tests/agent/test_elastic_run.py",
+    "tests/stacks/test_azure_stack.py", "tests/stacks/test_ownership.py", "tests/stacks/test_spot_fleet.py",
+    "tests/stacks/test_vast_dynamic.py", "tests/stacks/test_export.py",
+    # per-provider CLI lifecycles: `fleet` subprocesses against a provider's fake, several runs a test
+    "tests/cli/test_aws_cli.py", "tests/cli/test_aws_templates_cli.py", "tests/cli/test_logs_aws.py",
+    "tests/cli/test_azure_cli.py", "tests/cli/test_azure_ops_cli.py", "tests/cli/test_azure_first_contact_cli.py",
+    "tests/cli/test_azure_scaleset_cli.py", "tests/cli/test_gcp_lifecycle.py", "tests/cli/test_lambda_cli.py",
+    "tests/cli/test_runpod_cli.py", "tests/cli/test_oci_lifecycle.py", "tests/cli/test_vast_cli.py",
+    "tests/cli/test_examples_up.py",
+    # seconds a test on 2 loaded cores (--durations): `fleet` subprocesses over the local cloud, node
+    # agents, the framework glue on torch
+    "tests/cli/test_unreadable_provider_cli.py", "tests/cli/test_completion_cli.py", "tests/cli/test_honest_status.py",
+    "tests/cli/test_tables.py", "tests/cli/test_logs_cli.py", "tests/cli/test_saved_plan_cli.py",
+    "tests/cli/test_queue_example.py", "tests/cli/test_lifecycle_cli.py", "tests/cli/test_learned_rates_cli.py",
+    "tests/cli/test_repair_cli.py", "tests/cli/test_state_faults_cli.py", "tests/cli/test_rebalance_cli.py",
+    "tests/cli/test_status_list_cli.py", "tests/cli/test_secrets_cli.py", "tests/cli/test_rebalance_service.py",
+    "tests/cli/test_dashboard_cli.py", "tests/cli/test_provider_text.py", "tests/cli/test_simulate_cli.py",
+    "tests/cli/test_state_unwritable_cli.py", "tests/cli/test_status_watch.py", "tests/cli/test_billing_cli.py",
+    "tests/cli/test_startup_imports.py",
+    "tests/agent/test_glue_notice.py", "tests/agent/test_run.py", "tests/agent/test_adopt.py",
+    "tests/agent/test_local_cloud_node.py", "tests/checkpoint/integrations/",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[SESSION_MARK] = uuid.uuid4().hex
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        where = f"{item.path.relative_to(root).as_posix()}::{item.name}" if item.path.is_relative_to(root) else ""
+        if _needs_emulator(item, where):
+            item.add_marker(pytest.mark.emulator)
+        if where.startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
+
+
+def _needs_emulator(item: pytest.Item, where: str) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    if names & EMULATOR_FIXTURES or where.startswith(EMULATOR_PATHS):
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(str(params.get(name, "")).startswith(starts) for name, starts in EMULATOR_PARAMS.items())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

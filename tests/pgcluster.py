@@ -68,7 +68,7 @@ class Cluster:
     def _cmd(self, *args: str) -> list[str]:
         return ["runuser", "-u", self.user, "--", *args] if self.user else list(args)
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         os.chmod(self.root, 0o755)
         if self.user:
             shutil.chown(self.root, self.user)

@@ -9,13 +9,13 @@ wins, in that order of preference. No answer -> :class:`WatcherConfigError`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
 
 from fleet.agent import aws, azure, gcp, http, local, oci, vast
-from fleet.agent.ondemand import OnDemandWatcher
 from fleet.agent.notice import PollingWatcher, TransientError, WatcherConfigError
+from fleet.agent.ondemand import OnDemandWatcher
 
 CLOUDS = ("aws", "gcp", "azure", "vast", "oci", "local", "none")
 

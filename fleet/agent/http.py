@@ -10,11 +10,11 @@ failures; :func:`expect` turns a 5xx/429 into a retryable error.
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from fleet.agent.notice import TransientError
 
@@ -59,7 +59,7 @@ def request(method: str, url: str, *, headers: Mapping[str, str] | None = None,
         except OSError:
             data = b""
         return Response(err.code, _lower(err.headers or {}), data)
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as err:
+    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise TransientError(f"{method} {url}: {reason}") from err
 

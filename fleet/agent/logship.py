@@ -20,8 +20,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from fleet.nodelogs import MAX_BYTES, NodeLog, index_key, log_key
 

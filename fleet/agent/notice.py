@@ -19,10 +19,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from datetime import datetime
-from typing import Any, Callable, Protocol
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
 
 from fleet.errors import FleetError
 

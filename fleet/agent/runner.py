@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fleet.agent.checkpoints import CheckpointProbe
 from fleet.agent.hooks import Hook

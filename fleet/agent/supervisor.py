@@ -47,10 +47,10 @@ from pathlib import Path
 from fleet.agent.adopt import Finding, classify
 from fleet.agent.checkpoints import CheckpointProbe
 from fleet.agent.hooks import SignalHook
-from fleet.agent.logship import LogShipper
 from fleet.agent.lock import AdoptLock, RunLock, own_identity
-from fleet.agent.procid import ProcessId, identity, same_process, wait_exit
+from fleet.agent.logship import LogShipper
 from fleet.agent.notice import Notice, PollingWatcher, WatcherConfigError
+from fleet.agent.procid import ProcessId, identity, same_process, wait_exit
 from fleet.agent.runner import Outcome, Reporter, respond
 from fleet.errors import FleetError
 

@@ -21,8 +21,13 @@ sharded over the ranks of a distributed job) go through :mod:`fleet.checkpoint.t
 ``torch.distributed.checkpoint`` through :mod:`fleet.checkpoint.dcp` (optional ``torch`` extra).
 """
 
-from fleet.checkpoint.errors import (CheckpointError, CheckpointExistsError, CorruptCheckpointError,
-                                     StaleStepError, UnsupportedStateError)
+from fleet.checkpoint.errors import (
+                                     CheckpointError,
+                                     CheckpointExistsError,
+                                     CorruptCheckpointError,
+                                     StaleStepError,
+                                     UnsupportedStateError,
+)
 from fleet.checkpoint.layout import CheckpointInfo
 from fleet.checkpoint.manager import URI_ENV, CheckpointManager
 from fleet.checkpoint.signals import StopRequest, install_signal_handler

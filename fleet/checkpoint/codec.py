@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import os
 import struct
-from dataclasses import dataclass
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np

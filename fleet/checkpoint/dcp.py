@@ -48,8 +48,14 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint import metadata as dcp_metadata
-from torch.distributed.checkpoint.planner import (LoadItemType, LoadPlan, LoadPlanner, SavePlan, SavePlanner,
-                                                  WriteItemType)
+from torch.distributed.checkpoint.planner import (
+    LoadItemType,
+    LoadPlan,
+    LoadPlanner,
+    SavePlan,
+    SavePlanner,
+    WriteItemType,
+)
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from fleet.home import spotfleet_home
 from fleet.errors import FleetError
+from fleet.home import spotfleet_home
 from fleet.safetext import safe, scrub_known
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class App:
     stage: str = ""
 
     @cached_property
-    def console(self) -> "Console":
+    def console(self) -> Console:
         """stdout, for data and tables (rich is imported on first use: start-up stays fast).
         When the reader goes away (``fleet up ... | head``) the command stops with one line on
         stderr instead of rich's silent exit."""
@@ -63,7 +63,7 @@ class App:
         return _Stdout(highlight=False)
 
     @cached_property
-    def err(self) -> "Console":
+    def err(self) -> Console:
         """stderr, for progress, warnings and prompts."""
         return _console_class()(stderr=True, highlight=False)
 
@@ -82,7 +82,7 @@ class App:
         self.err.print(f"[yellow]warning:[/] {message}")
 
 
-def _console_class() -> type["Console"]:
+def _console_class() -> type[Console]:
     """rich's Console (imported on first use), leaving emoji codes as written everywhere, spinner
     text included: nothing spotfleet prints uses one, provider text that looks like one
     (``:fire:``) stays as the provider wrote it, and rich's emoji table is never loaded."""

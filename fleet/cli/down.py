@@ -16,17 +16,18 @@ non-zero only when something is left. A missing store stays an error (nothing sa
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Mapping, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 import click
 
-from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, readable_store, spec_of
 from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError, ProviderError
 from fleet.provisioning import node_credentials
+from fleet.provisioning.accounting import summarize
 from fleet.provisioning.executor import terminate
 from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
 from fleet.state import CorruptStoreError, FleetRecord, FleetStatus, LaunchStatus, StateStore, UnwritableStoreError

@@ -86,7 +86,6 @@ def command() -> None:
 def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_json: bool) -> None:
     """Write a Pulumi project for SPEC into DIR (program, Pulumi.yaml, requirements, README, plan)."""
     from fleet.planning.planner import plan as make_plan
-
     from stacks.layout import SUPPORTED
 
     spec = load_spec(spec_path)

@@ -8,14 +8,14 @@ from typing import Any
 
 import click
 
-from fleet.provisioning.accounting import summarize
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import duration, look, money, readable_store
 from fleet.cli.runs import Run, current_run, events_of, instances_of, launches_of
 from fleet.cli.status import bill_lines, condition, headline
-from fleet.safetext import safe_data
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
+from fleet.provisioning.accounting import summarize
+from fleet.safetext import safe_data
 from fleet.state import EventRecord
 from fleet.views import bills, history
 
@@ -52,7 +52,7 @@ def command(app: App, name: str, limit: int, every_run: bool, lost_nodes: bool, 
                        "cost": cost.to_dict(), "bill": bill, "instances": safe_data(bills.rows(records)),
                        "counts": dict(Counter(e.kind for e in events)),
                        "events": safe_data([e.to_dict() for e in events]),
-                       "launches": safe_data([l.to_dict() for l in launches])})
+                       "launches": safe_data([launch.to_dict() for launch in launches])})
         return
     running = view.obs.counts()
     planned = view.plan.counts() if view.plan else {}
@@ -76,9 +76,9 @@ def command(app: App, name: str, limit: int, every_run: bool, lost_nodes: bool, 
     app.console.print()
     print_table(app.console, f"events ({len(listed)} of {len(events)}, on the provider clock)", columns, rows,
                 wide=wide)
-    spent = sum(l.count for l in launches)
+    spent = sum(launch.count for launch in launches)
     app.console.print(f"{len(launches)} launch call(s) asked for {spent} instance(s); "
-                      f"{sum(l.launched for l in launches)} came back; cost so far {money(cost.cost_so_far)}")
+                      f"{sum(launch.launched for launch in launches)} came back; cost so far {money(cost.cost_so_far)}")
 
 
 def _when(ts: float) -> str:

@@ -6,16 +6,17 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import click
 
 from fleet.cli.app import App
 from fleet.errors import FleetError, FleetLockedError, StateError
 from fleet.model import Plan
-from fleet.provisioning.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
 from fleet.private import private_dir
+from fleet.provisioning.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
 from fleet.recorded_spec import where_recorded
 from fleet.state import FleetRecord, StateStore, UnwritableStoreError, open_store
 from fleet.state.db import path_from_url

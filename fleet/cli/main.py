@@ -9,10 +9,10 @@ from pathlib import Path
 
 import click
 
-from fleet.home import HOME_ENV
 from fleet import __version__
 from fleet.cli.app import App
 from fleet.errors import FleetError
+from fleet.home import HOME_ENV
 from fleet.safetext import register_environ, scrub_known
 
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).

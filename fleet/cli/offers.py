@@ -6,11 +6,10 @@ import click
 
 from fleet.catalog import Catalog, CatalogInfo, matching
 from fleet.cli.app import App, json_option, pass_app
-from fleet.errors import FleetError
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
+from fleet.errors import FleetError
 from fleet.model import Market, Offer
 from providers.base import OfferQuery
-
 
 #: Short labels for the interruption-estimate source column.
 _SOURCE_LABEL = {"provider-prior": "prior", "placement-score": "score", "spot-advisor": "advisor"}

@@ -7,9 +7,10 @@ still printed, with the limit that binds), 2 for a bad spec, 1 for other errors.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection, Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Mapping, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -145,7 +146,7 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     When that fleet already runs, the plan is shown as a change against what runs
     (keep / launch / terminate per pool), as `fleet up` would apply it.
     """
-    from fleet.planning.planner import plan as make_plan     # scipy: imported only when planning
+    from fleet.planning.planner import plan as make_plan  # scipy: imported only when planning
     from providers.registry import cannot_launch
 
     spec = load_spec(spec_path)

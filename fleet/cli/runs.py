@@ -10,8 +10,8 @@ way: the ``run-started`` event records the last launch id before the run (``afte
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from fleet.state import EventKind, EventRecord, InstanceRecord, LaunchRecord, StateStore
 

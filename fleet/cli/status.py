@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Collection
+from collections.abc import Collection
+from typing import Any
 
 import click
 
-from fleet.provisioning.accounting import CostSummary
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, money, readable_store
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
+from fleet.provisioning.accounting import CostSummary
 from fleet.state import FleetStatus, StateStore
 from fleet.views.status import UNKNOWN, condition, snapshot  # noqa: F401  (computed there, rendered here)
 

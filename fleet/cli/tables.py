@@ -16,8 +16,9 @@ that already names its region (GCP ``us-east4-c``, AWS zone ids ``use1-az4``, Ru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -90,7 +91,7 @@ def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
     return shown, dropped
 
 
-def print_table(console: "Console", title: str | None, columns: Sequence[Column], rows: Sequence[Sequence[str]],
+def print_table(console: Console, title: str | None, columns: Sequence[Column], rows: Sequence[Sequence[str]],
                 *, wide: bool = False, styles: Sequence[str | None] | None = None) -> None:
     """Print ``rows`` under ``title`` on ``console`` following the module's contract."""
     from rich.table import Table

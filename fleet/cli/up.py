@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Collection, Mapping
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import click
 
@@ -17,16 +18,23 @@ from fleet import crashpoints
 from fleet.cli import saved_plan
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import EXIT_SHORT, confirm, store_of
+from fleet.cli.plan import (
+    blocked_pools,
+    changes,
+    learned_rates,
+    offers_for_spec,
+    plan_table,
+    totals_lines,
+    with_learned_rates,
+)
 from fleet.cli.runs import start_run
-from fleet.cli.plan import (blocked_pools, changes, learned_rates, offers_for_spec, plan_table, totals_lines,
-                             with_learned_rates)
 from fleet.cli.tables import compact_pool, wide_option
 from fleet.errors import FleetError
+from fleet.model import Plan
+from fleet.nodelogs import record_bucket
 from fleet.provisioning import ceiling
 from fleet.provisioning.executor import ApplyReport, active_blocks, apply
 from fleet.provisioning.launching import Progress as Step
-from fleet.model import Plan
-from fleet.nodelogs import record_bucket
 from fleet.provisioning.reconcile import observe, on_demand_prices, sync
 from fleet.provisioning.roles import fleet_node, start_head
 from fleet.safetext import safe, safe_data
@@ -195,7 +203,7 @@ class _ProgressView:
         self.bars: Any = None
         self.tasks: dict[str, int] = {}
 
-    def __enter__(self) -> "_ProgressView":
+    def __enter__(self) -> _ProgressView:
         if self.enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 

@@ -6,8 +6,8 @@ label it writes is escaped, so callers may pass provider text as a series name."
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Sequence
 
 #: Stroke colours of the series, in order.
 COLOURS = ("#2563eb", "#f59e0b", "#16a34a", "#dc2626")

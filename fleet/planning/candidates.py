@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
 from fleet.model import Exclusion, Market, Offer
-from fleet.spec import FleetSpec, ProviderSettings
+from fleet.spec import FleetSpec
 
 #: Rule names in the order they are checked (an offer is reported under the first it fails).
 ACCELERATOR = "accelerator not accepted"
@@ -54,19 +54,19 @@ class Candidates:
     notes: list[str] = field(default_factory=list)
     rule_counts: Counter = field(default_factory=Counter)
     placeable: list[Offer] = field(default_factory=list)   # pass every rule but the price limits
-    _labels: "Labels | None" = None
+    _labels: Labels | None = None
 
     def __len__(self) -> int:
         return len(self.offers)
 
-    def subset(self, index: np.ndarray) -> "Candidates":
+    def subset(self, index: np.ndarray) -> Candidates:
         """The pools at ``index`` (exclusions and notes are shared)."""
         return Candidates([self.offers[i] for i in index], self.price[index], self.rate[index],
                           self.weighted[index], self.spot[index], self.upper[index], self.current[index],
                           self.hint[index], self.exclusions, self.notes, self.rule_counts, self.placeable,
                           None if self._labels is None else self._labels.subset(index))
 
-    def labels(self) -> "Labels":
+    def labels(self) -> Labels:
         """The pools' provider, region, zone, market, accelerator and instance type as codes
         (computed once, carried by ``subset``)."""
         if self._labels is None:
@@ -89,16 +89,16 @@ class Labels:
         "instance_type": lambda o: o.pool.instance_type,
     }
 
-    def __init__(self, offers: list[Offer], index: np.ndarray | None = None, parent: "Labels | None" = None):
+    def __init__(self, offers: list[Offer], index: np.ndarray | None = None, parent: Labels | None = None):
         self._offers, self._index, self._parent = offers, index, parent
         self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @classmethod
-    def of(cls, offers: list[Offer]) -> "Labels":
+    def of(cls, offers: list[Offer]) -> Labels:
         return cls(offers)
 
     @classmethod
-    def seeded(cls, offers: list[Offer], coded: dict[str, tuple[np.ndarray, np.ndarray]]) -> "Labels":
+    def seeded(cls, offers: list[Offer], coded: dict[str, tuple[np.ndarray, np.ndarray]]) -> Labels:
         """Labels whose ``coded`` fields (codes numbered in order of first appearance, and
         names) are known already."""
         labels = cls(offers)
@@ -111,7 +111,8 @@ class Labels:
                 codes, names = self._parent._coded(field)
                 self._codes[field] = (codes[self._index], names)
             else:
-                key, seen = self.FIELDS[field], {}
+                key = self.FIELDS[field]
+                seen: dict[object, int] = {}
                 codes = np.fromiter((seen.setdefault(key(o), len(seen)) for o in self._offers), np.int64,
                                     len(self._offers))
                 self._codes[field] = (codes, np.array(list(seen), dtype=object))
@@ -135,9 +136,10 @@ class Labels:
         if self._parent is None:
             return self._offers
         base = self._parent._pool_offers()
+        assert self._index is not None, "a subset's labels know their index in the parent's"
         return [base[i] for i in self._index]
 
-    def subset(self, index: np.ndarray) -> "Labels":
+    def subset(self, index: np.ndarray) -> Labels:
         return Labels(self._offers, index, self)
 
 

@@ -90,9 +90,10 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
             hi = _screen(model, penalty, hi, best_value * (1 - GAP), factor)
         if hi < 0:
             break
-        x = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP), factor=factor)   # value >= P'
-        if x is None:
+        below = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP), factor=factor)   # value >= P'
+        if below is None:
             break
+        x = below
         if value(x.counts) < best_value * (1 - GAP):
             best, best_value = x.counts, value(x.counts)
     else:

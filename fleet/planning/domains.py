@@ -77,7 +77,7 @@ class Limits:
     def share(self, level: str) -> float | None:
         return dict(self.shares).get(level)
 
-    def without(self, level: str | None = None, quotas: bool = False) -> "Limits":
+    def without(self, level: str | None = None, quotas: bool = False) -> Limits:
         """These limits with one cap level (the pool cap: only its rows; bounds stay with the
         candidates) or the quotas dropped: for finding which limit binds."""
         shares = tuple((lv, s) for lv, s in self.shares if lv != level)
@@ -115,7 +115,7 @@ class Domains:
     weighted: np.ndarray
     spot: np.ndarray
     keys: dict[str, np.ndarray]
-    names: dict[str, list[str]]
+    names: dict[str, _PoolIds | np.ndarray]      # level -> name by code (pool ids built on demand)
     quota_units: np.ndarray           # (quotas, pools)
     headroom: np.ndarray
     group: np.ndarray                 # pools in one class share every domain row and quota
@@ -124,11 +124,12 @@ class Domains:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def bind(cls, limits: Limits, cand) -> "Domains":
+    def bind(cls, limits: Limits, cand) -> Domains:
         """``limits`` over the pools of ``cand`` (``fleet.planning.candidates.Candidates``)."""
         labels = cand.labels()
         n, spot, weighted = len(cand), cand.spot, cand.weighted
-        keys, names = {}, {}
+        keys: dict[str, np.ndarray] = {}
+        names: dict[str, _PoolIds | np.ndarray] = {}
         for level, _ in limits.shares:
             if level == "pool":
                 keys[level] = np.where(spot, np.arange(n), -1)
@@ -233,7 +234,7 @@ class Domains:
         """The quota rows and the active cap rows as ``(cols, coefs, lb, ub)`` over model
         columns. ``column_row(pools, coefs)`` maps pools to columns; ``binary_of(level)`` gives
         the column of a level's binary ``u``."""
-        from fleet.planning.milp import Row   # milp imports this module
+        from fleet.planning.milp import Row  # milp imports this module
         lim = self.limits
         out = []
         for q in range(len(lim.quotas)):

@@ -38,8 +38,8 @@ Workload models (``fleet_true_cost_per_hour``):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from fleet.spec import Workload, WorkloadKind
 

@@ -20,7 +20,7 @@ Raises ``PlanError`` when no offer the spec allows meets the head's requirements
 
 from __future__ import annotations
 
-from typing import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from fleet.catalog import CPU
 from fleet.errors import PlanError

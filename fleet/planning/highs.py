@@ -21,9 +21,10 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class MilpResult:
 
 
 def _highs(options: dict[str, Any]):
-    import highspy             # imported on first solve: `fleet --help` and `status` never load it
+    import highspy  # imported on first solve: `fleet --help` and `status` never load it
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)

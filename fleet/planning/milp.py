@@ -14,8 +14,11 @@ strategy's extra rows. Per-pool caps and capacity hints are also column bounds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final, Literal
 
 import numpy as np
+
 from fleet.planning import highs
 from fleet.planning.candidates import Candidates
 from fleet.planning.domains import Domains, Limits
@@ -196,7 +199,7 @@ class Model:
                    np.concatenate([coefs, row.coefs[~pools]]), row.lb, row.ub)
 
     def _build(self, cost: np.ndarray, penalty: np.ndarray | None, extra: Extra, upper: np.ndarray,
-               with_pools: bool) -> "_Program":
+               with_pools: bool) -> _Program:
         view, n, first = self.view, self.cols, self.twins.first
         spot = np.flatnonzero(view.spot) if with_pools else np.zeros(0, np.int64)
         y0 = self.base_cols + len(extra.costs)
@@ -248,7 +251,7 @@ class Model:
         return _Program(highs.Program(c, lb, ub, integrality, *_matrix(rows, total), np.array([r.lb for r in rows]),
                                       np.array([r.ub for r in rows])), len(extra.costs))
 
-    def _run(self, prog: "_Program", cutoff: float) -> "Solution | None | object":
+    def _run(self, prog: _Program, cutoff: float) -> Solution | None | Literal[_Signal.MORE_ROWS]:
         """Solves ``prog`` (after reduced-cost fixing above ``FIXING_MIN_POOLS`` columns).
         Returns ``_MORE_ROWS`` when a restricted program's plan breaks caps whose rows were not
         active: their rows are active now and ``prog`` is stale. Every cap row is valid, so
@@ -290,7 +293,7 @@ class Model:
                 size *= 4
         return self._milp(prog, ub, cutoff)
 
-    def _milp(self, prog: "_Program", ub: np.ndarray, cutoff: float = np.inf) -> Solution | None:
+    def _milp(self, prog: _Program, ub: np.ndarray, cutoff: float = np.inf) -> Solution | None:
         res = highs.solve_milp(prog.program, ub, self.options, cutoff)
         if res.x is None:
             return None
@@ -300,8 +303,12 @@ class Model:
                         proven=res.proven, objective=float(prog.c @ x))
 
 
+class _Signal(Enum):
+    MORE_ROWS = "more rows"
+
+
 #: ``Model._run``'s answer when new cap rows were activated and the program must be rebuilt.
-_MORE_ROWS = object()
+_MORE_ROWS: Final = _Signal.MORE_ROWS
 
 
 def _matrix(rows: list[Row], columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

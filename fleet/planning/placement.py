@@ -31,8 +31,8 @@ domain whose name sorts first.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class QuotaRows:
     units: np.ndarray        # (quotas, pools)
     headroom: np.ndarray
 
-    def of(self, pools: np.ndarray) -> "QuotaRows":
+    def of(self, pools: np.ndarray) -> QuotaRows:
         units = self.units[:, pools]
         hit = units.any(axis=1)
         return QuotaRows(units[hit], self.headroom[hit])
@@ -133,7 +133,7 @@ def independent_costs(cand: Candidates, workload: Workload) -> np.ndarray:
 
 
 def cover_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
-                target: float, baseline: float, spread: "Spread | None" = None) -> float:
+                target: float, baseline: float, spread: Spread | None = None) -> float:
     """``min cost.x`` s.t. ``weighted.x >= target``, on-demand ``weighted.x >= baseline``,
     ``0 <= x <= upper`` and, with ``spread``, the spot weighted GPUs of each of its groups at
     most its cap (x real): inf when even that is infeasible.
@@ -181,7 +181,7 @@ class Spread:
     #: shrinks as on-demand nodes come in
     share: tuple[float, float, float, float] | None = None
 
-    def of(self, pools: np.ndarray) -> "Spread":
+    def of(self, pools: np.ndarray) -> Spread:
         return Spread(self.group[pools], self.cap, self.share)
 
     def capped(self, room: np.ndarray, ratio: np.ndarray, spot: np.ndarray) -> np.ndarray:
@@ -210,7 +210,7 @@ def _fill(room: np.ndarray, need: float) -> np.ndarray | None:
 
 def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor: float,
                     quotas: QuotaRows = NO_QUOTAS, nu: np.ndarray | None = None,
-                    spread: "Spread | None" = None) -> float:
+                    spread: Spread | None = None) -> float:
     """A coupled job's lower bound in one domain from the LP's (price, rate) frontier.
 
     For ``mu >= 0`` every plan has ``P + mu * Lam >= g(mu)``, the cover LP priced at
@@ -266,7 +266,7 @@ def frontier(g0: np.ndarray, mus: np.ndarray, gs: np.ndarray, workload: Workload
 
 def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
                  target: float, baseline: float, quotas: QuotaRows,
-                 spread: "Spread | None" = None) -> tuple[float, np.ndarray]:
+                 spread: Spread | None = None) -> tuple[float, np.ndarray]:
     """``cover_bound`` with the quota rows ``units @ x <= headroom`` added: the LP itself,
     solved by HiGHS (``inf`` when it is infeasible: no plan in these pools meets the spec
     within the quotas). Returns the bound and multipliers ``nu >= 0`` for the quotas (the LP's
@@ -382,7 +382,7 @@ class Bounds:
     def _quotas(self, d: int) -> QuotaRows:
         return self.quotas.of(self.members[d]) if len(self.quotas.headroom) else NO_QUOTAS
 
-    def _spread(self, d: int) -> "Spread | None":
+    def _spread(self, d: int) -> Spread | None:
         return self.spread.of(self.members[d]) if self.spread is not None else None
 
     def refine(self, d: int) -> float:

@@ -28,17 +28,17 @@ Raises ``PlanError`` only when no offer passes the spec's rules.
 from __future__ import annotations
 
 import gc
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
+from fleet.errors import PlanError
+from fleet.model import Allocation, Exclusion, Market, Offer, PlacementChoice, Plan, PlanTotals, Quota
 from fleet.planning import economics, heads, placement, strategies
 from fleet.planning.candidates import OVER_BUDGET, PRICE_CAP, Candidates, arrays, select
-from fleet.errors import PlanError
 from fleet.planning.domains import Domains, Limits, limits_for
 from fleet.planning.milp import Model
-from fleet.model import Allocation, Exclusion, Market, Offer, PlacementChoice, Plan, PlanTotals, Quota
 from fleet.planning.pruning import PoolCaps, dominance_keys, prune
 from fleet.planning.shortfall import partial
 from fleet.spec import PLACEMENT_LEVELS, FleetSpec, Strategy, WorkloadKind
@@ -147,10 +147,13 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
         exclusions.append(Exclusion(reason=DOMINATED, pools=len(dropped), example=cand_all.offers[dropped[0]].pool.id))
 
     model = Model(cand, target, baseline, budget, min_pools, limits=limits)
-    notes = list(model.domains.notes)
-    bounded = cutoff is not None and spec.strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE)
-    outcome = strategies.solve(spec.strategy, model, spec.workload, replan=replan,
-                               cutoff=cutoff[0] * (1 + CUTOFF_SLACK) if bounded else None)
+    caps = model.domains
+    assert caps is not None, "a model given limits binds them"
+    notes = list(caps.notes)
+    bound = (cutoff[0] * (1 + CUTOFF_SLACK) if cutoff is not None
+             and spec.strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE) else None)
+    bounded = bound is not None
+    outcome = strategies.solve(spec.strategy, model, spec.workload, replan=replan, cutoff=bound)
     notes += outcome.notes
     shortfall = ""
     counts = outcome.counts
@@ -160,7 +163,7 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
     if counts is None:
         cost = independent if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED else cand.price
         counts, shortfall = partial(cand, target, baseline, budget, min_pools, cost, limits)
-    notes += model.domains.binding(counts)
+    notes += caps.binding(counts)
     churn = strategies.launch_penalty(spec.workload) if replan else 0.0
     value = placement.value_of(spec, cand, counts, churn, independent)
     return placement.Solved(cand, counts, shortfall, notes, exclusions, value)
@@ -171,7 +174,9 @@ def pool_caps(spec: FleetSpec, limits: Limits) -> PoolCaps | None:
     ``diversified``, which tightens the pools' bounds per solve."""
     if spec.strategy is Strategy.DIVERSIFIED:
         return None
-    return PoolCaps(limits.target, limits.baseline, float(limits.share("pool")), limits.floor)
+    share = limits.share("pool")
+    assert share is not None, "limits_for lists the pool share first, always"
+    return PoolCaps(limits.target, limits.baseline, float(share), limits.floor)
 
 
 def linear_cost(spec: FleetSpec, cand: Candidates) -> np.ndarray | None:

@@ -99,9 +99,9 @@ def _binding(cand: Candidates, target: float, baseline: float, budget: float | N
                     f"or allow more {level}s")
     uncapped = replace(cand, upper=(cand.hint + cand.current).astype(float))
     if not on_demand_only and ((uncapped.upper > cand.upper).any() or limits.share("pool") is not None):
-        if covers(c=uncapped, lim=limits.without("pool")):
-            share = limits.share("pool")
-            return (f"max_pool_share {share:g} over {spot_pools} allowed spot pool(s) allows {short}; "
+        pool_share = limits.share("pool")
+        if pool_share is not None and covers(c=uncapped, lim=limits.without("pool")):
+            return (f"max_pool_share {pool_share:g} over {spot_pools} allowed spot pool(s) allows {short}; "
                     "raise diversification.max_pool_share or allow more regions/providers")
     return f"capacity of the allowed pools (capacity hints) allows {short}"
 

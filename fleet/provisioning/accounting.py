@@ -8,14 +8,14 @@ on-demand price of the same instance type, counted only where that price is know
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Mapping, Union
 
 from fleet.model import Market
 from fleet.state.records import EventKind, InstanceRecord
 
 #: ``now`` for every provider, per provider name, or a function of the provider name.
-Clock = Union[float, Mapping[str, float], Callable[[str], float]]
+Clock = float | Mapping[str, float] | Callable[[str], float]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ not read yet, and by the rebalancer with ``refresh`` for all of them (a re-bid c
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from fleet.errors import ProviderError
 from fleet.model import BilledRate, Instance

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Mapping
 
 from fleet import crashpoints
 from fleet.errors import PlanError, ProviderError
-from fleet.provisioning.launching import LaunchOutcome, PoolLauncher, Progress, ProgressFn
 from fleet.model import HEAD, TAG_FLEET, Instance, InstanceState, NodeConfig, Plan, interconnect_group
+from fleet.provisioning.launching import LaunchOutcome, PoolLauncher, Progress, ProgressFn
 from fleet.provisioning.reconcile import Observation, observe, on_demand_prices, sync
 from fleet.state import EventKind, StateStore
 from providers.base import Provider

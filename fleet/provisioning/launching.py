@@ -15,14 +15,13 @@ its remaining shortfall.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from fleet import crashpoints
 from fleet.errors import ERROR_KINDS, RETRYABLE_KINDS, ProviderError, error_kind  # noqa: F401  (re-exported)
-from fleet.model import (TAG_ROLE, WORKER, Instance, LaunchRequest, LaunchResult, Market, NodeConfig, Offer,
-                         fleet_tags)
+from fleet.model import TAG_ROLE, WORKER, Instance, LaunchRequest, LaunchResult, Market, NodeConfig, Offer, fleet_tags
 from fleet.provisioning.reconcile import Observation
 from fleet.state import EventKind, LaunchRecord, LaunchStatus, StateStore
 from providers.base import LaunchesGroups, Provider

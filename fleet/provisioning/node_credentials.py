@@ -14,7 +14,7 @@ reach the fleet's prefix only and that ``fleet down`` revokes, never the operato
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from fleet.errors import FleetError
 from fleet.provisioning.storage import STORE_PROVIDER, storage_spec

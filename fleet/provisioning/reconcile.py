@@ -18,9 +18,9 @@ that sees an instance records what it bills).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from fleet.errors import ProviderError
 from fleet.model import TAG_FLEET, Instance, InstanceState, Market, Plan

@@ -17,7 +17,7 @@ Contract (used by ``fleet up`` when the spec has ``head:``):
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from fleet.errors import FleetError
 from fleet.model import HEAD, WORKER, Instance, InstanceState, NodeConfig, Plan

@@ -25,9 +25,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 from fleet.checkpoint.errors import CheckpointError
 from fleet.checkpoint.payload import Payload

@@ -10,7 +10,7 @@ local cloud gives each fleet a bucket directory on its own.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from fleet.errors import FleetError
 from fleet.spec import Backend, FleetSpec

@@ -9,7 +9,7 @@ of the memory the back-off shrinks again, so a pool that calmed down is used aga
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from fleet.rebalance.types import PoolEvent
 from fleet.spec import Rebalance

@@ -17,8 +17,9 @@ of the list above that holds. The rebalancer acts on them by ``budget.cap_action
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from fleet.budget import CAP_ACTIONS, DEFAULT_BILL_TOLERANCE, DEFAULT_CAP_ACTION
 from fleet.model import Market
@@ -41,7 +42,7 @@ class Limits:
     max_per_node: float | None = None
 
     @classmethod
-    def of(cls, spec: Mapping[str, Any] | None) -> "Limits":
+    def of(cls, spec: Mapping[str, Any] | None) -> Limits:
         """The limits of a recorded spec's JSON (validated when it was recorded); what is missing
         or not of its type reads as the default."""
         budget = spec.get("budget") if isinstance(spec, Mapping) else None

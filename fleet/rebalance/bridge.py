@@ -21,7 +21,7 @@ cold start).
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from fleet.model import Market, Offer
 from fleet.rebalance.types import ObservedInstance

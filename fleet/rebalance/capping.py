@@ -19,8 +19,8 @@ not done, with the provider's message).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from fleet.errors import ProviderError
 from fleet.provisioning.executor import terminate

@@ -25,16 +25,16 @@ The caller holds the fleet's lock (``fleet rebalance`` does). Contract of :func:
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Collection, Mapping, Sequence
 
 from fleet import crashpoints
 from fleet.errors import ProviderError
 from fleet.model import HEAD, TAG_ROLE, WORKER, Allocation, Market, NodeConfig, Offer, Plan, PlanTotals
-from fleet.provisioning.roles import fleet_node, head_node, worker_node
 from fleet.provisioning.executor import ApplyReport, apply, may_break, terminate
 from fleet.provisioning.launching import ProgressFn
 from fleet.provisioning.reconcile import Observation, observe, sync
+from fleet.provisioning.roles import fleet_node, head_node, worker_node
 from fleet.rebalance import capping
 from fleet.rebalance.capping import CapCheck
 from fleet.rebalance.inputs import EVENT_KIND, gather

@@ -52,18 +52,28 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 from __future__ import annotations
 
 from collections import Counter
-from typing import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from fleet.errors import PlanError
 from fleet.model import Market, Offer, Plan, PoolKey
-from fleet.rebalance.backoff import backoff_until
 from fleet.rebalance import bridge, hedge
+from fleet.rebalance.backoff import backoff_until
 from fleet.rebalance.bidding import outbid_action
 from fleet.rebalance.head_rule import decide_with_head
 from fleet.rebalance.learning import learned_offers
-from fleet.rebalance.types import (Action, Decision, Exposure, Launch, ObservedInstance, PolicyState, PoolEvent,
-                                   RaiseBid, Terminate)
-from fleet.spec import FleetSpec
+from fleet.rebalance.types import (
+    Action,
+    Decision,
+    Exposure,
+    Launch,
+    LaunchReason,
+    ObservedInstance,
+    PolicyState,
+    PoolEvent,
+    RaiseBid,
+    Terminate,
+)
+from fleet.spec import FleetSpec, VastBid
 
 EPS = 1e-9
 #: Notice kinds that are advice: the node may keep running (AWS rebalance recommendation; an
@@ -359,7 +369,7 @@ def _within_budget(ctx: _Context, alive: Sequence[ObservedInstance], adds: dict[
     return adds
 
 
-def _reason(ctx: _Context, pool: str, od_have: float, warned: list[ObservedInstance], have: float) -> str:
+def _reason(ctx: _Context, pool: str, od_have: float, warned: list[ObservedInstance], have: float) -> LaunchReason:
     if not ctx.spot(pool):
         return "baseline" if od_have < ctx.baseline - EPS else "fallback"
     if warned and have + ctx.weighted(warned) >= ctx.target - EPS:
@@ -379,10 +389,10 @@ def _outbids(ctx: _Context, ours: Sequence[ObservedInstance], bidding: Collectio
         weight = ctx.weight(inst.accelerator, inst.gpus)
         others = [o.price_per_hour / ctx.weight(o.accelerator, o.gpus) for o in spot
                   if o.pool.id != inst.pool and ctx.weight(o.accelerator, o.gpus) > 0]
-        settings = ctx.spec.provider_settings(inst.provider)
+        bid = getattr(ctx.spec.provider_settings(inst.provider), "bid", None)   # a bidding provider's settings
         action = None
-        if inst.provider in bidding and settings is not None:
-            action = outbid_action(inst, ctx.offer.get(inst.pool), settings.bid, weight,
+        if inst.provider in bidding and isinstance(bid, VastBid):
+            action = outbid_action(inst, ctx.offer.get(inst.pool), bid, weight,
                                    min(others) if others else None)
         if action is None:
             replace.add(inst.id)
@@ -426,10 +436,10 @@ def _saving_move(ctx: _Context, ours: Sequence[ObservedInstance], healthy: list[
             current[inst.pool] -= 1
         current = {p: n for p, n in current.items() if n > 0}
         od_moved = ctx.weighted(i for i in move if i.market is Market.ON_DEMAND)
-        saved = _spot_moves(ctx, current, have - ctx.weighted(move), od_have - od_moved)
-        if saved is None or set(saved[0]) & {i.pool for i in move}:
+        found = _spot_moves(ctx, current, have - ctx.weighted(move), od_have - od_moved)
+        if found is None or set(found[0]) & {i.pool for i in move}:
             continue
-        saved, cost_new = saved
+        saved, cost_new = found
         cost_old = sum(i.price_per_hour for i in move)
         if cost_old <= 0 or 1 - cost_new / cost_old < ctx.spec.rebalance.min_saving - EPS:
             continue

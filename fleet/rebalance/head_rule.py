@@ -9,8 +9,8 @@ and records an incident that says so loudly. Head nodes are never terminated by 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Callable, Sequence
 
 from fleet.errors import PlanError
 from fleet.model import HEAD, Offer

@@ -16,7 +16,7 @@ The spec's target stays what "at target" means; only the plan grows.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from fleet.model import Market, Offer
 from fleet.rebalance.types import ObservedInstance

@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from fleet.model import TAG_ROLE, WORKER, InstanceState
 from fleet.provisioning.reconcile import Observation

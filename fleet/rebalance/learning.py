@@ -10,7 +10,7 @@ the catalog's figure almost untouched; much exposure lets the fleet's own record
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from fleet.model import InterruptionSource, Market, Offer
 from fleet.rebalance.types import Exposure

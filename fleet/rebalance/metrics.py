@@ -34,7 +34,6 @@ from __future__ import annotations
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 from typing import Any
 
 from fleet.errors import FleetError

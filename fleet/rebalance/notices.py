@@ -13,8 +13,8 @@ still counts as news. A provider whose queue cannot be read is named in the resu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from fleet.errors import ProviderError
 from fleet.model import Instance

@@ -7,7 +7,7 @@ Weighted GPUs follow the spec's accelerator weights (H100 = 1.0).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Final, Literal
 
 from fleet.model import Market, Offer
 
@@ -48,8 +48,8 @@ class ObservedInstance:
 
 
 #: Pool event kinds: the fleet lost a spot instance there / a launch there found no capacity.
-INTERRUPTED = "interrupted"
-NO_CAPACITY = "no-capacity"
+INTERRUPTED: Final = "interrupted"
+NO_CAPACITY: Final = "no-capacity"
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class RaiseBid:
         return {"kind": self.kind, "instance": self.instance_id, "pool": self.pool, "bid": self.bid, "cap": self.cap}
 
 
-Action = Union[Launch, Terminate, RaiseBid]
+Action = Launch | Terminate | RaiseBid
 
 
 @dataclass(frozen=True)

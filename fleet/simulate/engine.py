@@ -23,8 +23,9 @@ The model (stated in the README):
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Protocol
 
 from fleet.model import Market, Offer
 from fleet.planning import economics

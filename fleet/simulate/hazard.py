@@ -11,7 +11,7 @@ it, so time since launch matters.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def run_lengths(available: Sequence[bool]) -> list[tuple[int, bool]]:

@@ -9,8 +9,8 @@ on-demand pools are always available.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from fleet.model import Market, Offer
 from fleet.simulate.tracefile import ZoneTrace

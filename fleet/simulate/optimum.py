@@ -38,7 +38,7 @@ class Optimum:
 
 def pools_of(spec: FleetSpec, replay: Replay) -> list[tuple[str, float, float, tuple[int, ...] | None]]:
     """(pool id, weight, $/h, capacity per tick or None) of the pools the program may use."""
-    out = []
+    out: list[tuple[str, float, float, tuple[int, ...] | None]] = []
     od = []
     for o in replay.offers:
         w = spec.weight(o.accelerator) * o.gpus

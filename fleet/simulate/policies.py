@@ -24,8 +24,8 @@ trying (a refused launch is a ``no-capacity`` event of this pass), as the rebala
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from fleet.model import Market, Offer
 from fleet.rebalance import decide

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
+from functools import partial
 
 from fleet.catalog import filter_for_spec
 from fleet.model import InterruptionSource, Offer
@@ -91,7 +92,7 @@ def simulate(spec: FleetSpec, offers: Sequence[Offer], traces: Sequence[ZoneTrac
     say = progress or (lambda _what, _done, _total: None)
     outcomes = tuple(engine.run(p, spec, replay, interval_ticks=interval, cold_ticks=cold, seed=options.seed,
                                 target=target, keep_series=options.series,
-                                progress=lambda done, total, name=p.name: say(name, done, total)) for p in chosen)
+                                progress=partial(say, p.name)) for p in chosen)
     best = None
     if options.optimum:
         say("optimum", 0, 1)

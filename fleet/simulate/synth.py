@@ -19,8 +19,8 @@ then an available tick holds a count that moves by at most one per tick within `
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from fleet.simulate.hazard import run_lengths
 from fleet.simulate.tracefile import UNLIMITED, ZoneTrace

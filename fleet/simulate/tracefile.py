@@ -13,10 +13,11 @@ lacks it, from the caller. A trace's name is ``metadata.zone``, else the file's 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from fleet.errors import FleetError
 

@@ -20,11 +20,11 @@ naming the holder. A lock whose holder died (same host) or whose lease expired i
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Collection, Iterable, Protocol
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Protocol
 
 from fleet.model import BilledRate, Instance, Plan
 from fleet.state.db import SCHEMA_VERSION, CorruptStoreError, UnwritableStoreError, path_from_url
-from fleet.state.rows import Damage, DamagedRowError
 from fleet.state.records import (
     BlockRecord,
     EventKind,
@@ -36,6 +36,7 @@ from fleet.state.records import (
     LaunchStatus,
     LockInfo,
 )
+from fleet.state.rows import Damage, DamagedRowError
 
 __all__ = [
     "SCHEMA_VERSION", "CorruptStoreError", "UnwritableStoreError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
@@ -80,7 +81,7 @@ class StateStore(Protocol):
     def record_instances(self, fleet: str, instances: Iterable[Instance], *,
                          on_demand_prices: dict[str, float] | None = None, plan_id: str = "") -> int: ...
     def end_instances(self, fleet: str, ended: dict[str, tuple[float, str]]) -> None: ...
-    def record_billed(self, fleet: str, rates: "dict[str, BilledRate]") -> None:
+    def record_billed(self, fleet: str, rates: dict[str, BilledRate]) -> None:
         """Record what the provider bills for these instances (``{id: BilledRate}``), beside their
         planned price; a later reading replaces an earlier one (a re-bid changes the bill)."""
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, Union
 
 from fleet.errors import StateError
 from fleet.private import private_dir, private_file
@@ -57,7 +57,7 @@ CREATE TABLE locks (
 """
 
 #: One step of a migration: an SQL statement, or a function for data rewrites.
-Step = Union[str, Callable[[sqlite3.Connection], None]]
+Step = str | Callable[[sqlite3.Connection], None]
 
 #: v2: what the provider bills for each instance, read back after launch, beside the planned
 #: ``price_per_hour`` (``billed_per_hour`` NULL until read), where that rate came from

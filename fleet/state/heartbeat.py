@@ -9,7 +9,7 @@ busy or briefly unreachable) is retried on the next beat; the lease's TTL covers
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from fleet.errors import FleetError, FleetLockedError
 

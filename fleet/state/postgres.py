@@ -15,11 +15,14 @@ at once, as with SQLite. Needs the ``postgres`` extra (``psycopg``).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from fleet.errors import StateError
-from fleet.state.db import POSTGRES_SCHEMES as SCHEMES, REPAIR_HINT, TABLES, UnwritableStoreError, is_postgres_url
+from fleet.state import rows
+from fleet.state.db import POSTGRES_SCHEMES as SCHEMES
+from fleet.state.db import REPAIR_HINT, TABLES, UnwritableStoreError, is_postgres_url
 from fleet.state.migrations.postgres import MIGRATIONS
 from fleet.state.sql import KIND_RE, LOCK_TTL_SECONDS, SQLStore, guarded
 
@@ -145,3 +148,13 @@ class PostgresStore(SQLStore):
     def verify(self) -> None:
         for table in TABLES:
             self._all(f"SELECT COUNT(*) FROM {table}")
+
+    def damage(self) -> list[rows.Damage]:
+        """None: PostgreSQL keeps every column to its declared type, so the damage ``fleet repair``
+        drops from SQLite (text in a number column, a torn page) cannot be stored here."""
+        return []
+
+    def rebuild_rows(self, damage: Collection[rows.Damage]) -> None:
+        """Nothing to drop (see :meth:`damage`); damage named from elsewhere is refused."""
+        if damage:
+            raise StateError(f"state store {redacted(self.url)}: no row-level repair on PostgreSQL")

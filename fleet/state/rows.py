@@ -13,9 +13,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from fleet.model import Plan
 from fleet.state.db import CorruptStoreError
@@ -95,7 +96,8 @@ def event(row: tuple[Any, ...], *, path: Path | str) -> EventRecord:
     why = _problem(EventRecord, row[:6] + ({},)) or _json_object_problem(row[6], "detail")
     if why:
         raise DamagedRowError(path, "events", str(row[0]), fleet, why)
-    return EventRecord(*row[:6], json.loads(row[6]))
+    id_, fleet_name, ts, kind, instance_id, pool = row[:6]
+    return EventRecord(id_, fleet_name, ts, kind, instance_id, pool, json.loads(row[6]))
 
 
 def _json_object_problem(text: Any, column: str) -> str:

@@ -34,7 +34,8 @@ import json
 import re
 import threading
 import time
-from typing import Any, Callable, Collection, Iterable, Iterator, Sequence, TypeVar
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from fleet.errors import FleetLockedError, FleetNotFoundError
 from fleet.model import TAG_PLAN, BilledRate, Instance, Plan
@@ -69,7 +70,7 @@ EVENT_COLS = rows.SCANS["events"][0]
 def guarded(fn: Callable[..., T]) -> Callable[..., T]:
     """Serialise calls on the store's one connection and turn driver errors into ``StateError``."""
     @functools.wraps(fn)
-    def wrapper(self: "SQLStore", *args: Any, **kwargs: Any) -> T:
+    def wrapper(self: SQLStore, *args: Any, **kwargs: Any) -> T:
         with self._mutex, self._errors():
             return fn(self, *args, **kwargs)
     return wrapper

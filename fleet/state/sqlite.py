@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any
 
 from fleet.state import db, rows
 from fleet.state.sql import FLEET_COLS, KIND_RE, LOCK_TTL_SECONDS, SQLStore, guarded

@@ -9,7 +9,8 @@ rental kind the provider reported (``billed_per_hour`` ``None``: not read).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from fleet.rebalance.bills import Limits, breaches
 from fleet.state.records import InstanceRecord

@@ -4,13 +4,14 @@ actions. ``fleet history`` and the dashboard read it here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from fleet.cli.runs import Run, current_run, events_of, instances_of
 from fleet.model import Market
-from fleet.state import EventRecord, InstanceRecord, StateStore
 from fleet.rebalance.bills import Limits
+from fleet.state import EventRecord, InstanceRecord, StateStore
 from fleet.views import bills
 from fleet.views import interruptions as timeline_of
 

@@ -26,8 +26,9 @@ cloud's notice also carries the simulated time, which is used there (as ``reconc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from fleet.model import Plan
 from fleet.state.records import EventKind, EventRecord, InstanceRecord

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from fleet.cli.app import App
 
 
-def weighed(app: "App", record: FleetRecord, *, limit: int = 50) -> dict[str, Any]:
+def weighed(app: App, record: FleetRecord, *, limit: int = 50) -> dict[str, Any]:
     """``{"source", "detail", "total", "offers": [...the cheapest limit...], "error"}`` for ``record``'s
     spec (``error`` says why there are none: no recorded spec, or the providers failed)."""
     from fleet.cli.lifecycle import spec_of

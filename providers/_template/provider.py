@@ -8,7 +8,7 @@ spotfleet fleet. Offers come from the shipped snapshot here; a real adapter read
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from fleet.catalog import snapshot_offers
 from fleet.errors import InstanceNotFoundError, ProviderError

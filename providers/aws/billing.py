@@ -19,8 +19,9 @@ string) and ``Timestamp``). An entry that cannot be read is a malformed answer, 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from fleet.catalog import on_demand_reference
 from fleet.model import BilledRate, Instance, Market

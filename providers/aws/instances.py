@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import re
 from calendar import timegm
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 

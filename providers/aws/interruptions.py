@@ -40,8 +40,9 @@ import json
 import logging
 import re
 from calendar import timegm
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from fleet.errors import ProviderError
 from fleet.model import TAG_FLEET

@@ -36,8 +36,7 @@ from typing import Any
 from fleet import crashpoints
 from fleet.bootstrap import boot_for, render_base64
 from fleet.errors import NoCapacityError, ProviderError, error_kind
-from fleet.model import (TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, fleet_tags,
-                         stable_hash)
+from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, fleet_tags, stable_hash
 from providers.aws import instances as ec2i
 from providers.aws import interconnect
 from providers.aws.errors import error_class, to_error

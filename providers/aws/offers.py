@@ -22,11 +22,11 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
 
 from fleet.catalog import SPOT_PRIOR_PER_HOUR, snapshot_offers
 from fleet.errors import ProviderError
@@ -59,7 +59,7 @@ class RegionFacts:
     fetched_at: float = 0.0
 
     @classmethod
-    def from_json(cls, data: dict) -> "RegionFacts":
+    def from_json(cls, data: dict) -> RegionFacts:
         data = dict(data)
         data["types"] = {k: TypeInfo(**v) for k, v in data["types"].items()}
         data["offered"] = [tuple(x) for x in data["offered"]]

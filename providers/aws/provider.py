@@ -11,9 +11,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from fleet.errors import ProviderError
 from fleet.model import BilledRate, Instance, LaunchRequest, LaunchResult, Offer

@@ -13,8 +13,9 @@ delete. VMs without such an event are left out: their end is then dated by whoev
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import quote
 
 from providers.azure.arm import Arm

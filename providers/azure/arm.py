@@ -19,9 +19,10 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from json import JSONDecodeError
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -109,7 +110,7 @@ class Arm:
         self._clients: dict[str, Any] = {}
 
     @classmethod
-    def from_env(cls, subscription: str = "", environ: Mapping[str, str] | None = None, **kwargs: Any) -> "Arm":
+    def from_env(cls, subscription: str = "", environ: Mapping[str, str] | None = None, **kwargs: Any) -> Arm:
         """Subscription from the argument or ``$AZURE_SUBSCRIPTION_ID``; endpoint from the override."""
         env = os.environ if environ is None else environ
         sub = subscription or env.get(SUBSCRIPTION_ENV, "")

@@ -9,12 +9,11 @@ quotas: ``providers.azure.quotas``). No secret is part of the result.
 from __future__ import annotations
 
 from fleet.errors import AuthError, ProviderError
-from providers.azure.arm import Arm
+from providers.azure.arm import Arm, wire
 from providers.azure.offers import sku_places
-from providers.azure.arm import wire
-from providers.azure.settings import AzureSettings
 from providers.azure.provider import DEFAULT_RESOURCE_GROUP
 from providers.azure.quotas import to_quotas
+from providers.azure.settings import AzureSettings
 from providers.base import CheckResult
 
 FIX_LOGIN = ("sign in (`az login`, or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET) and set "

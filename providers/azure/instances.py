@@ -13,8 +13,9 @@ price: the snapshot), else 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, PoolKey
 

@@ -17,7 +17,8 @@ Delete), https://learn.microsoft.com/rest/api/compute/proximity-placement-groups
 
 from __future__ import annotations
 
-from typing import Any, Collection
+from collections.abc import Collection
+from typing import Any
 
 from fleet.errors import InstanceNotFoundError, ProviderError
 from fleet.model import TAG_FLEET

@@ -18,7 +18,8 @@ Made through ``$AZURE_STORAGE_CONNECTION_STRING`` (an account key signs the SAS)
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fleet.errors import AuthError
 from fleet.safetext import register_secret

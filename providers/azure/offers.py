@@ -13,7 +13,8 @@ replaces the snapshot's and marks the offer ``source="azure-retail-prices"``; th
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from fleet.model import Market, Offer, PoolKey
 from providers.azure.settings import AzureSettings

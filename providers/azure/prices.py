@@ -17,11 +17,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from fleet.home import spotfleet_home
 from fleet.errors import ProviderError, TransientProviderError
+from fleet.home import spotfleet_home
 from fleet.model import Market
 
 PRICES_URL_ENV = "SPOTFLEET_AZURE_PRICES_URL"
@@ -77,7 +78,7 @@ class RetailPrices:
         self._get_json = get_json
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> "RetailPrices":
+    def from_env(cls, environ: Mapping[str, str]) -> RetailPrices:
         home = spotfleet_home(environ)
         return cls(environ.get(PRICES_URL_ENV) or DEFAULT_URL, home / "cache" / "azure_prices.json")
 

@@ -27,9 +27,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from fleet.catalog import snapshot_offers
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError

@@ -12,7 +12,8 @@ bind. Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from fleet.model import Market, Quota, QuotaUnit
 from providers.azure.offers import GPU_SIZE, _get

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from fleet.bootstrap import render_base64
 from fleet.model import TAG_FLEET, TAG_POOL, TAG_ROLE, LaunchRequest, Market, Offer, PoolKey

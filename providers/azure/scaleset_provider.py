@@ -29,21 +29,22 @@ else changes), then deletes the terminated fleets' sets that are left empty.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError, error_kind
 from fleet.model import TAG_FLEET, TAG_ROLE, WORKER, Instance, InstanceState, LaunchRequest, LaunchResult, Market
 from providers.azure.arm import wire
 from providers.azure.provider import AzureProvider
 from providers.azure.scaleset import (
+    ledger,
     member_tags,
     pool_of,
     regional,
     set_body,
     set_name,
     set_ref,
-    ledger,
     token_mark,
 )
 from providers.base import OfferQuery

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fleet.errors import AuthError, InstanceNotFoundError, ProviderError
 from fleet.model import TAG_FLEET

@@ -13,8 +13,8 @@ caller may skip it; True means only that it is worth asking.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 #: Variables Google's serverless runtimes set (their credentials come from the metadata server).
 RUNTIME_ENVS = ("GAE_ENV", "GAE_APPLICATION", "K_SERVICE", "FUNCTION_TARGET", "CLOUD_RUN_JOB")

@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from fleet.errors import InstanceNotFoundError, ProviderError
 from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, Market, PoolKey

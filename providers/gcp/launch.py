@@ -103,7 +103,7 @@ class Launcher:
         if missing:
             resource = self._resource(request, tags, print_)
             if request.interconnect:
-                from providers.gcp import interconnect     # it uses this module's request_id
+                from providers.gcp import interconnect  # it uses this module's request_id
 
                 resource["resource_policies"] = [interconnect.ensure(self.api, region, request.interconnect,
                                                                      request.fleet)]

@@ -24,10 +24,11 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterator
+from typing import Any
 
 from fleet.catalog import SNAPSHOT_DATE, snapshot_offers, spot_interruption_estimate
 from fleet.model import Market, Offer, PoolKey

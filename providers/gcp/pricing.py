@@ -23,9 +23,10 @@ import logging
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from fleet.home import spotfleet_home
 from fleet.model import Market
@@ -74,7 +75,7 @@ class PriceTable:
         return [[r, p, m.value, v] for (r, p, m), v in sorted(self.units.items())]
 
     @classmethod
-    def from_json(cls, rows: list[list[Any]]) -> "PriceTable":
+    def from_json(cls, rows: list[list[Any]]) -> PriceTable:
         return cls({(r, p, Market(m)): float(v) for r, p, m, v in rows})
 
 

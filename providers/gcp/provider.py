@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from fleet.errors import AuthError, FleetError, ProviderError, TransientProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer

@@ -14,8 +14,8 @@ way; the message is provider text and is made safe by ``ProviderError`` itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from fleet.errors import HTTP_STATUS_ERRORS, ProviderError, TransientProviderError
 

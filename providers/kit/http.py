@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -48,7 +49,7 @@ class JsonClient:
                  auth_headers: Mapping[str, str] | None = None, missing_auth: Callable[[], ProviderError] | None = None,
                  timeout: float = 30.0, sleep: Callable[[float], None] = time.sleep,
                  headers: Mapping[str, str] | None = None):
-        import httpx       # here, not at import: registering the adapter needs no client
+        import httpx  # here, not at import: registering the adapter needs no client
 
         self.provider = provider
         self.url = url.rstrip("/")

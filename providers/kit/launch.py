@@ -23,8 +23,8 @@ Usage (``providers/vast/provider.py``)::
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
 
 from fleet.errors import ProviderError, error_kind
 from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult
@@ -39,7 +39,7 @@ class Shortfall:
     message: str = ""
 
     @classmethod
-    def of(cls, err: ProviderError) -> "Shortfall":
+    def of(cls, err: ProviderError) -> Shortfall:
         return cls(error_kind(err), err.code, str(err))
 
 

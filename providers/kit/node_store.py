@@ -14,7 +14,7 @@ folder on each node's own disk, which lives only as long as the instance.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from fleet.errors import ProviderError
 from providers.base import BucketRef, StorageSpec

@@ -14,8 +14,9 @@ local cloud only) has a record with ``factory=None``.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from fleet.spec import ProviderSettings
 

@@ -12,8 +12,9 @@ How such a host reaches the fleet's checkpoint store is ``providers.kit.node_sto
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, LaunchRequest, PoolKey
 
@@ -32,7 +33,7 @@ class Label:
         return _SEP.join((LABEL_PREFIX, self.fleet, self.pool, self.plan, self.token, str(self.count)))
 
     @classmethod
-    def parse(cls, text: Any, provider: str = "") -> "Label | None":
+    def parse(cls, text: Any, provider: str = "") -> Label | None:
         """The label's parts; None for a label spotfleet did not write (or, with ``provider``, one
         whose pool is another provider's)."""
         parts = str(text or "").split(_SEP)
@@ -47,7 +48,7 @@ class Label:
             return None
 
     @classmethod
-    def of(cls, request: LaunchRequest) -> "Label":
+    def of(cls, request: LaunchRequest) -> Label:
         """The label of every instance ``request`` makes."""
         return cls(request.fleet, request.offer.pool.id, request.tags.get(TAG_PLAN, ""), request.token, request.count)
 

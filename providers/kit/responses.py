@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -75,7 +76,8 @@ def check(model: type[M], data: Any, *, provider: str, what: str, body: Any = No
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0] if err.errors() else {}
+        errors = err.errors()
+        first: Mapping[str, Any] = errors[0] if errors else {}
         where = ".".join(str(p) for p in first.get("loc", ())) or "the answer"
         raise malformed(provider, what, data if body is None else body, region=region,
                         detail=f"{where}: {first.get('msg', 'invalid')}") from None

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Collection, TypeVar
+from typing import TypeVar
 
 from fleet.errors import MalformedResponseError, ProviderError, RateLimitedError, TransientProviderError
 
@@ -85,7 +86,7 @@ class RetryRules:
             return self.delays[min(retry, len(self.delays) - 1)] if self.delays else 0.0
         return min(self.max_delay, self.base_delay * (2 ** retry))
 
-    def with_delays(self, delays: tuple[float, ...]) -> "RetryRules":
+    def with_delays(self, delays: tuple[float, ...]) -> RetryRules:
         """These rules with explicit delay caps (tests pass tiny ones)."""
         return RetryRules(self.throttling, self.transient, self.idempotent_only, self.never, self.max_attempts,
                           self.base_delay, self.max_delay, tuple(delays), self.max_retry_after, self.max_total_seconds)

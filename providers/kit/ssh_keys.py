@@ -26,8 +26,8 @@ import re
 import struct
 import threading
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from fleet.home import spotfleet_home
 from fleet.private import private_dir, write_private
@@ -63,8 +63,8 @@ def fleet_public_key(home: Path, fleet: str) -> str:
             return _known[folder]
         if not path.exists():
             private_dir(folder)
-            key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
-            text = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+            fresh = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
+            text = fresh.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
                                      serialization.NoEncryption()).decode()
             tmp = folder / f".{PRIVATE}.{uuid.uuid4().hex}"
             write_private(tmp, text)

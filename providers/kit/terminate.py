@@ -9,8 +9,9 @@ what is left (:func:`end_each` for vendors that end one instance a call).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import TypeVar
 
 log = logging.getLogger("spotfleet.providers")
 

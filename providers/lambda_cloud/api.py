@@ -24,8 +24,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from fleet.errors import AuthError, InstanceNotFoundError, ProviderError, RateLimitedError
 from fleet.safetext import register_secret

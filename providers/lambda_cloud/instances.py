@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, Market, PoolKey
 from providers.lambda_cloud.offers import accelerator

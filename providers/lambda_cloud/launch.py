@@ -12,7 +12,8 @@ the API never returns (write-only), never into tags, the name, a log line or a r
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fleet.bootstrap import boot_for, render
 from fleet.errors import ProviderError

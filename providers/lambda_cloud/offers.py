@@ -14,7 +14,7 @@ before some names. A type with no GPUs is ``CPU`` (offered for head nodes only).
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from fleet.accelerators import canonical
 from fleet.catalog import CPU

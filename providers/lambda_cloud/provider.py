@@ -26,8 +26,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError, QuotaExceededError
 from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer

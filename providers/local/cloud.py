@@ -60,7 +60,7 @@ class LocalCloud:
     # ---- lifecycle ---------------------------------------------------------------------
     @classmethod
     def open(cls, root: Path, *, time_scale: float | None = None, seed: int | None = None,
-             run_nodes: bool | None = None, api_latency: float | None = None) -> "LocalCloud":
+             run_nodes: bool | None = None, api_latency: float | None = None) -> LocalCloud:
         """Open the cloud at ``root``, creating it if it does not exist.
 
         Settings apply when the cloud is created (None: the default in ``DEFAULTS``);
@@ -101,7 +101,7 @@ class LocalCloud:
         return (Path(root).expanduser() / DB_NAME).exists()
 
     @classmethod
-    def reset(cls, root: Path, **settings: object) -> "LocalCloud":
+    def reset(cls, root: Path, **settings: object) -> LocalCloud:
         """Delete the cloud at ``root`` (instances, node processes, faults, notices, buckets)
         and create a fresh one; settings (as for ``open``) not given are kept from the old
         cloud where it was readable. The fresh cloud's clock starts no earlier than the old

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from fleet.errors import FleetError
 from fleet.private import private_file

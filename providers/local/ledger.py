@@ -5,8 +5,8 @@ preemptions) and ending them. Every function runs inside the caller's write tran
 from __future__ import annotations
 
 import json
-import time
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -108,7 +108,7 @@ class SpotMarket:
 
     @staticmethod
     @lru_cache(maxsize=8)
-    def for_seed(seed: int) -> "SpotMarket":
+    def for_seed(seed: int) -> SpotMarket:
         """A shared market per seed (markets are immutable once built)."""
         return SpotMarket(seed)
 

@@ -22,8 +22,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from fleet.model import InstanceState, NodeConfig
 from fleet.private import private_dir, write_private
@@ -41,7 +42,7 @@ def node_dir(root: Path, instance_id: str) -> Path:
     return root / "nodes" / instance_id
 
 
-def checkpoint_uri(cloud: "LocalCloud", fleet: str) -> str:
+def checkpoint_uri(cloud: LocalCloud, fleet: str) -> str:
     """The bucket the local cloud gives ``fleet``'s nodes (checkpoints, node logs)."""
     return (cloud.buckets / f"{fleet}-checkpoints").as_uri()
 
@@ -57,7 +58,7 @@ def console(root: Path, instance_id: str, limit: int = 1024 * 1024) -> str:
         return ""
 
 
-def start(cloud: "LocalCloud", rows: Sequence["sqlite3.Row"], node: NodeConfig) -> None:
+def start(cloud: LocalCloud, rows: Sequence[sqlite3.Row], node: NodeConfig) -> None:
     """Start a supervisor per instance in ``rows`` and record its pid."""
     for row in rows:
         where = private_dir(node_dir(cloud.root, row["id"]))
@@ -85,7 +86,7 @@ def running(pid: int | None, instance_id: str) -> bool:
     return instance_id.encode() in cmdline and state not in ("Z", "X")
 
 
-def kill(row: "sqlite3.Row") -> None:
+def kill(row: sqlite3.Row) -> None:
     """SIGKILL the supervisor's session (the node with it), if it still runs."""
     if running(row["pid"], row["id"]):
         try:
@@ -94,7 +95,7 @@ def kill(row: "sqlite3.Row") -> None:
             pass
 
 
-def supervise(cloud: "LocalCloud", instance_id: str) -> dict[str, object]:
+def supervise(cloud: LocalCloud, instance_id: str) -> dict[str, object]:
     """Run the node until its instance ends; returns what ``exit.json`` records."""
     where = node_dir(cloud.root, instance_id)
     config = json.loads((where / "node.json").read_text())

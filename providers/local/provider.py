@@ -12,11 +12,22 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from fleet.errors import ProviderError
-from fleet.model import (TAG_FLEET, BilledRate, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer,
-                         PoolKey, Quota, fleet_tags)
+from fleet.model import (
+    TAG_FLEET,
+    BilledRate,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    LaunchResult,
+    Market,
+    Offer,
+    PoolKey,
+    Quota,
+    fleet_tags,
+)
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.retry import Retrier, RetryRules
 from providers.local import buckets, ledger, quotas

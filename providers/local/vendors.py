@@ -14,8 +14,8 @@ so the local cloud simulates what the real adapter states.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from fleet.errors import (
     AuthError,

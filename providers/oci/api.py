@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -196,7 +197,7 @@ class OciApi:
         resp = self._call(what, lambda: compute.get_instance(instance_id), idempotent=True)
         return self._read(InstanceRow, resp.data, what)
 
-    def launch(self, details: "oci.core.models.LaunchInstanceDetails", retry_token: str) -> InstanceRow:
+    def launch(self, details: oci.core.models.LaunchInstanceDetails, retry_token: str) -> InstanceRow:
         """LaunchInstance with ``retry_token`` (``opc-retry-token``, at most 64 characters; a repeat with
         the same token and body answers the first instance). Throttling is retried; a 5xx is raised (it
         may have created the instance: the caller's next launch finds it by its tags)."""

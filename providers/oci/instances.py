@@ -14,8 +14,8 @@ instances listed for a while; they are not the fleet's any more).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Mapping
 
 from fleet.model import TAG_FLEET, TAG_POOL, Instance, InstanceState, Market, PoolKey
 from providers.oci.schemas import InstanceRow

@@ -19,7 +19,8 @@ A preemptible pool adds ``preemptibleInstanceConfig`` with ``preemptionAction`` 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from fleet.bootstrap import boot_for, render_base64
 from fleet.errors import ProviderError
@@ -54,7 +55,7 @@ def node_metadata(request: LaunchRequest, ssh_key: str, secret_env: Mapping[str,
 
 
 def launch_details(request: LaunchRequest, *, zone: str, slot: int, compartment_id: str, subnet_id: str,
-                   image_id: str, metadata: Mapping[str, str]) -> "oci.core.models.LaunchInstanceDetails":
+                   image_id: str, metadata: Mapping[str, str]) -> oci.core.models.LaunchInstanceDetails:
     """The LaunchInstanceDetails of slot ``slot`` of ``request`` in availability domain ``zone``."""
     from oci.core import models
 

@@ -24,8 +24,9 @@ import os
 import re
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Market, Offer
@@ -222,7 +223,7 @@ class OciProvider:
 
 
 
-def from_spec(spec: "FleetSpec", settings: OciSettings) -> OciProvider:
+def from_spec(spec: FleetSpec, settings: OciSettings) -> OciProvider:
     """The adapter for ``spec``'s ``providers.oci`` settings: the SDK config they name (read when the
     adapter first calls OCI), the endpoint of ``$SPOTFLEET_OCI_ENDPOINT`` if set."""
     return OciProvider(settings, OciApi(config_file=settings.config_file, profile=settings.profile,

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import time
-import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING
+
+import tomllib
 
 from fleet.errors import AuthError
 from fleet.safetext import register_secret
@@ -48,7 +50,7 @@ def find_api_key(environ: Mapping[str, str] | None = None, home: Path | None = N
 
 
 def client(url: str | None = None, api_key: str | None = None, *, rules: RetryRules = RULES,
-           sleep: Callable[[float], None] = time.sleep) -> "JsonClient":
+           sleep: Callable[[float], None] = time.sleep) -> JsonClient:
     """A client for one RunPod account (the key from :func:`find_api_key` unless given)."""
     from providers.kit.http import JsonClient
 

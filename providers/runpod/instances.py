@@ -22,12 +22,11 @@ called it ``costPerHr``), on-demand (v2 sells no interruptible pods).
 from __future__ import annotations
 
 import json
-
 import math
 
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, BilledRate, Instance, InstanceState, PoolKey
-from providers.kit.responses import malformed
 from providers.kit.rented import Label
+from providers.kit.responses import malformed
 from providers.runpod.offers import GPU_TYPES
 from providers.runpod.schemas import Pod
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fleet.bootstrap import boot_for, render
 from fleet.model import LaunchRequest

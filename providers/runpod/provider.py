@@ -19,18 +19,28 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from fleet.catalog import snapshot_offers
 from fleet.errors import AuthError, InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import (TAG_FLEET, TAG_POOL, BilledRate, Instance, InstanceState, LaunchRequest, LaunchResult, Market,
-                         Offer)
+from fleet.model import (
+    TAG_FLEET,
+    TAG_POOL,
+    BilledRate,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    LaunchResult,
+    Market,
+    Offer,
+)
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
-from providers.runpod.api import client
 from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
 from providers.kit.rented import Label
 from providers.kit.terminate import end_each, owned_alive
+from providers.runpod.api import client
 from providers.runpod.instances import billed_rate, is_lost, label_of, to_instance
 from providers.runpod.launch import create_body
 from providers.runpod.offers import parse_instance_type, to_offers

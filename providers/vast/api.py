@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 

@@ -18,13 +18,13 @@ on-demand when a create's bid is missing or ignored, vast-cli #403).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
-
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, BilledRate, Instance, InstanceState, PoolKey
-from providers.kit.responses import malformed
 from providers.kit.rented import Label, extra_tags  # noqa: F401  (the label Vast keeps in ``label``)
+from providers.kit.responses import malformed
 from providers.vast.offers import accelerator, storage_per_hour
 
 TAGS_ENV = "SPOTFLEET_TAGS"

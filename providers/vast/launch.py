@@ -14,7 +14,8 @@ bootstrap text, never in a label, a tag, a log line or a result.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fleet.bootstrap import boot_for, render
 from fleet.model import LaunchRequest

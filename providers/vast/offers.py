@@ -12,8 +12,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from fleet.catalog import vast_region
 from fleet.model import InterruptionSource, Market, Offer, PoolKey

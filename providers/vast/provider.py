@@ -23,17 +23,18 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
 from fleet.model import BilledRate, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer, PoolKey
 from fleet.spec import FleetSpec
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
-from providers.vast.api import VastApi
-from providers.vast.instances import Label, billed_rate, to_instance
 from providers.kit.node_store import missing_credentials, node_disk_bucket, store_settings
 from providers.kit.terminate import end_each, owned_alive
+from providers.vast.api import VastApi
+from providers.vast.instances import Label, billed_rate, to_instance
 from providers.vast.launch import create_body, label_for
 from providers.vast.offers import Ask, parse_instance_type, rebid, search_body, to_offer
 from providers.vast.schemas import CreateAnswer, InstancePage, InstanceShow, OfferPage

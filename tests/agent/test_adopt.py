@@ -11,6 +11,7 @@ import sys
 import time
 
 from agent_support import FLEET, env, finish, job_argv, last_step, start, trailing_json, wait_until
+
 from fleet.agent.procid import identity
 from fleet.checkpoint import CheckpointManager
 

@@ -11,8 +11,8 @@ import signal
 import time
 
 import pytest
-
 from agent_support import FLEET, env, finish, job_argv, last_step, start, trailing_json, wait_until
+
 from fleet.checkpoint import CheckpointManager
 from fleet.state import open_store
 

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from agent_support import FLEET, ROOT, env, finish, kill_tree, start, wait_until
+
 from fleet import elastic
 from fleet.errors import FleetError
 

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from agent_support import FLEET, env, finish, last_step, start, trailing_json, wait_until
+
 from fleet.checkpoint import CheckpointManager
 
 pytest.importorskip("pytorch_lightning")

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from agent_support import EXAMPLE, last_step, wait_until
+
 from fleet.model import LaunchRequest, Market, NodeConfig, fleet_tags
 from providers.base import OfferQuery
 from providers.local import LocalCloud

@@ -8,8 +8,8 @@ import logging
 import threading
 
 import pytest
-
 from agent_support import wait_until
+
 from fleet import nodelogs
 from fleet.agent.detect import instance_id
 from fleet.agent.logship import LogShipper

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 from agent_support import FLEET, env, finish, job_argv, last_step, start, trailing_json, wait_until
+
 from fleet.checkpoint import CheckpointManager
 
 

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from agent_support import FLEET, env
+
 from fleet.agent.checkpoints import CheckpointProbe
 from fleet.agent.notice import Notice
 from fleet.agent.runner import effective_margin, respond

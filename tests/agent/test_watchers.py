@@ -10,18 +10,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from fleet.agent import detect_cloud, make_watcher, WatcherOptions
-from fleet.agent import http
+from fleet.agent import WatcherOptions, detect_cloud, http, make_watcher
 from fleet.agent.aws import AwsWatcher
 from fleet.agent.azure import AzureWatcher
+from fleet.agent.detect import instance_id
 from fleet.agent.gcp import GceWatcher
 from fleet.agent.local import LocalWatcher
-from fleet.agent.detect import instance_id
 from fleet.agent.notice import PollingWatcher, TransientError, WatcherConfigError
 from fleet.agent.vast import VastWatcher
 
 POOL = ThreadPoolExecutor(8)
-RUNNING: list["Watching"] = []
+RUNNING: list[Watching] = []
 
 
 @pytest.fixture(autouse=True)

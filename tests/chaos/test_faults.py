@@ -4,6 +4,7 @@ end short with one line each, and the next run fills the gap with the same token
 from __future__ import annotations
 
 from cli.world import World
+
 from fleet.state import LaunchStatus
 
 
@@ -41,7 +42,7 @@ def test_throttling_and_server_errors_end_short_then_a_rerun_fills_in(world: Wor
     notes = [line for line in short.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 2 and any(throttled in n for n in notes) and any(broken in n for n in notes)
     store = world.store()
-    pending = {l.pool: l.token for l in store.launches("chaos", status=LaunchStatus.REQUESTED)}
+    pending = {launch.pool: launch.token for launch in store.launches("chaos", status=LaunchStatus.REQUESTED)}
     store.close()
     assert set(pending) == {throttled, broken}
 
@@ -53,7 +54,7 @@ def test_throttling_and_server_errors_end_short_then_a_rerun_fills_in(world: Wor
     assert len(tokens) == sum(report["desired"].values())
     store = world.store()
     try:
-        replayed = {l.pool: l.token for l in store.launches("chaos") if l.pool in pending}
+        replayed = {launch.pool: launch.token for launch in store.launches("chaos") if launch.pool in pending}
         assert replayed == pending       # the same tokens were replayed, no new launch was needed
     finally:
         store.close()

@@ -14,8 +14,8 @@ import signal
 import time
 
 import pytest
-
 from cli.world import World
+
 from fleet.state import LaunchStatus
 
 CRASH_POINTS = 24

@@ -10,8 +10,8 @@ the identity ``AZURE_CLIENT_ID`` names. The store is opened from the URI alone, 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

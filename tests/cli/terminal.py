@@ -17,7 +17,7 @@ import struct
 import subprocess
 import termios
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyte
 

@@ -5,88 +5,17 @@ constant). What counts is what EC2 holds: instances by fleet tag, in any state."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 
 import aws_world  # noqa: E402
-
-FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
-REGION = "us-east-1"
-
-#: 4 single-T4 nodes over at least two pools; g4dn.xlarge is cheapest in us-east-1b, then 1c, then 1d.
-SPEC = f"""
-name: {{name}}
-backend: cloud
-capacity:
-  gpus: 4
-  accelerators: {{{{T4: 1.0}}}}
-  gpus_per_node: {{{{min: 1, max: 1}}}}
-diversification:
-  max_pool_share: 0.5
-providers:
-  aws:
-    regions: [{REGION}]
-    ami: {aws_world.MOTO_AMI}
-    on_demand: false
-checkpoint:
-  provider: s3
-"""
-PRICES = {"g4dn.xlarge us-east-1b": 0.20, "g4dn.xlarge us-east-1c": 0.21, "g4dn.xlarge us-east-1d": 0.22}
-
-
-class AwsCli:
-    def __init__(self, root: Path, world: aws_world.AwsWorld):
-        self.root = root
-        self.world = world
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_"))}
-        env.update(self.world.env, SPOTFLEET_HOME=str(self.root / "home"), SPOTFLEET_CACHE_DIR=str(self.root / "cache"),
-                   COLUMNS="200", NO_COLOR="1", **extra)
-        return env
-
-    def spec(self, name: str = "awsfleet") -> str:
-        path = self.root / f"{name}.yaml"
-        path.write_text(SPEC.format(name=name))
-        return str(path)
-
-    def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env=self.env(**extra), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=240)
-
-    def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> Any:
-        proc = self.fleet(*args, "--json")
-        assert proc.returncode in ok, f"fleet {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        return json.loads(proc.stdout)
-
-    def ec2_instances(self, fleet: str | None = None) -> list[dict[str, Any]]:
-        """Every instance in moto (any state); with ``fleet``, only those tagged with it."""
-        filters = [{"Name": "tag:spotfleet:fleet", "Values": [fleet]}] if fleet else []
-        got = self.world.direct("ec2", REGION).describe_instances(Filters=filters)
-        return [i for r in got["Reservations"] for i in r["Instances"]]
-
-    def alive_by_pool(self, fleet: str) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for i in self.ec2_instances(fleet):
-            if i["State"]["Name"] in ("pending", "running"):
-                pool = {t["Key"]: t["Value"] for t in i["Tags"]}["spotfleet:pool"]
-                out[pool] = out.get(pool, 0) + 1
-        return out
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> AwsCli:
-    world = aws_world.fresh()
-    world.proxy.prices(PRICES, default=5.0)
-    return AwsCli(tmp_path, world)
+from cli.aws_cli_world import FLEET_BIN, REGION, AwsCli  # noqa: E402
 
 
 def _pool(zone_name: str) -> str:
@@ -94,69 +23,69 @@ def _pool(zone_name: str) -> str:
     return f"aws/{REGION}/{zone_id}/g4dn.xlarge/spot"
 
 
-def test_up_status_down_meet_the_spec_and_a_rerun_changes_nothing(cli: AwsCli):
-    spec = cli.spec()
-    theirs = cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
+def test_up_status_down_meet_the_spec_and_a_rerun_changes_nothing(aws_cli: AwsCli):
+    spec = aws_cli.spec()
+    theirs = aws_cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
                                                            MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
-    report = cli.fleet_json("up", spec, "--yes")
+    report = aws_cli.fleet_json("up", spec, "--yes")
     assert report["ok"] and report["desired"] == {_pool("us-east-1b"): 2, _pool("us-east-1c"): 2}
-    assert cli.alive_by_pool("awsfleet") == report["desired"]
-    for inst in cli.ec2_instances("awsfleet"):
+    assert aws_cli.alive_by_pool("awsfleet") == report["desired"]
+    for inst in aws_cli.ec2_instances("awsfleet"):
         tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
         assert inst["InstanceLifecycle"] == "spot" and tags["spotfleet:plan"] == report["plan_id"]
     # the checkpoint bucket exists, locked down, and nodes get its URI
-    s3 = cli.world.direct("s3")
+    s3 = aws_cli.world.direct("s3")
     assert s3.get_public_access_block(Bucket="awsfleet-checkpoints")["PublicAccessBlockConfiguration"]["BlockPublicAcls"]
-    assert cli.world.direct("iam").get_instance_profile(InstanceProfileName="spotfleet-awsfleet-checkpoints")
+    assert aws_cli.world.direct("iam").get_instance_profile(InstanceProfileName="spotfleet-awsfleet-checkpoints")
 
-    again = cli.fleet_json("up", spec, "--yes")
+    again = aws_cli.fleet_json("up", spec, "--yes")
     assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert len(cli.ec2_instances("awsfleet")) == 4
+    assert len(aws_cli.ec2_instances("awsfleet")) == 4
 
-    status = cli.fleet_json("status", "awsfleet")
+    status = aws_cli.fleet_json("status", "awsfleet")
     assert json.dumps(status).count("running") >= 4
 
-    down = cli.fleet("down", "awsfleet", "--yes")
+    down = aws_cli.fleet("down", "awsfleet", "--yes")
     assert down.returncode == 0, down.stderr
-    assert cli.alive_by_pool("awsfleet") == {}
-    foreign = [i for i in cli.ec2_instances() if i["InstanceId"] == theirs]
+    assert aws_cli.alive_by_pool("awsfleet") == {}
+    foreign = [i for i in aws_cli.ec2_instances() if i["InstanceId"] == theirs]
     assert foreign[0]["State"]["Name"] == "running"          # someone else's instance is untouched
-    launch_templates = cli.world.direct("ec2", REGION).describe_launch_templates()["LaunchTemplates"]
+    launch_templates = aws_cli.world.direct("ec2", REGION).describe_launch_templates()["LaunchTemplates"]
     assert launch_templates == []                              # nothing left behind
 
 
 @pytest.mark.parametrize("crash_at", ["launch-recorded", "launch-sent", "instances-recorded"])
-def test_killed_mid_up_a_rerun_converges_without_duplicates(cli: AwsCli, crash_at: str):
-    spec = cli.spec()
-    crashed = cli.fleet("up", spec, "--yes", SPOTFLEET_TEST_CRASH_AT=crash_at)
+def test_killed_mid_up_a_rerun_converges_without_duplicates(aws_cli: AwsCli, crash_at: str):
+    spec = aws_cli.spec()
+    crashed = aws_cli.fleet("up", spec, "--yes", SPOTFLEET_TEST_CRASH_AT=crash_at)
     assert crashed.returncode == 137, crashed.stderr
-    rerun = cli.fleet_json("up", spec, "--yes")
-    assert rerun["ok"] and cli.alive_by_pool("awsfleet") == rerun["desired"]
-    assert len(cli.ec2_instances("awsfleet")) == sum(rerun["desired"].values())   # nothing launched twice
+    rerun = aws_cli.fleet_json("up", spec, "--yes")
+    assert rerun["ok"] and aws_cli.alive_by_pool("awsfleet") == rerun["desired"]
+    assert len(aws_cli.ec2_instances("awsfleet")) == sum(rerun["desired"].values())   # nothing launched twice
 
 
-def test_a_pool_out_of_capacity_is_replanned_to_another(cli: AwsCli):
-    cli.world.proxy.capacity("g4dn.xlarge", 0, cli.world.subnets(REGION, "use1-az1"))   # us-east-1b is empty
-    report = cli.fleet_json("up", cli.spec(), "--yes")
+def test_a_pool_out_of_capacity_is_replanned_to_another(aws_cli: AwsCli):
+    aws_cli.world.proxy.capacity("g4dn.xlarge", 0, aws_cli.world.subnets(REGION, "use1-az1"))   # us-east-1b is empty
+    report = aws_cli.fleet_json("up", aws_cli.spec(), "--yes")
     assert report["ok"]
     assert report["counts"] == {_pool("us-east-1c"): 2, _pool("us-east-1d"): 2}
     assert [f["error_code"] for f in report["failures"]] == ["InsufficientInstanceCapacity"]
-    assert cli.alive_by_pool("awsfleet") == report["counts"]
+    assert aws_cli.alive_by_pool("awsfleet") == report["counts"]
 
 
-def test_a_spot_instance_aws_took_back_is_dated_by_aws(cli: AwsCli):
+def test_a_spot_instance_aws_took_back_is_dated_by_aws(aws_cli: AwsCli):
     from fleet.state import open_store
 
-    spec = cli.spec()
-    cli.fleet_json("up", spec, "--yes")
-    victim = sorted(i["InstanceId"] for i in cli.ec2_instances("awsfleet"))[0]
+    spec = aws_cli.spec()
+    aws_cli.fleet_json("up", spec, "--yes")
+    victim = sorted(i["InstanceId"] for i in aws_cli.ec2_instances("awsfleet"))[0]
     time.sleep(2.5)
-    cli.world.direct("ec2", REGION).terminate_instances(InstanceIds=[victim])
+    aws_cli.world.direct("ec2", REGION).terminate_instances(InstanceIds=[victim])
     taken_at = float(int(time.time()) - 1)
-    cli.world.proxy.interrupted([victim], taken_at)           # EC2 now describes it as a spot interruption
-    status = cli.fleet_json("status", "awsfleet", "--check", ok=(3,))    # one short of its plan: --check exits 3
+    aws_cli.world.proxy.interrupted([victim], taken_at)           # EC2 now describes it as a spot interruption
+    status = aws_cli.fleet_json("status", "awsfleet", "--check", ok=(3,))    # one short of its plan: --check exits 3
     assert status["reconciled"] and status["status"] == "short"
-    store = open_store(str(cli.root / "home" / "state.db"), create=False)
+    store = open_store(str(aws_cli.root / "home" / "state.db"), create=False)
     try:
         [record] = [r for r in store.instances("awsfleet") if r.id == victim]
     finally:
@@ -164,22 +93,22 @@ def test_a_spot_instance_aws_took_back_is_dated_by_aws(cli: AwsCli):
     assert record.end_reason == "preempted" and record.ended_at == taken_at
 
 
-def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_queue(cli: AwsCli):
+def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_queue(aws_cli: AwsCli):
     """``rebalance.interruption_queue``: ``fleet up`` makes the queue and rules, the watcher reads
     the EventBridge notice (routed by moto from ``PutEvents``) and replaces the node in its next
     pass (``--every 1h``: only news starts one), a foreign notice is ignored, and ``fleet down``
     deletes the queue and rules."""
-    spec = cli.spec()
+    spec = aws_cli.spec()
     Path(spec).write_text(Path(spec).read_text() + "rebalance:\n  interruption_queue: true\n")
-    cli.fleet_json("up", spec, "--yes")
-    sqs, events = cli.world.direct("sqs", REGION), cli.world.direct("events", REGION)
+    aws_cli.fleet_json("up", spec, "--yes")
+    sqs, events = aws_cli.world.direct("sqs", REGION), aws_cli.world.direct("events", REGION)
     assert sqs.get_queue_url(QueueName="spotfleet-awsfleet-interruptions")["QueueUrl"]
     assert len(events.list_rules(NamePrefix="spotfleet-awsfleet-")["Rules"]) == 3
-    ours = sorted(i["InstanceId"] for i in cli.ec2_instances("awsfleet"))
-    theirs = cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
+    ours = sorted(i["InstanceId"] for i in aws_cli.ec2_instances("awsfleet"))
+    theirs = aws_cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
                                                            MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
     proc = subprocess.Popen([FLEET_BIN, "rebalance", "awsfleet", "--watch", "1s", "--every", "1h", "--passes", "2"],
-                            env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=aws_cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             text=True)
     try:
         assert proc.stdout is not None
@@ -196,10 +125,10 @@ def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_
             proc.wait()
     assert proc.returncode == 0, err
     assert "early-replace" in out and ": done" in out, out
-    assert sum(cli.alive_by_pool("awsfleet").values()) == 5          # 4 healthy and the one AWS is about to take
-    history = cli.fleet_json("history", "awsfleet")
+    assert sum(aws_cli.alive_by_pool("awsfleet").values()) == 5          # 4 healthy and the one AWS is about to take
+    history = aws_cli.fleet_json("history", "awsfleet")
     noticed = [e for e in history["events"] if e["kind"] == "interruption-notice"]
     assert [(e["instance_id"], e["detail"]["source"]) for e in noticed] == [(ours[0], "queue")]
-    assert cli.fleet("down", "awsfleet", "--yes").returncode == 0
+    assert aws_cli.fleet("down", "awsfleet", "--yes").returncode == 0
     assert events.list_rules(NamePrefix="spotfleet-awsfleet-")["Rules"] == []
     assert sqs.list_queues(QueueNamePrefix="spotfleet-awsfleet").get("QueueUrls", []) == []

@@ -7,17 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tests.cli.test_azure_cli import RG, SPEC, ArmServer, AzureWorld, server  # noqa: F401  (the fixture)
-from tests.cli.test_azure_scaleset_cli import SPEC as SCALE_SET
+from cli.azure_world import RG, SPEC, ArmServer, AzureWorld
+from cli.azure_world import SCALE_SET_SPEC as SCALE_SET
 
 TWO_REGIONS = SPEC.replace("diversification:\n", "diversification:\n  max_region_share: 0.6\n")          # both regions get some of the fleet
 #: 4 GPUs over the two regional spot pools (eastus, westus2), nothing on-demand.
 SCALE_SET_SPOT = SCALE_SET.replace("gpus: 6", "gpus: 4").replace("on_demand_gpus: 1", "on_demand_gpus: 0")
 
 
-def _world(tmp_path: Path, server: ArmServer, spec: str, **reset) -> AzureWorld:
-    world = AzureWorld(tmp_path, server)
+def _world(tmp_path: Path, arm_server: ArmServer, spec: str, **reset) -> AzureWorld:
+    world = AzureWorld(tmp_path, arm_server)
     world.control("reset", reset)          # no foreign VMs: the resource group does not exist yet
     world.foreign = []
     world.spec.write_text(spec)
@@ -30,10 +29,10 @@ def _members(world: AzureWorld) -> list[dict]:
             if (v["properties"].get("virtualMachineScaleSet") or {}).get("id", "").lower() in sets]
 
 
-def test_the_first_up_of_a_two_region_spec_creates_the_group_once_and_fills_both_regions(tmp_path, server):
+def test_the_first_up_of_a_two_region_spec_creates_the_group_once_and_fills_both_regions(tmp_path, arm_server):
     # both regions' existence checks are held until both arrived: without one lock for the group
     # both would find it missing and PUT it in their own region, and ARM would refuse the second
-    world = _world(tmp_path, server, TWO_REGIONS, group_gate=2)
+    world = _world(tmp_path, arm_server, TWO_REGIONS, group_gate=2)
     report = world.fleet_json("up", str(world.spec), "--yes")
     assert report["ok"] and not report["failures"], report
     regions = {p.split("/")[1] for p in report["desired"]}
@@ -46,9 +45,9 @@ def test_the_first_up_of_a_two_region_spec_creates_the_group_once_and_fills_both
 
 
 @pytest.mark.parametrize("propagate", [False, True], ids=["set-tags-stay-on-the-set", "set-tags-propagate"])
-def test_scale_set_mode_finds_its_vms_by_their_set_whether_or_not_azure_copies_the_tags(tmp_path, server,
+def test_scale_set_mode_finds_its_vms_by_their_set_whether_or_not_azure_copies_the_tags(tmp_path, arm_server,
                                                                                         propagate: bool):
-    world = _world(tmp_path, server, SCALE_SET, vmss_tags_propagate=propagate)
+    world = _world(tmp_path, arm_server, SCALE_SET, vmss_tags_propagate=propagate)
     report = world.fleet_json("up", str(world.spec), "--yes")
     assert report["ok"], report
     members = _members(world)
@@ -64,8 +63,8 @@ def test_scale_set_mode_finds_its_vms_by_their_set_whether_or_not_azure_copies_t
     assert world.state()["vms"] == [] and world.state()["scale_sets"] == []
 
 
-def test_rebalance_replaces_an_evicted_scale_set_vm(tmp_path, server):
-    world = _world(tmp_path, server, SCALE_SET_SPOT)
+def test_rebalance_replaces_an_evicted_scale_set_vm(tmp_path, arm_server):
+    world = _world(tmp_path, arm_server, SCALE_SET_SPOT)
     report = world.fleet_json("up", str(world.spec), "--yes")
     assert report["ok"], report
     before = _members(world)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_azure_cli import SPEC, AzureWorld, server  # noqa: F401  (server: the fixture)
+from cli.azure_world import SPEC, AzureWorld
 
 
 @pytest.fixture
-def world(tmp_path: Path, server) -> AzureWorld:  # noqa: F811
-    return AzureWorld(tmp_path, server)
+def world(tmp_path: Path, arm_server) -> AzureWorld:
+    return AzureWorld(tmp_path, arm_server)
 
 
 def test_the_spot_vcpu_quota_binds_the_plan_and_its_shortfall_names_it(world: AzureWorld):

@@ -6,31 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cli.azure_world import RG, ArmServer, AzureWorld
+from cli.azure_world import SCALE_SET_SPEC as SPEC
 
 from fleet.state import LaunchStatus, open_store
 
-from tests.cli.test_azure_cli import RG, SUBSCRIPTION, ArmServer, AzureWorld, server  # noqa: F401  (the fixture)
-
-SPEC = f"""
-name: af
-backend: cloud
-capacity:
-  gpus: 6
-  accelerators: [A100-80GB]
-  gpus_per_node: {{min: 1, max: 1}}
-  on_demand_gpus: 1
-providers:
-  azure: {{subscription_id: "{SUBSCRIPTION}", resource_group: {RG}, launch_mode: scale-set}}
-diversification:
-  max_pool_share: 0.9
-node:
-  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
-"""
-
 
 @pytest.fixture
-def world(tmp_path: Path, server: ArmServer) -> AzureWorld:
-    w = AzureWorld(tmp_path, server)
+def world(tmp_path: Path, arm_server: ArmServer) -> AzureWorld:
+    w = AzureWorld(tmp_path, arm_server)
     w.spec.write_text(SPEC)
     w.foreign_set = w.control("vmss_foreign", {"resource_group": RG, "location": "eastus", "count": 2,
                                                "size": "Standard_NC24ads_A100_v4"})

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
-from vast_server import API_KEY, VastServer  # noqa: E402
-
 from cli.api_world import ApiWorld  # noqa: E402
+from vast_server import API_KEY, VastServer  # noqa: E402
 
 #: Six one-GPU H100 machines; a plan of four uses the cheapest four.
 ASKS = [{"id": 4000 + n, "machine_id": 900 + n, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559,
@@ -147,7 +146,7 @@ def test_a_bad_budget_names_the_field_and_the_fix(tmp_path, server, budget, fiel
 
 def test_an_ec2_spot_price_that_moved_after_the_plan_bills_over_it_and_is_warned(tmp_path):
     import aws_world
-    from cli.test_aws_cli import PRICES, AwsCli
+    from cli.aws_cli_world import PRICES, AwsCli
 
     world = aws_world.fresh()
     world.proxy.prices(PRICES, default=5.0)

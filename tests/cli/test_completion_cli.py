@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from cli.world import SMALL_SPEC as SMALL, World
+from cli.world import SMALL_SPEC as SMALL
+from cli.world import World
 
 
 def _complete(world: World, words: str, *, cword: int | None = None) -> list[str]:

@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from cli.world import SMALL_SPEC, World
+
 from fleet import nodelogs
 from fleet.agent.logship import LogShipper
 from fleet.agent.notice import Notice

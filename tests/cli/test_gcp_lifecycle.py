@@ -36,13 +36,6 @@ node: {startup: "python train.py"}
 
 
 @pytest.fixture(scope="module")
-def gce():
-    server = GceServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def gcs():
     try:
         emulator = start_fake_gcs()

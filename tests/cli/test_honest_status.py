@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 
 from cli.world import World
+
 from fleet.errors import StateError
 
 
@@ -155,5 +156,5 @@ def test_history_footer_counts_the_launch_calls_of_the_run_it_shows(world: World
     everything = world.fleet_json("history", "footer", "--all")
     assert len(everything["launches"]) == len(every_call) > len(second)
     footer = world.fleet("history", "footer").stdout.strip().splitlines()[-1]
-    assert footer.startswith(f"{len(second)} launch call(s) asked for {sum(l.count for l in second)} instance(s); "
-                             f"{sum(l.launched for l in second)} came back; cost so far $")
+    assert footer.startswith(f"{len(second)} launch call(s) asked for {sum(launch.count for launch in second)} instance(s); "
+                             f"{sum(launch.launched for launch in second)} came back; cost so far $")

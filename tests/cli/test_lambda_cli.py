@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
+from cli.api_world import ApiWorld, assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
 from lambda_server import API_KEY, LambdaServer  # noqa: E402
 
-from cli.api_world import ApiWorld, assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
 from fleet.state import LaunchStatus, open_store  # noqa: E402
 from providers.lambda_cloud.api import LambdaApi  # noqa: E402
 

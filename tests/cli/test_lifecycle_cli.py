@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cli.test_state_faults_cli import SMALL as STATE_SMALL
 from cli.world import FLEET_BIN, World
+from cli.world import SMALL_SPEC as STATE_SMALL
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,14 +9,13 @@ import json
 import shlex
 import signal
 import subprocess
-import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from agent.agent_support import wait_until
 from cli.world import FLEET_BIN, World
+
 from providers.local import LocalCloud
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")

@@ -10,8 +10,10 @@ as one line with the control characters escaped and the key masked.
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
-from cli.test_vast_cli import VastWorld, server, world  # noqa: F401  (the fake Vast server and its world)
+import pytest
+from cli.vast_world import VastWorld
 from fakes.vast_server import API_KEY
 
 FORGED = "fake line: fleet is up"
@@ -21,6 +23,12 @@ def _clean(text: str) -> None:
     assert API_KEY not in text
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text
     assert f"\n{FORGED}" not in text                       # never a line of its own
+
+
+@pytest.fixture
+def world(tmp_path: Path, vast_server) -> VastWorld:
+    return VastWorld(tmp_path, vast_server)
+
 
 
 def test_a_hostile_error_is_one_masked_line_in_every_face_and_in_the_store(world: VastWorld):

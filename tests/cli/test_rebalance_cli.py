@@ -4,11 +4,11 @@ Every test runs twice: with the state in SQLite and in a real PostgreSQL server.
 
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
 
+import pytest
 from cli.world import World
+
 from fleet.agent.notice import Notice
 from fleet.agent.report import report_notice
 from fleet.state import LaunchStatus, StateStore, open_store

@@ -8,9 +8,9 @@ import socket
 from pathlib import Path
 
 import pytest
+from agent.agent_support import wait_until
 from click.testing import CliRunner
 
-from agent.agent_support import wait_until
 from fleet.cli.main import cli
 from providers.local import LocalCloud
 from providers.local.nodes import node_dir

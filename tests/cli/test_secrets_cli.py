@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from cli.world import World
+
 from providers.local import LocalCloud
 
 SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY-not-a-real-key"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from cli.world import SMALL_SPEC, World
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from cli.world import SMALL_SPEC as SMALL, World
+from cli.world import SMALL_SPEC as SMALL
+from cli.world import World
 
 
 def _up(world: World, name: str) -> dict:

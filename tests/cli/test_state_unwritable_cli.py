@@ -16,9 +16,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from cli.test_state_faults_cli import SMALL
 from cli.world import FLEET_BIN, World
+from cli.world import SMALL_SPEC as SMALL
 
 
 def _namespaces_work() -> bool:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
-from cli.world import SMALL_SPEC as SMALL, World
+from cli.world import SMALL_SPEC as SMALL
+from cli.world import World
+
 from fleet.cli.main import COMMAND_MODULES, command_name
 
 

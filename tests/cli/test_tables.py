@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from cli.world import World
+
 from fleet.cli.tables import Column, compact_pool, layout
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,19 +20,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from cli.vast_world import VastWorld  # noqa: E402
+from fakes.gce_server import GceServer, control  # noqa: E402
 from vast_server import VastServer  # noqa: E402
 
-from cli.test_gcp_lifecycle import gce  # noqa: E402,F401  (the fake Compute Engine, per module)
-from cli.test_vast_cli import VastWorld, server  # noqa: E402,F401  (the fake Vast, per module)
-from fakes.gce_server import GceServer, control  # noqa: E402
 from fleet.state import FleetStatus, open_store  # noqa: E402
 
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 
 
 @pytest.fixture
-def world(tmp_path: Path, server: VastServer) -> VastWorld:
-    world = VastWorld(tmp_path, server)
+def world(tmp_path: Path, vast_server: VastServer) -> VastWorld:
+    world = VastWorld(tmp_path, vast_server)
     report = world.fleet_json("up", str(world.spec), "--yes")
     assert report["ok"] and len(world.ours()) == 4
     return world
@@ -163,9 +162,9 @@ node:
 """
 
 
-def test_down_terminates_on_the_readable_provider_and_fails_naming_the_other(tmp_path: Path, server, gce):
+def test_down_terminates_on_the_readable_provider_and_fails_naming_the_other(tmp_path: Path, vast_server, gce):
     control(gce.url, "reset", {})
-    world = VastWorld(tmp_path, server)
+    world = VastWorld(tmp_path, vast_server)
     spec = tmp_path / "both.yaml"
     spec.write_text(BOTH_SPEC)
     up = world.fleet("up", str(spec), "--yes", "--json", SPOTFLEET_GCE_ENDPOINT=gce.url)

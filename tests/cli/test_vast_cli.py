@@ -12,61 +12,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
+from cli.api_world import assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
+from cli.vast_world import ASKS, VastWorld  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
-from cli.api_world import ApiWorld, assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
 from fleet.state import LaunchStatus, open_store  # noqa: E402
-
-#: Eight one-GPU H100 machines and one someone else already rents.
-ASKS = [{"id": 3000 + n, "machine_id": 800 + n, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559,
-         "dph_base": 2.0 + 0.05 * n, "min_bid": 1.0 + 0.02 * n, "reliability2": 0.99,
-         "geolocation": ["Texas, US", "Quebec, CA", "Oregon, US", "Bavaria, DE"][n % 4]} for n in range(8)]
-
-SPEC = """
-name: vf
-backend: cloud
-capacity:
-  gpus: 4
-  accelerators: [H100]
-  gpus_per_node: {min: 1, max: 1}
-providers:
-  vast: {min_reliability: 0.9}
-diversification:
-  max_pool_share: 0.5
-node:
-  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
-"""
-
-
-class VastWorld(ApiWorld):
-    def __init__(self, root: Path, server: VastServer):
-        super().__init__(root, server.url, spec=SPEC, name="vf", strip=("VAST_",),
-                         env_vars={"SPOTFLEET_VAST_URL": server.url, "VAST_API_KEY": API_KEY})
-        self.server = server
-        self.control("reset", {"asks": ASKS})
-        self.foreign = self.control("foreign", {"ask": 3007, "count": 1, "label": "someone-else"})["ids"]
-
-    def instances(self) -> list[dict]:
-        return self.control("instances")["instances"]
-
-    def ours(self, *, live: bool = True) -> list[dict]:
-        return [i for i in self.instances() if str(i["label"] or "").startswith("spotfleet|vf|")
-                and (not live or not i["destroyed"])]
-
-    def foreign_alive(self) -> bool:
-        return all(not i["destroyed"] for i in self.instances() if i["id"] in self.foreign)
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = VastServer(port=0).start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture
-def world(tmp_path: Path, server: VastServer) -> VastWorld:
-    return VastWorld(tmp_path, server)
+def world(tmp_path: Path, vast_server: VastServer) -> VastWorld:
+    return VastWorld(tmp_path, vast_server)
 
 
 def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: VastWorld):

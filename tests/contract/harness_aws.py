@@ -27,7 +27,7 @@ REGION = "us-east-1"
 
 @dataclass
 class AwsHarness:
-    world: "aws_world.AwsWorld"
+    world: aws_world.AwsWorld
     provider: Provider
 
     def offer(self, market: Market) -> Offer | None:
@@ -73,7 +73,7 @@ class AwsHarness:
 
     def foreign_interconnect(self, offer: Offer, name: str) -> None:
         """A group named ``name`` that no fleet made (no fleet tag)."""
-        import boto3    # moto has no placement groups: the proxy holds them
+        import boto3  # moto has no placement groups: the proxy holds them
         boto3.client("ec2", endpoint_url=self.world.proxy.url, region_name=offer.pool.region,
                      aws_access_key_id="testing", aws_secret_access_key="testing").create_placement_group(
             GroupName=name, Strategy="cluster")

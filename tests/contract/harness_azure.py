@@ -8,9 +8,8 @@ The levers act through the fake's control API.
 from __future__ import annotations
 
 import atexit
-import tempfile
-
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,8 +123,8 @@ def azure_harness(launch_mode: str = "vms") -> AzureHarness:
     srv = server()
     httpx.post(f"{srv.url}/_control/reset", json={}).raise_for_status()
     arm = Arm(SUBSCRIPTION, srv.url, polling_interval=0, sleep=lambda s: None)
-    from providers.azure.settings import AzureSettings
     from providers.azure.scaleset_provider import AzureScaleSetProvider
+    from providers.azure.settings import AzureSettings
     cls = AzureScaleSetProvider if launch_mode == "scale-set" else AzureProvider
     provider = cls(AzureSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode), arm=arm,
                    environ=storage_env(), cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"),

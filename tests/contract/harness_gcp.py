@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fakes.gce_server import GceServer, control  # noqa: E402
 from fakes.storage_emulators import EmulatorUnavailable, start_fake_gcs  # noqa: E402
+
 from fleet.model import Market, Offer  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 from providers.gcp.offers import parse_instance_type  # noqa: E402

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.errors import (AuthError, MalformedResponseError, ProviderError, QuotaExceededError, RateLimitedError,
-                          TransientProviderError)
+from fleet.errors import (
+    AuthError,
+    MalformedResponseError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitedError,
+    TransientProviderError,
+)
 from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, LaunchRequest, Market, Offer, PoolKey, fleet_tags
 from providers.base import BucketRef, OfferQuery, Provider, ReadsConsole, StorageSpec
 from providers.registry import record, records

@@ -15,10 +15,11 @@ import os
 import sys
 import threading
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -29,7 +30,7 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 MOTO_AMI = "ami-12c6146b"
 
 _lock = threading.Lock()
-_world: "AwsWorld | None" = None
+_world: AwsWorld | None = None
 
 
 class AwsUnavailable(RuntimeError):

@@ -869,7 +869,7 @@ class ArmServer:
         self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "ArmServer":
+    def start(self) -> ArmServer:
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self._thread.start()
         return self

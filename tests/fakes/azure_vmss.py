@@ -52,7 +52,7 @@ def members(st: Any, rg: str, name: str) -> list[tuple[tuple[str, str], dict[str
     """The VMs of set ``rg/name`` (oldest first)."""
     sid = _set_id(rg, name).lower()
     return [(k, v) for k, v in st.vms.items()
-            if str(((v["properties"].get("virtualMachineScaleSet") or {}).get("id") or "")).lower() == sid]
+            if str((v["properties"].get("virtualMachineScaleSet") or {}).get("id") or "").lower() == sid]
 
 
 def _invalid(h: Any, target: str, message: str) -> None:

@@ -540,7 +540,7 @@ class Ec2Proxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def start(self) -> "Ec2Proxy":
+    def start(self) -> Ec2Proxy:
         self._thread.start()
         return self
 

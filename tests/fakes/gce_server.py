@@ -472,7 +472,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self._region(project, rest[1])
             if key == "resourcePolicies.aggregatedList":
                 items = {}
-                for (r, n), p in sorted(w.policies.items()):
+                for (r, _n), p in sorted(w.policies.items()):
                     items.setdefault(f"regions/{r}", {"resourcePolicies": []})["resourcePolicies"].append(_public(p))
                 return {"kind": "compute#resourcePolicyAggregatedList", "items": items}
             if key.startswith(("resourcePolicies.", "regionOperations.")):
@@ -895,7 +895,7 @@ class GceServer:
         self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def start(self) -> "GceServer":
+    def start(self) -> GceServer:
         self.thread.start()
         return self
 

@@ -87,7 +87,7 @@ class FakeServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     # lifecycle -------------------------------------------------------------------------------
-    def start(self) -> "FakeServer":
+    def start(self) -> FakeServer:
         self._thread.start()
         return self
 

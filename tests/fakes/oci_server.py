@@ -55,17 +55,16 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 try:
     import malformed
-    from serving import BackgroundServer
+    from serving import BackgroundServer, JsonHandler
 except ImportError:          # imported as tests.fakes.oci_server
     from . import malformed
-    from .serving import BackgroundServer
+    from .serving import BackgroundServer, JsonHandler
 
 TENANCY = "ocid1.tenancy.oc1..aaaaaaaafaketenancy"
 USER = "ocid1.user.oc1..aaaaaaaafakeuser"
@@ -185,32 +184,13 @@ class State:
         return inst
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     server_version = "fake-oci/1"
-    protocol_version = "HTTP/1.1"
+    WRONG_TYPES = WRONG_TYPES
     state: State
 
-    def log_message(self, fmt: str, *args: Any) -> None:
-        pass
-
-    # ---- plumbing ---------------------------------------------------------------------------
-    def _raw_body(self) -> bytes:
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
-    def _send(self, status: int, data: Any = None, headers: dict[str, str] | None = None,
-              broken: dict[str, Any] | None = None) -> None:
-        raw, ctype = (json.dumps(data).encode() if data is not None else b""), "application/json"
-        if broken is not None:      # a "malformed" fault: this body instead of the real one
-            raw, ctype = malformed.body(broken["variant"], raw, WRONG_TYPES[broken["target"]], ctype)
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(raw)))
-        self.send_header("opc-request-id", uuid.uuid4().hex.upper())
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(raw)
+    def _headers(self) -> dict[str, str]:
+        return {"opc-request-id": uuid.uuid4().hex.upper()}
 
     def _error(self, status: int, code: str, message: str) -> None:
         self._send(status, {"code": code, "message": message})
@@ -261,15 +241,6 @@ class Handler(BaseHTTPRequestHandler):
                 return self._api(method, parts, query, raw)
             except ApiError as err:
                 return self._error(err.status, err.code, err.message)
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._route("GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._route("POST")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._route("DELETE")
 
     def _api(self, method: str, parts: list[str], query: dict[str, str], raw: bytes) -> None:
         if parts[:1] != ["20160918"]:

@@ -46,19 +46,17 @@ now bill ``r`` USD/h, their ``cost``, as when a host's price changed under a run
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 try:
     import malformed
-    from serving import BackgroundServer, serve_main
+    from serving import BackgroundServer, JsonHandler, serve_main
 except ImportError:          # imported as tests.fakes.runpod_server
     from . import malformed
-    from .serving import BackgroundServer, serve_main
+    from .serving import BackgroundServer, JsonHandler, serve_main
 
 API_KEY = "fake-runpod-key"
 CLOUDS = ("SECURE", "COMMUNITY")
@@ -165,38 +163,13 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     server_version = "fake-runpod/2"
-    protocol_version = "HTTP/1.1"
+    WRONG_TYPES = WRONG_TYPES
     state: State
 
-    def log_message(self, fmt: str, *args: Any) -> None:
-        pass
-
-    # ---- plumbing ---------------------------------------------------------------------------
-    def _body(self) -> Any:
-        n = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(n) if n else b""
-        try:
-            return json.loads(raw) if raw else {}
-        except ValueError:
-            return None
-
-    def _send(self, status: int, data: Any = None, headers: dict[str, str] | None = None,
-              broken: dict[str, Any] | None = None, ctype: str = "application/json") -> None:
-        raw = json.dumps(data).encode() if data is not None else b""
-        if broken is not None:
-            raw, ctype = malformed.body(broken["variant"], raw, WRONG_TYPES[broken["target"]], ctype)
-        self.send_response(status)
-        if raw:
-            self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(raw)))
-        self.send_header("RateLimit", '"user";r=99;t=10')
-        self.send_header("RateLimit-Policy", '"user";q=100;w=10')
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(raw)
+    def _headers(self) -> dict[str, str]:
+        return {"RateLimit": '"user";r=99;t=10', "RateLimit-Policy": '"user";q=100;w=10'}
 
     def _problem(self, status: int, title: str, detail: str, errors: list[str] | None = None,
                  headers: dict[str, str] | None = None) -> None:
@@ -259,18 +232,6 @@ class Handler(BaseHTTPRequestHandler):
             if len(parts) == 4 and parts[:2] == ["v2", "pods"] and parts[3] == "action" and method == "POST":
                 return self._action(parts[2], body)
             return self._problem(404, "Not Found", f"no route {method} {url.path}")
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._route("GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._route("POST")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._route("DELETE")
-
-    def do_PATCH(self) -> None:  # noqa: N802
-        self._route("PATCH")
 
     # ---- the API ----------------------------------------------------------------------------
     def _catalog(self, query: dict[str, str]) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 try:
     import malformed
@@ -22,7 +23,8 @@ except ImportError:          # imported as tests.fakes.serving
 
 
 class JsonHandler(BaseHTTPRequestHandler):
-    """Subclasses set ``server_version``, ``WRONG_TYPES`` (malformed target -> body) and ``_route``."""
+    """Subclasses set ``server_version``, ``WRONG_TYPES`` (malformed target -> body) and ``_route``;
+    ``_headers`` adds what every answer of a vendor carries (request ids, rate limits)."""
 
     protocol_version = "HTTP/1.1"
     WRONG_TYPES: dict[str, bytes] = {}
@@ -31,23 +33,31 @@ class JsonHandler(BaseHTTPRequestHandler):
     def log_message(self, fmt: str, *args: Any) -> None:
         pass
 
-    def _body(self) -> Any:
+    def _raw_body(self) -> bytes:
         n = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(n) if n else b""
+        return self.rfile.read(n) if n else b""
+
+    def _body(self) -> Any:
+        raw = self._raw_body()
         try:
             return json.loads(raw) if raw else {}
         except ValueError:
             return None
 
-    def _send(self, status: int, data: Any, headers: dict[str, str] | None = None,
-              broken: dict[str, Any] | None = None) -> None:
-        raw, ctype = json.dumps(data).encode(), "application/json"
+    def _headers(self) -> dict[str, str]:
+        return {}
+
+    def _send(self, status: int, data: Any = None, headers: dict[str, str] | None = None,
+              broken: dict[str, Any] | None = None, ctype: str = "application/json") -> None:
+        """``data`` as JSON (``None``: no body, as for a 204), with ``headers`` after ``_headers()``."""
+        raw = json.dumps(data).encode() if data is not None else b""
         if broken is not None:       # a "malformed" fault: this body instead of the real one
             raw, ctype = malformed.body(broken["variant"], raw, self.WRONG_TYPES[broken["target"]], ctype)
         self.send_response(status)
-        self.send_header("Content-Type", ctype)
+        if raw:
+            self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(raw)))
-        for k, v in (headers or {}).items():
+        for k, v in {**self._headers(), **(headers or {})}.items():
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(raw)
@@ -66,6 +76,9 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:  # noqa: N802
         self._route("DELETE")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._route("PATCH")
 
 
 class BackgroundServer:

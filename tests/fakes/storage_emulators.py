@@ -190,7 +190,7 @@ def start_azurite() -> Emulator:
         raise EmulatorUnavailable("azure-storage-blob not installed: pip install -e '.[test]'") from err
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="azurite-")
-    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), 
+    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", str(port),
                              "--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--silent",
                              "--disableTelemetry"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)

@@ -21,19 +21,19 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Callable, ContextManager, Iterator
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 
 import aws_world  # noqa: E402
-from metadata import FakeImds, FakeOciImds  # noqa: E402
-from oci_server import COMPARTMENT, IMAGE, SUBNET, OciServer  # noqa: E402
 from lambda_server import API_KEY as LAMBDA_KEY  # noqa: E402
 from lambda_server import LambdaServer  # noqa: E402
+from metadata import FakeImds, FakeOciImds  # noqa: E402
+from oci_server import COMPARTMENT, IMAGE, SUBNET, OciServer  # noqa: E402
 from runpod_server import API_KEY as RUNPOD_KEY  # noqa: E402
 from runpod_server import RunPodServer  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
@@ -295,7 +295,7 @@ def launched_on_runpod(root: Path, world: aws_world.AwsWorld) -> Iterator[Launch
         server.stop()
 
 
-LAUNCHES: dict[str, Callable[[Path, aws_world.AwsWorld], ContextManager[Launched]]] = {
+LAUNCHES: dict[str, Callable[[Path, aws_world.AwsWorld], AbstractContextManager[Launched]]] = {
     "aws": launched_on_aws, "vast": launched_on_vast, "oci": launched_on_oci, "lambda": launched_on_lambda,
     "runpod": launched_on_runpod}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.model import (TAG_FLEET, Allocation, Market, PlacementChoice, Plan, PlanTotals, interconnect_group)
+from fleet.model import TAG_FLEET, Allocation, Market, PlacementChoice, Plan, PlanTotals, interconnect_group
 from fleet.planning.placement import INTERCONNECT
 from fleet.provisioning.executor import apply
 from fleet.state import open_store

@@ -10,7 +10,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 
-import aws_world  # noqa: E402
 
 from fleet.catalog import Catalog  # noqa: E402
 from fleet.model import InterruptionSource, Market  # noqa: E402

@@ -12,62 +12,21 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
-from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
+from azure_arm import SUBSCRIPTION  # noqa: E402
+from support.azure_adapter import RG, Fake, _offer, _request  # noqa: E402
 
 from fleet.errors import AuthError, NoCapacityError, ProviderError, QuotaExceededError  # noqa: E402
-from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
+from fleet.model import InstanceState, Market, NodeConfig, fleet_tags  # noqa: E402
 from providers.azure.arm import Arm, is_local  # noqa: E402
 from providers.azure.errors import error_class  # noqa: E402
 from providers.azure.instances import to_instance  # noqa: E402
 from providers.azure.launch import IMAGE, tags_for, vm_names  # noqa: E402
-from providers.azure.prices import RetailPrices  # noqa: E402
-from providers.azure.provider import AzureProvider  # noqa: E402
-from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
-
-RG = "unit"
-#: A real ED25519 public key (its private half was thrown away): the fake takes only well-formed keys, as Azure does.
-USER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOJeJRx056DrxjM6IzS+i13fiJZqj9l2Hiv1VVvDdmVz user@laptop"
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = ArmServer(port=0).start()
-    yield srv
-    srv.stop()
-
-
-class Fake:
-    def __init__(self, url: str, home: Path):
-        self.url = url
-        self.home = home               # the state folder: where the fleets' own SSH key pairs go
-        self.sleeps: list[float] = []
-        self.control("reset", {})
-
-    def control(self, path: str, body: dict | None = None) -> dict:
-        resp = httpx.post(f"{self.url}/_control/{path}", json=body) if body is not None else \
-            httpx.get(f"{self.url}/_control/{path}")
-        resp.raise_for_status()
-        return resp.json()
-
-    def provider(self, cache: Path | None = None, **settings) -> AzureProvider:
-        arm = Arm(SUBSCRIPTION, self.url, polling_interval=0, sleep=self.sleeps.append)
-        return AzureProvider(AzureSettings(resource_group=RG, **settings), arm=arm, environ={}, cache_seconds=0,
-                             prices=RetailPrices(f"{self.url}/api/retail/prices", cache), home=self.home)
 
 
 @pytest.fixture
-def fake(server, tmp_path) -> Fake:
-    return Fake(server.url, tmp_path)
-
-
-def _offer(provider: AzureProvider, market=Market.SPOT, region="westus2"):
-    return next(o for o in provider.list_offers(OfferQuery()) if o.market is market and o.pool.region == region)
-
-
-def _request(offer, count=2, token="t1", **extra) -> LaunchRequest:
-    return LaunchRequest(fleet="alpha", offer=offer, count=count, token=token,
-                         tags=fleet_tags("alpha", offer.pool, "plan9"), **extra)
+def fake(arm_server, tmp_path) -> Fake:
+    return Fake(arm_server.url, tmp_path)
 
 
 def test_offers_follow_resource_skus_and_their_restrictions(fake):

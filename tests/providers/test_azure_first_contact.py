@@ -13,22 +13,21 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 from azure_arm import SUBSCRIPTION  # noqa: E402
+from support.azure_adapter import RG, USER_KEY, _offer, _request, set_offer, set_request  # noqa: E402
+from support.azure_adapter import Fake as AdapterFake  # noqa: E402
+from support.azure_adapter import ScaleSetFake as Fake  # noqa: E402  (its provider() is the scale-set adapter)
 
 from fleet.errors import ProviderError  # noqa: E402
 from fleet.model import NodeConfig  # noqa: E402
 from providers.azure.launch import IMAGE  # noqa: E402
 from providers.kit.ssh_keys import check_public_key  # noqa: E402
-from tests.providers.test_azure_adapter import RG, USER_KEY, _offer, _request, server  # noqa: E402,F401
-from tests.providers.test_azure_adapter import Fake as AdapterFake  # noqa: E402
-from tests.providers.test_azure_scaleset import Fake  # noqa: E402  (its provider() is the scale-set adapter)
-from tests.providers.test_azure_scaleset import _offer as set_offer, _request as set_request  # noqa: E402
 
 A100 = "Standard_NC24ads_A100_v4"
 
 
 @pytest.fixture
-def fake(server, tmp_path) -> Fake:
-    return Fake(server.url, tmp_path)
+def fake(arm_server, tmp_path) -> Fake:
+    return Fake(arm_server.url, tmp_path)
 
 
 def _single(fake: Fake):

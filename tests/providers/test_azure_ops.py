@@ -8,7 +8,7 @@ import time
 
 import httpx
 import pytest
-from test_azure_adapter import RG, SUBSCRIPTION, USER_KEY, Fake, _offer, _request, server  # noqa: F401  (server: the fixture)
+from support.azure_adapter import RG, SUBSCRIPTION, USER_KEY, Fake, _offer, _request
 
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags
 from providers.azure.instances import OS_DISK_PER_HOUR
@@ -19,8 +19,8 @@ EVICTED_AT = int(time.time()) - 3600      # the epoch second the fake dates an e
 
 
 @pytest.fixture
-def fake(server, tmp_path) -> Fake:  # noqa: F811
-    return Fake(server.url, tmp_path)
+def fake(arm_server, tmp_path) -> Fake:
+    return Fake(arm_server.url, tmp_path)
 
 
 def test_eviction_policy_is_validated_and_defaults_to_delete():

@@ -11,50 +11,24 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 from azure_arm import SUBSCRIPTION  # noqa: E402
+from support.azure_adapter import A100, ND, USER_KEY  # noqa: E402
+from support.azure_adapter import SET_RG as RG  # noqa: E402
+from support.azure_adapter import ScaleSetFake as Fake  # noqa: E402
+from support.azure_adapter import set_offer as _offer  # noqa: E402
+from support.azure_adapter import set_request as _request  # noqa: E402
 
-from fleet.model import (TAG_FLEET, TAG_POOL, InstanceState, LaunchRequest, Market, NodeConfig,  # noqa: E402
-                         fleet_tags)
+from fleet.model import TAG_FLEET, TAG_POOL, InstanceState, Market, NodeConfig  # noqa: E402
 from fleet.spec import FleetSpec  # noqa: E402
-from providers.azure.provider import from_spec as build  # noqa: E402
 from providers.azure.arm import Arm  # noqa: E402
+from providers.azure.provider import from_spec as build  # noqa: E402
 from providers.azure.scaleset import set_name  # noqa: E402
 from providers.azure.scaleset_provider import AzureScaleSetProvider  # noqa: E402
-from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
-from tests.providers.test_azure_adapter import USER_KEY, Fake as AdapterFake, server  # noqa: E402,F401  (the fixture)
-
-RG = "mix"
-A100 = "Standard_NC24ads_A100_v4"
-ND = "Standard_ND96asr_v4"
-
-
-class Fake(AdapterFake):
-    def provider(self) -> AzureScaleSetProvider:
-        arm = Arm(SUBSCRIPTION, self.url, polling_interval=0)
-        return AzureScaleSetProvider(AzureSettings(resource_group=RG, launch_mode="scale-set"), arm=arm,
-                                     environ={}, cache_seconds=0, live_prices=False, home=self.home)
-
-    def sets(self) -> list[dict]:
-        return self.control("state")["scale_sets"]
-
-    def members(self, name: str) -> list[dict]:
-        return [v for v in self.control("state")["vms"]
-                if (v["properties"].get("virtualMachineScaleSet") or {}).get("id", "").endswith(f"/{name}")]
 
 
 @pytest.fixture
-def fake(server, tmp_path) -> Fake:
-    return Fake(server.url, tmp_path)
-
-
-def _offer(provider, size=A100, market=Market.SPOT, region="eastus"):
-    return next(o for o in provider.list_offers(OfferQuery()) if o.market is market and o.pool.region == region
-                and o.pool.instance_type == size)
-
-
-def _request(offer, count, token, fleet="alpha", **extra) -> LaunchRequest:
-    return LaunchRequest(fleet=fleet, offer=offer, count=count, token=token,
-                         tags=fleet_tags(fleet, offer.pool, "plan9"), **extra)
+def fake(arm_server, tmp_path) -> Fake:
+    return Fake(arm_server.url, tmp_path)
 
 
 def test_the_spec_chooses_the_mode_and_refuses_an_unknown_one():

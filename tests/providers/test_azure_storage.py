@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from azure_arm import SUBSCRIPTION  # noqa: E402
-from test_azure_adapter import RG, Fake, server  # noqa: E402,F401  (the module's fake ARM server)
+from support.azure_adapter import RG, Fake  # noqa: E402
 
 from fleet.errors import ProviderError  # noqa: E402
 from fleet.model import LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
@@ -37,8 +36,8 @@ class StorageFake(Fake):
 
 
 @pytest.fixture
-def fake(server, tmp_path) -> StorageFake:
-    return StorageFake(server.url, tmp_path)
+def fake(arm_server, tmp_path) -> StorageFake:
+    return StorageFake(arm_server.url, tmp_path)
 
 
 def test_ensure_bucket_makes_a_private_account_container_lifecycle_identity_and_role(fake):

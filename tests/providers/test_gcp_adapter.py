@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fakes.gce_server import GceServer, control  # noqa: E402
+
 from fleet.errors import FleetError, QuotaExceededError  # noqa: E402
 from fleet.model import TAG_FLEET, InstanceState, LaunchRequest, Market, NodeConfig, fleet_tags  # noqa: E402
 from fleet.provisioning.reconcile import observe  # noqa: E402
@@ -248,8 +249,8 @@ def test_a_deleted_preempted_vm_is_reported_from_the_preemption_operation(server
 # ---- storage -----------------------------------------------------------------------------------
 
 def test_bucket_settings_are_set_once():
-    from google.cloud import storage
     from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
 
     client = storage.Client(project="p", credentials=AnonymousCredentials())
     bucket = client.bucket("alpha-checkpoints")

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from support.local_cloud import fleet
 
 from fleet.cli.local_cmd import parse_duration
 from fleet.cli.main import cli
@@ -19,18 +20,6 @@ from providers.local import LocalCloud
 
 POOL = "aws/us-east-1/use1-az4/p5.48xlarge/on-demand"
 SPOT = "aws/us-east-1/use1-az4/p5.48xlarge/spot"
-
-
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPOTFLEET_LOCAL_CLOUD", str(tmp_path / "cloud"))
-    monkeypatch.setenv("SPOTFLEET_HOME", str(tmp_path / "home"))
-    return tmp_path / "cloud"
-
-
-def fleet(*args: str):
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result
 
 
 def _ours(root, count: int = 2, pool: str = POOL) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from test_local_cli import fleet, root  # noqa: F401  (root: the local cloud fixture)
+from support.local_cloud import fleet
 
 from fleet.cli.main import cli
 from fleet.model import LaunchRequest, Market, fleet_tags

@@ -9,8 +9,9 @@ ours is mocked: the mocks stand in for the Pulumi engine only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pulumi
 

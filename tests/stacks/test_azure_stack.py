@@ -11,8 +11,8 @@ pytest.importorskip("pulumi", reason="the Pulumi SDK is not installed: pip insta
 pytest.importorskip("pulumi_azure_native", reason="pulumi-azure-native is not installed (it is not in CI's install): "
                     "pip install -e '.[pulumi]'")
 
-from conftest import AZURE, fleet_plan  # noqa: E402
 from harness import declare, of_type, one  # noqa: E402
+from support.stack_specs import AZURE, fleet_plan  # noqa: E402
 
 from fleet.bootstrap import NodeBoot, render  # noqa: E402
 from fleet.model import Market, Plan  # noqa: E402

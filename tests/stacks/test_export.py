@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from conftest import MULTI
+from support.stack_specs import MULTI
 
 FLEET = str(Path(sys.executable).with_name("fleet"))
 

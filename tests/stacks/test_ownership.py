@@ -13,8 +13,8 @@ pytest.importorskip("pulumi", reason="the Pulumi SDK is not installed: pip insta
 pytest.importorskip("pulumi_aws", reason="pulumi-aws is not installed: pip install -e '.[pulumi]'")
 pytest.importorskip("pulumi_gcp", reason="pulumi-gcp is not installed: pip install -e '.[pulumi]'")
 
-from conftest import AZURE, fleet_plan  # noqa: E402
 from harness import declare, reveal  # noqa: E402
+from support.stack_specs import AZURE, fleet_plan  # noqa: E402
 
 from fleet.model import Market, Plan, PoolKey  # noqa: E402
 from fleet.spec import load_spec  # noqa: E402

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fleet.planning import economics
 from fleet.model import Market, Offer, PoolKey
+from fleet.planning import economics
 from fleet.spec import FleetSpec, Strategy, WorkloadKind
 
 EPS = 1e-6

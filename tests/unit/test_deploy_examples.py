@@ -34,8 +34,8 @@ def manifests(name: str) -> list[dict]:
 
 
 def test_cron_line():
-    lines = [l for l in (DEPLOY / "crontab").read_text().splitlines() if l.strip() and not l.startswith("#")]
-    jobs = [l for l in lines if not re.match(r"^[A-Z_]+=", l)]
+    lines = [line for line in (DEPLOY / "crontab").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    jobs = [line for line in lines if not re.match(r"^[A-Z_]+=", line)]
     assert len(jobs) == 1
     fields = jobs[0].split(None, 5)
     assert all(CRON_FIELD.match(f) for f in fields[:5]), fields

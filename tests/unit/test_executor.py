@@ -7,63 +7,12 @@ test_executor_replan.py.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.executor_world import alive, make_plan
 
+from fleet.model import fleet_tags
 from fleet.provisioning.executor import apply, launch_token
-from fleet.model import Allocation, Market, Offer, Plan, PlanTotals, fleet_tags
-from fleet.state import EventKind, LaunchStatus, open_store
-from providers.base import OfferQuery
-from providers.local import LocalCloud
-
-
-@pytest.fixture
-def cloud(tmp_path: Path) -> LocalCloud:
-    return LocalCloud.open(tmp_path / "cloud", time_scale=0, seed=7)
-
-
-@pytest.fixture
-def providers(cloud):
-    return {name: cloud.provider(name) for name in cloud.provider_names()}
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = open_store(str(tmp_path / "state.db"))
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def pools(providers) -> list[Offer]:
-    """Six roomy H100 pools over two providers: five spot, one on-demand."""
-    offers = [o for p in ("aws", "gcp") for o in providers[p].list_offers(OfferQuery(accelerators=("H100",)))]
-    spot = sorted((o for o in offers if o.market is Market.SPOT and (o.capacity_hint or 0) >= 8),
-                  key=lambda o: o.pool.id)
-    od = sorted((o for o in offers if o.market is Market.ON_DEMAND), key=lambda o: o.pool.id)
-    chosen = spot[:3] + [o for o in spot if o.pool.provider == "gcp"][:2] + od[:1]
-    assert len({o.pool.id for o in chosen}) == 6
-    return chosen
-
-
-def make_plan(offers: list[Offer], counts: list[int], fleet: str = "demo") -> Plan:
-    allocs = tuple(Allocation(offer=o, count=n, weighted_gpus=float(n * o.gpus), true_cost_per_hour=n * o.price_per_hour)
-                   for o, n in zip(offers, counts))
-    gpus = sum(a.count * a.offer.gpus for a in allocs)
-    totals = PlanTotals(gpus=gpus, weighted_gpus=gpus, target_weighted_gpus=gpus, on_demand_weighted_gpus=0,
-                        price_per_hour=sum(a.true_cost_per_hour for a in allocs),
-                        true_cost_per_hour=sum(a.true_cost_per_hour for a in allocs),
-                        true_cost_per_weighted_gpu_hour=1.0, expected_interruptions_per_day=0.0)
-    return Plan(fleet=fleet, spec_hash="test", strategy="hand", allocations=allocs, totals=totals)
-
-
-def alive(cloud: LocalCloud, fleet: str = "demo") -> dict[str, int]:
-    out: dict[str, int] = {}
-    for inst in cloud.all_instances(alive_only=True):
-        if inst.fleet == fleet:
-            out[inst.pool.id] = out.get(inst.pool.id, 0) + 1
-    return out
+from fleet.state import EventKind, LaunchStatus
 
 
 def test_launches_every_pool_and_a_rerun_changes_nothing(cloud, providers, store, pools):
@@ -75,7 +24,7 @@ def test_launches_every_pool_and_a_rerun_changes_nothing(cloud, providers, store
     assert {p.pool for p in seen if p.kind == "launched"} == set(plan.counts())
     assert sorted(r.id for r in store.instances("demo", alive_only=True)) == sorted(i.id for i in report.launched)
     assert len(store.events("demo", kinds={EventKind.LAUNCHED})) == 14
-    assert all(l.status == LaunchStatus.DONE for l in store.launches("demo"))
+    assert all(launch.status == LaunchStatus.DONE for launch in store.launches("demo"))
     assert store.latest_plan("demo", applied_only=True) == plan
 
     again = apply(plan, providers, store)
@@ -116,7 +65,7 @@ def test_a_launch_recorded_but_never_sent_is_replayed_with_its_token(cloud, prov
     assert report.ok and alive(cloud) == plan.counts()
     tokens = {i.id: i for i in cloud.all_instances() if i.pool.id == pool}
     assert len(tokens) == 3
-    assert [l.status for l in store.launches("demo") if l.pool == pool] == [LaunchStatus.DONE]
+    assert [launch.status for launch in store.launches("demo") if launch.pool == pool] == [LaunchStatus.DONE]
     assert store.launches("demo")[0].token == pending.token
 
 
@@ -136,7 +85,7 @@ def test_a_launch_sent_but_not_recorded_is_not_duplicated(cloud, providers, stor
     discovered = {e.instance_id for e in store.events("demo", kinds={EventKind.DISCOVERED})}
     assert discovered == {i.id for i in made.instances}
     # the pool is full, so the unfinished launch is closed without another call
-    assert [l.status for l in store.launches("demo") if l.pool == pool.pool.id] == [LaunchStatus.ABANDONED]
+    assert [launch.status for launch in store.launches("demo") if launch.pool == pool.pool.id] == [LaunchStatus.ABANDONED]
 
 
 def test_capacity_shortfall_blocks_the_pool_and_reports_it(cloud, providers, store, pools):
@@ -163,7 +112,7 @@ def test_quota_blocks_the_region_and_auth_the_provider(cloud, providers, store, 
     assert report.blocked == [(prefix, kind)]
     assert [b.prefix for b in store.blocks()] == [prefix]
     assert report.missing == {pool.id: 2} and alive(cloud) == {pools[0].pool.id: 2}
-    assert [l.status for l in store.launches("demo") if l.pool == pool.id] == [LaunchStatus.FAILED]
+    assert [launch.status for launch in store.launches("demo") if launch.pool == pool.id] == [LaunchStatus.FAILED]
 
 
 @pytest.mark.parametrize("kind,word", [("throttle", "rate-limit"), ("server-error", "transient")])
@@ -179,7 +128,7 @@ def test_throttling_and_5xx_are_reported_and_replayed_next_run(cloud, providers,
     again = apply(plan, providers, store)
     assert again.ok and alive(cloud) == plan.counts()
     assert {i.tags["spotfleet:pool"] for i in again.launched} == {pool}
-    assert [l.token for l in store.launches("demo") if l.pool == pool] == [pending.token]
+    assert [launch.token for launch in store.launches("demo") if launch.pool == pool] == [pending.token]
 
 
 def test_preempted_instances_are_recorded_and_replaced(cloud, providers, store, pools):

@@ -4,13 +4,13 @@ date preemptions, instances found by tag are recorded."""
 from __future__ import annotations
 
 import pytest
+from support.executor_world import make_plan
 
 from fleet.errors import TransientProviderError
-from fleet.provisioning.executor import apply
 from fleet.model import LaunchRequest, fleet_tags
+from fleet.provisioning.executor import apply
 from fleet.provisioning.reconcile import observe, sync
 from fleet.state import EventKind
-from test_executor import cloud, make_plan, pools, providers, store  # noqa: F401  (fixtures)
 
 
 class Unreachable:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from fleet.catalog import Catalog, filter_for_spec
-from fleet.provisioning.executor import apply
 from fleet.planning.planner import plan as make_plan
+from fleet.provisioning.executor import apply
 from fleet.spec import parse_spec
 from fleet.state import EventKind, open_store
 from providers.base import OfferQuery

@@ -8,8 +8,17 @@ import threading
 
 import pytest
 
-from fleet.errors import (AuthError, InstanceNotFoundError, MalformedResponseError, NoCapacityError, ProviderError,
-                          QuotaExceededError, RateLimitedError, TransientProviderError, error_kind)
+from fleet.errors import (
+    AuthError,
+    InstanceNotFoundError,
+    MalformedResponseError,
+    NoCapacityError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitedError,
+    TransientProviderError,
+    error_kind,
+)
 from fleet.model import Instance, InstanceState, LaunchRequest, Market, Offer, PoolKey
 from fleet.spec import ProviderSettings
 from providers.kit.errors import ErrorTable, retry_after_seconds

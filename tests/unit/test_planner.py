@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from planner_oracle import offer
 
-from fleet.planning import economics
 from fleet.errors import PlanError
 from fleet.model import Market, Plan
+from fleet.planning import economics
 from fleet.planning.planner import plan
 from fleet.spec import parse_spec
 

@@ -218,8 +218,8 @@ def test_capacity_pruning_keeps_the_plain_milp_optimum(seed, target, baseline, s
 def test_capacity_pruning_keeps_only_the_pools_that_can_hold_the_target():
     """One on-demand pool without a capacity hint can take every node a plan needs of its kind,
     so the dearer pools of that kind go; the count rule alone would keep ``floor(T / w) + 1``."""
-    from fleet.planning.planner import pool_caps
     from fleet.planning.domains import limits_for
+    from fleet.planning.planner import pool_caps
 
     offers = [offer(zone=f"z{i}", itype=f"t{i}", spot=False, price=2.0 + i / 10) for i in range(12)]
     spec = parse_spec(spec_text(8, baseline=8, min_pools=1))

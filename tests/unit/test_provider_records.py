@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import importlib
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from fleet.spec import ProviderSettings
 from providers.kit.record import ProviderRecord

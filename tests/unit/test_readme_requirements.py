@@ -5,8 +5,9 @@ two top commands stay the install-and-run and the install-and-test lines."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

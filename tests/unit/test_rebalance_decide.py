@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from fleet.model import InterruptionSource, Market, Offer, PoolKey
-from fleet.rebalance import Decision, Exposure, Launch, ObservedInstance, PolicyState, PoolEvent, RaiseBid, Terminate, decide
+from fleet.rebalance import (
+    Decision,
+    Exposure,
+    Launch,
+    ObservedInstance,
+    PolicyState,
+    PoolEvent,
+    RaiseBid,
+    Terminate,
+    decide,
+)
 from fleet.rebalance.backoff import backoff_until
 from fleet.rebalance.learning import exposure_of, learned_offers, posterior_rate
 from fleet.spec import parse_spec

@@ -18,11 +18,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 
 from fleet.agent.gpus import gpu_lines  # noqa: E402
 from fleet.cli.main import cli  # noqa: E402
-from fleet.errors import FleetError  # noqa: E402
+from fleet.errors import (
+    FleetError,  # noqa: E402
+    SpecError,  # noqa: E402
+)
 from fleet.model import NodeConfig  # noqa: E402
 from fleet.provisioning import ship as shipping  # noqa: E402
 from fleet.provisioning.wheel import build, package_root  # noqa: E402
-from fleet.errors import SpecError  # noqa: E402
 from fleet.spec import parse_spec  # noqa: E402
 
 ROOT = package_root()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from simulate_world import dollars, fleet_spec, on_demand, spot, trace
 
 from fleet.catalog import snapshot_offers
 from fleet.errors import FleetError
@@ -11,7 +12,6 @@ from fleet.simulate.engine import run
 from fleet.simulate.market import build_replay
 from fleet.simulate.policies import AllOnDemand, CheapestFirst, EvenSpread, Rebalancer, SinglePool
 from fleet.simulate.tracefile import UNLIMITED, ValueMeaning, load_traces, parse_trace, shipped_trace_dir
-from simulate_world import dollars, fleet_spec, on_demand, spot, trace
 
 
 def test_one_zone_dropping_at_a_known_tick_falls_back_to_on_demand():

@@ -6,13 +6,13 @@ import itertools
 import random
 
 import pytest
+from simulate_world import GAP, fleet_spec, on_demand, spot, trace
 
 from fleet.simulate.engine import run
 from fleet.simulate.market import build_replay
 from fleet.simulate.optimum import pools_of, solve
 from fleet.simulate.policies import AllOnDemand, CheapestFirst
 from fleet.simulate.tracefile import ValueMeaning
-from simulate_world import GAP, fleet_spec, on_demand, spot, trace
 
 
 def brute_force(spec, replay, cold: int, target: float) -> float | None:

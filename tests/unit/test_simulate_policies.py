@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from simulate_world import dollars, fleet_spec, on_demand, spot, trace
 
 from fleet.provisioning.executor import may_break
 from fleet.simulate.engine import run
 from fleet.simulate.market import build_replay
 from fleet.simulate.policies import GreedyBridge, Rebalancer, SinglePool, SpotHedge
-from simulate_world import dollars, fleet_spec, on_demand, spot, trace
 
 
 def test_make_before_break_waits_for_ready_replacements_and_keeps_the_node_when_one_is_gone():

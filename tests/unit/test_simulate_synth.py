@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from simulate_world import fleet_spec, on_demand, spot, trace
+
 from fleet.rebalance import ObservedInstance, decide
 from fleet.rebalance.hedge import hedged, spares
 from fleet.simulate import synth
 from fleet.simulate.hazard import run_lengths
 from fleet.simulate.tracefile import UNLIMITED
-from simulate_world import fleet_spec, on_demand, spot, trace
 
 
 def _drops(available) -> set[int]:

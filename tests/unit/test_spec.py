@@ -6,18 +6,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from support.spec_texts import MINIMAL
 
 from fleet.cli.main import cli
 from fleet.errors import SpecError
 from fleet.spec import Backend, Strategy, WorkloadKind, json_schema, load_spec, parse_spec
-
-MINIMAL = """\
-name: quickstart
-backend: local
-capacity:
-  gpus: 8
-  accelerators: [H100]
-"""
 
 
 def problems(text: str) -> list[tuple[str, str]]:

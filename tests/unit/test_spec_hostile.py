@@ -17,11 +17,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.spec_texts import MINIMAL
 
 from fleet.errors import SpecError
 from fleet.spec import FleetSpec, load_spec, parse_spec
 from fleet.spec_input import MAX_SPEC_BYTES
-from test_spec import MINIMAL
 
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 

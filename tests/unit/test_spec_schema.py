@@ -13,6 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from fleet.cli.main import cli
+from fleet.errors import SpecError
 from fleet.spec import json_schema, load_spec, parse_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
@@ -46,7 +47,7 @@ def test_documented_shorthands_validate_as_the_loader_takes_them(extra: str):
 
 @pytest.mark.parametrize("extra", ["providers: [aws, 3]", "providers: aws", "budget: {max_per_hour: cheap}"])
 def test_the_schema_still_rejects_what_the_loader_rejects(extra: str):
-    with pytest.raises(Exception):
+    with pytest.raises(SpecError):
         parse_spec(BASE + extra)
     assert list(validator().iter_errors(yaml.safe_load(BASE + extra)))
 

@@ -11,21 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from support.state_records import POOL, running_instance
 
 from fleet.errors import FleetLockedError, FleetNotFoundError, StateError
-from fleet.model import BilledRate, Instance, InstanceState, Market, PoolKey
+from fleet.model import BilledRate
 from fleet.state import EventKind, LaunchStatus, open_store
 from fleet.state import db as state_db
-
-POOL = PoolKey(provider="aws", region="us-east-1", zone="use1-az1", instance_type="p5.48xlarge", market=Market.SPOT)
-
-
-def _instance(iid: str, launched: float = 1000.0, plan: str = "") -> Instance:
-    tags = {"spotfleet:fleet": "demo", "spotfleet:pool": POOL.id}
-    if plan:
-        tags["spotfleet:plan"] = plan
-    return Instance(id=iid, fleet="demo", pool=POOL, state=InstanceState.RUNNING, accelerator="H100", gpus=8,
-                    price_per_hour=30.0, launched_at=launched, tags=tags)
 
 
 @pytest.fixture
@@ -58,16 +49,16 @@ def test_launch_sequence_numbers_and_tokens_are_recorded_before_the_call(store):
     second = store.begin_launch("demo", "plan1", POOL.id, 2, lambda seq: f"tok-{seq}")
     other = store.begin_launch("demo", "plan2", POOL.id, 2, lambda seq: f"other-{seq}")
     assert (first.seq, second.seq, other.seq) == (1, 2, 1)
-    assert [l.token for l in store.launches("demo", status=LaunchStatus.REQUESTED)] == ["tok-1", "tok-2", "other-1"]
+    assert [launch.token for launch in store.launches("demo", status=LaunchStatus.REQUESTED)] == ["tok-1", "tok-2", "other-1"]
     store.finish_launch(first.id, status=LaunchStatus.DONE, launched=3, error_kind="capacity", error_message="x")
     done = store.launches("demo", status=LaunchStatus.DONE)
-    assert [(l.launched, l.error_kind, l.finished_at is not None) for l in done] == [(3, "capacity", True)]
+    assert [(launch.launched, launch.error_kind, launch.finished_at is not None) for launch in done] == [(3, "capacity", True)]
 
 
 def test_instances_are_recorded_once_and_ended_once(store):
-    assert store.record_instances("demo", [_instance("i-1", plan="p9"), _instance("i-2")],
+    assert store.record_instances("demo", [running_instance("i-1", plan="p9"), running_instance("i-2")],
                                   on_demand_prices={POOL.id: 98.0}, plan_id="p1") == 2
-    assert store.record_instances("demo", [_instance("i-1"), _instance("i-3")]) == 1
+    assert store.record_instances("demo", [running_instance("i-1"), running_instance("i-3")]) == 1
     store.end_instances("demo", {"i-1": (2000.0, EventKind.PREEMPTED)})
     store.end_instances("demo", {"i-1": (3000.0, EventKind.TERMINATED)})
     rows = {r.id: r for r in store.instances("demo")}
@@ -78,7 +69,7 @@ def test_instances_are_recorded_once_and_ended_once(store):
 
 
 def test_billed_rates_are_recorded_beside_the_planned_price_and_replaced_by_a_later_reading(store):
-    store.record_instances("demo", [_instance("i-1"), _instance("i-2")])
+    store.record_instances("demo", [running_instance("i-1"), running_instance("i-2")])
     assert [(r.billed_per_hour, r.billed_source, r.rental) for r in store.instances("demo")] == [(None, "", "")] * 2
     store.record_billed("demo", {"i-1": BilledRate(per_hour=33.5, source="spot-history", rental="spot"),
                                  "i-9": BilledRate(per_hour=1.0, source="instance")})     # not recorded: ignored
@@ -120,6 +111,14 @@ def test_events_are_ordered_filtered_and_validated(store):
     assert [e.detail for e in store.events("demo", kinds={EventKind.LAUNCHED})] == [{"n": 1}]
     with pytest.raises(ValueError, match="event kind"):
         store.record_event("demo", "Bad Kind")
+
+
+def test_a_sound_store_reports_no_damaged_rows_and_rebuilding_none_keeps_every_row(store):
+    # `fleet repair` asks every store for its damaged rows; the PostgreSQL store answers too
+    store.record_event("demo", EventKind.LAUNCHED, instance_id="i-1", detail={"n": 1}, ts=10.0)
+    assert store.damage() == []
+    store.rebuild_rows([])
+    assert [e.detail for e in store.events("demo")] == [{"n": 1}]
 
 
 def test_plans_round_trip_and_applied_flag(store, tmp_path):
@@ -164,7 +163,7 @@ def test_concurrent_writers_from_threads(store):
     for t in threads:
         t.join()
     assert len(store.events("demo")) == 80
-    assert sorted({l.seq for l in store.launches("demo")}) == list(range(1, 21))
+    assert sorted({launch.seq for launch in store.launches("demo")}) == list(range(1, 21))
 
 
 # ---- files: missing, corrupt, foreign, migrations -------------------------------------

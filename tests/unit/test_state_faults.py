@@ -8,18 +8,18 @@ import os
 import sqlite3
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+from support.executor_world import alive, make_plan
+from support.state_records import running_instance
 
 from fleet.errors import FleetError, StateError
 from fleet.provisioning.executor import apply, terminate
 from fleet.state import DamagedRowError, open_store
 from fleet.state import db as state_db
 from providers.local import LocalCloud
-from test_executor import alive, cloud, make_plan, pools, providers  # noqa: F401  (fixtures)
-from test_state import _instance
 
 
 @contextlib.contextmanager
@@ -51,7 +51,7 @@ def read_only(folder: Path) -> Iterator[None]:
 def path(tmp_path: Path) -> Path:
     store = open_store(str(tmp_path / "state.db"))
     store.save_fleet("demo", status="up", spec_json='{"name": "demo"}', spec_hash="h", backend="local")
-    store.record_instances("demo", [_instance("i-1"), _instance("i-2")])
+    store.record_instances("demo", [running_instance("i-1"), running_instance("i-2")])
     store.record_event("demo", "launched", instance_id="i-1", detail={"token": "t"})
     store.close()
     return tmp_path / "state.db"
@@ -107,7 +107,7 @@ def test_tokens_never_repeat_after_the_store_is_lost(cloud, providers, pools, tm
     second_store = open_store(str(tmp_path / "two.db"))   # the record is gone: sequence numbers restart
     second = apply(plan, providers, second_store)
     assert second.ok and len(second.launched) == 3 and alive(cloud) == plan.counts()
-    assert not {l.token for l in first_store.launches("demo")} & {l.token for l in second_store.launches("demo")}
+    assert not {launch.token for launch in first_store.launches("demo")} & {launch.token for launch in second_store.launches("demo")}
 
 
 def test_the_store_and_a_folder_it_creates_are_private(tmp_path):

@@ -20,9 +20,9 @@ block list; downloads are parallel ranged reads. The commit is an upload with ``
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
@@ -31,7 +31,6 @@ from azure.storage.blob import BlobSasPermissions, BlobServiceClient, generate_b
 from fleet.checkpoint.errors import CheckpointError
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import TransferSettings, download_sized, join, relative
-
 
 CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 ACCOUNT_ENV = "AZURE_STORAGE_ACCOUNT"

@@ -9,18 +9,19 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lambda_fake import API_KEY, LambdaServer, control, fake, server  # noqa: E402, F401  (fixtures)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
+from lambda_server import API_KEY, LambdaServer  # noqa: E402
+from support.fake_control import control  # noqa: E402
 
 from fleet.catalog import snapshot_offers  # noqa: E402
 from fleet.errors import MalformedResponseError, ProviderError, QuotaExceededError  # noqa: E402
 from fleet.model import InstanceState, LaunchRequest, Market, NodeConfig, PoolKey, fleet_tags  # noqa: E402
-from providers.lambda_cloud.settings import LambdaSettings  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 from providers.lambda_cloud.api import LambdaApi  # noqa: E402
 from providers.lambda_cloud.errors import TABLE  # noqa: E402
 from providers.lambda_cloud.offers import accelerator  # noqa: E402
 from providers.lambda_cloud.provider import LambdaProvider  # noqa: E402
+from providers.lambda_cloud.settings import LambdaSettings  # noqa: E402
 
 PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+Eslvmtt60T user@laptop"
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lambda_fake import API_KEY, LambdaServer, control, fake, server  # noqa: E402, F401  (fixtures)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
+from lambda_server import API_KEY, LambdaServer  # noqa: E402
+from support.fake_control import control  # noqa: E402
 
 from fleet.errors import (  # noqa: E402
     AuthError,
