@@ -117,15 +117,7 @@ def test_plan_that_falls_back_to_the_snapshot_builds_no_adapter(world: World, mo
 
 
 #: A local spec naming two of the seven providers.
-TWO_PROVIDERS_SPEC = """
-name: {name}
-backend: local
-capacity:
-  gpus: 8
-  accelerators: [H100]
-  gpus_per_node: {{min: 8, max: 8}}
-providers: {{aws: {{}}, gcp: {{}}}}
-"""
+TWO_PROVIDERS_SPEC = SMALL_SPEC + "providers: {{aws: {{}}, gcp: {{}}}}\n"
 
 
 def test_local_plan_reads_only_the_providers_it_names(world: World):
