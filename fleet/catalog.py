@@ -37,14 +37,18 @@ SPOT_PRIOR_PER_HOUR: dict[str, float] = {
 ON_DEMAND_ONLY = ("lambda",)
 
 
-def spot_not_sold() -> frozenset[str]:
+def spot_not_sold(providers: Iterable[str] | None = None) -> frozenset[str]:
     """Providers whose adapter says their API sells no interruptible capacity (registration record
     ``spot=False``, e.g. RunPod: its API v2 has no interruptible pods). Their snapshot spot rows
     are kept, so a plan can say why it does not use them, but with ``capacity_hint=0``: the planner
-    never picks them."""
-    from providers.registry import records
+    never picks them. With ``providers``, only those are asked (only their records are read, so
+    only their packages are imported); names spotfleet does not know sell nothing it can tell of."""
+    from providers.registry import names, record, records
 
-    return frozenset(name for name, rec in records().items() if not rec.spot)
+    if providers is None:
+        return frozenset(name for name, rec in records().items() if not rec.spot)
+    known = set(names())
+    return frozenset(name for name in providers if name in known and not record(name).spot)
 
 
 @dataclass(frozen=True)
@@ -105,11 +109,12 @@ def _row_offers(row: dict[str, str], not_sold: frozenset[str]) -> list[Offer]:
     return out
 
 
-@lru_cache(maxsize=16)
-def _snapshot_offers(accelerators: frozenset[str] | None) -> tuple[Offer, ...]:
-    not_sold = spot_not_sold()
-    return tuple(o for row in _snapshot_rows() if accelerators is None or row["accelerator"] in accelerators
-                 for o in _row_offers(row, not_sold))
+@lru_cache(maxsize=32)
+def _snapshot_offers(accelerators: frozenset[str] | None, provider: str | None = None) -> tuple[Offer, ...]:
+    rows = [row for row in _snapshot_rows() if (accelerators is None or row["accelerator"] in accelerators)
+            and (provider is None or row["provider"] == provider)]
+    not_sold = spot_not_sold(None if provider is None and accelerators is None else {row["provider"] for row in rows})
+    return tuple(o for row in rows for o in _row_offers(row, not_sold))
 
 
 def snapshot_offers() -> tuple[Offer, ...]:
@@ -117,11 +122,12 @@ def snapshot_offers() -> tuple[Offer, ...]:
     return _snapshot_offers(None)
 
 
-def snapshot_offers_of(accelerators: Iterable[str]) -> tuple[Offer, ...]:
-    """The snapshot's offers of ``accelerators`` (names as the snapshot writes them), in file order:
-    the part of :func:`snapshot_offers` that holds them, without building the rest (a plan for
-    H100s reads about a seventh of the snapshot)."""
-    return _snapshot_offers(frozenset(accelerators))
+def snapshot_offers_of(accelerators: Iterable[str] | None, *, provider: str | None = None) -> tuple[Offer, ...]:
+    """The snapshot's offers of ``accelerators`` (names as the snapshot writes them; ``None``: all),
+    of ``provider`` only when one is named, in file order: the part of :func:`snapshot_offers`
+    that holds them, without building the rest (a plan for H100s reads about a seventh of the
+    snapshot; the local cloud models one vendor's pools at a time)."""
+    return _snapshot_offers(None if accelerators is None else frozenset(accelerators), provider)
 
 
 def on_demand_reference(pool_ids: Iterable[str]) -> dict[str, float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from enum import Enum
 from fnmatch import fnmatchcase
 from typing import Any
@@ -45,11 +46,26 @@ class PoolKey(Frozen):
     def short_hash(self) -> str:
         return hashlib.sha256(self.id.encode()).hexdigest()[:10]
 
+    @staticmethod
+    def id_of(data: Any) -> str:
+        """``id`` of a pool given as JSON data (``model_dump(mode="json")``), without building one;
+        ValueError or TypeError when it is not a pool."""
+        if not isinstance(data, dict) or set(data) - {"provider", "region", "zone", "instance_type", "market"}:
+            raise ValueError("the pool is not a pool")
+        parts = [data["provider"], data["region"], data.get("zone", "") or "-", data["instance_type"], data["market"]]
+        if not all(isinstance(p, str) for p in parts):
+            raise ValueError(f"pool {parts!r} is not a pool")
+        Market(data["market"])
+        return "/".join(parts)
+
     @classmethod
     def from_id(cls, pool_id: str) -> PoolKey:
+        """The pool ``id`` names; ValueError when it names none. Every field is text split from the
+        id and the market is checked here, so the key is built without pydantic's validation (no
+        validator is built for it: a read-only command that only parses ids builds none)."""
         provider, region, zone, instance_type, market = pool_id.split("/")
-        return cls(provider=provider, region=region, zone="" if zone == "-" else zone,
-                   instance_type=instance_type, market=Market(market))
+        return cls.model_construct(provider=provider, region=region, zone="" if zone == "-" else zone,
+                                   instance_type=instance_type, market=Market(market))
 
 
 class InterruptionSource(str, Enum):
@@ -169,9 +185,7 @@ class Plan(Frozen):
     @property
     def id(self) -> str:
         """Content hash: the same decision always has the same id."""
-        body = json.dumps([(a.offer.pool.id, a.count) for a in self.allocations] + [self.spec_hash],
-                          sort_keys=True)
-        return hashlib.sha256(body.encode()).hexdigest()[:12]
+        return plan_id([(a.offer.pool.id, a.count) for a in self.allocations], self.spec_hash)
 
     def counts(self) -> dict[str, int]:
         """Desired instance count per pool id (heads and workers together)."""
@@ -198,6 +212,68 @@ class Plan(Frozen):
         for derived in ("id", "spec", "spec_path", "spec_file_hash"):
             data.pop(derived, None)
         return cls.model_validate(data)
+
+
+def plan_id(pool_counts: list[tuple[str, int]], spec_hash: str) -> str:
+    """A plan's content hash from its (pool id, count) allocations in order and its spec's hash."""
+    body = json.dumps([list(pc) for pc in pool_counts] + [spec_hash], sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class PlanDigest:
+    """What a read-only look at a fleet needs of its stored plan (``fleet status``, ``fleet
+    history``): its id, instance count per pool, price per hour and the on-demand price per
+    pool, read from the plan's JSON as plain data. Reading it builds no pydantic validator
+    (building one costs a command start-up tens of milliseconds); the plan was validated when it
+    was written, and ``from_json`` still checks the type of every field it reads, raising
+    ``ValueError`` or ``TypeError`` (as ``Plan.from_json`` does) on a plan it cannot read."""
+
+    id: str
+    pools: dict[str, int]
+    price_per_hour: float
+    on_demand: dict[str, float]
+
+    def counts(self) -> dict[str, int]:
+        """Desired instance count per pool id (heads and workers together), as ``Plan.counts``."""
+        return dict(self.pools)
+
+    @classmethod
+    def from_json(cls, text: str) -> PlanDigest:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError("the plan is not a JSON object")
+        allocations = data["allocations"]
+        if not isinstance(allocations, list):
+            raise TypeError("allocations is not a list")
+        pairs: list[tuple[str, int]] = []
+        pools: dict[str, int] = {}
+        on_demand: dict[str, float] = {}
+        for a in allocations:
+            offer, count = a["offer"], _typed(a["count"], int, "count")
+            pool = PoolKey.id_of(offer["pool"])
+            if count < 0:
+                raise ValueError(f"allocation {pool} counts {count} instances")
+            pairs.append((pool, count))
+            if count > 0:
+                pools[pool] = pools.get(pool, 0) + count
+            price = offer["price_per_hour"] if offer["pool"]["market"] == Market.ON_DEMAND.value \
+                else offer.get("on_demand_price")
+            if price is not None:
+                on_demand[pool] = _typed(price, float, "price")
+        return cls(id=plan_id(pairs, _typed(data["spec_hash"], str, "spec_hash")), pools=pools,
+                   price_per_hour=_typed(data["totals"]["price_per_hour"], float, "price_per_hour"),
+                   on_demand=on_demand)
+
+
+def _typed(value: Any, kind: type, name: str) -> Any:
+    """``value`` when it is a ``kind`` (an int counts as a float, a bool as neither), else TypeError."""
+    allowed = (int, float) if kind is float else (kind,)
+    if isinstance(value, bool) or not isinstance(value, allowed):
+        raise TypeError(f"{name} holds {type(value).__name__}, expected {kind.__name__}")
+    if kind is float and isinstance(value, (int, float)):
+        return float(value)
+    return value
 
 
 class QuotaUnit(str, Enum):

@@ -237,7 +237,7 @@ class Interruption(BaseModel):
     action), ``rebalance`` (advice: elevated risk), or ``ended`` (the instance is stopping or
     ending now). ``at``: when the provider sent it, on its clock (0 when it did not say)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = _FROZEN
 
     instance_id: str
     kind: str

@@ -151,6 +151,14 @@ def build_adapter(name: str, spec: FleetSpec) -> Provider:
     return rec.factory(spec, spec.provider_settings(name) or rec.settings())
 
 
+def preflight(name: str, spec: FleetSpec) -> None:
+    """Raise FleetError when provider ``name``'s record tells cheaply (``ProviderRecord.preflight``,
+    no adapter imported) that its adapter cannot be built for ``spec`` here."""
+    rec = records()[name]
+    if rec.preflight is not None:
+        rec.preflight(spec.provider_settings(name) or rec.settings())
+
+
 def cannot_launch(spec: FleetSpec) -> dict[str, str]:
     """The providers ``spec`` enables that ``fleet up`` cannot launch on with this installation,
     each with why (no adapter ships for it, or its SDK is not installed: the pip extra is
@@ -193,4 +201,6 @@ def providers_for(spec: FleetSpec, home: Path, *, launchable_only: bool = False)
     if blocked and not launchable_only:
         raise FleetError(refusal(blocked))
     wanted = [name for name in records() if spec.provider_settings(name) is not None and name not in blocked]
+    for name in wanted:             # every cheap refusal before the first adapter is imported
+        preflight(name, spec)
     return {name: build_adapter(name, spec) for name in wanted}

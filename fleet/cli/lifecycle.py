@@ -14,9 +14,9 @@ import click
 
 from fleet.cli.app import App
 from fleet.errors import FleetError, FleetLockedError, StateError
-from fleet.model import Plan
+from fleet.model import PlanDigest
 from fleet.private import private_dir
-from fleet.provisioning.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
+from fleet.provisioning.reconcile import Observation, SyncResult, observe, sync
 from fleet.recorded_spec import where_recorded
 from fleet.state import FleetRecord, StateStore, UnwritableStoreError, open_store
 from fleet.state.db import path_from_url
@@ -169,7 +169,8 @@ class FleetView:
     obs: Observation
     synced: bool
     result: SyncResult | None
-    plan: Plan | None
+    #: The plan that runs (what a look needs of it), None before any plan was made.
+    plan: PlanDigest | None
     #: Why the record could not be written (read-only or full disk), "" when it could.
     unwritable: str = ""
     #: The local clock, read once when the view was taken: every figure of one output uses it.
@@ -185,12 +186,12 @@ def look(app: App, store: StateStore, name: str, command: str) -> FleetView:
     record = store.get_fleet(name)
     providers = providers_of(app, record)
     # an `up` stopped before it finished leaves its plan unmarked: that plan is still what runs
-    plan = store.latest_plan(name, applied_only=True) or store.latest_plan(name)
+    plan = store.latest_plan_digest(name, applied_only=True) or store.latest_plan_digest(name)
     unwritable: list[str] = []
     with try_lock(store, name, command, unwritable) as held:
         obs = observe(providers, name)
         try:
-            result = sync(store, obs, prices=on_demand_prices([plan])) if held else None
+            result = sync(store, obs, prices=dict(plan.on_demand) if plan else {}) if held else None
         except UnwritableStoreError as err:     # the disk filled up after the lock was taken
             held, result = False, None
             unwritable.append(str(err))

@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
-from fleet.model import BilledRate, Instance, Plan
+from fleet.model import BilledRate, Instance, Plan, PlanDigest
 from fleet.state.db import SCHEMA_VERSION, CorruptStoreError, UnwritableStoreError, path_from_url
 from fleet.state.records import (
     BlockRecord,
@@ -67,6 +67,8 @@ class StateStore(Protocol):
     def latest_plan(self, fleet: str, *, applied_only: bool = False) -> Plan | None: ...
     def applied_plans(self, fleet: str, *, limit: int = 20) -> list[tuple[Plan, float]]:
         """The newest ``limit`` applied plans of ``fleet`` with when each was (last) applied, oldest first."""
+    def latest_plan_digest(self, fleet: str, *, applied_only: bool = False) -> PlanDigest | None:
+        """What ``latest_plan`` returns, as the plain ``PlanDigest`` a read-only look needs."""
 
     # launches
     def begin_launch(self, fleet: str, plan_id: str, pool: str, count: int,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fleet.model import Plan
+from fleet.model import Plan, PlanDigest
 from fleet.state.db import CorruptStoreError
 from fleet.state.records import BlockRecord, EventRecord, FleetRecord, InstanceRecord, LaunchRecord, LockInfo
 
@@ -81,10 +81,20 @@ def record(cls: Callable[..., R], row: tuple[Any, ...], *, path: Path | str, tab
 
 def plan(body: Any, *, path: Path | str, fleet: str, plan_id: str) -> Plan:
     """The plan stored in ``plans.body``."""
+    return _plan_as(Plan.from_json, body, path=path, fleet=fleet, plan_id=plan_id)
+
+
+def plan_digest(body: Any, *, path: Path | str, fleet: str, plan_id: str) -> PlanDigest:
+    """What a read-only look needs of the plan stored in ``plans.body`` (no pydantic model is built)."""
+    return _plan_as(PlanDigest.from_json, body, path=path, fleet=fleet, plan_id=plan_id)
+
+
+def _plan_as(read: Callable[[str], R], body: Any, *, path: Path | str, fleet: str, plan_id: str) -> R:
+    """``read(body)``; a body it cannot read is a ``DamagedRowError`` naming the plan."""
     try:
         if not isinstance(body, str):
             raise ValueError(f"body holds {type(body).__name__}")
-        return Plan.from_json(body)
+        return read(body)
     except (ValueError, TypeError, KeyError, AttributeError) as err:   # pydantic's ValidationError is a ValueError
         raise DamagedRowError(path, "plans", f"{fleet}/{plan_id}", fleet,
                               f"the plan body is not a valid plan: {str(err).splitlines()[0][:80]}") from None

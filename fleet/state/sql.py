@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from fleet.errors import FleetLockedError, FleetNotFoundError
-from fleet.model import TAG_PLAN, BilledRate, Instance, Plan
+from fleet.model import TAG_PLAN, BilledRate, Instance, Plan, PlanDigest
 from fleet.safetext import safe, safe_data
 from fleet.state import owner, rows
 from fleet.state.heartbeat import Heartbeat
@@ -196,11 +196,21 @@ class SQLStore:
 
     @guarded
     def latest_plan(self, fleet: str, *, applied_only: bool = False) -> Plan | None:
+        found = self._latest_plan_row(fleet, applied_only)
+        return rows.plan(found[1], path=self.url, fleet=fleet, plan_id=str(found[0])) if found else None
+
+    @guarded
+    def latest_plan_digest(self, fleet: str, *, applied_only: bool = False) -> PlanDigest | None:
+        found = self._latest_plan_row(fleet, applied_only)
+        return rows.plan_digest(found[1], path=self.url, fleet=fleet, plan_id=str(found[0])) if found else None
+
+    def _latest_plan_row(self, fleet: str, applied_only: bool) -> tuple[Any, Any] | None:
+        """(id, body) of the fleet's latest plan (latest applied with ``applied_only``), None if none."""
         where = " AND applied_at IS NOT NULL" if applied_only else ""
         order = "applied_at" if applied_only else "created_at"
         found = self._all(f"SELECT id, body FROM plans WHERE fleet = ?{where}"
                           f" ORDER BY {order} DESC, {self._PLAN_ORDER} DESC LIMIT 1", (fleet,))
-        return rows.plan(found[0][1], path=self.url, fleet=fleet, plan_id=str(found[0][0])) if found else None
+        return (found[0][0], found[0][1]) if found else None
 
     @guarded
     def applied_plans(self, fleet: str, *, limit: int = 20) -> list[tuple[Plan, float]]:

@@ -67,7 +67,7 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
         "run": run.number, "run_started_at": run.started_at,
         "running": sum(running.values()), "planned": sum(desired.values()) if view.plan else None,
         "cost": cost.to_dict(), "pools": pools,
-        "planned_per_hour": view.plan.totals.price_per_hour if view.plan else None,
+        "planned_per_hour": view.plan.price_per_hour if view.plan else None,
         "billed_per_hour": bill["billed_per_hour"], "bill": bill,
         "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices, by_id.get(i.id)) for i in instances],
         "stopped": [_stopped(i, view.clock(i.pool.provider)) for i in sorted(view.obs.stopped, key=lambda i: i.id)],

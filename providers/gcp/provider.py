@@ -18,24 +18,22 @@ Default Credentials against the real API.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from fleet.errors import AuthError, FleetError, ProviderError, TransientProviderError
+from fleet.errors import AuthError, ProviderError, TransientProviderError
 from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import FleetSpec
 from providers.base import BucketRef, OfferQuery, StorageSpec
-from providers.gcp import adc, errors
+from providers.gcp import errors
+from providers.gcp.project import ENDPOINT_ENV, PROJECT_ENVS, endpoint_override, resolve_project  # noqa: F401
 from providers.gcp.settings import GcpSettings
 from providers.kit.responses import malformed
 from providers.kit.retry import Retrier
 
-ENDPOINT_ENV = "SPOTFLEET_GCE_ENDPOINT"
-PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
 #: Seconds slept before each retry of a throttled call (full jitter below each value).
 RETRY_DELAYS = errors.RULES.delays or ()
 #: Per-call timeout in seconds (the client's own retry of reads is turned off: we retry here).
@@ -44,36 +42,6 @@ CALL_TIMEOUT = 60.0
 OPERATION_LIMIT = 900.0
 
 T = TypeVar("T")
-
-
-def endpoint_override() -> str:
-    """The Compute Engine endpoint from ``SPOTFLEET_GCE_ENDPOINT`` ("" for the real API)."""
-    return os.environ.get(ENDPOINT_ENV, "").rstrip("/")
-
-
-def resolve_project(settings: GcpSettings) -> str:
-    """The project: ``providers.gcp.project`` in the spec, else ``GOOGLE_CLOUD_PROJECT``, else the one
-    Application Default Credentials name. Raises FleetError naming all three when none is set."""
-    if settings.project:
-        return settings.project
-    for name in PROJECT_ENVS:
-        if os.environ.get(name):
-            return os.environ[name]
-    if not endpoint_override() and adc.may_exist():
-        try:
-            import google.auth
-            from google.auth.exceptions import DefaultCredentialsError
-
-            try:
-                _, project = google.auth.default()
-            except DefaultCredentialsError:
-                project = None
-            if project:
-                return str(project)
-        except ImportError:
-            pass
-    raise FleetError("no GCP project: set providers.gcp.project in the spec, or GOOGLE_CLOUD_PROJECT, or a "
-                     "default project in Application Default Credentials (gcloud config set project ...)")
 
 
 @dataclass

@@ -57,6 +57,10 @@ class ProviderRecord:
     subclass of ``fleet.spec.ProviderSettings`` (unknown keys are refused, naming the field).
     ``factory`` / ``check``: build the adapter / answer ``fleet check`` (``None``: no adapter ships).
     ``extra``: the pip extra that brings ``sdk_modules`` (looked for, not imported, before ``factory``).
+    ``preflight``: a cheap check of the settings and the environment (no adapter code imported)
+    that raises FleetError when ``factory`` would refuse (GCP: no project); ``providers_for`` runs
+    every provider's before building any adapter, so a spec that falls back to the price snapshot
+    imports none (``None``: the factory refuses nothing it could tell early).
     ``notice_seconds``: the interruption notice a node gets (0: none; checkpoints carry the work).
     ``spot``: the provider sells interruptible capacity; ``zones``: its pools name zones.
     ``checkpoint_scheme``: the URI scheme of the store ``ensure_bucket`` returns (``s3``, ``gs``,
@@ -72,6 +76,7 @@ class ProviderRecord:
     settings: type[ProviderSettings] = ProviderSettings
     factory: AdapterFactory | None = None
     check: CheckFunction | None = None
+    preflight: Callable[[ProviderSettings], object] | None = None
     extra: str = ""
     sdk_modules: tuple[str, ...] = ()
     notice_seconds: int = 0

@@ -22,10 +22,19 @@ ALIVE_SQL = "state IN ('pending', 'running')"
 
 
 def to_instance(row: sqlite3.Row) -> Instance:
-    return Instance(id=row["id"], fleet=row["fleet"] or "", pool=PoolKey.from_id(row["pool"]),
-                    state=InstanceState(row["state"]), accelerator=row["accelerator"], gpus=row["gpus"],
-                    price_per_hour=row["price"], launched_at=row["launched_at"], ended_at=row["ended_at"],
-                    tags=json.loads(row["tags"]), address=LOCAL_ADDRESS)
+    """The instance of one ``instances`` row. The row is the local cloud's own, typed by its
+    schema (``providers.local.db``): it is converted field by field here and the instance built
+    without pydantic's validation (``model_construct``), so that listing a fleet builds no
+    validator (``fleet status`` of a local fleet builds no pydantic model)."""
+    tags = json.loads(row["tags"])
+    if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+        raise ValueError(f"local cloud instance {row['id']}: its tags are not a string map")
+    ended = row["ended_at"]
+    return Instance.model_construct(
+        id=str(row["id"]), fleet=str(row["fleet"] or ""), pool=PoolKey.from_id(row["pool"]),
+        state=InstanceState(row["state"]), accelerator=str(row["accelerator"]), gpus=int(row["gpus"]),
+        price_per_hour=float(row["price"]), launched_at=float(row["launched_at"]),
+        ended_at=None if ended is None else float(ended), reason="", tags=tags, address=LOCAL_ADDRESS)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
@@ -100,11 +101,18 @@ class PoolModel:
 
 
 class SpotMarket:
-    """Every catalog pool's model for one seed, built lazily and cached."""
+    """Every catalog pool's model for one seed, built lazily and cached: a vendor's pools are read
+    from the catalog when first asked for, only those of the accelerators asked for (a plan for
+    H100s models a few hundred of the snapshot's thousands of pools), and only that vendor's
+    registration record is read (whether it sells spot)."""
 
     def __init__(self, seed: int):
         self.seed = seed
         self._models: dict[str, PoolModel] = {}
+        #: Every offer read so far, by pool id.
+        self._offers: dict[str, Offer] = {}
+        #: (vendor, accelerators or None for all) -> its pool ids, in catalog order.
+        self._listed: dict[tuple[str, frozenset[str] | None], list[str]] = {}
 
     @staticmethod
     @lru_cache(maxsize=8)
@@ -112,31 +120,40 @@ class SpotMarket:
         """A shared market per seed (markets are immutable once built)."""
         return SpotMarket(seed)
 
-    @cached_property
-    def _offers(self) -> dict[str, Offer]:
-        from fleet.catalog import cpu_offers, snapshot_offers, spot_not_sold
+    def pool_ids(self, provider: str, accelerators: Iterable[str] | None = None) -> list[str]:
+        """``provider``'s pool ids in catalog order (snapshot pools, then CPU head types); with
+        ``accelerators`` (any case; empty: all) only the pools of those."""
+        accs = frozenset(a.upper() for a in accelerators) if accelerators else None
+        found = self._listed.get((provider, accs))
+        if found is None:
+            found = self._listed[(provider, accs)] = self._read(provider, accs)
+        return found
 
-        not_sold = spot_not_sold()       # a vendor whose adapter sells no spot is simulated without it
-        return {o.pool.id: o for o in (*snapshot_offers(), *cpu_offers()) if o.pool.provider in VENDORS
-                and not (o.market is Market.SPOT and o.pool.provider in not_sold)}
+    def _read(self, provider: str, accs: frozenset[str] | None) -> list[str]:
+        """Read ``provider``'s offers of ``accs`` from the catalog; a vendor whose adapter sells no
+        spot is simulated without it."""
+        if provider not in VENDORS:
+            return []
+        from fleet.catalog import CPU, cpu_offers, snapshot_offers_of, spot_not_sold
 
-    @cached_property
-    def _by_provider(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {name: [] for name in VENDORS}
-        for pool_id, offer in self._offers.items():
-            out[offer.pool.provider].append(pool_id)
-        return out
+        no_spot = provider in spot_not_sold((provider,))
+        cpu = cpu_offers() if accs is None or CPU in accs else ()
+        read = {o.pool.id: o for o in (*snapshot_offers_of(accs, provider=provider), *cpu)
+                if o.pool.provider == provider and not (o.market is Market.SPOT and no_spot)}
+        self._offers.update(read)
+        return list(read)
 
     def __contains__(self, pool_id: str) -> bool:
+        if pool_id not in self._offers:
+            self.pool_ids(pool_id.split("/", 1)[0])        # read the vendor's every pool once
         return pool_id in self._offers
-
-    def pool_ids(self, provider: str) -> list[str]:
-        return self._by_provider.get(provider, [])
 
     def pool(self, pool_id: str) -> PoolModel:
         """The model of ``pool_id``; KeyError when the catalog has no such pool."""
         model = self._models.get(pool_id)
         if model is None:
+            if pool_id not in self:
+                raise KeyError(pool_id)
             model = self._models[pool_id] = self._build(self._offers[pool_id])
         return model
 

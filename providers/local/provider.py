@@ -65,7 +65,7 @@ class LocalProvider:
         running = ledger.alive_by_pool(self.cloud.db.conn(), self.name)
         overrides = self.cloud.capacity_overrides()
         out = []
-        for pool_id in self.cloud.market.pool_ids(self.name):
+        for pool_id in self.cloud.market.pool_ids(self.name, query.accelerators):
             model = self.cloud.market.pool(pool_id)
             o = model.offer
             if (accs and o.accelerator not in accs) or (regions and o.pool.region not in regions):

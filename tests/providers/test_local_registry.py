@@ -60,7 +60,8 @@ def test_cloud_backend_says_what_to_do(tmp_path, monkeypatch):
 
 def test_registered_cloud_adapters_plug_in_by_name(tmp_path, monkeypatch):
     cloud = LocalCloud.open(tmp_path / "stand-in", time_scale=0)
-    stand_ins = {name: replace(rec, factory=lambda spec, settings, n=name: cloud.provider(n), sdk_modules=())
+    stand_ins = {name: replace(rec, factory=lambda spec, settings, n=name: cloud.provider(n), sdk_modules=(),
+                               preflight=None)      # the stand-in needs no project
                  if name in ("aws", "gcp") else replace(rec, factory=None)
                  for name, rec in registry.records().items()}
     monkeypatch.setattr(registry, "_records", stand_ins)
