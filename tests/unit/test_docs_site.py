@@ -130,3 +130,15 @@ def test_the_site_builds_in_strict_mode(tmp_path):
     spec_page = (site / "reference" / "spec" / "index.html").read_text()
     assert 'id="fleetspec"' in spec_page and "max_pool_share" in spec_page
     assert (site / "images" / "dashboard.png").is_file()
+
+
+def test_each_provider_guide_states_its_row_of_the_node_image_table():
+    """docs/node.md compares the providers' default images; each provider's guide states its own row."""
+    table = (DOCS / "node.md").read_text().split("| Provider | Default image", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert len(rows) >= 6
+    for provider, image, python in rows:
+        page = (DOCS / "providers" / f"{provider.lower()}.md").read_text()
+        section = page.split("## What a node needs and gets", 1)[1]
+        assert " ".join(image.split()) in " ".join(section.split()), f"{provider}: the image differs from docs/node.md"
+        assert f"Python on it: {python}" in section, f"{provider}: the Python differs from docs/node.md"
