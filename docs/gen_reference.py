@@ -52,14 +52,25 @@ def _type(node: dict[str, Any]) -> str:
     return f"`{kind}`" if kind else "any"
 
 
-CONSTRAINTS = (("exclusiveMinimum", "> {}"), ("minimum", ">= {}"), ("exclusiveMaximum", "< {}"),
-               ("maximum", "<= {}"), ("minLength", "length >= {}"), ("maxLength", "length <= {}"),
-               ("minItems", "items >= {}"), ("maxItems", "items <= {}"), ("pattern", "matches `{}`"))
+CONSTRAINTS = (
+    ("exclusiveMinimum", "> {}"),
+    ("minimum", ">= {}"),
+    ("exclusiveMaximum", "< {}"),
+    ("maximum", "<= {}"),
+    ("minLength", "length >= {}"),
+    ("maxLength", "length <= {}"),
+    ("minItems", "items >= {}"),
+    ("maxItems", "items <= {}"),
+    ("pattern", "matches `{}`"),
+)
 
 
 def _constraints(node: dict[str, Any]) -> list[str]:
-    found = [template.format(node[key]) for key, template in CONSTRAINTS
-             if key in node and not (key in ("minLength", "minItems") and node[key] == 0)]
+    found = [
+        template.format(node[key])
+        for key, template in CONSTRAINTS
+        if key in node and not (key in ("minLength", "minItems") and node[key] == 0)
+    ]
     for option in node.get("anyOf", []):
         found += _constraints(option)
     return found
@@ -108,11 +119,15 @@ def _section(name: str, definition: dict[str, Any], anchor: str, defs: dict[str,
 
 def render(schema: dict[str, Any]) -> str:
     """The spec reference page for SCHEMA (the root object first, then every definition by name)."""
-    lines = ["# Spec reference", "",
-             "Every field of a fleet spec, generated when these pages are built from the JSON Schema that",
-             "`fleet spec schema` prints (point an editor's YAML support at that output to get completion",
-             "and checks as you type). [The fleet spec](../spec.md) explains the fields with examples;",
-             "`fleet spec check FILE` validates a spec.", ""]
+    lines = [
+        "# Spec reference",
+        "",
+        "Every field of a fleet spec, generated when these pages are built from the JSON Schema that",
+        "`fleet spec schema` prints (point an editor's YAML support at that output to get completion",
+        "and checks as you type). [The fleet spec](../spec.md) explains the fields with examples;",
+        "`fleet spec check FILE` validates a spec.",
+        "",
+    ]
     defs = schema.get("$defs", {})
     lines += _section("Top level", schema, ROOT_ANCHOR, defs)
     for name, definition in sorted(defs.items()):
@@ -138,6 +153,7 @@ def load_every_command() -> None:
 
 
 # -- MkDocs hooks ---------------------------------------------------------------------------------
+
 
 def on_config(config):  # type: ignore[no-untyped-def]
     load_every_command()

@@ -43,7 +43,7 @@ def _config() -> dict:
     class Loader(yaml.SafeLoader):
         pass
 
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)    # mkdocs' !ENV and kin
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)  # mkdocs' !ENV and kin
     return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
 
 
@@ -71,8 +71,12 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page():
 
 def test_links_between_pages_and_from_the_readme_resolve():
     pages = [ROOT / "README.md", *DOCS.rglob("*.md")]
-    broken = [f"{page.relative_to(ROOT)}: {target}" for page in pages for target, path in _local_targets(page)
-              if not path.exists() and path.relative_to(DOCS.resolve()).as_posix() not in GENERATED]
+    broken = [
+        f"{page.relative_to(ROOT)}: {target}"
+        for page in pages
+        for target, path in _local_targets(page)
+        if not path.exists() and path.relative_to(DOCS.resolve()).as_posix() not in GENERATED
+    ]
     assert not broken, broken
 
 
@@ -118,11 +122,20 @@ def test_the_site_builds_in_strict_mode(tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail("MkDocs is not installed: pip install -e '.[docs]'")
         pytest.skip("MkDocs is not installed (pip install -e '.[docs]')")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "NO_MKDOCS_2_WARNING": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "NO_MKDOCS_2_WARNING": "1",
+    }
     site = tmp_path / "site"
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     cli_page = (site / "reference" / "cli" / "index.html").read_text()
     for command in ("up", "simulate", "local-preempt", "spec-schema", "export-pulumi"):
