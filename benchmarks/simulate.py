@@ -196,7 +196,7 @@ def main() -> dict[str, float]:
 
 
 def table(out: dict[str, float]) -> str:
-    """The frontier as a Markdown table (the README's)."""
+    """The frontier as a Markdown table (the one in docs/figures.md)."""
     names = [k.removeprefix("shipped_").removesuffix("_at_target") for k in out
              if k.startswith("shipped_") and k.endswith("_at_target")]
     lines = ["| policy | shipped: at target | shipped: x optimum | held-out: at target (median / worst) "

@@ -201,7 +201,7 @@ class ProviderSettings(Section):
         return not (zone and zone in self.exclude_zones)
 
 
-#: How every diversification share is measured (schema text and README say the same).
+#: How every diversification share is measured (schema text and docs/concepts.md say the same).
 SHARE_RULE = (" A share is of the plan's spot part, the target minus the on-demand weighted GPUs the plan"
               " holds, and never less than the smallest spot node on offer.")
 

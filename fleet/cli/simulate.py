@@ -3,7 +3,7 @@
 Replays per-zone availability traces (default: the GCP H100 traces shipped with the package)
 through the spec's own rebalancing policy (``fleet.rebalance.decide`` and the planner) on a
 virtual clock, with catalog prices from the offline snapshot, and the same figures for the
-baselines and the offline optimum (``fleet.simulate``; the model is stated in the README).
+baselines and the offline optimum (``fleet.simulate``; the model is stated in docs/simulate.md).
 """
 
 from __future__ import annotations

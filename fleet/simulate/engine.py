@@ -1,6 +1,6 @@
 """The virtual clock: replay a market through a policy and account for what it costs (pure).
 
-The model (stated in the README):
+The model (stated in docs/simulate.md):
 
 * Time moves in the traces' ticks. A policy acts at the start of every ``interval_ticks``-th
   tick; a launch that finds no capacity is a ``no-capacity`` pool event and the policy is

@@ -1,6 +1,6 @@
 """The replayed market: which catalog pools a trace drives, and their capacity per tick (pure).
 
-Mapping rule (documented in the README): a spot pool follows the trace named after its zone
+Mapping rule (documented in docs/simulate.md): a spot pool follows the trace named after its zone
 (its region where the provider has no zones). A mapping (``--mapping FILE``: trace name ->
 list of pool-id prefixes) replaces the rule for the traces it names. Spot pools without a
 trace are left out of the simulation (nothing is known of their availability) and reported;

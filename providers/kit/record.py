@@ -67,8 +67,8 @@ class ProviderRecord:
     ``az``, ``file`` for the node's own disk). ``agent_cloud``: the node agent's ``--cloud`` for it
     (``""``: the agent has no watcher for it). ``pulumi_stack``: ``module:Class`` of its stack
     component, or ``""`` with ``pulumi_refusal`` saying why ``fleet export pulumi`` refuses it.
-    ``title``: the name people write (``Vast.ai``); the README's ``## Running on <title>`` section
-    documents it. ``summary``: one line for docs.
+    ``title``: the name people write (``Vast.ai``); the page ``docs/providers/<name>.md``, titled
+    ``Running on <title>``, documents it. ``summary``: one line for docs.
     """
 
     name: str

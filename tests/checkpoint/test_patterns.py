@@ -21,7 +21,7 @@ def test_final_save_of_an_already_saved_step_is_a_no_op(location_factory, kind):
     loc = location_factory(kind)
     mgr = loc.manager()
     periodic = mgr.save_async(state_for(100), 100)
-    mgr.wait()                                       # the README's final-save pattern
+    mgr.wait()                                       # the checkpoint guide's final-save pattern
     final = mgr.save(state_for(100), 100)
     assert final == periodic.result()
     assert loc.store().list("data/") == [final.data_key]      # no second upload left behind

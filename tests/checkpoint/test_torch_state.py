@@ -112,7 +112,7 @@ def test_background_save_and_keep_best_retention(tmp_path):
 
 
 def test_the_readme_pattern_resumes_dropout_bit_identically(tmp_path):
-    """The README's example: RNG captured with the state, restored after load."""
+    """The checkpoint guide's example (docs/checkpoints.md): RNG captured with the state, restored after load."""
     from fleet.checkpoint import capture_rng, restore_rng
 
     mgr = CheckpointManager(f"file://{tmp_path}")

@@ -64,8 +64,12 @@ def test_every_adapter_has_every_piece(name):
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert rec.extra in extras, f"{name}: pyproject.toml has no extra {rec.extra!r}"
     assert any(rec.extra in dep for dep in extras["test"]), f"{name}: the `test` extra does not bring {rec.extra!r}"
-    readme = (ROOT / "README.md").read_text()
-    assert f"## Running on {rec.display}" in readme, f"{name}: README.md has no '## Running on {rec.display}' section"
+    page = ROOT / "docs/providers" / f"{name}.md"
+    assert page.is_file(), f"{name}: no docs page docs/providers/{name}.md (what it needs, what a node gets)"
+    assert page.read_text().startswith(f"# Running on {rec.display}\n"), f"{name}: title the page '# Running on {rec.display}'"
+    listed = (ROOT / "mkdocs.yml").read_text() + (ROOT / "docs/providers/index.md").read_text()
+    assert f"providers/{name}.md" in listed and f"]({name}.md)" in listed, \
+        f"{name}: list docs/providers/{name}.md in mkdocs.yml's nav and in docs/providers/index.md"
 
 
 @pytest.mark.parametrize("name", ADAPTERS)
@@ -116,5 +120,6 @@ def test_the_template_package_is_a_complete_start():
 def test_the_adding_a_provider_page_names_every_piece_this_test_checks():
     page = (ROOT / "docs/adding-a-provider.md").read_text()
     for piece in (*ROLES, "PACKAGES", "RECORD", "tests/fakes/", "tests/contract/conftest.py", "TARGETS",
-                  "tests/cli/", "pyproject.toml", "## Running on", "providers/local/vendors.py", "FILES"):
+                  "tests/cli/", "pyproject.toml", "# Running on", "docs/providers/", "mkdocs.yml",
+                  "providers/local/vendors.py", "FILES"):
         assert piece in page, f"docs/adding-a-provider.md does not mention {piece}"
