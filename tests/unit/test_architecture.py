@@ -4,9 +4,9 @@
   no network, no subprocess, no database.
 - Cloud SDKs are imported only at the edges: provider adapters and the checkpoint
   storage backends that run on nodes.
-- Adapters (``providers/**``) import neither the executor (``fleet.provisioning``) nor the
-  node agent (``fleet.agent``): what both need lives in the ground layer (``fleet.errors``,
-  ``fleet.api_keys``, ...).
+- Adapters (``providers/**``) import neither the executor (``fleet.provisioning``), the
+  node agent (``fleet.agent``) nor the state store (``fleet.state``): what they share lives in
+  the ground layer (``fleet.errors``, ``fleet.api_keys``, ``fleet.sqlitetx``, ...).
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ def test_cloud_sdks_only_at_the_edges():
     assert not offenders, offenders
 
 
-#: What an adapter must never import: the executor (``fleet.provisioning``) and the node agent.
-ADAPTER_FORBIDDEN = ("fleet.provisioning", "fleet.agent")
+#: What an adapter must never import: the executor (``fleet.provisioning``), the node agent and
+#: the state store (the providers are the truth; the record is kept above them).
+ADAPTER_FORBIDDEN = ("fleet.provisioning", "fleet.agent", "fleet.state")
 
 
 def imported_names(path: Path) -> set[str]:
