@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.cli.runs import Run, current_run, events_of, instances_of
+from fleet.state.runs import Run, current_run, events_of, instances_of
 from fleet.model import Market
 from fleet.rebalance.bills import Limits
 from fleet.state import EventRecord, InstanceRecord, StateStore

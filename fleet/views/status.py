@@ -19,7 +19,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from fleet.cli.lifecycle import FleetView, look, readable_store, store_exists
-from fleet.cli.runs import current_run, instances_of
+from fleet.state.runs import current_run, instances_of
 from fleet.errors import FleetError
 from fleet.model import Instance
 from fleet.provisioning.accounting import summarize
