@@ -23,7 +23,8 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import confirm, local_providers, money, providers_of, readable_store, spec_of
+from fleet.cli.lifecycle import confirm, money
+from fleet.operations.workspace import local_providers, providers_of, readable_store, spec_of
 from fleet.state.runs import current_run, instances_of
 from fleet.errors import FleetError, ProviderError
 from fleet.provisioning import node_credentials

@@ -10,7 +10,9 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import duration, look, money, readable_store
+from fleet.cli.lifecycle import duration, money
+from fleet.operations.look import look
+from fleet.operations.workspace import readable_store
 from fleet.state.runs import Run, current_run, events_of, instances_of, launches_of
 from fleet.cli.status import bill_lines, condition, headline
 from fleet.cli.tables import Column, pool_label, print_table, wide_option

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.cli.app import App, shown
-from fleet.cli.lifecycle import money, store_exists
+from fleet.cli.lifecycle import money
+from fleet.operations.workspace import store_exists
 from fleet.cli.tables import Column, print_table
 from fleet.views.status import ERROR, overview  # noqa: F401  (computed there, rendered here)
 

@@ -66,8 +66,8 @@ def _from_store(app: App, providers: Mapping[str, Provider], read: Callable[[Sta
     when there is none (or no provider to relate it to) or its record cannot be read."""
     if not providers:           # the state store's modules are imported only when there is one to read
         return empty
-    from fleet.cli.lifecycle import store_of
-    from fleet.state.db import is_postgres_url
+    from fleet.operations.workspace import store_of
+    from fleet.state.postgres import is_postgres_url
 
     if not (is_postgres_url(app.state_url) or Path(app.state_url).exists()):
         return empty

@@ -28,7 +28,8 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import EXIT_SHORT, providers_of, short_pool, spec_of, store_of
+from fleet.cli.lifecycle import EXIT_SHORT, short_pool
+from fleet.operations.workspace import providers_of, spec_of, store_of
 from fleet.cli.local_cmd import parse_duration
 from fleet.errors import FleetError, FleetLockedError
 from fleet.rebalance.cycle import PassReport, run_pass

@@ -16,7 +16,8 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import local_providers, providers_of, short_pool
+from fleet.cli.lifecycle import short_pool
+from fleet.operations.workspace import local_providers, providers_of
 from fleet.errors import FleetError
 from fleet.model import TAG_PLAN
 from fleet.provisioning.reconcile import observe, sync

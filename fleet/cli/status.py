@@ -15,7 +15,9 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, money, readable_store
+from fleet.cli.lifecycle import EXIT_SHORT, duration, money
+from fleet.operations.look import FleetView
+from fleet.operations.workspace import readable_store
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
 from fleet.provisioning.accounting import CostSummary

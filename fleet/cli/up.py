@@ -17,7 +17,8 @@ import click
 from fleet import crashpoints
 from fleet.cli import saved_plan
 from fleet.cli.app import App, json_option, pass_app, shown
-from fleet.cli.lifecycle import EXIT_SHORT, confirm, store_of
+from fleet.cli.lifecycle import EXIT_SHORT, confirm
+from fleet.operations.workspace import store_of
 from fleet.state.runs import start_run
 from fleet.cli.plan import (blocked_pools, changes, learned_rates, offers_for_spec, plan_table, totals_lines,
                              with_learned_rates)

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
-from fleet.cli.lifecycle import duration, money
+from fleet.views.format import duration, money
 from fleet.dashboard.charts import line_chart
 from fleet.nodelogs import printable
 from fleet.safetext import safe

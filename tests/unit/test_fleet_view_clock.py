@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from fleet.cli.lifecycle import FleetView
+from fleet.operations.look import FleetView
 from fleet.provisioning.reconcile import Observation
 from fleet.state import FleetRecord
 
