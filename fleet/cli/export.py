@@ -20,7 +20,8 @@ import click
 
 from fleet import __version__
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.plan import EXIT_INFEASIBLE, offers_for_spec
+from fleet.cli.lifecycle import EXIT_INFEASIBLE
+from fleet.operations.offers import offers_for
 from fleet.errors import FleetError
 from fleet.provisioning.wheel import build
 from fleet.spec import load_spec
@@ -90,7 +91,7 @@ def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_js
 
     spec = load_spec(spec_path)
     require_node_software(spec)          # refused now rather than at `pulumi preview`
-    offers, _info = offers_for_spec(spec, app)
+    offers, _info = offers_for(spec, app)
     plan = make_plan(spec, offers)
     used: dict[str, int] = {}
     for a in plan.allocations:

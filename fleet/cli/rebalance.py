@@ -80,7 +80,7 @@ def command(app: App, name: str, every: str | None, watch: str | None, passes: i
 
 def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
     """One pass; ``None`` when the fleet was taken down (a rebalancer never brings it back)."""
-    from fleet.cli.plan import offers_for_spec
+    from fleet.operations.offers import offers_for
 
     store = store_of(app)
     try:
@@ -91,7 +91,7 @@ def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
         if spec is None:
             raise FleetError(f"fleet {name!r} has no recorded spec; run `fleet repair {name} --spec SPEC`")
         providers = providers_of(app, record)
-        offers, _info = offers_for_spec(spec, app, providers)
+        offers, _info = offers_for(spec, app, providers)
         if dry_run:
             return run_pass(spec, offers, providers, store, dry_run=True)
         with store.lock(name, "rebalance"):

@@ -15,13 +15,13 @@ from typing import Any
 import click
 
 from fleet import crashpoints
-from fleet.cli import saved_plan
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import EXIT_SHORT, confirm
 from fleet.operations.workspace import store_of
 from fleet.state.runs import start_run
-from fleet.cli.plan import (blocked_pools, changes, learned_rates, offers_for_spec, plan_table, totals_lines,
-                             with_learned_rates)
+from fleet.cli.plan import changes, plan_table, totals_lines
+from fleet.operations import saved_plan
+from fleet.operations.offers import blocked_pools, learned_rates, offers_for, with_learned_rates
 from fleet.cli.tables import compact_pool, wide_option
 from fleet.errors import FleetError
 from fleet.model import Plan
@@ -89,7 +89,7 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
     if not dry_run:     # a ${env:NAME} that is not set fails here, before anything is launched
         resolve_env(spec.node.env, os.environ)
     providers = providers_for(spec, app.home)
-    offers, _info = offers_for_spec(spec, app, providers)
+    offers, _info = offers_for(spec, app, providers)
     if saved is not None:
         saved_plan.check_offers(saved, offers)
     quotas = account_quotas(providers)
