@@ -14,7 +14,9 @@ from fleet.cli.lifecycle import duration, money
 from fleet.operations.look import look
 from fleet.operations.workspace import readable_store
 from fleet.state.runs import Run, current_run, events_of, instances_of, launches_of
-from fleet.cli.status import bill_lines, condition, headline
+from fleet.cli.render import bill_lines, headline
+from fleet.views.status import condition
+from fleet.safetext import safe_data
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.provisioning.accounting import summarize
 from fleet.safetext import safe_data

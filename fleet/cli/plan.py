@@ -1,4 +1,5 @@
-"""``fleet plan SPEC``: the cheapest diversified fleet for a spec, its true cost and savings.
+"""``fleet plan SPEC``: the cheapest diversified fleet for a spec, its true cost and savings
+(made by ``fleet.operations.plan``; drawn by ``fleet.cli.render``).
 
 Exit status: 0 when the plan meets the spec, 3 when it cannot (the best partial plan is
 still printed, with the limit that binds), 2 for a bad spec, 1 for other errors.
@@ -10,19 +11,15 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Mapping
 
 import click
 
-from fleet.catalog import CatalogInfo
-from fleet.cli.app import App, json_option, pass_app, shown
+from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.lifecycle import EXIT_INFEASIBLE
-from fleet.cli.tables import Column, pool_label, print_table, wide_option
-from fleet.model import HEAD, Market, Offer, Plan
+from fleet.cli.render import show
+from fleet.cli.tables import wide_option
+from fleet.operations.plan import changes, plan_fleet
 from fleet.spec import Strategy, load_spec
-from fleet.operations.offers import blocked_pools, learned_rates, offers_for, providers_or_none, running_now
-from providers.base import account_quotas
-
 
 
 @click.command("plan")
@@ -41,23 +38,13 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     When that fleet already runs, the plan is shown as a change against what runs
     (keep / launch / terminate per pool), as `fleet up` would apply it.
     """
-    from fleet.planning.planner import plan as make_plan  # scipy: imported only when planning
-    from providers.registry import cannot_launch
-
     spec = load_spec(spec_path)
     file_hash = spec.spec_hash()        # what `fleet up FILE` compares the spec file with
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
-    blocked = cannot_launch(spec)
     with app.err.status("gathering offers and planning...") if not as_json else nullcontext():
-        providers = providers_or_none(spec, app)
-        offers, info = offers_for(spec, app, providers, snapshot_for=blocked)
-        offers = learned_rates(app, spec, offers, providers)
-        current = running_now(providers, spec.name)
-        result = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers),
-                           quotas=account_quotas(providers))
-    marks = [_cannot_launch_line(result, name, why) for name, why in blocked.items()]
-    saved = result.model_copy(update={"notes": result.notes + tuple(marks)}) if marks else result
+        made = plan_fleet(spec, app)
+    result, saved, current = made.plan, made.saved, made.current
     if out is not None:
         from fleet.operations.saved_plan import write
 
@@ -71,148 +58,12 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
         else:
             click.echo(saved.to_json())
     else:
-        show(app, result, info, current=current or None, wide=wide)
+        show(app, result, made.info, current=current or None, wide=wide)
         from rich.markup import escape
 
-        for line in marks:
+        for line in made.marks:
             app.console.print(f"[yellow]{escape(line)}[/]")
         if out is not None:
             app.console.print(f"[dim]plan saved to {out}[/]")
     if not result.feasible:
         raise SystemExit(EXIT_INFEASIBLE)
-
-
-def _cannot_launch_line(plan: Plan, provider: str, why: str) -> str:
-    """The mark ``fleet plan`` puts on a provider ``fleet up`` cannot launch on (also a plan note)."""
-    used = sum(a.count for a in plan.allocations if a.offer.pool.provider == provider)
-    share = f", {used} instance(s) of this plan" if used else ""
-    return (f"cannot launch here: {provider} ({why}); priced from the snapshot{share}; `fleet up` refuses this "
-            "spec until it is removed from `providers:`")
-
-
-def changes(plan: Plan, current: Mapping[str, int]) -> dict[str, int]:
-    """Pool -> instances to launch (positive) or terminate (negative) to go from ``current`` to ``plan``."""
-    wanted = plan.counts()
-    return {p: wanted.get(p, 0) - current.get(p, 0) for p in sorted(set(wanted) | set(current))
-            if wanted.get(p, 0) != current.get(p, 0)}
-
-
-def _change_cell(now: int, want: int) -> str:
-    if want > now:
-        return f"[green]launch {want - now}[/]"
-    if want < now:
-        return f"[red]terminate {now - want}[/]"
-    return "keep"
-
-
-def plan_table(app: App, p: Plan, current: Mapping[str, int] | None, wide: bool) -> None:
-    """The plan's pools; with ``current`` (what runs now) as a change per pool, like ``terraform plan``.
-
-    ``$/h`` is what the row costs per hour (count x node price), here as in every table.
-    """
-    offers = {a.offer.pool.id: (a.offer, p.counts().get(a.offer.pool.id, 0)) for a in p.allocations}
-    heads = {a.offer.pool.id for a in p.role_allocations(HEAD)}
-    pools = sorted(set(offers) | set(current or {}))
-    columns = [Column("pool"), Column("market"), Column("node", drop=2)]
-    columns += ([Column("now", right=True), Column("plan", right=True), Column("change")]
-                if current is not None else [Column("count", right=True)])
-    columns += [Column("$/h", right=True), Column("$/GPU-h", right=True, wide=True),
-                Column("int/h", right=True, drop=1), Column("int/h from", wide=True)]
-    rows = []
-    for pool in pools:
-        o, n = offers.get(pool, (None, 0))
-        counts = ([str(current.get(pool, 0)), str(n), _change_cell(current.get(pool, 0), n)]
-                  if current is not None else [str(n)])
-        spot = o is not None and o.market is Market.SPOT
-        market = pool.rsplit("/", 1)[1] + (" (head)" if pool in heads else "")
-        rows.append([pool_label(pool, wide), market, _node_cell(o), *counts,
-                     f"{o.price_per_hour * n:,.2f}" if o else "-",
-                     f"{o.price_per_gpu_hour:.3f}" if o and o.gpus else "-",
-                     f"{o.interruptions_per_hour:.3f}" if spot else "-",
-                     o.interruption_source.value if spot else "-"])
-    if current is None:
-        title = f"fleet {p.fleet}: plan {p.id} ({p.strategy})"
-    else:
-        title = f"fleet {p.fleet}: plan {p.id} ({p.strategy}) against what runs now"
-    print_table(app.console, title, columns, rows, wide=wide)
-    if current is not None:
-        delta = changes(p, current)
-        launch = sum(n for n in delta.values() if n > 0)
-        terminate = -sum(n for n in delta.values() if n < 0)
-        keep = sum(min(current.get(q, 0), p.counts().get(q, 0)) for q in current)
-        app.console.print(f"change: keep {keep}, launch {launch}, terminate {terminate} instance(s)")
-
-
-def _node_cell(o: Offer | None) -> str:
-    if o is None:
-        return "-"
-    return f"{o.gpus}x{o.accelerator}" if o.gpus else f"{o.vcpus or 0:g} vCPU"
-
-
-def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | None = None,
-         wide: bool = False) -> None:
-    """Allocations (or the change against ``current``), totals, exclusions and the data source."""
-    plan_table(app, p, current, wide)
-    for line in totals_lines(p) + placement_lines(p):
-        app.console.print(line)
-    if not p.feasible:
-        app.console.print(f"[red]infeasible:[/] {p.shortfall} (best partial plan shown)")
-    if p.exclusions:
-        app.console.print("[bold]left out[/]")
-        for e in p.exclusions:
-            app.console.print(f"  {e.pools:>5} {e.reason} [dim](e.g. {pool_label(e.example, wide)})[/]")
-    for note in p.notes:
-        app.console.print(f"[dim]note: {shown(note)}[/]")
-    fallback = f"; live prices failed for {', '.join(info.fallbacks)}" if info.fallbacks else ""
-    app.console.print(f"[dim]offers: {info.source}: {info.detail}{fallback}[/]")
-
-
-def totals_lines(p: Plan) -> list[str]:
-    """The plan's totals, one short line each (they fit 80 columns)."""
-    t = p.totals
-    lines = [
-        f"weighted GPUs   {t.weighted_gpus:g} of {t.target_weighted_gpus:g} "
-        f"({t.on_demand_weighted_gpus:g} on-demand; {t.gpus} GPUs in {t.pools} pools)",
-        f"price           ${t.price_per_hour:,.2f}/h (the sum of the $/h column)",
-        f"true cost       ${t.true_cost_per_hour:,.2f}/h, ${t.true_cost_per_weighted_gpu_hour:,.3f} per weighted "
-        "GPU-hour",
-        "                (price + work lost to interruptions + restarts)",
-        f"interruptions   {t.expected_interruptions_per_day:.1f} expected per day",
-    ]
-    if t.on_demand_alternative_per_hour is not None:
-        saved = f"saves {t.savings_fraction:.0%} " if t.savings_fraction is not None else ""
-        lines.append(f"vs on-demand    {saved}vs the cheapest all-on-demand fleet "
-                     f"(${t.on_demand_alternative_per_hour:,.2f}/h)")
-    if t.checkpoint_interval_seconds is not None:
-        lines.append(f"checkpoint      every {_duration(t.checkpoint_interval_seconds)} of work (Young/Daly)")
-    return lines
-
-
-def placement_lines(p: Plan) -> list[str]:
-    """Which domain a placed plan chose, of how many, and what the next best would cost."""
-    c = p.placement
-    if c is None:
-        return []
-    lines = [f"placement       one {c.level}: {c.domain} (best of {c.domains}, {c.solved} solved)"]
-    if c.runner_up and c.runner_up_objective is not None:
-        more = f" (+{c.runner_up_objective / c.objective - 1:.1%})" if c.objective > 0 else ""
-        lines.append(f"next best       {c.runner_up}: {_metric(c.runner_up_objective, c.metric)}{more}")
-    else:
-        lines.append(f"next best       none: no other {c.level} can meet the spec")
-    if c.interconnect:
-        lines.append(f"interconnect    wants a {c.interconnect}")
-    return lines
-
-
-def _metric(value: float, metric: str) -> str:
-    if metric.endswith("$/h"):
-        return f"${value:,.2f}/h{metric.removesuffix('$/h').rstrip() and ' ' + metric.removesuffix(' $/h')}"
-    return f"{value:,.4g} {metric}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

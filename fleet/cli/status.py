@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection
 from typing import Any
 
 import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
+from fleet.cli.render import bill_lines, headline
 from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import EXIT_SHORT, duration, money
 from fleet.operations.look import FleetView
@@ -147,37 +147,6 @@ def _list_fleets(app: App, include_down: bool, check: bool, wide: bool, as_json:
         raise SystemExit(EXIT_SHORT)
 
 
-def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary,
-             unread: Collection[str] = ()) -> list[str]:
-    """The fleet in a few short lines (they fit 80 columns); ``$/h`` is what runs now costs per hour.
-
-    ``planned`` is None when no applied plan is recorded (then it says why); ``unread``: the
-    providers that could not be read (``running`` counts only the others, and says so)."""
-    colour = {"up": "green", "short": "yellow", UNKNOWN: "red"}.get(status, "bold")
-    saved = (f"; saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs the same nodes on-demand"
-             if cost.savings is not None and cost.savings_fraction is not None else "")
-    counts = (f"{running} of {planned} planned instances running" if planned is not None else
-              f"{running} instance(s) running")
-    if unread:
-        counts = f"{', '.join(sorted(unread))} could not be read; {counts} on the others"
-    why = [] if planned is not None else [f"no applied plan recorded: {_why_no_plan(status)}"]
-    return [
-        f"fleet [bold]{name}[/]: [{colour}]{status}[/], {counts} ({cost.running_gpus} GPUs)", *why,
-        f"price now      {money(cost.rate_per_hour, True)} (spot {money(cost.spot_rate_per_hour, True)}, "
-        f"on-demand {money(cost.on_demand_rate_per_hour, True)})",
-        f"cost so far    {money(cost.cost_so_far)}{saved}",
-        f"interruptions  {cost.interruptions}",
-    ]
-
-
-def _why_no_plan(status: str) -> str:
-    if status == FleetStatus.REPAIRED:
-        return "the record was rebuilt from tags; `fleet up SPEC` plans it again"
-    if status == FleetStatus.DOWN:
-        return "the fleet was taken down"
-    return "the last `fleet up` did not finish; run it again to apply a plan"
-
-
 def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False) -> None:
     """Print ``data`` (from ``snapshot``) for people: headline, pools, instances."""
     render_head(app, data, wide)
@@ -220,22 +189,6 @@ def render_head(app: App, data: dict[str, Any], wide: bool = False, in_frame: bo
               "yellow" if p["planned"] is not None and p["running"] < p["planned"] else None for p in data["pools"]]
     out.print()
     print_table(out, "pools", columns, rows, wide=wide, styles=styles)
-
-
-def bill_lines(bill: dict[str, Any]) -> list[str]:
-    """Planned against billed (``fleet.views.status.bill_summary``) in a line, then one warning per
-    instance billed beyond the budget, with what ``budget.cap_action`` does about it."""
-    if not bill["instances"]:
-        return []
-    if not bill["read"]:
-        return [f"billed         not read yet for the {bill['instances']} running instance(s)"]
-    ratio = f", {bill['ratio']:.2f}x" if bill["ratio"] is not None else ""
-    lines = [f"billed         {money(bill['billed_per_hour'], True)} for {bill['read']} of {bill['instances']} "
-             f"instance(s) (planned {money(bill['planned_per_hour'], True)}{ratio})"]
-    act = {"warn": "warned only (budget.cap_action: warn)", "replace": "the rebalancer replaces it",
-           "destroy": "the rebalancer terminates it"}[bill["cap_action"]]
-    lines += [f"[yellow]over budget:[/] {shown(b['message'])}; {act}" for b in bill["breaches"]]
-    return lines
 
 
 def render_instances(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False,

@@ -19,7 +19,8 @@ from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.lifecycle import EXIT_SHORT, confirm
 from fleet.operations.workspace import store_of
 from fleet.state.runs import start_run
-from fleet.cli.plan import changes, plan_table, totals_lines
+from fleet.cli.render import plan_table, totals_lines
+from fleet.operations.plan import changes
 from fleet.operations import saved_plan
 from fleet.operations.offers import blocked_pools, learned_rates, offers_for, with_learned_rates
 from fleet.cli.tables import compact_pool, wide_option
