@@ -17,12 +17,13 @@ from fleet.cli.render import bill_lines, headline
 from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import EXIT_SHORT, duration, money
 from fleet.operations.look import FleetView
-from fleet.operations.workspace import readable_store
+from fleet.operations.workspace import readable_store, store_exists
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
 from fleet.provisioning.accounting import CostSummary
 from fleet.state import FleetStatus, StateStore
-from fleet.views.status import UNKNOWN, condition, snapshot  # noqa: F401  (computed there, rendered here)
+from fleet.views.status import (ERROR, UNKNOWN, condition, overview,  # noqa: F401  (computed there, rendered here)
+                                snapshot)
 
 
 @click.command("status")
@@ -132,19 +133,53 @@ def frame(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: boo
 
 
 def _list_fleets(app: App, include_down: bool, check: bool, wide: bool, as_json: bool) -> None:
-    """``fleet status`` without NAME (``fleet.cli.overview``)."""
-    from fleet.cli import overview
+    """``fleet status`` without NAME: one line per fleet, each read from its providers (as
+    ``fleet status NAME`` reads one; ``fleet list`` shows the record without asking them).
 
-    rows, hidden = overview.overview(app, include_down=include_down)
+    Fleets that are down are left out unless ``--all``; a fleet that could not be read is listed
+    as ``unknown`` (or ``error``, with the reason) and makes the exit status 1."""
+    rows, hidden = overview(app, include_down=include_down)
     if as_json:
         app.emit_json(rows)
     else:
-        overview.render(app, rows, hidden, wide)
-    if overview.unread(rows):
-        raise FleetError(f"could not read fleet(s) {', '.join(overview.unread(rows))}; "
+        _render_overview(app, rows, hidden, wide)
+    if _unread(rows):
+        raise FleetError(f"could not read fleet(s) {', '.join(_unread(rows))}; "
                          "`fleet status NAME` says why")
     if check and any(r["status"] == FleetStatus.SHORT for r in rows):
         raise SystemExit(EXIT_SHORT)
+
+
+def _render_overview(app: App, rows: list[dict[str, Any]], hidden: int, wide: bool) -> None:
+    """The fleets as a table (80 columns: the backend goes first when it does not fit)."""
+    out = app.console
+    if not rows:
+        where = app.state_url if store_exists(app) else f"{app.state_url} (no state store yet)"
+        extra = f"; {hidden} down (-A shows them)" if hidden else ""
+        out.print(f"no fleets running in {where}{extra}; create one with `fleet up SPEC`")
+        return
+    colour = {"up": "green", "short": "yellow", "unknown": "red", ERROR: "red"}
+    columns = [Column("fleet"), Column("status"), Column("run", right=True), Column("plan", right=True),
+               Column("GPUs", right=True), Column("$/h", right=True), Column("cost so far", right=True),
+               Column("backend", drop=1)]
+    table = [[shown(r["fleet"]), r["status"], "?" if r["running"] is None else str(r["running"]),
+              "-" if r["planned"] is None else str(r["planned"]), "-" if r["gpus"] is None else str(r["gpus"]),
+              money(r["price_per_hour"]), money(r["cost_so_far"]), r["backend"] or "-"] for r in rows]
+    styles = [colour.get(r["status"]) for r in rows]
+    print_table(out, "fleets", columns, table, wide=wide, styles=styles)
+    for r in rows:
+        if r["error"]:
+            out.print(f"[red]{shown(r['fleet'])}[/]: {shown(r['error'])}")
+        for provider in sorted(r["provider_errors"]):
+            out.print(f"[red]{shown(r['fleet'])}: {provider} could not be read[/]; `fleet status {shown(r['fleet'])}` "
+                      "says why")
+    if hidden:
+        out.print(f"[dim]{hidden} fleet(s) down not shown; -A shows them[/]")
+
+
+def _unread(rows: list[dict[str, Any]]) -> list[str]:
+    """The fleets that could not be read (their counts are not known)."""
+    return [r["fleet"] for r in rows if r["error"] or r["provider_errors"]]
 
 
 def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False) -> None:
