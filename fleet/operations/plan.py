@@ -4,7 +4,8 @@
 now (by tag), the blocked pools and the account quotas, and calls the pure planner
 (``fleet.planning.planner.plan``). Providers that cannot launch here are priced from the
 snapshot and marked: the mark is also a note of the plan a face saves. ``changes`` is a plan
-against what runs (what `fleet up` would launch and terminate).
+against what runs (what `fleet up` would launch and terminate). ``fresh_plan`` is the plan of a
+fleet that runs nothing yet (``fleet export pulumi``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ def plan_fleet(spec: FleetSpec, where: Workspace) -> PlanOutcome:
     marks = tuple(cannot_launch_line(result, name, why) for name, why in blocked.items())
     saved = result.model_copy(update={"notes": result.notes + marks}) if marks else result
     return PlanOutcome(plan=result, saved=saved, info=info, current=current, marks=marks)
+
+
+def fresh_plan(spec: FleetSpec, where: Workspace) -> Plan:
+    """The plan for a fleet that does not run yet (``fleet export pulumi``: a new stack declares it
+    whole): the offers the planner sees, nothing running, nothing blocked, no account quotas."""
+    from fleet.planning.planner import plan as make_plan     # scipy: imported only when planning
+
+    offers, _info = offers_for(spec, where)
+    return make_plan(spec, offers)
 
 
 def cannot_launch_line(plan: Plan, provider: str, why: str) -> str:
