@@ -4,17 +4,17 @@ its totals and placement lines (``fleet plan``, ``fleet up``), and a fleet's hea
 
 from __future__ import annotations
 
-from typing import Any, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from fleet.catalog import CatalogInfo
 from fleet.cli.app import App, shown
 from fleet.cli.tables import Column, pool_label, print_table
 from fleet.model import HEAD, Market, Offer, Plan
 from fleet.operations.plan import changes
-from fleet.provisioning.accounting import CostSummary
-from fleet.state import FleetStatus
 from fleet.views.format import money
-from fleet.views.status import UNKNOWN
+
+if TYPE_CHECKING:       # the headline's types: `fleet plan` does not load the state store for them
+    from fleet.provisioning.accounting import CostSummary
 
 
 def _change_cell(now: int, want: int) -> str:
@@ -144,6 +144,8 @@ def headline(name: str, status: str, running: int, planned: int | None, cost: Co
 
     ``planned`` is None when no applied plan is recorded (then it says why); ``unread``: the
     providers that could not be read (``running`` counts only the others, and says so)."""
+    from fleet.views.status import UNKNOWN
+
     colour = {"up": "green", "short": "yellow", UNKNOWN: "red"}.get(status, "bold")
     saved = (f"; saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs the same nodes on-demand"
              if cost.savings is not None and cost.savings_fraction is not None else "")
@@ -162,6 +164,8 @@ def headline(name: str, status: str, running: int, planned: int | None, cost: Co
 
 
 def _why_no_plan(status: str) -> str:
+    from fleet.state import FleetStatus
+
     if status == FleetStatus.REPAIRED:
         return "the record was rebuilt from tags; `fleet up SPEC` plans it again"
     if status == FleetStatus.DOWN:

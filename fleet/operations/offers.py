@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Callable, Collection, Mapping, TypeVar
 from fleet.catalog import CPU, Catalog, CatalogInfo, cpu_offers, filter_for_spec
 from fleet.errors import FleetError
 from fleet.model import Offer
-from fleet.operations.workspace import Workspace
 from fleet.spec import Backend, FleetSpec
 from providers.base import OfferQuery, Provider
 
 if TYPE_CHECKING:
+    from fleet.operations.workspace import Workspace
     from fleet.state import StateStore
 
 T = TypeVar("T")

@@ -11,14 +11,16 @@ fleet that runs nothing yet (``fleet export pulumi``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from fleet.catalog import CatalogInfo
 from fleet.model import Plan
 from fleet.operations.offers import blocked_pools, learned_rates, offers_for, providers_or_none, running_now
-from fleet.operations.workspace import Workspace
 from fleet.spec import FleetSpec
 from providers.base import account_quotas
+
+if TYPE_CHECKING:
+    from fleet.operations.workspace import Workspace
 
 
 @dataclass(frozen=True)
