@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Collection, Mapping
 
-from fleet.catalog import CatalogInfo
 from fleet.cli.app import App, shown
 from fleet.cli.tables import Column, pool_label, print_table
 from fleet.model import HEAD, Market, Offer, Plan
 from fleet.operations.plan import changes
 from fleet.views.format import money
 
-if TYPE_CHECKING:       # the headline's types: `fleet plan` does not load the state store for them
+if TYPE_CHECKING:       # types only: `fleet plan` loads no state store, `fleet status` no catalog for them
+    from fleet.catalog import CatalogInfo
     from fleet.provisioning.accounting import CostSummary
 
 

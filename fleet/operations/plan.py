@@ -13,14 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
-from fleet.catalog import CatalogInfo
 from fleet.model import Plan
-from fleet.operations.offers import blocked_pools, learned_rates, offers_for, providers_or_none, running_now
-from fleet.spec import FleetSpec
-from providers.base import account_quotas
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:       # `changes` alone (fleet status draws it) loads neither the catalog nor the providers
+    from fleet.catalog import CatalogInfo
     from fleet.operations.workspace import Workspace
+    from fleet.spec import FleetSpec
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,9 @@ class PlanOutcome:
 
 def plan_fleet(spec: FleetSpec, where: Workspace) -> PlanOutcome:
     """Plan ``spec`` against what its fleet runs now; launches nothing, creates no store."""
-    from fleet.planning.planner import plan as make_plan     # scipy: imported only when planning
+    from fleet.operations.offers import blocked_pools, learned_rates, offers_for, providers_or_none, running_now
+    from fleet.planning.planner import plan as make_plan     # the solver: imported only when planning
+    from providers.base import account_quotas
     from providers.registry import cannot_launch
 
     blocked = cannot_launch(spec)
@@ -55,7 +55,8 @@ def plan_fleet(spec: FleetSpec, where: Workspace) -> PlanOutcome:
 def fresh_plan(spec: FleetSpec, where: Workspace) -> Plan:
     """The plan for a fleet that does not run yet (``fleet export pulumi``: a new stack declares it
     whole): the offers the planner sees, nothing running, nothing blocked, no account quotas."""
-    from fleet.planning.planner import plan as make_plan     # scipy: imported only when planning
+    from fleet.operations.offers import offers_for
+    from fleet.planning.planner import plan as make_plan     # the solver: imported only when planning
 
     offers, _info = offers_for(spec, where)
     return make_plan(spec, offers)

@@ -19,7 +19,7 @@ from fleet.provisioning.reconcile import observe, sync
 from fleet.spec import Backend, FleetSpec
 from fleet.state import CorruptStoreError, Damage, FleetStatus, StateStore, open_store
 from fleet.state.db import path_from_url
-from fleet.state.postgres import is_postgres_url
+from fleet.state.db import is_postgres_url
 from providers.base import Provider
 
 NOT_FOUND = "not found"
