@@ -174,7 +174,7 @@ def _why_no_plan(status: str) -> str:
 
 
 def bill_lines(bill: dict[str, Any]) -> list[str]:
-    """Planned against billed (``fleet.views.status.bill_summary``) in a line, then one warning per
+    """Planned against billed (``fleet.views.bills.summary``) in a line, then one warning per
     instance billed beyond the budget, with what ``budget.cap_action`` does about it."""
     if not bill["instances"]:
         return []
