@@ -19,7 +19,6 @@ from fleet.views.status import condition
 from fleet.safetext import safe_data
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.provisioning.accounting import summarize
-from fleet.safetext import safe_data
 from fleet.state import EventRecord
 from fleet.views import bills, history
 

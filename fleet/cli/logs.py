@@ -17,6 +17,7 @@ import click
 
 from fleet import nodelogs
 from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.complete import fleet_names, instance_ids
 from fleet.cli.lifecycle import duration
 from fleet.operations.workspace import providers_of, store_of
 from fleet.cli.tables import Column, print_table

@@ -8,7 +8,6 @@ still printed, with the limit that binds), 2 for a bad spec, 1 for other errors.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 
