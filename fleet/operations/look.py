@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from fleet.model import Plan
+from fleet.model import PlanDigest
 from fleet.operations.workspace import Workspace, providers_of, try_lock
-from fleet.provisioning.reconcile import Observation, SyncResult, observe, on_demand_prices, sync
+from fleet.provisioning.reconcile import Observation, SyncResult, observe, sync
 from fleet.state import FleetRecord, StateStore, UnwritableStoreError
 from providers.base import Provider
 
@@ -27,7 +27,8 @@ class FleetView:
     obs: Observation
     synced: bool
     result: SyncResult | None
-    plan: Plan | None
+    #: The plan that runs (what a look needs of it), None before any plan was made.
+    plan: PlanDigest | None
     #: Why the record could not be written (read-only or full disk), "" when it could.
     unwritable: str = ""
     #: The local clock, read once when the view was taken: every figure of one output uses it.
@@ -43,12 +44,12 @@ def look(where: Workspace, store: StateStore, name: str, command: str) -> FleetV
     record = store.get_fleet(name)
     providers = providers_of(where, record)
     # an `up` stopped before it finished leaves its plan unmarked: that plan is still what runs
-    plan = store.latest_plan(name, applied_only=True) or store.latest_plan(name)
+    plan = store.latest_plan_digest(name, applied_only=True) or store.latest_plan_digest(name)
     unwritable: list[str] = []
     with try_lock(store, name, command, unwritable) as held:
         obs = observe(providers, name)
         try:
-            result = sync(store, obs, prices=on_demand_prices([plan])) if held else None
+            result = sync(store, obs, prices=dict(plan.on_demand) if plan else {}) if held else None
         except UnwritableStoreError as err:     # the disk filled up after the lock was taken
             held, result = False, None
             unwritable.append(str(err))
