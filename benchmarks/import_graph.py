@@ -79,7 +79,7 @@ def graph() -> list[tuple[str, str]]:
     for path in sorted(files):
         src = module_name(path)
         for target in imports(path):
-            while target not in modules and "." in target:      # `from pkg import name` -> pkg
+            while target not in modules and "." in target:  # `from pkg import name` -> pkg
                 target = target.rsplit(".", 1)[0]
             if target in modules and target != src:
                 edges.append((src, target))
@@ -91,7 +91,7 @@ def main() -> int:
     between = Counter((layer_of(a), layer_of(b)) for a, b in edges)
     print("layers, top to bottom; an arrow is 'imports' (count of module pairs)")
     for i, name in enumerate(ORDER):
-        downs = [f"{to} x{between[(name, to)]}" for to in ORDER[i + 1:] if between[(name, to)]]
+        downs = [f"{to} x{between[(name, to)]}" for to in ORDER[i + 1 :] if between[(name, to)]]
         print(f"  {name:10} -> {', '.join(downs) or '-'}")
     broken, upward = [], []
     for a, b in edges:
@@ -100,11 +100,14 @@ def main() -> int:
             upward.append(f"{a} ({la}) -> {b} ({lb})")
         if la == "adapters" and b.startswith(("fleet.provisioning", "fleet.agent", "fleet.state")):
             broken.append(f"adapter: {a} -> {b}")
-        if a.startswith("fleet.cli.") and b.startswith("fleet.cli.") and a != "fleet.cli.main" \
-                and b.split(".")[2] not in CLI_SHARED:
+        if (
+            a.startswith("fleet.cli.")
+            and b.startswith("fleet.cli.")
+            and a != "fleet.cli.main"
+            and b.split(".")[2] not in CLI_SHARED
+        ):
             broken.append(f"cli logic: {a} -> {b}")
-    known = sorted({f"{la} -> {lb}" for a, b in edges
-                    if (la := layer_of(a), lb := layer_of(b)) in KNOWN_UP})
+    known = sorted({f"{la} -> {lb}" for a, b in edges if (la := layer_of(a), lb := layer_of(b)) in KNOWN_UP})
     print(f"arrows up by design: {', '.join(known) or 'none'}")
     cli: dict[str, set[str]] = {}
     for a, b in edges:
@@ -114,8 +117,11 @@ def main() -> int:
     for target, sources in sorted(cli.items()):
         mark = "" if target in CLI_SHARED else "   <- NOT a shared module"
         print(f"  {target:12} <- {len(sources):2} command module(s){mark}")
-    adapters = Counter(layer_of(b) + ": " + ".".join(b.split(".")[:2]) for a, b in edges
-                       if layer_of(a) == "adapters" and b.startswith("fleet."))
+    adapters = Counter(
+        layer_of(b) + ": " + ".".join(b.split(".")[:2])
+        for a, b in edges
+        if layer_of(a) == "adapters" and b.startswith("fleet.")
+    )
     print("what adapters import from fleet (layer: package, module pairs):")
     print("  " + ", ".join(f"{k} x{n}" for k, n in sorted(adapters.items())))
     print(f"other arrows up (noticed, not rules): {len(set(upward))}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from typing import Iterator
+from collections.abc import Iterator
 
 
 @contextlib.contextmanager

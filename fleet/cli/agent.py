@@ -20,18 +20,36 @@ from fleet.errors import FleetError
 
 
 @click.command("agent")
-@click.option("--cloud", type=click.Choice([*CLOUDS, "auto"]), default="auto", show_default=True,
-              help="Where the notice comes from.")
+@click.option(
+    "--cloud",
+    type=click.Choice([*CLOUDS, "auto"]),
+    default="auto",
+    show_default=True,
+    help="Where the notice comes from.",
+)
 @click.option("--hook-signal", default=None, help="Signal to send on a notice (e.g. SIGTERM, SIGUSR1); needs --pid.")
 @click.option("--pid", type=int, default=None, help="The training process to signal.")
 @click.option("--hook", "hook_command", default=None, help="Shell command to run on a notice (e.g. a drain).")
 @node_options
 @json_option
 @pass_app
-def command(app: App, cloud: str, hook_signal: str | None, pid: int | None, hook_command: str | None,
-            deadline_margin: float, checkpoint_uri: str | None, fleet_name: str, instance_id: str,
-            state_url: str | None, metadata_url: str | None, poll_interval: float | None, notice_file: str | None,
-            no_rebalance: bool, as_json: bool) -> None:
+def command(
+    app: App,
+    cloud: str,
+    hook_signal: str | None,
+    pid: int | None,
+    hook_command: str | None,
+    deadline_margin: float,
+    checkpoint_uri: str | None,
+    fleet_name: str,
+    instance_id: str,
+    state_url: str | None,
+    metadata_url: str | None,
+    poll_interval: float | None,
+    notice_file: str | None,
+    no_rebalance: bool,
+    as_json: bool,
+) -> None:
     """Wait for this node's interruption notice, fire the hook, wait for the final checkpoint.
 
     Exits 0 with a one-line summary once the checkpoint is committed or the deadline nears
@@ -39,17 +57,31 @@ def command(app: App, cloud: str, hook_signal: str | None, pid: int | None, hook
     """
     configure_logging()
     hook = _hook(hook_signal, pid, hook_command)
-    watcher = build_watcher(cloud, metadata_url=metadata_url, poll_interval=poll_interval, instance_id=instance_id,
-                            notice_file=notice_file, no_rebalance=no_rebalance)
+    watcher = build_watcher(
+        cloud,
+        metadata_url=metadata_url,
+        poll_interval=poll_interval,
+        instance_id=instance_id,
+        notice_file=notice_file,
+        no_rebalance=no_rebalance,
+    )
     probe = CheckpointProbe(checkpoint_uri) if checkpoint_uri else None
-    app.err.print(f"fleet agent: watching {watcher.cloud} for interruption notices"
-                  + (f"; hook: {hook.describe()}" if hook else "; no hook"))
+    app.err.print(
+        f"fleet agent: watching {watcher.cloud} for interruption notices"
+        + (f"; hook: {hook.describe()}" if hook else "; no hook")
+    )
     notice = _wait(watcher)
     if notice is None:
         click.echo("stopped before any interruption notice")
         return
-    outcome = respond(notice, hook, probe=probe, margin=deadline_margin, watcher=watcher,
-                      reporter=build_reporter(state_url, fleet_name, instance_id, watcher))
+    outcome = respond(
+        notice,
+        hook,
+        probe=probe,
+        margin=deadline_margin,
+        watcher=watcher,
+        reporter=build_reporter(state_url, fleet_name, instance_id, watcher),
+    )
     if as_json:
         app.emit_json(outcome.to_json())
     else:

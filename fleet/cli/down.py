@@ -46,22 +46,35 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
     done, left = report.done, report.left
     cost = run_cost(down, report)
     if as_json:
-        app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances + left.stopped],
-                       "provider_errors": left.errors, "cost": cost.to_dict() if cost else None,
-                       "record_damaged": damaged[0] if damaged else None})
+        app.emit_json(
+            {
+                "fleet": name,
+                "terminated": done,
+                "remaining": [i.id for i in left.instances + left.stopped],
+                "provider_errors": left.errors,
+                "cost": cost.to_dict() if cost else None,
+                "record_damaged": damaged[0] if damaged else None,
+            }
+        )
     elif not targets and not obs.errors:
-        app.console.print(f"fleet {name} has no running instances; nothing to terminate"
-                          + (f" (cost so far {money(cost.cost_so_far)})" if cost else ""))
+        app.console.print(
+            f"fleet {name} has no running instances; nothing to terminate"
+            + (f" (cost so far {money(cost.cost_so_far)})" if cost else "")
+        )
     elif not targets:
-        app.console.print(f"fleet {name}: no instances found on the providers that answered; "
-                          f"could not read {', '.join(sorted(obs.errors))}")
+        app.console.print(
+            f"fleet {name}: no instances found on the providers that answered; "
+            f"could not read {', '.join(sorted(obs.errors))}"
+        )
     else:
-        app.console.print(f"terminated {len(done)} instance(s) of fleet {name}"
-                          + (f"; cost so far {money(cost.cost_so_far)}" if cost else ""))
+        app.console.print(
+            f"terminated {len(done)} instance(s) of fleet {name}"
+            + (f"; cost so far {money(cost.cost_so_far)}" if cost else "")
+        )
     if not report.fully_down:
         problems = [f"{len(left.instances)} instance(s) still running"] if left.instances else []
         problems += [f"{len(left.stopped)} stopped instance(s) still billing storage"] if left.stopped else []
-        problems += [e if e.startswith(p) else f"{p}: {e}" for p, e in left.errors.items()]   # errors name theirs
+        problems += [e if e.startswith(p) else f"{p}: {e}" for p, e in left.errors.items()]  # errors name theirs
         raise FleetError(f"fleet {name} is not fully down ({'; '.join(problems)}); run `fleet down {name}` again")
     if damaged:
         why = f" ({damaged[-1]})" if len(damaged) > shown else ""

@@ -24,12 +24,14 @@ def confirm(question: str, *, yes: bool, as_json: bool) -> None:
     if yes:
         return
     if as_json or not sys.stdin.isatty():
-        raise FleetError(f"{question.rstrip('?')}: not confirmed (no terminal to ask on); nothing was changed; "
-                         "pass --yes to proceed without a prompt")
-    sys.stdout.flush()                      # what the question is about is on screen (or in the pipe) first
+        raise FleetError(
+            f"{question.rstrip('?')}: not confirmed (no terminal to ask on); nothing was changed; "
+            "pass --yes to proceed without a prompt"
+        )
+    sys.stdout.flush()  # what the question is about is on screen (or in the pipe) first
     try:
         answer = click.confirm(question, default=False, err=True)
-    except click.Abort:                     # Ctrl-C or end of input at the prompt
+    except click.Abort:  # Ctrl-C or end of input at the prompt
         answer = False
     if not answer:
         raise FleetError(f"{question.rstrip('?')}: not confirmed; nothing was changed")

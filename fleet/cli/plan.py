@@ -23,11 +23,15 @@ from fleet.spec import Strategy, load_spec
 
 @click.command("plan")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
-@click.option("--strategy", type=click.Choice([s.value for s in Strategy]),
-              help="Override the spec's allocation strategy.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also save the plan, with its spec, as JSON here (`fleet up FILE` applies it as it is; "
-                   "also for review and Pulumi).")
+@click.option(
+    "--strategy", type=click.Choice([s.value for s in Strategy]), help="Override the spec's allocation strategy."
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also save the plan, with its spec, as JSON here (`fleet up FILE` applies it as it is; "
+    "also for review and Pulumi).",
+)
 @wide_option
 @json_option
 @pass_app
@@ -38,7 +42,7 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     (keep / launch / terminate per pool), as `fleet up` would apply it.
     """
     spec = load_spec(spec_path)
-    file_hash = spec.spec_hash()        # what `fleet up FILE` compares the spec file with
+    file_hash = spec.spec_hash()  # what `fleet up FILE` compares the spec file with
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
     with app.err.status("gathering offers and planning...") if not as_json else nullcontext():

@@ -28,8 +28,8 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import EXIT_SHORT, short_pool
 from fleet.cli.durations import parse_duration
+from fleet.cli.lifecycle import EXIT_SHORT, short_pool
 from fleet.errors import FleetError, FleetLockedError
 from fleet.operations.rebalance_pass import fingerprint, rebalance_pass
 from fleet.operations.workspace import store_of
@@ -38,20 +38,47 @@ from fleet.rebalance.cycle import PassReport
 
 @click.command("rebalance")
 @click.argument("name", shell_complete=fleet_names)
-@click.option("--every", "every", default=None, metavar="DURATION",
-              help="Loop: one pass every DURATION (30s, 5m, 1h) until stopped.")
-@click.option("--passes", type=click.IntRange(min=0), default=0, show_default=True,
-              help="With --every: stop after this many passes (0 = run until stopped).")
-@click.option("--watch", "watch", default=None, metavar="DURATION",
-              help="Event-driven loop: list the fleet's instances every DURATION (e.g. 5s) and run a pass at once "
-                   "on a loss or a notice; a pass also runs every --every (default 10m).")
+@click.option(
+    "--every",
+    "every",
+    default=None,
+    metavar="DURATION",
+    help="Loop: one pass every DURATION (30s, 5m, 1h) until stopped.",
+)
+@click.option(
+    "--passes",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="With --every: stop after this many passes (0 = run until stopped).",
+)
+@click.option(
+    "--watch",
+    "watch",
+    default=None,
+    metavar="DURATION",
+    help="Event-driven loop: list the fleet's instances every DURATION (e.g. 5s) and run a pass at once "
+    "on a loss or a notice; a pass also runs every --every (default 10m).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the actions a pass would take; change nothing.")
-@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-              help="With --every: serve Prometheus metrics and /healthz on this port (0 = any free port).")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="With --every: serve Prometheus metrics and /healthz on this port (0 = any free port).",
+)
 @json_option
 @pass_app
-def command(app: App, name: str, every: str | None, watch: str | None, passes: int, dry_run: bool,
-            metrics_port: int | None, as_json: bool) -> None:
+def command(
+    app: App,
+    name: str,
+    every: str | None,
+    watch: str | None,
+    passes: int,
+    dry_run: bool,
+    metrics_port: int | None,
+    as_json: bool,
+) -> None:
     """Keep fleet NAME at target: replace lost spot, fall back to on-demand, return to spot."""
     if metrics_port is not None and every is None and watch is None:
         raise FleetError("--metrics-port needs --every or --watch: metrics are served by the looping rebalancer")
@@ -87,8 +114,16 @@ def _observe_store(app: App, metrics: Any, report: PassReport) -> None:
         store.close()
 
 
-def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metrics_port: int | None,
-          as_json: bool, watch: float | None = None) -> None:
+def _loop(
+    app: App,
+    name: str,
+    interval: float,
+    passes: int,
+    dry_run: bool,
+    metrics_port: int | None,
+    as_json: bool,
+    watch: float | None = None,
+) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -104,11 +139,17 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
     seen: object = None
     while not stop.is_set():
         started = time.time()
-        if watch is not None:     # the look before a pass: a change after it starts the next one
+        if watch is not None:  # the look before a pass: a change after it starts the next one
             try:
-                now_seen = fingerprint(name, app, seen, watch,
-                                       queue_error=lambda provider, error: app.err.print(
-                                           f"error: {provider} interruption queue: {shown(error)}"))
+                now_seen = fingerprint(
+                    name,
+                    app,
+                    seen,
+                    watch,
+                    queue_error=lambda provider, error: app.err.print(
+                        f"error: {provider} interruption queue: {shown(error)}"
+                    ),
+                )
             except FleetError as err:
                 app.err.print(f"error: {shown(err)}")
                 now_seen = seen
@@ -156,8 +197,10 @@ def _show(app: App, report: PassReport, as_json: bool) -> None:
     d = report.decision
     if report.unread:
         for provider, error in sorted(report.unread.items()):
-            app.err.print(f"[red]fleet {report.fleet}: {provider} could not be read[/], so this pass launched and "
-                          f"terminated nothing: {error}")
+            app.err.print(
+                f"[red]fleet {report.fleet}: {provider} could not be read[/], so this pass launched and "
+                f"terminated nothing: {error}"
+            )
         return
     if report.dry_run:
         for action in d.actions:
@@ -171,12 +214,16 @@ def _show(app: App, report: PassReport, as_json: bool) -> None:
     for note in [*d.notes, *report.notes]:
         app.console.print(f"[dim]note:[/] {shown(note)}")
     if report.nothing_to_do:
-        app.console.print(f"fleet {report.fleet}: nothing to do ({d.healthy_weighted_gpus:g} of "
-                          f"{d.target_weighted_gpus:g} weighted GPUs healthy)")
+        app.console.print(
+            f"fleet {report.fleet}: nothing to do ({d.healthy_weighted_gpus:g} of "
+            f"{d.target_weighted_gpus:g} weighted GPUs healthy)"
+        )
     elif not report.dry_run:
         state = "at target" if report.at_target else "short"
-        app.console.print(f"fleet {report.fleet}: {report.running_weighted_gpus:g} of {d.target_weighted_gpus:g} "
-                          f"weighted GPUs running ({state})")
+        app.console.print(
+            f"fleet {report.fleet}: {report.running_weighted_gpus:g} of {d.target_weighted_gpus:g} "
+            f"weighted GPUs running ({state})"
+        )
 
 
 def _line(a: dict[str, Any]) -> str:

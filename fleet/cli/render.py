@@ -4,7 +4,8 @@ its totals and placement lines (``fleet plan``, ``fleet up``), and a fleet's hea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Collection, Mapping
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from fleet.cli.app import App, shown
 from fleet.cli.tables import Column, pool_label, print_table
@@ -12,7 +13,7 @@ from fleet.model import HEAD, Market, Offer, Plan
 from fleet.operations.plan import changes
 from fleet.views.format import money
 
-if TYPE_CHECKING:       # types only: `fleet plan` loads no state store, `fleet status` no catalog for them
+if TYPE_CHECKING:  # types only: `fleet plan` loads no state store, `fleet status` no catalog for them
     from fleet.catalog import CatalogInfo
     from fleet.provisioning.accounting import CostSummary
 
@@ -34,22 +35,39 @@ def plan_table(app: App, p: Plan, current: Mapping[str, int] | None, wide: bool)
     heads = {a.offer.pool.id for a in p.role_allocations(HEAD)}
     pools = sorted(set(offers) | set(current or {}))
     columns = [Column("pool"), Column("market"), Column("node", drop=2)]
-    columns += ([Column("now", right=True), Column("plan", right=True), Column("change")]
-                if current is not None else [Column("count", right=True)])
-    columns += [Column("$/h", right=True), Column("$/GPU-h", right=True, wide=True),
-                Column("int/h", right=True, drop=1), Column("int/h from", wide=True)]
+    columns += (
+        [Column("now", right=True), Column("plan", right=True), Column("change")]
+        if current is not None
+        else [Column("count", right=True)]
+    )
+    columns += [
+        Column("$/h", right=True),
+        Column("$/GPU-h", right=True, wide=True),
+        Column("int/h", right=True, drop=1),
+        Column("int/h from", wide=True),
+    ]
     rows = []
     for pool in pools:
         o, n = offers.get(pool, (None, 0))
-        counts = ([str(current.get(pool, 0)), str(n), _change_cell(current.get(pool, 0), n)]
-                  if current is not None else [str(n)])
+        counts = (
+            [str(current.get(pool, 0)), str(n), _change_cell(current.get(pool, 0), n)]
+            if current is not None
+            else [str(n)]
+        )
         spot = o is not None and o.market is Market.SPOT
         market = pool.rsplit("/", 1)[1] + (" (head)" if pool in heads else "")
-        rows.append([pool_label(pool, wide), market, _node_cell(o), *counts,
-                     f"{o.price_per_hour * n:,.2f}" if o else "-",
-                     f"{o.price_per_gpu_hour:.3f}" if o and o.gpus else "-",
-                     f"{o.interruptions_per_hour:.3f}" if spot else "-",
-                     o.interruption_source.value if spot else "-"])
+        rows.append(
+            [
+                pool_label(pool, wide),
+                market,
+                _node_cell(o),
+                *counts,
+                f"{o.price_per_hour * n:,.2f}" if o else "-",
+                f"{o.price_per_gpu_hour:.3f}" if o and o.gpus else "-",
+                f"{o.interruptions_per_hour:.3f}" if spot else "-",
+                o.interruption_source.value if spot else "-",
+            ]
+        )
     if current is None:
         title = f"fleet {p.fleet}: plan {p.id} ({p.strategy})"
     else:
@@ -69,8 +87,7 @@ def _node_cell(o: Offer | None) -> str:
     return f"{o.gpus}x{o.accelerator}" if o.gpus else f"{o.vcpus or 0:g} vCPU"
 
 
-def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | None = None,
-         wide: bool = False) -> None:
+def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | None = None, wide: bool = False) -> None:
     """Allocations (or the change against ``current``), totals, exclusions and the data source."""
     plan_table(app, p, current, wide)
     for line in totals_lines(p) + placement_lines(p):
@@ -101,8 +118,9 @@ def totals_lines(p: Plan) -> list[str]:
     ]
     if t.on_demand_alternative_per_hour is not None:
         saved = f"saves {t.savings_fraction:.0%} " if t.savings_fraction is not None else ""
-        lines.append(f"vs on-demand    {saved}vs the cheapest all-on-demand fleet "
-                     f"(${t.on_demand_alternative_per_hour:,.2f}/h)")
+        lines.append(
+            f"vs on-demand    {saved}vs the cheapest all-on-demand fleet (${t.on_demand_alternative_per_hour:,.2f}/h)"
+        )
     if t.checkpoint_interval_seconds is not None:
         lines.append(f"checkpoint      every {_duration(t.checkpoint_interval_seconds)} of work (Young/Daly)")
     return lines
@@ -138,8 +156,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def headline(name: str, status: str, running: int, planned: int | None, cost: CostSummary,
-             unread: Collection[str] = ()) -> list[str]:
+def headline(
+    name: str, status: str, running: int, planned: int | None, cost: CostSummary, unread: Collection[str] = ()
+) -> list[str]:
     """The fleet in a few short lines (they fit 80 columns); ``$/h`` is what runs now costs per hour.
 
     ``planned`` is None when no applied plan is recorded (then it says why); ``unread``: the
@@ -147,15 +166,20 @@ def headline(name: str, status: str, running: int, planned: int | None, cost: Co
     from fleet.views.status import UNKNOWN
 
     colour = {"up": "green", "short": "yellow", UNKNOWN: "red"}.get(status, "bold")
-    saved = (f"; saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs the same nodes on-demand"
-             if cost.savings is not None and cost.savings_fraction is not None else "")
-    counts = (f"{running} of {planned} planned instances running" if planned is not None else
-              f"{running} instance(s) running")
+    saved = (
+        f"; saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs the same nodes on-demand"
+        if cost.savings is not None and cost.savings_fraction is not None
+        else ""
+    )
+    counts = (
+        f"{running} of {planned} planned instances running" if planned is not None else f"{running} instance(s) running"
+    )
     if unread:
         counts = f"{', '.join(sorted(unread))} could not be read; {counts} on the others"
     why = [] if planned is not None else [f"no applied plan recorded: {_why_no_plan(status)}"]
     return [
-        f"fleet [bold]{name}[/]: [{colour}]{status}[/], {counts} ({cost.running_gpus} GPUs)", *why,
+        f"fleet [bold]{name}[/]: [{colour}]{status}[/], {counts} ({cost.running_gpus} GPUs)",
+        *why,
         f"price now      {money(cost.rate_per_hour, True)} (spot {money(cost.spot_rate_per_hour, True)}, "
         f"on-demand {money(cost.on_demand_rate_per_hour, True)})",
         f"cost so far    {money(cost.cost_so_far)}{saved}",
@@ -181,9 +205,14 @@ def bill_lines(bill: dict[str, Any]) -> list[str]:
     if not bill["read"]:
         return [f"billed         not read yet for the {bill['instances']} running instance(s)"]
     ratio = f", {bill['ratio']:.2f}x" if bill["ratio"] is not None else ""
-    lines = [f"billed         {money(bill['billed_per_hour'], True)} for {bill['read']} of {bill['instances']} "
-             f"instance(s) (planned {money(bill['planned_per_hour'], True)}{ratio})"]
-    act = {"warn": "warned only (budget.cap_action: warn)", "replace": "the rebalancer replaces it",
-           "destroy": "the rebalancer terminates it"}[bill["cap_action"]]
+    lines = [
+        f"billed         {money(bill['billed_per_hour'], True)} for {bill['read']} of {bill['instances']} "
+        f"instance(s) (planned {money(bill['planned_per_hour'], True)}{ratio})"
+    ]
+    act = {
+        "warn": "warned only (budget.cap_action: warn)",
+        "replace": "the rebalancer replaces it",
+        "destroy": "the rebalancer terminates it",
+    }[bill["cap_action"]]
     lines += [f"[yellow]over budget:[/] {shown(b['message'])}; {act}" for b in bill["breaches"]]
     return lines

@@ -36,26 +36,39 @@ def command(app: App, name: str | None, spec_path: str | None, as_json: bool) ->
         app.warn(f"the state store was unreadable; moved it to {moved} and started a fresh one")
     damaged = repair_rows(store)
     if damaged and not as_json:
-        app.warn(f"dropped {len(damaged)} damaged row(s) ({_damage_summary(damaged)}); "
-                 "what runs is read back from the providers' tags below")
-    results = [repair_fleet(store, fleet, providers, spec)
-               for fleet, providers in targets(app, store, name, spec).items()]
+        app.warn(
+            f"dropped {len(damaged)} damaged row(s) ({_damage_summary(damaged)}); "
+            "what runs is read back from the providers' tags below"
+        )
+    results = [
+        repair_fleet(store, fleet, providers, spec) for fleet, providers in targets(app, store, name, spec).items()
+    ]
     if as_json:
-        app.emit_json({"moved_aside": str(moved) if moved else None, "rows_rebuilt": [d.to_dict() for d in damaged],
-                       "fleets": results})
+        app.emit_json(
+            {
+                "moved_aside": str(moved) if moved else None,
+                "rows_rebuilt": [d.to_dict() for d in damaged],
+                "fleets": results,
+            }
+        )
         return
     if not results:
-        app.console.print("no fleets found in the record or by tag in the local cloud; name one: "
-                          "`fleet repair NAME` or `fleet repair --spec SPEC`")
+        app.console.print(
+            "no fleets found in the record or by tag in the local cloud; name one: "
+            "`fleet repair NAME` or `fleet repair --spec SPEC`"
+        )
     for r in results:
         if r["status"] == NOT_FOUND:
-            app.console.print(f"fleet [bold]{r['fleet']}[/]: not in the record and no instance carries its tag; "
-                              "nothing to rebuild")
+            app.console.print(
+                f"fleet [bold]{r['fleet']}[/]: not in the record and no instance carries its tag; nothing to rebuild"
+            )
             continue
         pools = ", ".join(f"{short_pool(p)} x{n}" for p, n in sorted(r["pools"].items())) or "none running"
-        app.console.print(f"fleet [bold]{r['fleet']}[/]: {r['running']} instance(s) found by tag "
-                          f"({r['discovered']} newly recorded, {r['ended']} recorded ones no longer run); "
-                          f"status {r['status']}; pools: {pools}")
+        app.console.print(
+            f"fleet [bold]{r['fleet']}[/]: {r['running']} instance(s) found by tag "
+            f"({r['discovered']} newly recorded, {r['ended']} recorded ones no longer run); "
+            f"status {r['status']}; pools: {pools}"
+        )
         for provider, error in r["provider_errors"].items():
             app.warn(f"{provider}: could not list instances ({error}); run repair again when it answers")
 

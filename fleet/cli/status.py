@@ -13,35 +13,49 @@ from typing import Any
 import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
-from fleet.cli.render import bill_lines, headline
 from fleet.cli.complete import fleet_names
 from fleet.cli.lifecycle import EXIT_SHORT, duration, money
-from fleet.operations.look import FleetView
-from fleet.operations.workspace import readable_store, store_exists
+from fleet.cli.render import bill_lines, headline
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
+from fleet.operations.look import FleetView
+from fleet.operations.workspace import readable_store, store_exists
 from fleet.provisioning.accounting import CostSummary
 from fleet.state import FleetStatus, StateStore
-from fleet.views.status import (ERROR, UNKNOWN, condition, overview,  # noqa: F401  (computed there, rendered here)
-                                snapshot)
+from fleet.views.status import ERROR, UNKNOWN, condition, overview, snapshot  # noqa: F401  (computed there, rendered here)
 
 
 @click.command("status")
 @click.argument("name", required=False, shell_complete=fleet_names)
-@click.option("--all", "-A", "include_down", is_flag=True,
-              help="Without NAME: list the fleets that are down too.")
+@click.option("--all", "-A", "include_down", is_flag=True, help="Without NAME: list the fleets that are down too.")
 @click.option("--check", is_flag=True, help="Exit 3 when a fleet runs short of its plan (for scripts and probes).")
 @click.option("--watch", "-w", is_flag=True, help="Refresh until interrupted (Ctrl-C).")
-@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
-              help="Seconds between refreshes with --watch.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=2.0,
+    show_default=True,
+    help="Seconds between refreshes with --watch.",
+)
 @click.option("--times", type=click.IntRange(min=0), default=0, help="With --watch: stop after this many refreshes.")
-@click.option("--limit", type=click.IntRange(min=0), default=30, show_default=True,
-              help="Instance rows to show (0 = all).")
+@click.option(
+    "--limit", type=click.IntRange(min=0), default=30, show_default=True, help="Instance rows to show (0 = all)."
+)
 @wide_option
 @json_option
 @pass_app
-def command(app: App, name: str | None, include_down: bool, check: bool, watch: bool, interval: float, times: int,
-            limit: int, wide: bool, as_json: bool) -> None:
+def command(
+    app: App,
+    name: str | None,
+    include_down: bool,
+    check: bool,
+    watch: bool,
+    interval: float,
+    times: int,
+    limit: int,
+    wide: bool,
+    as_json: bool,
+) -> None:
     """Show fleet NAME, or every fleet: instances, pools, state, $/h, age, interruptions, cost so far.
 
     Without NAME, one line per fleet that is not down (-A: every fleet), each read from its
@@ -53,7 +67,7 @@ def command(app: App, name: str | None, include_down: bool, check: bool, watch: 
             raise click.UsageError("--watch needs a fleet NAME")
         _list_fleets(app, include_down, check, wide, as_json)
         return
-    store, _ = readable_store(app)      # a store that cannot be written is read: `look` says so
+    store, _ = readable_store(app)  # a store that cannot be written is read: `look` says so
     if not watch:
         data, view = snapshot(app, store, name)
         if as_json:
@@ -61,8 +75,10 @@ def command(app: App, name: str | None, include_down: bool, check: bool, watch: 
         else:
             render(app, data, view, limit, wide)
         if data["provider_errors"]:
-            raise FleetError(f"could not read {', '.join(sorted(data['provider_errors']))}: fleet {name}'s instances "
-                             "there are not known; run `fleet status` again")
+            raise FleetError(
+                f"could not read {', '.join(sorted(data['provider_errors']))}: fleet {name}'s instances "
+                "there are not known; run `fleet status` again"
+            )
         if check and data["status"] == FleetStatus.SHORT:
             raise SystemExit(EXIT_SHORT)
         return
@@ -75,7 +91,7 @@ def command(app: App, name: str | None, include_down: bool, check: bool, watch: 
                 if times == 0 or refreshes < times:
                     time.sleep(interval)
             return
-        if not app.console.is_terminal:         # a pipe or a log: one full frame after another
+        if not app.console.is_terminal:  # a pipe or a log: one full frame after another
             while times == 0 or refreshes < times:
                 data, view = snapshot(app, store, name)
                 render(app, data, view, limit, wide)
@@ -88,8 +104,9 @@ def command(app: App, name: str | None, include_down: bool, check: bool, watch: 
         pass
 
 
-def _watch_in_place(app: App, store: StateStore, name: str, interval: float, times: int, limit: int,
-                    wide: bool) -> None:
+def _watch_in_place(
+    app: App, store: StateStore, name: str, interval: float, times: int, limit: int, wide: bool
+) -> None:
     """Redraw the fleet in place on a terminal (like ``top``): each frame fits the screen — the
     headline and pools always shown, the instance list cut to the rows left with "N more" —
     and is drawn from the top-left corner over the last one (each line erased to its end, the
@@ -97,12 +114,12 @@ def _watch_in_place(app: App, store: StateStore, name: str, interval: float, tim
     hidden while watching and left below the last frame."""
     out = app.console
     term = out.file
-    term.write("\x1b[?25l\x1b[H\x1b[2J")          # hide the cursor, clear the screen once
+    term.write("\x1b[?25l\x1b[H\x1b[2J")  # hide the cursor, clear the screen once
     try:
         refreshes = 0
         while times == 0 or refreshes < times:
             data, view = snapshot(app, store, name)
-            lines = frame(app, data, view, limit, wide, out.height).split("\n")[:max(1, out.height - 1)]
+            lines = frame(app, data, view, limit, wide, out.height).split("\n")[: max(1, out.height - 1)]
             term.write("\x1b[H" + "".join(f"{line}\x1b[K\r\n" for line in lines[:-1]) + f"{lines[-1]}\x1b[K\x1b[J")
             term.flush()
             refreshes += 1
@@ -121,7 +138,7 @@ def frame(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: boo
         render_head(app, data, wide, in_frame=True)
     head = captured.get()
     room = height - 1 - head.count("\n")
-    rows = max(0, room - 4) if limit == 0 else max(0, min(limit, room - 4))   # blank, title, header, "N more"
+    rows = max(0, room - 4) if limit == 0 else max(0, min(limit, room - 4))  # blank, title, header, "N more"
     while True:
         with out.capture() as captured:
             render_instances(app, data, view, rows, wide, fitted_to_screen=True)
@@ -129,7 +146,7 @@ def frame(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: boo
         over = tail.count("\n") - room
         if over <= 0 or rows == 0:
             return (head + tail).rstrip("\n")
-        rows = max(0, rows - over)       # a note (a column left out for width) took a row
+        rows = max(0, rows - over)  # a note (a column left out for width) took a row
 
 
 def _list_fleets(app: App, include_down: bool, check: bool, wide: bool, as_json: bool) -> None:
@@ -144,8 +161,7 @@ def _list_fleets(app: App, include_down: bool, check: bool, wide: bool, as_json:
     else:
         _render_overview(app, rows, hidden, wide)
     if _unread(rows):
-        raise FleetError(f"could not read fleet(s) {', '.join(_unread(rows))}; "
-                         "`fleet status NAME` says why")
+        raise FleetError(f"could not read fleet(s) {', '.join(_unread(rows))}; `fleet status NAME` says why")
     if check and any(r["status"] == FleetStatus.SHORT for r in rows):
         raise SystemExit(EXIT_SHORT)
 
@@ -159,20 +175,39 @@ def _render_overview(app: App, rows: list[dict[str, Any]], hidden: int, wide: bo
         out.print(f"no fleets running in {where}{extra}; create one with `fleet up SPEC`")
         return
     colour = {"up": "green", "short": "yellow", "unknown": "red", ERROR: "red"}
-    columns = [Column("fleet"), Column("status"), Column("run", right=True), Column("plan", right=True),
-               Column("GPUs", right=True), Column("$/h", right=True), Column("cost so far", right=True),
-               Column("backend", drop=1)]
-    table = [[shown(r["fleet"]), r["status"], "?" if r["running"] is None else str(r["running"]),
-              "-" if r["planned"] is None else str(r["planned"]), "-" if r["gpus"] is None else str(r["gpus"]),
-              money(r["price_per_hour"]), money(r["cost_so_far"]), r["backend"] or "-"] for r in rows]
+    columns = [
+        Column("fleet"),
+        Column("status"),
+        Column("run", right=True),
+        Column("plan", right=True),
+        Column("GPUs", right=True),
+        Column("$/h", right=True),
+        Column("cost so far", right=True),
+        Column("backend", drop=1),
+    ]
+    table = [
+        [
+            shown(r["fleet"]),
+            r["status"],
+            "?" if r["running"] is None else str(r["running"]),
+            "-" if r["planned"] is None else str(r["planned"]),
+            "-" if r["gpus"] is None else str(r["gpus"]),
+            money(r["price_per_hour"]),
+            money(r["cost_so_far"]),
+            r["backend"] or "-",
+        ]
+        for r in rows
+    ]
     styles = [colour.get(r["status"]) for r in rows]
     print_table(out, "fleets", columns, table, wide=wide, styles=styles)
     for r in rows:
         if r["error"]:
             out.print(f"[red]{shown(r['fleet'])}[/]: {shown(r['error'])}")
         for provider in sorted(r["provider_errors"]):
-            out.print(f"[red]{shown(r['fleet'])}: {provider} could not be read[/]; `fleet status {shown(r['fleet'])}` "
-                      "says why")
+            out.print(
+                f"[red]{shown(r['fleet'])}: {provider} could not be read[/]; `fleet status {shown(r['fleet'])}` "
+                "says why"
+            )
     if hidden:
         out.print(f"[dim]{hidden} fleet(s) down not shown; -A shows them[/]")
 
@@ -193,8 +228,9 @@ def render_head(app: App, data: dict[str, Any], wide: bool = False, in_frame: bo
     console, warnings included, as a ``--watch`` frame must hold them)."""
     cost = CostSummary(**data["cost"])
     out = app.console
-    for line in headline(data["fleet"], data["status"], data["running"], data["planned"], cost,
-                         data["provider_errors"]):
+    for line in headline(
+        data["fleet"], data["status"], data["running"], data["planned"], cost, data["provider_errors"]
+    ):
         out.print(line)
     for line in bill_lines(data["bill"]):
         out.print(line)
@@ -205,29 +241,54 @@ def render_head(app: App, data: dict[str, Any], wide: bool = False, in_frame: bo
         else:
             app.warn(message)
     if data["busy"]:
-        out.print(f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
-                  "the record was not updated[/]")
+        out.print(
+            f"[yellow]{data['busy']} holds this fleet right now: showing the providers' view, "
+            "the record was not updated[/]"
+        )
     for provider, error in data["provider_errors"].items():
         out.print(f"[red]{provider} could not be read[/]: {shown(error)}")
     for held in data["stopped"]:
-        out.print(f"[yellow]{shown(held['id'])} {shown(held['reason'])} {duration(held['stopped_seconds'])} ago "
-                  f"({pool_label(held['pool'], wide)}): stopped, still billing storage "
-                  f"{money(held['storage_per_hour'], True)}; re-bid it or `fleet down` ends it[/]")
+        out.print(
+            f"[yellow]{shown(held['id'])} {shown(held['reason'])} {duration(held['stopped_seconds'])} ago "
+            f"({pool_label(held['pool'], wide)}): stopped, still billing storage "
+            f"{money(held['storage_per_hour'], True)}; re-bid it or `fleet down` ends it[/]"
+        )
     for ended in data["ended"]:
         out.print(f"[yellow]{shown(ended['id'])} {shown(ended['reason'])}[/] since the last look")
-    columns = [Column("pool"), Column("market"), Column("run", right=True), Column("plan", right=True),
-               Column("$/h", right=True), Column("preempted", right=True)]
-    rows = [[pool_label(p["pool"], wide), p["market"], "?" if p["running"] is None else str(p["running"]),
-             "-" if p["planned"] is None else str(p["planned"]), money(p["price_per_hour"]), str(p["interruptions"])]
-            for p in data["pools"]]
-    styles = ["red" if p["running"] is None else
-              "yellow" if p["planned"] is not None and p["running"] < p["planned"] else None for p in data["pools"]]
+    columns = [
+        Column("pool"),
+        Column("market"),
+        Column("run", right=True),
+        Column("plan", right=True),
+        Column("$/h", right=True),
+        Column("preempted", right=True),
+    ]
+    rows = [
+        [
+            pool_label(p["pool"], wide),
+            p["market"],
+            "?" if p["running"] is None else str(p["running"]),
+            "-" if p["planned"] is None else str(p["planned"]),
+            money(p["price_per_hour"]),
+            str(p["interruptions"]),
+        ]
+        for p in data["pools"]
+    ]
+    styles = [
+        "red"
+        if p["running"] is None
+        else "yellow"
+        if p["planned"] is not None and p["running"] < p["planned"]
+        else None
+        for p in data["pools"]
+    ]
     out.print()
     print_table(out, "pools", columns, rows, wide=wide, styles=styles)
 
 
-def render_instances(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False,
-                     fitted_to_screen: bool = False) -> None:
+def render_instances(
+    app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False, fitted_to_screen: bool = False
+) -> None:
     """The instances table of ``data``: ``limit`` rows (0: all, unless ``fitted_to_screen``, where 0
     means none fit), then how many more there are. Ages on the local cloud are on its simulated
     clock, and the header says so (``fleet list`` shows wall-clock times)."""
@@ -236,13 +297,27 @@ def render_instances(app: App, data: dict[str, Any], view: FleetView, limit: int
     listed = every[:limit] if limit or fitted_to_screen else every
     simulated = data["backend"] == "local"
     if listed:
-        columns = [Column("id"), Column("pool"), Column("market", drop=1), Column("state"),
-                   Column("$/h", right=True), Column("billed", right=True, drop=2),
-                   Column("sim age" if simulated else "age", right=True)]
-        rows = [[shown(i["id"]), pool_label(i["pool"], wide), i["market"],
-                 i["state"] + (" [yellow](notice)[/]" if i["notice"] else ""), money(i["price_per_hour"]),
-                 "-" if i.get("billed_per_hour") is None else money(i["billed_per_hour"]),
-                 duration(i["age_seconds"])] for i in listed]
+        columns = [
+            Column("id"),
+            Column("pool"),
+            Column("market", drop=1),
+            Column("state"),
+            Column("$/h", right=True),
+            Column("billed", right=True, drop=2),
+            Column("sim age" if simulated else "age", right=True),
+        ]
+        rows = [
+            [
+                shown(i["id"]),
+                pool_label(i["pool"], wide),
+                i["market"],
+                i["state"] + (" [yellow](notice)[/]" if i["notice"] else ""),
+                money(i["price_per_hour"]),
+                "-" if i.get("billed_per_hour") is None else money(i["billed_per_hour"]),
+                duration(i["age_seconds"]),
+            ]
+            for i in listed
+        ]
         out.print()
         title = "instances (ages on the local cloud's simulated clock)" if simulated else "instances"
         print_table(out, title, columns, rows, wide=wide)

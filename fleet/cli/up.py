@@ -7,7 +7,8 @@ why is printed), 1 for other errors, 2 for a bad spec.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import click
 
@@ -28,16 +29,26 @@ from fleet.spec import FleetSpec
 @click.argument("spec_path", metavar="SPEC|PLAN", type=click.Path(dir_okay=False))
 @click.option("--yes", "-y", is_flag=True, help="Launch without asking for confirmation.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and what would change; launch nothing.")
-@click.option("--parallel", type=click.IntRange(min=1, max=256), default=32, show_default=True,
-              help="Pools launched at the same time (1 = one pool after another).")
-@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), default=None, metavar="USD_PER_HOUR",
-              help="Launch only if the plan costs at most this per hour (default: the spec's budget.max_per_hour, "
-                   "else $500/h).")
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1, max=256),
+    default=32,
+    show_default=True,
+    help="Pools launched at the same time (1 = one pool after another).",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="USD_PER_HOUR",
+    help="Launch only if the plan costs at most this per hour (default: the spec's budget.max_per_hour, else $500/h).",
+)
 @wide_option
 @json_option
 @pass_app
-def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, max_cost: float | None, wide: bool,
-            as_json: bool) -> None:
+def command(
+    app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, max_cost: float | None, wide: bool, as_json: bool
+) -> None:
     """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing).
 
     Given PLAN, a file saved by `fleet plan SPEC --out PLAN`, applies that plan as it is, or
@@ -46,8 +57,10 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, m
     try:
         _up(app, spec_path, yes, dry_run, parallel, wide, as_json, max_cost)
     except KeyboardInterrupt:
-        app.err.print(f"\n[yellow]interrupted[/]: `fleet up` stopped; instances already launched are recorded "
-                      f"and tagged, so rerunning `fleet up {spec_path}` is safe: it keeps them and fills the rest")
+        app.err.print(
+            f"\n[yellow]interrupted[/]: `fleet up` stopped; instances already launched are recorded "
+            f"and tagged, so rerunning `fleet up {spec_path}` is safe: it keeps them and fills the rest"
+        )
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
@@ -55,8 +68,9 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, m
 EXIT_INTERRUPTED = 130
 
 
-def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool,
-        max_cost: float | None) -> None:
+def _up(
+    app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool, max_cost: float | None
+) -> None:
     app.stage = "before launching anything"
     source = read_up(spec_path, app, dry_run=dry_run)
     if dry_run:
@@ -87,8 +101,9 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
 def _dry_run(app: App, preview: UpPreview, wide: bool, as_json: bool) -> None:
     fleet, plan, current, delta = preview.spec.name, preview.plan, preview.current, preview.changes
     if as_json:
-        app.emit_json({"dry_run": True, "fleet": fleet, "plan": json.loads(plan.to_json()), "current": current,
-                       "changes": delta})
+        app.emit_json(
+            {"dry_run": True, "fleet": fleet, "plan": json.loads(plan.to_json()), "current": current, "changes": delta}
+        )
         return
     _show_plan(app, plan, current, wide)
     added = sum(n for n in delta.values() if n > 0)
@@ -112,7 +127,9 @@ def _show_forwarded(app: App, spec: FleetSpec) -> None:
     for field, env in envs:
         for name, refs in references(env).items():
             for ref in refs:
-                credential = " [yellow](a credential: node.forward_credentials)[/]" if is_credential_variable(ref) else ""
+                credential = (
+                    " [yellow](a credential: node.forward_credentials)[/]" if is_credential_variable(ref) else ""
+                )
                 app.console.print(f"forwarded to the nodes: {field}.{name} <- ${{env:{ref}}}{credential}")
 
 
@@ -126,14 +143,20 @@ class _ProgressView:
         self.bars: Any = None
         self.tasks: dict[str, int] = {}
 
-    def __enter__(self) -> "_ProgressView":
+    def __enter__(self) -> _ProgressView:
         return self
 
     def _start(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.fields[note]}"), console=self.app.err, transient=False)
+        self.bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[note]}"),
+            console=self.app.err,
+            transient=False,
+        )
         self.bars.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -151,26 +174,34 @@ class _ProgressView:
             note = "" if step.count == step.total else f"[yellow]{shown(step.message)[:60]}[/]"
             self.bars.update(self.tasks.pop(step.pool), completed=step.count, note=note)
         elif step.kind in ("block", "replan", "note", "terminate"):
-            self.bars.console.print(f"[dim]{step.kind}:[/] {step.pool + ': ' if step.pool else ''}{shown(step.message)}")
+            self.bars.console.print(
+                f"[dim]{step.kind}:[/] {step.pool + ': ' if step.pool else ''}{shown(step.message)}"
+            )
 
 
 def _summary(app: App, report: ApplyReport) -> None:
     running = sum(report.counts.values())
     wanted = sum(report.plan.counts().values())
-    app.console.print(f"launched {len(report.launched)}, terminated {len(report.terminated)}; "
-                      f"fleet {report.fleet} runs {running} of {wanted} planned instances")
+    app.console.print(
+        f"launched {len(report.launched)}, terminated {len(report.terminated)}; "
+        f"fleet {report.fleet} runs {running} of {wanted} planned instances"
+    )
     for failure in report.failures:
-        app.console.print(f"  [yellow]{failure.error_kind}[/] {compact_pool(failure.pool)}: "
-                          f"{len(failure.instances)} of {failure.requested}: {shown(failure.error_message)}")
+        app.console.print(
+            f"  [yellow]{failure.error_kind}[/] {compact_pool(failure.pool)}: "
+            f"{len(failure.instances)} of {failure.requested}: {shown(failure.error_message)}"
+        )
     for prefix, reason in report.blocked:
         app.console.print(f"  blocked {prefix} for a while ({shown(reason)})")
-    for note in report.notes:       # a provider that could not be listed, a launch to retry: said, not only in --json
+    for note in report.notes:  # a provider that could not be listed, a launch to retry: said, not only in --json
         app.console.print(f"  [yellow]note:[/] {shown(note)}")
     if report.ok:
         app.console.print(f"[green]fleet {report.fleet} is up[/]; `fleet status {report.fleet}` shows it")
     else:
         missing = sum(report.missing.values())
-        app.err.print(f"[red]fleet {report.fleet} is short[/] by {missing} instance(s) "
-                      f"({report.missing_weighted_gpus:g} weighted GPUs)"
-                      + (f"; plan: {report.plan.shortfall}" if report.plan.shortfall else "")
-                      + "; rerun `fleet up` later to fill it")
+        app.err.print(
+            f"[red]fleet {report.fleet} is short[/] by {missing} instance(s) "
+            f"({report.missing_weighted_gpus:g} weighted GPUs)"
+            + (f"; plan: {report.plan.shortfall}" if report.plan.shortfall else "")
+            + "; rerun `fleet up` later to fill it"
+        )

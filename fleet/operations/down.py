@@ -22,8 +22,9 @@ observes and reconciles; ``DownPlan.targets`` is what would be terminated) and
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, TypeVar
+from typing import TypeVar
 
 from fleet.errors import ProviderError
 from fleet.model import Instance
@@ -141,8 +142,9 @@ def prepare_down(down: Down) -> Iterator[DownPlan]:
         obs = observe(down.providers, down.name)
         store = down.store
         if store is not None and not down.damaged:
-            down.quiet(lambda: sync(store, obs,
-                                    prices=on_demand_prices([store.latest_plan(down.name, applied_only=True)])))
+            down.quiet(
+                lambda: sync(store, obs, prices=on_demand_prices([store.latest_plan(down.name, applied_only=True)]))
+            )
         yield DownPlan(down=down, writer=writer, obs=obs)
 
 

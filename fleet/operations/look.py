@@ -50,8 +50,15 @@ def look(where: Workspace, store: StateStore, name: str, command: str) -> FleetV
         obs = observe(providers, name)
         try:
             result = sync(store, obs, prices=dict(plan.on_demand) if plan else {}) if held else None
-        except UnwritableStoreError as err:     # the disk filled up after the lock was taken
+        except UnwritableStoreError as err:  # the disk filled up after the lock was taken
             held, result = False, None
             unwritable.append(str(err))
-    return FleetView(record=store.get_fleet(name), providers=providers, obs=obs, synced=held, result=result,
-                     plan=plan, unwritable=unwritable[0] if unwritable else "")
+    return FleetView(
+        record=store.get_fleet(name),
+        providers=providers,
+        obs=obs,
+        synced=held,
+        result=result,
+        plan=plan,
+        unwritable=unwritable[0] if unwritable else "",
+    )

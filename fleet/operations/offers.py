@@ -9,7 +9,8 @@ pools blocked after capacity or quota errors (``blocked_pools``). Reading never 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Collection, Mapping, TypeVar
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from fleet.catalog import CPU, Catalog, CatalogInfo, cpu_offers, filter_for_spec
 from fleet.errors import FleetError
@@ -24,8 +25,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def offers_for(spec: FleetSpec, where: Workspace, providers: Mapping[str, Provider] | None = None, *,
-               snapshot_for: Collection[str] = ()) -> tuple[list[Offer], CatalogInfo]:
+def offers_for(
+    spec: FleetSpec,
+    where: Workspace,
+    providers: Mapping[str, Provider] | None = None,
+    *,
+    snapshot_for: Collection[str] = (),
+) -> tuple[list[Offer], CatalogInfo]:
     """The offers the planner sees for ``spec``, and where they came from.
 
     ``backend: local`` asks the embedded local cloud (live simulated capacity);
@@ -41,25 +47,29 @@ def offers_for(spec: FleetSpec, where: Workspace, providers: Mapping[str, Provid
     except FleetError:
         if spec.backend is Backend.LOCAL:
             raise
-        catalog = Catalog()         # no live adapters in this version: plan from the snapshot
+        catalog = Catalog()  # no live adapters in this version: plan from the snapshot
     query = OfferQuery(accelerators=tuple(spec.capacity.accelerators))
     offers, info = catalog.offers(query)
     if catalog.providers and snapshot_for:
         offers += Catalog().offers(query, only=snapshot_for)[0]
     offers = filter_for_spec(offers, spec)
-    if spec.head is not None:       # CPU types for the head; live adapters may not list them
+    if spec.head is not None:  # CPU types for the head; live adapters may not list them
         cpu = [o for o in catalog.offers(OfferQuery(accelerators=(CPU,), spot=False))[0] if o.accelerator == CPU]
         listed = {o.pool.provider for o in cpu}
-        offers += cpu + [o for o in cpu_offers() if o.pool.provider not in listed
-                         and spec.backend is not Backend.LOCAL and spec.provider_settings(o.pool.provider)]
+        offers += cpu + [
+            o
+            for o in cpu_offers()
+            if o.pool.provider not in listed
+            and spec.backend is not Backend.LOCAL
+            and spec.provider_settings(o.pool.provider)
+        ]
     return offers, info
 
 
-def _from_store(where: Workspace, providers: Mapping[str, Provider], read: Callable[[StateStore], T],
-                empty: T) -> T:
+def _from_store(where: Workspace, providers: Mapping[str, Provider], read: Callable[[StateStore], T], empty: T) -> T:
     """``read(store)`` on the state store when one exists, without creating one; ``empty``
     when there is none (or no provider to relate it to) or its record cannot be read."""
-    if not providers:           # the state store's modules are imported only when there is one to read
+    if not providers:  # the state store's modules are imported only when there is one to read
         return empty
     from fleet.operations.workspace import store_exists, store_of
 
@@ -67,7 +77,7 @@ def _from_store(where: Workspace, providers: Mapping[str, Provider], read: Calla
         return empty
     try:
         store = store_of(where)
-    except FleetError:          # an unreadable record: `fleet up` and `repair` say why
+    except FleetError:  # an unreadable record: `fleet up` and `repair` say why
         return empty
     try:
         return read(store)
@@ -77,6 +87,7 @@ def _from_store(where: Workspace, providers: Mapping[str, Provider], read: Calla
 
 def blocked_pools(where: Workspace, providers: Mapping[str, Provider]) -> list[str]:
     """Pools blocked in the state store (capacity or quota errors), without creating a store."""
+
     def read(store: StateStore) -> list[str]:
         from fleet.provisioning.executor import active_blocks
 
@@ -85,8 +96,9 @@ def blocked_pools(where: Workspace, providers: Mapping[str, Provider]) -> list[s
     return _from_store(where, providers, read, [])
 
 
-def with_learned_rates(spec: FleetSpec, offers: list[Offer], providers: Mapping[str, Provider],
-                       store: StateStore) -> list[Offer]:
+def with_learned_rates(
+    spec: FleetSpec, offers: list[Offer], providers: Mapping[str, Provider], store: StateStore
+) -> list[Offer]:
     """``offers`` with each spot pool's interruption rate updated from what this fleet saw
     there (the rebalancer's Gamma-Poisson update, ``fleet.rebalance.learning``), so `plan`,
     `up` and `rebalance` weigh pools alike. A fleet with no history keeps the catalog's rates."""
@@ -97,8 +109,9 @@ def with_learned_rates(spec: FleetSpec, offers: list[Offer], providers: Mapping[
     return learned_offers(offers, fleet_exposure(store, spec.name, now), spec.rebalance.prior_hours)
 
 
-def learned_rates(where: Workspace, spec: FleetSpec, offers: list[Offer],
-                  providers: Mapping[str, Provider]) -> list[Offer]:
+def learned_rates(
+    where: Workspace, spec: FleetSpec, offers: list[Offer], providers: Mapping[str, Provider]
+) -> list[Offer]:
     """:func:`with_learned_rates` from the state store when there is one, without creating it."""
     return _from_store(where, providers, lambda store: with_learned_rates(spec, offers, providers, store), offers)
 

@@ -11,7 +11,7 @@ brought). The loop around them (``--every``, ``--watch``, metrics) is the face's
 from __future__ import annotations
 
 import os
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from fleet.errors import FleetError
 from fleet.operations.offers import offers_for
@@ -20,8 +20,9 @@ from fleet.rebalance.cycle import PassReport, run_pass
 from fleet.state import FleetStatus
 
 
-def rebalance_pass(name: str, where: Workspace, *, dry_run: bool = False,
-                   environ: Mapping[str, str] = os.environ) -> PassReport | None:
+def rebalance_pass(
+    name: str, where: Workspace, *, dry_run: bool = False, environ: Mapping[str, str] = os.environ
+) -> PassReport | None:
     """One pass; ``None`` when the fleet was taken down (a rebalancer never brings it back)."""
     store = store_of(where)
     try:
@@ -36,15 +37,21 @@ def rebalance_pass(name: str, where: Workspace, *, dry_run: bool = False,
         if dry_run:
             return run_pass(spec, offers, providers, store, dry_run=True)
         with store.lock(name, "rebalance"):
-            if store.get_fleet(name).status == FleetStatus.DOWN:    # taken down while we looked
+            if store.get_fleet(name).status == FleetStatus.DOWN:  # taken down while we looked
                 return None
-            return run_pass(spec, offers, providers, store, environ=environ)   # replacements run what `up` gave
+            return run_pass(spec, offers, providers, store, environ=environ)  # replacements run what `up` gave
     finally:
         store.close()
 
 
-def fingerprint(name: str, where: Workspace, before: object, wait: float = 0.0, *,
-                queue_error: Callable[[str, str], None] | None = None) -> object:
+def fingerprint(
+    name: str,
+    where: Workspace,
+    before: object,
+    wait: float = 0.0,
+    *,
+    queue_error: Callable[[str, str], None] | None = None,
+) -> object:
     """What ``--watch`` compares between looks: the fleet's alive instance ids and the number of
     interruption notices recorded for it, after recording what the providers' event queues brought
     within ``wait`` seconds (``fleet.rebalance.notices``; a queue that fails is told to
@@ -65,7 +72,7 @@ def fingerprint(name: str, where: Workspace, before: object, wait: float = 0.0, 
         obs = observe(providers, name)
         if obs.errors:
             return before
-        drained = drain(name, providers, obs.instances, store, wait)      # the event queues, long-polled
+        drained = drain(name, providers, obs.instances, store, wait)  # the event queues, long-polled
         for provider, error in sorted(drained.errors.items()):
             if queue_error is not None:
                 queue_error(provider, error)

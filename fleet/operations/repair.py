@@ -18,8 +18,7 @@ from fleet.operations.workspace import Workspace, local_providers, providers_of
 from fleet.provisioning.reconcile import observe, sync
 from fleet.spec import Backend, FleetSpec
 from fleet.state import CorruptStoreError, Damage, FleetStatus, StateStore, open_store
-from fleet.state.db import path_from_url
-from fleet.state.db import is_postgres_url
+from fleet.state.db import is_postgres_url, path_from_url
 from providers.base import Provider
 
 NOT_FOUND = "not found"
@@ -35,7 +34,7 @@ def repair_rows(store: StateStore) -> list[Damage]:
 
 def open_or_replace(where: Workspace) -> tuple[StateStore, Path | None]:
     """The store, verified; an unreadable file is moved aside (with its WAL files) first."""
-    if is_postgres_url(where.state_url):      # a database is repaired in place
+    if is_postgres_url(where.state_url):  # a database is repaired in place
         store = open_store(where.state_url, create=True)
         store.verify()
         return store, None
@@ -54,8 +53,9 @@ def open_or_replace(where: Workspace) -> tuple[StateStore, Path | None]:
     return open_store(where.state_url, create=True), aside
 
 
-def targets(where: Workspace, store: StateStore, name: str | None,
-            spec: FleetSpec | None) -> dict[str, dict[str, Provider]]:
+def targets(
+    where: Workspace, store: StateStore, name: str | None, spec: FleetSpec | None
+) -> dict[str, dict[str, Provider]]:
     """Fleet name -> the providers to read it from."""
     from providers.registry import local_cloud_root, providers_for
 
@@ -81,16 +81,35 @@ def repair_fleet(store: StateStore, fleet: str, providers: dict[str, Provider], 
         record = store.find_fleet(fleet)
         obs = observe(providers, fleet)
         if record is None and spec is None and not obs.instances:
-            return {"fleet": fleet, "status": NOT_FOUND, "running": 0, "pools": {}, "discovered": 0, "ended": 0,
-                    "plans_seen": [], "provider_errors": obs.errors}
+            return {
+                "fleet": fleet,
+                "status": NOT_FOUND,
+                "running": 0,
+                "pools": {},
+                "discovered": 0,
+                "ended": 0,
+                "plans_seen": [],
+                "provider_errors": obs.errors,
+            }
         if record is None or spec is not None:
             status = record.status if record is not None else FleetStatus.REPAIRED
             backend = spec.backend.value if spec is not None else Backend.LOCAL.value
-            store.save_fleet(fleet, status=status, backend=backend,
-                             spec_json=spec.model_dump_json() if spec is not None else None,
-                             spec_hash=spec.spec_hash() if spec is not None else "")
+            store.save_fleet(
+                fleet,
+                status=status,
+                backend=backend,
+                spec_json=spec.model_dump_json() if spec is not None else None,
+                spec_hash=spec.spec_hash() if spec is not None else "",
+            )
         result = sync(store, obs)
         plans = sorted({i.tags[TAG_PLAN] for i in obs.instances if TAG_PLAN in i.tags})
-        return {"fleet": fleet, "status": store.get_fleet(fleet).status, "running": len(obs.instances),
-                "pools": obs.counts(), "discovered": len(result.discovered), "ended": len(result.ended),
-                "plans_seen": plans, "provider_errors": obs.errors}
+        return {
+            "fleet": fleet,
+            "status": store.get_fleet(fleet).status,
+            "running": len(obs.instances),
+            "pools": obs.counts(),
+            "discovered": len(result.discovered),
+            "ended": len(result.ended),
+            "plans_seen": plans,
+            "provider_errors": obs.errors,
+        }

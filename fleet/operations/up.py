@@ -23,8 +23,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterator, Mapping, Protocol
+from typing import Protocol
 
 from fleet import crashpoints
 from fleet.errors import FleetError
@@ -77,8 +78,7 @@ class UpPreview:
         return changes(self.plan, self.current)
 
 
-def read_up(path: str, where: Workspace, *, dry_run: bool = False,
-            environ: Mapping[str, str] = os.environ) -> UpSource:
+def read_up(path: str, where: Workspace, *, dry_run: bool = False, environ: Mapping[str, str] = os.environ) -> UpSource:
     """The spec or saved plan at ``path``, its providers, offers and quotas. A ``${env:NAME}`` of
     ``node.env`` that is not set fails here (unless ``dry_run``), before anything is launched."""
     from providers.registry import providers_for
@@ -101,8 +101,11 @@ def preview_up(source: UpSource, where: Workspace) -> UpPreview:
     spec, providers = source.spec, source.providers
     current = observe(providers, spec.name).counts()
     offers = learned_rates(where, spec, source.offers, providers)
-    plan = source.saved.plan if source.saved is not None else make_plan(
-        spec, offers, current=current, blocked=blocked_pools(where, providers), quotas=source.quotas)
+    plan = (
+        source.saved.plan
+        if source.saved is not None
+        else make_plan(spec, offers, current=current, blocked=blocked_pools(where, providers), quotas=source.quotas)
+    )
     return UpPreview(spec=spec, plan=plan, current=current)
 
 
@@ -111,8 +114,10 @@ def refuse_unreadable(name: str, errors: Mapping[str, str]) -> None:
     fleet that a plan made without them would launch again elsewhere (as `fleet rebalance` does)."""
     if errors:
         said = "; ".join(f"{p}: could not list instances ({safe(e)})" for p, e in sorted(errors.items()))
-        raise FleetError(f"{said}; fleet up launched nothing for {name}, because instances there would be "
-                         "launched twice; rerun when the provider answers, or disable it under `providers:`")
+        raise FleetError(
+            f"{said}; fleet up launched nothing for {name}, because instances there would be "
+            "launched twice; rerun when the provider answers, or disable it under `providers:`"
+        )
 
 
 @dataclass
@@ -139,8 +144,15 @@ class UpPlan:
         spec's ``budget.max_per_hour``, else the built-in ceiling); see ``fleet.provisioning.ceiling``."""
         ceiling.check(self.plan, self.spec, max_cost)
 
-    def apply(self, *, progress: ProgressSink | None = None, max_workers: int = 32, prompted: bool = False,
-              environ: Mapping[str, str] = os.environ, clock: Callable[[], float] = time.time) -> ApplyReport:
+    def apply(
+        self,
+        *,
+        progress: ProgressSink | None = None,
+        max_workers: int = 32,
+        prompted: bool = False,
+        environ: Mapping[str, str] = os.environ,
+        clock: Callable[[], float] = time.time,
+    ) -> ApplyReport:
         """Launch the plan (see the module doc). ``prompted``: the face asked for confirmation, which
         may have taken a while, so the providers are observed again before launching."""
         from fleet.nodelogs import record_bucket
@@ -149,33 +161,61 @@ class UpPlan:
 
         spec, store, providers, obs, current = self.spec, self.store, self.source.providers, self.obs, self.current
         previous = store.find_fleet(spec.name)
-        if previous is not None and previous.status == FleetStatus.DOWN:      # the name is reused: a new run
+        if previous is not None and previous.status == FleetStatus.DOWN:  # the name is reused: a new run
             start_run(store, spec.name, at=max(obs.now.values(), default=clock()))
         sync(store, obs, prices=on_demand_prices([self.plan]))
-        store.save_fleet(spec.name, status=FleetStatus.PLANNED, spec_json=spec.model_dump_json(),
-                         spec_hash=spec.spec_hash(), backend=spec.backend.value)
+        store.save_fleet(
+            spec.name,
+            status=FleetStatus.PLANNED,
+            spec_json=spec.model_dump_json(),
+            spec_hash=spec.spec_hash(),
+            backend=spec.backend.value,
+        )
         crashpoints.reached("fleet-saved")
 
         def replan(now_running: Mapping[str, int], blocked: Collection[str]) -> Plan:
             # capacity hints were read before this run launched: what it launched since is taken
-            left = [o if o.capacity_hint is None else o.model_copy(update={"capacity_hint": max(
-                0, o.capacity_hint - max(0, now_running.get(o.pool.id, 0) - current.get(o.pool.id, 0)))})
-                for o in self.offers]
+            left = [
+                o
+                if o.capacity_hint is None
+                else o.model_copy(
+                    update={
+                        "capacity_hint": max(
+                            0, o.capacity_hint - max(0, now_running.get(o.pool.id, 0) - current.get(o.pool.id, 0))
+                        )
+                    }
+                )
+                for o in self.offers
+            ]
             return make_plan(spec, left, current=now_running, blocked=blocked, quotas=account_quotas(providers))
 
         node = fleet_node(spec, providers, environ)
-        record_bucket(store, spec.name, node.checkpoint_uri)      # where `fleet logs` finds node logs
+        record_bucket(store, spec.name, node.checkpoint_uri)  # where `fleet logs` finds node logs
         role_nodes = None
-        if spec.head is not None:      # the head first; the workers get its address
-            node, role_nodes = start_head(spec, self.plan, providers, store, node=node, current=current,
-                                          head_env=resolve_env(spec.head.env, environ), progress=progress,
-                                          max_workers=max_workers)
+        if spec.head is not None:  # the head first; the workers get its address
+            node, role_nodes = start_head(
+                spec,
+                self.plan,
+                providers,
+                store,
+                node=node,
+                current=current,
+                head_env=resolve_env(spec.head.env, environ),
+                progress=progress,
+                max_workers=max_workers,
+            )
             obs, prompted = observe(providers, spec.name), True
-        report = apply(self.plan, providers, store, progress=progress,
-                       replan=None if self.source.saved is not None else replan,
-                       node=node, max_workers=max_workers,
-                       observed=None if prompted else obs,   # a prompt may have taken a while
-                       role_nodes=role_nodes)
+        report = apply(
+            self.plan,
+            providers,
+            store,
+            progress=progress,
+            replan=None if self.source.saved is not None else replan,
+            node=node,
+            max_workers=max_workers,
+            observed=None if prompted else obs,  # a prompt may have taken a while
+            role_nodes=role_nodes,
+        )
         store.set_status(spec.name, FleetStatus.UP if report.ok else FleetStatus.SHORT)
         return report
 
@@ -194,6 +234,9 @@ def prepare_up(source: UpSource, where: Workspace) -> Iterator[UpPlan]:
         refuse_unreadable(spec.name, obs.errors)
         current = obs.counts()
         offers = with_learned_rates(spec, source.offers, providers, store)
-        plan = source.saved.plan if source.saved is not None else make_plan(
-            spec, offers, current=current, blocked=active_blocks(store, providers), quotas=source.quotas)
+        plan = (
+            source.saved.plan
+            if source.saved is not None
+            else make_plan(spec, offers, current=current, blocked=active_blocks(store, providers), quotas=source.quotas)
+        )
         yield UpPlan(source=source, store=store, obs=obs, current=current, offers=offers, plan=plan)

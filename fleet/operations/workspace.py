@@ -11,9 +11,10 @@ recorded fleet runs on.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from fleet.errors import FleetError, FleetLockedError, StateError
 from fleet.private import private_dir
@@ -57,8 +58,11 @@ def store_of(where: Workspace, *, create: bool = False) -> StateStore:
     home holding it (``$SPOTFLEET_HOME``, ``~/.spotfleet``) is made private (0700) on the way."""
     from fleet.state.db import is_postgres_url
 
-    if (not is_postgres_url(where.state_url) and where.home.is_dir()
-            and path_from_url(where.state_url).parent.resolve() == where.home.resolve()):
+    if (
+        not is_postgres_url(where.state_url)
+        and where.home.is_dir()
+        and path_from_url(where.state_url).parent.resolve() == where.home.resolve()
+    ):
         private_dir(where.home)
     return open_store(where.state_url, create=create)
 
@@ -83,8 +87,10 @@ def spec_of(record: FleetRecord) -> FleetSpec | None:
     try:
         return FleetSpec.model_validate_json(record.spec_json)
     except ValidationError:
-        raise StateError(f"the spec recorded for fleet {record.name!r} no longer validates; "
-                         f"run `fleet repair {record.name} --spec SPEC`") from None
+        raise StateError(
+            f"the spec recorded for fleet {record.name!r} no longer validates; "
+            f"run `fleet repair {record.name} --spec SPEC`"
+        ) from None
 
 
 def providers_of(where: Workspace, record: FleetRecord) -> dict[str, Provider]:
@@ -104,8 +110,10 @@ def providers_of(where: Workspace, record: FleetRecord) -> dict[str, Provider]:
     if spec is not None or record.backend in ("", Backend.LOCAL.value):
         every = local_providers(where)
         return {n: p for n, p in every.items() if spec is None or spec.provider_settings(n) is not None}
-    raise FleetError(f"fleet {record.name!r} was rebuilt without its spec, so its cloud providers are unknown; "
-                     f"run `fleet repair {record.name} --spec SPEC`")
+    raise FleetError(
+        f"fleet {record.name!r} was rebuilt without its spec, so its cloud providers are unknown; "
+        f"run `fleet repair {record.name} --spec SPEC`"
+    )
 
 
 def local_providers(where: Workspace) -> dict[str, Provider]:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fleet.operations.workspace import Workspace
 
 
-def weighed(app: "Workspace", record: FleetRecord, *, limit: int = 50) -> dict[str, Any]:
+def weighed(app: Workspace, record: FleetRecord, *, limit: int = 50) -> dict[str, Any]:
     """``{"source", "detail", "total", "offers": [...the cheapest limit...], "error"}`` for ``record``'s
     spec (``error`` says why there are none: no recorded spec, or the providers failed)."""
     from fleet.operations.offers import learned_rates, offers_for, providers_or_none
@@ -24,8 +24,13 @@ def weighed(app: "Workspace", record: FleetRecord, *, limit: int = 50) -> dict[s
 
     spec = spec_of(record)
     if spec is None:
-        return {"source": "", "detail": "", "total": 0, "offers": [],
-                "error": f"fleet {record.name} has no recorded spec; `fleet repair {record.name} --spec SPEC`"}
+        return {
+            "source": "",
+            "detail": "",
+            "total": 0,
+            "offers": [],
+            "error": f"fleet {record.name} has no recorded spec; `fleet repair {record.name} --spec SPEC`",
+        }
     try:
         providers = providers_or_none(spec, app)
         found, info = offers_for(spec, app, providers)
@@ -33,6 +38,12 @@ def weighed(app: "Workspace", record: FleetRecord, *, limit: int = 50) -> dict[s
     except FleetError as err:
         return {"source": "", "detail": "", "total": 0, "offers": [], "error": str(err)}
     found.sort(key=lambda o: (o.price_per_gpu_hour, o.pool.id))
-    return safe_data({"source": info.source, "detail": info.detail, "total": len(found), "error": "",
-                      "offers": [o.model_dump(mode="json") | {"price_per_gpu_hour": o.price_per_gpu_hour}
-                                 for o in found[:limit]]})
+    return safe_data(
+        {
+            "source": info.source,
+            "detail": info.detail,
+            "total": len(found),
+            "error": "",
+            "offers": [o.model_dump(mode="json") | {"price_per_gpu_hour": o.price_per_gpu_hour} for o in found[:limit]],
+        }
+    )

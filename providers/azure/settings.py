@@ -13,11 +13,21 @@ class AzureSettings(ProviderSettings):
     subscription_id: str = ""
     resource_group: str = ""
     launch_mode: Literal["vms", "scale-set"] = Field(
-        default="vms", description="Azure: vms (one Spot VM per instance) or scale-set (one Flexible scale set "
-        "per region with a Spot priority mix; pools become regional).")
-    eviction_policy: Literal["Delete", "Deallocate"] = Field(default="Delete", description=(
-        "Azure: what an evicted Spot VM becomes: Delete (gone with its disks) or Deallocate (kept, "
-        "billing its disks, until `fleet down`)."))
-    storage_account: str = Field(default="", description=(
-        "Azure: storage account for checkpoints (created if missing); default derived from subscription, "
-        "resource group and container."))
+        default="vms",
+        description="Azure: vms (one Spot VM per instance) or scale-set (one Flexible scale set "
+        "per region with a Spot priority mix; pools become regional).",
+    )
+    eviction_policy: Literal["Delete", "Deallocate"] = Field(
+        default="Delete",
+        description=(
+            "Azure: what an evicted Spot VM becomes: Delete (gone with its disks) or Deallocate (kept, "
+            "billing its disks, until `fleet down`)."
+        ),
+    )
+    storage_account: str = Field(
+        default="",
+        description=(
+            "Azure: storage account for checkpoints (created if missing); default derived from subscription, "
+            "resource group and container."
+        ),
+    )

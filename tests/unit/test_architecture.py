@@ -20,8 +20,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PURE_MODULES = ["fleet/planning/planner.py", "fleet/planning/economics.py", "fleet/spec.py", "fleet/model.py"]
 PURE_MODULES += [f"fleet/rebalance/{m}.py" for m in ("decision", "types", "learning", "backoff", "bidding", "bills")]
-IMPURE = {"time", "random", "socket", "subprocess", "sqlite3", "httpx", "requests", "urllib", "threading",
-          "datetime", "os", "shutil"}
+IMPURE = {
+    "time",
+    "random",
+    "socket",
+    "subprocess",
+    "sqlite3",
+    "httpx",
+    "requests",
+    "urllib",
+    "threading",
+    "datetime",
+    "os",
+    "shutil",
+}
 CLOUD_SDKS = ("boto3", "botocore", "google.cloud", "azure", "pulumi")
 
 
@@ -49,7 +61,7 @@ def test_cloud_sdks_only_at_the_edges():
     offenders = []
     for path in sorted(ROOT.glob("fleet/**/*.py")) + sorted(ROOT.glob("providers/**/*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        in_adapter = rel.startswith("providers/") and rel.count("/") >= 2   # providers/<name>/...
+        in_adapter = rel.startswith("providers/") and rel.count("/") >= 2  # providers/<name>/...
         if in_adapter or rel.startswith("fleet/checkpoint/"):
             continue
         for name in imported_modules(path):
@@ -90,16 +102,32 @@ def test_adapters_import_neither_the_executor_nor_the_node_agent():
 PLANNING = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "fleet/planning").glob("*.py"))
 SOLVER_BINDING = {"fleet/planning/highs.py": {"os", "threading", "ctypes"}}
 #: Ground modules a pure module may import (they do no I/O either; checked below with the rest).
-PURE_GROUND = {"fleet", "fleet.model", "fleet.spec", "fleet.errors", "fleet.accelerators", "fleet.secrets",
-               "fleet.safetext", "fleet.rebalance", "fleet.rebalance.head_rule", "fleet.budget"}
+PURE_GROUND = {
+    "fleet",
+    "fleet.model",
+    "fleet.spec",
+    "fleet.errors",
+    "fleet.accelerators",
+    "fleet.secrets",
+    "fleet.safetext",
+    "fleet.rebalance",
+    "fleet.rebalance.head_rule",
+    "fleet.budget",
+}
 #: The one door from the pure core to I/O: ``fleet.spec.load_spec`` reads a spec file through
 #: ``fleet.spec_input`` (imported inside it; planning and deciding never call it).
 #: ``fleet.rebalance.bills`` reads the state store's record types (plain dataclasses; importing
 #: them runs ``fleet/state/__init__``, which loads the store modules: a known leak).
 PURE_EDGES = {"fleet/spec.py": {"fleet.spec_input"}, "fleet/rebalance/bills.py": {"fleet.state.records"}}
 #: Calls that read the clock (a pure module is given the time).
-CLOCK_CALLS = {("time", "time"), ("time", "monotonic"), ("time", "perf_counter"), ("datetime", "now"),
-               ("datetime", "utcnow"), ("date", "today")}
+CLOCK_CALLS = {
+    ("time", "time"),
+    ("time", "monotonic"),
+    ("time", "perf_counter"),
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("date", "today"),
+}
 
 
 def _module_path(name: str) -> Path | None:
@@ -146,8 +174,9 @@ def test_pure_modules_import_only_pure_modules(module):
     importing ``fleet.catalog`` for a constant would bring the clock and the providers along."""
     pure = {m.removesuffix(".py").replace("/", ".") for m in _pure_modules()} | PURE_GROUND
     fleet_imports = {m for m in imported_modules(ROOT / module) if m == "fleet" or m.startswith("fleet.")}
-    bad = sorted(m for m in fleet_imports - PURE_EDGES.get(module, set())
-                 if m not in pure and not m.startswith("fleet.planning"))
+    bad = sorted(
+        m for m in fleet_imports - PURE_EDGES.get(module, set()) if m not in pure and not m.startswith("fleet.planning")
+    )
     assert not bad, f"{module} imports modules that are not pure: {bad}"
 
 
@@ -171,9 +200,24 @@ def test_the_ground_under_the_pure_core_does_no_io(module):
 #: ``main`` registers the commands (it imports each command module and nothing else of theirs).
 CLI_SHARED = {"app", "tables", "render", "lifecycle", "complete", "durations", "node_options"}
 #: The state store's write methods: a command reaches them through ``fleet.operations``.
-STORE_WRITES = {"save_fleet", "set_status", "save_plan", "mark_plan_applied", "begin_launch", "finish_launch",
-                "record_instances", "end_instances", "record_event", "record_events", "block", "unblock",
-                "acquire_lock", "refresh_lock", "release_lock", "rebuild_rows"}
+STORE_WRITES = {
+    "save_fleet",
+    "set_status",
+    "save_plan",
+    "mark_plan_applied",
+    "begin_launch",
+    "finish_launch",
+    "record_instances",
+    "end_instances",
+    "record_event",
+    "record_events",
+    "block",
+    "unblock",
+    "acquire_lock",
+    "refresh_lock",
+    "release_lock",
+    "rebuild_rows",
+}
 
 
 def _cli_modules() -> list[Path]:
@@ -248,7 +292,7 @@ def _top_names(path: Path) -> set[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.add(node.value)       # ``__all__`` entries served by a module ``__getattr__``
+            names.add(node.value)  # ``__all__`` entries served by a module ``__getattr__``
     return names
 
 
@@ -264,15 +308,18 @@ def _names_a_real_thing(dotted: str) -> bool | None:
         if not rest:
             return True
         if parts[0] == "providers" and k <= 2 and path.name == "__init__.py":
-            return None             # providers.<name>[.<field>]: how the spec spells a setting
+            return None  # providers.<name>[.<field>]: how the spec spells a setting
         return rest[0] in _top_names(path)
     return None if parts[0] == "providers" else False
 
 
 def test_docstrings_name_modules_that_exist():
     wrong = []
-    for path in sorted(ROOT.glob("fleet/**/*.py")) + sorted(ROOT.glob("providers/**/*.py")) + \
-            sorted(ROOT.glob("stacks/**/*.py")):
+    for path in (
+        sorted(ROOT.glob("fleet/**/*.py"))
+        + sorted(ROOT.glob("providers/**/*.py"))
+        + sorted(ROOT.glob("stacks/**/*.py"))
+    ):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
