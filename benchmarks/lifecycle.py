@@ -120,7 +120,7 @@ def executor_up(tmp: Path, tag: str, latency: float, workers: int) -> float:
 
 def status_latency(tmp: Path, repeat: int) -> dict[str, float]:
     from fleet.cli.app import App
-    from fleet.cli.status import snapshot
+    from fleet.views.status import snapshot
 
     world = World(tmp / "status", latency=0.0, instances=1000, pools=40)
     _, report = world.fleet("up", str(world.spec_path), "--yes", "--max-cost", "1000000")

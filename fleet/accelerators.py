@@ -103,3 +103,7 @@ def unknown_message(name: str) -> str:
     if hints:
         return f"unknown accelerator {name!r}; did you mean {' or '.join(repr(h) for h in hints)}?"
     return f"unknown accelerator {name!r}; known: {', '.join(sorted(KNOWN))}"
+
+
+#: The accelerator name of CPU-only types (``gpus == 0``), offered for head nodes only.
+CPU = "CPU"

@@ -19,6 +19,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from fleet.accelerators import CPU
 from fleet.model import InterruptionSource, Market, Offer, PoolKey
 from fleet.traces import trace_for_zone
 
@@ -165,10 +166,6 @@ def on_demand_reference(pool_ids: Iterable[str]) -> dict[str, float]:
         if price is not None:
             out[pool_id] = price
     return out
-
-
-#: The accelerator name of CPU-only types (``gpus == 0``), offered for head nodes only.
-CPU = "CPU"
 
 
 @lru_cache(maxsize=1)

@@ -8,7 +8,7 @@ models and building the spec model (about a third of ``fleet status``'s start-up
 
 ``where_recorded(spec_json)`` returns ``None`` for JSON not in the shape a validated spec is
 written in (not JSON, a field missing or of the wrong type): the caller then validates the spec
-in full (``fleet.cli.lifecycle.spec_of``), which says what is wrong with it.
+in full (``fleet.operations.workspace.spec_of``), which says what is wrong with it.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ import click
 
 from fleet import __version__
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.plan import EXIT_INFEASIBLE, offers_for_spec
+from fleet.cli.lifecycle import EXIT_INFEASIBLE
 from fleet.errors import FleetError
+from fleet.operations.plan import fresh_plan
 from fleet.provisioning.wheel import build
 from fleet.spec import load_spec
 from fleet.spec_input import read_spec_text
@@ -85,13 +86,11 @@ def command() -> None:
 @pass_app
 def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_json: bool) -> None:
     """Write a Pulumi project for SPEC into DIR (program, Pulumi.yaml, requirements, README, plan)."""
-    from fleet.planning.planner import plan as make_plan
     from stacks.layout import SUPPORTED
 
     spec = load_spec(spec_path)
     require_node_software(spec)  # refused now rather than at `pulumi preview`
-    offers, _info = offers_for_spec(spec, app)
-    plan = make_plan(spec, offers)
+    plan = fresh_plan(spec, app)
     used: dict[str, int] = {}
     for a in plan.allocations:
         used[a.offer.pool.provider] = used.get(a.offer.pool.provider, 0) + a.count

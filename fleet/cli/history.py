@@ -10,14 +10,17 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import duration, look, money, readable_store
-from fleet.cli.runs import Run, current_run, events_of, instances_of, launches_of
-from fleet.cli.status import bill_lines, condition, headline
+from fleet.cli.lifecycle import duration, money
+from fleet.cli.render import bill_lines, headline
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
+from fleet.operations.look import look
+from fleet.operations.workspace import readable_store
 from fleet.provisioning.accounting import summarize
 from fleet.safetext import safe_data
 from fleet.state import EventRecord
+from fleet.state.runs import Run, current_run, events_of, instances_of, launches_of
 from fleet.views import bills, history
+from fleet.views.status import condition
 
 
 @click.command("history")

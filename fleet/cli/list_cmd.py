@@ -7,8 +7,9 @@ import time
 import click
 
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.lifecycle import duration, money, readable_store, store_exists
+from fleet.cli.lifecycle import duration, money
 from fleet.cli.tables import Column, print_table, wide_option
+from fleet.operations.workspace import readable_store, store_exists
 
 
 @click.command("list")

@@ -6,7 +6,6 @@ change it create it (with default settings) when it does not exist yet.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -15,6 +14,7 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.complete import instance_ids
+from fleet.cli.durations import parse_duration
 from fleet.cli.lifecycle import confirm
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
@@ -22,26 +22,6 @@ from fleet.model import Instance, Market
 from providers.local import LocalCloud
 from providers.local.vendors import FAULT_KINDS
 from providers.registry import local_cloud_root
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` (a bare number only alone);
-    FleetError otherwise."""
-    compact = text.strip().lower()
-    if _NUMBER.fullmatch(compact):
-        return float(compact)
-    total, pos = 0.0, 0
-    for m in _PART.finditer(compact):
-        if m.start() != pos:
-            break
-        total, pos = total + float(m.group(1)) * _UNITS[m.group(2)], m.end()
-    if not compact or pos != len(compact):
-        raise FleetError(f"cannot read duration {text!r}; use seconds or units s/m/h/d, e.g. 90s, 15m, 2h, 1h30m")
-    return total
 
 
 def _cloud(app: App) -> LocalCloud:

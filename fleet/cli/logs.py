@@ -18,9 +18,10 @@ import click
 from fleet import nodelogs
 from fleet.cli.app import App, json_option, pass_app
 from fleet.cli.complete import fleet_names, instance_ids
-from fleet.cli.lifecycle import duration, providers_of, store_of
+from fleet.cli.lifecycle import duration
 from fleet.cli.tables import Column, print_table
 from fleet.errors import FleetError
+from fleet.operations.workspace import providers_of, store_of
 
 #: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130

@@ -115,13 +115,13 @@ def command(
 def _spec_offers(app: App, spec_path: str) -> tuple[list[Offer], CatalogInfo]:
     """The offers `fleet plan` weighs for the spec at ``spec_path`` (its providers, settings and
     learned rates), and where they came from."""
-    from fleet.cli.plan import learned_rates, offers_for_spec, providers_or_none
+    from fleet.operations.offers import learned_rates, offers_for, providers_or_none
     from fleet.spec import load_spec
 
     spec = load_spec(spec_path)
     with app.err.status("gathering offers..."):
         providers = providers_or_none(spec, app)
-        offers, info = offers_for_spec(spec, app, providers)
+        offers, info = offers_for(spec, app, providers)
         return learned_rates(app, spec, offers, providers), info
 
 

@@ -1,8 +1,9 @@
 """``fleet rebalance NAME``: one pass that keeps a fleet at target (cron-safe), or a loop.
 
-A pass takes the fleet's lock, observes the providers and the store, decides
-(``fleet.rebalance.decide``) and applies the actions through the executor, printing one
-line per action. Exit status of a single pass: 0 when the fleet ends at target (or there
+A pass (``fleet.operations.rebalance_pass``) takes the fleet's lock, observes the providers
+and the store, decides (``fleet.rebalance.decide``) and applies the actions through the
+executor; this face prints one line per action and runs the loop. Exit status of a single
+pass: 0 when the fleet ends at target (or there
 was nothing to do), 3 when it ends short (spot short beyond the critical level, budget),
 75 when another command holds the fleet (cron simply tries again next time), 1 for other
 errors, among them a provider that could not be read (the pass then does nothing: one line
@@ -18,7 +19,6 @@ spot interruption and rebalance notices it brings (``fleet.rebalance.notices``).
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -28,11 +28,12 @@ import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import EXIT_SHORT, providers_of, short_pool, spec_of, store_of
-from fleet.cli.local_cmd import parse_duration
+from fleet.cli.durations import parse_duration
+from fleet.cli.lifecycle import EXIT_SHORT, short_pool
 from fleet.errors import FleetError, FleetLockedError
-from fleet.rebalance.cycle import PassReport, run_pass
-from fleet.state import FleetStatus
+from fleet.operations.rebalance_pass import fingerprint, rebalance_pass
+from fleet.operations.workspace import store_of
+from fleet.rebalance.cycle import PassReport
 
 
 @click.command("rebalance")
@@ -88,7 +89,7 @@ def command(
             raise FleetError(f"--watch {watch}: give a positive duration such as 5s")
         every = every or "10m"
     if every is None:
-        report = _one_pass(app, name, dry_run)
+        report = rebalance_pass(name, app, dry_run=dry_run)
         if report is None:
             _say_down(app, name, as_json)
             return
@@ -104,67 +105,11 @@ def command(
     _loop(app, name, interval, passes, dry_run, metrics_port, as_json, look)
 
 
-def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
-    """One pass; ``None`` when the fleet was taken down (a rebalancer never brings it back)."""
-    from fleet.cli.plan import offers_for_spec
-
-    store = store_of(app)
-    try:
-        record = store.get_fleet(name)
-        if record.status == FleetStatus.DOWN:
-            return None
-        spec = spec_of(record)
-        if spec is None:
-            raise FleetError(f"fleet {name!r} has no recorded spec; run `fleet repair {name} --spec SPEC`")
-        providers = providers_of(app, record)
-        offers, _info = offers_for_spec(spec, app, providers)
-        if dry_run:
-            return run_pass(spec, offers, providers, store, dry_run=True)
-        with store.lock(name, "rebalance"):
-            if store.get_fleet(name).status == FleetStatus.DOWN:  # taken down while we looked
-                return None
-            return run_pass(spec, offers, providers, store, environ=os.environ)  # replacements run what `up` gave
-    finally:
-        store.close()
-
-
 def _observe_store(app: App, metrics: Any, report: PassReport) -> None:
     """The metrics read from the store after a pass (``Metrics.observe_store``)."""
     store = store_of(app)
     try:
         metrics.observe_store(store, report)
-    finally:
-        store.close()
-
-
-def _fingerprint(app: App, name: str, before: object, wait: float = 0.0) -> object:
-    """What ``--watch`` compares between looks: the fleet's alive instance ids and the number of
-    interruption notices recorded for it, after recording what the providers' event queues brought
-    within ``wait`` seconds (``fleet.rebalance.notices``) (``before`` when a provider could not be listed: an
-    unreadable provider alone does not start a pass; the pass every ``--every`` says why). It is
-    taken before each pass, so what a pass launches starts one more pass (nothing to do), and a
-    loss during a pass is never missed."""
-    from fleet.provisioning.reconcile import observe
-    from fleet.rebalance.notices import drain
-    from fleet.state import EventKind
-
-    store = store_of(app)
-    try:
-        record = store.get_fleet(name)
-        if record.status == FleetStatus.DOWN:
-            return "down"
-        providers = providers_of(app, record)
-        obs = observe(providers, name)
-        if obs.errors:
-            return before
-        drained = drain(name, providers, obs.instances, store, wait)  # the event queues, long-polled
-        for provider, error in sorted(drained.errors.items()):
-            app.err.print(f"error: {provider} interruption queue: {shown(error)}")
-        if drained.news:
-            obs = observe(providers, name)
-            if obs.errors:
-                return before
-        return frozenset(i.id for i in obs.instances), len(store.events(name, kinds=[EventKind.NOTICE]))
     finally:
         store.close()
 
@@ -196,7 +141,15 @@ def _loop(
         started = time.time()
         if watch is not None:  # the look before a pass: a change after it starts the next one
             try:
-                now_seen = _fingerprint(app, name, seen, watch)
+                now_seen = fingerprint(
+                    name,
+                    app,
+                    seen,
+                    watch,
+                    queue_error=lambda provider, error: app.err.print(
+                        f"error: {provider} interruption queue: {shown(error)}"
+                    ),
+                )
             except FleetError as err:
                 app.err.print(f"error: {shown(err)}")
                 now_seen = seen
@@ -206,7 +159,7 @@ def _loop(
             seen = now_seen
         last_pass = started
         try:
-            report = _one_pass(app, name, dry_run)
+            report = rebalance_pass(name, app, dry_run=dry_run)
             if report is None:
                 _say_down(app, name, as_json)
             else:

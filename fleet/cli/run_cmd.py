@@ -20,8 +20,8 @@ from fleet.agent.hooks import parse_signal
 from fleet.agent.logship import NODE_LOG_ENV, LogShipper, node_log_path
 from fleet.agent.notice import PollingWatcher
 from fleet.agent.supervisor import RunOptions, supervise
-from fleet.cli.agent import build_reporter, build_watcher, configure_logging, node_options
 from fleet.cli.app import App, json_option, pass_app
+from fleet.cli.node_options import build_reporter, build_watcher, configure_logging, node_options
 
 log = logging.getLogger("fleet.agent")
 

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from fleet.catalog import snapshot_offers
 from fleet.cli.app import App, json_option, pass_app
-from fleet.cli.local_cmd import parse_duration
+from fleet.cli.durations import parse_duration
 from fleet.cli.tables import Column, print_table, wide_option
 from fleet.errors import FleetError
 from fleet.simulate import Report, SimOptions, simulate

@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection
 from typing import Any
 
 import click
 
 from fleet.cli.app import App, json_option, pass_app, shown
 from fleet.cli.complete import fleet_names
-from fleet.cli.lifecycle import EXIT_SHORT, FleetView, duration, money, readable_store
+from fleet.cli.lifecycle import EXIT_SHORT, duration, money
+from fleet.cli.render import bill_lines, headline
 from fleet.cli.tables import Column, pool_label, print_table, wide_option
 from fleet.errors import FleetError
+from fleet.operations.look import FleetView
+from fleet.operations.workspace import readable_store, store_exists
 from fleet.provisioning.accounting import CostSummary
 from fleet.state import FleetStatus, StateStore
-from fleet.views.status import UNKNOWN, condition, snapshot  # noqa: F401  (computed there, rendered here)
+from fleet.views.status import ERROR, UNKNOWN, condition, overview, snapshot  # noqa: F401  (computed there, rendered here)
 
 
 @click.command("status")
@@ -148,55 +150,71 @@ def frame(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: boo
 
 
 def _list_fleets(app: App, include_down: bool, check: bool, wide: bool, as_json: bool) -> None:
-    """``fleet status`` without NAME (``fleet.cli.overview``)."""
-    from fleet.cli import overview
+    """``fleet status`` without NAME: one line per fleet, each read from its providers (as
+    ``fleet status NAME`` reads one; ``fleet list`` shows the record without asking them).
 
-    rows, hidden = overview.overview(app, include_down=include_down)
+    Fleets that are down are left out unless ``--all``; a fleet that could not be read is listed
+    as ``unknown`` (or ``error``, with the reason) and makes the exit status 1."""
+    rows, hidden = overview(app, include_down=include_down)
     if as_json:
         app.emit_json(rows)
     else:
-        overview.render(app, rows, hidden, wide)
-    if overview.unread(rows):
-        raise FleetError(f"could not read fleet(s) {', '.join(overview.unread(rows))}; `fleet status NAME` says why")
+        _render_overview(app, rows, hidden, wide)
+    if _unread(rows):
+        raise FleetError(f"could not read fleet(s) {', '.join(_unread(rows))}; `fleet status NAME` says why")
     if check and any(r["status"] == FleetStatus.SHORT for r in rows):
         raise SystemExit(EXIT_SHORT)
 
 
-def headline(
-    name: str, status: str, running: int, planned: int | None, cost: CostSummary, unread: Collection[str] = ()
-) -> list[str]:
-    """The fleet in a few short lines (they fit 80 columns); ``$/h`` is what runs now costs per hour.
-
-    ``planned`` is None when no applied plan is recorded (then it says why); ``unread``: the
-    providers that could not be read (``running`` counts only the others, and says so)."""
-    colour = {"up": "green", "short": "yellow", UNKNOWN: "red"}.get(status, "bold")
-    saved = (
-        f"; saved {money(cost.savings)} ({cost.savings_fraction:.0%}) vs the same nodes on-demand"
-        if cost.savings is not None and cost.savings_fraction is not None
-        else ""
-    )
-    counts = (
-        f"{running} of {planned} planned instances running" if planned is not None else f"{running} instance(s) running"
-    )
-    if unread:
-        counts = f"{', '.join(sorted(unread))} could not be read; {counts} on the others"
-    why = [] if planned is not None else [f"no applied plan recorded: {_why_no_plan(status)}"]
-    return [
-        f"fleet [bold]{name}[/]: [{colour}]{status}[/], {counts} ({cost.running_gpus} GPUs)",
-        *why,
-        f"price now      {money(cost.rate_per_hour, True)} (spot {money(cost.spot_rate_per_hour, True)}, "
-        f"on-demand {money(cost.on_demand_rate_per_hour, True)})",
-        f"cost so far    {money(cost.cost_so_far)}{saved}",
-        f"interruptions  {cost.interruptions}",
+def _render_overview(app: App, rows: list[dict[str, Any]], hidden: int, wide: bool) -> None:
+    """The fleets as a table (80 columns: the backend goes first when it does not fit)."""
+    out = app.console
+    if not rows:
+        where = app.state_url if store_exists(app) else f"{app.state_url} (no state store yet)"
+        extra = f"; {hidden} down (-A shows them)" if hidden else ""
+        out.print(f"no fleets running in {where}{extra}; create one with `fleet up SPEC`")
+        return
+    colour = {"up": "green", "short": "yellow", "unknown": "red", ERROR: "red"}
+    columns = [
+        Column("fleet"),
+        Column("status"),
+        Column("run", right=True),
+        Column("plan", right=True),
+        Column("GPUs", right=True),
+        Column("$/h", right=True),
+        Column("cost so far", right=True),
+        Column("backend", drop=1),
     ]
+    table = [
+        [
+            shown(r["fleet"]),
+            r["status"],
+            "?" if r["running"] is None else str(r["running"]),
+            "-" if r["planned"] is None else str(r["planned"]),
+            "-" if r["gpus"] is None else str(r["gpus"]),
+            money(r["price_per_hour"]),
+            money(r["cost_so_far"]),
+            r["backend"] or "-",
+        ]
+        for r in rows
+    ]
+    styles = [colour.get(r["status"]) for r in rows]
+    print_table(out, "fleets", columns, table, wide=wide, styles=styles)
+    for r in rows:
+        if r["error"]:
+            out.print(f"[red]{shown(r['fleet'])}[/]: {shown(r['error'])}")
+        for provider in sorted(r["provider_errors"]):
+            out.print(
+                f"[red]{shown(r['fleet'])}: {provider} could not be read[/]; `fleet status {shown(r['fleet'])}` "
+                "says why"
+            )
+    if hidden:
+        out.print(f"[dim]{hidden} fleet(s) down not shown; -A shows them[/]")
 
 
-def _why_no_plan(status: str) -> str:
-    if status == FleetStatus.REPAIRED:
-        return "the record was rebuilt from tags; `fleet up SPEC` plans it again"
-    if status == FleetStatus.DOWN:
-        return "the fleet was taken down"
-    return "the last `fleet up` did not finish; run it again to apply a plan"
+def _unread(rows: list[dict[str, Any]]) -> list[str]:
+    """The fleets that could not be read (their counts are not known)."""
+    return [r["fleet"] for r in rows if r["error"] or r["provider_errors"]]
 
 
 def render(app: App, data: dict[str, Any], view: FleetView, limit: int, wide: bool = False) -> None:
@@ -266,27 +284,6 @@ def render_head(app: App, data: dict[str, Any], wide: bool = False, in_frame: bo
     ]
     out.print()
     print_table(out, "pools", columns, rows, wide=wide, styles=styles)
-
-
-def bill_lines(bill: dict[str, Any]) -> list[str]:
-    """Planned against billed (``fleet.views.status.bill_summary``) in a line, then one warning per
-    instance billed beyond the budget, with what ``budget.cap_action`` does about it."""
-    if not bill["instances"]:
-        return []
-    if not bill["read"]:
-        return [f"billed         not read yet for the {bill['instances']} running instance(s)"]
-    ratio = f", {bill['ratio']:.2f}x" if bill["ratio"] is not None else ""
-    lines = [
-        f"billed         {money(bill['billed_per_hour'], True)} for {bill['read']} of {bill['instances']} "
-        f"instance(s) (planned {money(bill['planned_per_hour'], True)}{ratio})"
-    ]
-    act = {
-        "warn": "warned only (budget.cap_action: warn)",
-        "replace": "the rebalancer replaces it",
-        "destroy": "the rebalancer terminates it",
-    }[bill["cap_action"]]
-    lines += [f"[yellow]over budget:[/] {shown(b['message'])}; {act}" for b in bill["breaches"]]
-    return lines
 
 
 def render_instances(

@@ -17,10 +17,10 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
-from fleet.cli.lifecycle import duration, money
 from fleet.dashboard.charts import line_chart
 from fleet.nodelogs import printable
 from fleet.safetext import safe
+from fleet.views.format import duration, money
 
 STYLE = """
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#111;background:#fafafa}

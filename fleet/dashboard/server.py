@@ -37,10 +37,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from fleet.cli.app import App
-from fleet.cli.lifecycle import readable_store
 from fleet.dashboard import pages
 from fleet.errors import FleetError, FleetNotFoundError
+from fleet.operations.workspace import Workspace, readable_store
 from fleet.safetext import safe_data, scrub_known
 from fleet.simulate import saved
 from fleet.views import history, plans
@@ -77,7 +76,7 @@ class Source:
     """Where the pages' data comes from: the store at ``app.state_url``, through :mod:`fleet.views`
     (each call opens the store and closes it again, so every request sees the latest record)."""
 
-    app: App
+    app: Workspace
     instance_limit: int = 200
     log_nodes: int = 5
     log_lines: int = 30

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from fleet.catalog import CPU
+from fleet.accelerators import CPU
 from fleet.errors import PlanError
 from fleet.model import HEAD, Allocation, Market, Offer, Plan
 from fleet.spec import FleetSpec, Head

@@ -3,7 +3,7 @@
 The pure core is :func:`decide` (``fleet.rebalance.decide``): explicit inputs (spec, offers,
 observed instances, recent pool events, the time, the policy state) in, a ``Decision``
 (actions) out, no I/O, so a trace simulator can drive it on a virtual clock. The I/O side is
-``fleet.rebalance.apply_pass.run_pass``: observe the providers and the store, decide, apply
+``fleet.rebalance.cycle.run_pass``: observe the providers and the store, decide, apply
 the actions through the executor and record each one. ``learning`` (Gamma-Poisson update of
 interruption rates), ``backoff`` (pools to avoid for a while) and ``bidding`` (Vast outbids)
 are the pure rules ``decide`` composes.

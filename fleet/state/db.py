@@ -17,6 +17,7 @@ from pathlib import Path
 
 from fleet.errors import StateError
 from fleet.private import private_dir, private_file
+from fleet.sqlitetx import transaction  # noqa: F401  (the store's write transactions; shared with the local cloud)
 
 REPAIR_HINT = "run `fleet repair --spec SPEC` to rebuild the record from the providers' tags"
 
@@ -240,18 +241,6 @@ def verify(conn: sqlite3.Connection, path: Path) -> None:
             raise CorruptStoreError(f"state store {path} is corrupt ({problems[0]}); {REPAIR_HINT}")
         for table in TABLES:
             conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
-
-
-@contextlib.contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on error): one writer at a time."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def writable(path: Path) -> bool:

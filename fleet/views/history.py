@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.cli.runs import Run, current_run, events_of, instances_of
 from fleet.model import Market
 from fleet.rebalance.bills import Limits
 from fleet.state import EventRecord, InstanceRecord, StateStore
+from fleet.state.runs import Run, current_run, events_of, instances_of
 from fleet.views import bills
 from fleet.views import interruptions as timeline_of
 

@@ -1,7 +1,8 @@
 """The offers a fleet's recorded spec would weigh, for the dashboard (what ``fleet offers --spec``
 lists): the spec's providers, filtered by its settings, with the interruption rates the fleet
 has seen, cheapest per GPU-hour first. Reads through the planning use case
-(``offers_for_spec`` and ``learned_rates``), never its own queries; asks the providers."""
+(``fleet.operations.offers``: ``offers_for`` and ``learned_rates``), never its own queries; asks
+the providers."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from fleet.safetext import safe_data
 from fleet.state import FleetRecord
 
 if TYPE_CHECKING:
-    from fleet.cli.app import App
+    from fleet.operations.workspace import Workspace
 
 
-def weighed(app: App, record: FleetRecord, *, limit: int = 50) -> dict[str, Any]:
+def weighed(app: Workspace, record: FleetRecord, *, limit: int = 50) -> dict[str, Any]:
     """``{"source", "detail", "total", "offers": [...the cheapest limit...], "error"}`` for ``record``'s
     spec (``error`` says why there are none: no recorded spec, or the providers failed)."""
-    from fleet.cli.lifecycle import spec_of
-    from fleet.cli.plan import learned_rates, offers_for_spec, providers_or_none
+    from fleet.operations.offers import learned_rates, offers_for, providers_or_none
+    from fleet.operations.workspace import spec_of
 
     spec = spec_of(record)
     if spec is None:
@@ -32,7 +33,7 @@ def weighed(app: App, record: FleetRecord, *, limit: int = 50) -> dict[str, Any]
         }
     try:
         providers = providers_or_none(spec, app)
-        found, info = offers_for_spec(spec, app, providers)
+        found, info = offers_for(spec, app, providers)
         found = learned_rates(app, spec, found, providers)
     except FleetError as err:
         return {"source": "", "detail": "", "total": 0, "offers": [], "error": str(err)}

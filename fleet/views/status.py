@@ -16,26 +16,24 @@ instance carries its planned and billed rate, the billed rate's source and the r
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fleet.cli.lifecycle import FleetView, look, readable_store, store_exists
-from fleet.cli.runs import current_run, instances_of
 from fleet.errors import FleetError
 from fleet.model import Instance
+from fleet.operations.look import FleetView, look
+from fleet.operations.workspace import Workspace, readable_store, store_exists
 from fleet.provisioning.accounting import summarize
 from fleet.rebalance.bills import Limits
 from fleet.safetext import safe_data
 from fleet.state import EventKind, FleetStatus, InstanceRecord, StateStore
+from fleet.state.runs import current_run, instances_of
 from fleet.views import bills
-
-if TYPE_CHECKING:
-    from fleet.cli.app import App
 
 #: The status of a fleet whose record or providers could not be opened at all.
 ERROR = "error"
 
 
-def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], FleetView]:
+def snapshot(app: Workspace, store: StateStore, name: str) -> tuple[dict[str, Any], FleetView]:
     """The fleet as JSON-ready data (also what ``render`` draws)."""
     view = look(app, store, name, "status")
     run = current_run(store, name)
@@ -148,7 +146,7 @@ def condition(recorded: str, running: dict[str, int], planned: dict[str, int], u
     return FleetStatus.UP if met else FleetStatus.SHORT
 
 
-def overview(app: App, *, include_down: bool) -> tuple[list[dict[str, Any]], int]:
+def overview(app: Workspace, *, include_down: bool) -> tuple[list[dict[str, Any]], int]:
     """One summary per fleet in the store (those down only with ``include_down``), and how
     many fleets that are down were left out."""
     if not store_exists(app):

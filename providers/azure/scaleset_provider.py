@@ -2,7 +2,7 @@
 
 The launch requests of one fleet in one region become one Flexible scale set
 (``providers.azure.scaleset``). The executor hands a provider that has ``launch_group`` all of a
-round's requests at once (``providers.base.OPTIONAL_METHODS``); ``launch`` is a group of one.
+round's requests at once (``providers.base.LaunchesGroups``); ``launch`` is a group of one.
 
 Per region (regions in parallel): the fleet's VNet is ensured, then the set is grown once per
 request, on-demand requests first, then the larger ones: capacity = the set's VMs now + what the

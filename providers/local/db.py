@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fleet.errors import FleetError
 from fleet.private import private_file
-from fleet.state.db import transaction
+from fleet.sqlitetx import transaction
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000

@@ -1,4 +1,4 @@
-"""fleet.cli.lifecycle.FleetView reads the clock once: every figure of one output (cost so far
+"""fleet.operations.look.FleetView reads the clock once: every figure of one output (cost so far
 in the headline and the footer, ages) is taken at the same instant, even when no provider
 answered and the local clock stands in."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from fleet.cli.lifecycle import FleetView
+from fleet.operations.look import FleetView
 from fleet.provisioning.reconcile import Observation
 from fleet.state import FleetRecord
 

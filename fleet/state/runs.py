@@ -1,4 +1,4 @@
-"""Runs of a fleet: a name reused after ``fleet down`` starts a new run.
+"""Runs of a fleet (they belong to the state store): a name reused after ``fleet down`` starts a new run.
 
 ``fleet up`` on a fleet recorded as down records a ``run-started`` event; ``status`` and
 ``history`` then count cost and interruptions of the current run only (``history --all``
