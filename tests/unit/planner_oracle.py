@@ -83,6 +83,21 @@ def cap(spec: FleetSpec, o: Offer, limit: float) -> float:
     return bound
 
 
+def fits_domain_caps(spec: FleetSpec, o: Offer, pools: list[Offer]) -> bool:
+    """Whether one node of ``o`` fits every zone, region and provider cap some plan allows:
+    that level's share of the spot part (target - on-demand baseline), or the smallest spot node
+    on offer if that is more. A spot pool whose one node is larger can hold nothing, so it
+    neither counts toward min_pools nor enters a plan."""
+    if o.pool.market is not Market.SPOT:
+        return True
+    d = spec.diversification
+    part = spec.capacity.gpus - spec.capacity.on_demand_gpus
+    nodes = [weighted(spec, p) for p in pools if p.pool.market is Market.SPOT]
+    smallest = min(nodes) if nodes else 0.0
+    shares = (d.max_zone_share, d.max_region_share, d.max_provider_share)
+    return all(weighted(spec, o) <= max(share * part, smallest) + 1e-9 for share in shares if share < 1)
+
+
 def domain_of(o: Offer, level: str) -> str:
     p = o.pool
     return {
@@ -149,7 +164,7 @@ def brute_force(
     market split of capacity-optimized / diversified); ``quotas`` are account limits."""
     pools = sorted((o for o in offers if allowed(spec, o, blocked)), key=lambda o: o.pool.id)
     limit = share_limit(spec, pools)
-    pools = [o for o in pools if cap(spec, o, limit) > 0]
+    pools = [o for o in pools if cap(spec, o, limit) > 0 and fits_domain_caps(spec, o, pools)]
     if not pools:
         return pools, None
     spot = np.array([o.pool.market is Market.SPOT for o in pools])

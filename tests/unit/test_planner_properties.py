@@ -9,7 +9,17 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from planner_oracle import allowed, brute_force, cap, domain_of, offer, placement_of, share_limit, weighted
+from planner_oracle import (
+    allowed,
+    brute_force,
+    cap,
+    domain_of,
+    fits_domain_caps,
+    offer,
+    placement_of,
+    share_limit,
+    weighted,
+)
 
 from fleet.errors import PlanError
 from fleet.model import Market
@@ -91,12 +101,12 @@ def check_rules(spec, offers_, blocked, p):
     allowed_spot = Counter(
         domain(o)
         for o in offers_
-        if allowed(spec, o, tuple(blocked)) and o.pool.market is Market.SPOT and cap(spec, o, limit) > 0
+        if allowed(spec, o, tuple(blocked))
+        and o.pool.market is Market.SPOT
+        and cap(spec, o, limit) > 0
+        and fits_domain_caps(spec, o, [q for q in offers_ if allowed(spec, q, tuple(blocked))])
     )
-    # a short plan holds what can be had, so it need not spread (a node above the zone share cannot
-    # be placed at all, though the oracle's cap() counts its pool)
-    if p.feasible:
-        assert spot_pools == 0 or spot_pools >= min(spec.diversification.min_pools, max(allowed_spot.values()))
+    assert spot_pools == 0 or spot_pools >= min(spec.diversification.min_pools, max(allowed_spot.values()))
     assert len({domain(a.offer) for a in p.allocations if a.count}) <= 1, "the plan spans two placement domains"
 
 
