@@ -11,6 +11,10 @@ say they charge for the running instances whose bill was read back
 same instances (``billed_per_hour`` against their planned prices, and how many were read) and
 lists the instances that bill beyond the spec's budget (``fleet.views.bills``). Each
 instance carries its planned and billed rate, the billed rate's source and the rental kind.
+``cost.cost_so_far`` is at the billed rate where one was read and the planned price otherwise
+(``cost_basis``: ``billed``, ``planned`` or ``mixed``; ``planned_cost_so_far`` at planned prices
+alone, ``fleet.views.bills.accrued``); the rest of ``cost`` (spot/on-demand split, savings) stays
+at planned prices.
 """
 
 from __future__ import annotations
@@ -60,13 +64,15 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
     by_id = {r.id: r for r in records}
     alive = [by_id[i.id] for i in instances if i.id in by_id]
     bill = bills.summary(alive, Limits.of(view.record.to_dict()["spec"]))     # the spec is not built: status stays light
+    accrued = bills.accrued(records, view.clock)       # cost so far at the billed rate where one was read
     data = {
         "fleet": name, "status": condition(view.record.status, running, desired, unread),
         "recorded_status": view.record.status, "backend": view.record.backend,
         "plan_id": view.plan.id if view.plan else None,
         "run": run.number, "run_started_at": run.started_at,
         "running": sum(running.values()), "planned": sum(desired.values()) if view.plan else None,
-        "cost": cost.to_dict(), "pools": pools,
+        "cost": {**cost.to_dict(), "cost_so_far": accrued["cost_so_far"]},
+        "cost_basis": accrued["cost_basis"], "planned_cost_so_far": accrued["planned_cost_so_far"], "pools": pools,
         "planned_per_hour": view.plan.price_per_hour if view.plan else None,
         "billed_per_hour": bill["billed_per_hour"], "bill": bill,
         "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices, by_id.get(i.id)) for i in instances],
@@ -136,7 +142,7 @@ def overview(app: App, *, include_down: bool) -> tuple[list[dict[str, Any]], int
             except FleetError as err:
                 rows.append({"fleet": record.name, "status": ERROR, "recorded_status": record.status,
                              "backend": record.backend, "running": None, "planned": None, "gpus": None,
-                             "price_per_hour": None, "cost_so_far": None, "provider_errors": {},
+                             "price_per_hour": None, "cost_so_far": None, "cost_basis": None, "provider_errors": {},
                              "planned_per_hour": None, "billed_per_hour": None, "bill_read": 0,
                              "bill_planned_per_hour": None, "bill_breaches": 0, "savings": None,
                              "savings_fraction": None, "error": str(err)})
@@ -145,7 +151,8 @@ def overview(app: App, *, include_down: bool) -> tuple[list[dict[str, Any]], int
             rows.append({"fleet": data["fleet"], "status": data["status"], "recorded_status": data["recorded_status"],
                          "backend": data["backend"], "running": data["running"], "planned": data["planned"],
                          "gpus": cost["running_gpus"], "price_per_hour": cost["rate_per_hour"],
-                         "cost_so_far": cost["cost_so_far"], "provider_errors": data["provider_errors"],
+                         "cost_so_far": cost["cost_so_far"], "cost_basis": data["cost_basis"],
+                         "provider_errors": data["provider_errors"],
                          "planned_per_hour": data["planned_per_hour"], "billed_per_hour": data["billed_per_hour"],
                          "bill_read": data["bill"]["read"], "bill_planned_per_hour": data["bill"]["planned_per_hour"],
                          "bill_breaches": len(data["bill"]["breaches"]),
