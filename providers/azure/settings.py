@@ -21,3 +21,7 @@ class AzureSettings(ProviderSettings):
     storage_account: str = Field(default="", description=(
         "Azure: storage account for checkpoints (created if missing); default derived from subscription, "
         "resource group and container."))
+    prices_url: str = Field(default="https://prices.azure.com/api/retail/prices", description=(
+        "Azure: the Retail Prices API endpoint the billed rate of each VM is read from (its size's Linux "
+        "Spot or on-demand consumption price in its region); $SPOTFLEET_AZURE_PRICES_URL stands in when this "
+        "is not set."))

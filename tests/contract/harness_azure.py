@@ -126,7 +126,8 @@ def azure_harness(launch_mode: str = "vms") -> AzureHarness:
     from providers.azure.scaleset_provider import AzureScaleSetProvider
     from providers.azure.settings import AzureSettings
     cls = AzureScaleSetProvider if launch_mode == "scale-set" else AzureProvider
-    provider = cls(AzureSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode), arm=arm,
+    provider = cls(AzureSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode,
+                                 prices_url=f"{srv.url}/api/retail/prices"), arm=arm,
                    environ=storage_env(), cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"),
                    home=Path(tempfile.mkdtemp(prefix="spotfleet-contract-")))     # the fleets' own SSH keys
     return AzureHarness(srv.url, provider)
