@@ -54,8 +54,14 @@ RECEIVED: list[float] = []
 class Source:
     """One notice source: how to make its watcher, publish a notice and know when it was published."""
 
-    def __init__(self, cloud: str, make: Callable[[], PollingWatcher], publish: Callable[[], float],
-                 warm: Callable[[], bool], reset: Callable[[], None] = lambda: None):
+    def __init__(
+        self,
+        cloud: str,
+        make: Callable[[], PollingWatcher],
+        publish: Callable[[], float],
+        warm: Callable[[], bool],
+        reset: Callable[[], None] = lambda: None,
+    ):
         self.cloud, self.make, self.publish, self.warm, self.reset = cloud, make, publish, warm, reset
 
 
@@ -69,6 +75,7 @@ def sources(tmp: Path, vast_intervals: tuple[float, ...] = ()) -> tuple[list[Sou
             action()
             assert fake.published_at is not None
             return fake.published_at
+
         return go
 
     def write_notice() -> float:
@@ -83,20 +90,51 @@ def sources(tmp: Path, vast_intervals: tuple[float, ...] = ()) -> tuple[list[Sou
         vast.add_instance("1")
 
     return [
-        Source("aws", lambda: AwsWatcher(imds.url), published(imds, imds.schedule_action),
-               lambda: bool(imds.seen("GET", "spot/instance-action")), imds.reset),
-        Source("gcp", lambda: GceWatcher(gce.url), published(gce, gce.preempt),
-               lambda: any(r.query.get("wait_for_change") for r in gce.requests), gce.reset),
-        Source("azure", lambda: AzureWatcher(azure.url), published(azure, azure.schedule),
-               lambda: bool(azure.seen("GET", "/metadata/scheduledevents")), azure.reset),
-        Source("vast", lambda: VastWatcher("1", api_key=vast.api_key, url=vast.url),
-               published(vast, lambda: vast.outbid("1")), lambda: bool(vast.requests), reset_vast),
-        Source("local", lambda: LocalWatcher(notice_file), write_notice, lambda: True,
-               lambda: notice_file.unlink(missing_ok=True)),
-    ] + [Source(f"vast@{every:g}s", lambda every=every: VastWatcher("1", api_key=vast.api_key, url=vast.url,
-                                                                    interval=every),
-                published(vast, lambda: vast.outbid("1")), lambda: bool(vast.requests), reset_vast)
-         for every in vast_intervals], [imds, gce, azure, vast]
+        Source(
+            "aws",
+            lambda: AwsWatcher(imds.url),
+            published(imds, imds.schedule_action),
+            lambda: bool(imds.seen("GET", "spot/instance-action")),
+            imds.reset,
+        ),
+        Source(
+            "gcp",
+            lambda: GceWatcher(gce.url),
+            published(gce, gce.preempt),
+            lambda: any(r.query.get("wait_for_change") for r in gce.requests),
+            gce.reset,
+        ),
+        Source(
+            "azure",
+            lambda: AzureWatcher(azure.url),
+            published(azure, azure.schedule),
+            lambda: bool(azure.seen("GET", "/metadata/scheduledevents")),
+            azure.reset,
+        ),
+        Source(
+            "vast",
+            lambda: VastWatcher("1", api_key=vast.api_key, url=vast.url),
+            published(vast, lambda: vast.outbid("1")),
+            lambda: bool(vast.requests),
+            reset_vast,
+        ),
+        Source(
+            "local",
+            lambda: LocalWatcher(notice_file),
+            write_notice,
+            lambda: True,
+            lambda: notice_file.unlink(missing_ok=True),
+        ),
+    ] + [
+        Source(
+            f"vast@{every:g}s",
+            lambda every=every: VastWatcher("1", api_key=vast.api_key, url=vast.url, interval=every),
+            published(vast, lambda: vast.outbid("1")),
+            lambda: bool(vast.requests),
+            reset_vast,
+        )
+        for every in vast_intervals
+    ], [imds, gce, azure, vast]
 
 
 def trial(src: Source, rng: random.Random) -> float:
@@ -132,8 +170,13 @@ def trial(src: Source, rng: random.Random) -> float:
 def summarise(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-    return {"median_s": statistics.median(ordered), "p95_s": p95, "min_s": ordered[0], "max_s": ordered[-1],
-            "mean_s": statistics.fmean(ordered)}
+    return {
+        "median_s": statistics.median(ordered),
+        "p95_s": p95,
+        "min_s": ordered[0],
+        "max_s": ordered[-1],
+        "mean_s": statistics.fmean(ordered),
+    }
 
 
 def main() -> int:
@@ -141,8 +184,9 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--clouds", default="aws,gcp,azure,vast,local")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--vast-intervals", default="", help="also measure Vast at these poll intervals, e.g. 1,2 "
-                    "(reported as vast@1s)")
+    ap.add_argument(
+        "--vast-intervals", default="", help="also measure Vast at these poll intervals, e.g. 1,2 (reported as vast@1s)"
+    )
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     signal.signal(signal.SIGUSR1, lambda *_: RECEIVED.append(time.time()))
@@ -157,19 +201,29 @@ def main() -> int:
             for src in (s for s in srcs if s.cloud in wanted):
                 interval = src.make().interval
                 values = [trial(src, rng) for _ in range(args.trials)]
-                results[src.cloud] = {"poll_interval_s": interval or "long-poll",
-                                      "trials": len(values), **summarise(values),
-                                      "samples_s": [round(v, 6) for v in values]}
+                results[src.cloud] = {
+                    "poll_interval_s": interval or "long-poll",
+                    "trials": len(values),
+                    **summarise(values),
+                    "samples_s": [round(v, 6) for v in values],
+                }
                 row = results[src.cloud]
-                print(f"{src.cloud:8} interval {str(row['poll_interval_s']):9} median {row['median_s'] * 1000:7.1f} ms"
-                      f"   p95 {row['p95_s'] * 1000:7.1f} ms   max {row['max_s'] * 1000:7.1f} ms", flush=True)
+                print(
+                    f"{src.cloud:8} interval {str(row['poll_interval_s']):9} median {row['median_s'] * 1000:7.1f} ms"
+                    f"   p95 {row['p95_s'] * 1000:7.1f} ms   max {row['max_s'] * 1000:7.1f} ms",
+                    flush=True,
+                )
         finally:
             for fake in fakes:
                 fake.stop()
-    doc = {"benchmark": "notice-to-hook latency", "definition": "fake publishes notice -> hook signal received",
-           "anchor": ANCHOR_S, "seed": args.seed, "machine": {"python": platform.python_version(),
-                                                              "platform": platform.platform(), "cpus": os.cpu_count()},
-           "results": results}
+    doc = {
+        "benchmark": "notice-to-hook latency",
+        "definition": "fake publishes notice -> hook signal received",
+        "anchor": ANCHOR_S,
+        "seed": args.seed,
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "results": results,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"saved {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")

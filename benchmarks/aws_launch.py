@@ -32,8 +32,11 @@ import aws_world  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "aws_launch.json"
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
-REGIONS = {"us-east-1": ("us-east-1a", "us-east-1b"), "us-west-2": ("us-west-2a", "us-west-2b"),
-           "eu-west-1": ("eu-west-1a", "eu-west-1b")}
+REGIONS = {
+    "us-east-1": ("us-east-1a", "us-east-1b"),
+    "us-west-2": ("us-west-2a", "us-west-2b"),
+    "eu-west-1": ("eu-west-1a", "eu-west-1b"),
+}
 TYPES = ("g4dn.xlarge", "g4dn.2xlarge")
 INSTANCES = 100
 
@@ -74,8 +77,13 @@ def up(world: aws_world.AwsWorld, tmp: Path, parallel: int, latency: float) -> d
     world.proxy.state.latency = latency
     world.proxy.reset_stats()
     started = time.monotonic()
-    proc = subprocess.run([FLEET_BIN, "up", str(spec), "--yes", "--json", "--parallel", str(parallel)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [FLEET_BIN, "up", str(spec), "--yes", "--json", "--parallel", str(parallel)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"fleet up failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -84,9 +92,15 @@ def up(world: aws_world.AwsWorld, tmp: Path, parallel: int, latency: float) -> d
     pools = len(report["desired"])
     stats = world.proxy.stats()
     calls = sum(stats.values())
-    return {"seconds": elapsed, "launched": launched, "pools": pools, "api_calls": calls,
-            "create_fleet_calls": stats.get("CreateFleet", 0), "api_calls_per_instance": calls / max(1, launched),
-            "create_fleet_per_instance": stats.get("CreateFleet", 0) / max(1, launched)}
+    return {
+        "seconds": elapsed,
+        "launched": launched,
+        "pools": pools,
+        "api_calls": calls,
+        "create_fleet_calls": stats.get("CreateFleet", 0),
+        "api_calls_per_instance": calls / max(1, launched),
+        "create_fleet_per_instance": stats.get("CreateFleet", 0) / max(1, launched),
+    }
 
 
 def main() -> dict[str, float]:
@@ -97,22 +111,39 @@ def main() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         sequential = up(world, Path(tmp), 1, args.latency)
         parallel = up(world, Path(tmp), 32, args.latency)
-    assert sequential["launched"] == parallel["launched"] == INSTANCES and parallel["pools"] == 12, (sequential,
-                                                                                                    parallel)
-    figures = {"api_latency_s": args.latency, "instances": INSTANCES, "pools": parallel["pools"],
-               "regions": len(REGIONS),
-               "fleet_up_sequential_s": sequential["seconds"], "fleet_up_parallel_s": parallel["seconds"],
-               "speedup": sequential["seconds"] / parallel["seconds"],
-               "api_calls_per_up": parallel["api_calls"], "create_fleet_calls": parallel["create_fleet_calls"],
-               "api_calls_per_instance": parallel["api_calls_per_instance"],
-               "create_fleet_calls_per_instance": parallel["create_fleet_per_instance"]}
+    assert sequential["launched"] == parallel["launched"] == INSTANCES and parallel["pools"] == 12, (
+        sequential,
+        parallel,
+    )
+    figures = {
+        "api_latency_s": args.latency,
+        "instances": INSTANCES,
+        "pools": parallel["pools"],
+        "regions": len(REGIONS),
+        "fleet_up_sequential_s": sequential["seconds"],
+        "fleet_up_parallel_s": parallel["seconds"],
+        "speedup": sequential["seconds"] / parallel["seconds"],
+        "api_calls_per_up": parallel["api_calls"],
+        "create_fleet_calls": parallel["create_fleet_calls"],
+        "api_calls_per_instance": parallel["api_calls_per_instance"],
+        "create_fleet_calls_per_instance": parallel["create_fleet_per_instance"],
+    }
     for key, value in figures.items():
         print(f"{key:34} {value:.3f}" if isinstance(value, float) else f"{key:34} {value}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                                   "cores": os.cpu_count(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                                         time.gmtime()),
-                                   "figures": figures}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "python": platform.python_version(),
+                "cores": os.cpu_count(),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "figures": figures,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS}")
     return figures
 

@@ -56,11 +56,17 @@ def run_once(server: ArmServer, gpus: int, latency: float) -> dict:
         spec = Path(tmp) / "abench.yaml"
         spec.write_text(SPEC.format(gpus=gpus, sub=SUBSCRIPTION))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AZURE_"))}
-        env.update(SPOTFLEET_HOME=str(Path(tmp) / "home"), HOME=tmp, SPOTFLEET_AZURE_ARM_ENDPOINT=server.url,
-                   SPOTFLEET_AZURE_POLLING_INTERVAL="0", SPOTFLEET_AZURE_PRICES_URL=f"{server.url}/api/retail/prices")
+        env.update(
+            SPOTFLEET_HOME=str(Path(tmp) / "home"),
+            HOME=tmp,
+            SPOTFLEET_AZURE_ARM_ENDPOINT=server.url,
+            SPOTFLEET_AZURE_POLLING_INTERVAL="0",
+            SPOTFLEET_AZURE_PRICES_URL=f"{server.url}/api/retail/prices",
+        )
         start = time.perf_counter()
-        proc = subprocess.run([FLEET_BIN, "up", str(spec), "--yes", "--json"], env=env, capture_output=True,
-                              text=True, timeout=1200)
+        proc = subprocess.run(
+            [FLEET_BIN, "up", str(spec), "--yes", "--json"], env=env, capture_output=True, text=True, timeout=1200
+        )
         up_seconds = time.perf_counter() - start
         if proc.returncode != 0:
             raise SystemExit(f"fleet up failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -70,9 +76,16 @@ def run_once(server: ArmServer, gpus: int, latency: float) -> dict:
         subprocess.run([FLEET_BIN, "down", "abench", "--yes", "--json"], env=env, capture_output=True, timeout=1200)
         down_seconds = time.perf_counter() - start
     total = sum(calls.values())
-    return {"latency_s": latency, "gpus": gpus, "vms_created": vms, "up_seconds": round(up_seconds, 3),
-            "down_seconds": round(down_seconds, 3), "arm_calls_during_up": total,
-            "arm_calls_per_instance": round(total / max(vms, 1), 2), "calls_by_route": calls}
+    return {
+        "latency_s": latency,
+        "gpus": gpus,
+        "vms_created": vms,
+        "up_seconds": round(up_seconds, 3),
+        "down_seconds": round(down_seconds, 3),
+        "arm_calls_during_up": total,
+        "arm_calls_per_instance": round(total / max(vms, 1), 2),
+        "calls_by_route": calls,
+    }
 
 
 def main() -> None:
@@ -86,13 +99,25 @@ def main() -> None:
     finally:
         server.stop()
     for r in runs:
-        print(f"latency {r['latency_s']:.2f}s: {r['vms_created']} Spot VMs; fleet up {r['up_seconds']:.2f}s, "
-              f"fleet down {r['down_seconds']:.2f}s; {r['arm_calls_during_up']} ARM calls "
-              f"({r['arm_calls_per_instance']:.2f} per instance): {r['calls_by_route']}")
+        print(
+            f"latency {r['latency_s']:.2f}s: {r['vms_created']} Spot VMs; fleet up {r['up_seconds']:.2f}s, "
+            f"fleet down {r['down_seconds']:.2f}s; {r['arm_calls_during_up']} ARM calls "
+            f"({r['arm_calls_per_instance']:.2f} per instance): {r['calls_by_route']}"
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"benchmark": "azure_launch", "mode": "individual Spot VMs",
-                                   "python": platform.python_version(), "cpus": os.cpu_count(), "runs": runs},
-                                  indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "benchmark": "azure_launch",
+                "mode": "individual Spot VMs",
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "runs": runs,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 

@@ -44,13 +44,23 @@ SIZE = "Standard_NC24ads_A100_v4"
 
 
 def _requests(provider: AzureProvider, vms: int, on_demand: int, mode: str) -> list[LaunchRequest]:
-    offers = [o for o in provider.list_offers(OfferQuery(regions=("eastus",))) if o.pool.instance_type == SIZE
-              and o.pool.zone in ("", "1")]
+    offers = [
+        o
+        for o in provider.list_offers(OfferQuery(regions=("eastus",)))
+        if o.pool.instance_type == SIZE and o.pool.zone in ("", "1")
+    ]
     out = []
     for market, count in ((Market.ON_DEMAND, on_demand), (Market.SPOT, vms - on_demand)):
         offer = next(o for o in offers if o.market is market)
-        out.append(LaunchRequest(fleet="bench", offer=offer, count=count, token=f"{mode}-{market.value}",
-                                 tags=fleet_tags("bench", offer.pool, "p1")))
+        out.append(
+            LaunchRequest(
+                fleet="bench",
+                offer=offer,
+                count=count,
+                token=f"{mode}-{market.value}",
+                tags=fleet_tags("bench", offer.pool, "p1"),
+            )
+        )
     return out
 
 
@@ -58,9 +68,14 @@ def run_once(server: ArmServer, mode: str, vms: int, on_demand: int, latency: fl
     capacity = {f"eastus/{SIZE}/{p}": 2 * vms for p in ("Spot", "Regular")}
     httpx.post(f"{server.url}/_control/reset", json={"capacity": capacity}).raise_for_status()
     cls = AzureScaleSetProvider if mode == "scale-set" else AzureProvider
-    provider = cls(AzureSettings(resource_group="bench", launch_mode=mode), environ={}, cache_seconds=3600,
-                   live_prices=False, arm=Arm(SUBSCRIPTION, server.url, polling_interval=0),
-                   home=Path(tempfile.mkdtemp(prefix="spotfleet-bench-")))
+    provider = cls(
+        AzureSettings(resource_group="bench", launch_mode=mode),
+        environ={},
+        cache_seconds=3600,
+        live_prices=False,
+        arm=Arm(SUBSCRIPTION, server.url, polling_interval=0),
+        home=Path(tempfile.mkdtemp(prefix="spotfleet-bench-")),
+    )
     requests = _requests(provider, vms, on_demand, mode)
     httpx.post(f"{server.url}/_control/reset", json={"capacity": capacity, "latency": latency}).raise_for_status()
     start = time.perf_counter()
@@ -70,8 +85,11 @@ def run_once(server: ArmServer, mode: str, vms: int, on_demand: int, latency: fl
         with ThreadPoolExecutor(max_workers=len(requests)) as ex:
             results = list(ex.map(provider.launch, requests))
     up = time.perf_counter() - start
-    calls = {k: n for k, n in httpx.get(f"{server.url}/_control/calls").json()["calls"].items()
-             if not k.startswith("GET _control")}
+    calls = {
+        k: n
+        for k, n in httpx.get(f"{server.url}/_control/calls").json()["calls"].items()
+        if not k.startswith("GET _control")
+    }
     made = [i for r in results for i in r.instances]
     if len(made) != vms or any(r.error_kind for r in results):
         raise SystemExit(f"{mode}: made {len(made)} of {vms}: {[r.error_message for r in results]}")
@@ -79,9 +97,18 @@ def run_once(server: ArmServer, mode: str, vms: int, on_demand: int, latency: fl
     provider.terminate([i.id for i in made])
     down = time.perf_counter() - start
     total = sum(calls.values())
-    return {"mode": mode, "latency_s": latency, "vms": vms, "regular": on_demand, "spot": vms - on_demand,
-            "launch_seconds": round(up, 3), "terminate_seconds": round(down, 3), "arm_calls_during_launch": total,
-            "arm_calls_per_vm": round(total / vms, 2), "calls_by_route": calls}
+    return {
+        "mode": mode,
+        "latency_s": latency,
+        "vms": vms,
+        "regular": on_demand,
+        "spot": vms - on_demand,
+        "launch_seconds": round(up, 3),
+        "terminate_seconds": round(down, 3),
+        "arm_calls_during_launch": total,
+        "arm_calls_per_vm": round(total / vms, 2),
+        "calls_by_route": calls,
+    }
 
 
 def main() -> None:
@@ -96,12 +123,19 @@ def main() -> None:
     finally:
         server.stop()
     for r in runs:
-        print(f"{r['mode']:>9}: {r['vms']} VMs ({r['regular']} Regular, {r['spot']} Spot) in {r['launch_seconds']:.2f}s, "
-              f"{r['arm_calls_during_launch']} ARM calls ({r['arm_calls_per_vm']:.2f} per VM); "
-              f"terminate {r['terminate_seconds']:.2f}s")
+        print(
+            f"{r['mode']:>9}: {r['vms']} VMs ({r['regular']} Regular, {r['spot']} Spot) in {r['launch_seconds']:.2f}s, "
+            f"{r['arm_calls_during_launch']} ARM calls ({r['arm_calls_per_vm']:.2f} per VM); "
+            f"terminate {r['terminate_seconds']:.2f}s"
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"benchmark": "azure_scaleset", "python": platform.python_version(),
-                                   "cpus": os.cpu_count(), "runs": runs}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {"benchmark": "azure_scaleset", "python": platform.python_version(), "cpus": os.cpu_count(), "runs": runs},
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 

@@ -32,23 +32,33 @@ from providers.azure.settings import AzureSettings  # noqa: E402
 from providers.base import StorageSpec  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "azure_storage.json"
-SPEC = StorageSpec(provider="azure", bucket="bench-checkpoints", region="eastus", expire_days=7, prefix="bench",
-                   fleet="bench")
+SPEC = StorageSpec(
+    provider="azure", bucket="bench-checkpoints", region="eastus", expire_days=7, prefix="bench", fleet="bench"
+)
 
 
 def _run(url: str) -> dict:
     before = httpx.get(f"{url}/_control/calls").json()["calls"]
     writes = httpx.get(f"{url}/_control/storage/state").json()["writes"]
-    provider = AzureProvider(AzureSettings(resource_group="bench"), environ={}, live_prices=False,
-                             arm=Arm(SUBSCRIPTION, url, polling_interval=0))
+    provider = AzureProvider(
+        AzureSettings(resource_group="bench"),
+        environ={},
+        live_prices=False,
+        arm=Arm(SUBSCRIPTION, url, polling_interval=0),
+    )
     start = time.perf_counter()
     provider.ensure_bucket(SPEC)
     seconds = time.perf_counter() - start
     after = httpx.get(f"{url}/_control/calls").json()["calls"]
-    routes = {k: after[k] - before.get(k, 0) for k in sorted(after)
-              if after[k] != before.get(k, 0) and "_control" not in k}
-    return {"seconds": round(seconds, 3), "calls": sum(routes.values()), "routes": routes,
-            "writes": httpx.get(f"{url}/_control/storage/state").json()["writes"] - writes}
+    routes = {
+        k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] != before.get(k, 0) and "_control" not in k
+    }
+    return {
+        "seconds": round(seconds, 3),
+        "calls": sum(routes.values()),
+        "routes": routes,
+        "writes": httpx.get(f"{url}/_control/storage/state").json()["writes"] - writes,
+    }
 
 
 def main() -> None:
@@ -61,8 +71,12 @@ def main() -> None:
         first, rerun = _run(server.url), _run(server.url)
     finally:
         server.stop()
-    result = {"latency_s": args.latency, "first": first, "rerun": rerun,
-              "machine": {"python": platform.python_version(), "platform": platform.platform()}}
+    result = {
+        "latency_s": args.latency,
+        "first": first,
+        "rerun": rerun,
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+    }
     for name in ("first", "rerun"):
         run = result[name]
         print(f"{name:6s} {run['seconds']:6.2f} s  {run['calls']:3d} ARM calls  {run['writes']} writes")

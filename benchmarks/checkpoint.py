@@ -49,7 +49,7 @@ from fleet.checkpoint import CheckpointManager, TransferSettings, open_store  # 
 from fleet.checkpoint.codec import encode  # noqa: E402
 from fleet.checkpoint.payload import Payload  # noqa: E402
 
-TRANSFER = TransferSettings()          # the library defaults, used by both sides of the comparison
+TRANSFER = TransferSettings()  # the library defaults, used by both sides of the comparison
 MB = 1_000_000
 
 
@@ -57,18 +57,20 @@ def make_state(size_mb: int) -> dict:
     """A training-like state: weights and two optimizer moments, float32, incompressible."""
     rng = np.random.default_rng(0)
     n = size_mb * MB // 4 // 4
-    return {"model": {"w": rng.standard_normal(2 * n, dtype=np.float32)},
-            "optimizer": {"m": rng.standard_normal(n, dtype=np.float32),
-                          "v": rng.standard_normal(n, dtype=np.float32)},
-            "step": 0}
+    return {
+        "model": {"w": rng.standard_normal(2 * n, dtype=np.float32)},
+        "optimizer": {"m": rng.standard_normal(n, dtype=np.float32), "v": rng.standard_normal(n, dtype=np.float32)},
+        "step": 0,
+    }
 
 
 def raw_uploader(kind: str, uri: str, env: dict[str, str]) -> Callable[[Payload, str], None]:
     """The vendor SDK's plain large-object upload to the same endpoint (no checkpoint protocol)."""
     store = open_store(uri, env=env, transfer=TRANSFER)
     if kind == "file":
+
         def put(payload: Payload, name: str) -> None:
-            path = Path(store.root) / name          # type: ignore[attr-defined]
+            path = Path(store.root) / name  # type: ignore[attr-defined]
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "wb", buffering=0) as f:
                 for chunk in payload.chunks:
@@ -76,20 +78,36 @@ def raw_uploader(kind: str, uri: str, env: dict[str, str]) -> Callable[[Payload,
                 os.fsync(f.fileno())
     elif kind == "s3":
         from boto3.s3.transfer import TransferConfig
-        cfg = TransferConfig(multipart_threshold=TRANSFER.part_size, multipart_chunksize=TRANSFER.part_size,
-                             max_concurrency=TRANSFER.concurrency)
+
+        cfg = TransferConfig(
+            multipart_threshold=TRANSFER.part_size,
+            multipart_chunksize=TRANSFER.part_size,
+            max_concurrency=TRANSFER.concurrency,
+        )
 
         def put(payload: Payload, name: str) -> None:
-            store.client.upload_fileobj(payload.reader(), store.bucket, f"{store.prefix}/{name}",  # type: ignore[attr-defined]
-                                        Config=cfg)
+            store.client.upload_fileobj(
+                payload.reader(),
+                store.bucket,
+                f"{store.prefix}/{name}",  # type: ignore[attr-defined]
+                Config=cfg,
+            )
     elif kind == "gs":
+
         def put(payload: Payload, name: str) -> None:
             blob = store.bucket.blob(f"{store.prefix}/{name}", chunk_size=TRANSFER.part_size)  # type: ignore[attr-defined]
             blob.upload_from_file(payload.reader(), size=payload.size, rewind=False, checksum=None)
     else:
+
         def put(payload: Payload, name: str) -> None:
-            store.container.upload_blob(f"{store.prefix}/{name}", payload.reader(),  # type: ignore[attr-defined]
-                                        length=payload.size, overwrite=True, max_concurrency=TRANSFER.concurrency)
+            store.container.upload_blob(
+                f"{store.prefix}/{name}",
+                payload.reader(),  # type: ignore[attr-defined]
+                length=payload.size,
+                overwrite=True,
+                max_concurrency=TRANSFER.concurrency,
+            )
+
     return put
 
 
@@ -123,9 +141,15 @@ def bench_store(kind: str, uri: str, env: dict[str, str], state: dict, repeats: 
     med = statistics.median
     return {
         "bytes": size,
-        "raw_s": min(raw), "save_s": min(save), "raw_MBps": size / MB / min(raw), "save_MBps": size / MB / min(save),
-        "throughput_ratio": min(raw) / min(save), "throughput_ratio_median": med(raw) / med(save),
-        "async_block_s": med(block), "async_total_s": med(async_total), "load_s": med(load),
+        "raw_s": min(raw),
+        "save_s": min(save),
+        "raw_MBps": size / MB / min(raw),
+        "save_MBps": size / MB / min(save),
+        "throughput_ratio": min(raw) / min(save),
+        "throughput_ratio_median": med(raw) / med(save),
+        "async_block_s": med(block),
+        "async_total_s": med(async_total),
+        "load_s": med(load),
         "blocking_ratio": med(block) / med(save),
         "runs": {"raw_s": raw, "save_s": save, "async_block_s": block, "async_total_s": async_total, "load_s": load},
     }
@@ -156,11 +180,23 @@ def bench_resume(uri: str, env: dict[str, str], repeats: int, wrapper: bool) -> 
     times = []
     with tempfile.TemporaryDirectory(prefix="ckpt-bench-home-") as home:
         for i in range(repeats):
-            steps = 20 + i + 1            # each run resumes at the previous run's final checkpoint
+            steps = 20 + i + 1  # each run resumes at the previous run's final checkpoint
             argv = [*job, "--steps", str(steps)]
             if wrapper:
-                argv = [sys.executable, "-m", "fleet.cli.main", "--home", home, "run", "--cloud", "none",
-                        "--checkpoint-uri", uri, "--", *argv]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "fleet.cli.main",
+                    "--home",
+                    home,
+                    "run",
+                    "--cloud",
+                    "none",
+                    "--checkpoint-uri",
+                    uri,
+                    "--",
+                    *argv,
+                ]
             times.append(time_to_first_step(argv, full_env, steps))
     return {"median_s": statistics.median(times), "runs_s": times}
 
@@ -172,13 +208,11 @@ def resume_section(repeats: int) -> dict:
         results["fleet_run_local"] = bench_resume(f"file://{tmp}/wrapped", {}, repeats, wrapper=True)
     em = emu.start_moto_process()
     try:
-        results["direct_s3_moto"] = bench_resume(em.bucket_uri("bench-resume", "run"), em.env, repeats,
-                                                 wrapper=False)
+        results["direct_s3_moto"] = bench_resume(em.bucket_uri("bench-resume", "run"), em.env, repeats, wrapper=False)
     finally:
         em.stop()
     for name, r in results.items():
-        print(f"resume {name:<16} {r['median_s']:.2f} s to the first resumed step (median of {repeats})",
-              flush=True)
+        print(f"resume {name:<16} {r['median_s']:.2f} s to the first resumed step (median of {repeats})", flush=True)
     return results
 
 
@@ -207,15 +241,20 @@ def main() -> int:
                 if em is not None:
                     em.stop()
         r = results[kind]
-        print(f"{r['store']:<16} raw {r['raw_MBps']:7.1f} MB/s  save {r['save_MBps']:7.1f} MB/s  "
-              f"ratio {r['throughput_ratio']:.2f} (median {r['throughput_ratio_median']:.2f})  async blocks {r['async_block_s'] * 1000:6.1f} ms "
-              f"= {r['blocking_ratio'] * 100:4.1f}% of save  load {r['load_s']:.2f} s", flush=True)
+        print(
+            f"{r['store']:<16} raw {r['raw_MBps']:7.1f} MB/s  save {r['save_MBps']:7.1f} MB/s  "
+            f"ratio {r['throughput_ratio']:.2f} (median {r['throughput_ratio_median']:.2f})  async blocks {r['async_block_s'] * 1000:6.1f} ms "
+            f"= {r['blocking_ratio'] * 100:4.1f}% of save  load {r['load_s']:.2f} s",
+            flush=True,
+        )
     doc = {
-        "benchmark": "checkpoint", "size_mb": args.size_mb, "repeats": args.repeats,
+        "benchmark": "checkpoint",
+        "size_mb": args.size_mb,
+        "repeats": args.repeats,
         "transfer": {"part_size": TRANSFER.part_size, "concurrency": TRANSFER.concurrency},
         "targets": {"throughput_ratio_min": 0.80, "blocking_ratio_max": 0.05},
         "notes": "emulators run on the client's machine and compete with it for CPU; throughput ratios "
-                 "use the best of the repeats (ratio of medians alongside), blocking ratios use medians",
+        "use the best of the repeats (ratio of medians alongside), blocking ratios use medians",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "stores": results,
         "resume": resume_section(args.resume_repeats) if args.resume_repeats > 0 else {},

@@ -99,8 +99,9 @@ def bench_local(tmp: str, size_mb: float, repeats: int) -> dict:
     model, target = build(size_mb, 0), build(size_mb, 1)
     mgr = CheckpointManager(f"file://{tmp}/store-{size_mb:g}", keep_last=1)
     path = Path(tmp) / "plain.pt"
-    runs: dict[str, list[float]] = {f"{k}{unit}": [] for k in ("torch_save", "ours_save", "torch_load", "ours_load")
-                                    for unit in ("_s", "_cpu_s")}
+    runs: dict[str, list[float]] = {
+        f"{k}{unit}": [] for k in ("torch_save", "ours_save", "torch_load", "ours_load") for unit in ("_s", "_cpu_s")
+    }
     runs |= {"async_block_s": [], "async_total_s": []}
     step = 0
     for _ in range(repeats):
@@ -136,6 +137,7 @@ def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dic
 
 # -- peak memory: one child process per case ----------------------------------------------------
 
+
 def peak_kib() -> int:
     """This process image's peak resident memory: ``VmHWM`` (``ru_maxrss`` of a child starts at
     its parent's size at the fork, which would hide the save's own peak), else ``ru_maxrss``."""
@@ -155,22 +157,35 @@ def memory_child(kind: str, size_mb: float, directory: str) -> None:
         fsync_save(model.state_dict(), Path(directory) / "mem.pt")
     else:
         save(CheckpointManager(f"file://{directory}/mem", keep_last=1), {"model": model}, 1)
-    print(json.dumps({"state_kib": nbytes(model) // 1024, "before_save_kib": base, "peak_kib": peak_kib(),
-                      "ru_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    print(
+        json.dumps(
+            {
+                "state_kib": nbytes(model) // 1024,
+                "before_save_kib": base,
+                "peak_kib": peak_kib(),
+                "ru_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            }
+        )
+    )
 
 
 def bench_memory(tmp: str, size_mb: float) -> dict:
     out = {}
     for kind in ("torch", "ours"):
         with tempfile.TemporaryDirectory(dir=tmp) as d:
-            res = subprocess.run([sys.executable, __file__, "--memory-child", kind, "--size", str(size_mb),
-                                  "--dir", d], capture_output=True, text=True, check=True)
+            res = subprocess.run(
+                [sys.executable, __file__, "--memory-child", kind, "--size", str(size_mb), "--dir", d],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
         out[kind] = json.loads(res.stdout.strip().splitlines()[-1])
     out["peak_ratio"] = out["ours"]["peak_kib"] / out["torch"]["peak_kib"]
     return out
 
 
 # -- DCP at 4 ranks --------------------------------------------------------------------------------
+
 
 def dcp_child(rank: int, world: int, port: int, size_mb: float, directory: str, repeats: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -203,13 +218,34 @@ def dcp_child(rank: int, world: int, port: int, size_mb: float, directory: str, 
 
 def bench_dcp(tmp: str, size_mb: float, repeats: int, world: int = 4) -> dict:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory(dir=tmp) as d:
-        procs = [subprocess.Popen([sys.executable, __file__, "--dcp-child", str(r), "--world", str(world),
-                                   "--port", str(port), "--size", str(size_mb), "--dir", d, "--repeats", str(repeats)],
-                                  stdout=subprocess.PIPE, text=True) for r in range(world)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--dcp-child",
+                    str(r),
+                    "--world",
+                    str(world),
+                    "--port",
+                    str(port),
+                    "--size",
+                    str(size_mb),
+                    "--dir",
+                    d,
+                    "--repeats",
+                    str(repeats),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for r in range(world)
+        ]
         outs = [p.communicate()[0] for p in procs]
         if any(p.returncode for p in procs):
             raise RuntimeError(f"a DCP rank failed: {[p.returncode for p in procs]}")
@@ -217,6 +253,7 @@ def bench_dcp(tmp: str, size_mb: float, repeats: int, world: int = 4) -> dict:
 
 
 # -- S3 (moto) ----------------------------------------------------------------------------------------
+
 
 def bench_s3(size_mb: float, repeats: int) -> dict:
     import storage_emulators as emu
@@ -231,21 +268,24 @@ def bench_s3(size_mb: float, repeats: int) -> dict:
         store = mgr.store
         assert isinstance(store, S3Store)
         config: TransferConfig = store.transfer
-        runs: dict[str, list[float]] = {k: [] for k in ("raw_upload_s", "ours_save_s", "raw_download_s",
-                                                        "ours_load_s", "async_block_s")}
+        runs: dict[str, list[float]] = {
+            k: [] for k in ("raw_upload_s", "ours_save_s", "raw_download_s", "ours_load_s", "async_block_s")
+        }
         step = 0
         for _ in range(repeats):
             step += 1
             runs["ours_save_s"].append(timed(lambda: save(mgr, {"model": model}, step)))
             size = mgr.latest().size
             data = bytes(size)
-            runs["raw_upload_s"].append(timed(lambda: store.client.upload_fileobj(
-                io.BytesIO(data), store.bucket, "raw/object", Config=config)))  # noqa: F821  (timed() calls it before the del below)
+            runs["raw_upload_s"].append(
+                timed(lambda: store.client.upload_fileobj(io.BytesIO(data), store.bucket, "raw/object", Config=config))
+            )  # noqa: F821  (timed() calls it before the del below)
             del data
             runs["ours_load_s"].append(timed(lambda: load(mgr, {"model": target})))
             sink = io.BytesIO()
-            runs["raw_download_s"].append(timed(lambda: store.client.download_fileobj(
-                store.bucket, "raw/object", sink, Config=config)))  # noqa: F821  (timed() calls it before the del below)
+            runs["raw_download_s"].append(
+                timed(lambda: store.client.download_fileobj(store.bucket, "raw/object", sink, Config=config))
+            )  # noqa: F821  (timed() calls it before the del below)
             del sink
             store.client.delete_object(Bucket=store.bucket, Key="raw/object")
             step += 1
@@ -286,7 +326,7 @@ def main() -> int:
     ap.add_argument("--size", type=float)
     ap.add_argument("--dir")
     args = ap.parse_args()
-    warnings.filterwarnings("ignore", category=UserWarning)          # DCP: no process group
+    warnings.filterwarnings("ignore", category=UserWarning)  # DCP: no process group
     if args.memory_child:
         memory_child(args.memory_child, args.size, args.dir)
         return 0
@@ -316,21 +356,35 @@ def main() -> int:
                 r["s3"]["capacity"] = capacity(size, r["s3"]["ours_save_s"])
                 print(f"{size_mb:.0f} MB s3: {_row(r['s3'])}", flush=True)
             results[f"{size_mb:.0f}MB"] = r
-            write(out, args.repeats, results)            # after each size: a long run keeps what it measured
+            write(out, args.repeats, results)  # after each size: a long run keeps what it measured
     print(f"wrote {out}")
     return 0
 
 
 def write(out: Path, repeats: int, results: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    machine = {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0], "python": platform.python_version(),
-               "platform": platform.platform()}
-    out.write_text(json.dumps({"benchmark": "checkpoint_torch", "repeats": repeats, "torch": torch.__version__,
-                               "machine": machine, "results": results,
-                               "notes": "medians of interleaved rounds; moto runs in a child process on the same "
-                                        "machine; capacity = measured save throughput x notice window; "
-                                        "CPU tensors only (CUDA state not measured: no GPU)"},
-                              indent=2) + "\n")
+    machine = {
+        "cpus": os.cpu_count(),
+        "load_average_1m": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "checkpoint_torch",
+                "repeats": repeats,
+                "torch": torch.__version__,
+                "machine": machine,
+                "results": results,
+                "notes": "medians of interleaved rounds; moto runs in a child process on the same "
+                "machine; capacity = measured save throughput x notice window; "
+                "CPU tensors only (CUDA state not measured: no GPU)",
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def _row(r: dict) -> str:

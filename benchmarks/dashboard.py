@@ -55,9 +55,17 @@ def build(tmp: Path) -> World:
     store = open_store(str(world.home / "state.db"))
     have = len(store.events(world.name))
     now = world.cloud.now()
-    store.record_events((world.name, "rebalance", f"i-{k}", "aws/us-east-1/use1-az1/p5.48xlarge/spot",
-                         {"kind": "replace", "reason": "risk", "done": k % 3 == 0, "message": "benchmark"}, now - k)
-                        for k in range(EVENTS - have))
+    store.record_events(
+        (
+            world.name,
+            "rebalance",
+            f"i-{k}",
+            "aws/us-east-1/use1-az1/p5.48xlarge/spot",
+            {"kind": "replace", "reason": "risk", "done": k % 3 == 0, "message": "benchmark"},
+            now - k,
+        )
+        for k in range(EVENTS - have)
+    )
     assert len(store.events(world.name)) == EVENTS
     store.close()
     return world
@@ -117,9 +125,21 @@ def main() -> dict[str, float]:
                 runs = []
                 for k in range(args.repeat):
                     started = time.perf_counter()
-                    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                                    f"--user-data-dir={Path(tmp_name) / f'profile{k}'}", "--dump-dom", page],
-                                   capture_output=True, timeout=600, check=True)
+                    subprocess.run(
+                        [
+                            browser,
+                            "--headless",
+                            "--no-sandbox",
+                            "--disable-gpu",
+                            "--disable-dev-shm-usage",
+                            f"--user-data-dir={Path(tmp_name) / f'profile{k}'}",
+                            "--dump-dom",
+                            page,
+                        ],
+                        capture_output=True,
+                        timeout=600,
+                        check=True,
+                    )
                     runs.append(time.perf_counter() - started)
                 out["chromium_load_fleet_page_median_s"] = statistics.median(runs)
         finally:

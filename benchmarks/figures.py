@@ -15,8 +15,17 @@ def print_and_save(figures: dict[str, float], path: Path) -> None:
     for key, value in figures.items():
         print(f"{key:<{width}}  {value:.3f}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                                "cores": os.cpu_count(),
-                                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                "figures": figures}, indent=2) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "python": platform.python_version(),
+                "cores": os.cpu_count(),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "figures": figures,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {path}")

@@ -38,8 +38,17 @@ def start_fake(latency: float) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes" / "gce_server.py"), "--port", str(port),
-                             "--latency", str(latency)], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "fakes" / "gce_server.py"),
+            "--port",
+            str(port),
+            "--latency",
+            str(latency),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -55,13 +64,27 @@ def run(url: str, latency: float, bulk: bool) -> dict[str, object]:
     control(url, "reset", {})
     control(url, "latency", {"seconds": 0})
     gcp = GcpProvider("bench", api=GceApi("bench", endpoint=url), bulk=bulk)
-    offers = sorted((o for o in gcp.list_offers(OfferQuery(on_demand=False))
-                     if o.pool.instance_type == SHAPE and o.market is Market.SPOT), key=lambda o: o.pool.zone)[:ZONES]
+    offers = sorted(
+        (
+            o
+            for o in gcp.list_offers(OfferQuery(on_demand=False))
+            if o.pool.instance_type == SHAPE and o.market is Market.SPOT
+        ),
+        key=lambda o: o.pool.zone,
+    )[:ZONES]
     assert len(offers) == ZONES, f"the fake offers {SHAPE} in {len(offers)} zones"
     control(url, "reset", {})
     control(url, "latency", {"seconds": latency})
-    requests = [LaunchRequest(fleet="bench", offer=o, count=PER_ZONE, token=f"bench-{bulk}-{o.pool.zone}",
-                              tags=fleet_tags("bench", o.pool)) for o in offers]
+    requests = [
+        LaunchRequest(
+            fleet="bench",
+            offer=o,
+            count=PER_ZONE,
+            token=f"bench-{bulk}-{o.pool.zone}",
+            tags=fleet_tags("bench", o.pool),
+        )
+        for o in offers
+    ]
     t = time.perf_counter()
     with ThreadPoolExecutor(max_workers=ZONES) as pool:
         results = list(pool.map(gcp.launch, requests))
@@ -73,8 +96,12 @@ def run(url: str, latency: float, bulk: bool) -> dict[str, object]:
     gcp.terminate(launched)
     terminate_s = time.perf_counter() - t
     assert gcp.list_instances("bench") == []
-    return {"launch_s": launch_s, "launch_api_calls": sum(launch_calls.values()), "launch_calls": launch_calls,
-            "terminate_s": terminate_s}
+    return {
+        "launch_s": launch_s,
+        "launch_api_calls": sum(launch_calls.values()),
+        "launch_calls": launch_calls,
+        "terminate_s": terminate_s,
+    }
 
 
 def main() -> dict[str, object]:
@@ -102,7 +129,16 @@ if __name__ == "__main__":
     for key, value in figures.items():
         print(f"{key:<{width}}  {value:.3f}" if isinstance(value, float) else f"{key:<{width}}  {value}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                                   "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                   "figures": figures}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "python": platform.python_version(),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "figures": figures,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS}")

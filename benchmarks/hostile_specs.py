@@ -28,8 +28,14 @@ RESULTS = ROOT / "benchmarks" / "results" / "hostile_specs.json"
 FLEET = str(Path(sys.executable).with_name("fleet"))
 
 MINIMAL = "name: quickstart\nbackend: local\ncapacity:\n  gpus: 8\n  accelerators: [H100]\n"
-BOMB = "".join([f'l0: &l0 [{", ".join(["lol"] * 9)}]\n'] +
-               [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]\n" for n in range(1, 9)]) + MINIMAL + "node:\n  env: *l8\n"
+BOMB = (
+    "".join(
+        [f"l0: &l0 [{', '.join(['lol'] * 9)}]\n"]
+        + [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]\n" for n in range(1, 9)]
+    )
+    + MINIMAL
+    + "node:\n  env: *l8\n"
+)
 
 CASES: dict[str, bytes | str] = {
     "valid minimal spec": MINIMAL,
@@ -70,11 +76,17 @@ def run_case(name: str, body: bytes | str, folder: Path) -> dict[str, object]:
     probe = subprocess.run([sys.executable, "-c", PROBE, str(path)], capture_output=True, text=True, timeout=120)
     row = json.loads(probe.stdout)
     t = time.perf_counter()
-    cli = subprocess.run([FLEET, "spec", "check", str(path)], capture_output=True, text=True, timeout=120,
-                         stdin=subprocess.DEVNULL)
-    row.update(case=name, cli_exit=cli.returncode, cli_seconds=round(time.perf_counter() - t, 3),
-               stderr_lines=len(cli.stderr.splitlines()), seconds=round(row["seconds"], 4),
-               peak_rss_mb=round(row["peak_rss_mb"], 1))
+    cli = subprocess.run(
+        [FLEET, "spec", "check", str(path)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    row.update(
+        case=name,
+        cli_exit=cli.returncode,
+        cli_seconds=round(time.perf_counter() - t, 3),
+        stderr_lines=len(cli.stderr.splitlines()),
+        seconds=round(row["seconds"], 4),
+        peak_rss_mb=round(row["peak_rss_mb"], 1),
+    )
     return row
 
 
@@ -84,14 +96,28 @@ def main() -> None:
         for name, body in CASES.items():
             row = run_case(name, body, Path(tmp))
             rows.append(row)
-            print(f"{name:>36}: {row['outcome']:>9} in {row['seconds']:.3f} s, peak {row['peak_rss_mb']:.0f} MB, "
-                  f"error {row['error_chars']} chars; CLI exit {row['cli_exit']} in {row['cli_seconds']:.2f} s, "
-                  f"{row['stderr_lines']} stderr line(s)", flush=True)
+            print(
+                f"{name:>36}: {row['outcome']:>9} in {row['seconds']:.3f} s, peak {row['peak_rss_mb']:.0f} MB, "
+                f"error {row['error_chars']} chars; CLI exit {row['cli_exit']} in {row['cli_seconds']:.2f} s, "
+                f"{row['stderr_lines']} stderr line(s)",
+                flush=True,
+            )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "target": "every hostile case: exit 2, one short line, within a second or two, memory of a plain run",
-        "cases": rows}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "platform": platform.platform(),
+                },
+                "target": "every hostile case: exit 2, one short line, within a second or two, memory of a plain run",
+                "cases": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 

@@ -55,26 +55,32 @@ node:
 
 MARKETS = {
     "roomy": {"gpu_1x_a10/us-east-1": 30},
-    "tight": {f"gpu_1x_a10/{r}": 4 for r in ("us-east-1", "us-west-1", "us-west-2", "us-south-1",
-                                              "us-midwest-1", "europe-central-1")},
+    "tight": {
+        f"gpu_1x_a10/{r}": 4
+        for r in ("us-east-1", "us-west-1", "us-west-2", "us-south-1", "us-midwest-1", "europe-central-1")
+    },
 }
 
 
 def run_once(server: LambdaServer, market: str, latency: float) -> dict:
     httpx.post(f"{server.url}/_control/reset", json={"capacity": MARKETS[market]}).raise_for_status()
-    httpx.post(f"{server.url}/_control/config", json={"latency": latency, "boot_seconds": 0, "launch_interval": 0,
-                                                      "quota": 100}).raise_for_status()
+    httpx.post(
+        f"{server.url}/_control/config",
+        json={"latency": latency, "boot_seconds": 0, "launch_interval": 0, "quota": 100},
+    ).raise_for_status()
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "lbench.yaml"
         spec.write_text(SPEC)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "LAMBDA_"))}
-        env.update(SPOTFLEET_HOME=str(Path(tmp) / "home"), HOME=tmp, SPOTFLEET_LAMBDA_URL=server.url,
-                   LAMBDA_API_KEY=API_KEY)
+        env.update(
+            SPOTFLEET_HOME=str(Path(tmp) / "home"), HOME=tmp, SPOTFLEET_LAMBDA_URL=server.url, LAMBDA_API_KEY=API_KEY
+        )
         rounds, start = 0, time.perf_counter()
-        while True:      # a tight market leaves some missing after one `fleet up`; a user runs it again
+        while True:  # a tight market leaves some missing after one `fleet up`; a user runs it again
             rounds += 1
-            proc = subprocess.run([FLEET_BIN, "up", str(spec), "--yes", "--json"], env=env, capture_output=True,
-                                  text=True, timeout=600)
+            proc = subprocess.run(
+                [FLEET_BIN, "up", str(spec), "--yes", "--json"], env=env, capture_output=True, text=True, timeout=600
+            )
             report = json.loads(proc.stdout or "{}")
             if proc.returncode == 0 or rounds == 3:
                 break
@@ -85,10 +91,16 @@ def run_once(server: LambdaServer, market: str, latency: float) -> dict:
         subprocess.run([FLEET_BIN, "down", "lbench", "--yes", "--json"], env=env, capture_output=True, timeout=600)
     launches = calls["calls"].get(LAUNCH, 0)
     return {
-        "market": market, "latency_s": latency, "fleet_up_runs": rounds, "running": sum(report["counts"].values()),
-        "pools": len(report["counts"]), "up_seconds": round(up_done - start, 3),
-        "api_calls_during_up": calls["total"], "api_calls_per_instance": round(calls["total"] / NODES, 2),
-        "launch_calls": launches, "launch_calls_per_instance": round(launches / NODES, 2),
+        "market": market,
+        "latency_s": latency,
+        "fleet_up_runs": rounds,
+        "running": sum(report["counts"].values()),
+        "pools": len(report["counts"]),
+        "up_seconds": round(up_done - start, 3),
+        "api_calls_during_up": calls["total"],
+        "api_calls_per_instance": round(calls["total"] / NODES, 2),
+        "launch_calls": launches,
+        "launch_calls_per_instance": round(launches / NODES, 2),
         "real_launch_floor_s": round(max(0, launches - 1) * LAUNCH_INTERVAL, 1),
         "launch_calls_vs_one_per_instance": round(launches / NODES, 3),
         "calls_by_route": calls["calls"],
@@ -105,13 +117,26 @@ def main() -> None:
     finally:
         server.stop()
     for r in runs:
-        print(f"{r['market']}: {r['running']} running in {r['pools']} pools after {r['fleet_up_runs']} `fleet up` "
-              f"({r['up_seconds']:.2f}s); {r['api_calls_during_up']} API calls ({r['api_calls_per_instance']:.2f} per "
-              f"instance), {r['launch_calls']} launch calls ({r['launch_calls_vs_one_per_instance']:.2f}x one per "
-              f"instance; >= {r['real_launch_floor_s']:.0f}s at Lambda's launch limit): {r['calls_by_route']}")
+        print(
+            f"{r['market']}: {r['running']} running in {r['pools']} pools after {r['fleet_up_runs']} `fleet up` "
+            f"({r['up_seconds']:.2f}s); {r['api_calls_during_up']} API calls ({r['api_calls_per_instance']:.2f} per "
+            f"instance), {r['launch_calls']} launch calls ({r['launch_calls_vs_one_per_instance']:.2f}x one per "
+            f"instance; >= {r['real_launch_floor_s']:.0f}s at Lambda's launch limit): {r['calls_by_route']}"
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"benchmark": "lambda_launch", "nodes": NODES, "python": platform.python_version(),
-                                   "cpus": os.cpu_count(), "runs": runs}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "benchmark": "lambda_launch",
+                "nodes": NODES,
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "runs": runs,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 

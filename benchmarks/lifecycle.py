@@ -63,8 +63,7 @@ class World:
         self.cloud = LocalCloud.open(self.home / "localcloud", time_scale=0, seed=0, api_latency=latency)
         self.name = f"bench{instances}"
         self.spec_path = root / "spec.yaml"
-        self.spec_path.write_text(SPEC.format(name=self.name, gpus=8 * instances, pools=pools,
-                                              share=1 / pools))
+        self.spec_path.write_text(SPEC.format(name=self.name, gpus=8 * instances, pools=pools, share=1 / pools))
         self.spec = parse_spec(self.spec_path.read_text())
         self.providers = {n: self.cloud.provider(n) for n in self.cloud.provider_names()}
         per_pool = instances // pools
@@ -75,7 +74,7 @@ class World:
         open_now = sorted(o.pool.id for o in self._offers() if o.market is Market.SPOT and o.capacity_hint)
         if len(open_now) < pools:
             raise SystemExit(f"only {len(open_now)} spot pools are open at the start; the benchmark needs {pools}")
-        for pool_id in open_now[pools:]:     # exactly `pools` pools can take `per_pool` each; the rest none
+        for pool_id in open_now[pools:]:  # exactly `pools` pools can take `per_pool` each; the rest none
             self.cloud.set_capacity(pool_id, 0)
 
     def _offers(self):
@@ -99,8 +98,9 @@ class World:
 
 def cli_up(tmp: Path, tag: str, latency: float, parallel: int) -> tuple[float, dict]:
     world = World(tmp / tag, latency=latency, instances=500, pools=20)
-    seconds, report = world.fleet("up", str(world.spec_path), "--yes", "--parallel", str(parallel),
-                                  "--max-cost", "1000000")
+    seconds, report = world.fleet(
+        "up", str(world.spec_path), "--yes", "--parallel", str(parallel), "--max-cost", "1000000"
+    )
     assert report["ok"] and len(report["launched"]) == 500 and len(report["desired"]) == 20, report
     return seconds, report
 
@@ -140,9 +140,11 @@ def status_latency(tmp: Path, repeat: int) -> dict[str, float]:
         started = time.perf_counter()
         subprocess.run([FLEET_BIN, "--help"], capture_output=True, check=True)
         help_runs.append(time.perf_counter() - started)
-    return {"status_1000_cli_median_s": statistics.median(cli),
-            "status_1000_in_process_median_s": statistics.median(inproc),
-            "fleet_help_startup_median_s": statistics.median(help_runs)}
+    return {
+        "status_1000_cli_median_s": statistics.median(cli),
+        "status_1000_in_process_median_s": statistics.median(inproc),
+        "fleet_help_startup_median_s": statistics.median(help_runs),
+    }
 
 
 def main() -> dict[str, float]:
@@ -174,8 +176,17 @@ if __name__ == "__main__":
     for key, value in figures.items():
         print(f"{key:<{width}}  {value:.3f}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                                   "cores": os.cpu_count(),
-                                   "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                   "figures": figures}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "python": platform.python_version(),
+                "cores": os.cpu_count(),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "figures": figures,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS}")

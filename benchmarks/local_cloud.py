@@ -20,7 +20,7 @@ from providers.local import LocalCloud
 
 RESULTS = Path(__file__).parent / "results" / "local_cloud.json"
 POOLS, PER_POOL = 20, 50
-LATENCY = 0.2   # real seconds per API call in the latency run: a quick cloud API round trip
+LATENCY = 0.2  # real seconds per API call in the latency run: a quick cloud API round trip
 
 
 def timed(fn, repeat: int = 1) -> float:
@@ -40,8 +40,10 @@ def on_demand_pools(cloud: LocalCloud) -> list[Offer]:
 
 def launch_all(cloud: LocalCloud, offers: list[Offer], fleet: str, workers: int) -> float:
     aws = cloud.provider("aws")
-    requests = [LaunchRequest(fleet=fleet, offer=o, count=PER_POOL, token=f"{fleet}-{k}",
-                              tags=fleet_tags(fleet, o.pool)) for k, o in enumerate(offers)]
+    requests = [
+        LaunchRequest(fleet=fleet, offer=o, count=PER_POOL, token=f"{fleet}-{k}", tags=fleet_tags(fleet, o.pool))
+        for k, o in enumerate(offers)
+    ]
     t = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(aws.launch, requests))
@@ -67,7 +69,9 @@ def main() -> dict[str, float]:
 
         spot = [o for o in aws.list_offers(OfferQuery(on_demand=False)) if (o.capacity_hint or 0) >= 20][:50]
         for k, o in enumerate(spot):
-            aws.launch(LaunchRequest(fleet="spot", offer=o, count=20, token=f"spot-{k}", tags=fleet_tags("spot", o.pool)))
+            aws.launch(
+                LaunchRequest(fleet="spot", offer=o, count=20, token=f"spot-{k}", tags=fleet_tags("spot", o.pool))
+            )
         alive = len(aws.list_instances("spot"))
         per_hour = [timed(lambda: cloud.advance(3600)) for _ in range(24)]
         out["spot_instances"] = alive
@@ -90,7 +94,16 @@ if __name__ == "__main__":
     for key, value in figures.items():
         print(f"{key:<{width}}  {value:.4f}" if isinstance(value, float) else f"{key:<{width}}  {value}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                                   "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                   "figures": figures}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "python": platform.python_version(),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "figures": figures,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS}")

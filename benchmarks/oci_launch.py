@@ -66,8 +66,9 @@ def run_once(server: OciServer, latency: float, boot: float) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "OCI_"))}
         env.update(SPOTFLEET_HOME=str(Path(tmp) / "home"), HOME=tmp, **server.write_config(Path(tmp) / "oci"))
         start = time.perf_counter()
-        proc = subprocess.run([FLEET_BIN, "up", str(spec), "--yes", "--json"], env=env, capture_output=True,
-                              text=True, timeout=600)
+        proc = subprocess.run(
+            [FLEET_BIN, "up", str(spec), "--yes", "--json"], env=env, capture_output=True, text=True, timeout=600
+        )
         up_done = time.perf_counter()
         if proc.returncode != 0:
             raise SystemExit(f"fleet up failed ({proc.returncode}): {proc.stdout[-1000:]} {proc.stderr[-2000:]}")
@@ -86,11 +87,17 @@ def run_once(server: OciServer, latency: float, boot: float) -> dict:
         subprocess.run([FLEET_BIN, "down", "ocibench", "--yes", "--json"], env=env, capture_output=True, timeout=600)
     launches = calls_up["calls"].get("POST /20160918/instances", 0)
     return {
-        "latency_s": latency, "boot_s": boot, "launched": len(report["launched"]), "pools": len(report["desired"]),
-        "up_seconds": round(up_done - start, 3), "plan_to_running_seconds": round(all_running - start, 3),
-        "api_calls_during_up": calls_up["total"], "api_calls_per_instance": round(calls_up["total"] / NODES, 2),
+        "latency_s": latency,
+        "boot_s": boot,
+        "launched": len(report["launched"]),
+        "pools": len(report["desired"]),
+        "up_seconds": round(up_done - start, 3),
+        "plan_to_running_seconds": round(all_running - start, 3),
+        "api_calls_during_up": calls_up["total"],
+        "api_calls_per_instance": round(calls_up["total"] / NODES, 2),
         "launch_calls_per_instance": round(launches / NODES, 2),
-        "calls_by_route": calls_up["calls"], "status_polls_until_running": polls,
+        "calls_by_route": calls_up["calls"],
+        "status_polls_until_running": polls,
     }
 
 
@@ -105,13 +112,26 @@ def main() -> None:
     finally:
         server.stop()
     for r in runs:
-        print(f"latency {r['latency_s']:.2f}s: {r['launched']} launched in {r['pools']} pools; fleet up "
-              f"{r['up_seconds']:.2f}s, plan-to-running {r['plan_to_running_seconds']:.2f}s; "
-              f"{r['api_calls_during_up']} API calls ({r['api_calls_per_instance']:.2f} per instance, "
-              f"{r['launch_calls_per_instance']:.2f} launches): {r['calls_by_route']}")
+        print(
+            f"latency {r['latency_s']:.2f}s: {r['launched']} launched in {r['pools']} pools; fleet up "
+            f"{r['up_seconds']:.2f}s, plan-to-running {r['plan_to_running_seconds']:.2f}s; "
+            f"{r['api_calls_during_up']} API calls ({r['api_calls_per_instance']:.2f} per instance, "
+            f"{r['launch_calls_per_instance']:.2f} launches): {r['calls_by_route']}"
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"benchmark": "oci_launch", "nodes": NODES, "python": platform.python_version(),
-                                   "cpus": os.cpu_count(), "runs": runs}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "benchmark": "oci_launch",
+                "nodes": NODES,
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "runs": runs,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 

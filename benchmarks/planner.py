@@ -73,8 +73,10 @@ workload: {kind: %s}
 placement: %s
 """
 #: Diversification beyond pools: off (as before zone caps existed), and every cap on.
-VARIANTS = {"plain": "max_zone_share: 1",
-            "domains+quotas": "max_zone_share: 0.25, max_region_share: 0.5, max_provider_share: 0.5"}
+VARIANTS = {
+    "plain": "max_zone_share: 1",
+    "domains+quotas": "max_zone_share: 0.25, max_region_share: 0.5, max_provider_share: 0.5",
+}
 PLACEMENT_LEVELS = ("zone", "region", "provider")
 
 
@@ -82,9 +84,12 @@ def bench_spec(variant: str, strategy: str, kind: str, placement: str | None) ->
     """The benchmark spec; caps at the placement level or coarser (which cannot hold when every
     node shares one such domain) are left out of the variant."""
     level = placement or ("region" if kind == "coupled" else "any")
-    caps = [c for c in VARIANTS[variant].split(", ")
-            if level == "any" or not any(c.startswith(f"max_{lv}_share")
-                                         for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level):])]
+    caps = [
+        c
+        for c in VARIANTS[variant].split(", ")
+        if level == "any"
+        or not any(c.startswith(f"max_{lv}_share") for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level) :])
+    ]
     return parse_spec(BENCH_SPEC % (", ".join(caps) or "max_zone_share: 1", strategy, kind, placement or "null"))
 
 
@@ -92,17 +97,25 @@ def bench_quotas(variant: str) -> list[Quota]:
     """Per provider: 24 spot GPUs and 48 on-demand GPUs (with ``domains+quotas``)."""
     if variant == "plain":
         return []
-    return [Quota(provider=p, market=m, limit=lim, name=f"bench-{m.value}")
-            for p in PROVIDERS for m, lim in ((Market.SPOT, 24), (Market.ON_DEMAND, 48))]
+    return [
+        Quota(provider=p, market=m, limit=lim, name=f"bench-{m.value}")
+        for p in PROVIDERS
+        for m, lim in ((Market.SPOT, 24), (Market.ON_DEMAND, 48))
+    ]
 
 
 #: (strategy, workload, placement); ``None`` is the default: one region for a coupled job, any
 #: for independent nodes. The coupled job spread over every region (``any``) is how it was
 #: planned before placement existed.
-CASES = [("price-capacity-optimized", "independent", None), ("price-capacity-optimized", "coupled", None),
-         ("price-capacity-optimized", "coupled", "zone"), ("price-capacity-optimized", "coupled", "any"),
-         ("lowest-price", "independent", None), ("capacity-optimized", "independent", None),
-         ("diversified", "independent", None)]
+CASES = [
+    ("price-capacity-optimized", "independent", None),
+    ("price-capacity-optimized", "coupled", None),
+    ("price-capacity-optimized", "coupled", "zone"),
+    ("price-capacity-optimized", "coupled", "any"),
+    ("lowest-price", "independent", None),
+    ("capacity-optimized", "independent", None),
+    ("diversified", "independent", None),
+]
 ACCELERATORS = (("H100", 2.4), ("H200", 3.1), ("A100-80GB", 1.4))
 PRIORS = {"aws": 0.10, "gcp": 0.20, "azure": 0.15, "runpod": 0.12, "vast": 0.25}
 PROVIDERS = ("aws", "gcp", "azure", "runpod", "vast", "lambda")
@@ -119,17 +132,35 @@ def synthetic_offers(pools: int, seed: int = 0) -> list[Offer]:
         acc, base = rng.choice(ACCELERATORS)
         gpus = rng.choice((1, 2, 4, 8))
         region = f"{provider}-r{rng.randrange(30)}"
-        key = dict(provider=provider, region=region, zone=f"{region}-{rng.randrange(6)}",
-                   instance_type=f"{acc.lower()}x{gpus}-{rng.randrange(10**6)}")
+        key = dict(
+            provider=provider,
+            region=region,
+            zone=f"{region}-{rng.randrange(6)}",
+            instance_type=f"{acc.lower()}x{gpus}-{rng.randrange(10**6)}",
+        )
         od = round(base * gpus * rng.uniform(1.2, 3.0), 4)
-        out.append(Offer(pool=PoolKey(**key, market=Market.ON_DEMAND), accelerator=acc, gpus=gpus,
-                         price_per_hour=od, on_demand_price=od))
+        out.append(
+            Offer(
+                pool=PoolKey(**key, market=Market.ON_DEMAND),
+                accelerator=acc,
+                gpus=gpus,
+                price_per_hour=od,
+                on_demand_price=od,
+            )
+        )
         if len(out) < pools:
-            out.append(Offer(pool=PoolKey(**key, market=Market.SPOT), accelerator=acc, gpus=gpus,
-                             price_per_hour=round(od * rng.uniform(0.25, 0.7), 4), on_demand_price=od,
-                             interruptions_per_hour=round(PRIORS[provider] * rng.uniform(0.3, 3.0), 4),
-                             interruption_source=InterruptionSource.PROVIDER_PRIOR,
-                             capacity_hint=rng.randrange(1, 12) if rng.random() < 0.33 else None))
+            out.append(
+                Offer(
+                    pool=PoolKey(**key, market=Market.SPOT),
+                    accelerator=acc,
+                    gpus=gpus,
+                    price_per_hour=round(od * rng.uniform(0.25, 0.7), 4),
+                    on_demand_price=od,
+                    interruptions_per_hour=round(PRIORS[provider] * rng.uniform(0.3, 3.0), 4),
+                    interruption_source=InterruptionSource.PROVIDER_PRIOR,
+                    capacity_hint=rng.randrange(1, 12) if rng.random() < 0.33 else None,
+                )
+            )
     return out
 
 
@@ -147,8 +178,9 @@ def objective(spec: FleetSpec, p) -> float:
     return t.price_per_hour if spec.strategy is Strategy.LOWEST_PRICE else t.true_cost_per_hour
 
 
-def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float,
-                      quotas: list[Quota] = ()) -> tuple[float | None, float]:
+def independent_solve(
+    spec: FleetSpec, offers: list[Offer], limit: float, quotas: list[Quota] = ()
+) -> tuple[float | None, float]:
     """The price-capacity / lowest-price objective from the plain MILP (no pruning, twin merging,
     reduced-cost fixing or domain bounds) over every allowed pool; under a placement level, the
     best over every domain of that level, each solved so."""
@@ -161,39 +193,55 @@ def independent_solve(spec: FleetSpec, offers: list[Offer], limit: float,
     best, elapsed = None, 0.0
     for g in groups:
         sub = cand.subset(g)
-        model = milp.Model(sub, float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus),
-                           spec.budget.max_per_hour, min_pools, reduce=False, time_limit=limit, limits=limits)
+        model = milp.Model(
+            sub,
+            float(spec.capacity.gpus),
+            float(spec.capacity.on_demand_gpus),
+            spec.budget.max_per_hour,
+            min_pools,
+            reduce=False,
+            time_limit=limit,
+            limits=limits,
+        )
         t = time.perf_counter()
         out = strategies.solve(spec.strategy, model, spec.workload, replan=False)
         elapsed += time.perf_counter() - t
         if out.notes:
-            return None, elapsed                   # not proven within the limit
+            return None, elapsed  # not proven within the limit
         if out.counts is None:
-            continue                               # this domain cannot meet the spec
+            continue  # this domain cannot meet the spec
         if spec.strategy is Strategy.LOWEST_PRICE:
             value = float(sub.price @ out.counts)
         else:
             value = economics.fleet_true_cost_per_hour(
-                ((int(n), float(p), float(r)) for n, p, r in zip(out.counts, sub.price, sub.rate) if n), spec.workload)
+                ((int(n), float(p), float(r)) for n, p, r in zip(out.counts, sub.price, sub.rate) if n), spec.workload
+            )
         best = value if best is None else min(best, value)
     return best, elapsed
 
 
-def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
-          cases: list[tuple[str, str, str | None]] = CASES, reference_limit: int = 20_000,
-          spread_limit: int = 20_000, variants: tuple[str, ...] = tuple(VARIANTS)) -> list[dict]:
+def speed(
+    runs: int,
+    limit: float,
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
+    cases: list[tuple[str, str, str | None]] = CASES,
+    reference_limit: int = 20_000,
+    spread_limit: int = 20_000,
+    variants: tuple[str, ...] = tuple(VARIANTS),
+) -> list[dict]:
     """``reference_limit``: the plain MILP runs on catalogs of at most this many allowed pools
     (coupled jobs spread over every region: a tenth of it; they walk many MILPs).
     ``spread_limit``: coupled jobs spread over every region are planned on catalogs of at most
     this many offers."""
-    catalogs = [("snapshot", list(snapshot_offers()))] + [(f"synthetic-{n // 1000}k", synthetic_offers(n))
-                                                           for n in sizes]
+    catalogs = [("snapshot", list(snapshot_offers()))] + [
+        (f"synthetic-{n // 1000}k", synthetic_offers(n)) for n in sizes
+    ]
     rows = []
     for name, offers in catalogs:
         for variant, (strategy, kind, placed) in ((v, c) for v in variants for c in cases):
             spec = bench_spec(variant, strategy, kind, placed)
             if kind == "coupled" and spec.placement_level == "any" and len(offers) > spread_limit:
-                continue          # minutes per plan (100k: 108 s and 355 s in planner-100k-partial.log)
+                continue  # minutes per plan (100k: 108 s and 355 s in planner-100k-partial.log)
             quotas = bench_quotas(variant)
             n = runs if len(offers) < 50_000 or (strategy, kind) == CASES[0][:2] else max(1, runs // 2)
             cpu = time.process_time()
@@ -202,19 +250,42 @@ def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_
             cand = select(spec, offers)
             limits = limits_for(spec, cand.weighted[cand.spot], quotas)
             group = Domains.bind(limits, cand).group
-            row = dict(catalog=name, offers=len(offers), variant=variant, strategy=strategy, workload=kind,
-                       placement=spec.placement_level, runs=n,
-                       median_seconds=round(seconds, 4), mean_cpu_seconds=round(cpu, 4), allowed_pools=len(cand),
-                       after_pruning=len(prune(cand, spec.capacity.gpus, spec.diversification.min_pools, group,
-                                               keys=dominance_keys(cand, linear_cost(spec, cand),
-                                                                   spec.budget.max_per_hour is not None),
-                                               caps=pool_caps(spec, limits))),
-                       feasible=p.feasible, objective=round(objective(spec, p), 4))
+            row = dict(
+                catalog=name,
+                offers=len(offers),
+                variant=variant,
+                strategy=strategy,
+                workload=kind,
+                placement=spec.placement_level,
+                runs=n,
+                median_seconds=round(seconds, 4),
+                mean_cpu_seconds=round(cpu, 4),
+                allowed_pools=len(cand),
+                after_pruning=len(
+                    prune(
+                        cand,
+                        spec.capacity.gpus,
+                        spec.diversification.min_pools,
+                        group,
+                        keys=dominance_keys(cand, linear_cost(spec, cand), spec.budget.max_per_hour is not None),
+                        caps=pool_caps(spec, limits),
+                    )
+                ),
+                feasible=p.feasible,
+                objective=round(objective(spec, p), 4),
+            )
             if p.placement is not None:
                 c = p.placement
-                row.update(domain=c.domain, domains=c.domains, domains_solved=c.solved,
-                           runner_up_ratio=(None if c.runner_up_objective is None or not c.objective
-                                            else round(c.runner_up_objective / c.objective, 4)))
+                row.update(
+                    domain=c.domain,
+                    domains=c.domains,
+                    domains_solved=c.solved,
+                    runner_up_ratio=(
+                        None
+                        if c.runner_up_objective is None or not c.objective
+                        else round(c.runner_up_objective / c.objective, 4)
+                    ),
+                )
             spread = kind == "coupled" and spec.placement_level == "any"
             small_enough = len(cand) <= (reference_limit // 10 if spread else reference_limit)
             if strategy in ("price-capacity-optimized", "lowest-price") and small_enough:
@@ -223,12 +294,14 @@ def speed(runs: int, limit: float, sizes: tuple[int, ...] = (1_000, 10_000, 100_
                 row["speedup_vs_independent"] = round(ref_seconds / seconds, 2) if seconds > 0 else None
                 row["gap_vs_independent"] = None if ref is None else objective(spec, p) / ref - 1
             rows.append(row)
-            print(f"{name:>15} {variant:>14} {strategy:>25} {kind:>11} {spec.placement_level:>8}  {seconds:7.3f} s "
-                  f"(cpu {cpu:6.3f})  "
-                  f"pools {len(cand):>6} -> {row['after_pruning']:>5}  "
-                  f"domains {row.get('domains_solved', '-')}/{row.get('domains', '-')}  "
-                  f"plain MILP x{row.get('speedup_vs_independent', '-')}  gap {row.get('gap_vs_independent', '-')}",
-                  flush=True)
+            print(
+                f"{name:>15} {variant:>14} {strategy:>25} {kind:>11} {spec.placement_level:>8}  {seconds:7.3f} s "
+                f"(cpu {cpu:6.3f})  "
+                f"pools {len(cand):>6} -> {row['after_pruning']:>5}  "
+                f"domains {row.get('domains_solved', '-')}/{row.get('domains', '-')}  "
+                f"plain MILP x{row.get('speedup_vs_independent', '-')}  gap {row.get('gap_vs_independent', '-')}",
+                flush=True,
+            )
     return rows
 
 
@@ -236,10 +309,17 @@ def placed(spec: FleetSpec, level: str | None) -> FleetSpec:
     """``spec`` under ``placement: level`` with the caps that cannot hold there (at the level or
     coarser) turned off."""
     effective = level or ("region" if spec.workload.kind.value == "coupled" else "any")
-    off = {} if effective == "any" else {f"max_{lv}_share": 1.0
-                                         for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(effective):]}
-    return spec.model_copy(update={"placement": Placement(level) if level else None,
-                                   "diversification": spec.diversification.model_copy(update=off)})
+    off = (
+        {}
+        if effective == "any"
+        else {f"max_{lv}_share": 1.0 for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(effective) :]}
+    )
+    return spec.model_copy(
+        update={
+            "placement": Placement(level) if level else None,
+            "diversification": spec.diversification.model_copy(update=off),
+        }
+    )
 
 
 def exhaustive(count: int) -> dict:
@@ -248,29 +328,51 @@ def exhaustive(count: int) -> dict:
     rng = random.Random(1)
     worst, checked, infeasible_agree = 0.0, 0, 0
     for _ in range(count):
-        offers = [offer(provider=rng.choice(["aws", "gcp"]), region=rng.choice(["r1", "r2"]),
-                        zone=rng.choice(["za", "zb"]), itype=f"t{i}", spot=rng.random() < 0.7,
-                        gpus=rng.choice([1, 2, 4, 8]), acc=rng.choice(["H100", "A100-80GB"]),
-                        price=round(rng.uniform(0.5, 20), 2), rate=round(rng.uniform(0, 1.5), 3),
-                        hint=rng.choice([None, None, 2, 4])) for i in range(rng.randint(1, 4))]
+        offers = [
+            offer(
+                provider=rng.choice(["aws", "gcp"]),
+                region=rng.choice(["r1", "r2"]),
+                zone=rng.choice(["za", "zb"]),
+                itype=f"t{i}",
+                spot=rng.random() < 0.7,
+                gpus=rng.choice([1, 2, 4, 8]),
+                acc=rng.choice(["H100", "A100-80GB"]),
+                price=round(rng.uniform(0.5, 20), 2),
+                rate=round(rng.uniform(0, 1.5), 3),
+                hint=rng.choice([None, None, 2, 4]),
+            )
+            for i in range(rng.randint(1, 4))
+        ]
         target = rng.randint(1, 8)
         strategy = rng.choice(["price-capacity-optimized", "lowest-price"])
-        spec = parse_spec(f"name: small\ncapacity: {{gpus: {target}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
-                          f"on_demand_gpus: {rng.randint(0, target) if rng.random() < 0.4 else 0}}}\n"
-                          f"strategy: {strategy}\nworkload: {{kind: {rng.choice(['independent', 'coupled'])}}}\n"
-                          "placement: any\n"
-                          f"diversification: {{max_pool_share: {rng.choice([0.25, 0.5, 1.0])}, "
-                          f"min_pools: {rng.randint(1, 3)}, max_zone_share: {rng.choice([0.34, 0.5, 1])}, "
-                          f"max_region_share: {rng.choice([0.5, 0.75, 1])}, "
-                          f"max_provider_share: {rng.choice([0.5, 1])}}}\n"
-                          + (f"budget: {{max_per_hour: {rng.randint(5, 60)}}}\n" if rng.random() < 0.3 else ""))
+        spec = parse_spec(
+            f"name: small\ncapacity: {{gpus: {target}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
+            f"on_demand_gpus: {rng.randint(0, target) if rng.random() < 0.4 else 0}}}\n"
+            f"strategy: {strategy}\nworkload: {{kind: {rng.choice(['independent', 'coupled'])}}}\n"
+            "placement: any\n"
+            f"diversification: {{max_pool_share: {rng.choice([0.25, 0.5, 1.0])}, "
+            f"min_pools: {rng.randint(1, 3)}, max_zone_share: {rng.choice([0.34, 0.5, 1])}, "
+            f"max_region_share: {rng.choice([0.5, 0.75, 1])}, "
+            f"max_provider_share: {rng.choice([0.5, 1])}}}\n"
+            + (f"budget: {{max_per_hour: {rng.randint(5, 60)}}}\n" if rng.random() < 0.3 else "")
+        )
         spec = placed(spec, rng.choice([None, "zone", "region", "provider", "any"]))
-        quotas = ([Quota(provider="aws", region=rng.choice(["", "r1"]), market=rng.choice([None, Market.SPOT]),
-                         limit=rng.randint(0, 8))] if rng.random() < 0.5 else [])
+        quotas = (
+            [
+                Quota(
+                    provider="aws",
+                    region=rng.choice(["", "r1"]),
+                    market=rng.choice([None, Market.SPOT]),
+                    limit=rng.randint(0, 8),
+                )
+            ]
+            if rng.random() < 0.5
+            else []
+        )
         _, best = brute_force(spec, offers, quotas=quotas)
         try:
             p = plan(spec, offers, quotas=quotas)
-        except PlanError:               # no offer passes the rules: nothing to compare
+        except PlanError:  # no offer passes the rules: nothing to compare
             infeasible_agree += best is None
             continue
         if best is None:
@@ -278,8 +380,7 @@ def exhaustive(count: int) -> dict:
             continue
         checked += 1
         worst = max(worst, objective(spec, p) / best.key[0] - 1)
-    return dict(instances=count, feasible_compared=checked, infeasible_agreed=infeasible_agree,
-                max_relative_gap=worst)
+    return dict(instances=count, feasible_compared=checked, infeasible_agreed=infeasible_agree, max_relative_gap=worst)
 
 
 def naive_fleets(spec: FleetSpec, cand) -> dict[str, np.ndarray | None]:
@@ -307,10 +408,14 @@ def naive_fleets(spec: FleetSpec, cand) -> dict[str, np.ndarray | None]:
         left = greedy(od, base, counts, bound)
         left += greedy(every, target - float(w @ counts), counts, bound)
         out[name] = counts if left <= 1e-9 else None
-    singles = [np.where(every == i, math.ceil(target / w[i] - 1e-9), 0) for i in every
-               if math.ceil(target / w[i] - 1e-9) <= free[i]]
-    out["cheapest single pool"] = min(singles, key=lambda c: describe(spec, cand, c)["true_per_weighted_gpu_h"],
-                                      default=None)
+    singles = [
+        np.where(every == i, math.ceil(target / w[i] - 1e-9), 0)
+        for i in every
+        if math.ceil(target / w[i] - 1e-9) <= free[i]
+    ]
+    out["cheapest single pool"] = min(
+        singles, key=lambda c: describe(spec, cand, c)["true_per_weighted_gpu_h"], default=None
+    )
     return out
 
 
@@ -321,14 +426,19 @@ def describe(spec: FleetSpec, cand, counts: np.ndarray) -> dict:
     groups = [(int(counts[i]), float(cand.price[i]), float(cand.rate[i])) for i in used]
     spot_w = cand.weighted * counts * cand.spot
     true = economics.fleet_true_cost_per_hour(groups, spec.workload)
-    return {"true_per_weighted_gpu_h": round(true / float(cand.weighted @ counts), 4),
-            "true_cost_per_hour": round(true, 2), "weighted_gpus": round(float(cand.weighted @ counts), 2),
-            "price_per_hour": round(float(cand.price @ counts), 2),
-            "interruptions_per_day": round(24 * float(cand.rate @ counts), 2),
-            "largest_spot_pool_share": round(float(spot_w.max() / spot_w.sum()), 3) if spot_w.sum() else 0.0,
-            **{f"largest_spot_{level}_share": largest_domain_share(cand, spot_w, level)
-               for level in ("zone", "region", "provider")},
-            "pools": len(used)}
+    return {
+        "true_per_weighted_gpu_h": round(true / float(cand.weighted @ counts), 4),
+        "true_cost_per_hour": round(true, 2),
+        "weighted_gpus": round(float(cand.weighted @ counts), 2),
+        "price_per_hour": round(float(cand.price @ counts), 2),
+        "interruptions_per_day": round(24 * float(cand.rate @ counts), 2),
+        "largest_spot_pool_share": round(float(spot_w.max() / spot_w.sum()), 3) if spot_w.sum() else 0.0,
+        **{
+            f"largest_spot_{level}_share": largest_domain_share(cand, spot_w, level)
+            for level in ("zone", "region", "provider")
+        },
+        "pools": len(used),
+    }
 
 
 def largest_domain_share(cand, spot_w: np.ndarray, level: str) -> float:
@@ -345,12 +455,12 @@ def quality() -> list[dict]:
     for name in EXAMPLES:
         spec = load_spec(ROOT / "examples" / f"{name}.yaml")
         offers = filter_for_spec(snapshot_offers(), spec)
-        cand = select(spec.model_copy(update={"budget": spec.budget.model_copy(update={"max_per_hour": None})}),
-                      offers)
+        cand = select(spec.model_copy(update={"budget": spec.budget.model_copy(update={"max_per_hour": None})}), offers)
         index = {o.pool.id: i for i, o in enumerate(cand.offers)}
         fleets: dict[str, np.ndarray | None] = {}
-        strategies_run = [spec.strategy] + ([Strategy.PRICE_CAPACITY_OPTIMIZED]
-                                            if spec.strategy is not Strategy.PRICE_CAPACITY_OPTIMIZED else [])
+        strategies_run = [spec.strategy] + (
+            [Strategy.PRICE_CAPACITY_OPTIMIZED] if spec.strategy is not Strategy.PRICE_CAPACITY_OPTIMIZED else []
+        )
         for strategy in strategies_run:
             p = plan(spec.model_copy(update={"strategy": strategy}), offers)
             counts = np.zeros(len(cand), np.int64)
@@ -358,36 +468,55 @@ def quality() -> list[dict]:
                 counts[index[pool]] = n
             fleets[f"spotfleet ({strategy.value})"] = counts
             if strategy is spec.strategy:
-                baseline = {"strategy": strategy.value,
-                            "on_demand_alternative_per_hour": p.totals.on_demand_alternative_per_hour,
-                            "savings_fraction": p.totals.savings_fraction}
-        before = spec.model_copy(update={"diversification": spec.diversification.model_copy(
-            update={"max_zone_share": 1.0})})
+                baseline = {
+                    "strategy": strategy.value,
+                    "on_demand_alternative_per_hour": p.totals.on_demand_alternative_per_hour,
+                    "savings_fraction": p.totals.savings_fraction,
+                }
+        before = spec.model_copy(
+            update={"diversification": spec.diversification.model_copy(update={"max_zone_share": 1.0})}
+        )
         p = plan(before, offers)
         counts = np.zeros(len(cand), np.int64)
         for pool, n in p.counts().items():
             counts[index[pool]] = n
         fleets[f"spotfleet ({spec.strategy.value}, no zone cap)"] = counts
-        capped = spec.model_copy(update={"diversification": spec.diversification.model_copy(
-            update={"max_zone_share": 0.25, "max_region_share": 0.5, "max_provider_share": 0.5})})
+        capped = spec.model_copy(
+            update={
+                "diversification": spec.diversification.model_copy(
+                    update={"max_zone_share": 0.25, "max_region_share": 0.5, "max_provider_share": 0.5}
+                )
+            }
+        )
         p = plan(capped, offers)
         counts = np.zeros(len(cand), np.int64)
         for pool, n in p.counts().items():
             counts[index[pool]] = n
         fleets[f"spotfleet ({spec.strategy.value}, zone/region/provider <= 0.25/0.5/0.5)"] = counts
         fleets.update(naive_fleets(spec, cand))
-        row = {"spec": name, "workload": spec.workload.kind.value, "plan": baseline,
-               "fleets": {k: None if c is None else describe(spec, cand, c) for k, c in fleets.items()}}
+        row = {
+            "spec": name,
+            "workload": spec.workload.kind.value,
+            "plan": baseline,
+            "fleets": {k: None if c is None else describe(spec, cand, c) for k, c in fleets.items()},
+        }
         rows.append(row)
         print(f"  {name} ({row['workload']} workload)")
         for k, d in row["fleets"].items():
-            print(f"    {k:>40}: " + ("cannot meet the target" if d is None else
-                  f"${d['true_per_weighted_gpu_h']:.3f}/weighted GPU-h (${d['true_cost_per_hour']:.2f}/h true "
-                  f"for {d['weighted_gpus']:g}), "
-                  f"{d['interruptions_per_day']:.1f} interruptions/day, one reclaim takes <= "
-                  f"{d['largest_spot_pool_share']:.0%} of spot, {d['pools']} pools; largest zone/region/provider "
-                  f"{d['largest_spot_zone_share']:.0%}/{d['largest_spot_region_share']:.0%}/"
-                  f"{d['largest_spot_provider_share']:.0%}"), flush=True)
+            print(
+                f"    {k:>40}: "
+                + (
+                    "cannot meet the target"
+                    if d is None
+                    else f"${d['true_per_weighted_gpu_h']:.3f}/weighted GPU-h (${d['true_cost_per_hour']:.2f}/h true "
+                    f"for {d['weighted_gpus']:g}), "
+                    f"{d['interruptions_per_day']:.1f} interruptions/day, one reclaim takes <= "
+                    f"{d['largest_spot_pool_share']:.0%} of spot, {d['pools']} pools; largest zone/region/provider "
+                    f"{d['largest_spot_zone_share']:.0%}/{d['largest_spot_region_share']:.0%}/"
+                    f"{d['largest_spot_provider_share']:.0%}"
+                ),
+                flush=True,
+            )
     return rows
 
 
@@ -400,15 +529,26 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--small", type=int, default=200, help="random small instances for exhaustive search")
     ap.add_argument("--independent-limit", type=float, default=120.0, help="seconds for the plain MILP")
-    ap.add_argument("--quality-only", action="store_true",
-                    help="rerun only the example plans' quality and keep the other saved figures")
+    ap.add_argument(
+        "--quality-only",
+        action="store_true",
+        help="rerun only the example plans' quality and keep the other saved figures",
+    )
     ap.add_argument("--sizes", default="1000,10000,100000", help="synthetic catalog sizes (pools)")
-    ap.add_argument("--reference-limit", type=int, default=20_000,
-                    help="largest catalog (allowed pools) the plain MILP reference runs on")
-    ap.add_argument("--coupled-only", action="store_true",
-                    help=f"time only coupled plans; save to {COUPLED_RESULTS.relative_to(ROOT)}")
-    ap.add_argument("--speed-only", action="store_true",
-                    help=f"time only the speed rows; save to {SPEED_RESULTS.relative_to(ROOT)}")
+    ap.add_argument(
+        "--reference-limit",
+        type=int,
+        default=20_000,
+        help="largest catalog (allowed pools) the plain MILP reference runs on",
+    )
+    ap.add_argument(
+        "--coupled-only",
+        action="store_true",
+        help=f"time only coupled plans; save to {COUPLED_RESULTS.relative_to(ROOT)}",
+    )
+    ap.add_argument(
+        "--speed-only", action="store_true", help=f"time only the speed rows; save to {SPEED_RESULTS.relative_to(ROOT)}"
+    )
     ap.add_argument("--cases", default="", help="with --speed-only: indices into CASES (default: all)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="with --speed-only: variants to time")
     args = ap.parse_args()
@@ -418,14 +558,17 @@ def main() -> None:
         variants = tuple(v for v in args.variants.split(",") if v)
         print("speed (median wall seconds, mean CPU seconds) and exactness vs the plain MILP")
         rows = speed(args.runs, args.independent_limit, sizes, cases, args.reference_limit, variants=variants)
-        SPEED_RESULTS.write_text(json.dumps({"machine": machine(), "load_average_1m": round(os.getloadavg()[0], 1),
-                                             "speed": rows}, indent=2) + "\n")
+        SPEED_RESULTS.write_text(
+            json.dumps({"machine": machine(), "load_average_1m": round(os.getloadavg()[0], 1), "speed": rows}, indent=2)
+            + "\n"
+        )
         print(f"saved {SPEED_RESULTS.relative_to(ROOT)}")
         return
     if args.coupled_only:
         print("coupled plans: speed (median wall seconds) and exactness vs the plain MILP")
-        rows = speed(args.runs, args.independent_limit, sizes, [c for c in CASES if c[1] == "coupled"],
-                     args.reference_limit)
+        rows = speed(
+            args.runs, args.independent_limit, sizes, [c for c in CASES if c[1] == "coupled"], args.reference_limit
+        )
         COUPLED_RESULTS.parent.mkdir(parents=True, exist_ok=True)
         COUPLED_RESULTS.write_text(json.dumps({"machine": machine(), "speed": rows}, indent=2) + "\n")
         print(f"saved {COUPLED_RESULTS.relative_to(ROOT)}")
@@ -445,10 +588,19 @@ def main() -> None:
     print("plan quality: expected true cost per weighted GPU-hour (examples, snapshot)")
     examples = quality()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "machine": machine(),
-        "target": "default strategy, 100k pools, under 1 s",
-        "speed": rows, "exhaustive": small, "quality": examples}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "machine": machine(),
+                "target": "default strategy, 100k pools, under 1 s",
+                "speed": rows,
+                "exhaustive": small,
+                "quality": examples,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 

@@ -44,7 +44,9 @@ providers:
 checkpoint: {{provider: s3, expire_days: 14}}
 node: {{startup: python train.py}}
 """
-SUBNETS = {f"use1-az{i}": f"subnet-use1{i}" for i in range(1, 7)} | {f"usw2-az{i}": f"subnet-usw2{i}" for i in range(1, 5)}
+SUBNETS = {f"use1-az{i}": f"subnet-use1{i}" for i in range(1, 7)} | {
+    f"usw2-az{i}": f"subnet-usw2{i}" for i in range(1, 5)
+}
 
 
 def main() -> None:
@@ -66,8 +68,14 @@ def main() -> None:
 
     rows = []
     for gpus in (int(s) for s in args.sizes.split(",")):
-        spec = parse_spec(SPEC.format(gpus=gpus, baseline=gpus // 8, subnets=SUBNETS,
-                                      azure="  azure: {regions: [eastus]}\n" if with_azure else ""))
+        spec = parse_spec(
+            SPEC.format(
+                gpus=gpus,
+                baseline=gpus // 8,
+                subnets=SUBNETS,
+                azure="  azure: {regions: [eastus]}\n" if with_azure else "",
+            )
+        )
         start = time.perf_counter()
         offers, _ = Catalog().offers(OfferQuery(accelerators=tuple(spec.capacity.accelerators)))
         plan = make_plan(spec, filter_for_spec(offers, spec))
@@ -75,17 +83,37 @@ def main() -> None:
         start = time.perf_counter()
         declared, _ = declare(lambda: SpotFleet("bench", spec, plan, env={}))
         declaring = time.perf_counter() - start
-        rows.append({"target_gpus": gpus, "pools": len(plan.counts()), "instances": sum(plan.counts().values()),
-                     "resources": len(declared), "plan_seconds": round(planned, 3),
-                     "declare_seconds": round(declaring, 3)})
+        rows.append(
+            {
+                "target_gpus": gpus,
+                "pools": len(plan.counts()),
+                "instances": sum(plan.counts().values()),
+                "resources": len(declared),
+                "plan_seconds": round(planned, 3),
+                "declare_seconds": round(declaring, 3),
+            }
+        )
     print("SDK import seconds: " + ", ".join(f"{k} {v}" for k, v in imports.items()))
     print(f"{'GPUs':>6} {'pools':>6} {'nodes':>6} {'resources':>10} {'plan s':>8} {'declare s':>10}")
     for r in rows:
-        print(f"{r['target_gpus']:>6} {r['pools']:>6} {r['instances']:>6} {r['resources']:>10} "
-              f"{r['plan_seconds']:>8} {r['declare_seconds']:>10}")
+        print(
+            f"{r['target_gpus']:>6} {r['pools']:>6} {r['instances']:>6} {r['resources']:>10} "
+            f"{r['plan_seconds']:>8} {r['declare_seconds']:>10}"
+        )
     out = ROOT / "benchmarks" / "results" / "pulumi_stack.json"
-    out.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                               "azure": with_azure, "sdk_import_seconds": imports, "rows": rows}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "python": platform.python_version(),
+                "azure": with_azure,
+                "sdk_import_seconds": imports,
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {out.relative_to(ROOT)}")
 
 

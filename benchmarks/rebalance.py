@@ -59,19 +59,38 @@ rebalance: {critical_gpus: 128, max_moves_per_pass: 4, min_fallback_age_seconds:
 
 # ---- 1. decision time ---------------------------------------------------------------------
 
+
 def synthetic_offers(closed: set[int] = frozenset()) -> list[Offer]:
     """190 spot pools (capacity hint 40; 0 for ``closed`` ones) and 10 on-demand pools."""
     offers = []
     for k in range(190):
-        pool = PoolKey(provider=("aws", "gcp", "azure", "vast")[k % 4], region=f"region-{k // 19}",
-                       zone=f"zone-{k}", instance_type="h100x8", market=Market.SPOT)
-        offers.append(Offer(pool=pool, accelerator="H100", gpus=8, price_per_hour=14 + (k * 37 % 100) / 10,
-                            on_demand_price=80.0, interruptions_per_hour=0.002 + (k * 13 % 50) / 5000,
-                            interruption_source=InterruptionSource.PROVIDER_PRIOR,
-                            capacity_hint=0 if k in closed else 40))
+        pool = PoolKey(
+            provider=("aws", "gcp", "azure", "vast")[k % 4],
+            region=f"region-{k // 19}",
+            zone=f"zone-{k}",
+            instance_type="h100x8",
+            market=Market.SPOT,
+        )
+        offers.append(
+            Offer(
+                pool=pool,
+                accelerator="H100",
+                gpus=8,
+                price_per_hour=14 + (k * 37 % 100) / 10,
+                on_demand_price=80.0,
+                interruptions_per_hour=0.002 + (k * 13 % 50) / 5000,
+                interruption_source=InterruptionSource.PROVIDER_PRIOR,
+                capacity_hint=0 if k in closed else 40,
+            )
+        )
     for k in range(10):
-        pool = PoolKey(provider=("aws", "gcp", "azure", "vast", "aws")[k % 5], region=f"region-{k}", zone="",
-                       instance_type="h100x8", market=Market.ON_DEMAND)
+        pool = PoolKey(
+            provider=("aws", "gcp", "azure", "vast", "aws")[k % 5],
+            region=f"region-{k}",
+            zone="",
+            instance_type="h100x8",
+            market=Market.ON_DEMAND,
+        )
         offers.append(Offer(pool=pool, accelerator="H100", gpus=8, price_per_hour=70 + k, on_demand_price=70 + k))
     return offers
 
@@ -81,9 +100,18 @@ def nodes(offers: list[Offer], counts: dict[str, int], *, age: float = 5 * 3600)
     out = []
     for pool, n in sorted(counts.items()):
         o = by_id[pool]
-        out += [ObservedInstance(id=f"{o.pool.zone}-{o.pool.region}-{o.market.value}-{j}", pool=pool,
-                                 market=o.market, accelerator="H100", gpus=8, price_per_hour=o.price_per_hour,
-                                 launched_at=NOW - age) for j in range(n)]
+        out += [
+            ObservedInstance(
+                id=f"{o.pool.zone}-{o.pool.region}-{o.market.value}-{j}",
+                pool=pool,
+                market=o.market,
+                accelerator="H100",
+                gpus=8,
+                price_per_hour=o.price_per_hour,
+                launched_at=NOW - age,
+            )
+            for j in range(n)
+        ]
     return out
 
 
@@ -95,7 +123,7 @@ def decision_times(repeat: int) -> dict[str, float]:
     assert sum(counts.values()) == 1000, sum(counts.values())
     steady = nodes(offers, counts)
     spot = [i for i in steady if i.market is Market.SPOT]
-    lost = spot[::20]                                   # 5% of the spot nodes
+    lost = spot[::20]  # 5% of the spot nodes
     lost_ids = {i.id for i in lost}
     events = [PoolEvent(i.pool, "interrupted", NOW - 120) for i in lost]
     short = [i for i in steady if i.id not in lost_ids]
@@ -104,8 +132,11 @@ def decision_times(repeat: int) -> dict[str, float]:
     open_pools = {o.pool.id for o in half_offers if o.capacity_hint != 0}
     halved = [i for i in steady if i.market is Market.ON_DEMAND or i.pool in open_pools]
     od_pool = min((o for o in offers if o.market is Market.ON_DEMAND), key=lambda o: o.price_per_hour)
-    fallback = [i for i in steady if i.market is Market.ON_DEMAND] + spot[:len(spot) - 100] + \
-        nodes(offers, {od_pool.pool.id: 100}, age=3 * 3600)
+    fallback = (
+        [i for i in steady if i.market is Market.ON_DEMAND]
+        + spot[: len(spot) - 100]
+        + nodes(offers, {od_pool.pool.id: 100}, age=3 * 3600)
+    )
     cases = {
         "steady": (offers, steady, []),
         "replace_5pct_lost": (offers, short, events),
@@ -129,6 +160,7 @@ def decision_times(repeat: int) -> dict[str, float]:
 
 # ---- 2. a simulated day -------------------------------------------------------------------
 
+
 def simulated_day(tmp: Path, pass_minutes: int = 60, step_minutes: int = 5) -> dict[str, float]:
     cloud = LocalCloud.open(tmp / "localcloud", time_scale=0, seed=7)
     providers = {n: cloud.provider(n) for n in cloud.provider_names()}
@@ -139,8 +171,9 @@ def simulated_day(tmp: Path, pass_minutes: int = 60, step_minutes: int = 5) -> d
         found, _ = Catalog(providers=providers).offers(OfferQuery(accelerators=("H100",)))
         return filter_for_spec(found, spec)
 
-    store.save_fleet(spec.name, status="planned", spec_json=spec.model_dump_json(), spec_hash=spec.spec_hash(),
-                     backend="local")
+    store.save_fleet(
+        spec.name, status="planned", spec_json=spec.model_dump_json(), spec_hash=spec.spec_hash(), backend="local"
+    )
     with store.lock(spec.name, "up"):
         report = apply(make_plan(spec, offers()), providers, store)
     assert report.ok, report.to_dict()

@@ -56,8 +56,15 @@ def run_once(server: RunPodServer, latency: float, boot: float) -> dict:
     httpx.post(f"{server.url}/_control/reset", json={}).raise_for_status()
     httpx.post(f"{server.url}/_control/config", json={"latency": latency, "boot_seconds": boot}).raise_for_status()
     watcher = RunPodProvider(api=client(server.url, API_KEY))
-    got = measure(server.url, SPEC, "rbench", NODES, {"SPOTFLEET_RUNPOD_URL": server.url, "RUNPOD_API_KEY": API_KEY},
-                  ("RUNPOD_",), lambda: sum(i.state is InstanceState.RUNNING for i in watcher.list_instances("rbench")))
+    got = measure(
+        server.url,
+        SPEC,
+        "rbench",
+        NODES,
+        {"SPOTFLEET_RUNPOD_URL": server.url, "RUNPOD_API_KEY": API_KEY},
+        ("RUNPOD_",),
+        lambda: sum(i.state is InstanceState.RUNNING for i in watcher.list_instances("rbench")),
+    )
     return {"latency_s": latency, "boot_s": boot, **got}
 
 
@@ -72,12 +79,25 @@ def main() -> None:
     finally:
         server.stop()
     for r in runs:
-        print(f"latency {r['latency_s']:.2f}s: {r['launched']} launched; fleet up {r['up_seconds']:.2f}s, "
-              f"catalog-to-running {r['to_running_seconds']:.2f}s; {r['api_calls_during_up']} API calls "
-              f"({r['api_calls_per_instance']:.2f} per instance): {r['calls_by_route']}")
+        print(
+            f"latency {r['latency_s']:.2f}s: {r['launched']} launched; fleet up {r['up_seconds']:.2f}s, "
+            f"catalog-to-running {r['to_running_seconds']:.2f}s; {r['api_calls_during_up']} API calls "
+            f"({r['api_calls_per_instance']:.2f} per instance): {r['calls_by_route']}"
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"benchmark": "runpod_launch", "nodes": NODES, "python": platform.python_version(),
-                                   "cpus": os.cpu_count(), "runs": runs}, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "benchmark": "runpod_launch",
+                "nodes": NODES,
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "runs": runs,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 

@@ -44,8 +44,12 @@ HELD_OUT = range(100, 120)
 #: ours' knobs tuned on the TUNE seeds: back-off, fast returns to spot (always: the last tune chose them),
 #: spot moves (min_saving 0.1), the restart seconds the planner charges a loss (300: the spec default;
 #: 900: that plus the 10-minute cold start; 1800)
-GRID = tuple((backoff, True, moves, restart) for backoff in (600, 3600) for moves in (False, True)
-             for restart in (300, 900, 1800))
+GRID = tuple(
+    (backoff, True, moves, restart)
+    for backoff in (600, 3600)
+    for moves in (False, True)
+    for restart in (300, 900, 1800)
+)
 GOAL_AVAILABILITY, GOAL_COST = 0.999, 1.10
 
 
@@ -75,7 +79,7 @@ def knob_name(knobs) -> str:
     return f"ours b{backoff} r{restart}{' moves' if moves else ''}"
 
 
-NAMES: dict[str, str] = {}       # figure key -> policy name, for the table
+NAMES: dict[str, str] = {}  # figure key -> policy name, for the table
 
 
 def _key(name: str) -> str:
@@ -89,7 +93,7 @@ def _replay(traces, days):
 
 
 TIMES = {"simulate_cpu_s": 0.0, "simulations": 0, "optimum_cpu_s": 0.0, "optimum_solves": 0}
-_BEST: dict[tuple[int, float], tuple[object, float, float]] = {}     # (traces, days) -> (replay, optimum, solve s)
+_BEST: dict[tuple[int, float], tuple[object, float, float]] = {}  # (traces, days) -> (replay, optimum, solve s)
 
 
 def _run(policy, replay) -> engine.Outcome:
@@ -115,7 +119,9 @@ def _optimum(traces, days: float):
     return _BEST[key]
 
 
-def frontier(traces, days: float, ours: dict[str, object], baselines: bool = True) -> tuple[dict[str, tuple[float, float]], float]:
+def frontier(
+    traces, days: float, ours: dict[str, object], baselines: bool = True
+) -> tuple[dict[str, tuple[float, float]], float]:
     """Policy name -> (share at target, x optimum) on one trace set, and the optimum's solve CPU seconds."""
     replay, best, solve_s = _optimum(traces, days)
     out = {}
@@ -146,15 +152,20 @@ def main() -> dict[str, float]:
         tuned[knobs] = (statistics.median(a for a, _ in runs), statistics.median(c for _, c in runs))
     within = [k for k in GRID if tuned[k][1] <= GOAL_COST]
     # highest median share at target within the cost goal, then the cheapest, then grid order
-    chosen = (max(within, key=lambda k: (tuned[k][0], -tuned[k][1])) if within
-              else min(GRID, key=lambda k: tuned[k][1]))
+    chosen = max(within, key=lambda k: (tuned[k][0], -tuned[k][1])) if within else min(GRID, key=lambda k: tuned[k][1])
     out["tune_wall_s"] = time.perf_counter() - started
-    out["tuned_backoff_seconds"], out["tuned_fast_return"], out["tuned_spot_moves"], out["tuned_restart_seconds"] = chosen
+    out["tuned_backoff_seconds"], out["tuned_fast_return"], out["tuned_spot_moves"], out["tuned_restart_seconds"] = (
+        chosen
+    )
 
     started = time.perf_counter()
-    ours_default = {"ours": spec(), "ours + bridge": ours_bridge(), "ours tuned": ours_bridge(*chosen),
-                    "ours tuned + spot moves": ours_bridge(chosen[0], chosen[1], True, chosen[3]),
-                    "ours + bridge + hedge": spec(1.0, ", bridge: true, hedge: true, cold_start_seconds: 7200")}
+    ours_default = {
+        "ours": spec(),
+        "ours + bridge": ours_bridge(),
+        "ours tuned": ours_bridge(*chosen),
+        "ours tuned + spot moves": ours_bridge(chosen[0], chosen[1], True, chosen[3]),
+        "ours + bridge + hedge": spec(1.0, ", bridge: true, hedge: true, cold_start_seconds: 7200"),
+    }
     figs, solve_s = frontier(shipped, DAYS, ours_default)
     out["shipped_wall_s"] = time.perf_counter() - started
     out["shipped_optimum_solve_s"] = solve_s
@@ -164,7 +175,7 @@ def main() -> dict[str, float]:
     out["shipped_ours_tuned_dominated_by"] = len(dominated(figs, "ours tuned"))
     started = time.perf_counter()
     grid, _ = frontier(shipped, DAYS, {knob_name(k): ours_bridge(*k) for k in GRID}, baselines=False)
-    for name, (a, c) in grid.items():      # ours' frontier on the shipped trace: every setting of the grid
+    for name, (a, c) in grid.items():  # ours' frontier on the shipped trace: every setting of the grid
         out[f"frontier_{_key(name)}_at_target"] = a
         out[f"frontier_{_key(name)}_x_optimum"] = c
     out["shipped_frontier_wall_s"] = time.perf_counter() - started
@@ -188,7 +199,9 @@ def main() -> dict[str, float]:
         out[f"held_out_{k}_at_target_median"] = statistics.median(a for a, _ in figs_)
         out[f"held_out_{k}_x_optimum_worst"] = max(c for _, c in figs_)
         out[f"held_out_{k}_x_optimum_median"] = statistics.median(c for _, c in figs_)
-    med = {name: (statistics.median(a for a, _ in f_), statistics.median(c for _, c in f_)) for name, f_ in held.items()}
+    med = {
+        name: (statistics.median(a for a, _ in f_), statistics.median(c for _, c in f_)) for name, f_ in held.items()
+    }
     out["held_out_median_ours_tuned_dominated_by"] = len(dominated(med, "ours tuned"))
     out.update({k: float(v) for k, v in TIMES.items()})
     out["load_avg_1m_end"] = os.getloadavg()[0]
@@ -197,24 +210,43 @@ def main() -> dict[str, float]:
 
 def table(out: dict[str, float]) -> str:
     """The frontier as a Markdown table (the one in docs/figures.md)."""
-    names = [k.removeprefix("shipped_").removesuffix("_at_target") for k in out
-             if k.startswith("shipped_") and k.endswith("_at_target")]
-    lines = ["| policy | shipped: at target | shipped: x optimum | held-out: at target (median / worst) "
-             "| held-out: x optimum (median / worst) |", "|---|---|---|---|---|"]
+    names = [
+        k.removeprefix("shipped_").removesuffix("_at_target")
+        for k in out
+        if k.startswith("shipped_") and k.endswith("_at_target")
+    ]
+    lines = [
+        "| policy | shipped: at target | shipped: x optimum | held-out: at target (median / worst) "
+        "| held-out: x optimum (median / worst) |",
+        "|---|---|---|---|---|",
+    ]
     for n in names:
         h = f"held_out_{n}"
-        held_a = (f"{out[h + '_at_target_median']:.2%} / {out[h + '_at_target_worst']:.2%}"
-                  if h + "_at_target_median" in out else "-")
-        held_c = (f"{out[h + '_x_optimum_median']:.3f} / {out[h + '_x_optimum_worst']:.3f}"
-                  if h + "_x_optimum_median" in out else "-")
-        lines.append(f"| {NAMES.get(n, n)} | {out[f'shipped_{n}_at_target']:.2%} | {out[f'shipped_{n}_x_optimum']:.3f} "
-                     f"| {held_a} | {held_c} |")
-    frontier_ = [k.removeprefix("frontier_").removesuffix("_at_target") for k in out
-                 if k.startswith("frontier_") and k.endswith("_at_target")]
+        held_a = (
+            f"{out[h + '_at_target_median']:.2%} / {out[h + '_at_target_worst']:.2%}"
+            if h + "_at_target_median" in out
+            else "-"
+        )
+        held_c = (
+            f"{out[h + '_x_optimum_median']:.3f} / {out[h + '_x_optimum_worst']:.3f}"
+            if h + "_x_optimum_median" in out
+            else "-"
+        )
+        lines.append(
+            f"| {NAMES.get(n, n)} | {out[f'shipped_{n}_at_target']:.2%} | {out[f'shipped_{n}_x_optimum']:.3f} "
+            f"| {held_a} | {held_c} |"
+        )
+    frontier_ = [
+        k.removeprefix("frontier_").removesuffix("_at_target")
+        for k in out
+        if k.startswith("frontier_") and k.endswith("_at_target")
+    ]
     if frontier_:
         lines += ["", "| ours on the shipped trace, per setting | at target | x optimum |", "|---|---|---|"]
-        lines += [f"| {NAMES.get(n, n)} | {out[f'frontier_{n}_at_target']:.2%} | {out[f'frontier_{n}_x_optimum']:.3f} |"
-                  for n in frontier_]
+        lines += [
+            f"| {NAMES.get(n, n)} | {out[f'frontier_{n}_at_target']:.2%} | {out[f'frontier_{n}_x_optimum']:.3f} |"
+            for n in frontier_
+        ]
     return "\n".join(lines)
 
 

@@ -58,8 +58,9 @@ diversification:
 """
 
 
-def _time(cmd: list[str], envs: list[dict[str, str]], runs: int,
-          ok: tuple[int, ...] = (0,)) -> list[tuple[float, float]]:
+def _time(
+    cmd: list[str], envs: list[dict[str, str]], runs: int, ok: tuple[int, ...] = (0,)
+) -> list[tuple[float, float]]:
     """Median wall time and median CPU time (user + system) of ``cmd`` over ``runs`` runs under
     each of ``envs`` (one warm-up run each first), the environments taking turns run by run so
     that they share the machine's load alike. CPU time says more than wall time on a loaded
@@ -85,13 +86,12 @@ def _modules(cmd: list[str], env: dict[str, str]) -> int:
     """How many modules the ``fleet`` command ``cmd`` imports (``python -X importtime``)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", *cmd], env=env, capture_output=True, text=True)
     lines = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
-    return len(lines) - 1        # less the header line
+    return len(lines) - 1  # less the header line
 
 
 def _import_time(module: str, runs: int) -> float | None:
     """Median seconds to import ``module`` in a fresh interpreter; None when it is not installed."""
-    code = (f"import time; t = time.perf_counter(); import {module}; "
-            "print(time.perf_counter() - t)")
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
     times = []
     for _ in range(runs):
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -118,15 +118,14 @@ def main() -> None:
     baseline_modules: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("SPOTFLEET_") and k != "PYTHONDONTWRITEBYTECODE"}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTFLEET_") and k != "PYTHONDONTWRITEBYTECODE"}
         env.update(SPOTFLEET_HOME=str(home), COLUMNS="100", NO_COLOR="1")
         envs = [_tree_env(env, ROOT, Path(tmp) / "pycache")]
         if args.baseline is not None:
             envs.append(_tree_env(env, args.baseline.resolve(), Path(tmp) / "pycache-baseline"))
         from providers.local import LocalCloud
 
-        LocalCloud.open(home / "localcloud", time_scale=0.0, seed=0)    # frozen: nothing is preempted
+        LocalCloud.open(home / "localcloud", time_scale=0.0, seed=0)  # frozen: nothing is preempted
         spec = Path(tmp) / "quickstart.yaml"
         spec.write_text(QUICKSTART)
         subprocess.run([FLEET_BIN, "up", str(spec), "--yes"], env=envs[0], capture_output=True, check=True)
@@ -160,14 +159,22 @@ def main() -> None:
         print(f"{key + ' modules':32} {count}{versus}")
     RESULTS.parent.mkdir(exist_ok=True)
     result = {
-        "machine": platform.platform(), "python": platform.python_version(), "cores": os.cpu_count(),
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": args.runs,
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "cores": os.cpu_count(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": args.runs,
         "load_average_1m": round(load, 1),
-        "figures": figures, "modules_imported": modules,
+        "figures": figures,
+        "modules_imported": modules,
     }
     if args.baseline is not None:
-        result["baseline"] = {"checkout": str(args.baseline), "figures": baseline, "modules_imported": baseline_modules,
-                              "ratios": {key: round(r, 3) for key, r in ratios.items()}}
+        result["baseline"] = {
+            "checkout": str(args.baseline),
+            "figures": baseline,
+            "modules_imported": baseline_modules,
+            "ratios": {key: round(r, 3) for key, r in ratios.items()},
+        }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"saved {RESULTS.relative_to(ROOT)}")
 

@@ -54,17 +54,35 @@ node:
 
 def asks() -> list[dict]:
     regions = ["Texas, US", "Quebec, CA", "Oregon, US", "Bavaria, DE", "Utah, US", "Ontario, CA"]
-    return [{"id": 5000 + n, "machine_id": 900 + n, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559,
-             "dph_base": 2.0 + 0.01 * n, "min_bid": 1.0 + 0.01 * n, "reliability2": 0.99,
-             "geolocation": regions[n % len(regions)]} for n in range(MACHINES)]
+    return [
+        {
+            "id": 5000 + n,
+            "machine_id": 900 + n,
+            "num_gpus": 1,
+            "gpu_name": "H100 SXM",
+            "gpu_ram": 81559,
+            "dph_base": 2.0 + 0.01 * n,
+            "min_bid": 1.0 + 0.01 * n,
+            "reliability2": 0.99,
+            "geolocation": regions[n % len(regions)],
+        }
+        for n in range(MACHINES)
+    ]
 
 
 def run_once(server: VastServer, latency: float, boot: float) -> dict:
     httpx.post(f"{server.url}/_control/reset", json={"asks": asks()}).raise_for_status()
     httpx.post(f"{server.url}/_control/config", json={"latency": latency, "boot_seconds": boot}).raise_for_status()
     watcher = VastProvider(api=VastApi(server.url, API_KEY))
-    got = measure(server.url, SPEC, "vbench", NODES, {"SPOTFLEET_VAST_URL": server.url, "VAST_API_KEY": API_KEY},
-                  ("VAST_",), lambda: sum(i.state is InstanceState.RUNNING for i in watcher.list_instances("vbench")))
+    got = measure(
+        server.url,
+        SPEC,
+        "vbench",
+        NODES,
+        {"SPOTFLEET_VAST_URL": server.url, "VAST_API_KEY": API_KEY},
+        ("VAST_",),
+        lambda: sum(i.state is InstanceState.RUNNING for i in watcher.list_instances("vbench")),
+    )
     return {"latency_s": latency, "boot_s": boot, "search_to_running_seconds": got.pop("to_running_seconds"), **got}
 
 
@@ -79,13 +97,26 @@ def main() -> None:
     finally:
         server.stop()
     for r in runs:
-        print(f"latency {r['latency_s']:.2f}s: {r['launched']} launched; fleet up {r['up_seconds']:.2f}s, "
-              f"search-to-running {r['search_to_running_seconds']:.2f}s; {r['api_calls_during_up']} API calls "
-              f"({r['api_calls_per_instance']:.2f} per instance): {r['calls_by_route']}")
+        print(
+            f"latency {r['latency_s']:.2f}s: {r['launched']} launched; fleet up {r['up_seconds']:.2f}s, "
+            f"search-to-running {r['search_to_running_seconds']:.2f}s; {r['api_calls_during_up']} API calls "
+            f"({r['api_calls_per_instance']:.2f} per instance): {r['calls_by_route']}"
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"benchmark": "vast_launch", "nodes": NODES, "machines_offered": MACHINES,
-                                   "python": platform.python_version(), "cpus": os.cpu_count(), "runs": runs},
-                                  indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "benchmark": "vast_launch",
+                "nodes": NODES,
+                "machines_offered": MACHINES,
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "runs": runs,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"saved {RESULTS.relative_to(ROOT)}")
 
 

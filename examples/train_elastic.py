@@ -42,13 +42,13 @@ def main() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(16, 1).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    mgr = CheckpointManager(keep_last=3)              # $SPOTFLEET_CHECKPOINT_URI, set by fleet run
+    mgr = CheckpointManager(keep_last=3)  # $SPOTFLEET_CHECKPOINT_URI, set by fleet run
     state = {"model": model.state_dict(), "step": torch.zeros((), dtype=torch.int64)}
 
     box = [mgr.latest() is not None if rank == 0 else None]
-    dist.broadcast_object_list(box, src=0)            # every rank agrees whether to resume
+    dist.broadcast_object_list(box, src=0)  # every rank agrees whether to resume
     if box[0]:
-        dcp.load(state, storage_reader=StorageReader(mgr))   # in place, resharded to this world size
+        dcp.load(state, storage_reader=StorageReader(mgr))  # in place, resharded to this world size
     resumed = int(state["step"])
 
     def record(**event: object) -> None:
@@ -63,7 +63,7 @@ def main() -> None:
         loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
         opt.zero_grad()
         loss.backward()
-        for p in model.parameters():                  # data parallel: average the gradients
+        for p in model.parameters():  # data parallel: average the gradients
             dist.all_reduce(p.grad)
             p.grad /= world
         opt.step()

@@ -69,8 +69,12 @@ class NumpyTrainer:
 
     def __init__(self, seed: int):
         init = np.random.default_rng(seed + 1)
-        self.params = {"w1": init.standard_normal((FEATURES, HIDDEN)) * 0.3, "b1": np.zeros(HIDDEN),
-                       "w2": init.standard_normal((HIDDEN, 1)) * 0.3, "b2": np.zeros(1)}
+        self.params = {
+            "w1": init.standard_normal((FEATURES, HIDDEN)) * 0.3,
+            "b1": np.zeros(HIDDEN),
+            "w2": init.standard_normal((HIDDEN, 1)) * 0.3,
+            "b2": np.zeros(1),
+        }
         self.velocity = {k: np.zeros_like(v) for k, v in self.params.items()}
         self.dropout = np.random.default_rng(seed + 2)
 
@@ -80,9 +84,9 @@ class NumpyTrainer:
         mask = (self.dropout.random(h.shape) > 0.1) / 0.9
         hd = h * mask
         err = hd @ p["w2"] + p["b2"] - y
-        loss = float(np.mean(err ** 2))
+        loss = float(np.mean(err**2))
         g_out = 2 * err / len(x)
-        g_h = (g_out @ p["w2"].T) * mask * (1 - h ** 2)
+        g_h = (g_out @ p["w2"].T) * mask * (1 - h**2)
         grads = {"w2": hd.T @ g_out, "b2": g_out.sum(0), "w1": x.T @ g_h, "b1": g_h.sum(0)}
         for k, g in grads.items():
             self.velocity[k] = 0.9 * self.velocity[k] + g
@@ -90,8 +94,7 @@ class NumpyTrainer:
         return loss
 
     def state(self) -> dict[str, Any]:
-        return {"params": self.params, "velocity": self.velocity,
-                "rng": capture_rng({"dropout": self.dropout})}
+        return {"params": self.params, "velocity": self.velocity, "rng": capture_rng({"dropout": self.dropout})}
 
     def load(self, state: dict[str, Any]) -> None:
         self.params, self.velocity = state["params"], state["velocity"]
@@ -108,8 +111,9 @@ class TorchTrainer:
 
         self.torch, self.ckpt = torch, ckpt_torch
         torch.manual_seed(seed + 1)
-        self.model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(),
-                                         torch.nn.Dropout(0.1), torch.nn.Linear(HIDDEN, 1)).double()
+        self.model = torch.nn.Sequential(
+            torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(), torch.nn.Dropout(0.1), torch.nn.Linear(HIDDEN, 1)
+        ).double()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
         self.sched = torch.optim.lr_scheduler.StepLR(self.opt, step_size=100, gamma=0.5)
 
@@ -146,7 +150,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stop = install_signal_handler()              # SIGTERM/SIGUSR1 -> flag; no I/O in the handler
+    stop = install_signal_handler()  # SIGTERM/SIGUSR1 -> flag; no I/O in the handler
     try:
         mgr = CheckpointManager(args.uri, keep_last=args.keep_last)
     except CheckpointError as err:
@@ -159,16 +163,22 @@ def main(argv: list[str] | None = None) -> int:
     data = DataPosition(size=SAMPLES, batch_size=BATCH, seed=args.seed)
 
     def snapshot(step: int) -> dict[str, Any]:
-        return {"step": step, "model": trainer.state(), "data": data.state_dict(),
-                "rng": capture_rng(), "backend": args.backend}
+        return {
+            "step": step,
+            "model": trainer.state(),
+            "data": data.state_dict(),
+            "rng": capture_rng(),
+            "backend": args.backend,
+        }
 
     step = 0
     resumed = mgr.load_latest()
     if resumed is not None:
         state, info = resumed
         if state["backend"] != args.backend:
-            print(f"error: {mgr.uri} holds a {state['backend']} run; pass --backend {state['backend']}",
-                  file=sys.stderr)
+            print(
+                f"error: {mgr.uri} holds a {state['backend']} run; pass --backend {state['backend']}", file=sys.stderr
+            )
             return 2
         trainer.load(state["model"])
         data.load_state_dict(state["data"])
@@ -186,12 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         if step % args.save_every == 0:
             try:
                 mgr.save_async(snapshot(step), step)
-            except CheckpointError as err:      # an earlier background save failed
+            except CheckpointError as err:  # an earlier background save failed
                 print(f"warning: checkpoints are not landing: {err}", file=sys.stderr, flush=True)
         if args.step_time:
             time.sleep(args.step_time)
 
-    mgr.save(snapshot(step), step)              # waits for background saves; a no-op if step is saved
+    mgr.save(snapshot(step), step)  # waits for background saves; a no-op if step is saved
     mgr.close()
     why = f"stopped by {stop.signal_name}" if stop.requested else "finished"
     print(f"{why} at step {step}; checkpoint committed", flush=True)

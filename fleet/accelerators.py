@@ -18,13 +18,43 @@ import re
 #: Relative training throughput per GPU (H100 = 1.0): rough dense BF16 ratios. Specs give
 #: weights explicitly (a mapping); this table is a starting point for writing one.
 REFERENCE_WEIGHTS: dict[str, float] = {
-    "B200": 2.2, "H200": 1.3, "GH200": 1.15, "H100": 1.0, "H100-MEGA": 1.0, "H100-NVL": 0.95,
-    "MI300X": 1.0, "A100-80GB": 0.6, "A100-40GB": 0.55, "L40S": 0.45, "L40": 0.35,
-    "RTX6000-ADA": 0.4, "RTX5090": 0.4, "RTX4090": 0.3, "RTX4080": 0.2, "A6000": 0.25,
-    "A5000": 0.18, "A4500": 0.15, "A4000": 0.12, "A40": 0.25, "A10G": 0.15, "A10": 0.15,
-    "L4": 0.15, "RTX4000-ADA": 0.1, "RTX3090": 0.18, "RTX3060": 0.06, "RTX6000": 0.1,
-    "V100-32GB": 0.2, "V100": 0.18, "T4": 0.06, "T4G": 0.05, "P100": 0.08, "P4": 0.03,
-    "K80": 0.02, "M60": 0.02, "V520": 0.03, "MI25": 0.04,
+    "B200": 2.2,
+    "H200": 1.3,
+    "GH200": 1.15,
+    "H100": 1.0,
+    "H100-MEGA": 1.0,
+    "H100-NVL": 0.95,
+    "MI300X": 1.0,
+    "A100-80GB": 0.6,
+    "A100-40GB": 0.55,
+    "L40S": 0.45,
+    "L40": 0.35,
+    "RTX6000-ADA": 0.4,
+    "RTX5090": 0.4,
+    "RTX4090": 0.3,
+    "RTX4080": 0.2,
+    "A6000": 0.25,
+    "A5000": 0.18,
+    "A4500": 0.15,
+    "A4000": 0.12,
+    "A40": 0.25,
+    "A10G": 0.15,
+    "A10": 0.15,
+    "L4": 0.15,
+    "RTX4000-ADA": 0.1,
+    "RTX3090": 0.18,
+    "RTX3060": 0.06,
+    "RTX6000": 0.1,
+    "V100-32GB": 0.2,
+    "V100": 0.18,
+    "T4": 0.06,
+    "T4G": 0.05,
+    "P100": 0.08,
+    "P4": 0.03,
+    "K80": 0.02,
+    "M60": 0.02,
+    "V520": 0.03,
+    "MI25": 0.04,
 }
 KNOWN = frozenset(REFERENCE_WEIGHTS)
 
@@ -54,8 +84,11 @@ def suggest(name: str) -> list[str]:
     name that extends it, such as ``A100`` -> ``A100-40GB``, ``A100-80GB``), else up to three close ones."""
     key = _key(name)
     if key:
-        family = sorted(n for k, n in _BY_KEY.items() if k.startswith(key) and len(k) > len(key)
-                        and (k.endswith("GB") or k[len(key)].isalpha()))
+        family = sorted(
+            n
+            for k, n in _BY_KEY.items()
+            if k.startswith(key) and len(k) > len(key) and (k.endswith("GB") or k[len(key)].isalpha())
+        )
         if family:
             return family
     close = difflib.get_close_matches(key, list(_BY_KEY), n=3, cutoff=0.6)

@@ -50,8 +50,16 @@ from fleet.spec import PREINSTALLED, SHIP
 
 #: ``fleet run --cloud`` value per provider: where the node agent reads interruption notices
 #: (``none``: a provider that gives none: periodic checkpoints carry the work).
-AGENT_CLOUD = {"aws": "aws", "gcp": "gcp", "azure": "azure", "vast": "vast", "oci": "oci", "local": "local",
-               "lambda": "none", "runpod": "none"}
+AGENT_CLOUD = {
+    "aws": "aws",
+    "gcp": "gcp",
+    "azure": "azure",
+    "vast": "vast",
+    "oci": "oci",
+    "local": "local",
+    "lambda": "none",
+    "runpod": "none",
+}
 
 #: Where the node keeps spotfleet and writes its log.
 DEFAULT_PREFIX = "/opt/spotfleet"
@@ -109,8 +117,9 @@ class NodeBoot:
     @property
     def extra(self) -> str:
         """The pip extra of the checkpoint store (``s3``, ``gcs``, ``azure``; "" for none)."""
-        return STORE_EXTRA.get(self.checkpoint_uri.split("://", 1)[0].lower(), "") if "://" in self.checkpoint_uri \
-            else ""
+        return (
+            STORE_EXTRA.get(self.checkpoint_uri.split("://", 1)[0].lower(), "") if "://" in self.checkpoint_uri else ""
+        )
 
     def variables(self) -> dict[str, str]:
         """The environment the node's job sees (secrets included), in a stable order."""
@@ -121,10 +130,17 @@ class NodeBoot:
 
     def describe(self) -> dict[str, object]:
         """A printable summary: secret values are replaced by ``***``; the wheel's URL is left out."""
-        return {"fleet": self.fleet, "pool": self.pool, "provider": self.provider, "command": self.command,
-                "checkpoint_uri": self.checkpoint_uri, "env": dict(self.env),
-                "secret_env": {k: "***" for k in sorted(self.secret_env)}, "spotfleet": self.spotfleet,
-                "wheel": self.wheel_file}
+        return {
+            "fleet": self.fleet,
+            "pool": self.pool,
+            "provider": self.provider,
+            "command": self.command,
+            "checkpoint_uri": self.checkpoint_uri,
+            "env": dict(self.env),
+            "secret_env": {k: "***" for k in sorted(self.secret_env)},
+            "spotfleet": self.spotfleet,
+            "wheel": self.wheel_file,
+        }
 
 
 def render(boot: NodeBoot) -> str:
@@ -136,8 +152,13 @@ def render(boot: NodeBoot) -> str:
     run_line = " ".join([run[0], *(q(part) for part in [*run[1:], *job])])
     if boot.spotfleet == SHIP:
         source = f"ship {boot.wheel_file}"
-        install = _fill(_SHIP, URL=q(boot.wheel_url), FILE=q(boot.wheel_file), SHA=q(boot.wheel_sha256),
-                        EXTRA=q(f"[{boot.extra}]" if boot.extra else ""))
+        install = _fill(
+            _SHIP,
+            URL=q(boot.wheel_url),
+            FILE=q(boot.wheel_file),
+            SHA=q(boot.wheel_sha256),
+            EXTRA=q(f"[{boot.extra}]" if boot.extra else ""),
+        )
     elif boot.spotfleet == PREINSTALLED:
         source, install = PREINSTALLED, _PREINSTALLED
     else:
@@ -283,10 +304,19 @@ def _fill(template: str, **values: str) -> str:
 def boot_for(provider: str, request: LaunchRequest, secret_env: Mapping[str, str] | None = None) -> NodeBoot:
     """The NodeBoot every adapter renders for a launch request (one place, no copies)."""
     node = request.node
-    return NodeBoot(fleet=request.fleet, pool=request.offer.pool.id, provider=provider,
-                    command=node.startup, checkpoint_uri=node.checkpoint_uri,
-                    env=dict(node.env), secret_env=dict(secret_env or {}), spotfleet=node.spotfleet,
-                    wheel_url=node.wheel_url, wheel_file=node.wheel_file, wheel_sha256=node.wheel_sha256)
+    return NodeBoot(
+        fleet=request.fleet,
+        pool=request.offer.pool.id,
+        provider=provider,
+        command=node.startup,
+        checkpoint_uri=node.checkpoint_uri,
+        env=dict(node.env),
+        secret_env=dict(secret_env or {}),
+        spotfleet=node.spotfleet,
+        wheel_url=node.wheel_url,
+        wheel_file=node.wheel_file,
+        wheel_sha256=node.wheel_sha256,
+    )
 
 
 def _plain(text: str) -> str:

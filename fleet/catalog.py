@@ -32,7 +32,11 @@ SNAPSHOT_SOURCE = "public list prices from the SkyPilot catalog (skypilot-org/sk
 #: Spot interruptions per instance-hour assumed when nothing better is known.
 #: Anchored on the shipped GCP H100 traces (median zone ~0.24/h) and AWS V100 traces.
 SPOT_PRIOR_PER_HOUR: dict[str, float] = {
-    "aws": 0.10, "gcp": 0.20, "azure": 0.15, "runpod": 0.12, "vast": 0.25,
+    "aws": 0.10,
+    "gcp": 0.20,
+    "azure": 0.15,
+    "runpod": 0.12,
+    "vast": 0.25,
 }
 ON_DEMAND_ONLY = ("lambda",)
 
@@ -55,10 +59,10 @@ def spot_not_sold(providers: Iterable[str] | None = None) -> frozenset[str]:
 class CatalogInfo:
     """Provenance of a set of offers, shown by ``fleet offers`` and ``fleet plan``."""
 
-    source: str            # "snapshot" | "live" | "local"
+    source: str  # "snapshot" | "live" | "local"
     detail: str
     fetched_at: float = 0.0
-    fallbacks: tuple[str, ...] = ()   # providers whose live fetch failed
+    fallbacks: tuple[str, ...] = ()  # providers whose live fetch failed
 
 
 def _f(value: str) -> float | None:
@@ -103,16 +107,27 @@ def _row_offers(row: dict[str, str], not_sold: frozenset[str]) -> list[Offer]:
         out.append(Offer(pool=PoolKey(**pool, market=Market.ON_DEMAND), price_per_hour=on_demand, **common))
     if spot is not None and provider not in ON_DEMAND_ONLY:
         rate, src = spot_interruption_estimate(provider, row["zone"], row["accelerator"])
-        out.append(Offer(pool=PoolKey(**pool, market=Market.SPOT), price_per_hour=spot,
-                         interruptions_per_hour=rate, interruption_source=src,
-                         capacity_hint=0 if provider in not_sold else None, **common))
+        out.append(
+            Offer(
+                pool=PoolKey(**pool, market=Market.SPOT),
+                price_per_hour=spot,
+                interruptions_per_hour=rate,
+                interruption_source=src,
+                capacity_hint=0 if provider in not_sold else None,
+                **common,
+            )
+        )
     return out
 
 
 @lru_cache(maxsize=32)
 def _snapshot_offers(accelerators: frozenset[str] | None, provider: str | None = None) -> tuple[Offer, ...]:
-    rows = [row for row in _snapshot_rows() if (accelerators is None or row["accelerator"] in accelerators)
-            and (provider is None or row["provider"] == provider)]
+    rows = [
+        row
+        for row in _snapshot_rows()
+        if (accelerators is None or row["accelerator"] in accelerators)
+        and (provider is None or row["provider"] == provider)
+    ]
     not_sold = spot_not_sold(None if provider is None and accelerators is None else {row["provider"] for row in rows})
     return tuple(o for row in rows for o in _row_offers(row, not_sold))
 
@@ -161,12 +176,24 @@ def cpu_offers() -> tuple[Offer, ...]:
     """General-purpose on-demand types for head nodes (``catalog/cpu_offers.csv``, see ``SOURCE.md``)."""
     text = resources.files("fleet.data").joinpath("catalog/cpu_offers.csv").read_text()
     return tuple(
-        Offer(pool=PoolKey(provider=row["provider"], region=row["region"], zone=row["zone"],
-                           instance_type=row["instance_type"], market=Market.ON_DEMAND),
-              accelerator=CPU, gpus=0, vcpus=float(row["vcpus"]), memory_gib=float(row["memory_gib"]),
-              price_per_hour=float(row["on_demand_usd_per_hour"]),
-              on_demand_price=float(row["on_demand_usd_per_hour"]), source="snapshot")
-        for row in csv.DictReader(io.StringIO(text)))
+        Offer(
+            pool=PoolKey(
+                provider=row["provider"],
+                region=row["region"],
+                zone=row["zone"],
+                instance_type=row["instance_type"],
+                market=Market.ON_DEMAND,
+            ),
+            accelerator=CPU,
+            gpus=0,
+            vcpus=float(row["vcpus"]),
+            memory_gib=float(row["memory_gib"]),
+            price_per_hour=float(row["on_demand_usd_per_hour"]),
+            on_demand_price=float(row["on_demand_usd_per_hour"]),
+            source="snapshot",
+        )
+        for row in csv.DictReader(io.StringIO(text))
+    )
 
 
 def spot_interruption_estimate(provider: str, zone: str, accelerator: str) -> tuple[float, InterruptionSource]:
@@ -240,7 +267,7 @@ class Catalog:
         matched = matching(out, query)
         detail = _describe(source, sorted(self.providers), len(matched))
         mixed = sorted(x for x in sources if x not in ("live", "local", "snapshot"))
-        if mixed:          # an adapter that fell back for part of its answer names the part
+        if mixed:  # an adapter that fell back for part of its answer names the part
             detail += f" (offer sources: {', '.join(mixed)})"
         return matched, CatalogInfo(source, detail, now, tuple(fallbacks))
 
@@ -254,11 +281,15 @@ def _snapshot_for(query: OfferQuery) -> tuple[Offer, ...]:
 def _describe(source: str, providers: list[str], count: int) -> str:
     """One phrase saying where offers came from, for the ``offers:`` line people read."""
     if source == "local":
-        return (f"{count} offers with current simulated prices and capacity from the embedded local cloud "
-                f"({', '.join(providers)})")
+        return (
+            f"{count} offers with current simulated prices and capacity from the embedded local cloud "
+            f"({', '.join(providers)})"
+        )
     if source == "live":
         return f"{count} offers with live prices from {', '.join(providers)}"
-    return f"{count} offers, live where available ({', '.join(providers)}), else {SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}"
+    return (
+        f"{count} offers, live where available ({', '.join(providers)}), else {SNAPSHOT_SOURCE}, read {SNAPSHOT_DATE}"
+    )
 
 
 def matching(offers: Iterable[Offer], query: OfferQuery) -> list[Offer]:
@@ -266,7 +297,8 @@ def matching(offers: Iterable[Offer], query: OfferQuery) -> list[Offer]:
     accs = {a.upper() for a in query.accelerators}
     regions = set(query.regions)
     return [
-        o for o in offers
+        o
+        for o in offers
         if (not accs or o.accelerator in accs)
         and (query.spot or o.market is not Market.SPOT)
         and (query.on_demand or o.market is not Market.ON_DEMAND)

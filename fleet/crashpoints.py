@@ -46,5 +46,5 @@ def reached(step: str) -> None:
     if stop:
         sys.stderr.write(f"paused at {step}\n")
         sys.stderr.flush()
-        while True:                # until a signal: SIGINT raises KeyboardInterrupt here
+        while True:  # until a signal: SIGINT raises KeyboardInterrupt here
             time.sleep(3600)

@@ -57,7 +57,7 @@ class ElasticSettings:
 
     min_nodes: int
     max_nodes: int
-    endpoint: str                  # host:port of the head's store
+    endpoint: str  # host:port of the head's store
     run_id: str
     nproc_per_node: str = "1"
     max_restarts: int = 100
@@ -69,9 +69,11 @@ class ElasticSettings:
     keep_alive_max_attempt: int = 3
 
     def rdzv_conf(self) -> str:
-        return (f"is_host=false,join_timeout={self.join_timeout},last_call_timeout={self.last_call_timeout},"
-                f"close_timeout={self.close_timeout},keep_alive_interval={self.keep_alive_interval},"
-                f"keep_alive_max_attempt={self.keep_alive_max_attempt}")
+        return (
+            f"is_host=false,join_timeout={self.join_timeout},last_call_timeout={self.last_call_timeout},"
+            f"close_timeout={self.close_timeout},keep_alive_interval={self.keep_alive_interval},"
+            f"keep_alive_max_attempt={self.keep_alive_max_attempt}"
+        )
 
 
 def parse_nnodes(text: str) -> tuple[int, int]:
@@ -84,8 +86,14 @@ def parse_nnodes(text: str) -> tuple[int, int]:
     return low, high
 
 
-def settings(nnodes: str, *, endpoint: str | None = None, run_id: str | None = None, nproc_per_node: str = "1",
-             env: Mapping[str, str] | None = None) -> ElasticSettings:
+def settings(
+    nnodes: str,
+    *,
+    endpoint: str | None = None,
+    run_id: str | None = None,
+    nproc_per_node: str = "1",
+    env: Mapping[str, str] | None = None,
+) -> ElasticSettings:
     """Settings for this node: the endpoint defaults to ``$SPOTFLEET_HEAD_ADDR:$SPOTFLEET_HEAD_PORT``
     (port 29400 when unset), the run id to ``$SPOTFLEET_FLEET``. Raises :class:`FleetError` naming
     the missing value and the flag that gives it."""
@@ -97,13 +105,16 @@ def settings(nnodes: str, *, endpoint: str | None = None, run_id: str | None = N
     if not endpoint:
         head = env.get("SPOTFLEET_HEAD_ADDR", "")
         if not head:
-            raise FleetError("--elastic needs the rendezvous store's address: run it on a worker of a fleet "
-                             "with a head ($SPOTFLEET_HEAD_ADDR) or pass --rdzv-endpoint HOST:PORT")
+            raise FleetError(
+                "--elastic needs the rendezvous store's address: run it on a worker of a fleet "
+                "with a head ($SPOTFLEET_HEAD_ADDR) or pass --rdzv-endpoint HOST:PORT"
+            )
         endpoint = f"{head}:{env.get('SPOTFLEET_HEAD_PORT') or DEFAULT_PORT}"
     run_id = run_id or env.get("SPOTFLEET_FLEET", "")
     if not run_id:
-        raise FleetError("--elastic needs a run id shared by every node: pass --rdzv-id NAME "
-                         "(default $SPOTFLEET_FLEET)")
+        raise FleetError(
+            "--elastic needs a run id shared by every node: pass --rdzv-id NAME (default $SPOTFLEET_FLEET)"
+        )
     if not (nproc_per_node.isdigit() and int(nproc_per_node) > 0) and nproc_per_node not in ("gpu", "cpu", "auto"):
         raise FleetError(f"--nproc-per-node takes a count >= 1 or gpu/cpu/auto, got {nproc_per_node!r}")
     return ElasticSettings(low, high, endpoint, run_id, nproc_per_node=nproc_per_node)
@@ -112,10 +123,19 @@ def settings(nnodes: str, *, endpoint: str | None = None, run_id: str | None = N
 def torchrun_argv(cfg: ElasticSettings, job: list[str], python: str = sys.executable) -> list[str]:
     """The command that runs ``job`` under torchrun with ``cfg``. ``python X.py ...`` and
     ``python -m M ...`` run as torchrun's own script/module; any other command with ``--no-python``."""
-    head = [python, "-m", "torch.distributed.run", f"--nnodes={cfg.min_nodes}:{cfg.max_nodes}",
-            f"--nproc-per-node={cfg.nproc_per_node}", f"--max-restarts={cfg.max_restarts}",
-            f"--monitor-interval={cfg.monitor_interval}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={cfg.endpoint}", f"--rdzv-id={cfg.run_id}", f"--rdzv-conf={cfg.rdzv_conf()}"]
+    head = [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={cfg.min_nodes}:{cfg.max_nodes}",
+        f"--nproc-per-node={cfg.nproc_per_node}",
+        f"--max-restarts={cfg.max_restarts}",
+        f"--monitor-interval={cfg.monitor_interval}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={cfg.endpoint}",
+        f"--rdzv-id={cfg.run_id}",
+        f"--rdzv-conf={cfg.rdzv_conf()}",
+    ]
     if len(job) > 1 and _PYTHON.match(os.path.basename(job[0])):
         rest = job[1:]
         return [*head, "-m", *rest[1:]] if rest[0] == "-m" and len(rest) > 1 else [*head, *rest]
@@ -130,8 +150,9 @@ def torchrun_env(env: Mapping[str, str]) -> dict[str, str]:
 def check_torch() -> None:
     """Raises :class:`FleetError` when PyTorch (torchrun) is not importable here."""
     if importlib.util.find_spec("torch") is None:
-        raise FleetError("--elastic runs the job under torchrun, which needs PyTorch on this node: "
-                         "pip install 'spotfleet[torch]'")
+        raise FleetError(
+            "--elastic runs the job under torchrun, which needs PyTorch on this node: pip install 'spotfleet[torch]'"
+        )
 
 
 def serve_store(port: int, host: str = "0.0.0.0") -> None:

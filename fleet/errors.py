@@ -60,8 +60,9 @@ class ProviderError(FleetError):
     #: Seconds the provider asked us to wait before trying again (a ``Retry-After``), when it said.
     retry_after: float | None = None
 
-    def __init__(self, provider: str, message: str, *, region: str = "", code: str = "",
-                 retry_after: float | None = None):
+    def __init__(
+        self, provider: str, message: str, *, region: str = "", code: str = "", retry_after: float | None = None
+    ):
         self.provider = provider
         if retry_after is not None:
             self.retry_after = retry_after
@@ -105,8 +106,13 @@ class InstanceNotFoundError(ProviderError):
 #: HTTP status -> our error class, for a vendor answer that names no code the adapter knows
 #: (every REST adapter falls back on it; each may add its own statuses).
 HTTP_STATUS_ERRORS: dict[int, type[ProviderError]] = {
-    401: AuthError, 403: AuthError, 404: InstanceNotFoundError, 429: RateLimitedError,
-    500: TransientProviderError, 502: TransientProviderError, 503: TransientProviderError,
+    401: AuthError,
+    403: AuthError,
+    404: InstanceNotFoundError,
+    429: RateLimitedError,
+    500: TransientProviderError,
+    502: TransientProviderError,
+    503: TransientProviderError,
     504: TransientProviderError,
 }
 
@@ -128,15 +134,20 @@ class MalformedResponseError(ProviderError):
         self.excerpt = excerpt
         reason = f" ({detail})" if detail else ""
         body = f": {excerpt}" if excerpt else ""
-        super().__init__(provider, f"{what}: the answer could not be read{reason}{body}", region=region,
-                         code="malformed-response")
+        super().__init__(
+            provider, f"{what}: the answer could not be read{reason}{body}", region=region, code="malformed-response"
+        )
 
 
 #: Exception class -> error kind, the word ``LaunchResult.error_kind`` and the executor use (the
 #: first match wins, so subclasses come before their bases).
 ERROR_KINDS: tuple[tuple[type[ProviderError], str], ...] = (
-    (NoCapacityError, "capacity"), (QuotaExceededError, "quota"), (AuthError, "auth"),
-    (RateLimitedError, "rate-limit"), (TransientProviderError, "transient"), (MalformedResponseError, "malformed"),
+    (NoCapacityError, "capacity"),
+    (QuotaExceededError, "quota"),
+    (AuthError, "auth"),
+    (RateLimitedError, "rate-limit"),
+    (TransientProviderError, "transient"),
+    (MalformedResponseError, "malformed"),
 )
 #: Kinds whose launch stays replayable with the same token on the next run (an answer that could
 #: not be read may still have created something: the token finds it).

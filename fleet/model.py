@@ -64,19 +64,24 @@ class PoolKey(Frozen):
         id and the market is checked here, so the key is built without pydantic's validation (no
         validator is built for it: a read-only command that only parses ids builds none)."""
         provider, region, zone, instance_type, market = pool_id.split("/")
-        return cls.model_construct(provider=provider, region=region, zone="" if zone == "-" else zone,
-                                   instance_type=instance_type, market=Market(market))
+        return cls.model_construct(
+            provider=provider,
+            region=region,
+            zone="" if zone == "-" else zone,
+            instance_type=instance_type,
+            market=Market(market),
+        )
 
 
 class InterruptionSource(str, Enum):
     """Where an interruption estimate came from, strongest evidence last."""
 
-    NONE = "none"                    # on-demand: not interruptible
+    NONE = "none"  # on-demand: not interruptible
     PROVIDER_PRIOR = "provider-prior"
-    SPOT_ADVISOR = "spot-advisor"    # AWS interruption-frequency band
+    SPOT_ADVISOR = "spot-advisor"  # AWS interruption-frequency band
     PLACEMENT_SCORE = "placement-score"
-    TRACE = "trace"                  # derived from a recorded availability trace
-    OBSERVED = "observed"            # this fleet's own history
+    TRACE = "trace"  # derived from a recorded availability trace
+    OBSERVED = "observed"  # this fleet's own history
 
 
 class Offer(Frozen):
@@ -91,7 +96,7 @@ class Offer(Frozen):
 
     pool: PoolKey
     accelerator: str
-    gpus: int = Field(ge=0)      # 0: a CPU-only type (accelerator ``CPU``), offered for head nodes
+    gpus: int = Field(ge=0)  # 0: a CPU-only type (accelerator ``CPU``), offered for head nodes
     vcpus: float | None = None
     memory_gib: float | None = None
     price_per_hour: float = Field(ge=0)
@@ -257,13 +262,19 @@ class PlanDigest:
             pairs.append((pool, count))
             if count > 0:
                 pools[pool] = pools.get(pool, 0) + count
-            price = offer["price_per_hour"] if offer["pool"]["market"] == Market.ON_DEMAND.value \
+            price = (
+                offer["price_per_hour"]
+                if offer["pool"]["market"] == Market.ON_DEMAND.value
                 else offer.get("on_demand_price")
+            )
             if price is not None:
                 on_demand[pool] = _typed(price, float, "price")
-        return cls(id=plan_id(pairs, _typed(data["spec_hash"], str, "spec_hash")), pools=pools,
-                   price_per_hour=_typed(data["totals"]["price_per_hour"], float, "price_per_hour"),
-                   on_demand=on_demand)
+        return cls(
+            id=plan_id(pairs, _typed(data["spec_hash"], str, "spec_hash")),
+            pools=pools,
+            price_per_hour=_typed(data["totals"]["price_per_hour"], float, "price_per_hour"),
+            on_demand=on_demand,
+        )
 
 
 def _typed(value: Any, kind: type, name: str) -> Any:
@@ -322,8 +333,9 @@ class Quota(Frozen):
     def label(self) -> str:
         """Short description: ``gcp/us-east4 spot H100 GPUs (PREEMPTIBLE_NVIDIA_H100_GPUS)``."""
         scope = "/".join(x for x in (self.provider, self.region) if x)
-        what = " ".join(x for x in (self.market.value if self.market else "",
-                                    self.accelerator, ",".join(self.instance_types)) if x)
+        what = " ".join(
+            x for x in (self.market.value if self.market else "", self.accelerator, ",".join(self.instance_types)) if x
+        )
         unit = "GPUs" if self.unit is QuotaUnit.GPUS else "vCPUs"
         return f"{scope} {what + ' ' if what else ''}{unit}" + (f" ({self.name})" if self.name else "")
 
@@ -331,9 +343,9 @@ class Quota(Frozen):
 class InstanceState(str, Enum):
     PENDING = "pending"
     RUNNING = "running"
-    STOPPED = "stopped"          # e.g. Vast outbid: paused, still billed for storage
+    STOPPED = "stopped"  # e.g. Vast outbid: paused, still billed for storage
     TERMINATED = "terminated"
-    PREEMPTED = "preempted"      # taken back by the provider
+    PREEMPTED = "preempted"  # taken back by the provider
 
     @property
     def alive(self) -> bool:
@@ -355,9 +367,9 @@ class Instance(Frozen):
     price_per_hour: float
     launched_at: float
     ended_at: float | None = None
-    reason: str = ""             # why it stopped or ended, where the provider says (Vast: "outbid")
+    reason: str = ""  # why it stopped or ended, where the provider says (Vast: "outbid")
     tags: dict[str, str] = Field(default_factory=dict)
-    address: str = ""            # where other nodes of the fleet reach it (private IP), "" if not reported
+    address: str = ""  # where other nodes of the fleet reach it (private IP), "" if not reported
 
 
 class NodeConfig(Frozen):
@@ -416,7 +428,7 @@ class LaunchResult(Frozen):
     instances: tuple[Instance, ...]
     error_code: str = ""
     error_message: str = ""
-    error_kind: str = ""   # "capacity" | "quota" | "auth" | "rate-limit" | "transient" | ""
+    error_kind: str = ""  # "capacity" | "quota" | "auth" | "rate-limit" | "transient" | ""
 
 
 class BilledRate(Frozen):

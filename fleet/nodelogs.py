@@ -77,9 +77,11 @@ def fleet_bucket(store: StateStore, record: FleetRecord, local_cloud: Path) -> s
 
         if LocalCloud.exists(local_cloud):
             return checkpoint_uri(LocalCloud.open(local_cloud, time_scale=None, seed=None), record.name)
-    raise FleetError(f"fleet {record.name!r} has no bucket on record, so its nodes upload no logs: set "
-                     "`checkpoint.provider` (s3, gcs or azure) in its spec and run `fleet up` again; "
-                     f"`fleet logs {record.name} INSTANCE --console` reads a provider's console meanwhile")
+    raise FleetError(
+        f"fleet {record.name!r} has no bucket on record, so its nodes upload no logs: set "
+        "`checkpoint.provider` (s3, gcs or azure) in its spec and run `fleet up` again; "
+        f"`fleet logs {record.name} INSTANCE --console` reads a provider's console meanwhile"
+    )
 
 
 def console_of(providers: Mapping[str, Provider], fleet: str, instance: str) -> tuple[str, str]:
@@ -92,8 +94,10 @@ def console_of(providers: Mapping[str, Provider], fleet: str, instance: str) -> 
         if found is None:
             continue
         if not isinstance(provider, ReadsConsole):
-            raise FleetError(f"console output is not available for {name} instances in this version; "
-                             f"`fleet logs {fleet} {instance}` shows what its node uploaded")
+            raise FleetError(
+                f"console output is not available for {name} instances in this version; "
+                f"`fleet logs {fleet} {instance}` shows what its node uploaded"
+            )
         return name, provider.console_output(found)
     raise FleetError(f"no instance {instance!r} in fleet {fleet!r} (`fleet status {fleet}` lists them)")
 
@@ -111,9 +115,9 @@ class NodeLog:
     """One node's uploaded log, as its index describes it."""
 
     instance: str
-    size: int            # bytes the node log had when uploaded
-    offset: int          # where the uploaded object starts in the node log (> 0: the head was cut)
-    length: int          # bytes in the uploaded object
+    size: int  # bytes the node log had when uploaded
+    offset: int  # where the uploaded object starts in the node log (> 0: the head was cut)
+    length: int  # bytes in the uploaded object
     updated_at: float
     final: bool = False
 
@@ -146,10 +150,10 @@ def list_logs(store: ObjectStore) -> list[NodeLog]:
     """Every node log uploaded under ``store``, by instance id (unreadable indexes are skipped)."""
     out = []
     for key in store.list(PREFIX):
-        name = key[len(PREFIX):]
+        name = key[len(PREFIX) :]
         if "/" in name or not name.endswith(".json"):
             continue
-        instance = unquote(name[:-len(".json")])
+        instance = unquote(name[: -len(".json")])
         raw = store.read(key)
         meta = NodeLog.parse(raw, instance) if raw is not None else None
         if meta is not None:
@@ -166,12 +170,14 @@ def read_log(store: ObjectStore, instance: str, *, attempts: int = 5) -> tuple[N
             return None
         meta = NodeLog.parse(raw, instance)
         if meta is None:
-            raise FleetError(f"the log index of {instance} ({index_key(instance)} in {store.uri}) is not one "
-                             "spotfleet wrote; delete it and the node's next upload replaces it")
+            raise FleetError(
+                f"the log index of {instance} ({index_key(instance)} in {store.uri}) is not one "
+                "spotfleet wrote; delete it and the node's next upload replaces it"
+            )
         data = store.read(log_key(instance))
         if data is not None and len(data) == meta.length:
             return meta, data
-        time.sleep(0.2)                 # caught between the two writes of an upload
+        time.sleep(0.2)  # caught between the two writes of an upload
     raise FleetError(f"the log of {instance} in {store.uri} keeps changing under the reader; try again")
 
 
@@ -185,11 +191,10 @@ def last_lines(data: bytes, n: int) -> bytes:
         pos = data.rfind(b"\n", 0, pos)
         if pos < 0:
             return data
-    return data[pos + 1:]
+    return data[pos + 1 :]
 
 
-def follow(store: ObjectStore, instance: str, *, since: int, stop: Event, interval: float = 2.0
-           ) -> Iterator[bytes]:
+def follow(store: ObjectStore, instance: str, *, since: int, stop: Event, interval: float = 2.0) -> Iterator[bytes]:
     """New bytes of ``instance``'s log past byte ``since`` of the node log, as uploads bring them,
     until ``stop`` is set or the node's agent has made its final upload. A stretch that was cut
     from the head before it was read is replaced by a one-line marker."""
@@ -198,14 +203,14 @@ def follow(store: ObjectStore, instance: str, *, since: int, stop: Event, interv
         got = read_log(store, instance)
         if got is not None:
             meta, data = got
-            if meta.size < pos:                          # the node log started over (a new agent)
+            if meta.size < pos:  # the node log started over (a new agent)
                 yield f"[spotfleet: the node log of {instance} started over]\n".encode()
                 pos = 0
             if meta.offset > pos:
                 yield f"[spotfleet: {meta.offset - pos} bytes of the log were not kept]\n".encode()
                 pos = meta.offset
             if meta.size > pos:
-                yield data[pos - meta.offset:]
+                yield data[pos - meta.offset :]
                 pos = meta.size
             if meta.final:
                 return
@@ -225,4 +230,3 @@ def printable(text: str) -> str:
 def decode(data: bytes) -> str:
     """Log bytes as text for a terminal: undecodable bytes as ``\\xNN``, controls escaped."""
     return printable(data.decode("utf-8", errors="backslashreplace"))
-

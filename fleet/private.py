@@ -41,11 +41,11 @@ def private_dir(path: Path) -> Path:
     for made in reversed(missing):
         try:
             made.mkdir(mode=0o700)
-            os.chmod(made, 0o700)          # mkdir's mode is masked by the umask
+            os.chmod(made, 0o700)  # mkdir's mode is masked by the umask
         except FileExistsError:
-            pass                            # made meanwhile by another process: tightened below if it is ours
+            pass  # made meanwhile by another process: tightened below if it is ours
     if os.path.islink(path) or os.name != "posix":
-        return path                         # a link's target is not ours to change
+        return path  # a link's target is not ours to change
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC)
     except OSError:
@@ -69,7 +69,7 @@ def private_file(path: Path) -> Path:
     this process holds on it, which lets another connection reset the WAL under an open one."""
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600))
-        os.chmod(path, 0o600)               # the umask may have taken bits away; a new file has no lock
+        os.chmod(path, 0o600)  # the umask may have taken bits away; a new file has no lock
         return path
     except FileExistsError:
         pass
@@ -79,7 +79,7 @@ def private_file(path: Path) -> Path:
         st = os.lstat(path)
         mode = stat.S_IMODE(st.st_mode)
         if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and _ours(st) and mode & 0o077:
-            os.chmod(path, mode & 0o600)    # not a link (lstat), so this names the file itself
+            os.chmod(path, mode & 0o600)  # not a link (lstat), so this names the file itself
     except OSError:
         pass
     return path

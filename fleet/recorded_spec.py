@@ -23,7 +23,7 @@ class RecordedWhere:
     """A recorded spec's ``backend`` and, per provider it lists, whether it is enabled."""
 
     backend: str
-    providers: Mapping[str, bool]      # empty: the spec lists none, so every provider is allowed
+    providers: Mapping[str, bool]  # empty: the spec lists none, so every provider is allowed
 
     def allows(self, provider: str) -> bool:
         """Whether the spec allows ``provider``, as ``FleetSpec.provider_settings(provider) is not None``."""

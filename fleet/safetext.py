@@ -37,7 +37,9 @@ MIN_SECRET_LENGTH = 6
 #: Variable names that say their value is a secret (``fleet.secrets`` refuses literals under them).
 SECRET_NAME_RE = re.compile(
     r"SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CONNECTION_?STRING|CREDENTIAL|SAS_?KEY"
-    r"|ACCOUNT_?KEY", re.IGNORECASE)
+    r"|ACCOUNT_?KEY",
+    re.IGNORECASE,
+)
 
 _lock = threading.Lock()
 _known: set[str] = set()
@@ -61,21 +63,26 @@ def escape(text: Any) -> str:
 
 
 # ---- scrubbing ------------------------------------------------------------------------------
-_KEYISH = (r"(?:[A-Za-z0-9_.-]*(?:key|secret|token|passw(?:or)?d|pwd|signature|credentials?|authorization)"
-           r"[A-Za-z0-9_.-]*|sig)")
+_KEYISH = (
+    r"(?:[A-Za-z0-9_.-]*(?:key|secret|token|passw(?:or)?d|pwd|signature|credentials?|authorization)"
+    r"[A-Za-z0-9_.-]*|sig)"
+)
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S), MASK),
     (re.compile(r"(?i)(\bauthorization\"?\s*[:=]\s*\"?)(?!\*\*\*)([A-Za-z]+\s+)?[^\s\"',;]+"), rf"\1\2{MASK}"),
     (re.compile(r"\b([Bb]earer\s+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{MASK}"),
     (re.compile(r"\b(Basic\s+)(?=[A-Za-z+/]*[0-9=])[A-Za-z0-9+/]{8,}={0,2}"), rf"\1{MASK}"),
-    (re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@"), rf"\1{MASK}@"),        # URL password
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),               # JWT
-    (re.compile(r"\bya29\.[A-Za-z0-9._-]{10,}"), MASK),                                           # Google OAuth
-    (re.compile(r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}"), MASK),                          # GitHub
-    (re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA|AGPA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b"), MASK),   # AWS key ids
-    (re.compile(r"([?&;\s]sig=)[^&\s\"'<>]+", re.I), rf"\1{MASK}"),                                  # SAS signature
+    (re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@"), rf"\1{MASK}@"),  # URL password
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),  # JWT
+    (re.compile(r"\bya29\.[A-Za-z0-9._-]{10,}"), MASK),  # Google OAuth
+    (re.compile(r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}"), MASK),  # GitHub
+    (re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA|AGPA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b"), MASK),  # AWS key ids
+    (re.compile(r"([?&;\s]sig=)[^&\s\"'<>]+", re.I), rf"\1{MASK}"),  # SAS signature
     # "key": "value", key=value, key: value where the key names a secret
-    (re.compile(rf"(?i)(\"?\b{_KEYISH}\"?\s*[=:]\s*\"?)(?!\*\*\*|(?:[Bb]earer|Basic)\b)([^\s\"',;&}}]{{4,}})"), rf"\1{MASK}"),
+    (
+        re.compile(rf"(?i)(\"?\b{_KEYISH}\"?\s*[=:]\s*\"?)(?!\*\*\*|(?:[Bb]earer|Basic)\b)([^\s\"',;&}}]{{4,}})"),
+        rf"\1{MASK}",
+    ),
     # key=value where the value is a long base64/hex token, whatever the key's name
     (re.compile(r"(\b[A-Za-z_][A-Za-z0-9_.-]*\s*=\s*\"?)[A-Za-z0-9+/_-]{32,}={0,2}"), rf"\1{MASK}"),
 )
@@ -85,8 +92,11 @@ _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]
 
 def _secret_shaped(match: re.Match[str]) -> str:
     word = match.group(0)
-    mixed = any(c.isupper() for c in word) and any(c.islower() for c in word) and \
-        any(c.isdigit() or c in "/+" for c in word)
+    mixed = (
+        any(c.isupper() for c in word)
+        and any(c.islower() for c in word)
+        and any(c.isdigit() or c in "/+" for c in word)
+    )
     return MASK if mixed else word
 
 
@@ -115,8 +125,9 @@ def known_secrets() -> frozenset[str]:
 def scrub(text: Any, known: Iterable[str] = ()) -> str:
     """``text`` with every known secret value and credential-shaped string replaced by ``***``."""
     out = text if isinstance(text, str) else str(text)
-    values = sorted({v for v in (*known_secrets(), *known) if v and len(v) >= MIN_SECRET_LENGTH},
-                    key=len, reverse=True)       # longest first: a key that contains another is masked whole
+    values = sorted(
+        {v for v in (*known_secrets(), *known) if v and len(v) >= MIN_SECRET_LENGTH}, key=len, reverse=True
+    )  # longest first: a key that contains another is masked whole
     for value in values:
         if value in out:
             out = out.replace(value, MASK)

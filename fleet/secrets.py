@@ -33,29 +33,50 @@ from fleet.safetext import SECRET_NAME_RE, register_secret
 REF_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 REF_RE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _ANY_REF = re.compile(r"\$\{env:[^}]*\}?")
-__all__ = ["CREDENTIAL_VARIABLES", "REF_NAME_RE", "REF_RE", "SECRET_NAME_RE", "check_env", "check_forwarding",
-           "is_credential_variable", "references", "resolve_env"]
+__all__ = [
+    "CREDENTIAL_VARIABLES",
+    "REF_NAME_RE",
+    "REF_RE",
+    "SECRET_NAME_RE",
+    "check_env",
+    "check_forwarding",
+    "is_credential_variable",
+    "references",
+    "resolve_env",
+]
 
 #: Variables that hold the operator's credentials (or say where they are): a prefix ends in ``_``
 #: or ``*``, anything else is a whole name. Referenced from ``node.env``/``head.env`` only when
 #: ``node.forward_credentials`` names them.
 CREDENTIAL_VARIABLES: tuple[str, ...] = (
-    "AWS_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_", "AZURE_", "ARM_", "MSI_", "IDENTITY_ENDPOINT", "IDENTITY_HEADER",
-    "VAST_", "SPOTFLEET_", "PG*", "DATABASE_URL", "GITHUB_TOKEN", "GH_TOKEN", "KUBECONFIG",
+    "AWS_",
+    "GOOGLE_",
+    "GCLOUD_",
+    "CLOUDSDK_",
+    "AZURE_",
+    "ARM_",
+    "MSI_",
+    "IDENTITY_ENDPOINT",
+    "IDENTITY_HEADER",
+    "VAST_",
+    "SPOTFLEET_",
+    "PG*",
+    "DATABASE_URL",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "KUBECONFIG",
 )
 
 
 def is_credential_variable(name: str) -> bool:
     """Whether ``name`` is one of :data:`CREDENTIAL_VARIABLES` (case-insensitive)."""
     upper = name.upper()
-    return any(upper.startswith(p.rstrip("*")) if p.endswith(("_", "*")) else upper == p
-               for p in CREDENTIAL_VARIABLES)
+    return any(upper.startswith(p.rstrip("*")) if p.endswith(("_", "*")) else upper == p for p in CREDENTIAL_VARIABLES)
 
 
 def references(env: Mapping[str, str]) -> dict[str, list[str]]:
     """``{node variable: [referenced variables]}`` for every ``${env:NAME}`` in ``env``."""
-    return {name: [m.group(1) for m in REF_RE.finditer(value)] for name, value in env.items()
-            if REF_RE.search(value)}
+    return {name: [m.group(1) for m in REF_RE.finditer(value)] for name, value in env.items() if REF_RE.search(value)}
 
 
 def check_forwarding(env: Mapping[str, str], allowed: Sequence[str], field: str) -> None:
@@ -67,7 +88,8 @@ def check_forwarding(env: Mapping[str, str], allowed: Sequence[str], field: str)
                 raise ValueError(
                     f"{field}.{name} refers to ${{env:{ref}}}, a credential of the machine that runs `fleet up`, "
                     f"which would reach every node; remove it, or add {ref} to node.forward_credentials to "
-                    "send it on purpose")
+                    "send it on purpose"
+                )
 
 
 def check_env(env: Mapping[str, str]) -> None:
@@ -77,18 +99,22 @@ def check_env(env: Mapping[str, str]) -> None:
         if bad:
             raise ValueError(f"{name}: {bad[0][:40]!r} is not a reference; write ${{env:VARIABLE_NAME}}")
         if SECRET_NAME_RE.search(name) and value and not REF_RE.search(value):
-            raise ValueError(f"{name} looks like a secret and holds a literal value; write "
-                             f"'${{env:{name}}}' and export {name} where `fleet up` runs (secrets are never "
-                             "stored in specs, state or logs)")
+            raise ValueError(
+                f"{name} looks like a secret and holds a literal value; write "
+                f"'${{env:{name}}}' and export {name} where `fleet up` runs (secrets are never "
+                "stored in specs, state or logs)"
+            )
 
 
 def resolve_env(env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
     """``env`` with every reference replaced from ``environ``."""
     missing = sorted({m.group(1) for v in env.values() for m in REF_RE.finditer(v)} - set(environ))
     if missing:
-        raise FleetError(f"node.env refers to ${', $'.join(missing)}, not set where `fleet up` runs; "
-                         f"export {' and '.join(missing)} (the value goes to the nodes only, never into a file "
-                         "spotfleet keeps)")
+        raise FleetError(
+            f"node.env refers to ${', $'.join(missing)}, not set where `fleet up` runs; "
+            f"export {' and '.join(missing)} (the value goes to the nodes only, never into a file "
+            "spotfleet keeps)"
+        )
     for ref in {m.group(1) for v in env.values() for m in REF_RE.finditer(v)}:
         register_secret(environ[ref])
     return {name: REF_RE.sub(lambda m: environ[m.group(1)], value) for name, value in env.items()}

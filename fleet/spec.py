@@ -65,8 +65,8 @@ class Backend(str, Enum):
 
 
 class WorkloadKind(str, Enum):
-    INDEPENDENT = "independent"   # each node's loss costs only that node's work
-    COUPLED = "coupled"           # one lost node stalls the whole job
+    INDEPENDENT = "independent"  # each node's loss costs only that node's work
+    COUPLED = "coupled"  # one lost node stalls the whole job
 
 
 class Section(BaseModel):
@@ -92,15 +92,22 @@ def _or_list_of_names(schema: dict[str, Any], what: str, min_items: int = 1, nul
     mapping = {k: schema.pop(k) for k in list(schema) if k not in ("title", "description")}
     if null_values and "additionalProperties" in mapping:
         mapping["additionalProperties"] = {"anyOf": [mapping["additionalProperties"], {"type": "null"}]}
-    schema["anyOf"] = [mapping, {"type": "array", "items": {"type": "string"}, "minItems": min_items,
-                                 "description": f"shorthand: a list of {what}"}]
+    schema["anyOf"] = [
+        mapping,
+        {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": min_items,
+            "description": f"shorthand: a list of {what}",
+        },
+    ]
 
 
 class Capacity(Section):
     gpus: int = Field(gt=0, le=100_000, description="Target capacity: GPUs, each counted at its accelerator's weight.")
     accelerators: dict[str, float] = Field(
         description="Accepted accelerators: a list counts GPUs (every weight 1.0); a mapping gives each a "
-                    "relative throughput weight, e.g. {H200: 1.3, H100: 1.0}.",
+        "relative throughput weight, e.g. {H200: 1.3, H100: 1.0}.",
         json_schema_extra=lambda schema: _or_list_of_names(schema, "accelerator names, e.g. [H100, H200]"),
     )
     gpus_per_node: NodeRange = Field(default_factory=NodeRange)
@@ -113,7 +120,7 @@ class Capacity(Section):
             bad = [v for v in value if not isinstance(v, str)]
             if bad:
                 raise ValueError(f"list entries must be accelerator names, got {bad[0]!r}")
-            return {name: 1.0 for name in value}          # a list counts GPUs
+            return {name: 1.0 for name in value}  # a list counts GPUs
         return value
 
     @field_validator("accelerators")
@@ -153,12 +160,20 @@ class Budget(Section):
     max_per_hour: float | None = Field(default=None, gt=0, description="Fleet-wide cap in USD per hour.")
     max_per_gpu_hour: float | None = Field(default=None, gt=0, description="Skip offers above this USD per GPU-hour.")
     cap_action: Literal["warn", "replace", "destroy"] = Field(
-        default=DEFAULT_CAP_ACTION, description="What happens to an instance billed over its plan or the per-node cap: "
-        "warn, replace (make before break) or destroy.")
-    bill_tolerance: float = Field(default=DEFAULT_BILL_TOLERANCE, ge=0, le=10, description="How far above its planned price an "
-                                  "instance may bill before cap_action applies, as a fraction (0.10 = 10%).")
-    max_per_node: float | None = Field(default=None, gt=0, description="Hard cap in USD per hour for what any one "
-                                       "instance bills.")
+        default=DEFAULT_CAP_ACTION,
+        description="What happens to an instance billed over its plan or the per-node cap: "
+        "warn, replace (make before break) or destroy.",
+    )
+    bill_tolerance: float = Field(
+        default=DEFAULT_BILL_TOLERANCE,
+        ge=0,
+        le=10,
+        description="How far above its planned price an "
+        "instance may bill before cap_action applies, as a fraction (0.10 = 10%).",
+    )
+    max_per_node: float | None = Field(
+        default=None, gt=0, description="Hard cap in USD per hour for what any one instance bills."
+    )
 
 
 class VastBid(Section):
@@ -202,20 +217,32 @@ class ProviderSettings(Section):
 
 
 #: How every diversification share is measured (schema text and docs/concepts.md say the same).
-SHARE_RULE = (" A share is of the plan's spot part, the target minus the on-demand weighted GPUs the plan"
-              " holds, and never less than the smallest spot node on offer.")
+SHARE_RULE = (
+    " A share is of the plan's spot part, the target minus the on-demand weighted GPUs the plan"
+    " holds, and never less than the smallest spot node on offer."
+)
 
 
 class Diversification(Section):
-    max_pool_share: float = Field(default=0.5, gt=0, le=1, description=(
-        "Max share of the spot part in one pool." + SHARE_RULE))
+    max_pool_share: float = Field(
+        default=0.5, gt=0, le=1, description=("Max share of the spot part in one pool." + SHARE_RULE)
+    )
     min_pools: int = Field(default=1, ge=1, le=1000, description="Minimum number of spot pools used.")
-    max_zone_share: float = Field(default=0.5, gt=0, le=1, description=(
-        "Max share of the spot part in one zone (1 = no zone cap)." + SHARE_RULE))
-    max_region_share: float = Field(default=1.0, gt=0, le=1, description=(
-        "Max share of the spot part in one region (1 = no region cap)." + SHARE_RULE))
-    max_provider_share: float = Field(default=1.0, gt=0, le=1, description=(
-        "Max share of the spot part with one provider (1 = no provider cap)." + SHARE_RULE))
+    max_zone_share: float = Field(
+        default=0.5, gt=0, le=1, description=("Max share of the spot part in one zone (1 = no zone cap)." + SHARE_RULE)
+    )
+    max_region_share: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description=("Max share of the spot part in one region (1 = no region cap)." + SHARE_RULE),
+    )
+    max_provider_share: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description=("Max share of the spot part with one provider (1 = no provider cap)." + SHARE_RULE),
+    )
 
 
 class Workload(Section):
@@ -238,10 +265,12 @@ class Placement(str, Enum):
     ANY = "any"
 
 
-PLACEMENT_DESCRIPTION = ("Domain all nodes share: zone, region, provider or any; default region for "
-                         "workload.kind coupled, any for independent. A zone-level coupled plan asks for "
-                         "the provider's interconnect (cluster placement group, compact placement, "
-                         "proximity placement group).")
+PLACEMENT_DESCRIPTION = (
+    "Domain all nodes share: zone, region, provider or any; default region for "
+    "workload.kind coupled, any for independent. A zone-level coupled plan asks for "
+    "the provider's interconnect (cluster placement group, compact placement, "
+    "proximity placement group)."
+)
 #: Placement levels from finest to coarsest; a cap at a level from ``placement``'s on is off.
 PLACEMENT_LEVELS = ("zone", "region", "provider")
 
@@ -258,18 +287,30 @@ class Checkpoint(Section):
 class Node(Section):
     image: str = ""
     startup: str = ""
-    env: dict[str, str] = Field(default_factory=dict, description=(
-        "Environment of every node. Secrets are references resolved at launch: ${env:NAME} "
-        "(see fleet.secrets); a secret-looking name with a literal value is refused."))
-    forward_credentials: list[str] = Field(default_factory=list, description=(
-        "Credential variables (AWS_*, GOOGLE_*, AZURE_*, VAST_API_KEY, SPOTFLEET_*... see fleet.secrets) that "
-        "node.env and head.env may refer to; any other reference to one is refused."))
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Environment of every node. Secrets are references resolved at launch: ${env:NAME} "
+            "(see fleet.secrets); a secret-looking name with a literal value is refused."
+        ),
+    )
+    forward_credentials: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Credential variables (AWS_*, GOOGLE_*, AZURE_*, VAST_API_KEY, SPOTFLEET_*... see fleet.secrets) that "
+            "node.env and head.env may refer to; any other reference to one is refused."
+        ),
+    )
     ssh_key: str = ""
-    spotfleet: str = Field(default=SHIP, description=(
-        "How nodes get spotfleet: ship (default: a wheel of the spotfleet that runs `fleet up`, "
-        "stored in the fleet's checkpoint bucket), a pip requirement (a published version, e.g. "
-        "'spotfleet[s3]==0.1.0', or a VCS URL, e.g. 'git+https://host/spotfleet.git@v0.1.0'), or "
-        "preinstalled (the image has it)."))
+    spotfleet: str = Field(
+        default=SHIP,
+        description=(
+            "How nodes get spotfleet: ship (default: a wheel of the spotfleet that runs `fleet up`, "
+            "stored in the fleet's checkpoint bucket), a pip requirement (a published version, e.g. "
+            "'spotfleet[s3]==0.1.0', or a VCS URL, e.g. 'git+https://host/spotfleet.git@v0.1.0'), or "
+            "preinstalled (the image has it)."
+        ),
+    )
 
     @field_validator("forward_credentials")
     @classmethod
@@ -297,8 +338,10 @@ class Node(Section):
         if value in (SHIP, PREINSTALLED):
             return value
         if not _REQUIREMENT_RE.match(value) or not (value.lower().startswith("spotfleet") or "://" in value):
-            raise ValueError(f"use {SHIP!r}, {PREINSTALLED!r} or a pip requirement for spotfleet, e.g. "
-                             "'spotfleet[s3]==0.1.0' or 'git+https://host/spotfleet.git@v0.1.0'")
+            raise ValueError(
+                f"use {SHIP!r}, {PREINSTALLED!r} or a pip requirement for spotfleet, e.g. "
+                "'spotfleet[s3]==0.1.0' or 'git+https://host/spotfleet.git@v0.1.0'"
+            )
         return value
 
 
@@ -315,11 +358,14 @@ class Head(Section):
     provider: str = Field(default="", description="Pin the head to this provider; default: next to the workers.")
     region: str = Field(default="", description="Pin the head to this region; default: next to the workers.")
     port: int | None = Field(default=None, ge=1, le=65_535, description="Port the head serves on, given to workers.")
-    ready_timeout_seconds: float = Field(default=600, gt=0, le=86_400,
-                                         description="How long `fleet up` waits for the head to run.")
+    ready_timeout_seconds: float = Field(
+        default=600, gt=0, le=86_400, description="How long `fleet up` waits for the head to run."
+    )
     image: str = ""
     startup: str = ""
-    env: dict[str, str] = Field(default_factory=dict, description="Environment of the head nodes (secrets by reference).")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment of the head nodes (secrets by reference)."
+    )
 
     @field_validator("provider")
     @classmethod
@@ -352,38 +398,66 @@ class Rebalance(Section):
     """
 
     critical_gpus: int | None = Field(
-        default=None, ge=0,
-        description="Weighted GPUs kept up with on-demand when spot is short; default: the on-demand baseline.")
-    backoff_seconds: float = Field(default=600, gt=0, le=86_400,
-                                   description="Avoid a pool this long after it interrupted us or had no capacity.")
-    backoff_max_seconds: float = Field(default=6 * 3600, gt=0, le=7 * 86_400,
-                                       description="Cap of the back-off, which doubles per event in backoff_memory.")
-    backoff_memory_seconds: float = Field(default=24 * 3600, gt=0, le=30 * 86_400,
-                                          description="Events older than this no longer lengthen a back-off.")
-    min_saving: float = Field(default=0.2, ge=0, le=1,
-                              description="Return from on-demand to spot only when it saves this fraction.")
-    min_fallback_age_seconds: float = Field(default=1800, ge=0, le=7 * 86_400,
-                                            description="An on-demand fallback node runs at least this long.")
-    max_moves_per_pass: int = Field(default=2, ge=0, le=1000,
-                                    description="Disruption budget: on-demand nodes returned to spot per pass.")
-    return_cooldown_seconds: float = Field(default=0, ge=0, le=7 * 86_400,
-                                           description="Wait this long after a return before the next one.")
-    prior_hours: float = Field(default=100, gt=0, le=1_000_000,
-                               description="Weight of the catalog's interruption estimate, in instance-hours.")
-    hedge: bool = Field(default=False, description=(
-        "Hold spare spot capacity (the expected loss within one cold start, at least one node) and "
-        "keep every zone at or below the spares."))
-    cold_start_seconds: float = Field(default=600, ge=0, le=86_400,
-                                      description="How long a new node takes to do work (sizes the hedge).")
-    spot_moves: bool = Field(default=False, description=(
-        "Move spot nodes to a cheaper spot pool (make before break) on the terms of returns to spot."))
-    bridge: bool = Field(default=False, description=(
-        "Cover capacity that is lost or still starting with on-demand at once (up to critical_gpus), "
-        "released as soon as the ready rest covers the target."))
-    interruption_queue: bool = Field(default=False, description=(
-        "AWS: the fleet gets an SQS queue fed by EventBridge rules for spot interruption warnings, rebalance "
-        "recommendations and state changes, which `fleet rebalance --watch` reads to act within seconds; "
-        "`fleet down` deletes them. Needs sqs:* and events:* permissions on spotfleet-* names."))
+        default=None,
+        ge=0,
+        description="Weighted GPUs kept up with on-demand when spot is short; default: the on-demand baseline.",
+    )
+    backoff_seconds: float = Field(
+        default=600, gt=0, le=86_400, description="Avoid a pool this long after it interrupted us or had no capacity."
+    )
+    backoff_max_seconds: float = Field(
+        default=6 * 3600,
+        gt=0,
+        le=7 * 86_400,
+        description="Cap of the back-off, which doubles per event in backoff_memory.",
+    )
+    backoff_memory_seconds: float = Field(
+        default=24 * 3600, gt=0, le=30 * 86_400, description="Events older than this no longer lengthen a back-off."
+    )
+    min_saving: float = Field(
+        default=0.2, ge=0, le=1, description="Return from on-demand to spot only when it saves this fraction."
+    )
+    min_fallback_age_seconds: float = Field(
+        default=1800, ge=0, le=7 * 86_400, description="An on-demand fallback node runs at least this long."
+    )
+    max_moves_per_pass: int = Field(
+        default=2, ge=0, le=1000, description="Disruption budget: on-demand nodes returned to spot per pass."
+    )
+    return_cooldown_seconds: float = Field(
+        default=0, ge=0, le=7 * 86_400, description="Wait this long after a return before the next one."
+    )
+    prior_hours: float = Field(
+        default=100, gt=0, le=1_000_000, description="Weight of the catalog's interruption estimate, in instance-hours."
+    )
+    hedge: bool = Field(
+        default=False,
+        description=(
+            "Hold spare spot capacity (the expected loss within one cold start, at least one node) and "
+            "keep every zone at or below the spares."
+        ),
+    )
+    cold_start_seconds: float = Field(
+        default=600, ge=0, le=86_400, description="How long a new node takes to do work (sizes the hedge)."
+    )
+    spot_moves: bool = Field(
+        default=False,
+        description=("Move spot nodes to a cheaper spot pool (make before break) on the terms of returns to spot."),
+    )
+    bridge: bool = Field(
+        default=False,
+        description=(
+            "Cover capacity that is lost or still starting with on-demand at once (up to critical_gpus), "
+            "released as soon as the ready rest covers the target."
+        ),
+    )
+    interruption_queue: bool = Field(
+        default=False,
+        description=(
+            "AWS: the fleet gets an SQS queue fed by EventBridge rules for spot interruption warnings, rebalance "
+            "recommendations and state changes, which `fleet rebalance --watch` reads to act within seconds; "
+            "`fleet down` deletes them. Needs sqs:* and events:* permissions on spotfleet-* names."
+        ),
+    )
 
 
 class FleetSpec(Section):
@@ -392,9 +466,11 @@ class FleetSpec(Section):
     capacity: Capacity
     budget: Budget = Field(default_factory=Budget)
     providers: dict[str, SerializeAsAny[ProviderSettings]] = Field(
-        default_factory=dict, description="Per-provider settings; omit to allow every provider.",
-        json_schema_extra=lambda schema: _or_list_of_names(schema, "provider names, e.g. [aws, gcp]", min_items=0,
-                                                           null_values=True),
+        default_factory=dict,
+        description="Per-provider settings; omit to allow every provider.",
+        json_schema_extra=lambda schema: _or_list_of_names(
+            schema, "provider names, e.g. [aws, gcp]", min_items=0, null_values=True
+        ),
     )
     diversification: Diversification = Field(default_factory=Diversification)
     strategy: Strategy = Strategy.PRICE_CAPACITY_OPTIMIZED
@@ -441,29 +517,38 @@ class FleetSpec(Section):
     def _critical_between_baseline_and_target(self) -> FleetSpec:
         crit = self.rebalance.critical_gpus
         if crit is not None and not (self.capacity.on_demand_gpus <= crit <= self.capacity.gpus):
-            raise ValueError(f"rebalance.critical_gpus ({crit}) must lie between capacity.on_demand_gpus "
-                             f"({self.capacity.on_demand_gpus}) and capacity.gpus ({self.capacity.gpus})")
+            raise ValueError(
+                f"rebalance.critical_gpus ({crit}) must lie between capacity.on_demand_gpus "
+                f"({self.capacity.on_demand_gpus}) and capacity.gpus ({self.capacity.gpus})"
+            )
         return self
 
     @model_validator(mode="after")
     def _credentials_forwarded_on_purpose(self) -> FleetSpec:
-        allowed = self.node.forward_credentials      # node.env is checked by Node (its error names the line)
+        allowed = self.node.forward_credentials  # node.env is checked by Node (its error names the line)
         if self.head is not None:
             check_forwarding(self.head.env, allowed, "head.env")
-        used = {ref for env in (self.node.env, self.head.env if self.head else {})
-                for refs in references(env).values() for ref in refs}
+        used = {
+            ref
+            for env in (self.node.env, self.head.env if self.head else {})
+            for refs in references(env).values()
+            for ref in refs
+        }
         for name in allowed:
             if name not in used:
-                raise ValueError(f"node.forward_credentials names {name}, which neither node.env nor head.env "
-                                 f"refers to; remove it or refer to it as ${{env:{name}}}")
+                raise ValueError(
+                    f"node.forward_credentials names {name}, which neither node.env nor head.env "
+                    f"refers to; remove it or refer to it as ${{env:{name}}}"
+                )
         return self
 
     @model_validator(mode="after")
     def _head_pin_allowed(self) -> FleetSpec:
         pin = self.head.provider if self.head else ""
         if pin and self.providers and self.provider_settings(pin) is None:
-            raise ValueError(f"head.provider {pin!r} is not among the enabled providers; "
-                             "enable it under `providers` or drop the pin")
+            raise ValueError(
+                f"head.provider {pin!r} is not among the enabled providers; enable it under `providers` or drop the pin"
+            )
         return self
 
     @model_validator(mode="after")
@@ -472,11 +557,13 @@ class FleetSpec(Section):
         if level == "any":
             return self
         d = self.diversification
-        for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level):]:
+        for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level) :]:
             share = getattr(d, f"max_{lv}_share")
             if share < 1 and f"max_{lv}_share" in d.model_fields_set:
-                raise ValueError(f"diversification.max_{lv}_share {share:g} cannot hold with placement {level} "
-                                 f"(every node shares one {level}); drop it, or set placement to a level above {lv}")
+                raise ValueError(
+                    f"diversification.max_{lv}_share {share:g} cannot hold with placement {level} "
+                    f"(every node shares one {level}); drop it, or set placement to a level above {lv}"
+                )
         return self
 
     @property
@@ -509,7 +596,7 @@ class FleetSpec(Section):
 
     def spec_hash(self) -> str:
         data = self.model_dump(mode="json")
-        for path, unset in _ADDED_LATER:   # a spec that leaves them unset hashes as it always did
+        for path, unset in _ADDED_LATER:  # a spec that leaves them unset hashes as it always did
             parent = data
             for key in path[:-1]:
                 parent = parent.get(key) or {}
@@ -535,6 +622,7 @@ _ADDED_LATER: tuple[tuple[tuple[str, ...], Callable[[Any], bool]], ...] = (
 
 
 # ---- each provider's own settings model ----------------------------------------------------
+
 
 def settings_models() -> dict[str, type[ProviderSettings]]:
     """Provider name -> its settings model, from the providers' registration records
@@ -577,25 +665,31 @@ def _provider_settings(value: dict[str, Any]) -> dict[str, ProviderSettings]:
             for e in err.errors():
                 loc = (name, *e["loc"])
                 if e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
-                    problems.append(InitErrorDetails(type=PydanticCustomError(
-                        "provider_setting", _foreign_key(name, str(e["loc"][0]), model, settings_models())),
-                        loc=loc, input=e["input"]))
+                    problems.append(
+                        InitErrorDetails(
+                            type=PydanticCustomError(
+                                "provider_setting", _foreign_key(name, str(e["loc"][0]), model, settings_models())
+                            ),
+                            loc=loc,
+                            input=e["input"],
+                        )
+                    )
                 else:
-                    problems.append(InitErrorDetails(type=e["type"], loc=loc, input=e["input"],
-                                                     ctx=e.get("ctx") or {}))
+                    problems.append(InitErrorDetails(type=e["type"], loc=loc, input=e["input"], ctx=e.get("ctx") or {}))
     if problems:
         raise ValidationError.from_exception_data("providers", problems)
     return out
 
 
-def _foreign_key(name: str, key: str, model: type[ProviderSettings],
-                 models: dict[str, type[ProviderSettings]]) -> str:
+def _foreign_key(name: str, key: str, model: type[ProviderSettings], models: dict[str, type[ProviderSettings]]) -> str:
     from fleet.spec_input import short
 
     owners = [other for other, m in models.items() if other != name and key in m.model_fields]
     if owners:
-        return (f"{short(key)} is a setting of {' and '.join(owners)}, not of {name}: move it under "
-                f"providers.{owners[0]} or remove it")
+        return (
+            f"{short(key)} is a setting of {' and '.join(owners)}, not of {name}: move it under "
+            f"providers.{owners[0]} or remove it"
+        )
     fields = sorted(model.model_fields)
     hint = difflib.get_close_matches(key, fields, n=1)
     fix = f"did you mean {hint[0]!r}?" if hint else f"{name} settings are: {', '.join(fields)}"
@@ -603,6 +697,7 @@ def _foreign_key(name: str, key: str, model: type[ProviderSettings],
 
 
 # ---- loading and error reporting ---------------------------------------------------------
+
 
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the spec, for editors (``fleet spec schema``)."""

@@ -79,8 +79,9 @@ def read_spec_text(path: Path) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
-        raise SpecError([("", f"{path} is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}); "
-                              "save it as UTF-8")]) from None
+        raise SpecError(
+            [("", f"{path} is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}); save it as UTF-8")]
+        ) from None
 
 
 def load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
@@ -92,8 +93,9 @@ def load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
         try:
             root = loader.get_single_node()
         except _TooDeep as deep:
-            raise SpecError([("", f"the YAML is nested more than {MAX_DEPTH} levels deep "
-                                  f"(line {deep.line})")], source) from None
+            raise SpecError(
+                [("", f"the YAML is nested more than {MAX_DEPTH} levels deep (line {deep.line})")], source
+            ) from None
         if root is None:
             return None, None
         _check_graph(root, source)
@@ -102,8 +104,16 @@ def load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
         except yaml.YAMLError:
             raise
         except Exception as err:  # PyYAML's constructors raise ValueError, AttributeError... on odd tagged values
-            raise SpecError([("", f"a value cannot be read ({type(err).__name__}: {short(str(err))[1:-1]}); "
-                                  "check explicit tags such as !!timestamp and very long numbers")], source) from None
+            raise SpecError(
+                [
+                    (
+                        "",
+                        f"a value cannot be read ({type(err).__name__}: {short(str(err))[1:-1]}); "
+                        "check explicit tags such as !!timestamp and very long numbers",
+                    )
+                ],
+                source,
+            ) from None
     finally:
         loader.dispose()
 
@@ -131,7 +141,7 @@ class _Loader(yaml.SafeLoader):
 def _check_graph(root: yaml.Node, source: str) -> None:
     """Refuse deep nesting, self-containing aliases, alias bombs and duplicate keys, without
     recursion: sizes and heights are counted once per node, as if every alias were expanded."""
-    sizes: dict[int, tuple[int, int]] = {}   # id(node) -> (expanded values, expanded height)
+    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded values, expanded height)
     on_path: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -143,18 +153,33 @@ def _check_graph(root: yaml.Node, source: str) -> None:
             size, height = 1 + sum(s for s, _ in below), 1 + max((h for _, h in below), default=0)
             line = node.start_mark.line + 1
             if size > MAX_NODES:
-                raise SpecError([("", f"the YAML expands to more than {MAX_NODES:,} values (aliases repeating "
-                                      f"aliases, line {line}); a spec needs a few hundred")], source)
+                raise SpecError(
+                    [
+                        (
+                            "",
+                            f"the YAML expands to more than {MAX_NODES:,} values (aliases repeating "
+                            f"aliases, line {line}); a spec needs a few hundred",
+                        )
+                    ],
+                    source,
+                )
             if height > MAX_DEPTH:
-                raise SpecError([("", f"the YAML is nested more than {MAX_DEPTH} levels deep (line {line})")],
-                                source)
+                raise SpecError([("", f"the YAML is nested more than {MAX_DEPTH} levels deep (line {line})")], source)
             sizes[key] = (size, height)
             continue
         if key in sizes:
             continue
         if key in on_path:
-            raise SpecError([("", f"an alias on line {node.start_mark.line + 1} contains itself; "
-                                  "YAML aliases must not refer to an enclosing value")], source)
+            raise SpecError(
+                [
+                    (
+                        "",
+                        f"an alias on line {node.start_mark.line + 1} contains itself; "
+                        "YAML aliases must not refer to an enclosing value",
+                    )
+                ],
+                source,
+            )
         if isinstance(node, yaml.MappingNode):
             _no_duplicate_keys(node, source)
         on_path.add(key)
@@ -179,6 +204,7 @@ def _no_duplicate_keys(node: yaml.MappingNode, source: str) -> None:
         first = seen.get((key.tag, key.value))
         if first is not None:
             where = f"twice on line {line}" if first == line else f"on lines {first} and {line}"
-            raise SpecError([("", f"duplicate key {short(key.value)} {where}; "
-                                  "keep one (YAML would silently use the last)")], source)
+            raise SpecError(
+                [("", f"duplicate key {short(key.value)} {where}; keep one (YAML would silently use the last)")], source
+            )
         seen[(key.tag, key.value)] = line

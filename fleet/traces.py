@@ -14,10 +14,10 @@ from importlib import resources
 
 @dataclass(frozen=True)
 class Trace:
-    name: str                 # "h100/us-central1-a"
+    name: str  # "h100/us-central1-a"
     gap_seconds: int
     available: tuple[bool, ...]
-    spot_price: float | None = None       # whole a3-highgpu-8g, USD/h, where recorded
+    spot_price: float | None = None  # whole a3-highgpu-8g, USD/h, where recorded
     on_demand_price: float | None = None
 
     @property

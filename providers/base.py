@@ -67,8 +67,8 @@ class StorageSpec(BaseModel):
     region: str = ""
     keep_last: int = 3
     expire_days: int | None = None
-    prefix: str = ""            # the fleet's prefix inside the bucket (lifecycle rules may be limited to it)
-    fleet: str = ""             # the fleet the storage is for (tags, names of per-fleet resources)
+    prefix: str = ""  # the fleet's prefix inside the bucket (lifecycle rules may be limited to it)
+    fleet: str = ""  # the fleet the storage is for (tags, names of per-fleet resources)
 
 
 class BucketRef(BaseModel):
@@ -113,7 +113,7 @@ class Provider(Protocol):
     by instance (interruption notice, spot or not, zones) are its registration record's
     (``providers.kit.record.ProviderRecord``, ``providers.registry.record(name)``)."""
 
-    name: str                       # "aws", "gcp", ... (the local cloud simulates these names)
+    name: str  # "aws", "gcp", ... (the local cloud simulates these names)
 
     def list_offers(self, query: OfferQuery) -> list[Offer]:
         """Current offers; raises ProviderError when prices cannot be fetched."""

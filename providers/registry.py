@@ -28,8 +28,16 @@ from fleet.spec import Backend, FleetSpec, ProviderSettings
 from providers.base import Provider
 from providers.kit.record import AdapterFactory, CheckFunction, ProviderRecord
 
-__all__ = ["AdapterFactory", "CheckFunction", "ProviderRecord", "names", "records", "record", "settings_model",
-           "settings_models"]
+__all__ = [
+    "AdapterFactory",
+    "CheckFunction",
+    "ProviderRecord",
+    "names",
+    "records",
+    "record",
+    "settings_model",
+    "settings_models",
+]
 
 #: Provider name -> the package whose ``__init__`` declares its ``RECORD`` (one line per provider).
 PACKAGES: dict[str, str] = {
@@ -38,7 +46,7 @@ PACKAGES: dict[str, str] = {
     "azure": "providers.azure",
     "vast": "providers.vast",
     "oci": "providers.oci",
-    "lambda": "providers.lambda_cloud",      # ``lambda`` is a Python keyword
+    "lambda": "providers.lambda_cloud",  # ``lambda`` is a Python keyword
     "runpod": "providers.runpod",
 }
 
@@ -112,7 +120,7 @@ def require_sdk(*modules: str) -> None:
     for module in modules:
         try:
             found = importlib.util.find_spec(module)
-        except (ImportError, ValueError):    # a parent package missing or blocked
+        except (ImportError, ValueError):  # a parent package missing or blocked
             found = None
         if found is None:
             raise ModuleNotFoundError(f"No module named {module!r}", name=module)
@@ -132,8 +140,9 @@ def load_adapter(name: str) -> bool:
     except ModuleNotFoundError as err:
         from fleet.distribution import install_command
 
-        raise FleetError(f"the {name} adapter needs a package that is not installed ({err.name}): "
-                         f"{install_command(rec.extra)}") from err
+        raise FleetError(
+            f"the {name} adapter needs a package that is not installed ({err.name}): {install_command(rec.extra)}"
+        ) from err
     return True
 
 
@@ -180,8 +189,10 @@ def cannot_launch(spec: FleetSpec) -> dict[str, str]:
 def refusal(blocked: dict[str, str]) -> str:
     """The one line ``fleet up`` (and every command that launches) says for ``cannot_launch``."""
     one = len(blocked) == 1
-    return (f"cannot launch on {', '.join(blocked)}: {'; '.join(blocked.values())}; disable {'it' if one else 'them'} under "
-            "`providers:` in the spec, or set `backend: local` to run the fleet on the embedded simulated cloud")
+    return (
+        f"cannot launch on {', '.join(blocked)}: {'; '.join(blocked.values())}; disable {'it' if one else 'them'} under "
+        "`providers:` in the spec, or set `backend: local` to run the fleet on the embedded simulated cloud"
+    )
 
 
 def providers_for(spec: FleetSpec, home: Path, *, launchable_only: bool = False) -> dict[str, Provider]:
@@ -195,12 +206,13 @@ def providers_for(spec: FleetSpec, home: Path, *, launchable_only: bool = False)
         from providers.local import LocalCloud
 
         cloud = LocalCloud.open(local_cloud_root(home), time_scale=spec.local.time_scale, seed=spec.local.seed)
-        return {name: cloud.provider(name) for name in cloud.provider_names()
-                if spec.provider_settings(name) is not None}
+        return {
+            name: cloud.provider(name) for name in cloud.provider_names() if spec.provider_settings(name) is not None
+        }
     blocked = cannot_launch(spec)
     if blocked and not launchable_only:
         raise FleetError(refusal(blocked))
     wanted = [name for name in records() if spec.provider_settings(name) is not None and name not in blocked]
-    for name in wanted:             # every cheap refusal before the first adapter is imported
+    for name in wanted:  # every cheap refusal before the first adapter is imported
         preflight(name, spec)
     return {name: build_adapter(name, spec) for name in wanted}

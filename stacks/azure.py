@@ -35,8 +35,12 @@ from stacks.ownership import ignore_changes
 
 VMSS_TYPE = "azure-native:compute:VirtualMachineScaleSet"
 #: Spec strategy -> skuProfile allocation strategy.
-SKU_STRATEGY = {Strategy.PRICE_CAPACITY_OPTIMIZED: "CapacityOptimized", Strategy.CAPACITY_OPTIMIZED: "CapacityOptimized",
-                Strategy.LOWEST_PRICE: "LowestPrice", Strategy.DIVERSIFIED: "Prioritized"}
+SKU_STRATEGY = {
+    Strategy.PRICE_CAPACITY_OPTIMIZED: "CapacityOptimized",
+    Strategy.CAPACITY_OPTIMIZED: "CapacityOptimized",
+    Strategy.LOWEST_PRICE: "LowestPrice",
+    Strategy.DIVERSIFIED: "Prioritized",
+}
 BLOB_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
 
@@ -52,11 +56,16 @@ class AzureFleet(pulumi.ComponentResource):
         if settings and settings.resource_group:
             group_name: pulumi.Input[str] = settings.resource_group
         else:
-            group_name = azure.resources.ResourceGroup(f"{spec.name}-fleet", location=location,
-                                                       tags={"spotfleet:fleet": spec.name}, opts=child).name
-        identity = azure.managedidentity.UserAssignedIdentity(f"{spec.name}-node", resource_group_name=group_name,
-                                                              location=location, tags={"spotfleet:fleet": spec.name},
-                                                              opts=child)
+            group_name = azure.resources.ResourceGroup(
+                f"{spec.name}-fleet", location=location, tags={"spotfleet:fleet": spec.name}, opts=child
+            ).name
+        identity = azure.managedidentity.UserAssignedIdentity(
+            f"{spec.name}-node",
+            resource_group_name=group_name,
+            location=location,
+            tags={"spotfleet:fleet": spec.name},
+            opts=child,
+        )
         self.bucket_uri: pulumi.Output[str] | str = ""
         if spec.checkpoint.provider == "azure":
             self.bucket_uri = _storage(spec, group_name, location, identity, child)
@@ -76,8 +85,9 @@ def _eviction_policy(spec: FleetSpec) -> str:
     return settings.eviction_policy if settings else "Delete"
 
 
-def _scale_set(spec: FleetSpec, region: str, planned: list[PoolPlan], group_name, identity,
-               parent: pulumi.Resource) -> azure.compute.VirtualMachineScaleSet:
+def _scale_set(
+    spec: FleetSpec, region: str, planned: list[PoolPlan], group_name, identity, parent: pulumi.Resource
+) -> azure.compute.VirtualMachineScaleSet:
     ranked = sorted(planned, key=lambda p: (-p.count, p.pool.instance_type))
     sizes = list(dict.fromkeys(p.pool.instance_type for p in ranked))
     baseline = sum(p.count for p in planned if not p.spot)
@@ -90,51 +100,99 @@ def _scale_set(spec: FleetSpec, region: str, planned: list[PoolPlan], group_name
     ssh_key = spec.node.ssh_key.strip() or fleet_public_key(default_home(os.environ), spec.name)
     ssh = [{"path": f"/home/{ADMIN_USER}/.ssh/authorized_keys", "key_data": ssh_key}]
     return azure.compute.VirtualMachineScaleSet(
-        f"{spec.name}-{region}", resource_group_name=group_name, location=region,
-        orchestration_mode="Flexible", platform_fault_domain_count=1, single_placement_group=False,
+        f"{spec.name}-{region}",
+        resource_group_name=group_name,
+        location=region,
+        orchestration_mode="Flexible",
+        platform_fault_domain_count=1,
+        single_placement_group=False,
         sku={"name": "Mix", "capacity": total},
-        sku_profile={"vm_sizes": [{"name": s, "rank": i} for i, s in enumerate(sizes)],
-                     "allocation_strategy": SKU_STRATEGY[spec.strategy]},
+        sku_profile={
+            "vm_sizes": [{"name": s, "rank": i} for i, s in enumerate(sizes)],
+            "allocation_strategy": SKU_STRATEGY[spec.strategy],
+        },
         priority_mix_policy={"base_regular_priority_count": baseline, "regular_priority_percentage_above_base": 0},
         identity={"type": "UserAssigned", "user_assigned_identities": [identity.id]},
         virtual_machine_profile={
-            "priority": "Spot", "eviction_policy": _eviction_policy(spec), "billing_profile": {"max_price": -1},
-            "os_profile": {"computer_name_prefix": re.sub(r"[^a-z0-9-]", "", spec.name)[:9],
-                           "admin_username": ADMIN_USER,
-                           "custom_data": pulumi.Output.secret(custom_data) if ranked[0].secret else custom_data,
-                           "linux_configuration": {"disable_password_authentication": True,
-                                                   "ssh": {"public_keys": ssh}}},
-            "storage_profile": {"image_reference": image_reference(spec.node.image),
-                                "os_disk": {"create_option": "FromImage", "disk_size_gb": 200,
-                                            "delete_option": "Delete"}},
-            "scheduled_events_profile": {"terminate_notification_profile": {"enable": True,
-                                                                            "not_before_timeout": "PT5M"}},
+            "priority": "Spot",
+            "eviction_policy": _eviction_policy(spec),
+            "billing_profile": {"max_price": -1},
+            "os_profile": {
+                "computer_name_prefix": re.sub(r"[^a-z0-9-]", "", spec.name)[:9],
+                "admin_username": ADMIN_USER,
+                "custom_data": pulumi.Output.secret(custom_data) if ranked[0].secret else custom_data,
+                "linux_configuration": {"disable_password_authentication": True, "ssh": {"public_keys": ssh}},
+            },
+            "storage_profile": {
+                "image_reference": image_reference(spec.node.image),
+                "os_disk": {"create_option": "FromImage", "disk_size_gb": 200, "delete_option": "Delete"},
+            },
+            "scheduled_events_profile": {
+                "terminate_notification_profile": {"enable": True, "not_before_timeout": "PT5M"}
+            },
         },
         tags=tags,
-        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=ignore_changes(VMSS_TYPE, spot=baseline < total)))
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=ignore_changes(VMSS_TYPE, spot=baseline < total)),
+    )
 
 
 def _storage(spec: FleetSpec, group_name, location: str, identity, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
     keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=True, retain_on_delete=True))
     account_name = azure_account(spec)
     account = azure.storage.StorageAccount(
-        f"{spec.name}-checkpoints", account_name=account_name, resource_group_name=group_name, location=location,
-        kind="StorageV2", sku={"name": "Standard_LRS"}, allow_blob_public_access=False, enable_https_traffic_only=True,
-        minimum_tls_version="TLS1_2", tags={"spotfleet:fleet": spec.name}, opts=keep)
-    container = azure.storage.BlobContainer(f"{spec.name}-checkpoints", account_name=account.name,
-                                            container_name=spec.bucket, resource_group_name=group_name,
-                                            public_access="None", opts=keep)
+        f"{spec.name}-checkpoints",
+        account_name=account_name,
+        resource_group_name=group_name,
+        location=location,
+        kind="StorageV2",
+        sku={"name": "Standard_LRS"},
+        allow_blob_public_access=False,
+        enable_https_traffic_only=True,
+        minimum_tls_version="TLS1_2",
+        tags={"spotfleet:fleet": spec.name},
+        opts=keep,
+    )
+    container = azure.storage.BlobContainer(
+        f"{spec.name}-checkpoints",
+        account_name=account.name,
+        container_name=spec.bucket,
+        resource_group_name=group_name,
+        public_access="None",
+        opts=keep,
+    )
     prefix = (spec.checkpoint.prefix or spec.name).strip("/")
-    rules = [{"name": "expire-checkpoints", "type": "Lifecycle", "enabled": True, "definition": {
-        "filters": {"blob_types": ["blockBlob"], "prefix_match": [f"{spec.bucket}/{prefix}/"]},
-        "actions": {"base_blob": {"delete": {"days_after_modification_greater_than": spec.checkpoint.expire_days}}}}}
-        ] if spec.checkpoint.expire_days else []
+    rules = (
+        [
+            {
+                "name": "expire-checkpoints",
+                "type": "Lifecycle",
+                "enabled": True,
+                "definition": {
+                    "filters": {"blob_types": ["blockBlob"], "prefix_match": [f"{spec.bucket}/{prefix}/"]},
+                    "actions": {
+                        "base_blob": {"delete": {"days_after_modification_greater_than": spec.checkpoint.expire_days}}
+                    },
+                },
+            }
+        ]
+        if spec.checkpoint.expire_days
+        else []
+    )
     if rules:
-        azure.storage.ManagementPolicy(f"{spec.name}-checkpoints", account_name=account.name,
-                                       resource_group_name=group_name, management_policy_name="default",
-                                       policy={"rules": rules}, opts=child)
+        azure.storage.ManagementPolicy(
+            f"{spec.name}-checkpoints",
+            account_name=account.name,
+            resource_group_name=group_name,
+            management_policy_name="default",
+            policy={"rules": rules},
+            opts=child,
+        )
     azure.authorization.RoleAssignment(
-        f"{spec.name}-checkpoints", principal_id=identity.principal_id, principal_type="ServicePrincipal",
+        f"{spec.name}-checkpoints",
+        principal_id=identity.principal_id,
+        principal_type="ServicePrincipal",
         role_definition_id=f"/providers/Microsoft.Authorization/roleDefinitions/{BLOB_CONTRIBUTOR}",
-        scope=container.id, opts=child)
+        scope=container.id,
+        opts=child,
+    )
     return container.name.apply(lambda c: f"az://{c}@{account_name}/{prefix}")

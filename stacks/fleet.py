@@ -24,15 +24,24 @@ from stacks.layout import STORE_PROVIDER, SUPPORTED, by_provider, pools
 class SpotFleet(pulumi.ComponentResource):
     """The plan's pools on every provider, with the checkpoint store and node identities."""
 
-    def __init__(self, name: str, spec: FleetSpec, plan: Plan, *, env: Mapping[str, str] | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: FleetSpec,
+        plan: Plan,
+        *,
+        env: Mapping[str, str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("spotfleet:index:SpotFleet", name, None, opts)
         planned = pools(spec, plan, env)
         groups = by_provider(planned)
         unsupported = sorted(set(groups) - set(SUPPORTED))
         if unsupported:
-            raise FleetError(f"the plan uses {', '.join(unsupported)}, which Pulumi stacks do not declare; "
-                             f"disable it under `providers:` and plan again")
+            raise FleetError(
+                f"the plan uses {', '.join(unsupported)}, which Pulumi stacks do not declare; "
+                f"disable it under `providers:` and plan again"
+            )
         store = STORE_PROVIDER.get(spec.checkpoint.provider)
         if store and store not in groups:
             groups[store] = []
@@ -44,11 +53,20 @@ class SpotFleet(pulumi.ComponentResource):
         self.counts = {p.pool.id: p.count for p in planned}
         self.price_per_hour = round(sum(p.offer.price_per_hour * p.count for p in planned), 6)
         self.plan_id = plan.id
-        self.groups = {provider: getattr(c, "fleet_ids", None) or getattr(c, "group_ids", None)
-                       or getattr(c, "instance_ids", {}) for provider, c in self.components.items()}
+        self.groups = {
+            provider: getattr(c, "fleet_ids", None) or getattr(c, "group_ids", None) or getattr(c, "instance_ids", {})
+            for provider, c in self.components.items()
+        }
         self.bucket_uri = self.components[store].bucket_uri if store else ""
-        self.register_outputs({"counts": self.counts, "price_per_hour": self.price_per_hour,
-                               "plan_id": self.plan_id, "groups": self.groups, "bucket_uri": self.bucket_uri})
+        self.register_outputs(
+            {
+                "counts": self.counts,
+                "price_per_hour": self.price_per_hour,
+                "plan_id": self.plan_id,
+                "groups": self.groups,
+                "bucket_uri": self.bucket_uri,
+            }
+        )
 
 
 def _component(provider: str) -> type:
@@ -57,10 +75,11 @@ def _component(provider: str) -> type:
 
     from providers.registry import record
 
-    module, _, cls = record(provider).pulumi_stack.partition(":")      # "stacks.aws:AwsFleet"
+    module, _, cls = record(provider).pulumi_stack.partition(":")  # "stacks.aws:AwsFleet"
     try:
         return vars(importlib.import_module(module))[cls]
     except ModuleNotFoundError as err:
         sdk = {"aws": "pulumi-aws", "gcp": "pulumi-gcp", "azure": "pulumi-azure-native"}.get(provider, err.name)
-        raise FleetError(f"the plan uses {provider} but {sdk} is not installed: pip install "
-                         f"'spotfleet[pulumi]'") from None
+        raise FleetError(
+            f"the plan uses {provider} but {sdk} is not installed: pip install 'spotfleet[pulumi]'"
+        ) from None

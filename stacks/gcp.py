@@ -34,8 +34,13 @@ class GcpFleet(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         settings = spec.provider_settings("gcp")
         project = (settings.project if settings else "") or None
-        account = gcp.serviceaccount.Account(f"{spec.name}-node", account_id=f"{spec.name}-node"[:30],
-                                             display_name=f"spotfleet {spec.name} nodes", project=project, opts=child)
+        account = gcp.serviceaccount.Account(
+            f"{spec.name}-node",
+            account_id=f"{spec.name}-node"[:30],
+            display_name=f"spotfleet {spec.name} nodes",
+            project=project,
+            opts=child,
+        )
         self.bucket = None
         self.bucket_uri: pulumi.Output[str] | str = ""
         if spec.checkpoint.provider == "gcs":
@@ -43,42 +48,79 @@ class GcpFleet(pulumi.ComponentResource):
             prefix = (spec.checkpoint.prefix or spec.name).strip("/")
             self.bucket_uri = self.bucket.name.apply(lambda b: f"gs://{b}/{prefix}")
             gcp.storage.BucketIAMMember(
-                f"{spec.name}-checkpoints", bucket=self.bucket.name, role="roles/storage.objectUser",
+                f"{spec.name}-checkpoints",
+                bucket=self.bucket.name,
+                role="roles/storage.objectUser",
                 member=account.email.apply(lambda e: f"serviceAccount:{e}"),
-                condition={"title": "checkpoint-prefix", "expression": self.bucket.name.apply(
-                    lambda b: f'resource.name.startsWith("projects/_/buckets/{b}/objects/{prefix}/")')},
-                opts=child)
+                condition={
+                    "title": "checkpoint-prefix",
+                    "expression": self.bucket.name.apply(
+                        lambda b: f'resource.name.startsWith("projects/_/buckets/{b}/objects/{prefix}/")'
+                    ),
+                },
+                opts=child,
+            )
         self.group_ids: dict[str, pulumi.Output[str]] = {}
         for p in pools:
             template = _template(spec, p, account, project, child)
             group = gcp.compute.RegionInstanceGroupManager(
-                p.name, base_instance_name=p.name, region=p.pool.region, project=project,
+                p.name,
+                base_instance_name=p.name,
+                region=p.pool.region,
+                project=project,
                 distribution_policy_zones=[p.pool.zone] if p.pool.zone else None,
                 versions=[{"name": "primary", "instance_template": template.self_link_unique}],
-                target_size=p.count, wait_for_instances=False,
-                update_policy={"type": "OPPORTUNISTIC", "minimal_action": "REPLACE",
-                               "instance_redistribution_type": "NONE"},
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=ignore_changes(MIG_TYPE, spot=p.spot)))
+                target_size=p.count,
+                wait_for_instances=False,
+                update_policy={
+                    "type": "OPPORTUNISTIC",
+                    "minimal_action": "REPLACE",
+                    "instance_redistribution_type": "NONE",
+                },
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=ignore_changes(MIG_TYPE, spot=p.spot)),
+            )
             self.group_ids[p.name] = group.id
         self.register_outputs({"group_ids": self.group_ids, "bucket_uri": self.bucket_uri})
 
 
-def _template(spec: FleetSpec, p: PoolPlan, account: gcp.serviceaccount.Account, project: str | None,
-              opts: pulumi.ResourceOptions) -> gcp.compute.InstanceTemplate:
-    scheduling = ({"provisioning_model": "SPOT", "preemptible": True, "automatic_restart": False,
-                   "on_host_maintenance": "TERMINATE", "instance_termination_action": "DELETE"} if p.spot else
-                  {"provisioning_model": "STANDARD", "preemptible": False, "automatic_restart": True,
-                   "on_host_maintenance": "TERMINATE"})
+def _template(
+    spec: FleetSpec, p: PoolPlan, account: gcp.serviceaccount.Account, project: str | None, opts: pulumi.ResourceOptions
+) -> gcp.compute.InstanceTemplate:
+    scheduling = (
+        {
+            "provisioning_model": "SPOT",
+            "preemptible": True,
+            "automatic_restart": False,
+            "on_host_maintenance": "TERMINATE",
+            "instance_termination_action": "DELETE",
+        }
+        if p.spot
+        else {
+            "provisioning_model": "STANDARD",
+            "preemptible": False,
+            "automatic_restart": True,
+            "on_host_maintenance": "TERMINATE",
+        }
+    )
     script = render(p.boot)
     return gcp.compute.InstanceTemplate(
-        p.name, name_prefix=f"{p.name}-", machine_type=p.pool.instance_type, project=project, region=p.pool.region,
+        p.name,
+        name_prefix=f"{p.name}-",
+        machine_type=p.pool.instance_type,
+        project=project,
+        region=p.pool.region,
         disks=[{"boot": True, "auto_delete": True, "source_image": DEFAULT_IMAGE, "disk_size_gb": 200}],
-        network_interfaces=[{"network": "default"}], scheduling=scheduling,
-        metadata={"startup-script": pulumi.Output.secret(script) if p.secret else script,
-                  "spotfleet-fleet": spec.name, "spotfleet-pool": p.pool.id},
+        network_interfaces=[{"network": "default"}],
+        scheduling=scheduling,
+        metadata={
+            "startup-script": pulumi.Output.secret(script) if p.secret else script,
+            "spotfleet-fleet": spec.name,
+            "spotfleet-pool": p.pool.id,
+        },
         labels=gcp_labels(p.tags),
         service_account={"email": account.email, "scopes": ["cloud-platform"]},
-        opts=opts)
+        opts=opts,
+    )
 
 
 def _bucket(spec: FleetSpec, project: str | None, child: pulumi.ResourceOptions) -> gcp.storage.Bucket:
@@ -86,7 +128,14 @@ def _bucket(spec: FleetSpec, project: str | None, child: pulumi.ResourceOptions)
     if spec.checkpoint.expire_days:
         rules.append({"action": {"type": "Delete"}, "condition": {"age": spec.checkpoint.expire_days}})
     keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=True, retain_on_delete=True))
-    return gcp.storage.Bucket(f"{spec.name}-checkpoints", name=spec.bucket, project=project,
-                              location=(spec.checkpoint.region or "US").upper(), uniform_bucket_level_access=True,
-                              public_access_prevention="enforced", lifecycle_rules=rules,
-                              labels={"spotfleet_fleet": spec.name}, opts=keep)
+    return gcp.storage.Bucket(
+        f"{spec.name}-checkpoints",
+        name=spec.bucket,
+        project=project,
+        location=(spec.checkpoint.region or "US").upper(),
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        lifecycle_rules=rules,
+        labels={"spotfleet_fleet": spec.name},
+        opts=keep,
+    )

@@ -45,7 +45,7 @@ class PoolPlan:
     name: str
     tags: Mapping[str, str]
     boot: NodeBoot
-    secret: bool = False    # the start-up script holds resolved ``${env:...}`` values
+    secret: bool = False  # the start-up script holds resolved ``${env:...}`` values
 
     @property
     def offer(self) -> Offer:
@@ -104,7 +104,8 @@ def require_node_software(spec: FleetSpec) -> None:
             "node.spotfleet is 'ship' (the default), which only `fleet up` can do (a wheel URL minted at each "
             "launch); a Pulumi stack's templates start nodes long after such a URL expired. Set node.spotfleet "
             "to a pip requirement the nodes can install (e.g. 'git+https://host/spotfleet.git@<commit>' or "
-            "'spotfleet[s3]==0.1.0' from your index) or to 'preinstalled' (node.image has spotfleet)")
+            "'spotfleet[s3]==0.1.0' from your index) or to 'preinstalled' (node.image has spotfleet)"
+        )
 
 
 def pools(spec: FleetSpec, plan: Plan, env: Mapping[str, str] | None = None) -> list[PoolPlan]:
@@ -115,11 +116,15 @@ def pools(spec: FleetSpec, plan: Plan, env: Mapping[str, str] | None = None) -> 
     for a different spec by mistake, and when ``node.spotfleet`` is ``ship`` (:func:`require_node_software`).
     """
     if plan.fleet != spec.name:
-        raise FleetError(f"the plan is for fleet {plan.fleet!r} but the spec is {spec.name!r}: "
-                         f"run `fleet plan SPEC --out plan.json` for this spec")
+        raise FleetError(
+            f"the plan is for fleet {plan.fleet!r} but the spec is {spec.name!r}: "
+            f"run `fleet plan SPEC --out plan.json` for this spec"
+        )
     if plan.spec_hash != spec.spec_hash():
-        raise FleetError(f"the plan was made for another version of spec {spec.name!r} "
-                         f"(spec hash {plan.spec_hash}, now {spec.spec_hash()}): plan again with --out")
+        raise FleetError(
+            f"the plan was made for another version of spec {spec.name!r} "
+            f"(spec hash {plan.spec_hash}, now {spec.spec_hash()}): plan again with --out"
+        )
     require_node_software(spec)
     uri = checkpoint_uri(spec)
     node_env = dict(spec.node.env if env is None else env)
@@ -129,11 +134,25 @@ def pools(spec: FleetSpec, plan: Plan, env: Mapping[str, str] | None = None) -> 
         if alloc.count <= 0:
             continue
         pool = alloc.offer.pool
-        boot = NodeBoot(fleet=spec.name, pool=pool.id, provider=pool.provider, command=spec.node.startup,
-                        checkpoint_uri=uri, env=node_env, spotfleet=spec.node.spotfleet)
-        out.append(PoolPlan(allocation=alloc, weight=spec.weight(alloc.offer.accelerator) or 1.0,
-                            name=logical_name(pool), tags=fleet_tags(spec.name, pool, plan.id), boot=boot,
-                            secret=secret))
+        boot = NodeBoot(
+            fleet=spec.name,
+            pool=pool.id,
+            provider=pool.provider,
+            command=spec.node.startup,
+            checkpoint_uri=uri,
+            env=node_env,
+            spotfleet=spec.node.spotfleet,
+        )
+        out.append(
+            PoolPlan(
+                allocation=alloc,
+                weight=spec.weight(alloc.offer.accelerator) or 1.0,
+                name=logical_name(pool),
+                tags=fleet_tags(spec.name, pool, plan.id),
+                boot=boot,
+                secret=secret,
+            )
+        )
     return out
 
 

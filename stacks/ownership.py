@@ -15,19 +15,23 @@ from __future__ import annotations
 
 #: Pulumi type -> input paths (Pulumi's camelCase property paths) the rebalancer changes.
 REBALANCER_OWNS: dict[str, tuple[str, ...]] = {
-    "aws:ec2/fleet:Fleet": ("targetCapacitySpecification.totalTargetCapacity",
-                            "targetCapacitySpecification.spotTargetCapacity"),
+    "aws:ec2/fleet:Fleet": (
+        "targetCapacitySpecification.totalTargetCapacity",
+        "targetCapacitySpecification.spotTargetCapacity",
+    ),
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": ("targetSize",),
     "azure-native:compute:VirtualMachineScaleSet": ("sku.capacity",),
     "pulumi-python:dynamic:Resource": ("count",),
 }
 
 #: What Pulumi alone owns (documentation and the ownership test read it).
-PULUMI_OWNS = ("launch templates and instance templates (image, start-up script, tags)",
-               "fleets, groups and scale sets themselves, their pools, weights and strategy",
-               "the on-demand baseline (count or target)",
-               "checkpoint buckets, their lifecycle and protection",
-               "roles, instance profiles, service accounts and managed identities")
+PULUMI_OWNS = (
+    "launch templates and instance templates (image, start-up script, tags)",
+    "fleets, groups and scale sets themselves, their pools, weights and strategy",
+    "the on-demand baseline (count or target)",
+    "checkpoint buckets, their lifecycle and protection",
+    "roles, instance profiles, service accounts and managed identities",
+)
 
 
 def ignore_changes(resource_type: str, *, spot: bool) -> list[str]:

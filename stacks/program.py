@@ -31,8 +31,9 @@ def main(root: str | Path = ".") -> SpotFleet:
     try:
         plan = Plan.from_json(plan_path.read_text())
     except OSError as err:
-        raise FleetError(f"cannot read the plan {plan_path}: {err.strerror}; run `fleet plan SPEC --out "
-                         f"{plan_path.name}`") from None
+        raise FleetError(
+            f"cannot read the plan {plan_path}: {err.strerror}; run `fleet plan SPEC --out {plan_path.name}`"
+        ) from None
     fleet = SpotFleet(spec.name, spec, plan, env=resolve_env(spec.node.env, os.environ))
     pulumi.export("counts", fleet.counts)
     pulumi.export("price_per_hour", fleet.price_per_hour)

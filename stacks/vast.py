@@ -36,6 +36,7 @@ REPLACE_ON = ("fleet", "pool", "node", "settings")
 
 def _default_adapter(settings: dict[str, Any], max_per_gpu_hour: float | None):
     from providers.vast.provider import VastProvider
+
     return VastProvider(VastSettings.model_validate(settings), max_per_gpu_hour=max_per_gpu_hour)
 
 
@@ -51,13 +52,18 @@ class VastPoolProvider(dynamic.ResourceProvider):
     def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
         ids = self._launch(props, props["count"], props["token"])
         if not ids and props["count"] > 0:
-            raise RuntimeError(f"vast: no instance could be rented in pool {props['pool']}; plan again "
-                               "(`fleet plan --out`) and run `pulumi up`")
+            raise RuntimeError(
+                f"vast: no instance could be rented in pool {props['pool']}; plan again "
+                "(`fleet plan --out`) and run `pulumi up`"
+            )
         return dynamic.CreateResult(id_=props["token"], outs={**props, "instance_ids": ids})
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
-        changed = [k for k in ("fleet", "pool", "node", "settings", "count", "offer", "tags", "max_per_gpu_hour")
-                   if olds.get(k) != news.get(k)]
+        changed = [
+            k
+            for k in ("fleet", "pool", "node", "settings", "count", "offer", "tags", "max_per_gpu_hour")
+            if olds.get(k) != news.get(k)
+        ]
         replaces = [k for k in changed if k in REPLACE_ON]
         return dynamic.DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
 
@@ -81,18 +87,29 @@ class VastPoolProvider(dynamic.ResourceProvider):
     def _launch(self, props: dict[str, Any], count: int, token: str, adapter=None) -> list[str]:
         adapter = adapter or self._adapter(props["settings"], props.get("max_per_gpu_hour"))
         node = props["node"]
-        request = LaunchRequest(fleet=props["fleet"], offer=Offer.model_validate(props["offer"]), count=count,
-                                token=token, tags=dict(props["tags"]),
-                                node=NodeConfig(image=node.get("image", ""), startup=node.get("startup", ""),
-                                                env=dict(node.get("env") or {}),
-                                                checkpoint_uri=node.get("checkpoint_uri", ""),
-                                                spotfleet=node.get("spotfleet", "preinstalled")))
+        request = LaunchRequest(
+            fleet=props["fleet"],
+            offer=Offer.model_validate(props["offer"]),
+            count=count,
+            token=token,
+            tags=dict(props["tags"]),
+            node=NodeConfig(
+                image=node.get("image", ""),
+                startup=node.get("startup", ""),
+                env=dict(node.get("env") or {}),
+                checkpoint_uri=node.get("checkpoint_uri", ""),
+                spotfleet=node.get("spotfleet", "preinstalled"),
+            ),
+        )
         return [i.id for i in adapter.launch(request).instances]
 
     @staticmethod
     def _instances(adapter, props: dict[str, Any]) -> list:
-        return [i for i in adapter.list_instances(props["fleet"])
-                if i.pool.id == props["pool"] and i.state is not InstanceState.TERMINATED]
+        return [
+            i
+            for i in adapter.list_instances(props["fleet"])
+            if i.pool.id == props["pool"] and i.state is not InstanceState.TERMINATED
+        ]
 
 
 class VastPool(dynamic.Resource):
@@ -107,12 +124,23 @@ class VastPool(dynamic.Resource):
 def pool_inputs(spec: FleetSpec, p: PoolPlan) -> dict[str, Any]:
     """The inputs of ``p``'s VastPool (plain JSON; ``node.env`` may hold resolved secrets)."""
     settings = spec.provider_settings("vast")
-    return {"fleet": spec.name, "pool": p.pool.id, "offer": p.offer.model_dump(mode="json"), "count": p.count,
-            "token": f"pulumi-{spec.name}-{p.pool.short_hash}", "tags": dict(p.tags),
-            "node": {"image": spec.node.image, "startup": spec.node.startup, "env": dict(p.boot.env),
-                     "checkpoint_uri": p.boot.checkpoint_uri, "spotfleet": p.boot.spotfleet},
-            "settings": (settings or VastSettings()).model_dump(mode="json"),
-            "max_per_gpu_hour": spec.budget.max_per_gpu_hour}
+    return {
+        "fleet": spec.name,
+        "pool": p.pool.id,
+        "offer": p.offer.model_dump(mode="json"),
+        "count": p.count,
+        "token": f"pulumi-{spec.name}-{p.pool.short_hash}",
+        "tags": dict(p.tags),
+        "node": {
+            "image": spec.node.image,
+            "startup": spec.node.startup,
+            "env": dict(p.boot.env),
+            "checkpoint_uri": p.boot.checkpoint_uri,
+            "spotfleet": p.boot.spotfleet,
+        },
+        "settings": (settings or VastSettings()).model_dump(mode="json"),
+        "max_per_gpu_hour": spec.budget.max_per_gpu_hour,
+    }
 
 
 class VastFleet(pulumi.ComponentResource):
@@ -123,9 +151,12 @@ class VastFleet(pulumi.ComponentResource):
         self.instance_ids: dict[str, pulumi.Output] = {}
         for p in pools:
             props = pool_inputs(spec, p)
-            if p.secret:     # node.env holds resolved ${env:...} values: keep them encrypted in the state
+            if p.secret:  # node.env holds resolved ${env:...} values: keep them encrypted in the state
                 props["node"] = pulumi.Output.secret(props["node"])
-            resource = VastPool(p.name, props, pulumi.ResourceOptions(
-                parent=self, ignore_changes=ignore_changes(DYNAMIC_TYPE, spot=p.spot)))
+            resource = VastPool(
+                p.name,
+                props,
+                pulumi.ResourceOptions(parent=self, ignore_changes=ignore_changes(DYNAMIC_TYPE, spot=p.spot)),
+            )
             self.instance_ids[p.name] = resource.instance_ids
         self.register_outputs({"instance_ids": self.instance_ids})

@@ -36,50 +36,86 @@ import pgcluster  # noqa: E402
 SESSION_MARK = "FLEET_TEST_SESSION"
 
 #: Fixtures that start an emulator or a database server.
-EMULATOR_FIXTURES = frozenset({
-    "postgres_cluster",      # this file: a throwaway PostgreSQL cluster
-    "location_factory",      # tests/checkpoint: stores on moto S3, fake-gcs-server, Azurite
-    "aws_cli",               # tests/cli: moto behind the EC2 fault proxy
-    "gcs",                   # tests/cli/test_gcp_lifecycle.py: fake-gcs-server
-    "moto", "moto_url",      # tests/agent/test_run_guards.py, tests/providers/test_aws_node_credentials.py
-    "azurite",               # tests/checkpoint/test_azure_token.py, tests/providers/test_azure_node_credentials.py
-    "aws_moto",              # tests/providers: moto behind the EC2 proxy
-})
+EMULATOR_FIXTURES = frozenset(
+    {
+        "postgres_cluster",  # this file: a throwaway PostgreSQL cluster
+        "location_factory",  # tests/checkpoint: stores on moto S3, fake-gcs-server, Azurite
+        "aws_cli",  # tests/cli: moto behind the EC2 fault proxy
+        "gcs",  # tests/cli/test_gcp_lifecycle.py: fake-gcs-server
+        "moto",
+        "moto_url",  # tests/agent/test_run_guards.py, tests/providers/test_aws_node_credentials.py
+        "azurite",  # tests/checkpoint/test_azure_token.py, tests/providers/test_azure_node_credentials.py
+        "aws_moto",  # tests/providers: moto behind the EC2 proxy
+    }
+)
 #: Parametrised fixtures -> the parameters of theirs that start one.
 EMULATOR_PARAMS = {
     "state_url": ("postgresql",),
     "location": ("s3", "gs", "az"),
-    "harness": ("aws", "gcp", "azure"),      # tests/contract: moto, fake-gcs-server, Azurite (prefixes)
+    "harness": ("aws", "gcp", "azure"),  # tests/contract: moto, fake-gcs-server, Azurite (prefixes)
 }
 #: Modules (or single tests) whose tests start an emulator themselves.
 EMULATOR_PATHS = (
-    "tests/cli/test_aws_check.py", "tests/cli/test_examples_up.py", "tests/providers/test_aws_offers.py",
-    "tests/node_boot/", "tests/unit/test_shipping.py::test_an_s3_url",
+    "tests/cli/test_aws_check.py",
+    "tests/cli/test_examples_up.py",
+    "tests/providers/test_aws_offers.py",
+    "tests/node_boot/",
+    "tests/unit/test_shipping.py::test_an_s3_url",
     "tests/cli/test_node_credentials_cli.py::test_vast_nodes_get_the_fleets_scoped_key",
 )
 #: Suites whose tests take seconds each (measured with --durations on 2 loaded cores).
 SLOW_PATHS = (
-    "tests/node_boot/", "tests/chaos/", "tests/agent/test_elastic_run.py",
-    "tests/stacks/test_azure_stack.py", "tests/stacks/test_ownership.py", "tests/stacks/test_spot_fleet.py",
-    "tests/stacks/test_vast_dynamic.py", "tests/stacks/test_export.py",
+    "tests/node_boot/",
+    "tests/chaos/",
+    "tests/agent/test_elastic_run.py",
+    "tests/stacks/test_azure_stack.py",
+    "tests/stacks/test_ownership.py",
+    "tests/stacks/test_spot_fleet.py",
+    "tests/stacks/test_vast_dynamic.py",
+    "tests/stacks/test_export.py",
     # per-provider CLI lifecycles: `fleet` subprocesses against a provider's fake, several runs a test
-    "tests/cli/test_aws_cli.py", "tests/cli/test_aws_templates_cli.py", "tests/cli/test_logs_aws.py",
-    "tests/cli/test_azure_cli.py", "tests/cli/test_azure_ops_cli.py", "tests/cli/test_azure_first_contact_cli.py",
-    "tests/cli/test_azure_scaleset_cli.py", "tests/cli/test_gcp_lifecycle.py", "tests/cli/test_lambda_cli.py",
-    "tests/cli/test_runpod_cli.py", "tests/cli/test_oci_lifecycle.py", "tests/cli/test_vast_cli.py",
+    "tests/cli/test_aws_cli.py",
+    "tests/cli/test_aws_templates_cli.py",
+    "tests/cli/test_logs_aws.py",
+    "tests/cli/test_azure_cli.py",
+    "tests/cli/test_azure_ops_cli.py",
+    "tests/cli/test_azure_first_contact_cli.py",
+    "tests/cli/test_azure_scaleset_cli.py",
+    "tests/cli/test_gcp_lifecycle.py",
+    "tests/cli/test_lambda_cli.py",
+    "tests/cli/test_runpod_cli.py",
+    "tests/cli/test_oci_lifecycle.py",
+    "tests/cli/test_vast_cli.py",
     "tests/cli/test_examples_up.py",
     # seconds a test on 2 loaded cores (--durations): `fleet` subprocesses over the local cloud, node
     # agents, the framework glue on torch
-    "tests/cli/test_unreadable_provider_cli.py", "tests/cli/test_completion_cli.py", "tests/cli/test_honest_status.py",
-    "tests/cli/test_tables.py", "tests/cli/test_logs_cli.py", "tests/cli/test_saved_plan_cli.py",
-    "tests/cli/test_queue_example.py", "tests/cli/test_lifecycle_cli.py", "tests/cli/test_learned_rates_cli.py",
-    "tests/cli/test_repair_cli.py", "tests/cli/test_state_faults_cli.py", "tests/cli/test_rebalance_cli.py",
-    "tests/cli/test_status_list_cli.py", "tests/cli/test_secrets_cli.py", "tests/cli/test_rebalance_service.py",
-    "tests/cli/test_dashboard_cli.py", "tests/cli/test_provider_text.py", "tests/cli/test_simulate_cli.py",
-    "tests/cli/test_state_unwritable_cli.py", "tests/cli/test_status_watch.py", "tests/cli/test_billing_cli.py",
+    "tests/cli/test_unreadable_provider_cli.py",
+    "tests/cli/test_completion_cli.py",
+    "tests/cli/test_honest_status.py",
+    "tests/cli/test_tables.py",
+    "tests/cli/test_logs_cli.py",
+    "tests/cli/test_saved_plan_cli.py",
+    "tests/cli/test_queue_example.py",
+    "tests/cli/test_lifecycle_cli.py",
+    "tests/cli/test_learned_rates_cli.py",
+    "tests/cli/test_repair_cli.py",
+    "tests/cli/test_state_faults_cli.py",
+    "tests/cli/test_rebalance_cli.py",
+    "tests/cli/test_status_list_cli.py",
+    "tests/cli/test_secrets_cli.py",
+    "tests/cli/test_rebalance_service.py",
+    "tests/cli/test_dashboard_cli.py",
+    "tests/cli/test_provider_text.py",
+    "tests/cli/test_simulate_cli.py",
+    "tests/cli/test_state_unwritable_cli.py",
+    "tests/cli/test_status_watch.py",
+    "tests/cli/test_billing_cli.py",
     "tests/cli/test_startup_imports.py",
-    "tests/agent/test_glue_notice.py", "tests/agent/test_run.py", "tests/agent/test_adopt.py",
-    "tests/agent/test_local_cloud_node.py", "tests/checkpoint/integrations/",
+    "tests/agent/test_glue_notice.py",
+    "tests/agent/test_run.py",
+    "tests/agent/test_adopt.py",
+    "tests/agent/test_local_cloud_node.py",
+    "tests/checkpoint/integrations/",
 )
 
 
@@ -138,8 +174,10 @@ def _on_ci() -> bool:
 def postgres_cluster() -> Iterator[pgcluster.Cluster]:
     missing = pgcluster.missing_binaries()
     if missing:
-        reason = (f"no PostgreSQL server binaries ({', '.join(missing)} not on PATH or under "
-                  "/usr/lib/postgresql/*/bin); install Debian's postgresql package")
+        reason = (
+            f"no PostgreSQL server binaries ({', '.join(missing)} not on PATH or under "
+            "/usr/lib/postgresql/*/bin); install Debian's postgresql package"
+        )
         if _on_ci():
             pytest.fail(reason)
         pytest.skip(reason)

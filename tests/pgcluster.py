@@ -26,8 +26,10 @@ def find_binary(name: str) -> str | None:
     found = shutil.which(name)
     if found:
         return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
-                        key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
+    candidates = sorted(
+        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
+        key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0,
+    )
     return candidates[-1] if candidates else None
 
 
@@ -73,15 +75,45 @@ class Cluster:
         if self.user:
             shutil.chown(self.root, self.user)
         env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
-        out = subprocess.run(self._cmd(find_binary("initdb") or "initdb", "-D", str(self.data), "-U", SUPERUSER,
-                                       "--auth=trust", "-E", "UTF8", "--no-sync"),
-                             capture_output=True, text=True, env=env, cwd=self.root)
+        out = subprocess.run(
+            self._cmd(
+                find_binary("initdb") or "initdb",
+                "-D",
+                str(self.data),
+                "-U",
+                SUPERUSER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=self.root,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"initdb failed: {out.stderr.strip() or out.stdout.strip()}")
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        out = subprocess.run(self._cmd(find_binary("pg_ctl") or "pg_ctl", "-D", str(self.data), "-o", options,
-                                       "-l", str(self.root / "server.log"), "-w", "-t", "60", "start"),
-                             capture_output=True, text=True, env=env, cwd=self.root)
+        out = subprocess.run(
+            self._cmd(
+                find_binary("pg_ctl") or "pg_ctl",
+                "-D",
+                str(self.data),
+                "-o",
+                options,
+                "-l",
+                str(self.root / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=self.root,
+        )
         if out.returncode != 0:
             log = (self.root / "server.log").read_text() if (self.root / "server.log").exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {out.stderr.strip()} {log[-2000:]}")
@@ -102,8 +134,11 @@ class Cluster:
 
     def stop(self) -> None:
         if self.started:
-            subprocess.run(self._cmd(find_binary("pg_ctl") or "pg_ctl", "-D", str(self.data), "-m", "immediate",
-                                     "stop"), capture_output=True, cwd=self.root)
+            subprocess.run(
+                self._cmd(find_binary("pg_ctl") or "pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"),
+                capture_output=True,
+                cwd=self.root,
+            )
             self.started = False
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -113,6 +148,7 @@ if __name__ == "__main__":
     print(cluster.url(), flush=True)
     try:
         import signal
+
         signal.pause()
     except KeyboardInterrupt:
         pass

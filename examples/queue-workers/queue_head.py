@@ -37,10 +37,23 @@ class Queue:
     def __init__(self, tasks: int, units: int, lease_seconds: float, state: Path | None = None):
         self.units, self.lease_seconds, self.path = units, lease_seconds, state
         self.lock = threading.Lock()
-        self.tasks = {str(i): {"status": "pending", "progress": 0, "state": None, "lease": None, "worker": None,
-                               "renewed": 0.0, "result": None, "completions": 0, "requeues": 0, "expired": 0,
-                               "redone_units": 0, "best_progress": 0}
-                      for i in range(tasks)}
+        self.tasks = {
+            str(i): {
+                "status": "pending",
+                "progress": 0,
+                "state": None,
+                "lease": None,
+                "worker": None,
+                "renewed": 0.0,
+                "result": None,
+                "completions": 0,
+                "requeues": 0,
+                "expired": 0,
+                "redone_units": 0,
+                "best_progress": 0,
+            }
+            for i in range(tasks)
+        }
         self.refused = 0
         self.started = time.time()
         self.finished_at: float | None = None
@@ -71,8 +84,13 @@ class Queue:
                     lease = uuid.uuid4().hex
                     t.update(status="leased", lease=lease, worker=worker, renewed=now)
                     self._save()
-                    return {"task": name, "lease": lease, "progress": t["progress"], "state": t["state"],
-                            "units": self.units}
+                    return {
+                        "task": name,
+                        "lease": lease,
+                        "progress": t["progress"],
+                        "state": t["state"],
+                        "units": self.units,
+                    }
             return {"wait": True}
 
     def _held(self, body: dict) -> dict | None:
@@ -120,17 +138,22 @@ class Queue:
         with self.lock:
             self._expire(time.time())
             done = [t for t in self.tasks.values() if t["status"] == "done"]
-            return {"tasks": self.tasks, "done": len(done), "total": len(self.tasks),
-                    "finished": len(done) == len(self.tasks), "refused_completions": self.refused,
-                    "requeues": sum(t["requeues"] for t in self.tasks.values()),
-                    "expired_leases": sum(t["expired"] for t in self.tasks.values()),
-                    "redone_units": sum(t["redone_units"] for t in self.tasks.values()),
-                    "elapsed_seconds": (self.finished_at or time.time()) - self.started}
+            return {
+                "tasks": self.tasks,
+                "done": len(done),
+                "total": len(self.tasks),
+                "finished": len(done) == len(self.tasks),
+                "refused_completions": self.refused,
+                "requeues": sum(t["requeues"] for t in self.tasks.values()),
+                "expired_leases": sum(t["expired"] for t in self.tasks.values()),
+                "redone_units": sum(t["redone_units"] for t in self.tasks.values()),
+                "elapsed_seconds": (self.finished_at or time.time()) - self.started,
+            }
 
 
 def handler(queue: Queue) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:      # quiet: one line per request is noise
+        def log_message(self, *args: object) -> None:  # quiet: one line per request is noise
             pass
 
         def _reply(self, code: int, body: dict) -> None:
@@ -168,6 +191,7 @@ def handler(queue: Queue) -> type[BaseHTTPRequestHandler]:
                 self._reply(200 if ok else 409, {"ok": ok})
             else:
                 self._reply(404, {"error": "unknown path"})
+
     return Handler
 
 

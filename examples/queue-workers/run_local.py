@@ -52,8 +52,7 @@ def free_port() -> int:
 
 
 def fleet(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleet.cli.main", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "fleet.cli.main", *args], capture_output=True, text=True, timeout=300)
 
 
 def status(port: int) -> dict | None:
@@ -71,12 +70,15 @@ def run(args: argparse.Namespace) -> dict:
     cloud = LocalCloud.open(home / "localcloud", time_scale=args.time_scale, run_nodes=True)
     port = free_port()
     py = sys.executable
-    head = (f"exec {py} {HERE / 'queue_head.py'} --port {port} --bind 127.0.0.1 --tasks {args.tasks} "
-            f"--units {args.units} --lease-seconds {args.lease_seconds}")
+    head = (
+        f"exec {py} {HERE / 'queue_head.py'} --port {port} --bind 127.0.0.1 --tasks {args.tasks} "
+        f"--units {args.units} --lease-seconds {args.lease_seconds}"
+    )
     worker = f"exec {py} {HERE / 'worker.py'} --step-seconds {args.step_seconds} --checkpoint-every 5"
     spec = Path(tempfile.mkdtemp()) / "queue-workers.yaml"
-    spec.write_text(SPEC.format(name=args.name, workers=args.workers, port=port,
-                                worker=json.dumps(worker), head=json.dumps(head)))
+    spec.write_text(
+        SPEC.format(name=args.name, workers=args.workers, port=port, worker=json.dumps(worker), head=json.dumps(head))
+    )
     started = time.monotonic()
     up = fleet("up", str(spec), "-y", "--json")
     ready = time.monotonic() - started
@@ -90,15 +92,18 @@ def run(args: argparse.Namespace) -> dict:
             last = status(port)
             if last and last["finished"]:
                 break
-            if len(preempted) < args.preempt and last and last["done"] >= (len(preempted) + 1) * args.tasks // (
-                    args.preempt + 2):
+            if (
+                len(preempted) < args.preempt
+                and last
+                and last["done"] >= (len(preempted) + 1) * args.tasks // (args.preempt + 2)
+            ):
                 victim = _busy_worker(cloud, last)
                 if victim is not None:
                     cloud.preempt(victim, notice=True)
                     preempted.append(victim)
                     while cloud.instance_state(victim) in ("pending", "running"):
                         time.sleep(0.1)
-                    fleet("up", str(spec), "-y", "--json")       # replace the lost worker
+                    fleet("up", str(spec), "-y", "--json")  # replace the lost worker
             time.sleep(0.2)
         final = status(port) or {}
     finally:
@@ -107,12 +112,18 @@ def run(args: argparse.Namespace) -> dict:
     expected = sum(i * i for i in range(args.units))
     elapsed = final.get("elapsed_seconds") or 0.0
     return {
-        "tasks": args.tasks, "units": args.units, "workers": args.workers, "finished": bool(final.get("finished")),
+        "tasks": args.tasks,
+        "units": args.units,
+        "workers": args.workers,
+        "finished": bool(final.get("finished")),
         "exactly_once": bool(tasks) and all(t["completions"] == 1 for t in tasks.values()),
         "results_correct": bool(tasks) and all(t["result"] == expected for t in tasks.values()),
-        "refused_completions": final.get("refused_completions"), "preemptions": len(preempted),
-        "requeues": final.get("requeues"), "expired_leases": final.get("expired_leases"),
-        "redone_units": final.get("redone_units"), "ready_seconds": round(ready, 3),
+        "refused_completions": final.get("refused_completions"),
+        "preemptions": len(preempted),
+        "requeues": final.get("requeues"),
+        "expired_leases": final.get("expired_leases"),
+        "redone_units": final.get("redone_units"),
+        "ready_seconds": round(ready, 3),
         "work_seconds": round(elapsed, 3),
         "tasks_per_hour": round(args.tasks / elapsed * 3600, 1) if elapsed else None,
     }

@@ -57,8 +57,9 @@ def work(base: str, me: str, task: dict, step_seconds: float, checkpoint_every: 
         total += step * step
         step += 1
         if step % checkpoint_every == 0 and step < units:
-            if not call(base, "/progress", {"task": name, "lease": lease, "progress": step,
-                                            "state": {"sum": total}}).get("ok"):
+            if not call(
+                base, "/progress", {"task": name, "lease": lease, "progress": step, "state": {"sum": total}}
+            ).get("ok"):
                 return "lost"
     ok = call(base, "/done", {"task": name, "lease": lease, "result": total}).get("ok")
     print(f"{me}: task {name} {'done' if ok else 'refused (lease lost)'}: {total}", flush=True)
@@ -76,7 +77,7 @@ def main() -> None:
     while not noticed():
         try:
             task = call(base, "/lease", {"worker": me})
-        except OSError:            # the head is not (or no longer) reachable: wait for it
+        except OSError:  # the head is not (or no longer) reachable: wait for it
             time.sleep(1)
             continue
         if task.get("finished"):

@@ -12,5 +12,15 @@ from fleet.agent.detect import CLOUDS, WatcherOptions, detect_cloud, make_watche
 from fleet.agent.notice import Notice, PollingWatcher, Watcher, WatcherConfigError
 from fleet.agent.runner import Outcome, respond
 
-__all__ = ["CLOUDS", "Notice", "Outcome", "PollingWatcher", "Watcher", "WatcherConfigError", "WatcherOptions",
-           "detect_cloud", "make_watcher", "respond"]
+__all__ = [
+    "CLOUDS",
+    "Notice",
+    "Outcome",
+    "PollingWatcher",
+    "Watcher",
+    "WatcherConfigError",
+    "WatcherOptions",
+    "detect_cloud",
+    "make_watcher",
+    "respond",
+]

@@ -24,7 +24,7 @@ from fleet.agent.procid import ProcessId, from_record, same_process
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str                    # watched | orphan | unverifiable | stale
+    kind: str  # watched | orphan | unverifiable | stale
     wrapper_pid: int | None
     job_pid: int | None
     job: ProcessId | None = None  # set for ``orphan``

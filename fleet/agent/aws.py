@@ -28,8 +28,7 @@ class AwsWatcher(PollingWatcher):
 
     cloud = "aws"
 
-    def __init__(self, url: str | None = None, *, interval: float = 1.0, rebalance: bool = True,
-                 timeout: float = 2.0):
+    def __init__(self, url: str | None = None, *, interval: float = 1.0, rebalance: bool = True, timeout: float = 2.0):
         super().__init__(interval)
         self.url = (url or default_url()).rstrip("/")
         self.rebalance = rebalance
@@ -43,9 +42,15 @@ class AwsWatcher(PollingWatcher):
         """A valid session token, fetched when missing or within a minute of expiring."""
         if self._token and time.monotonic() < self._token_expiry - 60:
             return self._token
-        resp = http.expect(http.request(
-            "PUT", f"{self.url}/latest/api/token", timeout=self.timeout,
-            headers={"X-aws-ec2-metadata-token-ttl-seconds": str(TOKEN_TTL)}), "IMDS token")
+        resp = http.expect(
+            http.request(
+                "PUT",
+                f"{self.url}/latest/api/token",
+                timeout=self.timeout,
+                headers={"X-aws-ec2-metadata-token-ttl-seconds": str(TOKEN_TTL)},
+            ),
+            "IMDS token",
+        )
         if resp.status != 200 or not resp.body:
             raise TransientError(f"IMDS token: HTTP {resp.status}")
         self._token, self._token_expiry = resp.text.strip(), time.monotonic() + TOKEN_TTL
@@ -53,9 +58,15 @@ class AwsWatcher(PollingWatcher):
         return self._token
 
     def _get(self, path: str) -> http.Response:
-        resp = http.expect(http.request(
-            "GET", f"{self.url}/latest/meta-data/{path}", timeout=self.timeout,
-            headers={"X-aws-ec2-metadata-token": self.token()}), path)
+        resp = http.expect(
+            http.request(
+                "GET",
+                f"{self.url}/latest/meta-data/{path}",
+                timeout=self.timeout,
+                headers={"X-aws-ec2-metadata-token": self.token()},
+            ),
+            path,
+        )
         if resp.status == 401:
             self._token = None
             raise TransientError(f"{path}: token refused (401), fetching a new one", retry_after=0.0)
@@ -73,8 +84,7 @@ class AwsWatcher(PollingWatcher):
         if resp.status == 200:
             doc = resp.json_object()
             deadline, detail = notice_deadline(doc.get("time"), parse_iso8601, NOTICE_WINDOW, doc)
-            return Notice(kind=str(doc.get("action", "terminate")), cloud=self.cloud,
-                          deadline=deadline, detail=detail)
+            return Notice(kind=str(doc.get("action", "terminate")), cloud=self.cloud, deadline=deadline, detail=detail)
         if resp.status != 404:
             raise TransientError(f"spot/instance-action: unexpected HTTP {resp.status}")
         if not self.rebalance:
@@ -88,6 +98,9 @@ class AwsWatcher(PollingWatcher):
             return None
         self._rebalance_seen = seen
         # A recommendation comes before any 2-minute notice: at least that long remains.
-        return Notice(kind="rebalance", cloud=self.cloud, deadline=time.time() + NOTICE_WINDOW,
-                      detail={**doc, "deadline_assumed": True})
-
+        return Notice(
+            kind="rebalance",
+            cloud=self.cloud,
+            deadline=time.time() + NOTICE_WINDOW,
+            detail={**doc, "deadline_assumed": True},
+        )

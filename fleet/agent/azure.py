@@ -42,9 +42,15 @@ class AzureWatcher(PollingWatcher):
 
     def _vm_name(self) -> str:
         if not self.vm_name:
-            resp = http.expect(http.request(
-                "GET", f"{self.url}/metadata/instance/compute/name?api-version={INSTANCE_API_VERSION}&format=text",
-                headers=HEADERS, timeout=self.timeout), "instance/compute/name")
+            resp = http.expect(
+                http.request(
+                    "GET",
+                    f"{self.url}/metadata/instance/compute/name?api-version={INSTANCE_API_VERSION}&format=text",
+                    headers=HEADERS,
+                    timeout=self.timeout,
+                ),
+                "instance/compute/name",
+            )
             if resp.status != 200 or not resp.text.strip():
                 raise TransientError(f"instance/compute/name: HTTP {resp.status}")
             self.vm_name = resp.text.strip()
@@ -56,8 +62,9 @@ class AzureWatcher(PollingWatcher):
 
     def poll_once(self) -> Notice | None:
         name = self._vm_name()
-        resp = http.expect(http.request("GET", self.events_url, headers=HEADERS, timeout=self.timeout),
-                           "scheduledevents")
+        resp = http.expect(
+            http.request("GET", self.events_url, headers=HEADERS, timeout=self.timeout), "scheduledevents"
+        )
         if resp.status != 200:
             raise TransientError(f"scheduledevents: HTTP {resp.status}")
         doc = resp.json_object()
@@ -66,8 +73,12 @@ class AzureWatcher(PollingWatcher):
             resources = event.get("Resources") or []
             if kind is None or (resources and name not in resources):
                 continue
-            deadline, detail = notice_deadline(event.get("NotBefore"), parse_rfc1123, NOTICE_WINDOW,
-                                               {**event, "DocumentIncarnation": doc.get("DocumentIncarnation")})
+            deadline, detail = notice_deadline(
+                event.get("NotBefore"),
+                parse_rfc1123,
+                NOTICE_WINDOW,
+                {**event, "DocumentIncarnation": doc.get("DocumentIncarnation")},
+            )
             return Notice(kind=kind, cloud=self.cloud, deadline=deadline, detail=detail)
         return None
 
@@ -77,9 +88,16 @@ class AzureWatcher(PollingWatcher):
         if not event_id:
             return False
         body = json.dumps({"StartRequests": [{"EventId": event_id}]}).encode()
-        resp = http.expect(http.request("POST", self.events_url, body=body, timeout=self.timeout,
-                                        headers={**HEADERS, "Content-Type": "application/json"}),
-                           "scheduledevents ack")
+        resp = http.expect(
+            http.request(
+                "POST",
+                self.events_url,
+                body=body,
+                timeout=self.timeout,
+                headers={**HEADERS, "Content-Type": "application/json"},
+            ),
+            "scheduledevents ack",
+        )
         if resp.status >= 400:
             raise TransientError(f"scheduledevents ack: HTTP {resp.status}")
         return True

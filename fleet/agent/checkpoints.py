@@ -26,8 +26,10 @@ class CheckpointProbe:
         try:
             from fleet.checkpoint import CheckpointManager
         except ImportError as err:
-            raise FleetError(f"the checkpoint library cannot be loaded ({err}); install spotfleet's "
-                             "storage extra for this URI scheme") from err
+            raise FleetError(
+                f"the checkpoint library cannot be loaded ({err}); install spotfleet's "
+                "storage extra for this URI scheme"
+            ) from err
         self.manager = CheckpointManager(self.uri)
 
     def check(self) -> None:

@@ -71,7 +71,7 @@ def instance_id(cloud: str, *, url: str | None = None) -> str:
         return os.environ.get("CONTAINER_ID", "")
     if cloud == "oci":
         return oci.OciWatcher(url).instance_id()
-    if cloud == "runpod":       # RunPod sets it in every pod (its docs: pods/templates/environment-variables)
+    if cloud == "runpod":  # RunPod sets it in every pod (its docs: pods/templates/environment-variables)
         return os.environ.get("RUNPOD_POD_ID", "")
     return ""
 
@@ -83,20 +83,28 @@ def detect_cloud(opts: WatcherOptions = WatcherOptions(), *, timeout: float = 1.
     if os.environ.get("CONTAINER_ID") and vast.find_api_key():
         return "vast"
     probes: dict[str, Callable[[], bool]] = {
-        "gcp": lambda: _answers("GET", f"{gcp.default_url()}/computeMetadata/v1/instance/id", gcp.HEADERS,
-                                timeout, flavor=True),
-        "aws": lambda: _answers("PUT", f"{aws.default_url()}/latest/api/token",
-                                {"X-aws-ec2-metadata-token-ttl-seconds": "60"}, timeout),
-        "azure": lambda: _answers("GET", f"{azure.default_url()}/metadata/instance/compute/name"
-                                  f"?api-version={azure.INSTANCE_API_VERSION}&format=text", azure.HEADERS, timeout),
+        "gcp": lambda: _answers(
+            "GET", f"{gcp.default_url()}/computeMetadata/v1/instance/id", gcp.HEADERS, timeout, flavor=True
+        ),
+        "aws": lambda: _answers(
+            "PUT", f"{aws.default_url()}/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "60"}, timeout
+        ),
+        "azure": lambda: _answers(
+            "GET",
+            f"{azure.default_url()}/metadata/instance/compute/name"
+            f"?api-version={azure.INSTANCE_API_VERSION}&format=text",
+            azure.HEADERS,
+            timeout,
+        ),
     }
     with ThreadPoolExecutor(len(probes)) as pool:
         futures = {name: pool.submit(probe) for name, probe in probes.items()}
         for name, fut in futures.items():
             if fut.result():
                 return name
-    raise WatcherConfigError("no interruption-notice source answered (tried GCE, AWS and Azure metadata); "
-                             "pass --cloud explicitly")
+    raise WatcherConfigError(
+        "no interruption-notice source answered (tried GCE, AWS and Azure metadata); pass --cloud explicitly"
+    )
 
 
 def _answers(method: str, url: str, headers: dict[str, str], timeout: float, *, flavor: bool = False) -> bool:

@@ -42,8 +42,10 @@ class GceWatcher(PollingWatcher):
         ``projects/N/zones/<zone>``, and ``instance/name``); TransientError when metadata does not say."""
         parts = []
         for key in ("zone", "name"):
-            resp = http.expect(http.request("GET", f"{self.url}/computeMetadata/v1/instance/{key}", headers=HEADERS,
-                                            timeout=2.0), f"instance/{key}")
+            resp = http.expect(
+                http.request("GET", f"{self.url}/computeMetadata/v1/instance/{key}", headers=HEADERS, timeout=2.0),
+                f"instance/{key}",
+            )
             value = resp.text.strip().rsplit("/", 1)[-1]
             if resp.status != 200 or not value:
                 raise TransientError(f"instance/{key}: HTTP {resp.status}")
@@ -54,8 +56,9 @@ class GceWatcher(PollingWatcher):
         path = f"{self.url}/computeMetadata/v1/instance/preempted"
         timeout = 2.0
         if self._etag is not None:
-            query = urllib.parse.urlencode({"wait_for_change": "true", "last_etag": self._etag,
-                                            "timeout_sec": self.timeout_sec})
+            query = urllib.parse.urlencode(
+                {"wait_for_change": "true", "last_etag": self._etag, "timeout_sec": self.timeout_sec}
+            )
             path, timeout = f"{path}?{query}", self.timeout_sec + 5.0
         resp = http.expect(http.request("GET", path, headers=HEADERS, timeout=timeout), "instance/preempted")
         if resp.status != 200:
@@ -64,6 +67,10 @@ class GceWatcher(PollingWatcher):
             raise TransientError("instance/preempted: answer lacks Metadata-Flavor: Google")
         self._etag = resp.headers.get("etag") or self._etag or ""
         if resp.text.strip().upper() == "TRUE":
-            return Notice(kind="preempt", cloud=self.cloud, deadline=time.time() + self.notice_window,
-                          detail={"preempted": "TRUE", "deadline_assumed": True})
+            return Notice(
+                kind="preempt",
+                cloud=self.cloud,
+                deadline=time.time() + self.notice_window,
+                detail={"preempted": "TRUE", "deadline_assumed": True},
+            )
         return None

@@ -62,8 +62,12 @@ class SignalHook:
     (None while it runs); a process started elsewhere has no status to report.
     """
 
-    def __init__(self, sig: signal.Signals, pid: int | Callable[[], int | None],
-                 exit_status: Callable[[int], int | None] | None = None):
+    def __init__(
+        self,
+        sig: signal.Signals,
+        pid: int | Callable[[], int | None],
+        exit_status: Callable[[int], int | None] | None = None,
+    ):
         self.sig = sig
         self._pid = pid if callable(pid) else (lambda: pid)
         self._exit_status = exit_status

@@ -46,8 +46,9 @@ class Response:
         return doc
 
 
-def request(method: str, url: str, *, headers: Mapping[str, str] | None = None,
-            body: bytes | None = None, timeout: float = 2.0) -> Response:
+def request(
+    method: str, url: str, *, headers: Mapping[str, str] | None = None, body: bytes | None = None, timeout: float = 2.0
+) -> Response:
     """Send one request; any HTTP status comes back, transport failures raise TransientError."""
     req = urllib.request.Request(url, data=body, method=method, headers=dict(headers or {}))
     try:

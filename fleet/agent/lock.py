@@ -38,8 +38,7 @@ class RunLock:
         self.fd = _try_flock(self.path)
         if self.fd is None:
             return False
-        self.update(**own_identity(), job_pid=None, job_start=None, job_boot=None, argv=argv,
-                    started_at=time.time())
+        self.update(**own_identity(), job_pid=None, job_start=None, job_boot=None, argv=argv, started_at=time.time())
         return True
 
     def update(self, **fields: Any) -> None:

@@ -46,9 +46,18 @@ def node_log_path() -> Path:
 class LogShipper:
     """Uploads ``path`` under ``uri`` for the instance ``instance()`` names (see the module docstring)."""
 
-    def __init__(self, uri: str, path: Path, instance: Callable[[], str], *, interval: float = 5.0,
-                 max_bytes: int = MAX_BYTES, close_timeout: float = 30.0,
-                 store: ObjectStore | None = None, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        uri: str,
+        path: Path,
+        instance: Callable[[], str],
+        *,
+        interval: float = 5.0,
+        max_bytes: int = MAX_BYTES,
+        close_timeout: float = 30.0,
+        store: ObjectStore | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         self.uri = uri
         self.path = path
         self._instance_of = instance
@@ -83,11 +92,16 @@ class LogShipper:
     def _attempt(self, *, final: bool) -> None:
         try:
             shipped = self.ship_once(final=final)
-        except Exception as err:   # noqa: BLE001  (nothing here may stop the job: log and retry)
+        except Exception as err:  # noqa: BLE001  (nothing here may stop the job: log and retry)
             self._failures += 1
             if self._failures == 1 or self._failures % _REPORT_EVERY == 0:
-                log.warning("node log not uploaded to %s (%s; attempt %d, trying again in %g s)", self.uri,
-                            err, self._failures, self.interval)
+                log.warning(
+                    "node log not uploaded to %s (%s; attempt %d, trying again in %g s)",
+                    self.uri,
+                    err,
+                    self._failures,
+                    self.interval,
+                )
             return
         if shipped and self._failures:
             log.info("node log uploaded again after %d failed attempt(s)", self._failures)
@@ -125,7 +139,7 @@ class LogShipper:
         if offset:
             cut = data.find(b"\n")
             if 0 <= cut < len(data) - 1:
-                offset, data = offset + cut + 1, data[cut + 1:]
+                offset, data = offset + cut + 1, data[cut + 1 :]
         return offset, data
 
     def _open(self) -> ObjectStore:

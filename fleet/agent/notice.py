@@ -64,8 +64,13 @@ class Notice:
         return self.deadline - (time.time() if now is None else now)
 
     def to_json(self) -> dict[str, Any]:
-        return {"cloud": self.cloud, "kind": self.kind, "deadline": self.deadline,
-                "received_at": self.received_at, "detail": self.detail}
+        return {
+            "cloud": self.cloud,
+            "kind": self.kind,
+            "deadline": self.deadline,
+            "received_at": self.received_at,
+            "detail": self.detail,
+        }
 
 
 class Watcher(Protocol):
@@ -115,8 +120,13 @@ class PollingWatcher:
                 retry_after = err.retry_after if isinstance(err, TransientError) else None
                 delay = retry_after if retry_after is not None else self._backoff()
                 if self.failures == 1 or self.failures % 30 == 0:
-                    log.warning("%s metadata hiccup (%s); retrying in %.1f s [%d in a row]",
-                                self.cloud, err, delay, self.failures)
+                    log.warning(
+                        "%s metadata hiccup (%s); retrying in %.1f s [%d in a row]",
+                        self.cloud,
+                        err,
+                        delay,
+                        self.failures,
+                    )
                 stop.wait(delay)
                 continue
             if self.failures:
@@ -133,8 +143,9 @@ class PollingWatcher:
         return min(base * 2 ** min(self.failures - 1, 10), self.max_backoff)
 
 
-def notice_deadline(value: object, parse: Callable[[str], float], window: float,
-                    detail: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+def notice_deadline(
+    value: object, parse: Callable[[str], float], window: float, detail: dict[str, Any]
+) -> tuple[float, dict[str, Any]]:
     """The vendor's deadline parsed with ``parse``; when absent or garbled, now + ``window``.
 
     Returns ``(deadline, detail)`` where detail gains ``deadline_assumed: True`` in the fallback.

@@ -23,14 +23,17 @@ from pathlib import Path
 @dataclass(frozen=True)
 class ProcessId:
     pid: int
-    start: int      # clock ticks after boot
-    boot: str       # /proc/sys/kernel/random/boot_id
+    start: int  # clock ticks after boot
+    boot: str  # /proc/sys/kernel/random/boot_id
 
     def started_at(self) -> float | None:
         """Wall-clock start time (seconds since the epoch), None when /proc/stat has no btime."""
         try:
-            btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                         if line.startswith("btime "))
+            btime = next(
+                int(line.split()[1])
+                for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime ")
+            )
         except (OSError, StopIteration, ValueError):
             return None
         return btime + self.start / os.sysconf("SC_CLK_TCK")

@@ -18,8 +18,9 @@ log = logging.getLogger("fleet.agent")
 EVENT_KIND = "interruption-notice"
 
 
-def report_notice(state_url: str, fleet: str, instance_id: str, notice: Notice,
-                  outcome: dict[str, Any] | None = None) -> bool:
+def report_notice(
+    state_url: str, fleet: str, instance_id: str, notice: Notice, outcome: dict[str, Any] | None = None
+) -> bool:
     """Record the notice (and what the agent did about it) in the store at ``state_url``."""
     if not fleet:
         log.warning("not reporting the notice: no --fleet name given")
@@ -29,8 +30,13 @@ def report_notice(state_url: str, fleet: str, instance_id: str, notice: Notice,
 
         store = open_store(state_url)
         try:
-            store.record_event(fleet, EVENT_KIND, instance_id=instance_id,
-                               detail={**notice.to_json(), **(outcome or {})}, ts=notice.received_at)
+            store.record_event(
+                fleet,
+                EVENT_KIND,
+                instance_id=instance_id,
+                detail={**notice.to_json(), **(outcome or {})},
+                ts=notice.received_at,
+            )
         finally:
             close = getattr(store, "close", None)
             if close is not None:

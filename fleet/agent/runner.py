@@ -53,10 +53,10 @@ class Outcome:
     hook_ok: bool
     hook_detail: str
     hook_latency_s: float | None
-    checkpoint_committed: bool           # the job's final state is in the newest checkpoint
-    checkpoint_new: bool                 # ... and that checkpoint was committed after the notice
-    checkpoint_step: int | None          # the newest valid checkpoint at the end (new or not)
-    checkpoint_wait_s: float | None      # hook -> commit of a new final checkpoint
+    checkpoint_committed: bool  # the job's final state is in the newest checkpoint
+    checkpoint_new: bool  # ... and that checkpoint was committed after the notice
+    checkpoint_step: int | None  # the newest valid checkpoint at the end (new or not)
+    checkpoint_wait_s: float | None  # hook -> commit of a new final checkpoint
     job_finished: bool
     seconds_left: float
     watched_checkpoints: bool = False
@@ -89,9 +89,17 @@ class Outcome:
         return f"{head}: {hook}; {ckpt}; {tail}" + (f" ({', '.join(extras)})" if extras else "")
 
 
-def respond(notice: Notice, hook: Hook | None, *, probe: CheckpointProbe | None = None, margin: float = 5.0,
-            watcher: Watcher | None = None, reporter: Reporter | None = None, poll: float = 0.2,
-            settle: float = 3.0) -> Outcome:
+def respond(
+    notice: Notice,
+    hook: Hook | None,
+    *,
+    probe: CheckpointProbe | None = None,
+    margin: float = 5.0,
+    watcher: Watcher | None = None,
+    reporter: Reporter | None = None,
+    poll: float = 0.2,
+    settle: float = 3.0,
+) -> Outcome:
     """Fire the hook, wait for the final checkpoint, acknowledge (final notices) and report."""
     fired_at = time.time()
     hook_ok, hook_detail, latency = False, "", None
@@ -104,12 +112,21 @@ def respond(notice: Notice, hook: Hook | None, *, probe: CheckpointProbe | None 
     newest = info if info is not None or probe is None else probe.latest()
     current = info is not None or (newest is not None and _exited_cleanly(hook))
     outcome = Outcome(
-        cloud=notice.cloud, kind=notice.kind, deadline=notice.deadline, hook=hook.describe() if hook else "",
-        hook_ok=hook_ok, hook_detail=hook_detail, hook_latency_s=latency, checkpoint_committed=current,
-        checkpoint_new=info is not None, checkpoint_step=None if newest is None else int(newest.step),
+        cloud=notice.cloud,
+        kind=notice.kind,
+        deadline=notice.deadline,
+        hook=hook.describe() if hook else "",
+        hook_ok=hook_ok,
+        hook_detail=hook_detail,
+        hook_latency_s=latency,
+        checkpoint_committed=current,
+        checkpoint_new=info is not None,
+        checkpoint_step=None if newest is None else int(newest.step),
         checkpoint_wait_s=None if info is None else max(0.0, float(info.committed_at) - fired_at),
-        job_finished=hook is None or not hook.running(), seconds_left=notice.seconds_left(),
-        watched_checkpoints=probe is not None)
+        job_finished=hook is None or not hook.running(),
+        seconds_left=notice.seconds_left(),
+        watched_checkpoints=probe is not None,
+    )
     if watcher is not None and notice.final:
         outcome.acknowledged = _acknowledge(watcher, notice)
     if reporter is not None:
@@ -118,8 +135,9 @@ def respond(notice: Notice, hook: Hook | None, *, probe: CheckpointProbe | None 
     return outcome
 
 
-def _wait(notice: Notice, hook: Hook | None, probe: CheckpointProbe | None, margin: float, poll: float,
-          settle: float) -> Any | None:
+def _wait(
+    notice: Notice, hook: Hook | None, probe: CheckpointProbe | None, margin: float, poll: float, settle: float
+) -> Any | None:
     """Poll until committed and the job settled, the job died with nothing saved, or the deadline nears."""
     until = notice.deadline - margin
     gone_since: float | None = None
@@ -154,7 +172,6 @@ def _acknowledge(watcher: Watcher, notice: Notice, attempts: int = 3, pause: flo
         try:
             return watcher.acknowledge(notice)
         except TransientError as err:
-            log.warning("could not acknowledge the %s notice (attempt %d/%d): %s", notice.cloud, attempt,
-                        attempts, err)
+            log.warning("could not acknowledge the %s notice (attempt %d/%d): %s", notice.cloud, attempt, attempts, err)
             time.sleep(pause)
     return False

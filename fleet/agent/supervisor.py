@@ -109,7 +109,7 @@ def supervise(opts: RunOptions, *, handle_signals: bool = True) -> RunResult:
     try:
         finding = classify(lock.holder(), opts.argv)
         if finding.kind in ("unverifiable", "stale"):
-            time.sleep(0.2)   # a wrapper that just took the lock may not have written the record yet
+            time.sleep(0.2)  # a wrapper that just took the lock may not have written the record yet
             finding = classify(lock.holder(), opts.argv)
         if finding.kind != "orphan":
             return _busy(opts.lock_path, lock.holder(), finding)
@@ -132,18 +132,19 @@ def _adoption(finding: Finding) -> dict:
 
 
 class _Supervisor:
-    def __init__(self, opts: RunOptions, lock: RunLock, *, adopted: ProcessId | None = None,
-                 adoption: dict | None = None):
+    def __init__(
+        self, opts: RunOptions, lock: RunLock, *, adopted: ProcessId | None = None, adoption: dict | None = None
+    ):
         self.opts = opts
         self.lock = lock
-        self.adopted = adopted                 # a job started by a wrapper that is gone
+        self.adopted = adopted  # a job started by a wrapper that is gone
         self.adoption = adoption or {}
         self.proc: subprocess.Popen[bytes] | None = None
-        self.wake = threading.Event()          # a notice or a stop request interrupts waits
+        self.wake = threading.Event()  # a notice or a stop request interrupts waits
         self.stop_agent = threading.Event()
         self.stop_signal: int | None = None
-        self.notice: Notice | None = None      # set by the agent thread the moment a notice arrives
-        self.responded = threading.Event()     # the agent finished responding to ``notice``
+        self.notice: Notice | None = None  # set by the agent thread the moment a notice arrives
+        self.responded = threading.Event()  # the agent finished responding to ``notice``
         self.outcomes: list[Outcome] = []
 
     # ---- the agent thread ----------------------------------------------------------------------
@@ -172,8 +173,14 @@ class _Supervisor:
             self.responded.clear()
             self.notice = notice
             self.wake.set()
-            outcome = respond(notice, hook, probe=self.opts.probe, margin=self.opts.margin, watcher=watcher,
-                              reporter=self.opts.reporter)
+            outcome = respond(
+                notice,
+                hook,
+                probe=self.opts.probe,
+                margin=self.opts.margin,
+                watcher=watcher,
+                reporter=self.opts.reporter,
+            )
             log.info("%s", outcome.summary())
             self.outcomes.append(outcome)
             self.responded.set()
@@ -203,7 +210,7 @@ class _Supervisor:
 
     def _loop(self) -> RunResult:
         starts = restarts = 0
-        streak = 0                 # restarts since the job last ran healthy_after seconds
+        streak = 0  # restarts since the job last ran healthy_after seconds
         steps: list[int] = []
 
         def result(status: str, code: int, message: str) -> RunResult:
@@ -223,14 +230,19 @@ class _Supervisor:
         while True:
             try:
                 step = self.opts.probe.latest_step() if self.opts.probe is not None else 0
-            except FleetError as err:      # never start the job with a wrong resume step
+            except FleetError as err:  # never start the job with a wrong resume step
                 restarts += 1
                 streak += 1
                 if streak > self.opts.max_restarts:
                     return result("failed", 1, f"{err}; giving up after {streak - 1} restart(s)")
                 delay = min(self.opts.backoff * 2 ** (streak - 1), self.opts.backoff_max)
-                log.warning("%s; not starting the job; trying again in %.1f s (%d/%d)", err, delay, streak,
-                            self.opts.max_restarts)
+                log.warning(
+                    "%s; not starting the job; trying again in %.1f s (%d/%d)",
+                    err,
+                    delay,
+                    streak,
+                    self.opts.max_restarts,
+                )
                 self.wake.wait(delay)
                 end, _ = ending(None)
                 if end is not None:
@@ -241,8 +253,9 @@ class _Supervisor:
             began = time.monotonic()
             rc = self._run_job(step)
             if streak and time.monotonic() - began >= self.opts.healthy_after:
-                log.info("the job ran %.0f s (healthy): the restart count and backoff start again",
-                         time.monotonic() - began)
+                log.info(
+                    "the job ran %.0f s (healthy): the restart count and backoff start again", time.monotonic() - began
+                )
                 streak = 0
             end, advice = ending(rc)
             if end is not None:
@@ -256,11 +269,15 @@ class _Supervisor:
             streak += 1
             if streak > self.opts.max_restarts:
                 times = f"{streak} time{'s' if streak != 1 else ''}"
-                return result("failed", rc if rc > 0 else 128 - rc,
-                              f"job failed {times} in a row, last with {_describe(rc)}; giving up")
+                return result(
+                    "failed",
+                    rc if rc > 0 else 128 - rc,
+                    f"job failed {times} in a row, last with {_describe(rc)}; giving up",
+                )
             delay = min(self.opts.backoff * 2 ** (streak - 1), self.opts.backoff_max)
-            log.warning("job exited with %s; restart %d/%d in %.1f s", _describe(rc), streak,
-                        self.opts.max_restarts, delay)
+            log.warning(
+                "job exited with %s; restart %d/%d in %.1f s", _describe(rc), streak, self.opts.max_restarts, delay
+            )
             self.wake.wait(delay)
             end, _ = ending(None)
             if end is not None:
@@ -273,19 +290,29 @@ class _Supervisor:
         wait_exit(self.adopted)
 
         def result(status: str, message: str) -> RunResult:
-            return RunResult(status, 0, message, outcomes=self.outcomes,
-                             adopted={k: v for k, v in self.adoption.items() if k != "line"})
+            return RunResult(
+                status,
+                0,
+                message,
+                outcomes=self.outcomes,
+                adopted={k: v for k, v in self.adoption.items() if k != "line"},
+            )
 
         if self.stop_signal is not None:
-            return result("stopped", f"stopped by {signal.Signals(self.stop_signal).name}; "
-                                     f"adopted job pid {pid} exited, code unknown")
+            return result(
+                "stopped",
+                f"stopped by {signal.Signals(self.stop_signal).name}; adopted job pid {pid} exited, code unknown",
+            )
         notice = self._settle_notice()
         if notice is not None and notice.final:
             last = self.outcomes[-1].summary() if self.outcomes else f"{notice.cloud} {notice.kind} notice"
             return result("interrupted", f"interrupted: {last}")
-        return result("exited", f"adopted job pid {pid} exited, code unknown (only the wrapper that started it "
-                                "could see it); if it did not finish, run this command again to resume it from "
-                                "the newest checkpoint")
+        return result(
+            "exited",
+            f"adopted job pid {pid} exited, code unknown (only the wrapper that started it "
+            "could see it); if it did not finish, run this command again to resume it from "
+            "the newest checkpoint",
+        )
 
     def _settle_notice(self) -> Notice | None:
         """Wait until the agent has responded to the current notice; return it (advice is consumed)."""
@@ -306,8 +333,9 @@ class _Supervisor:
         # same process group as the wrapper: whoever kills the node's group kills the job too
         self.proc = subprocess.Popen(self.opts.argv, env=env, pass_fds=(self.lock.fd,))
         job = identity(self.proc.pid)
-        self.lock.update(job_pid=self.proc.pid, job_start=job.start if job else None,
-                         job_boot=job.boot if job else None)
+        self.lock.update(
+            job_pid=self.proc.pid, job_start=job.start if job else None, job_boot=job.boot if job else None
+        )
         return self.proc.wait()
 
 
@@ -315,27 +343,44 @@ def _busy(lock_path: Path, holder: dict, finding: Finding) -> RunResult:
     """The result for a lock held by a live wrapper, a job nothing proves is ours, or a leftover."""
     wrapper, job = finding.wrapper_pid, finding.job_pid
     if finding.kind == "unverifiable":
-        return RunResult("unwatched", 1, (
-            f"job pid {job} is running UNWATCHED: its wrapper (pid {wrapper}) is gone, and the run record "
-            f"cannot prove pid {job} is the job this command started (a different command under this name, or a "
-            f"record without its start time), so it is not adopted; stop it (kill {job}) and run this command "
-            f"again, or watch it with `fleet agent --pid {job}`"), holder=holder)
+        return RunResult(
+            "unwatched",
+            1,
+            (
+                f"job pid {job} is running UNWATCHED: its wrapper (pid {wrapper}) is gone, and the run record "
+                f"cannot prove pid {job} is the job this command started (a different command under this name, or a "
+                f"record without its start time), so it is not adopted; stop it (kill {job}) and run this command "
+                f"again, or watch it with `fleet agent --pid {job}`"
+            ),
+            holder=holder,
+        )
     if finding.kind == "stale":
-        return RunResult("stale", 1, (
-            f"{lock_path} is held, but its job (pid {job or '-'}) and wrapper (pid {wrapper or '-'}) are gone: a "
-            f"process the job started still holds the lock; find it with `fuser -v {lock_path}`, stop it and run "
-            "this command again"), holder=holder)
+        return RunResult(
+            "stale",
+            1,
+            (
+                f"{lock_path} is held, but its job (pid {job or '-'}) and wrapper (pid {wrapper or '-'}) are gone: a "
+                f"process the job started still holds the lock; find it with `fuser -v {lock_path}`, stop it and run "
+                "this command again"
+            ),
+            holder=holder,
+        )
     who = f"wrapper pid {wrapper or '?'}, job pid {job or '-'}"
-    return RunResult("already-running", 0, f"already running under {lock_path} ({who}); nothing to do",
-                     holder=holder)
+    return RunResult("already-running", 0, f"already running under {lock_path} ({who}); nothing to do", holder=holder)
 
 
 def _watched_by_adopter(lock_path: Path, holder: dict, adopter: int | None) -> RunResult:
     """Another rerun holds the adopt lock: it watches (or is adopting) the job."""
     job = holder.get("job_pid")
-    return RunResult("already-running", 0, (
-        f"already running under {lock_path} (job pid {job or '-'}, adopted by wrapper pid {adopter or '?'}); "
-        "nothing to do"), holder=holder)
+    return RunResult(
+        "already-running",
+        0,
+        (
+            f"already running under {lock_path} (job pid {job or '-'}, adopted by wrapper pid {adopter or '?'}); "
+            "nothing to do"
+        ),
+        holder=holder,
+    )
 
 
 def _describe(rc: int) -> str:

@@ -24,7 +24,7 @@ from fleet.api_keys import VAST_DEFAULT_URL, vast_api_key, vast_url
 DEFAULT_URL = VAST_DEFAULT_URL
 #: Nothing is promised; assume as long as a GCE/Azure spot VM gets.
 NOTICE_WINDOW = 30.0
-default_url, find_api_key = vast_url, vast_api_key     # where the key is found: fleet.api_keys
+default_url, find_api_key = vast_url, vast_api_key  # where the key is found: fleet.api_keys
 
 
 class VastWatcher(PollingWatcher):
@@ -33,23 +33,37 @@ class VastWatcher(PollingWatcher):
 
     cloud = "vast"
 
-    def __init__(self, instance_id: str = "", *, api_key: str | None = None, url: str | None = None,
-                 interval: float = 1.0, timeout: float = 5.0):
+    def __init__(
+        self,
+        instance_id: str = "",
+        *,
+        api_key: str | None = None,
+        url: str | None = None,
+        interval: float = 1.0,
+        timeout: float = 5.0,
+    ):
         super().__init__(interval, max_backoff=30.0)
         self.instance_id = instance_id or os.environ.get("CONTAINER_ID", "")
         self.api_key = api_key if api_key is not None else find_api_key()
         if not self.instance_id:
-            raise WatcherConfigError("vast: no instance id; pass --instance-id or run inside the "
-                                     "instance (it sets $CONTAINER_ID)")
+            raise WatcherConfigError(
+                "vast: no instance id; pass --instance-id or run inside the instance (it sets $CONTAINER_ID)"
+            )
         if not self.api_key:
             raise WatcherConfigError("vast: no API key; set $VAST_API_KEY (or ~/.config/vastai/vast_api_key)")
         self.url = (url or default_url()).rstrip("/")
         self.timeout = timeout
 
     def poll_once(self) -> Notice | None:
-        resp = http.expect(http.request(
-            "GET", f"{self.url}/api/v0/instances/{self.instance_id}/?owner=me", timeout=self.timeout,
-            headers={"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"}), "vast instance")
+        resp = http.expect(
+            http.request(
+                "GET",
+                f"{self.url}/api/v0/instances/{self.instance_id}/?owner=me",
+                timeout=self.timeout,
+                headers={"Authorization": f"Bearer {self.api_key}", "Accept": "application/json"},
+            ),
+            "vast instance",
+        )
         if resp.status in (401, 403):
             raise WatcherConfigError(f"vast: the API key was refused (HTTP {resp.status}); check $VAST_API_KEY")
         if resp.status in (404, 410):
@@ -70,5 +84,9 @@ class VastWatcher(PollingWatcher):
         return None
 
     def _notice(self, kind: str, detail: dict) -> Notice:
-        return Notice(kind=kind, cloud=self.cloud, deadline=time.time() + NOTICE_WINDOW,
-                      detail={**detail, "instance_id": self.instance_id, "deadline_assumed": True})
+        return Notice(
+            kind=kind,
+            cloud=self.cloud,
+            deadline=time.time() + NOTICE_WINDOW,
+            detail={**detail, "instance_id": self.instance_id, "deadline_assumed": True},
+        )

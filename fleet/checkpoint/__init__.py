@@ -22,11 +22,11 @@ sharded over the ranks of a distributed job) go through :mod:`fleet.checkpoint.t
 """
 
 from fleet.checkpoint.errors import (
-                                     CheckpointError,
-                                     CheckpointExistsError,
-                                     CorruptCheckpointError,
-                                     StaleStepError,
-                                     UnsupportedStateError,
+    CheckpointError,
+    CheckpointExistsError,
+    CorruptCheckpointError,
+    StaleStepError,
+    UnsupportedStateError,
 )
 from fleet.checkpoint.layout import CheckpointInfo
 from fleet.checkpoint.manager import URI_ENV, CheckpointManager
@@ -35,8 +35,20 @@ from fleet.checkpoint.state import DataPosition, capture_rng, restore_rng
 from fleet.checkpoint.stores import ObjectStore, TransferSettings, open_store
 
 __all__ = [
-    "CheckpointError", "CheckpointExistsError", "CheckpointInfo", "CheckpointManager",
-    "CorruptCheckpointError", "DataPosition", "ObjectStore", "StaleStepError", "StopRequest",
-    "TransferSettings", "URI_ENV", "UnsupportedStateError", "capture_rng", "install_signal_handler", "open_store",
+    "CheckpointError",
+    "CheckpointExistsError",
+    "CheckpointInfo",
+    "CheckpointManager",
+    "CorruptCheckpointError",
+    "DataPosition",
+    "ObjectStore",
+    "StaleStepError",
+    "StopRequest",
+    "TransferSettings",
+    "URI_ENV",
+    "UnsupportedStateError",
+    "capture_rng",
+    "install_signal_handler",
+    "open_store",
     "restore_rng",
 ]

@@ -50,10 +50,10 @@ class _Encoder:
         if isinstance(value, np.ndarray) or isinstance(value, np.generic):
             arr = np.asarray(value)
             if arr.dtype.hasobject:
-                raise UnsupportedStateError(f"{path}: numpy arrays of Python objects cannot be stored; "
-                                            "use a numeric dtype")
-            node = {"$array": self.blob(arr), "dtype": npformat.dtype_to_descr(arr.dtype),
-                    "shape": list(arr.shape)}
+                raise UnsupportedStateError(
+                    f"{path}: numpy arrays of Python objects cannot be stored; use a numeric dtype"
+                )
+            node = {"$array": self.blob(arr), "dtype": npformat.dtype_to_descr(arr.dtype), "shape": list(arr.shape)}
             if isinstance(value, np.generic):
                 node["scalar"] = True
             return node
@@ -66,13 +66,17 @@ class _Encoder:
         if isinstance(value, dict):
             if all(isinstance(k, str) and not k.startswith("$") for k in value):
                 return {k: self.tree(v, f"{path}[{k!r}]") for k, v in value.items()}
-            return {"$map": [[self.tree(k, f"{path} key {k!r}"), self.tree(v, f"{path}[{k!r}]")]
-                             for k, v in value.items()]}
-        hint = " (use fleet.checkpoint.torch for tensors and modules)" \
-            if type(value).__module__.startswith("torch") else \
-            "; convert it to numpy arrays, bytes or plain Python values"
-        raise UnsupportedStateError(f"{path}: cannot store a value of type "
-                                    f"{type(value).__module__}.{type(value).__qualname__}{hint}")
+            return {
+                "$map": [[self.tree(k, f"{path} key {k!r}"), self.tree(v, f"{path}[{k!r}]")] for k, v in value.items()]
+            }
+        hint = (
+            " (use fleet.checkpoint.torch for tensors and modules)"
+            if type(value).__module__.startswith("torch")
+            else "; convert it to numpy arrays, bytes or plain Python values"
+        )
+        raise UnsupportedStateError(
+            f"{path}: cannot store a value of type {type(value).__module__}.{type(value).__qualname__}{hint}"
+        )
 
 
 def _nbytes(blob: np.ndarray | bytes | memoryview) -> int:
@@ -107,12 +111,12 @@ def encode(state: dict[str, Any], allocate: Callable[[int], np.ndarray] | None =
     head, offsets, blobs = _layout(state)
     total = len(head) + (offsets[-1][0] + offsets[-1][1] if offsets else 0)
     out = (allocate or _fresh)(total)[:total]
-    out[:len(head)] = np.frombuffer(head, np.uint8)
+    out[: len(head)] = np.frombuffer(head, np.uint8)
     end = len(head)
     spans = []
     for (off, n), data in zip(offsets, blobs):
         start = len(head) + off
-        out[end:start] = 0                                    # alignment padding
+        out[end:start] = 0  # alignment padding
         spans.append((start, n, data))
         end = start + n
     _copy_blobs(out, spans)
@@ -157,11 +161,11 @@ def _copy_blobs(out: np.ndarray, spans: list[tuple[int, int, Any]]) -> None:
             continue
         src = _bytes_view(data)
         for lo in range(0, n, _SPLIT):
-            jobs.append((start + lo, src[lo:lo + _SPLIT]))
+            jobs.append((start + lo, src[lo : lo + _SPLIT]))
 
     def copy(job: tuple[int, memoryview]) -> None:
         at, src = job
-        out[at:at + src.nbytes] = np.frombuffer(src, np.uint8)
+        out[at : at + src.nbytes] = np.frombuffer(src, np.uint8)
 
     if len(jobs) < 2:
         for job in jobs:
@@ -181,12 +185,12 @@ def decode(buffer: bytes | bytearray | memoryview) -> dict[str, Any]:
     Pass a ``bytearray`` to get writable arrays that share its memory.
     """
     view = memoryview(buffer).cast("B")
-    if view[:len(MAGIC)].tobytes() != MAGIC:
+    if view[: len(MAGIC)].tobytes() != MAGIC:
         raise CorruptCheckpointError("not a spotfleet checkpoint (bad magic bytes)")
     try:
         (hlen,) = _HEADER_LEN.unpack_from(view, len(MAGIC))
         start = len(MAGIC) + _HEADER_LEN.size
-        header = json.loads(view[start:start + hlen].tobytes())
+        header = json.loads(view[start : start + hlen].tobytes())
         base = start + hlen
         base += -base % ALIGN
         blobs = header["blobs"]
@@ -222,7 +226,7 @@ class _Decoder:
             return self.array(node)
         if "$bytes" in node:
             buf, start, n = self.raw(node["$bytes"])
-            return memoryview(buf).cast("B")[start:start + n].tobytes()
+            return memoryview(buf).cast("B")[start : start + n].tobytes()
         if "$tuple" in node:
             return tuple(self.tree(v) for v in node["$tuple"])
         if "$map" in node:
@@ -249,11 +253,12 @@ def array_type(node: dict[str, Any]) -> tuple[np.dtype, tuple[int, ...]]:
 
 # -- reading in two halves: the header first, then the blobs straight into their destinations ------
 
+
 @dataclass(frozen=True)
 class Layout:
     """A checkpoint's header: its structure and where each blob lies (absolute byte offsets)."""
 
-    head: int                          # bytes before the first blob (header and its padding)
+    head: int  # bytes before the first blob (header and its padding)
     tree: Any
     spans: tuple[tuple[int, int], ...]  # (start, size) of each blob, ascending, never overlapping
 
@@ -264,7 +269,7 @@ def head_length(prefix: bytes | bytearray | memoryview) -> int | None:
     view = memoryview(prefix).cast("B")
     if view.nbytes < len(MAGIC) + _HEADER_LEN.size:
         return None
-    if view[:len(MAGIC)].tobytes() != MAGIC:
+    if view[: len(MAGIC)].tobytes() != MAGIC:
         raise CorruptCheckpointError("not a spotfleet checkpoint (bad magic bytes)")
     (hlen,) = _HEADER_LEN.unpack_from(view, len(MAGIC))
     base = len(MAGIC) + _HEADER_LEN.size + hlen
@@ -283,7 +288,7 @@ def parse_layout(head: bytes | bytearray | memoryview, size: int) -> Layout:
     try:
         start = len(MAGIC) + _HEADER_LEN.size
         (hlen,) = _HEADER_LEN.unpack_from(view, len(MAGIC))
-        header = json.loads(view[start:start + hlen].tobytes())
+        header = json.loads(view[start : start + hlen].tobytes())
         tree, blobs = header["tree"], header["blobs"]
         spans = tuple((base + int(off), int(n)) for off, n in blobs)
     except (ValueError, KeyError, TypeError, RecursionError) as err:

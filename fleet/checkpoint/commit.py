@@ -33,8 +33,9 @@ log = logging.getLogger("fleet.checkpoint")
 WRITER = f"{socket.gethostname()}:{os.getpid()}"
 
 
-def write_checkpoint(store: ObjectStore, payload: Payload, step: int, hasher: Executor,
-                     metrics: dict[str, float] | None = None) -> CheckpointInfo:
+def write_checkpoint(
+    store: ObjectStore, payload: Payload, step: int, hasher: Executor, metrics: dict[str, float] | None = None
+) -> CheckpointInfo:
     """Upload, verify and commit ``payload`` as ``step``; returns the committed info.
 
     Raises :class:`CheckpointExistsError` when ``step`` was committed first with other content
@@ -50,8 +51,7 @@ def new_token() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def upload_part(store: ObjectStore, payload: Payload, step: int, token: str,
-                hasher: Executor | None = None) -> Part:
+def upload_part(store: ObjectStore, payload: Payload, step: int, token: str, hasher: Executor | None = None) -> Part:
     """Upload ``payload`` to ``data/step-N-<token>.ckpt`` and check its stored size; nothing is
     committed. Its digest (the default algorithm) is computed alongside the upload (on ``hasher``, else a thread of its
     own). On failure the partial object is removed (best effort) and the error raised."""
@@ -64,26 +64,37 @@ def upload_part(store: ObjectStore, payload: Payload, step: int, token: str,
         store.upload(key, payload)
         stored = store.size(key)
         if stored != payload.size:
-            raise CheckpointError(f"{store.uri}: {key} holds {stored} bytes after upload, "
-                                  f"expected {payload.size}; not committed")
+            raise CheckpointError(
+                f"{store.uri}: {key} holds {stored} bytes after upload, expected {payload.size}; not committed"
+            )
         return Part(key, payload.size, digest.result(), digests.DEFAULT)
     except BaseException:
         discard(store, [key], failing=True)
         raise
 
 
-def commit_parts(store: ObjectStore, step: int, parts: Sequence[Part],
-                 metrics: dict[str, float] | None = None) -> CheckpointInfo:
+def commit_parts(
+    store: ObjectStore, step: int, parts: Sequence[Part], metrics: dict[str, float] | None = None
+) -> CheckpointInfo:
     """Make the uploaded ``parts`` (first one first) visible as ``step`` with one create-if-absent
     manifest. When the step is already committed with exactly these contents the existing info is
     returned and this writer's data removed; other contents raise :class:`CheckpointExistsError`."""
     first, rest = parts[0], tuple(parts[1:])
-    info = CheckpointInfo(step=step, name=step_name(step), size=first.size, digest=first.digest,
-                          committed_at=time.time(), data_key=first.key, writer=WRITER,
-                          metrics=dict(metrics or {}), parts=rest, algorithm=first.algorithm)
+    info = CheckpointInfo(
+        step=step,
+        name=step_name(step),
+        size=first.size,
+        digest=first.digest,
+        committed_at=time.time(),
+        data_key=first.key,
+        writer=WRITER,
+        metrics=dict(metrics or {}),
+        parts=rest,
+        algorithm=first.algorithm,
+    )
     try:
         manifest = info.to_manifest()
-    except ValueError as err:                # parts hashed by different versions of this library
+    except ValueError as err:  # parts hashed by different versions of this library
         discard(store, [p.key for p in parts], failing=True)
         raise CheckpointError(f"{store.uri}: step {step} not committed: {err}") from err
     if not store.create(commit_key(step), manifest):
@@ -101,8 +112,10 @@ def commit_parts(store: ObjectStore, step: int, parts: Sequence[Part],
 def same_objects(info: CheckpointInfo, parts: Sequence[Part]) -> bool:
     """Whether the committed checkpoint ``info`` holds exactly the contents of ``parts`` (same sizes
     and digests; digests of another algorithm never match)."""
+
     def key(p: Part) -> tuple[int, str, str]:
         return p.size, p.algorithm, p.digest
+
     return [key(p) for p in info.objects] == [key(p) for p in parts]
 
 
@@ -114,5 +127,4 @@ def discard(store: ObjectStore, keys: Sequence[str], *, failing: bool = False) -
         try:
             store.delete(key)
         except Exception as err:
-            (log.debug if failing else log.warning)("%s: could not remove uncommitted %s: %s",
-                                                    store.uri, key, err)
+            (log.debug if failing else log.warning)("%s: could not remove uncommitted %s: %s", store.uri, key, err)

@@ -68,9 +68,16 @@ from fleet.checkpoint.payload import Payload
 
 _ALIGN = 64
 log = logging.getLogger("fleet.checkpoint")
-_SAFE_METADATA = [dcp_metadata.Metadata, dcp_metadata.MetadataIndex, dcp_metadata.TensorStorageMetadata,
-                  dcp_metadata.ChunkStorageMetadata, dcp_metadata.BytesStorageMetadata,
-                  dcp_metadata.TensorProperties, dcp_metadata.StorageMeta, dcp_metadata._MEM_FORMAT_ENCODING]
+_SAFE_METADATA = [
+    dcp_metadata.Metadata,
+    dcp_metadata.MetadataIndex,
+    dcp_metadata.TensorStorageMetadata,
+    dcp_metadata.ChunkStorageMetadata,
+    dcp_metadata.BytesStorageMetadata,
+    dcp_metadata.TensorProperties,
+    dcp_metadata.StorageMeta,
+    dcp_metadata._MEM_FORMAT_ENCODING,
+]
 
 
 def _done(value: Any) -> Future:
@@ -88,7 +95,7 @@ class StorageWriter(dcp.StorageWriter):
     def __init__(self, mgr: CheckpointManager, step: int, *, metrics: Mapping[str, float] | None = None):
         super().__init__()
         self.mgr, self.metrics = mgr, dict(metrics or {})
-        self.step = int(step)                        # checked (and refused when stale) by the coordinator
+        self.step = int(step)  # checked (and refused when stale) by the coordinator
         self.token = ""
         self.info: CheckpointInfo | None = None
 
@@ -102,7 +109,7 @@ class StorageWriter(dcp.StorageWriter):
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
-        self.token = distributed.fresh_token(self.mgr, self.step)   # coordinator: refuse before anyone writes
+        self.token = distributed.fresh_token(self.mgr, self.step)  # coordinator: refuse before anyone writes
         return [dataclasses.replace(p, storage_data=f"{self.token}-r{rank}") for rank, p in enumerate(plans)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
@@ -127,9 +134,12 @@ class StorageWriter(dcp.StorageWriter):
             placed.append((item.index, pos, raw.nbytes, dtype, shape))
             pos += raw.nbytes
         part = upload_part(self.mgr.store, Payload.of(chunks), self.step, str(plan.storage_data))
-        return _done([WriteResult(index=index, size_in_bytes=n,
-                                  storage_data=(part, offset, n, dtype, shape))
-                      for index, offset, n, dtype, shape in placed])
+        return _done(
+            [
+                WriteResult(index=index, size_in_bytes=n, storage_data=(part, offset, n, dtype, shape))
+                for index, offset, n, dtype, shape in placed
+            ]
+        )
 
     def finish(self, metadata: dcp_metadata.Metadata, results: list[list[WriteResult]]) -> None:
         parts: list[Part] = []
@@ -140,11 +150,12 @@ class StorageWriter(dcp.StorageWriter):
                 part, offset, n, dtype, shape = wr.storage_data
                 if part.key not in slot:
                     parts.append(part)
-                    slot[part.key] = len(parts)         # object 0 is the metadata
+                    slot[part.key] = len(parts)  # object 0 is the metadata
                 storage[wr.index] = (slot[part.key], offset, n, dtype, shape)
         metadata.storage_data = storage
-        metadata.storage_meta = dcp_metadata.StorageMeta(checkpoint_id=f"{self.mgr.uri}#{self.step}",
-                                                         save_id=self.token)
+        metadata.storage_meta = dcp_metadata.StorageMeta(
+            checkpoint_id=f"{self.mgr.uri}#{self.step}", save_id=self.token
+        )
         buf = io.BytesIO()
         torch.save(metadata, buf)
         meta = upload_part(self.mgr.store, Payload.of([buf.getbuffer()]), self.step, f"{self.token}-meta")
@@ -155,7 +166,7 @@ class StorageWriter(dcp.StorageWriter):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
-        return False                                 # chosen explicitly, never by a checkpoint_id
+        return False  # chosen explicitly, never by a checkpoint_id
 
 
 class StorageReader(dcp.StorageReader):
@@ -169,12 +180,13 @@ class StorageReader(dcp.StorageReader):
     :class:`CorruptCheckpointError` after its bytes may have reached the target.
     """
 
-    def __init__(self, mgr: CheckpointManager, *, step: int | None = None, group: Any = None,
-                 before: int | None = None):
+    def __init__(
+        self, mgr: CheckpointManager, *, step: int | None = None, group: Any = None, before: int | None = None
+    ):
         super().__init__()
         self.mgr, self.step, self.group, self.before = mgr, step, group, before
         self.info: CheckpointInfo | None = None
-        self.nothing = False                   # read_metadata found no checkpoint to read (every rank)
+        self.nothing = False  # read_metadata found no checkpoint to read (every rank)
         self.storage_data: dict[Any, Any] = {}
 
     def reset(self, checkpoint_id: Any = None) -> None:
@@ -186,7 +198,8 @@ class StorageReader(dcp.StorageReader):
             rank0 = dist.get_rank(self.group) == 0
             chosen, err = distributed.outcome(self._choose) if rank0 else (None, None)
             step, self.nothing = distributed.broadcast(
-                (chosen[0].step if chosen is not None else None, isinstance(err, NoCheckpointError)), self.group)
+                (chosen[0].step if chosen is not None else None, isinstance(err, NoCheckpointError)), self.group
+            )
             if err is not None:
                 raise err
             if step is None:
@@ -215,8 +228,9 @@ class StorageReader(dcp.StorageReader):
             try:
                 return self._read(info)
             except CorruptCheckpointError as err:
-                log.warning("%s: skipping step %d: %s; falling back to an older checkpoint",
-                            self.mgr.uri, info.step, err)
+                log.warning(
+                    "%s: skipping step %d: %s; falling back to an older checkpoint", self.mgr.uri, info.step, err
+                )
         below = f" below step {self.before}" if self.before is not None else ""
         raise NoCheckpointError(f"{self.mgr.uri}: no valid DCP checkpoint to load{below}")
 
@@ -226,14 +240,16 @@ class StorageReader(dcp.StorageReader):
             with torch.serialization.safe_globals(_SAFE_METADATA):
                 metadata = torch.load(io.BytesIO(raw), weights_only=True)
         except Exception as err:
-            raise CorruptCheckpointError(f"step {info.step} holds no DCP metadata ({type(err).__name__}: "
-                                         f"{str(err)[:200]})") from err
+            raise CorruptCheckpointError(
+                f"step {info.step} holds no DCP metadata ({type(err).__name__}: {str(err)[:200]})"
+            ) from err
         if not isinstance(metadata, dcp_metadata.Metadata):
             raise CorruptCheckpointError(f"step {info.step} holds no DCP metadata")
         return info, metadata
 
-    def set_up_storage_reader(self, metadata: dcp_metadata.Metadata, is_coordinator: bool,
-                              *args: Any, **kwargs: Any) -> None:
+    def set_up_storage_reader(
+        self, metadata: dcp_metadata.Metadata, is_coordinator: bool, *args: Any, **kwargs: Any
+    ) -> None:
         self.storage_data = metadata.storage_data
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
@@ -250,8 +266,8 @@ class StorageReader(dcp.StorageReader):
             by_object.setdefault(item, {}).setdefault(req.storage_index, []).append(req)
         taken: list[tuple[int, int]] = []
         for index, items in sorted(by_object.items()):
-            direct: list[Any] = []                          # (req, target) read straight into the target
-            staged: list[tuple[Any, np.ndarray]] = []       # (requests of one item, its bytes)
+            direct: list[Any] = []  # (req, target) read straight into the target
+            staged: list[tuple[Any, np.ndarray]] = []  # (requests of one item, its bytes)
             regions: list[tuple[int, Any]] = []
             for storage_index, reqs in items.items():
                 _, offset, n, dtype, shape = self.storage_data[storage_index]
@@ -277,8 +293,10 @@ class StorageReader(dcp.StorageReader):
                     tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
                     target = planner.resolve_tensor(req).detach()
                     if target.size() != tensor.size():
-                        raise CheckpointError(f"{req.storage_index.fqn}: the checkpoint holds {tuple(tensor.shape)}, "
-                                              f"the target {tuple(target.shape)}")
+                        raise CheckpointError(
+                            f"{req.storage_index.fqn}: the checkpoint holds {tuple(tensor.shape)}, "
+                            f"the target {tuple(target.shape)}"
+                        )
                     target.copy_(tensor)
                     planner.commit_tensor(req, target)
         return _done(None)
@@ -288,8 +306,9 @@ class StorageReader(dcp.StorageReader):
         return False
 
 
-def _whole_target(reqs: list[Any], planner: LoadPlanner, n: int, dtype: str, shape: list[int],
-                  taken: list[tuple[int, int]]) -> torch.Tensor | None:
+def _whole_target(
+    reqs: list[Any], planner: LoadPlanner, n: int, dtype: str, shape: list[int], taken: list[tuple[int, int]]
+) -> torch.Tensor | None:
     """The target tensor one stored tensor can be read straight into: a single request for the
     whole of it, into a contiguous CPU tensor of the same dtype and size that shares no memory
     with another such target; None otherwise (the bytes are staged and copied)."""
@@ -299,9 +318,15 @@ def _whole_target(reqs: list[Any], planner: LoadPlanner, n: int, dtype: str, sha
     if any(req.storage_offsets) or list(req.lengths) != list(shape):
         return None
     target = planner.resolve_tensor(req).detach()
-    if target.device.type != "cpu" or not target.is_contiguous() or target.is_conj() or target.is_neg() \
-            or str(target.dtype).removeprefix("torch.") != dtype or list(target.shape) != list(shape) \
-            or target.numel() * target.element_size() != n:
+    if (
+        target.device.type != "cpu"
+        or not target.is_contiguous()
+        or target.is_conj()
+        or target.is_neg()
+        or str(target.dtype).removeprefix("torch.") != dtype
+        or list(target.shape) != list(shape)
+        or target.numel() * target.element_size() != n
+    ):
         return None
     lo = target.data_ptr()
     at = bisect.bisect_left(taken, (lo, lo))
@@ -315,8 +340,14 @@ class NoCheckpointError(CheckpointError):
     """The location holds no DCP checkpoint that can be read (below the step asked for)."""
 
 
-def load(state_dict: dict[str, Any], mgr: CheckpointManager, *, step: int | None = None, group: Any = None,
-         planner: LoadPlanner | None = None) -> CheckpointInfo | None:
+def load(
+    state_dict: dict[str, Any],
+    mgr: CheckpointManager,
+    *,
+    step: int | None = None,
+    group: Any = None,
+    planner: LoadPlanner | None = None,
+) -> CheckpointInfo | None:
     """``dcp.load`` of the newest DCP checkpoint that verifies, into ``state_dict`` in place.
 
     Like :meth:`CheckpointManager.load_latest`: a checkpoint any of whose objects is missing or
@@ -338,11 +369,19 @@ def load(state_dict: dict[str, Any], mgr: CheckpointManager, *, step: int | None
                 if before is None:
                     return None
                 raise CheckpointError(f"{mgr.uri}: no DCP checkpoint below step {before} verifies") from err
-            if step is not None or reader.info is None or \
-                    not causes or not all(isinstance(c, CorruptCheckpointError) for c in causes):
+            if (
+                step is not None
+                or reader.info is None
+                or not causes
+                or not all(isinstance(c, CorruptCheckpointError) for c in causes)
+            ):
                 raise
-            log.warning("%s: step %d of this DCP checkpoint location is corrupt (%s); loading an older one",
-                        mgr.uri, reader.info.step, causes[0])
+            log.warning(
+                "%s: step %d of this DCP checkpoint location is corrupt (%s); loading an older one",
+                mgr.uri,
+                reader.info.step,
+                causes[0],
+            )
             before = reader.info.step
 
 

@@ -34,7 +34,7 @@ ALGORITHMS: dict[str, Callable[[], Hasher]] = {
     "sha256": hashlib.sha256,
 }
 DEFAULT = "xxh3-128"
-LEGACY = "sha256"                  # the algorithm of every manifest of format /1
+LEGACY = "sha256"  # the algorithm of every manifest of format /1
 HEX_LENGTH = {"xxh3-128": 32, "sha256": 64}
 
 
@@ -47,8 +47,10 @@ def check(name: Any) -> str:
     if isinstance(name, str) and name in ALGORITHMS:
         return name
     shown = repr(name)[:40].encode("ascii", "backslashreplace").decode()
-    raise UnknownDigestError(f"digest algorithm {shown} is not one this version verifies "
-                             f"({', '.join(sorted(ALGORITHMS))}); a newer spotfleet may have written it: upgrade")
+    raise UnknownDigestError(
+        f"digest algorithm {shown} is not one this version verifies "
+        f"({', '.join(sorted(ALGORITHMS))}); a newer spotfleet may have written it: upgrade"
+    )
 
 
 def new(name: str) -> Hasher:

@@ -47,8 +47,7 @@ def active(group: Any = None) -> bool:
 def broadcast(value: Any, group: Any) -> Any:
     """``value`` of the group's first rank, on every rank."""
     box = [value]
-    dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0,
-                               group=group)
+    dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
     return box[0]
 
 
@@ -63,7 +62,7 @@ def outcome(fn: Any) -> tuple[Any, BaseException | None]:
     """``(fn(), None)`` or ``(None, error)``: a rank reports its failure to the others before raising."""
     try:
         return fn(), None
-    except Exception as err:        # reported to every rank, then raised here
+    except Exception as err:  # reported to every rank, then raised here
         return None, err
 
 
@@ -73,8 +72,14 @@ def fresh_token(mgr: CheckpointManager, step: int) -> str:
     return new_token()
 
 
-def save_sharded(mgr: CheckpointManager, state: dict[str, Any], step: int, *,
-                 metrics: Mapping[str, float] | None = None, group: Any = None) -> CheckpointInfo:
+def save_sharded(
+    mgr: CheckpointManager,
+    state: dict[str, Any],
+    step: int,
+    *,
+    metrics: Mapping[str, float] | None = None,
+    group: Any = None,
+) -> CheckpointInfo:
     """Save this rank's ``state`` (storable values) as its shard of ``step``; a collective call.
 
     Returns the committed info on every rank; raises :class:`CheckpointError` on every rank when
@@ -105,13 +110,13 @@ def save_sharded(mgr: CheckpointManager, state: dict[str, Any], step: int, *,
     return info
 
 
-def load_sharded(mgr: CheckpointManager, *, step: int | None = None, group: Any = None
-                 ) -> tuple[dict[str, Any], CheckpointInfo] | None:
+def load_sharded(
+    mgr: CheckpointManager, *, step: int | None = None, group: Any = None
+) -> tuple[dict[str, Any], CheckpointInfo] | None:
     """This rank's shard of the newest checkpoint every rank can verify (or of ``step``); a
     collective call. None on every rank when there is no such checkpoint."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    listed = outcome(lambda: [i for i in mgr.intact() if step is None or i.step == step]) \
-        if rank == 0 else (None, None)
+    listed = outcome(lambda: [i for i in mgr.intact() if step is None or i.step == step]) if rank == 0 else (None, None)
     infos = broadcast(listed[0] if listed[1] is None else f"{type(listed[1]).__name__}: {listed[1]}", group)
     if listed[1] is not None:
         raise listed[1]
@@ -119,20 +124,28 @@ def load_sharded(mgr: CheckpointManager, *, step: int | None = None, group: Any 
         raise CheckpointError(f"{mgr.uri}: rank 0 could not list checkpoints: {infos}")
     for info in infos:
         if len(info.objects) != world:
-            raise CheckpointError(f"{mgr.uri}: step {info.step} was saved by {len(info.objects)} rank(s); "
-                                  f"this job has {world}: load it with the same world size (an elastic job "
-                                  "whose world size changes must save with fleet.checkpoint.dcp, which reshards)")
+            raise CheckpointError(
+                f"{mgr.uri}: step {info.step} was saved by {len(info.objects)} rank(s); "
+                f"this job has {world}: load it with the same world size (an elastic job "
+                "whose world size changes must save with fleet.checkpoint.dcp, which reshards)"
+            )
         tree, err = outcome(lambda: codec.decode(mgr.fetch_part(info, rank)))
         kind = "" if err is None else "corrupt" if isinstance(err, CorruptCheckpointError) else "error"
         verdicts = gather((kind, "" if err is None else f"{type(err).__name__}: {err}"), group)
         if any(k == "error" for k, _ in verdicts):
             if kind == "error":
-                raise err                                   # type: ignore[misc]
-            raise CheckpointError(f"{mgr.uri}: loading step {info.step} failed on another rank: " +
-                                  "; ".join(f"rank {r}: {m}" for r, (k, m) in enumerate(verdicts) if k == "error"))
+                raise err  # type: ignore[misc]
+            raise CheckpointError(
+                f"{mgr.uri}: loading step {info.step} failed on another rank: "
+                + "; ".join(f"rank {r}: {m}" for r, (k, m) in enumerate(verdicts) if k == "error")
+            )
         bad = [(r, m) for r, (k, m) in enumerate(verdicts) if k]
         if not bad:
             return tree, info
-        log.warning("%s: skipping step %d: %s; falling back to an older checkpoint", mgr.uri, info.step,
-                    "; ".join(f"rank {r}: {m}" for r, m in bad))
+        log.warning(
+            "%s: skipping step %d: %s; falling back to an older checkpoint",
+            mgr.uri,
+            info.step,
+            "; ".join(f"rank {r}: {m}" for r, m in bad),
+        )
     return None

@@ -19,8 +19,9 @@ class CheckpointExistsError(CheckpointError):
         self.uri = uri
         self.step = step
         by = f" by {writer}" if writer else ""
-        super().__init__(f"{uri}: step {step} is already committed{by} with other content; "
-                         "save under a new step number")
+        super().__init__(
+            f"{uri}: step {step} is already committed{by} with other content; save under a new step number"
+        )
 
 
 class StaleStepError(CheckpointError):
@@ -29,9 +30,11 @@ class StaleStepError(CheckpointError):
 
     def __init__(self, uri: str, step: int, newest: int):
         self.uri, self.step, self.newest = uri, step, newest
-        super().__init__(f"{uri}: refusing to save step {step}: this location already holds step {newest}, "
-                         "so a resume would never use it; save a new run to a fresh location "
-                         "(or delete the newer checkpoints)")
+        super().__init__(
+            f"{uri}: refusing to save step {step}: this location already holds step {newest}, "
+            "so a resume would never use it; save a new run to a fresh location "
+            "(or delete the newer checkpoints)"
+        )
 
 
 class CorruptCheckpointError(CheckpointError):

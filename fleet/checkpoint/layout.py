@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from fleet.checkpoint import digest as digests
 
 FORMAT = "spotfleet-checkpoint/2"
-FORMAT_V1 = "spotfleet-checkpoint/1"     # SHA-256 only; still read, and written for sha256 infos
+FORMAT_V1 = "spotfleet-checkpoint/1"  # SHA-256 only; still read, and written for sha256 infos
 DATA_DIR = "data/"
 COMMIT_DIR = "commits/"
 _STEP_WIDTH = 12
@@ -47,9 +47,11 @@ _ANY_STEP_RE = re.compile(r"^(?:data|commits)/step-(\d{12})")
 _DATA_RE = re.compile(r"^data/step-(\d{12})-[0-9A-Za-z_-]{1,64}\.ckpt$")
 # what this layout writes: data objects, manifests, and the temporary files of a crashed writer
 # (``<name>.partial`` of an upload, ``<name>.<32 hex>.partial`` of a commit)
-_OURS_RE = re.compile(r"^(?:data/step-\d{12}-[0-9A-Za-z_-]{1,64}\.ckpt|commits/step-\d{12}\.json)"
-                      r"(?:\.[0-9a-f]{32})?(?:\.partial)?$")
-MAX_MANIFEST_BYTES = 1024 * 1024    # a few hundred bytes, ~150 more per part; anything larger is not ours
+_OURS_RE = re.compile(
+    r"^(?:data/step-\d{12}-[0-9A-Za-z_-]{1,64}\.ckpt|commits/step-\d{12}\.json)"
+    r"(?:\.[0-9a-f]{32})?(?:\.partial)?$"
+)
+MAX_MANIFEST_BYTES = 1024 * 1024  # a few hundred bytes, ~150 more per part; anything larger is not ours
 
 
 @dataclass(frozen=True)
@@ -68,17 +70,17 @@ class CheckpointInfo:
     """One committed checkpoint, as recorded in its manifest."""
 
     step: int
-    name: str               # "step-000000001200"
-    size: int               # bytes of the data object
-    digest: str             # hex digest of the data object, made with ``algorithm``
-    committed_at: float     # epoch seconds, the writer's clock at commit
-    data_key: str = ""      # the data object, relative to the store prefix
-    writer: str = ""        # "host:pid" of the process that committed it
+    name: str  # "step-000000001200"
+    size: int  # bytes of the data object
+    digest: str  # hex digest of the data object, made with ``algorithm``
+    committed_at: float  # epoch seconds, the writer's clock at commit
+    data_key: str = ""  # the data object, relative to the store prefix
+    writer: str = ""  # "host:pid" of the process that committed it
     metrics: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
     # numbers the writer recorded with the checkpoint (``save(..., metrics=...)``), for retention
     parts: tuple[Part, ...] = field(default=(), compare=False, hash=False)
     # the further data objects of a sharded checkpoint (rank 1.. of a distributed save)
-    algorithm: str = digests.DEFAULT   # of every object's digest
+    algorithm: str = digests.DEFAULT  # of every object's digest
 
     @property
     def objects(self) -> tuple[Part, ...]:
@@ -89,16 +91,26 @@ class CheckpointInfo:
         """The manifest's bytes: format ``/2``, or ``/1`` (as it always was) for SHA-256 digests.
         Raises ``ValueError`` when a part's algorithm differs from the info's."""
         if any(p.algorithm != self.algorithm for p in self.parts):
-            raise ValueError(f"every object of a checkpoint needs one digest algorithm "
-                             f"({sorted({self.algorithm, *(p.algorithm for p in self.parts)})})")
+            raise ValueError(
+                f"every object of a checkpoint needs one digest algorithm "
+                f"({sorted({self.algorithm, *(p.algorithm for p in self.parts)})})"
+            )
         legacy = self.algorithm == digests.LEGACY
         name = "sha256" if legacy else "digest"
-        doc: dict[str, object] = {"format": FORMAT_V1 if legacy else FORMAT, "step": self.step, "name": self.name,
-                                  "size": self.size, name: self.digest, "committed_at": self.committed_at,
-                                  "data_key": self.data_key, "writer": self.writer, "metrics": self.metrics}
+        doc: dict[str, object] = {
+            "format": FORMAT_V1 if legacy else FORMAT,
+            "step": self.step,
+            "name": self.name,
+            "size": self.size,
+            name: self.digest,
+            "committed_at": self.committed_at,
+            "data_key": self.data_key,
+            "writer": self.writer,
+            "metrics": self.metrics,
+        }
         if not legacy:
             doc["algorithm"] = self.algorithm
-        if self.parts:                        # single-object manifests have no parts list
+        if self.parts:  # single-object manifests have no parts list
             doc["parts"] = [{"key": p.key, "size": p.size, name: p.digest} for p in self.parts]
         return json.dumps(doc, sort_keys=True).encode()
 
@@ -123,11 +135,18 @@ class CheckpointInfo:
             algorithm, name = digests.LEGACY, "sha256"
         else:
             algorithm, name = digests.check(doc.get("algorithm")), "digest"
-        info = cls(step=int(doc["step"]), name=str(doc["name"]), size=int(doc["size"]),
-                   digest=_hex(doc[name]), committed_at=float(doc["committed_at"]),
-                   data_key=str(doc["data_key"]), writer=str(doc.get("writer", "")),
-                   metrics=_metrics(doc.get("metrics", {})), parts=_parts(doc.get("parts", []), name, algorithm),
-                   algorithm=algorithm)
+        info = cls(
+            step=int(doc["step"]),
+            name=str(doc["name"]),
+            size=int(doc["size"]),
+            digest=_hex(doc[name]),
+            committed_at=float(doc["committed_at"]),
+            data_key=str(doc["data_key"]),
+            writer=str(doc.get("writer", "")),
+            metrics=_metrics(doc.get("metrics", {})),
+            parts=_parts(doc.get("parts", []), name, algorithm),
+            algorithm=algorithm,
+        )
         for part in info.objects:
             m = _DATA_RE.match(part.key)
             if m is None:
@@ -140,8 +159,7 @@ class CheckpointInfo:
 def _parts(raw: object, name: str, algorithm: str) -> tuple[Part, ...]:
     if not isinstance(raw, list):
         raise ValueError("parts is not a list")
-    return tuple(Part(key=str(p["key"]), size=int(p["size"]), digest=_hex(p[name]), algorithm=algorithm)
-                 for p in raw)
+    return tuple(Part(key=str(p["key"]), size=int(p["size"]), digest=_hex(p[name]), algorithm=algorithm) for p in raw)
 
 
 def _hex(raw: object) -> str:

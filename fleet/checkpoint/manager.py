@@ -65,10 +65,20 @@ class CheckpointManager:
     :mod:`fleet.checkpoint.retention`.
     """
 
-    def __init__(self, uri: str | None = None, *, keep_last: int = 3, store: ObjectStore | None = None,
-                 env: Mapping[str, str] | None = None, transfer: TransferSettings | None = None,
-                 max_pending: int = 1, keep_every: int = 0, keep_best: int = 0, metric: str = "",
-                 mode: str = "min"):
+    def __init__(
+        self,
+        uri: str | None = None,
+        *,
+        keep_last: int = 3,
+        store: ObjectStore | None = None,
+        env: Mapping[str, str] | None = None,
+        transfer: TransferSettings | None = None,
+        max_pending: int = 1,
+        keep_every: int = 0,
+        keep_best: int = 0,
+        metric: str = "",
+        mode: str = "min",
+    ):
         self.retention = Retention(keep_last, keep_every, keep_best, metric, mode).check()
         if max_pending < 1:
             raise CheckpointError(f"max_pending must be >= 1, got {max_pending!r}")
@@ -85,7 +95,7 @@ class CheckpointManager:
         self._slots = threading.BoundedSemaphore(max_pending)
         self._buffers = _BufferPool(keep=max_pending + 1)
         self._pending: list[Future[CheckpointInfo]] = []
-        self._unraised: list[BaseException] = []   # failed background saves not raised to the caller yet
+        self._unraised: list[BaseException] = []  # failed background saves not raised to the caller yet
         self._error: BaseException | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -106,8 +116,7 @@ class CheckpointManager:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def save(self, state: dict[str, Any], step: int, *, metrics: Mapping[str, float] | None = None
-             ) -> CheckpointInfo:
+    def save(self, state: dict[str, Any], step: int, *, metrics: Mapping[str, float] | None = None) -> CheckpointInfo:
         """Serialise, upload, verify and commit ``state`` as ``step``; prune per the retention policy.
 
         Waits for pending async saves first; their failures (already reported) do not stop this
@@ -120,8 +129,9 @@ class CheckpointManager:
         # the caller waits, so its arrays cannot change meanwhile: stream them, no second copy
         return self._commit(codec.encode_views(state), step, scores)
 
-    def save_async(self, state: dict[str, Any], step: int, *, metrics: Mapping[str, float] | None = None
-                   ) -> Future[CheckpointInfo]:
+    def save_async(
+        self, state: dict[str, Any], step: int, *, metrics: Mapping[str, float] | None = None
+    ) -> Future[CheckpointInfo]:
         """Snapshot ``state`` now; upload and commit it in the background. See ``wait()``.
 
         Raises the failure of an earlier background save that was not raised yet (nothing is
@@ -203,8 +213,7 @@ class CheckpointManager:
             if removed:
                 log.debug("%s: pruned steps %s", self.uri, removed)
         except CheckpointError as err:
-            log.warning("%s: step %d committed, but pruning older checkpoints failed: %s",
-                        self.uri, step, err)
+            log.warning("%s: step %d committed, but pruning older checkpoints failed: %s", self.uri, step, err)
 
     # -- sharded saves (one data object per rank; see fleet.checkpoint.distributed) ---------------
 
@@ -220,8 +229,9 @@ class CheckpointManager:
                 raise StaleStepError(self.uri, number, newer)
         return number
 
-    def commit_parts(self, step: Any, parts: Sequence[Part], *,
-                     metrics: Mapping[str, float] | None = None) -> CheckpointInfo:
+    def commit_parts(
+        self, step: Any, parts: Sequence[Part], *, metrics: Mapping[str, float] | None = None
+    ) -> CheckpointInfo:
         """Make data objects uploaded with :func:`fleet.checkpoint.commit.upload_part` (one per
         rank, first one first) visible as ``step`` with one manifest, then prune per the retention
         policy. Same rules as ``save``: identical contents of a committed step are a no-op."""
@@ -277,7 +287,7 @@ class CheckpointManager:
         if not data_intact(self.store, info):
             return False
         if info.parts:
-            return True                  # sharded: its own loaders verify it (``load`` refuses it)
+            return True  # sharded: its own loaders verify it (``load`` refuses it)
         try:
             self.load(info)
         except CorruptCheckpointError as err:
@@ -341,9 +351,11 @@ class CheckpointManager:
         :class:`CheckpointError` naming the loaders that read it, never skipped as corrupt.
         """
         if info.parts:
-            raise CheckpointError(f"{self.uri}: step {info.step} is a sharded checkpoint ({len(info.objects)} "
-                                  "data objects); load it with fleet.checkpoint.torch.load from the same number "
-                                  "of ranks, or fleet.checkpoint.dcp.StorageReader")
+            raise CheckpointError(
+                f"{self.uri}: step {info.step} is a sharded checkpoint ({len(info.objects)} "
+                "data objects); load it with fleet.checkpoint.torch.load from the same number "
+                "of ranks, or fleet.checkpoint.dcp.StorageReader"
+            )
         return load_object(self.store, info.objects[0], place)
 
     def load_latest(self, *, place: Placer | None = None) -> tuple[dict[str, Any], CheckpointInfo] | None:
@@ -352,8 +364,7 @@ class CheckpointManager:
             try:
                 return self.load(info, place=place), info
             except CorruptCheckpointError as err:
-                log.warning("%s: skipping step %d: %s; falling back to an older checkpoint",
-                            self.uri, info.step, err)
+                log.warning("%s: skipping step %d: %s; falling back to an older checkpoint", self.uri, info.step, err)
         return None
 
     def intact(self) -> Iterator[CheckpointInfo]:
@@ -385,8 +396,9 @@ class CheckpointManager:
     def __enter__(self) -> CheckpointManager:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:

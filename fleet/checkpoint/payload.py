@@ -45,7 +45,7 @@ class Payload:
         """The payload in order as views of at most ``size`` bytes (no copy)."""
         for chunk in self.chunks:
             for lo in range(0, chunk.nbytes, size):
-                yield chunk[lo:lo + size]
+                yield chunk[lo : lo + size]
 
     def reader(self) -> ChunkReader:
         """A fresh seekable stream over the payload, positioned at 0."""
@@ -60,7 +60,7 @@ class Payload:
         for chunk in self.chunks:
             lo, hi = max(start, pos), min(end, pos + chunk.nbytes)
             if lo < hi:
-                parts.append(chunk[lo - pos:hi - pos])
+                parts.append(chunk[lo - pos : hi - pos])
             pos += chunk.nbytes
         return Payload(tuple(parts))
 
@@ -102,7 +102,7 @@ class ChunkReader(_SeekableStream):
             total += c.nbytes
         self._size = total
         self._pos = 0
-        self._index = 0           # chunk that holds self._pos (or len(chunks) at the end)
+        self._index = 0  # chunk that holds self._pos (or len(chunks) at the end)
 
     def readable(self) -> bool:
         return True
@@ -115,8 +115,10 @@ class ChunkReader(_SeekableStream):
 
     def _moved(self) -> None:
         self._index = 0
-        while self._index < len(self._chunks) and \
-                self._starts[self._index] + self._chunks[self._index].nbytes <= self._pos:
+        while (
+            self._index < len(self._chunks)
+            and self._starts[self._index] + self._chunks[self._index].nbytes <= self._pos
+        ):
             self._index += 1
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
@@ -126,7 +128,7 @@ class ChunkReader(_SeekableStream):
             chunk = self._chunks[self._index]
             start = self._pos - self._starts[self._index]
             n = min(chunk.nbytes - start, out.nbytes - written)
-            out[written:written + n] = chunk[start:start + n]
+            out[written : written + n] = chunk[start : start + n]
             written += n
             self._pos += n
             if start + n == chunk.nbytes:
@@ -140,11 +142,11 @@ class ChunkReader(_SeekableStream):
         if self._index < len(self._chunks):
             chunk = self._chunks[self._index]
             start = self._pos - self._starts[self._index]
-            if start + size <= chunk.nbytes:              # within one buffer: one copy, no scratch
+            if start + size <= chunk.nbytes:  # within one buffer: one copy, no scratch
                 self._pos += size
                 if start + size == chunk.nbytes:
                     self._index += 1
-                return chunk[start:start + size].tobytes()
+                return chunk[start : start + size].tobytes()
         buf = bytearray(size)
         n = self.readinto(buf)
         return bytes(buf[:n])
@@ -158,7 +160,7 @@ class BufferWriter(_SeekableStream):
         self.buffer = bytearray(size)
         self._view = memoryview(self.buffer)
         self._pos = 0
-        self.high_water = 0       # furthest byte written: a short download leaves it < size
+        self.high_water = 0  # furthest byte written: a short download leaves it < size
 
     def writable(self) -> bool:
         return True
@@ -171,7 +173,7 @@ class BufferWriter(_SeekableStream):
         end = self._pos + src.nbytes
         if end > len(self.buffer):
             raise ValueError(f"object is larger than its recorded size ({len(self.buffer)} bytes)")
-        self._view[self._pos:end] = src
+        self._view[self._pos : end] = src
         self._pos = end
         self.high_water = max(self.high_water, end)
         return src.nbytes

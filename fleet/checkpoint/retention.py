@@ -59,7 +59,7 @@ class Retention:
         if self.keep_best:
             sign = 1.0 if self.mode == "min" else -1.0
             scored = [i for i in valid if self.metric in i.metrics]
-            kept += sorted(scored, key=lambda i: (sign * i.metrics[self.metric], -i.step))[:self.keep_best]
+            kept += sorted(scored, key=lambda i: (sign * i.metrics[self.metric], -i.step))[: self.keep_best]
         return kept
 
 
@@ -77,14 +77,19 @@ def prune(store: ObjectStore, policy: Retention | int) -> list[int]:
     if len(valid) < policy.keep_last:
         return []
     oldest_kept = valid[policy.keep_last - 1].step
-    kept = {i.step: i for i in [*valid[:policy.keep_last], *policy.extras(valid)]}
+    kept = {i.step: i for i in [*valid[: policy.keep_last], *policy.extras(valid)]}
     kept_data = {part.key for i in kept.values() for part in i.objects}
     doomed = [s for s in steps if s < oldest_kept and s not in kept]
     for step in doomed:
         store.delete(commit_key(step))
     for key in store.list(DATA_DIR) + store.list(COMMIT_DIR):
         step = step_of(key)
-        if (step is not None and step < oldest_kept and committed_step(key) is None and key not in kept_data
-                and ours(key)):
-            store.delete(key)      # data of removed commits, orphans, partial leftovers
+        if (
+            step is not None
+            and step < oldest_kept
+            and committed_step(key) is None
+            and key not in kept_data
+            and ours(key)
+        ):
+            store.delete(key)  # data of removed commits, orphans, partial leftovers
     return doomed

@@ -44,8 +44,9 @@ class StopRequest:
         self._previous.clear()
 
 
-def install_signal_handler(callback: Callable[[int], None] | None = None,
-                           signals: Iterable[int] = DEFAULT_SIGNALS) -> StopRequest:
+def install_signal_handler(
+    callback: Callable[[int], None] | None = None, signals: Iterable[int] = DEFAULT_SIGNALS
+) -> StopRequest:
     """Watch ``signals``; each arrival sets the returned flag, then calls ``callback(signum)``.
 
     Must be called from the main thread (a Python rule for signal handlers); raises

@@ -27,9 +27,9 @@ from typing import Any
 from fleet.checkpoint import digest as digests
 from fleet.checkpoint.errors import CorruptCheckpointError
 
-Region = tuple[int, Any]          # (start offset in the object, writable buffer of the region's size)
+Region = tuple[int, Any]  # (start offset in the object, writable buffer of the region's size)
 Plan = Callable[[memoryview], "Sequence[Region] | None"]
-_LEAD = 64 * 1024                 # bytes read ahead of the plan at a time (a header is usually smaller)
+_LEAD = 64 * 1024  # bytes read ahead of the plan at a time (a header is usually smaller)
 
 
 class PlacedDownload(io.RawIOBase):
@@ -40,8 +40,7 @@ class PlacedDownload(io.RawIOBase):
     ``window``/``filled`` pair holds the stream's lock.
     """
 
-    def __init__(self, size: int, expected: str, plan: Plan, *, name: str = "object",
-                 algorithm: str = digests.DEFAULT):
+    def __init__(self, size: int, expected: str, plan: Plan, *, name: str = "object", algorithm: str = digests.DEFAULT):
         super().__init__()
         try:
             self._digest = digests.new(algorithm)
@@ -51,14 +50,14 @@ class PlacedDownload(io.RawIOBase):
         self._plan = plan
         self._pos = 0
         self.lock = threading.RLock()
-        self._lead, self._lead_n = bytearray(), 0    # bytes from offset 0 while the plan is unknown
-        self._early: dict[int, memoryview] = {}      # bytes further on while the plan is unknown
+        self._lead, self._lead_n = bytearray(), 0  # bytes from offset 0 while the plan is unknown
+        self._early: dict[int, memoryview] = {}  # bytes further on while the plan is unknown
         self._planned = False
         self._starts: list[int] = []
         self._views: list[memoryview] = []
-        self._scratch: tuple[int, memoryview] | None = None   # the last window outside every region
-        self._gaps: dict[int, memoryview] = {}       # bytes outside every region, until hashed
-        self._filled: dict[int, int] = {}            # start -> end of bytes in, not hashed yet
+        self._scratch: tuple[int, memoryview] | None = None  # the last window outside every region
+        self._gaps: dict[int, memoryview] = {}  # bytes outside every region, until hashed
+        self._filled: dict[int, int] = {}  # start -> end of bytes in, not hashed yet
         self._hashed = 0
         self._hasher = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-verify")
         self._jobs: list[Future[None]] = []
@@ -93,7 +92,7 @@ class PlacedDownload(io.RawIOBase):
         done = 0
         while done < src.nbytes:
             view = self.window(at + done, src.nbytes - done)
-            view[:] = src[done:done + view.nbytes]
+            view[:] = src[done : done + view.nbytes]
             self.filled(at + done, view.nbytes)
             done += view.nbytes
 
@@ -111,12 +110,12 @@ class PlacedDownload(io.RawIOBase):
                     take = min(n, _LEAD)
                     if len(self._lead) < pos + take:
                         self._lead.extend(bytes(pos + take - len(self._lead)))
-                    return memoryview(self._lead)[pos:pos + take]
+                    return memoryview(self._lead)[pos : pos + take]
                 return self._scratch_at(pos, n)
             i = bisect.bisect_right(self._starts, pos) - 1
             if i >= 0 and pos < self._starts[i] + self._views[i].nbytes:
                 lo = pos - self._starts[i]
-                return self._views[i][lo:lo + n]
+                return self._views[i][lo : lo + n]
             nxt = self._starts[i + 1] if i + 1 < len(self._starts) else self.size
             return self._scratch_at(pos, min(n, nxt - pos))
 
@@ -148,7 +147,7 @@ class PlacedDownload(io.RawIOBase):
             return
         if pos < self._hashed:
             if gap is not None:
-                gap = gap[self._hashed - pos:]
+                gap = gap[self._hashed - pos :]
             pos = self._hashed
         if end >= self._filled.get(pos, 0):
             self._filled[pos] = end
@@ -156,7 +155,7 @@ class PlacedDownload(io.RawIOBase):
                 self._gaps[pos] = gap
 
     def _try_plan(self) -> None:
-        regions = self._plan(memoryview(self._lead)[:self._lead_n])
+        regions = self._plan(memoryview(self._lead)[: self._lead_n])
         if regions is None:
             if self._lead_n >= self.size:
                 raise CorruptCheckpointError(f"{self.name}: the object ends inside its header")
@@ -171,7 +170,7 @@ class PlacedDownload(io.RawIOBase):
                 self._views.append(view)
             end = start + view.nbytes
         self._planned = True
-        lead, early = memoryview(self._lead)[:self._lead_n], self._early
+        lead, early = memoryview(self._lead)[: self._lead_n], self._early
         self._early = {}
         self._put(0, lead)
         for pos, data in sorted(early.items()):
@@ -186,13 +185,13 @@ class PlacedDownload(io.RawIOBase):
             end = self._filled.pop(pos)
             gap = self._gaps.pop(pos, None)
             if gap is not None:
-                pieces.append(gap[:end - pos])
+                pieces.append(gap[: end - pos])
             else:
                 i = bisect.bisect_right(self._starts, pos) - 1
                 lo = pos - self._starts[i]
-                pieces.append(self._views[i][lo:lo + end - pos])
+                pieces.append(self._views[i][lo : lo + end - pos])
             self._hashed = end
-            for stale in [k for k in self._filled if k < end]:       # a retried range, partly hashed
+            for stale in [k for k in self._filled if k < end]:  # a retried range, partly hashed
                 self._record(stale, self._filled.pop(stale), self._gaps.pop(stale, None))
         if pieces:
             self._jobs.append(self._hasher.submit(self._update, pieces))

@@ -43,15 +43,13 @@ def restore_rng(state: Mapping[str, Any], generators: Mapping[str, np.random.Gen
     saved = state.get("generators", {})
     for name, gen in (generators or {}).items():
         if name not in saved:
-            raise KeyError(f"the checkpoint has no state for RNG generator {name!r} "
-                           f"(it has {sorted(saved) or 'none'})")
+            raise KeyError(f"the checkpoint has no state for RNG generator {name!r} (it has {sorted(saved) or 'none'})")
         gen.bit_generator.state = saved[name]
     if "torch" in state:
         torch = importlib.import_module("torch")
         torch.set_rng_state(torch.from_numpy(np.array(state["torch"], dtype=np.uint8)))
         if "torch_cuda" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([torch.from_numpy(np.array(s, dtype=np.uint8))
-                                          for s in state["torch_cuda"]])
+            torch.cuda.set_rng_state_all([torch.from_numpy(np.array(s, dtype=np.uint8)) for s in state["torch_cuda"]])
 
 
 def _as_tuple(value: Any) -> Any:
@@ -78,8 +76,7 @@ class DataPosition:
 
     def __post_init__(self) -> None:
         if self.size < 1 or self.batch_size < 1:
-            raise ValueError(f"DataPosition needs size >= 1 and batch_size >= 1, got {self.size}, "
-                             f"{self.batch_size}")
+            raise ValueError(f"DataPosition needs size >= 1 and batch_size >= 1, got {self.size}, {self.batch_size}")
 
     def order(self) -> np.ndarray:
         """The sample order of the current epoch."""
@@ -96,18 +93,25 @@ class DataPosition:
         """Indices of the next batch; advances the position."""
         if self.offset >= self.size:
             self.epoch, self.offset = self.epoch + 1, 0
-        batch = self.order()[self.offset:self.offset + self.batch_size]
+        batch = self.order()[self.offset : self.offset + self.batch_size]
         self.offset += len(batch)
         return batch
 
     def state_dict(self) -> dict[str, int | bool]:
-        return {"size": self.size, "batch_size": self.batch_size, "seed": self.seed,
-                "shuffle": self.shuffle, "epoch": self.epoch, "offset": self.offset}
+        return {
+            "size": self.size,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "epoch": self.epoch,
+            "offset": self.offset,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from a saved position; raises ValueError if the dataset or batching changed."""
         for key in ("size", "batch_size", "seed", "shuffle"):
             if state[key] != getattr(self, key):
-                raise ValueError(f"data position was saved with {key}={state[key]!r}, "
-                                 f"this run has {key}={getattr(self, key)!r}")
+                raise ValueError(
+                    f"data position was saved with {key}={state[key]!r}, this run has {key}={getattr(self, key)!r}"
+                )
         self.epoch, self.offset = int(state["epoch"]), int(state["offset"])

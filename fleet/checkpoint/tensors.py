@@ -31,17 +31,31 @@ import torch
 from fleet.checkpoint.errors import CheckpointError, UnsupportedStateError
 
 TENSOR = "$tensor"
-GENERATOR = "$generator"    # a torch.Generator: its get_state() bytes and device
+GENERATOR = "$generator"  # a torch.Generator: its get_state() bytes and device
 # same-width integer views for dtypes numpy has no equivalent of (stored bit for bit)
 _CARRIERS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-_NUMPY_DTYPES = {torch.float16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
-                 torch.int64, torch.uint8, torch.bool, torch.complex64, torch.complex128}
+_NUMPY_DTYPES = {
+    torch.float16,
+    torch.float32,
+    torch.float64,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+    torch.complex128,
+}
 
 
 def is_stateful(obj: Any) -> bool:
     """Whether ``obj`` saves and loads through ``state_dict()`` / ``load_state_dict()``."""
-    return not isinstance(obj, (torch.Tensor, Mapping, type)) and callable(getattr(obj, "state_dict", None)) \
+    return (
+        not isinstance(obj, (torch.Tensor, Mapping, type))
+        and callable(getattr(obj, "state_dict", None))
         and callable(getattr(obj, "load_state_dict", None))
+    )
 
 
 def to_storable(value: Any, path: str = "state") -> Any:
@@ -60,16 +74,19 @@ def to_storable(value: Any, path: str = "state") -> Any:
     if isinstance(value, torch.Generator):
         return {GENERATOR: value.get_state().numpy(), "device": str(value.device)}
     if type(value).__module__.split(".")[0] == "torch":
-        raise UnsupportedStateError(f"{path}: fleet.checkpoint.torch cannot store a {type(value).__module__}."
-                                    f"{type(value).__qualname__}; put its state (tensors or plain values) in "
-                                    "the state dict instead")
+        raise UnsupportedStateError(
+            f"{path}: fleet.checkpoint.torch cannot store a {type(value).__module__}."
+            f"{type(value).__qualname__}; put its state (tensors or plain values) in "
+            "the state dict instead"
+        )
     return value
 
 
 def _tensor(t: torch.Tensor, path: str) -> dict[str, Any]:
     if t.layout != torch.strided or t.is_quantized:
-        raise UnsupportedStateError(f"{path}: cannot store a {t.layout} / quantized tensor; "
-                                    "convert it to a dense one (tensor.to_dense())")
+        raise UnsupportedStateError(
+            f"{path}: cannot store a {t.layout} / quantized tensor; convert it to a dense one (tensor.to_dense())"
+        )
     data = t.detach().cpu().contiguous()
     if data.dtype not in _NUMPY_DTYPES:
         carrier = _CARRIERS.get(data.element_size())
@@ -83,13 +100,12 @@ def _is_marker(value: Any) -> bool:
     return isinstance(value, dict) and TENSOR in value and "dtype" in value
 
 
-def _untensor(marker: Mapping[str, Any], map_location: Any, path: str,
-              placed: Placement | None = None) -> torch.Tensor:
+def _untensor(marker: Mapping[str, Any], map_location: Any, path: str, placed: Placement | None = None) -> torch.Tensor:
     dtype = getattr(torch, str(marker["dtype"]), None)
     if not isinstance(dtype, torch.dtype):
         raise CheckpointError(f"{path}: the checkpoint holds a tensor of unknown dtype {marker['dtype']!r}")
     own = placed.tensor_for(marker[TENSOR]) if placed is not None else None
-    if own is not None:                      # read straight into the target: it is the tensor
+    if own is not None:  # read straight into the target: it is the tensor
         return own if map_location is None else own.to(map_location)
     t = torch.from_numpy(marker[TENSOR])
     if t.dtype != dtype:
@@ -111,8 +127,7 @@ def _generator(value: Mapping[str, Any], path: str, into: torch.Generator | None
     return gen
 
 
-def from_storable(value: Any, map_location: Any = "cpu", path: str = "state",
-                  placed: Placement | None = None) -> Any:
+def from_storable(value: Any, map_location: Any = "cpu", path: str = "state", placed: Placement | None = None) -> Any:
     """The inverse of :func:`to_storable` (stateful objects come back as their state dicts).
     Tensors that ``placed`` read straight into a load target come back as that target tensor."""
     if _is_marker(value):
@@ -128,8 +143,13 @@ def from_storable(value: Any, map_location: Any = "cpu", path: str = "state",
     return value
 
 
-def load_into(target: MutableMapping[str, Any], tree: Mapping[str, Any], map_location: Any = "cpu",
-              path: str = "state", placed: Placement | None = None) -> None:
+def load_into(
+    target: MutableMapping[str, Any],
+    tree: Mapping[str, Any],
+    map_location: Any = "cpu",
+    path: str = "state",
+    placed: Placement | None = None,
+) -> None:
     """Fill ``target`` in place from the stored ``tree`` (see the module docstring).
 
     Raises :class:`CheckpointError` naming the path of a key the checkpoint lacks or a tensor
@@ -146,8 +166,9 @@ def load_into(target: MutableMapping[str, Any], tree: Mapping[str, Any], map_loc
             loaded = from_storable(stored, None, where, placed)
             if not isinstance(loaded, torch.Tensor) or loaded.shape != current.shape:
                 got = tuple(loaded.shape) if isinstance(loaded, torch.Tensor) else type(loaded).__name__
-                raise CheckpointError(f"{where}: the checkpoint holds {got}, the target a tensor of "
-                                      f"shape {tuple(current.shape)}")
+                raise CheckpointError(
+                    f"{where}: the checkpoint holds {got}, the target a tensor of shape {tuple(current.shape)}"
+                )
             if loaded is not current:
                 with torch.no_grad():
                     current.copy_(loaded)
@@ -208,21 +229,28 @@ class Placement:
                 for sub, value in zip(items, target):
                     self._walk(sub, value, blobs, spans, taken)
 
-    def _place(self, marker: dict[Any, Any], t: torch.Tensor, blobs: list[Any], spans: Any,
-               taken: list[tuple[int, int]]) -> None:
+    def _place(
+        self, marker: dict[Any, Any], t: torch.Tensor, blobs: list[Any], spans: Any, taken: list[tuple[int, int]]
+    ) -> None:
         arr = marker[TENSOR]
         if not isinstance(arr, dict) or not isinstance(arr.get("$array"), int) or "scalar" in arr:
             return
         index, nbytes = arr["$array"], t.numel() * t.element_size()
         if not (0 <= index < len(blobs)) or blobs[index] is not None or spans[index][1] != nbytes or not nbytes:
             return
-        if t.device.type != "cpu" or not t.is_contiguous() or t.is_conj() or t.is_neg() \
-                or str(t.dtype).removeprefix("torch.") != marker["dtype"] or list(t.shape) != arr.get("shape"):
+        if (
+            t.device.type != "cpu"
+            or not t.is_contiguous()
+            or t.is_conj()
+            or t.is_neg()
+            or str(t.dtype).removeprefix("torch.") != marker["dtype"]
+            or list(t.shape) != arr.get("shape")
+        ):
             return
         lo = t.data_ptr()
         at = bisect.bisect_left(taken, (lo, lo))
         if (at < len(taken) and taken[at][0] < lo + nbytes) or (at and taken[at - 1][1] > lo):
-            return                                   # shares memory with a tensor placed already
+            return  # shares memory with a tensor placed already
         taken.insert(at, (lo, lo + nbytes))
         blobs[index] = t.detach().reshape(-1).view(torch.uint8).numpy()
         self._by_ptr[lo] = t
@@ -236,8 +264,11 @@ def _pairs(node: Any) -> dict[Any, Any] | None:
         raw = node["$map"]
         if not isinstance(raw, list):
             return None
-        return {k: v for k, v in (p for p in raw if isinstance(p, list) and len(p) == 2)
-                if isinstance(k, (str, int, float, bool)) or k is None}
+        return {
+            k: v
+            for k, v in (p for p in raw if isinstance(p, list) and len(p) == 2)
+            if isinstance(k, (str, int, float, bool)) or k is None
+        }
     if any(k.startswith("$") for k in node):
         return None
     return node

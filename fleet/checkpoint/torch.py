@@ -58,9 +58,15 @@ from fleet.checkpoint.tensors import Placement, from_storable, load_into, to_sto
 _OBJECTS = ("model", "optimizer", "scheduler")
 
 
-def save(mgr: CheckpointManager, state_dict: Mapping[str, Any], step: int, *,
-         metrics: Mapping[str, float] | None = None, background: bool = False,
-         group: Any = None) -> CheckpointInfo | Future[CheckpointInfo]:
+def save(
+    mgr: CheckpointManager,
+    state_dict: Mapping[str, Any],
+    step: int,
+    *,
+    metrics: Mapping[str, float] | None = None,
+    background: bool = False,
+    group: Any = None,
+) -> CheckpointInfo | Future[CheckpointInfo]:
     """Save a state dict (tensors, plain values, stateful objects) as ``step`` through ``mgr``.
 
     ``metrics`` feed the manager's ``keep_best`` retention. ``background=True`` snapshots now and
@@ -70,17 +76,24 @@ def save(mgr: CheckpointManager, state_dict: Mapping[str, Any], step: int, *,
     state = to_storable(dict(state_dict))
     if distributed.active(group):
         if background:
-            raise CheckpointError("background=True is not supported with more than one rank "
-                                  "(the save is a collective call); save synchronously")
+            raise CheckpointError(
+                "background=True is not supported with more than one rank "
+                "(the save is a collective call); save synchronously"
+            )
         return distributed.save_sharded(mgr, state, step, metrics=metrics, group=group)
     if background:
         return mgr.save_async(state, step, metrics=metrics)
     return mgr.save(state, step, metrics=metrics)
 
 
-def load(mgr: CheckpointManager, state_dict: MutableMapping[str, Any] | None = None, *,
-         step: int | None = None, map_location: Any = "cpu", group: Any = None
-         ) -> tuple[dict[str, Any], CheckpointInfo] | None:
+def load(
+    mgr: CheckpointManager,
+    state_dict: MutableMapping[str, Any] | None = None,
+    *,
+    step: int | None = None,
+    map_location: Any = "cpu",
+    group: Any = None,
+) -> tuple[dict[str, Any], CheckpointInfo] | None:
     """Load the newest valid checkpoint (or ``step``); fill ``state_dict`` in place when given.
 
     Returns ``(state, info)`` with tensors on ``map_location`` (stateful objects appear as their
@@ -105,8 +118,9 @@ def load(mgr: CheckpointManager, state_dict: MutableMapping[str, Any] | None = N
     return from_storable(tree, map_location, placed=placed), info
 
 
-def _load_single(mgr: CheckpointManager, step: int | None, placed: Placement | None
-                 ) -> tuple[dict[str, Any], CheckpointInfo] | None:
+def _load_single(
+    mgr: CheckpointManager, step: int | None, placed: Placement | None
+) -> tuple[dict[str, Any], CheckpointInfo] | None:
     """The checkpoint read straight into the target's tensors where they fit (``placed``)."""
     if step is None:
         found = mgr.load_latest(place=placed)
@@ -128,8 +142,13 @@ def _from_bytes(data: bytes, map_location: Any) -> Any:
     return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
 
 
-def capture(*, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None,
-            scheduler: Any | None = None, **extra: Any) -> dict[str, Any]:
+def capture(
+    *,
+    model: torch.nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """A storable snapshot of the given objects, every RNG state, and ``extra`` plain values."""
     state: dict[str, Any] = {"rng": capture_rng(), "extra": extra}
     for name, obj in zip(_OBJECTS, (model, optimizer, scheduler)):
@@ -138,9 +157,14 @@ def capture(*, model: torch.nn.Module | None = None, optimizer: torch.optim.Opti
     return state
 
 
-def restore(state: Mapping[str, Any], *, model: torch.nn.Module | None = None,
-            optimizer: torch.optim.Optimizer | None = None, scheduler: Any | None = None,
-            map_location: Any = "cpu") -> dict[str, Any]:
+def restore(
+    state: Mapping[str, Any],
+    *,
+    model: torch.nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any | None = None,
+    map_location: Any = "cpu",
+) -> dict[str, Any]:
     """Load ``state`` into the given objects and restore RNG states; returns the ``extra`` values.
 
     Raises :class:`CheckpointError` when an object is passed that the checkpoint does not hold.
@@ -167,8 +191,11 @@ class ResumableSampler(Sampler[int]):
         self.position = position
 
     def __len__(self) -> int:
-        return self.position.size - self.position.offset if self.position.offset < self.position.size \
+        return (
+            self.position.size - self.position.offset
+            if self.position.offset < self.position.size
             else self.position.size
+        )
 
     def __iter__(self) -> Iterator[int]:
         pos = self.position

@@ -30,8 +30,10 @@ class OutputClosed(FleetError):
     things finished; ``where`` says how far it got."""
 
     def __init__(self, where: str) -> None:
-        super().__init__(f"the output was closed early (a pipe such as `| head` stopped reading), so the command "
-                         f"stopped {where}; for scripts use --json, and --yes where a command asks to confirm")
+        super().__init__(
+            f"the output was closed early (a pipe such as `| head` stopped reading), so the command "
+            f"stopped {where}; for scripts use --json, and --yes where a command asks to confirm"
+        )
 
 
 @dataclass
@@ -40,7 +42,7 @@ class App:
 
     home: Path = field(default_factory=default_home)
     debug: bool = False
-    state: str | None = None          # --state URL (overrides $SPOTFLEET_STATE)
+    state: str | None = None  # --state URL (overrides $SPOTFLEET_STATE)
     #: Set by commands that change things: how far they got, said if stdout closes early
     #: (read-only commands then just stop quietly, as ``git log | head`` does).
     stage: str = ""
@@ -94,8 +96,9 @@ def _console_class() -> type[Console]:
             super().__init__(emoji=False, **kwargs)
 
         def status(self, status: Any, **kwargs: Any) -> Any:
-            return super().status(Text.from_markup(status, emoji=False) if isinstance(status, str) else status,
-                                  **kwargs)
+            return super().status(
+                Text.from_markup(status, emoji=False) if isinstance(status, str) else status, **kwargs
+            )
 
     return _Console
 

@@ -43,8 +43,11 @@ def run_checks(names: list[str], settings: dict[str, ProviderSettings]) -> list[
         try:
             check = cloud_check(name)
         except FleetError as err:
-            results.append(CheckResult(provider=name, ok=False, configured=False, detail=str(err),
-                                       fix=install_command(record(name).extra)))
+            results.append(
+                CheckResult(
+                    provider=name, ok=False, configured=False, detail=str(err), fix=install_command(record(name).extra)
+                )
+            )
             continue
         if check is None:
             results.append(CheckResult(provider=name, ok=False, configured=False, detail="no adapter in this version"))
@@ -65,17 +68,37 @@ def check_local(home: Path) -> CheckResult:
         try:
             cloud = LocalCloud.open(root)
         except FleetError as err:
-            return CheckResult(provider=LOCAL, ok=False, detail=str(err),
-                               fix=f"`fleet local reset` starts it afresh (or move {root} aside)")
+            return CheckResult(
+                provider=LOCAL,
+                ok=False,
+                detail=str(err),
+                fix=f"`fleet local reset` starts it afresh (or move {root} aside)",
+            )
         alive = len(cloud.all_instances(alive_only=True))
-        return CheckResult(provider=LOCAL, ok=True, identity=f"simulated cloud at {root}", can_price=True,
-                           can_launch=True, detail=f"{alive} instance(s) alive; no account needed")
+        return CheckResult(
+            provider=LOCAL,
+            ok=True,
+            identity=f"simulated cloud at {root}",
+            can_price=True,
+            can_launch=True,
+            detail=f"{alive} instance(s) alive; no account needed",
+        )
     parent = next((p for p in (root, *root.parents) if p.exists()), None)
     if parent is None or not os.access(parent, os.W_OK):
-        return CheckResult(provider=LOCAL, ok=False, detail=f"cannot create {root}: {parent} is not writable",
-                           fix="set SPOTFLEET_LOCAL_CLOUD or --home to a writable folder")
-    return CheckResult(provider=LOCAL, ok=True, identity=f"simulated cloud at {root}", can_price=True,
-                       can_launch=True, detail="created on first use; no account needed")
+        return CheckResult(
+            provider=LOCAL,
+            ok=False,
+            detail=f"cannot create {root}: {parent} is not writable",
+            fix="set SPOTFLEET_LOCAL_CLOUD or --home to a writable folder",
+        )
+    return CheckResult(
+        provider=LOCAL,
+        ok=True,
+        identity=f"simulated cloud at {root}",
+        can_price=True,
+        can_launch=True,
+        detail="created on first use; no account needed",
+    )
 
 
 def needed(specs: list[FleetSpec]) -> tuple[set[str], list[set[str]]]:
@@ -120,8 +143,14 @@ def lines(r: CheckResult, width: int) -> list[str]:
     out = ["  ".join([f"{r.provider:<6} {_state(r)}", *facts])]
 
     def wrap(text: str) -> list[str]:
-        return textwrap.wrap(text, width=width, initial_indent=INDENT, subsequent_indent=INDENT + "  ",
-                             break_long_words=False, break_on_hyphens=False)
+        return textwrap.wrap(
+            text,
+            width=width,
+            initial_indent=INDENT,
+            subsequent_indent=INDENT + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
 
     if r.identity:
         out += wrap(r.identity)
@@ -136,9 +165,14 @@ def lines(r: CheckResult, width: int) -> list[str]:
 
 @click.command("check")
 @click.argument("args", nargs=-1, metavar="[PROVIDER|SPEC]...")
-@click.option("--spec", "spec_paths", multiple=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="A spec whose needs decide the exit status and whose provider settings are used "
-                   "(project, subscription, regions); also given as an argument.")
+@click.option(
+    "--spec",
+    "spec_paths",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A spec whose needs decide the exit status and whose provider settings are used "
+    "(project, subscription, regions); also given as an argument.",
+)
 @json_option
 @pass_app
 def command(app: App, args: tuple[str, ...], spec_paths: tuple[Path, ...], as_json: bool) -> None:
@@ -152,21 +186,24 @@ def command(app: App, args: tuple[str, ...], spec_paths: tuple[Path, ...], as_js
     specs = [load_spec(p) for p in (*spec_paths, *paths)]
     settings: dict[str, ProviderSettings] = {}
     for spec in specs:
-        settings.update({n: s for n in adapter_extras() if (s := spec.provider_settings(n)) is not None
-                         and n not in settings})
+        settings.update(
+            {n: s for n in adapter_extras() if (s := spec.provider_settings(n)) is not None and n not in settings}
+        )
     every, any_of = needed(specs)
     if names:
         every, any_of = set(names), []
     wanted = every.union(*any_of)
-    shown = names or ([n for n in [*sorted(adapter_extras()), LOCAL] if n in wanted] if specs
-                      else [*sorted(adapter_extras()), LOCAL])
+    shown = names or (
+        [n for n in [*sorted(adapter_extras()), LOCAL] if n in wanted] if specs else [*sorted(adapter_extras()), LOCAL]
+    )
     results = run_checks([n for n in shown if n != LOCAL], settings)
     if LOCAL in shown:
         results.append(check_local(app.home))
     by_name = {r.provider: r for r in results}
     if names or specs:
-        ok = (all(by_name[n].ok for n in every if n in by_name)
-              and all(any(by_name[n].ok for n in group if n in by_name) for group in any_of))
+        ok = all(by_name[n].ok for n in every if n in by_name) and all(
+            any(by_name[n].ok for n in group if n in by_name) for group in any_of
+        )
     else:
         ok = all(r.ok for r in results if r.configured)
     if as_json:

@@ -44,14 +44,14 @@ def _from_store(url: str, instances: bool) -> list[str]:
 
     try:
         store = open_store(url, create=False, read_only=True)
-    except Exception:       # noqa: BLE001 - a TAB never fails
+    except Exception:  # noqa: BLE001 - a TAB never fails
         return []
     try:
         names = [r.name for r in store.list_fleets()]
         if not instances:
             return names
         return [r.id for n in names for r in store.instances(n, alive_only=True)]
-    except Exception:       # noqa: BLE001
+    except Exception:  # noqa: BLE001
         return []
     finally:
         store.close()

@@ -52,9 +52,10 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
     with _locked(store, name, damaged) as writer:
         obs = observe(providers, name)
         if store is not None and not damaged:
-            _quiet(damaged, lambda: sync(store, obs,
-                                         prices=on_demand_prices([store.latest_plan(name, applied_only=True)])))
-        targets = obs.instances + obs.stopped     # stopped ones (Vast outbid) still bill storage
+            _quiet(
+                damaged, lambda: sync(store, obs, prices=on_demand_prices([store.latest_plan(name, applied_only=True)]))
+            )
+        targets = obs.instances + obs.stopped  # stopped ones (Vast outbid) still bill storage
         if targets:
             confirm(f"Terminate {len(targets)} instance(s) of fleet {name!r}?", yes=yes, as_json=as_json)
         done: list[str] = []
@@ -77,28 +78,44 @@ def command(app: App, name: str, yes: bool, as_json: bool) -> None:
             _quiet(damaged, lambda: writer.set_status(name, FleetStatus.DOWN))
     cost = None
     if store is not None and not damaged:
+
         def _run_cost():
             run = current_run(store, name)
-            return summarize(instances_of(run, store.instances(name), store.events(name) if run.after_event else ()),
-                             left.clock)
+            return summarize(
+                instances_of(run, store.instances(name), store.events(name) if run.after_event else ()), left.clock
+            )
+
         cost = _quiet(damaged, _run_cost)
     if as_json:
-        app.emit_json({"fleet": name, "terminated": done, "remaining": [i.id for i in left.instances + left.stopped],
-                       "provider_errors": left.errors, "cost": cost.to_dict() if cost else None,
-                       "record_damaged": damaged[0] if damaged else None})
+        app.emit_json(
+            {
+                "fleet": name,
+                "terminated": done,
+                "remaining": [i.id for i in left.instances + left.stopped],
+                "provider_errors": left.errors,
+                "cost": cost.to_dict() if cost else None,
+                "record_damaged": damaged[0] if damaged else None,
+            }
+        )
     elif not targets and not obs.errors:
-        app.console.print(f"fleet {name} has no running instances; nothing to terminate"
-                          + (f" (cost so far {money(cost.cost_so_far)})" if cost else ""))
+        app.console.print(
+            f"fleet {name} has no running instances; nothing to terminate"
+            + (f" (cost so far {money(cost.cost_so_far)})" if cost else "")
+        )
     elif not targets:
-        app.console.print(f"fleet {name}: no instances found on the providers that answered; "
-                          f"could not read {', '.join(sorted(obs.errors))}")
+        app.console.print(
+            f"fleet {name}: no instances found on the providers that answered; "
+            f"could not read {', '.join(sorted(obs.errors))}"
+        )
     else:
-        app.console.print(f"terminated {len(done)} instance(s) of fleet {name}"
-                          + (f"; cost so far {money(cost.cost_so_far)}" if cost else ""))
+        app.console.print(
+            f"terminated {len(done)} instance(s) of fleet {name}"
+            + (f"; cost so far {money(cost.cost_so_far)}" if cost else "")
+        )
     if left.instances or left.stopped or left.errors:
         problems = [f"{len(left.instances)} instance(s) still running"] if left.instances else []
         problems += [f"{len(left.stopped)} stopped instance(s) still billing storage"] if left.stopped else []
-        problems += [e if e.startswith(p) else f"{p}: {e}" for p, e in left.errors.items()]   # errors name theirs
+        problems += [e if e.startswith(p) else f"{p}: {e}" for p, e in left.errors.items()]  # errors name theirs
         raise FleetError(f"fleet {name} is not fully down ({'; '.join(problems)}); run `fleet down {name}` again")
     if damaged:
         why = f" ({damaged[-1]})" if len(damaged) > shown else ""

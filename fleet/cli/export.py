@@ -89,7 +89,7 @@ def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_js
     from stacks.layout import SUPPORTED
 
     spec = load_spec(spec_path)
-    require_node_software(spec)          # refused now rather than at `pulumi preview`
+    require_node_software(spec)  # refused now rather than at `pulumi preview`
     offers, _info = offers_for_spec(spec, app)
     plan = make_plan(spec, offers)
     used: dict[str, int] = {}
@@ -101,9 +101,11 @@ def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_js
 
         names = ", ".join(f"{p} ({used[p]} instance(s))" for p in unsupported)
         why = "".join(f"; {p}: {record(p).pulumi_refusal}" for p in unsupported if record(p).pulumi_refusal)
-        raise FleetError(f"the plan puts instances on {names}, which the Pulumi stacks do not declare (they declare "
-                         f"{', '.join(SUPPORTED)}){why}; disable {', '.join(unsupported)} under `providers:` in the "
-                         "spec and export again; nothing was written")
+        raise FleetError(
+            f"the plan puts instances on {names}, which the Pulumi stacks do not declare (they declare "
+            f"{', '.join(SUPPORTED)}){why}; disable {', '.join(unsupported)} under `providers:` in the "
+            "spec and export again; nothing was written"
+        )
     try:
         wheel = build(app.home / "wheels")
     except OSError as err:
@@ -113,8 +115,13 @@ def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_js
         "Pulumi.yaml": PULUMI_YAML.format(name=spec.name, plan_id=plan.id),
         "__main__.py": MAIN.format(name=spec.name),
         "requirements.txt": f"./{shipped}[pulumi]\n",
-        "README.md": README.format(name=spec.name, version=__version__, plan_id=plan.id, pools=len(plan.counts()),
-                                   price=sum(a.offer.price_per_hour * a.count for a in plan.allocations)),
+        "README.md": README.format(
+            name=spec.name,
+            version=__version__,
+            plan_id=plan.id,
+            pools=len(plan.counts()),
+            price=sum(a.offer.price_per_hour * a.count for a in plan.allocations),
+        ),
         "spec.yaml": read_spec_text(Path(spec_path)),
         "plan.json": plan.to_json() + "\n",
     }
@@ -130,10 +137,22 @@ def pulumi_command(app: App, spec_path: str, directory: Path, force: bool, as_js
     except OSError as err:
         raise FleetError(f"cannot write the Pulumi project to {directory}: {err.strerror}") from None
     if as_json:
-        click.echo(json.dumps({"directory": str(directory), "files": sorted([*files, WHEELS_DIR]), "plan_id": plan.id,
-                               "counts": plan.counts(), "feasible": plan.feasible}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "directory": str(directory),
+                    "files": sorted([*files, WHEELS_DIR]),
+                    "plan_id": plan.id,
+                    "counts": plan.counts(),
+                    "feasible": plan.feasible,
+                },
+                indent=2,
+            )
+        )
     else:
-        app.console.print(f"Pulumi project for fleet {spec.name} written to {directory} "
-                          f"({len(plan.counts())} pools, plan {plan.id}); next: cd {directory} && pulumi preview")
+        app.console.print(
+            f"Pulumi project for fleet {spec.name} written to {directory} "
+            f"({len(plan.counts())} pools, plan {plan.id}); next: cd {directory} && pulumi preview"
+        )
     if not plan.feasible:
         raise SystemExit(EXIT_INFEASIBLE)

@@ -42,8 +42,11 @@ def store_of(app: App, *, create: bool = False) -> StateStore:
     home holding it (``$SPOTFLEET_HOME``, ``~/.spotfleet``) is made private (0700) on the way."""
     from fleet.state.db import is_postgres_url
 
-    if (not is_postgres_url(app.state_url) and app.home.is_dir()
-            and path_from_url(app.state_url).parent.resolve() == app.home.resolve()):
+    if (
+        not is_postgres_url(app.state_url)
+        and app.home.is_dir()
+        and path_from_url(app.state_url).parent.resolve() == app.home.resolve()
+    ):
         private_dir(app.home)
     return open_store(app.state_url, create=create)
 
@@ -68,8 +71,10 @@ def spec_of(record: FleetRecord) -> FleetSpec | None:
     try:
         return FleetSpec.model_validate_json(record.spec_json)
     except ValidationError:
-        raise StateError(f"the spec recorded for fleet {record.name!r} no longer validates; "
-                         f"run `fleet repair {record.name} --spec SPEC`") from None
+        raise StateError(
+            f"the spec recorded for fleet {record.name!r} no longer validates; "
+            f"run `fleet repair {record.name} --spec SPEC`"
+        ) from None
 
 
 def providers_of(app: App, record: FleetRecord) -> dict[str, Provider]:
@@ -89,8 +94,10 @@ def providers_of(app: App, record: FleetRecord) -> dict[str, Provider]:
     if spec is not None or record.backend in ("", Backend.LOCAL.value):
         every = local_providers(app)
         return {n: p for n, p in every.items() if spec is None or spec.provider_settings(n) is not None}
-    raise FleetError(f"fleet {record.name!r} was rebuilt without its spec, so its cloud providers are unknown; "
-                     f"run `fleet repair {record.name} --spec SPEC`")
+    raise FleetError(
+        f"fleet {record.name!r} was rebuilt without its spec, so its cloud providers are unknown; "
+        f"run `fleet repair {record.name} --spec SPEC`"
+    )
 
 
 def local_providers(app: App) -> dict[str, Provider]:
@@ -124,18 +131,21 @@ def confirm(question: str, *, yes: bool, as_json: bool) -> None:
     if yes:
         return
     if as_json or not sys.stdin.isatty():
-        raise FleetError(f"{question.rstrip('?')}: not confirmed (no terminal to ask on); nothing was changed; "
-                         "pass --yes to proceed without a prompt")
-    sys.stdout.flush()                      # what the question is about is on screen (or in the pipe) first
+        raise FleetError(
+            f"{question.rstrip('?')}: not confirmed (no terminal to ask on); nothing was changed; "
+            "pass --yes to proceed without a prompt"
+        )
+    sys.stdout.flush()  # what the question is about is on screen (or in the pipe) first
     try:
         answer = click.confirm(question, default=False, err=True)
-    except click.Abort:                     # Ctrl-C or end of input at the prompt
+    except click.Abort:  # Ctrl-C or end of input at the prompt
         answer = False
     if not answer:
         raise FleetError(f"{question.rstrip('?')}: not confirmed; nothing was changed")
 
 
 # ---- formatting ----------------------------------------------------------------------------
+
 
 def money(value: float | None, per_hour: bool = False) -> str:
     if value is None:
@@ -155,8 +165,6 @@ def duration(seconds: float) -> str:
 def short_pool(pool_id: str) -> str:
     """``aws/us-east-1/use1-az4/p5.48xlarge/spot`` without the market (shown in its own column)."""
     return pool_id.rsplit("/", 1)[0].replace("/-/", "/")
-
-
 
 
 @dataclass
@@ -192,9 +200,15 @@ def look(app: App, store: StateStore, name: str, command: str) -> FleetView:
         obs = observe(providers, name)
         try:
             result = sync(store, obs, prices=dict(plan.on_demand) if plan else {}) if held else None
-        except UnwritableStoreError as err:     # the disk filled up after the lock was taken
+        except UnwritableStoreError as err:  # the disk filled up after the lock was taken
             held, result = False, None
             unwritable.append(str(err))
-    return FleetView(record=store.get_fleet(name), providers=providers, obs=obs, synced=held, result=result,
-                     plan=plan, unwritable=unwritable[0] if unwritable else "")
-
+    return FleetView(
+        record=store.get_fleet(name),
+        providers=providers,
+        obs=obs,
+        synced=held,
+        result=result,
+        plan=plan,
+        unwritable=unwritable[0] if unwritable else "",
+    )

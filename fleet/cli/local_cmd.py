@@ -62,8 +62,12 @@ def _age(seconds: float) -> str:
 
 
 def _settings(cloud: LocalCloud) -> dict:
-    return {"time_scale": cloud.time_scale, "seed": cloud.seed, "run_nodes": cloud.run_nodes,
-            "api_latency": cloud.api_latency}
+    return {
+        "time_scale": cloud.time_scale,
+        "seed": cloud.seed,
+        "run_nodes": cloud.run_nodes,
+        "api_latency": cloud.api_latency,
+    }
 
 
 def _summary(cloud: LocalCloud, everything: bool) -> dict:
@@ -72,10 +76,14 @@ def _summary(cloud: LocalCloud, everything: bool) -> dict:
     counts = Counter(i.state.value for i in all_rows)
     now = cloud.now()
     return {
-        "root": str(cloud.root), "now": now, "elapsed_seconds": now - cloud.start,
+        "root": str(cloud.root),
+        "now": now,
+        "elapsed_seconds": now - cloud.start,
         **_settings(cloud),
-        "counts": dict(sorted(counts.items())), "foreign": sum(1 for i in all_rows if not i.fleet and i.state.alive),
-        "faults": cloud.faults(), "capacity_overrides": cloud.capacity_overrides(),
+        "counts": dict(sorted(counts.items())),
+        "foreign": sum(1 for i in all_rows if not i.fleet and i.state.alive),
+        "faults": cloud.faults(),
+        "capacity_overrides": cloud.capacity_overrides(),
         "instances": [i.model_dump(mode="json") for i in instances],
     }
 
@@ -88,22 +96,37 @@ def _render(app: App, data: dict, limit: int, wide: bool = False) -> None:
         f"simulated time {_sim_time(data['now'])} UTC ({_age(data['elapsed_seconds'])} since start, "
         f"x{data['time_scale']:g}, seed {data['seed']})\n"
         f"instances: {alive} alive ({counts.get('pending', 0)} pending, {data['foreign']} foreign), "
-        f"{counts.get('preempted', 0)} preempted, {counts.get('terminated', 0)} terminated")
+        f"{counts.get('preempted', 0)} preempted, {counts.get('terminated', 0)} terminated"
+    )
     for f in data["faults"]:
         app.console.print(f"fault: next {f['remaining']} launch(es) into {f['prefix']}* get [yellow]{f['kind']}[/]")
     for pool, n in data["capacity_overrides"].items():
         app.console.print(f"capacity pinned: {pool} = {n}")
     if not data["instances"]:
         return
-    columns = [Column("id"), Column("fleet", drop=1), Column("pool"), Column("state"), Column("age", right=True, drop=2),
-               Column("$/h", right=True)]
+    columns = [
+        Column("id"),
+        Column("fleet", drop=1),
+        Column("pool"),
+        Column("state"),
+        Column("age", right=True, drop=2),
+        Column("$/h", right=True),
+    ]
     shown = data["instances"] if limit <= 0 else data["instances"][:limit]
     rows = []
     for raw in shown:
         inst = Instance.model_validate(raw)
         end = inst.ended_at if inst.ended_at is not None else data["now"]
-        rows.append([inst.id, inst.fleet or "[dim](foreign)[/]", pool_label(inst.pool.id, wide), inst.state.value,
-                     _age(end - inst.launched_at), f"{inst.price_per_hour:.2f}"])
+        rows.append(
+            [
+                inst.id,
+                inst.fleet or "[dim](foreign)[/]",
+                pool_label(inst.pool.id, wide),
+                inst.state.value,
+                _age(end - inst.launched_at),
+                f"{inst.price_per_hour:.2f}",
+            ]
+        )
     print_table(app.console, None, columns, rows, wide=wide)
     if not wide:
         app.console.print("[dim]--wide shows full pool ids (the form `fleet local capacity/foreign` take)[/]")
@@ -129,8 +152,13 @@ def command() -> None:
 
 @command.command("status")
 @click.option("--all", "everything", is_flag=True, help="Include preempted and terminated instances.")
-@click.option("--watch", type=float, default=None, metavar="SECONDS",
-              help="Refresh every SECONDS (keeps the simulated cloud ticking: notices, preemptions).")
+@click.option(
+    "--watch",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Refresh every SECONDS (keeps the simulated cloud ticking: notices, preemptions).",
+)
 @click.option("--limit", type=int, default=50, show_default=True, help="Instance rows to show (0 = all).")
 @wide_option
 @json_option
@@ -163,23 +191,45 @@ def status(app: App, everything: bool, watch: float | None, limit: int, wide: bo
 
 
 @command.command("reset")
-@click.option("--time-scale", type=click.FloatRange(min=0), default=None,
-              help="Simulated seconds per real second (default: keep; 60 = one hour per minute; 0 = frozen).")
+@click.option(
+    "--time-scale",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Simulated seconds per real second (default: keep; 60 = one hour per minute; 0 = frozen).",
+)
 @click.option("--seed", type=int, default=None, help="Market seed (default: keep).")
-@click.option("--run-nodes/--no-run-nodes", default=None,
-              help="Run each instance's startup command as a real local process (default: keep).")
-@click.option("--api-latency", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="Real seconds each launch/list/terminate call takes, like a remote API (default: keep).")
+@click.option(
+    "--run-nodes/--no-run-nodes",
+    default=None,
+    help="Run each instance's startup command as a real local process (default: keep).",
+)
+@click.option(
+    "--api-latency",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Real seconds each launch/list/terminate call takes, like a remote API (default: keep).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @pass_app
-def reset(app: App, time_scale: float | None, seed: int | None, run_nodes: bool | None,
-          api_latency: float | None, yes: bool, as_json: bool) -> None:
+def reset(
+    app: App,
+    time_scale: float | None,
+    seed: int | None,
+    run_nodes: bool | None,
+    api_latency: float | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Delete every simulated instance, fault, notice and bucket; start a fresh cloud."""
     root = local_cloud_root(app.home)
     if LocalCloud.exists(root) and not yes:
-        confirm(f"Delete the simulated cloud at {root}{_what_runs(LocalCloud.open(root))}, its buckets and notices?",
-                yes=yes, as_json=as_json)
+        confirm(
+            f"Delete the simulated cloud at {root}{_what_runs(LocalCloud.open(root))}, its buckets and notices?",
+            yes=yes,
+            as_json=as_json,
+        )
     cloud = LocalCloud.reset(root, time_scale=time_scale, seed=seed, run_nodes=run_nodes, api_latency=api_latency)
     if as_json:
         app.emit_json({"root": str(cloud.root), **_settings(cloud)})
@@ -198,8 +248,10 @@ def preempt(app: App, instance_id: str, notice: bool, as_json: bool) -> None:
     cloud = _cloud(app)
     alive = next((i for i in cloud.all_instances(alive_only=True) if i.id == instance_id), None)
     if alive is not None and alive.pool.market is Market.ON_DEMAND:
-        raise FleetError(f"{instance_id} is an on-demand instance: providers do not preempt those (only spot "
-                         "capacity is taken back); `fleet down` or the fleet's plan ends it")
+        raise FleetError(
+            f"{instance_id} is an on-demand instance: providers do not preempt those (only spot "
+            "capacity is taken back); `fleet down` or the fleet's plan ends it"
+        )
     inst = cloud.preempt(instance_id, notice=notice)
     if as_json:
         app.emit_json(inst.model_dump(mode="json"))
@@ -228,8 +280,9 @@ def advance(app: App, duration: str, as_json: bool) -> None:
 @command.command("inject")
 @click.argument("pool")
 @click.argument("kind", type=click.Choice(FAULT_KINDS))
-@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
-              help="How many launches the fault affects.")
+@click.option(
+    "--count", type=click.IntRange(min=1), default=1, show_default=True, help="How many launches the fault affects."
+)
 @pass_app
 def inject(app: App, pool: str, kind: str, count: int) -> None:
     """Make the next COUNT launches into pools starting with POOL fail with KIND."""
@@ -264,13 +317,16 @@ def capacity(app: App, pool: str, count: int) -> None:
 @command.command("quota")
 @click.argument("scope", required=False)
 @click.argument("gpus", required=False, type=click.IntRange(min=0))
-@click.option("--market", type=click.Choice(["spot", "on-demand"]), default=None, help="Only this market (default: both).")
+@click.option(
+    "--market", type=click.Choice(["spot", "on-demand"]), default=None, help="Only this market (default: both)."
+)
 @click.option("--accelerator", default="", help="Only this accelerator, e.g. H100 (default: any).")
 @click.option("--remove", is_flag=True, help="Remove the quota of SCOPE, --market and --accelerator.")
 @json_option
 @pass_app
-def quota(app: App, scope: str | None, gpus: int | None, market: str | None, accelerator: str, remove: bool,
-          as_json: bool) -> None:
+def quota(
+    app: App, scope: str | None, gpus: int | None, market: str | None, accelerator: str, remove: bool, as_json: bool
+) -> None:
     """Set a GPU quota on SCOPE (provider or provider/region), or list quotas with no arguments.
 
     Launches past a quota get the vendor's quota error; `fleet plan` and `fleet up` plan within them.

@@ -31,15 +31,31 @@ EXIT_INTERRUPTED = 130
 @click.argument("instance", required=False, shell_complete=instance_ids)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing what the node uploads until it ends (Ctrl-C stops).")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
-@click.option("--console", "console", is_flag=True,
-              help="The provider's console (serial port) log of INSTANCE instead: for a node that never "
-                   "got as far as the agent.")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
-              help="Seconds between reads with --follow.")
+@click.option(
+    "--console",
+    "console",
+    is_flag=True,
+    help="The provider's console (serial port) log of INSTANCE instead: for a node that never got as far as the agent.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="Seconds between reads with --follow.",
+)
 @json_option
 @pass_app
-def command(app: App, name: str, instance: str | None, follow: bool, tail: int | None, console: bool,
-            interval: float, as_json: bool) -> None:
+def command(
+    app: App,
+    name: str,
+    instance: str | None,
+    follow: bool,
+    tail: int | None,
+    console: bool,
+    interval: float,
+    as_json: bool,
+) -> None:
     """Show the node logs of fleet NAME (bootstrap, agent and job output), as its nodes upload them.
 
     Without INSTANCE: the logs there are (instance, size, last upload). With INSTANCE: that
@@ -60,15 +76,18 @@ def command(app: App, name: str, instance: str | None, follow: bool, tail: int |
     bucket = _open(uri)
     if instance is None:
         if follow or tail is not None:
-            raise FleetError("--follow and --tail read one node's log: name its INSTANCE "
-                             f"(`fleet logs {name}` lists them)")
+            raise FleetError(
+                f"--follow and --tail read one node's log: name its INSTANCE (`fleet logs {name}` lists them)"
+            )
         _show_list(app, name, uri, nodelogs.list_logs(bucket), as_json)
         return
     got = nodelogs.read_log(bucket, instance)
     if got is None:
-        raise FleetError(f"no log from instance {instance!r} in {uri} yet: its node uploads one every few seconds "
-                         f"once `fleet run` starts there; `fleet logs {name} {instance} --console` shows a node that "
-                         "never got that far")
+        raise FleetError(
+            f"no log from instance {instance!r} in {uri} yet: its node uploads one every few seconds "
+            f"once `fleet run` starts there; `fleet logs {name} {instance} --console` shows a node that "
+            "never got that far"
+        )
     meta, data = got
     if tail is not None:
         data = nodelogs.last_lines(data, tail)
@@ -79,8 +98,11 @@ def command(app: App, name: str, instance: str | None, follow: bool, tail: int |
         if follow and not meta.final:
             _follow(bucket, instance, meta.size, interval, as_json)
     except KeyboardInterrupt:
-        click.echo("\ninterrupted" + (": stopped following (the node keeps uploading; run the command again to "
-                                      "resume)" if follow else ""), err=True)
+        click.echo(
+            "\ninterrupted"
+            + (": stopped following (the node keeps uploading; run the command again to resume)" if follow else ""),
+            err=True,
+        )
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
@@ -110,14 +132,28 @@ def _show_list(app: App, name: str, uri: str, logs: list[nodelogs.NodeLog], as_j
         app.emit_json({"fleet": name, "bucket": uri, "logs": [json.loads(m.to_json()) for m in logs]})
         return
     if not logs:
-        app.console.print(f"no node logs in {nodelogs.printable(uri)} yet (nodes upload theirs every few seconds "
-                          "once `fleet run` starts)", markup=False)
+        app.console.print(
+            f"no node logs in {nodelogs.printable(uri)} yet (nodes upload theirs every few seconds "
+            "once `fleet run` starts)",
+            markup=False,
+        )
         return
     now = time.time()
-    rows = [[nodelogs.printable(m.instance), _size(m.size), f"{duration(now - m.updated_at)} ago",
-             "ended" if m.final else "running"] for m in logs]
-    print_table(app.console, f"fleet {name}: node logs in {nodelogs.printable(uri)}",
-                [Column("instance"), Column("size", right=True), Column("updated"), Column("agent")], rows)
+    rows = [
+        [
+            nodelogs.printable(m.instance),
+            _size(m.size),
+            f"{duration(now - m.updated_at)} ago",
+            "ended" if m.final else "running",
+        ]
+        for m in logs
+    ]
+    print_table(
+        app.console,
+        f"fleet {name}: node logs in {nodelogs.printable(uri)}",
+        [Column("instance"), Column("size", right=True), Column("updated"), Column("agent")],
+        rows,
+    )
     app.console.print(f"[dim]fleet logs {name} INSTANCE [--tail N] [--follow] shows one[/]")
 
 

@@ -16,9 +16,26 @@ from fleet.home import HOME_ENV
 from fleet.safetext import register_environ, scrub_known
 
 #: One module per command (``fleet/cli/<module>.py`` defines ``command``).
-COMMAND_MODULES = ("spec_cmd", "offers", "local_cmd", "agent", "run_cmd",
-                   "up", "status", "logs", "down", "history", "list_cmd", "repair", "plan", "check", "rebalance", "export",
-                   "simulate", "dashboard")
+COMMAND_MODULES = (
+    "spec_cmd",
+    "offers",
+    "local_cmd",
+    "agent",
+    "run_cmd",
+    "up",
+    "status",
+    "logs",
+    "down",
+    "history",
+    "list_cmd",
+    "repair",
+    "plan",
+    "check",
+    "rebalance",
+    "export",
+    "simulate",
+    "dashboard",
+)
 
 
 def command_name(module: str) -> str:
@@ -70,7 +87,7 @@ class FleetGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
-        width = max(len(n) for n in names)      # one column for every section
+        width = max(len(n) for n in names)  # one column for every section
         limit = formatter.width - 6 - width
         placed = {n for _, members in COMMAND_SECTIONS for n in members}
         sections = [*COMMAND_SECTIONS, ("Other commands", tuple(n for n in names if n not in placed))]
@@ -95,7 +112,7 @@ class FleetGroup(click.Group):
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
-        except click.UsageError as err:     # a subcommand's arguments (parsed here)
+        except click.UsageError as err:  # a subcommand's arguments (parsed here)
             err.exit_code = EXIT_USAGE
             raise
         except FleetError as err:
@@ -120,22 +137,30 @@ def _exit_code(err: FleetError) -> int:
 
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="fleet")
-@click.option("--home", type=click.Path(path_type=Path), envvar="SPOTFLEET_HOME",
-              help="State directory (default ~/.spotfleet, or $SPOTFLEET_HOME).")
+@click.option(
+    "--home",
+    type=click.Path(path_type=Path),
+    envvar="SPOTFLEET_HOME",
+    help="State directory (default ~/.spotfleet, or $SPOTFLEET_HOME).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-@click.option("--state", "state", default=None, metavar="URL",
-              help="State store: a file, sqlite:///path or postgresql://user@host/db (default $SPOTFLEET_STATE, "
-                   "else <home>/state.db).")
+@click.option(
+    "--state",
+    "state",
+    default=None,
+    metavar="URL",
+    help="State store: a file, sqlite:///path or postgresql://user@host/db (default $SPOTFLEET_STATE, "
+    "else <home>/state.db).",
+)
 @click.pass_context
 def cli(ctx: click.Context, home: Path | None, debug: bool, state: str | None) -> None:
     """Plan, provision and keep alive diversified spot GPU fleets."""
-    register_environ(os.environ)      # credentials this process holds are masked in everything it prints
+    register_environ(os.environ)  # credentials this process holds are masked in everything it prints
     app = App(debug=debug, state=state)
     if home is not None:
         app.home = home
-        os.environ[HOME_ENV] = str(home)      # adapters, caches and started processes use the same folder
+        os.environ[HOME_ENV] = str(home)  # adapters, caches and started processes use the same folder
     ctx.obj = app
-
 
 
 def main() -> None:

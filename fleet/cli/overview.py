@@ -24,20 +24,39 @@ def render(app: App, rows: list[dict[str, Any]], hidden: int, wide: bool) -> Non
         out.print(f"no fleets running in {where}{extra}; create one with `fleet up SPEC`")
         return
     colour = {"up": "green", "short": "yellow", "unknown": "red", ERROR: "red"}
-    columns = [Column("fleet"), Column("status"), Column("run", right=True), Column("plan", right=True),
-               Column("GPUs", right=True), Column("$/h", right=True), Column("cost so far", right=True),
-               Column("backend", drop=1)]
-    table = [[shown(r["fleet"]), r["status"], "?" if r["running"] is None else str(r["running"]),
-              "-" if r["planned"] is None else str(r["planned"]), "-" if r["gpus"] is None else str(r["gpus"]),
-              money(r["price_per_hour"]), money(r["cost_so_far"]), r["backend"] or "-"] for r in rows]
+    columns = [
+        Column("fleet"),
+        Column("status"),
+        Column("run", right=True),
+        Column("plan", right=True),
+        Column("GPUs", right=True),
+        Column("$/h", right=True),
+        Column("cost so far", right=True),
+        Column("backend", drop=1),
+    ]
+    table = [
+        [
+            shown(r["fleet"]),
+            r["status"],
+            "?" if r["running"] is None else str(r["running"]),
+            "-" if r["planned"] is None else str(r["planned"]),
+            "-" if r["gpus"] is None else str(r["gpus"]),
+            money(r["price_per_hour"]),
+            money(r["cost_so_far"]),
+            r["backend"] or "-",
+        ]
+        for r in rows
+    ]
     styles = [colour.get(r["status"]) for r in rows]
     print_table(out, "fleets", columns, table, wide=wide, styles=styles)
     for r in rows:
         if r["error"]:
             out.print(f"[red]{shown(r['fleet'])}[/]: {shown(r['error'])}")
         for provider in sorted(r["provider_errors"]):
-            out.print(f"[red]{shown(r['fleet'])}: {provider} could not be read[/]; `fleet status {shown(r['fleet'])}` "
-                      "says why")
+            out.print(
+                f"[red]{shown(r['fleet'])}: {provider} could not be read[/]; `fleet status {shown(r['fleet'])}` "
+                "says why"
+            )
     if hidden:
         out.print(f"[dim]{hidden} fleet(s) down not shown; -A shows them[/]")
 

@@ -30,8 +30,9 @@ T = TypeVar("T")
 EXIT_INFEASIBLE = 3
 
 
-def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider] | None = None, *,
-                    snapshot_for: Collection[str] = ()) -> tuple[list[Offer], CatalogInfo]:
+def offers_for_spec(
+    spec: FleetSpec, app: App, providers: Mapping[str, Provider] | None = None, *, snapshot_for: Collection[str] = ()
+) -> tuple[list[Offer], CatalogInfo]:
     """The offers the planner sees for ``spec``, and where they came from.
 
     ``backend: local`` asks the embedded local cloud (live simulated capacity);
@@ -47,24 +48,29 @@ def offers_for_spec(spec: FleetSpec, app: App, providers: Mapping[str, Provider]
     except FleetError:
         if spec.backend is Backend.LOCAL:
             raise
-        catalog = Catalog()         # no live adapters in this version: plan from the snapshot
+        catalog = Catalog()  # no live adapters in this version: plan from the snapshot
     query = OfferQuery(accelerators=tuple(spec.capacity.accelerators))
     offers, info = catalog.offers(query)
     if catalog.providers and snapshot_for:
         offers += Catalog().offers(query, only=snapshot_for)[0]
     offers = filter_for_spec(offers, spec)
-    if spec.head is not None:       # CPU types for the head; live adapters may not list them
+    if spec.head is not None:  # CPU types for the head; live adapters may not list them
         cpu = [o for o in catalog.offers(OfferQuery(accelerators=(CPU,), spot=False))[0] if o.accelerator == CPU]
         listed = {o.pool.provider for o in cpu}
-        offers += cpu + [o for o in cpu_offers() if o.pool.provider not in listed
-                         and spec.backend is not Backend.LOCAL and spec.provider_settings(o.pool.provider)]
+        offers += cpu + [
+            o
+            for o in cpu_offers()
+            if o.pool.provider not in listed
+            and spec.backend is not Backend.LOCAL
+            and spec.provider_settings(o.pool.provider)
+        ]
     return offers, info
 
 
 def _from_store(app: App, providers: Mapping[str, Provider], read: Callable[[StateStore], T], empty: T) -> T:
     """``read(store)`` on the state store when one exists, without creating one; ``empty``
     when there is none (or no provider to relate it to) or its record cannot be read."""
-    if not providers:           # the state store's modules are imported only when there is one to read
+    if not providers:  # the state store's modules are imported only when there is one to read
         return empty
     from fleet.cli.lifecycle import store_of
     from fleet.state.db import is_postgres_url
@@ -73,7 +79,7 @@ def _from_store(app: App, providers: Mapping[str, Provider], read: Callable[[Sta
         return empty
     try:
         store = store_of(app)
-    except FleetError:          # an unreadable record: `fleet up` and `repair` say why
+    except FleetError:  # an unreadable record: `fleet up` and `repair` say why
         return empty
     try:
         return read(store)
@@ -83,6 +89,7 @@ def _from_store(app: App, providers: Mapping[str, Provider], read: Callable[[Sta
 
 def blocked_pools(app: App, providers: Mapping[str, Provider]) -> list[str]:
     """Pools blocked in the state store (capacity or quota errors), without creating a store."""
+
     def read(store: StateStore) -> list[str]:
         from fleet.provisioning.executor import active_blocks
 
@@ -91,8 +98,9 @@ def blocked_pools(app: App, providers: Mapping[str, Provider]) -> list[str]:
     return _from_store(app, providers, read, [])
 
 
-def with_learned_rates(spec: FleetSpec, offers: list[Offer], providers: Mapping[str, Provider],
-                       store: StateStore) -> list[Offer]:
+def with_learned_rates(
+    spec: FleetSpec, offers: list[Offer], providers: Mapping[str, Provider], store: StateStore
+) -> list[Offer]:
     """``offers`` with each spot pool's interruption rate updated from what this fleet saw
     there (the rebalancer's Gamma-Poisson update, ``fleet.rebalance.learning``), so `plan`,
     `up` and `rebalance` weigh pools alike. A fleet with no history keeps the catalog's rates."""
@@ -132,11 +140,15 @@ def providers_or_none(spec: FleetSpec, app: App) -> dict[str, Provider]:
 
 @click.command("plan")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
-@click.option("--strategy", type=click.Choice([s.value for s in Strategy]),
-              help="Override the spec's allocation strategy.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also save the plan, with its spec, as JSON here (`fleet up FILE` applies it as it is; "
-                   "also for review and Pulumi).")
+@click.option(
+    "--strategy", type=click.Choice([s.value for s in Strategy]), help="Override the spec's allocation strategy."
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also save the plan, with its spec, as JSON here (`fleet up FILE` applies it as it is; "
+    "also for review and Pulumi).",
+)
 @wide_option
 @json_option
 @pass_app
@@ -150,7 +162,7 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
     from providers.registry import cannot_launch
 
     spec = load_spec(spec_path)
-    file_hash = spec.spec_hash()        # what `fleet up FILE` compares the spec file with
+    file_hash = spec.spec_hash()  # what `fleet up FILE` compares the spec file with
     if strategy:
         spec = spec.model_copy(update={"strategy": Strategy(strategy)})
     blocked = cannot_launch(spec)
@@ -159,8 +171,9 @@ def command(app: App, spec_path: str, strategy: str | None, out: Path | None, wi
         offers, info = offers_for_spec(spec, app, providers, snapshot_for=blocked)
         offers = learned_rates(app, spec, offers, providers)
         current = running_now(providers, spec.name)
-        result = make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers),
-                           quotas=account_quotas(providers))
+        result = make_plan(
+            spec, offers, current=current, blocked=blocked_pools(app, providers), quotas=account_quotas(providers)
+        )
     marks = [_cannot_launch_line(result, name, why) for name, why in blocked.items()]
     saved = result.model_copy(update={"notes": result.notes + tuple(marks)}) if marks else result
     if out is not None:
@@ -191,15 +204,20 @@ def _cannot_launch_line(plan: Plan, provider: str, why: str) -> str:
     """The mark ``fleet plan`` puts on a provider ``fleet up`` cannot launch on (also a plan note)."""
     used = sum(a.count for a in plan.allocations if a.offer.pool.provider == provider)
     share = f", {used} instance(s) of this plan" if used else ""
-    return (f"cannot launch here: {provider} ({why}); priced from the snapshot{share}; `fleet up` refuses this "
-            "spec until it is removed from `providers:`")
+    return (
+        f"cannot launch here: {provider} ({why}); priced from the snapshot{share}; `fleet up` refuses this "
+        "spec until it is removed from `providers:`"
+    )
 
 
 def changes(plan: Plan, current: Mapping[str, int]) -> dict[str, int]:
     """Pool -> instances to launch (positive) or terminate (negative) to go from ``current`` to ``plan``."""
     wanted = plan.counts()
-    return {p: wanted.get(p, 0) - current.get(p, 0) for p in sorted(set(wanted) | set(current))
-            if wanted.get(p, 0) != current.get(p, 0)}
+    return {
+        p: wanted.get(p, 0) - current.get(p, 0)
+        for p in sorted(set(wanted) | set(current))
+        if wanted.get(p, 0) != current.get(p, 0)
+    }
 
 
 def _change_cell(now: int, want: int) -> str:
@@ -219,22 +237,39 @@ def plan_table(app: App, p: Plan, current: Mapping[str, int] | None, wide: bool)
     heads = {a.offer.pool.id for a in p.role_allocations(HEAD)}
     pools = sorted(set(offers) | set(current or {}))
     columns = [Column("pool"), Column("market"), Column("node", drop=2)]
-    columns += ([Column("now", right=True), Column("plan", right=True), Column("change")]
-                if current is not None else [Column("count", right=True)])
-    columns += [Column("$/h", right=True), Column("$/GPU-h", right=True, wide=True),
-                Column("int/h", right=True, drop=1), Column("int/h from", wide=True)]
+    columns += (
+        [Column("now", right=True), Column("plan", right=True), Column("change")]
+        if current is not None
+        else [Column("count", right=True)]
+    )
+    columns += [
+        Column("$/h", right=True),
+        Column("$/GPU-h", right=True, wide=True),
+        Column("int/h", right=True, drop=1),
+        Column("int/h from", wide=True),
+    ]
     rows = []
     for pool in pools:
         o, n = offers.get(pool, (None, 0))
-        counts = ([str(current.get(pool, 0)), str(n), _change_cell(current.get(pool, 0), n)]
-                  if current is not None else [str(n)])
+        counts = (
+            [str(current.get(pool, 0)), str(n), _change_cell(current.get(pool, 0), n)]
+            if current is not None
+            else [str(n)]
+        )
         spot = o is not None and o.market is Market.SPOT
         market = pool.rsplit("/", 1)[1] + (" (head)" if pool in heads else "")
-        rows.append([pool_label(pool, wide), market, _node_cell(o), *counts,
-                     f"{o.price_per_hour * n:,.2f}" if o else "-",
-                     f"{o.price_per_gpu_hour:.3f}" if o and o.gpus else "-",
-                     f"{o.interruptions_per_hour:.3f}" if spot else "-",
-                     o.interruption_source.value if spot else "-"])
+        rows.append(
+            [
+                pool_label(pool, wide),
+                market,
+                _node_cell(o),
+                *counts,
+                f"{o.price_per_hour * n:,.2f}" if o else "-",
+                f"{o.price_per_gpu_hour:.3f}" if o and o.gpus else "-",
+                f"{o.interruptions_per_hour:.3f}" if spot else "-",
+                o.interruption_source.value if spot else "-",
+            ]
+        )
     if current is None:
         title = f"fleet {p.fleet}: plan {p.id} ({p.strategy})"
     else:
@@ -254,8 +289,7 @@ def _node_cell(o: Offer | None) -> str:
     return f"{o.gpus}x{o.accelerator}" if o.gpus else f"{o.vcpus or 0:g} vCPU"
 
 
-def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | None = None,
-         wide: bool = False) -> None:
+def show(app: App, p: Plan, info: CatalogInfo, *, current: Mapping[str, int] | None = None, wide: bool = False) -> None:
     """Allocations (or the change against ``current``), totals, exclusions and the data source."""
     plan_table(app, p, current, wide)
     for line in totals_lines(p) + placement_lines(p):
@@ -286,8 +320,9 @@ def totals_lines(p: Plan) -> list[str]:
     ]
     if t.on_demand_alternative_per_hour is not None:
         saved = f"saves {t.savings_fraction:.0%} " if t.savings_fraction is not None else ""
-        lines.append(f"vs on-demand    {saved}vs the cheapest all-on-demand fleet "
-                     f"(${t.on_demand_alternative_per_hour:,.2f}/h)")
+        lines.append(
+            f"vs on-demand    {saved}vs the cheapest all-on-demand fleet (${t.on_demand_alternative_per_hour:,.2f}/h)"
+        )
     if t.checkpoint_interval_seconds is not None:
         lines.append(f"checkpoint      every {_duration(t.checkpoint_interval_seconds)} of work (Young/Daly)")
     return lines

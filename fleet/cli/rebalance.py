@@ -37,20 +37,47 @@ from fleet.state import FleetStatus
 
 @click.command("rebalance")
 @click.argument("name", shell_complete=fleet_names)
-@click.option("--every", "every", default=None, metavar="DURATION",
-              help="Loop: one pass every DURATION (30s, 5m, 1h) until stopped.")
-@click.option("--passes", type=click.IntRange(min=0), default=0, show_default=True,
-              help="With --every: stop after this many passes (0 = run until stopped).")
-@click.option("--watch", "watch", default=None, metavar="DURATION",
-              help="Event-driven loop: list the fleet's instances every DURATION (e.g. 5s) and run a pass at once "
-                   "on a loss or a notice; a pass also runs every --every (default 10m).")
+@click.option(
+    "--every",
+    "every",
+    default=None,
+    metavar="DURATION",
+    help="Loop: one pass every DURATION (30s, 5m, 1h) until stopped.",
+)
+@click.option(
+    "--passes",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="With --every: stop after this many passes (0 = run until stopped).",
+)
+@click.option(
+    "--watch",
+    "watch",
+    default=None,
+    metavar="DURATION",
+    help="Event-driven loop: list the fleet's instances every DURATION (e.g. 5s) and run a pass at once "
+    "on a loss or a notice; a pass also runs every --every (default 10m).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the actions a pass would take; change nothing.")
-@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-              help="With --every: serve Prometheus metrics and /healthz on this port (0 = any free port).")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="With --every: serve Prometheus metrics and /healthz on this port (0 = any free port).",
+)
 @json_option
 @pass_app
-def command(app: App, name: str, every: str | None, watch: str | None, passes: int, dry_run: bool,
-            metrics_port: int | None, as_json: bool) -> None:
+def command(
+    app: App,
+    name: str,
+    every: str | None,
+    watch: str | None,
+    passes: int,
+    dry_run: bool,
+    metrics_port: int | None,
+    as_json: bool,
+) -> None:
     """Keep fleet NAME at target: replace lost spot, fall back to on-demand, return to spot."""
     if metrics_port is not None and every is None and watch is None:
         raise FleetError("--metrics-port needs --every or --watch: metrics are served by the looping rebalancer")
@@ -94,9 +121,9 @@ def _one_pass(app: App, name: str, dry_run: bool) -> PassReport | None:
         if dry_run:
             return run_pass(spec, offers, providers, store, dry_run=True)
         with store.lock(name, "rebalance"):
-            if store.get_fleet(name).status == FleetStatus.DOWN:    # taken down while we looked
+            if store.get_fleet(name).status == FleetStatus.DOWN:  # taken down while we looked
                 return None
-            return run_pass(spec, offers, providers, store, environ=os.environ)   # replacements run what `up` gave
+            return run_pass(spec, offers, providers, store, environ=os.environ)  # replacements run what `up` gave
     finally:
         store.close()
 
@@ -130,7 +157,7 @@ def _fingerprint(app: App, name: str, before: object, wait: float = 0.0) -> obje
         obs = observe(providers, name)
         if obs.errors:
             return before
-        drained = drain(name, providers, obs.instances, store, wait)      # the event queues, long-polled
+        drained = drain(name, providers, obs.instances, store, wait)  # the event queues, long-polled
         for provider, error in sorted(drained.errors.items()):
             app.err.print(f"error: {provider} interruption queue: {shown(error)}")
         if drained.news:
@@ -142,8 +169,16 @@ def _fingerprint(app: App, name: str, before: object, wait: float = 0.0) -> obje
         store.close()
 
 
-def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metrics_port: int | None,
-          as_json: bool, watch: float | None = None) -> None:
+def _loop(
+    app: App,
+    name: str,
+    interval: float,
+    passes: int,
+    dry_run: bool,
+    metrics_port: int | None,
+    as_json: bool,
+    watch: float | None = None,
+) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -159,7 +194,7 @@ def _loop(app: App, name: str, interval: float, passes: int, dry_run: bool, metr
     seen: object = None
     while not stop.is_set():
         started = time.time()
-        if watch is not None:     # the look before a pass: a change after it starts the next one
+        if watch is not None:  # the look before a pass: a change after it starts the next one
             try:
                 now_seen = _fingerprint(app, name, seen, watch)
             except FleetError as err:
@@ -209,8 +244,10 @@ def _show(app: App, report: PassReport, as_json: bool) -> None:
     d = report.decision
     if report.unread:
         for provider, error in sorted(report.unread.items()):
-            app.err.print(f"[red]fleet {report.fleet}: {provider} could not be read[/], so this pass launched and "
-                          f"terminated nothing: {error}")
+            app.err.print(
+                f"[red]fleet {report.fleet}: {provider} could not be read[/], so this pass launched and "
+                f"terminated nothing: {error}"
+            )
         return
     if report.dry_run:
         for action in d.actions:
@@ -224,12 +261,16 @@ def _show(app: App, report: PassReport, as_json: bool) -> None:
     for note in [*d.notes, *report.notes]:
         app.console.print(f"[dim]note:[/] {shown(note)}")
     if report.nothing_to_do:
-        app.console.print(f"fleet {report.fleet}: nothing to do ({d.healthy_weighted_gpus:g} of "
-                          f"{d.target_weighted_gpus:g} weighted GPUs healthy)")
+        app.console.print(
+            f"fleet {report.fleet}: nothing to do ({d.healthy_weighted_gpus:g} of "
+            f"{d.target_weighted_gpus:g} weighted GPUs healthy)"
+        )
     elif not report.dry_run:
         state = "at target" if report.at_target else "short"
-        app.console.print(f"fleet {report.fleet}: {report.running_weighted_gpus:g} of {d.target_weighted_gpus:g} "
-                          f"weighted GPUs running ({state})")
+        app.console.print(
+            f"fleet {report.fleet}: {report.running_weighted_gpus:g} of {d.target_weighted_gpus:g} "
+            f"weighted GPUs running ({state})"
+        )
 
 
 def _line(a: dict[str, Any]) -> str:

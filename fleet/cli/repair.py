@@ -45,25 +45,37 @@ def command(app: App, name: str | None, spec_path: str | None, as_json: bool) ->
     damaged = store.damage()
     store.rebuild_rows(damaged)
     if damaged and not as_json:
-        app.warn(f"dropped {len(damaged)} damaged row(s) ({_damage_summary(damaged)}); "
-                 "what runs is read back from the providers' tags below")
+        app.warn(
+            f"dropped {len(damaged)} damaged row(s) ({_damage_summary(damaged)}); "
+            "what runs is read back from the providers' tags below"
+        )
     results = [_repair(store, fleet, providers, spec) for fleet, providers in _targets(app, store, name, spec).items()]
     if as_json:
-        app.emit_json({"moved_aside": str(moved) if moved else None, "rows_rebuilt": [d.to_dict() for d in damaged],
-                       "fleets": results})
+        app.emit_json(
+            {
+                "moved_aside": str(moved) if moved else None,
+                "rows_rebuilt": [d.to_dict() for d in damaged],
+                "fleets": results,
+            }
+        )
         return
     if not results:
-        app.console.print("no fleets found in the record or by tag in the local cloud; name one: "
-                          "`fleet repair NAME` or `fleet repair --spec SPEC`")
+        app.console.print(
+            "no fleets found in the record or by tag in the local cloud; name one: "
+            "`fleet repair NAME` or `fleet repair --spec SPEC`"
+        )
     for r in results:
         if r["status"] == NOT_FOUND:
-            app.console.print(f"fleet [bold]{r['fleet']}[/]: not in the record and no instance carries its tag; "
-                              "nothing to rebuild")
+            app.console.print(
+                f"fleet [bold]{r['fleet']}[/]: not in the record and no instance carries its tag; nothing to rebuild"
+            )
             continue
         pools = ", ".join(f"{short_pool(p)} x{n}" for p, n in sorted(r["pools"].items())) or "none running"
-        app.console.print(f"fleet [bold]{r['fleet']}[/]: {r['running']} instance(s) found by tag "
-                          f"({r['discovered']} newly recorded, {r['ended']} recorded ones no longer run); "
-                          f"status {r['status']}; pools: {pools}")
+        app.console.print(
+            f"fleet [bold]{r['fleet']}[/]: {r['running']} instance(s) found by tag "
+            f"({r['discovered']} newly recorded, {r['ended']} recorded ones no longer run); "
+            f"status {r['status']}; pools: {pools}"
+        )
         for provider, error in r["provider_errors"].items():
             app.warn(f"{provider}: could not list instances ({error}); run repair again when it answers")
 
@@ -78,7 +90,7 @@ def _damage_summary(damaged: list[Damage]) -> str:
 
 def _open_or_replace(app: App) -> tuple[StateStore, Path | None]:
     """The store, verified; an unreadable file is moved aside (with its WAL files) first."""
-    if is_postgres_url(app.state_url):      # a database is repaired in place
+    if is_postgres_url(app.state_url):  # a database is repaired in place
         store = open_store(app.state_url, create=True)
         store.verify()
         return store, None
@@ -121,16 +133,35 @@ def _repair(store: StateStore, fleet: str, providers: dict[str, Provider], spec:
         record = store.find_fleet(fleet)
         obs = observe(providers, fleet)
         if record is None and spec is None and not obs.instances:
-            return {"fleet": fleet, "status": NOT_FOUND, "running": 0, "pools": {}, "discovered": 0, "ended": 0,
-                    "plans_seen": [], "provider_errors": obs.errors}
+            return {
+                "fleet": fleet,
+                "status": NOT_FOUND,
+                "running": 0,
+                "pools": {},
+                "discovered": 0,
+                "ended": 0,
+                "plans_seen": [],
+                "provider_errors": obs.errors,
+            }
         if record is None or spec is not None:
             status = record.status if record is not None else FleetStatus.REPAIRED
             backend = spec.backend.value if spec is not None else Backend.LOCAL.value
-            store.save_fleet(fleet, status=status, backend=backend,
-                             spec_json=spec.model_dump_json() if spec is not None else None,
-                             spec_hash=spec.spec_hash() if spec is not None else "")
+            store.save_fleet(
+                fleet,
+                status=status,
+                backend=backend,
+                spec_json=spec.model_dump_json() if spec is not None else None,
+                spec_hash=spec.spec_hash() if spec is not None else "",
+            )
         result = sync(store, obs)
         plans = sorted({i.tags[TAG_PLAN] for i in obs.instances if TAG_PLAN in i.tags})
-        return {"fleet": fleet, "status": store.get_fleet(fleet).status, "running": len(obs.instances),
-                "pools": obs.counts(), "discovered": len(result.discovered), "ended": len(result.ended),
-                "plans_seen": plans, "provider_errors": obs.errors}
+        return {
+            "fleet": fleet,
+            "status": store.get_fleet(fleet).status,
+            "running": len(obs.instances),
+            "pools": obs.counts(),
+            "discovered": len(result.discovered),
+            "ended": len(result.ended),
+            "plans_seen": plans,
+            "provider_errors": obs.errors,
+        }

@@ -21,10 +21,10 @@ _JOINS = frozenset({EventKind.LAUNCHED, EventKind.DISCOVERED})
 
 @dataclass(frozen=True)
 class Run:
-    number: int              # 1 for the first run of the name
-    after_event: int         # events with a larger id belong to this run (0: every event)
+    number: int  # 1 for the first run of the name
+    after_event: int  # events with a larger id belong to this run (0: every event)
     started_at: float | None  # on the provider clock; None for the first run
-    after_launch: int = 0     # launch calls with a larger id belong to this run (0: every call)
+    after_launch: int = 0  # launch calls with a larger id belong to this run (0: every call)
 
 
 def current_run(store: StateStore, fleet: str) -> Run:

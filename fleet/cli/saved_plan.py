@@ -79,19 +79,29 @@ def read(path: str) -> SavedPlan:
     where = Path(path)
     data = _json_object(where) or {}
     if not isinstance(data.get(SPEC_KEY), dict):
-        raise FleetError(f"{path} is a plan without the spec it was made for (`fleet plan --json` output); "
-                         f"save one with `fleet plan SPEC --out {path}`")
+        raise FleetError(
+            f"{path} is a plan without the spec it was made for (`fleet plan --json` output); "
+            f"save one with `fleet plan SPEC --out {path}`"
+        )
     try:
         spec = FleetSpec.model_validate(data[SPEC_KEY])
         plan = Plan.from_json(json.dumps(data))
     except ValidationError as err:
-        raise FleetError(f"{path} is not a plan this version can apply ({err.errors()[0]['msg']}); "
-                         f"plan again with `fleet plan SPEC --out {path}`") from None
-    saved = SavedPlan(path=where, plan=plan, spec=spec, spec_path=str(data.get(SPEC_PATH_KEY) or ""),
-                      spec_file_hash=str(data.get(SPEC_FILE_HASH_KEY) or plan.spec_hash))
+        raise FleetError(
+            f"{path} is not a plan this version can apply ({err.errors()[0]['msg']}); "
+            f"plan again with `fleet plan SPEC --out {path}`"
+        ) from None
+    saved = SavedPlan(
+        path=where,
+        plan=plan,
+        spec=spec,
+        spec_path=str(data.get(SPEC_PATH_KEY) or ""),
+        spec_file_hash=str(data.get(SPEC_FILE_HASH_KEY) or plan.spec_hash),
+    )
     if spec.spec_hash() != plan.spec_hash:
-        raise FleetError(f"{path} was edited: its spec does not hash to the plan's ({plan.spec_hash}); "
-                         f"{saved.replan_hint()}")
+        raise FleetError(
+            f"{path} was edited: its spec does not hash to the plan's ({plan.spec_hash}); {saved.replan_hint()}"
+        )
     _check_spec_file(saved)
     return saved
 
@@ -104,11 +114,15 @@ def _check_spec_file(saved: SavedPlan) -> None:
     try:
         now = load_spec(saved.spec_path)
     except SpecError as err:
-        raise FleetError(f"the spec {saved.spec_path} changed since {saved.path} was made and no longer "
-                         f"validates ({err}); fix it, then {saved.replan_hint()}") from None
+        raise FleetError(
+            f"the spec {saved.spec_path} changed since {saved.path} was made and no longer "
+            f"validates ({err}); fix it, then {saved.replan_hint()}"
+        ) from None
     if now.spec_hash() != saved.spec_file_hash:
-        raise FleetError(f"the spec {saved.spec_path} changed since {saved.path} was made (hash "
-                         f"{saved.spec_file_hash}, now {now.spec_hash()}); {saved.replan_hint()}")
+        raise FleetError(
+            f"the spec {saved.spec_path} changed since {saved.path} was made (hash "
+            f"{saved.spec_file_hash}, now {now.spec_hash()}); {saved.replan_hint()}"
+        )
 
 
 def stale_offers(plan: Plan, offers: Iterable[Offer]) -> list[str]:
@@ -132,5 +146,6 @@ def check_offers(saved: SavedPlan, offers: Iterable[Offer]) -> None:
     changed = stale_offers(saved.plan, offers)
     if changed:
         more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
-        raise FleetError(f"{saved.path} is out of date: {changed[0]}{more}; nothing was launched; "
-                         f"{saved.replan_hint()}")
+        raise FleetError(
+            f"{saved.path} is out of date: {changed[0]}{more}; nothing was launched; {saved.replan_hint()}"
+        )

@@ -23,12 +23,15 @@ def check(app: App, path: str, as_json: bool) -> None:
     """Validate PATH; exit 2 with every problem listed if it is invalid."""
     spec = load_spec(path)
     if as_json:
-        app.emit_json({"valid": True, "name": spec.name, "spec_hash": spec.spec_hash(),
-                       "spec": spec.model_dump(mode="json")})
+        app.emit_json(
+            {"valid": True, "name": spec.name, "spec_hash": spec.spec_hash(), "spec": spec.model_dump(mode="json")}
+        )
     else:
-        app.console.print(f"[green]ok[/] {path}: fleet [bold]{spec.name}[/], "
-                          f"{spec.capacity.gpus} weighted GPUs ({', '.join(spec.capacity.accelerators)}), "
-                          f"backend {spec.backend.value}")
+        app.console.print(
+            f"[green]ok[/] {path}: fleet [bold]{spec.name}[/], "
+            f"{spec.capacity.gpus} weighted GPUs ({', '.join(spec.capacity.accelerators)}), "
+            f"backend {spec.backend.value}"
+        )
 
 
 @command.command("schema")

@@ -34,14 +34,15 @@ GAP = 2
 class Column:
     header: str
     right: bool = False
-    drop: int = 0          # 0: always shown; otherwise dropped (highest first) when the table is too wide
-    wide: bool = False     # shown only with --wide
-    flex: bool = False     # free text that may wrap between words
+    drop: int = 0  # 0: always shown; otherwise dropped (highest first) when the table is too wide
+    wide: bool = False  # shown only with --wide
+    flex: bool = False  # free text that may wrap between words
 
 
 def wide_option(f: Any) -> Any:
-    return click.option("--wide", "-W", is_flag=True,
-                        help="Show every column and full pool ids (for terminals wider than 80).")(f)
+    return click.option(
+        "--wide", "-W", is_flag=True, help="Show every column and full pool ids (for terminals wider than 80)."
+    )(f)
 
 
 def compact_pool(pool_id: str) -> str:
@@ -54,7 +55,7 @@ def compact_pool(pool_id: str) -> str:
     provider, region, zone, instance_type, _market = parts
     if zone in ("", "-"):
         return f"{provider}/{region}/{instance_type}"
-    if zone.startswith(region) or provider == "aws":        # AWS zone ids (use1-az4) name the region
+    if zone.startswith(region) or provider == "aws":  # AWS zone ids (use1-az4) name the region
         return f"{provider}/{zone}/{instance_type}"
     return f"{provider}/{region}/{zone}/{instance_type}"
 
@@ -67,11 +68,12 @@ def pool_label(pool_id: str, wide: bool) -> str:
 def _cell_width(cell: str) -> int:
     from rich.text import Text
 
-    return Text.from_markup(cell, emoji=False).cell_len      # as the consoles print it (fleet.cli.app)
+    return Text.from_markup(cell, emoji=False).cell_len  # as the consoles print it (fleet.cli.app)
 
 
-def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, wide: bool
-           ) -> tuple[list[int], list[str]]:
+def layout(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, wide: bool
+) -> tuple[list[int], list[str]]:
     """Indexes of the columns to show at ``width``, and the headers of those dropped for lack of room."""
     shown = [i for i, c in enumerate(columns) if wide or not c.wide]
     need = {i: max([_cell_width(columns[i].header)] + [_cell_width(r[i]) for r in rows]) for i in shown}
@@ -91,27 +93,46 @@ def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
     return shown, dropped
 
 
-def print_table(console: Console, title: str | None, columns: Sequence[Column], rows: Sequence[Sequence[str]],
-                *, wide: bool = False, styles: Sequence[str | None] | None = None) -> None:
+def print_table(
+    console: Console,
+    title: str | None,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    *,
+    wide: bool = False,
+    styles: Sequence[str | None] | None = None,
+) -> None:
     """Print ``rows`` under ``title`` on ``console`` following the module's contract."""
     from rich.table import Table
 
     shown, dropped = layout(columns, rows, console.width, wide)
-    table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, GAP // 2),
-                  header_style="bold", collapse_padding=False)
+    table = Table(
+        box=None, show_edge=False, pad_edge=False, padding=(0, GAP // 2), header_style="bold", collapse_padding=False
+    )
     for i in shown:
         c = columns[i]
-        table.add_column(c.header, justify="right" if c.right else "left", no_wrap=not c.flex,
-                         overflow="fold" if c.flex else "ellipsis")
+        table.add_column(
+            c.header,
+            justify="right" if c.right else "left",
+            no_wrap=not c.flex,
+            overflow="fold" if c.flex else "ellipsis",
+        )
     for n, row in enumerate(rows):
         table.add_row(*(row[i] for i in shown), style=styles[n] if styles else None)
     if title:
         console.print(f"[bold]{title}[/]")
-    need = sum(max([_cell_width(columns[i].header)] + [_cell_width(r[i]) for r in rows]) for i in shown
-               if not columns[i].flex) + GAP * (len(shown) - 1) + sum(FLEX_MIN for i in shown if columns[i].flex)
+    need = (
+        sum(
+            max([_cell_width(columns[i].header)] + [_cell_width(r[i]) for r in rows])
+            for i in shown
+            if not columns[i].flex
+        )
+        + GAP * (len(shown) - 1)
+        + sum(FLEX_MIN for i in shown if columns[i].flex)
+    )
     if need <= console.width:
         console.print(table)
-    else:                                   # lines run past the edge rather than break a word
+    else:  # lines run past the edge rather than break a word
         saved = console.width
         console.width = need
         try:

@@ -48,16 +48,26 @@ from providers.base import account_quotas
 @click.argument("spec_path", metavar="SPEC|PLAN", type=click.Path(dir_okay=False))
 @click.option("--yes", "-y", is_flag=True, help="Launch without asking for confirmation.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and what would change; launch nothing.")
-@click.option("--parallel", type=click.IntRange(min=1, max=256), default=32, show_default=True,
-              help="Pools launched at the same time (1 = one pool after another).")
-@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), default=None, metavar="USD_PER_HOUR",
-              help="Launch only if the plan costs at most this per hour (default: the spec's budget.max_per_hour, "
-                   "else $500/h).")
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1, max=256),
+    default=32,
+    show_default=True,
+    help="Pools launched at the same time (1 = one pool after another).",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="USD_PER_HOUR",
+    help="Launch only if the plan costs at most this per hour (default: the spec's budget.max_per_hour, else $500/h).",
+)
 @wide_option
 @json_option
 @pass_app
-def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, max_cost: float | None, wide: bool,
-            as_json: bool) -> None:
+def command(
+    app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, max_cost: float | None, wide: bool, as_json: bool
+) -> None:
     """Plan the fleet in SPEC and launch it (idempotent: a rerun only fills what is missing).
 
     Given PLAN, a file saved by `fleet plan SPEC --out PLAN`, applies that plan as it is, or
@@ -66,8 +76,10 @@ def command(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, m
     try:
         _up(app, spec_path, yes, dry_run, parallel, wide, as_json, max_cost)
     except KeyboardInterrupt:
-        app.err.print(f"\n[yellow]interrupted[/]: `fleet up` stopped; instances already launched are recorded "
-                      f"and tagged, so rerunning `fleet up {spec_path}` is safe: it keeps them and fills the rest")
+        app.err.print(
+            f"\n[yellow]interrupted[/]: `fleet up` stopped; instances already launched are recorded "
+            f"and tagged, so rerunning `fleet up {spec_path}` is safe: it keeps them and fills the rest"
+        )
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
@@ -76,23 +88,26 @@ def _refuse_unreadable(name: str, errors: Mapping[str, str]) -> None:
     fleet that a plan made without them would launch again elsewhere (as `fleet rebalance` does)."""
     if errors:
         said = "; ".join(f"{p}: could not list instances ({safe(e)})" for p, e in sorted(errors.items()))
-        raise FleetError(f"{said}; fleet up launched nothing for {name}, because instances there would be "
-                         "launched twice; rerun when the provider answers, or disable it under `providers:`")
+        raise FleetError(
+            f"{said}; fleet up launched nothing for {name}, because instances there would be "
+            "launched twice; rerun when the provider answers, or disable it under `providers:`"
+        )
 
 
 #: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
 
 
-def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool,
-        max_cost: float | None) -> None:
+def _up(
+    app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide: bool, as_json: bool, max_cost: float | None
+) -> None:
     from fleet.planning.planner import plan as make_plan
     from providers.registry import providers_for
 
     app.stage = "before launching anything"
     saved = saved_plan.read(spec_path) if saved_plan.is_saved_plan(spec_path) else None
     spec = saved.spec if saved is not None else load_spec(spec_path)
-    if not dry_run:     # a ${env:NAME} that is not set fails here, before anything is launched
+    if not dry_run:  # a ${env:NAME} that is not set fails here, before anything is launched
         resolve_env(spec.node.env, os.environ)
     providers = providers_for(spec, app.home)
     offers, _info = offers_for_spec(spec, app, providers)
@@ -102,8 +117,11 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
     if dry_run:
         current = observe(providers, spec.name).counts()
         offers = learned_rates(app, spec, offers, providers)
-        plan = saved.plan if saved is not None else make_plan(spec, offers, current=current,
-                                                              blocked=blocked_pools(app, providers), quotas=quotas)
+        plan = (
+            saved.plan
+            if saved is not None
+            else make_plan(spec, offers, current=current, blocked=blocked_pools(app, providers), quotas=quotas)
+        )
         _dry_run(app, spec.name, plan, current, wide, as_json)
         return
     store = store_of(app, create=True)
@@ -113,8 +131,11 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
         _refuse_unreadable(spec.name, obs.errors)
         current = obs.counts()
         offers = with_learned_rates(spec, offers, providers, store)
-        plan = saved.plan if saved is not None else make_plan(spec, offers, current=current,
-                                                              blocked=active_blocks(store, providers), quotas=quotas)
+        plan = (
+            saved.plan
+            if saved is not None
+            else make_plan(spec, offers, current=current, blocked=active_blocks(store, providers), quotas=quotas)
+        )
         if not as_json:
             _show_plan(app, plan, current, wide)
             _show_forwarded(app, spec)
@@ -125,33 +146,62 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
         if prompted:
             confirm(f"Apply this plan to fleet {spec.name!r}?", yes=yes, as_json=as_json)
         previous = store.find_fleet(spec.name)
-        if previous is not None and previous.status == FleetStatus.DOWN:      # the name is reused: a new run
+        if previous is not None and previous.status == FleetStatus.DOWN:  # the name is reused: a new run
             start_run(store, spec.name, at=max(obs.now.values(), default=time.time()))
         sync(store, obs, prices=on_demand_prices([plan]))
-        store.save_fleet(spec.name, status=FleetStatus.PLANNED, spec_json=spec.model_dump_json(),
-                         spec_hash=spec.spec_hash(), backend=spec.backend.value)
+        store.save_fleet(
+            spec.name,
+            status=FleetStatus.PLANNED,
+            spec_json=spec.model_dump_json(),
+            spec_hash=spec.spec_hash(),
+            backend=spec.backend.value,
+        )
         crashpoints.reached("fleet-saved")
 
         def replan(now_running: Mapping[str, int], blocked: Collection[str]) -> Plan:
             # capacity hints were read before this run launched: what it launched since is taken
-            left = [o if o.capacity_hint is None else o.model_copy(update={"capacity_hint": max(
-                0, o.capacity_hint - max(0, now_running.get(o.pool.id, 0) - current.get(o.pool.id, 0)))})
-                for o in offers]
+            left = [
+                o
+                if o.capacity_hint is None
+                else o.model_copy(
+                    update={
+                        "capacity_hint": max(
+                            0, o.capacity_hint - max(0, now_running.get(o.pool.id, 0) - current.get(o.pool.id, 0))
+                        )
+                    }
+                )
+                for o in offers
+            ]
             return make_plan(spec, left, current=now_running, blocked=blocked, quotas=account_quotas(providers))
 
         node = fleet_node(spec, providers, os.environ)
-        record_bucket(store, spec.name, node.checkpoint_uri)      # where `fleet logs` finds node logs
+        record_bucket(store, spec.name, node.checkpoint_uri)  # where `fleet logs` finds node logs
         role_nodes = None
         with _ProgressView(app, enabled=not as_json) as view:
-            if spec.head is not None:      # the head first; the workers get its address
-                node, role_nodes = start_head(spec, plan, providers, store, node=node, current=current,
-                                              head_env=resolve_env(spec.head.env, os.environ), progress=view,
-                                              max_workers=parallel)
+            if spec.head is not None:  # the head first; the workers get its address
+                node, role_nodes = start_head(
+                    spec,
+                    plan,
+                    providers,
+                    store,
+                    node=node,
+                    current=current,
+                    head_env=resolve_env(spec.head.env, os.environ),
+                    progress=view,
+                    max_workers=parallel,
+                )
                 obs, prompted = observe(providers, spec.name), True
-            report = apply(plan, providers, store, progress=view, replan=None if saved is not None else replan,
-                           node=node, max_workers=parallel,
-                           observed=None if prompted else obs,   # a prompt may have taken a while
-                           role_nodes=role_nodes)
+            report = apply(
+                plan,
+                providers,
+                store,
+                progress=view,
+                replan=None if saved is not None else replan,
+                node=node,
+                max_workers=parallel,
+                observed=None if prompted else obs,  # a prompt may have taken a while
+                role_nodes=role_nodes,
+            )
         store.set_status(spec.name, FleetStatus.UP if report.ok else FleetStatus.SHORT)
     app.stage = f"after applying the plan; `fleet status {spec.name}` shows the fleet"
     if as_json:
@@ -165,8 +215,9 @@ def _up(app: App, spec_path: str, yes: bool, dry_run: bool, parallel: int, wide:
 def _dry_run(app: App, fleet: str, plan: Plan, current: Mapping[str, int], wide: bool, as_json: bool) -> None:
     delta = changes(plan, current)
     if as_json:
-        app.emit_json({"dry_run": True, "fleet": fleet, "plan": json.loads(plan.to_json()), "current": current,
-                       "changes": delta})
+        app.emit_json(
+            {"dry_run": True, "fleet": fleet, "plan": json.loads(plan.to_json()), "current": current, "changes": delta}
+        )
         return
     _show_plan(app, plan, current, wide)
     added = sum(n for n in delta.values() if n > 0)
@@ -190,7 +241,9 @@ def _show_forwarded(app: App, spec: FleetSpec) -> None:
     for field, env in envs:
         for name, refs in references(env).items():
             for ref in refs:
-                credential = " [yellow](a credential: node.forward_credentials)[/]" if is_credential_variable(ref) else ""
+                credential = (
+                    " [yellow](a credential: node.forward_credentials)[/]" if is_credential_variable(ref) else ""
+                )
                 app.console.print(f"forwarded to the nodes: {field}.{name} <- ${{env:{ref}}}{credential}")
 
 
@@ -207,8 +260,14 @@ class _ProgressView:
         if self.enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-            self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[note]}"), console=self.app.err, transient=False)
+            self.bars = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"),
+                console=self.app.err,
+                transient=False,
+            )
             self.bars.start()
         return self
 
@@ -225,26 +284,34 @@ class _ProgressView:
             note = "" if step.count == step.total else f"[yellow]{shown(step.message)[:60]}[/]"
             self.bars.update(self.tasks.pop(step.pool), completed=step.count, note=note)
         elif step.kind in ("block", "replan", "note", "terminate"):
-            self.bars.console.print(f"[dim]{step.kind}:[/] {step.pool + ': ' if step.pool else ''}{shown(step.message)}")
+            self.bars.console.print(
+                f"[dim]{step.kind}:[/] {step.pool + ': ' if step.pool else ''}{shown(step.message)}"
+            )
 
 
 def _summary(app: App, report: ApplyReport) -> None:
     running = sum(report.counts.values())
     wanted = sum(report.plan.counts().values())
-    app.console.print(f"launched {len(report.launched)}, terminated {len(report.terminated)}; "
-                      f"fleet {report.fleet} runs {running} of {wanted} planned instances")
+    app.console.print(
+        f"launched {len(report.launched)}, terminated {len(report.terminated)}; "
+        f"fleet {report.fleet} runs {running} of {wanted} planned instances"
+    )
     for failure in report.failures:
-        app.console.print(f"  [yellow]{failure.error_kind}[/] {compact_pool(failure.pool)}: "
-                          f"{len(failure.instances)} of {failure.requested}: {shown(failure.error_message)}")
+        app.console.print(
+            f"  [yellow]{failure.error_kind}[/] {compact_pool(failure.pool)}: "
+            f"{len(failure.instances)} of {failure.requested}: {shown(failure.error_message)}"
+        )
     for prefix, reason in report.blocked:
         app.console.print(f"  blocked {prefix} for a while ({shown(reason)})")
-    for note in report.notes:       # a provider that could not be listed, a launch to retry: said, not only in --json
+    for note in report.notes:  # a provider that could not be listed, a launch to retry: said, not only in --json
         app.console.print(f"  [yellow]note:[/] {shown(note)}")
     if report.ok:
         app.console.print(f"[green]fleet {report.fleet} is up[/]; `fleet status {report.fleet}` shows it")
     else:
         missing = sum(report.missing.values())
-        app.err.print(f"[red]fleet {report.fleet} is short[/] by {missing} instance(s) "
-                      f"({report.missing_weighted_gpus:g} weighted GPUs)"
-                      + (f"; plan: {report.plan.shortfall}" if report.plan.shortfall else "")
-                      + "; rerun `fleet up` later to fill it")
+        app.err.print(
+            f"[red]fleet {report.fleet} is short[/] by {missing} instance(s) "
+            f"({report.missing_weighted_gpus:g} weighted GPUs)"
+            + (f"; plan: {report.plan.shortfall}" if report.plan.shortfall else "")
+            + "; rerun `fleet up` later to fill it"
+        )

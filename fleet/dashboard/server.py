@@ -53,8 +53,11 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 def _csp() -> str:
     def digest(text: str) -> str:
         return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-    return (f"default-src 'none'; script-src {digest(pages.SCRIPT)}; style-src {digest(pages.STYLE)}; "
-            "img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+    return (
+        f"default-src 'none'; script-src {digest(pages.SCRIPT)}; style-src {digest(pages.STYLE)}; "
+        "img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
 
 
 CSP = _csp()
@@ -82,7 +85,7 @@ class Source:
     look_seconds: float = 30.0
     #: Serialises looks at one fleet: two polls at once would both reconcile it.
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _looks: dict[str, tuple[float, Any]] = field(default_factory=dict)    # key -> (monotonic time, look)
+    _looks: dict[str, tuple[float, Any]] = field(default_factory=dict)  # key -> (monotonic time, look)
 
     def _cached(self, key: str, refresh: bool, take: Any) -> Any:
         """``take()``'s result, reused for ``look_seconds`` (under the lock: one look at a time)."""
@@ -98,19 +101,21 @@ class Source:
         return {"rows": rows, "hidden": hidden, "where": self.app.state_url}
 
     def fleet(self, name: str, refresh: bool = False) -> dict[str, Any]:
-        store, _ = readable_store(self.app)     # a store that cannot be written is read, as `fleet status` does
+        store, _ = readable_store(self.app)  # a store that cannot be written is read, as `fleet status` does
         try:
             status, view = self._cached(f"fleet:{name}", refresh, lambda: snapshot(self.app, store, name))
             recs = history.records_of(store, name)
             now = max((view.clock(r.provider) for r in recs.instances), default=view.read_at)
-            return {"status": {**status, "looked_at": view.read_at},
-                    "plan_diffs": plans.diffs(store.applied_plans(name)),
-                    "simulation": saved.load(self.app.home, name),
-                    "interruptions": safe_data(history.interruptions(store, name, recs=recs)),
-                    "series": history.series(recs.instances, now),
-                    "actions": safe_data(history.actions(recs.events)),
-                    "logs": self._logs(store, view.record),
-                    "instance_limit": self.instance_limit}
+            return {
+                "status": {**status, "looked_at": view.read_at},
+                "plan_diffs": plans.diffs(store.applied_plans(name)),
+                "simulation": saved.load(self.app.home, name),
+                "interruptions": safe_data(history.interruptions(store, name, recs=recs)),
+                "series": history.series(recs.instances, now),
+                "actions": safe_data(history.actions(recs.events)),
+                "logs": self._logs(store, view.record),
+                "instance_limit": self.instance_limit,
+            }
         finally:
             store.close()
 
@@ -132,14 +137,21 @@ class Source:
 
         try:
             bucket = open_bucket(nodelogs.fleet_bucket(store, record, local_cloud_root(self.app.home)))
-            logs = sorted(nodelogs.list_logs(bucket), key=lambda n: n.updated_at, reverse=True)[:self.log_nodes]
+            logs = sorted(nodelogs.list_logs(bucket), key=lambda n: n.updated_at, reverse=True)[: self.log_nodes]
             nodes = []
             for meta in logs:
                 got = nodelogs.read_log(bucket, meta.instance)
                 if got is not None:
                     text = nodelogs.decode(nodelogs.last_lines(got[1], self.log_lines))
-                    nodes.append({"instance": meta.instance, "size": meta.size, "updated_at": meta.updated_at,
-                                  "final": meta.final, "tail": text})
+                    nodes.append(
+                        {
+                            "instance": meta.instance,
+                            "size": meta.size,
+                            "updated_at": meta.updated_at,
+                            "final": meta.final,
+                            "tail": text,
+                        }
+                    )
             return {"error": "", "nodes": nodes}
         except (FleetError, OSError) as err:
             return {"error": f"no node logs: {err}", "nodes": []}
@@ -192,16 +204,25 @@ class Handler(BaseHTTPRequestHandler):
                 self._page("spotfleet fleets", body, pages.link("/api/fleets", token), head)
             elif parts == ["api", "fleets"]:
                 data = self.server.source.fleets(refresh)
-                self._json({**data, "html": pages.fleets_body(data["rows"], data["hidden"], data["where"], token)},
-                           head)
+                self._json(
+                    {**data, "html": pages.fleets_body(data["rows"], data["hidden"], data["where"], token)}, head
+                )
             elif len(parts) == 2 and parts[0] == "fleet":
                 data = self.server.source.fleet(parts[1], refresh)
-                self._page(f"fleet {parts[1]}", pages.fleet_body(data, token),
-                           pages.link("/api/fleet/" + quote(parts[1], safe=""), token), head)
+                self._page(
+                    f"fleet {parts[1]}",
+                    pages.fleet_body(data, token),
+                    pages.link("/api/fleet/" + quote(parts[1], safe=""), token),
+                    head,
+                )
             elif len(parts) == 3 and parts[0] == "fleet" and parts[2] == "offers":
                 data = self.server.source.offers(parts[1], refresh)
-                self._page(f"offers for {parts[1]}", pages.offers_body(data, token),
-                           pages.link("/api/fleet/" + quote(parts[1], safe="") + "/offers", token), head)
+                self._page(
+                    f"offers for {parts[1]}",
+                    pages.offers_body(data, token),
+                    pages.link("/api/fleet/" + quote(parts[1], safe="") + "/offers", token),
+                    head,
+                )
             elif len(parts) == 4 and parts[:2] == ["api", "fleet"] and parts[3] == "offers":
                 data = self.server.source.offers(parts[2], refresh)
                 self._json({**data, "html": pages.offers_body(data, token)}, head)
@@ -234,8 +255,9 @@ class Handler(BaseHTTPRequestHandler):
     def _json(self, data: Any, head: bool) -> None:
         self._send(200, "application/json", scrub_known(json.dumps(data, default=str)).encode(), head=head)
 
-    def _send(self, code: int, kind: str, body: bytes, *, head: bool = False,
-              extra: dict[str, str] | None = None) -> None:
+    def _send(
+        self, code: int, kind: str, body: bytes, *, head: bool = False, extra: dict[str, str] | None = None
+    ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
@@ -249,5 +271,5 @@ class Handler(BaseHTTPRequestHandler):
         if not head:
             try:
                 self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):   # the browser left (a closed tab, a new poll)
+            except (BrokenPipeError, ConnectionResetError):  # the browser left (a closed tab, a new poll)
                 pass

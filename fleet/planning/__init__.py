@@ -14,5 +14,6 @@ def __getattr__(name: str):
     # Lazy, so importing one light module (economics) does not load the solver stack.
     if name == "plan":
         from fleet.planning.planner import plan
+
         return plan
     raise AttributeError(name)

@@ -31,8 +31,10 @@ OVER_BUDGET = "one node costs more than budget.max_per_hour"
 NO_CAPACITY = "capacity hint is 0"
 OVERSIZED = "one node exceeds diversification.max_pool_share of the spot part"
 #: The same for each failure-domain cap (``fleet.planning.domains``), checked after the pool cap.
-OVERSIZED_FOR = {level: f"one node exceeds diversification.max_{level}_share of the spot part"
-                 for level in ("zone", "region", "provider")}
+OVERSIZED_FOR = {
+    level: f"one node exceeds diversification.max_{level}_share of the spot part"
+    for level in ("zone", "region", "provider")
+}
 DUPLICATE = "duplicate pool id (cheapest kept)"
 
 
@@ -43,17 +45,17 @@ class Candidates:
     launch, as providers report it), and for spot the per-pool cap."""
 
     offers: list[Offer]
-    price: np.ndarray          # $/h per node
-    rate: np.ndarray           # interruptions per node-hour
-    weighted: np.ndarray       # weighted GPUs per node (gpus x spec weight)
-    spot: np.ndarray           # bool
-    upper: np.ndarray          # float, may be inf for on-demand without a hint
-    current: np.ndarray        # instances running now (int)
-    hint: np.ndarray           # capacity hint: instances still free (inf when unknown)
+    price: np.ndarray  # $/h per node
+    rate: np.ndarray  # interruptions per node-hour
+    weighted: np.ndarray  # weighted GPUs per node (gpus x spec weight)
+    spot: np.ndarray  # bool
+    upper: np.ndarray  # float, may be inf for on-demand without a hint
+    current: np.ndarray  # instances running now (int)
+    hint: np.ndarray  # capacity hint: instances still free (inf when unknown)
     exclusions: list[Exclusion] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     rule_counts: Counter = field(default_factory=Counter)
-    placeable: list[Offer] = field(default_factory=list)   # pass every rule but the price limits
+    placeable: list[Offer] = field(default_factory=list)  # pass every rule but the price limits
     _labels: Labels | None = None
 
     def __len__(self) -> int:
@@ -61,10 +63,21 @@ class Candidates:
 
     def subset(self, index: np.ndarray) -> Candidates:
         """The pools at ``index`` (exclusions and notes are shared)."""
-        return Candidates([self.offers[i] for i in index], self.price[index], self.rate[index],
-                          self.weighted[index], self.spot[index], self.upper[index], self.current[index],
-                          self.hint[index], self.exclusions, self.notes, self.rule_counts, self.placeable,
-                          None if self._labels is None else self._labels.subset(index))
+        return Candidates(
+            [self.offers[i] for i in index],
+            self.price[index],
+            self.rate[index],
+            self.weighted[index],
+            self.spot[index],
+            self.upper[index],
+            self.current[index],
+            self.hint[index],
+            self.exclusions,
+            self.notes,
+            self.rule_counts,
+            self.placeable,
+            None if self._labels is None else self._labels.subset(index),
+        )
 
     def labels(self) -> Labels:
         """The pools' provider, region, zone, market, accelerator and instance type as codes
@@ -113,8 +126,9 @@ class Labels:
             else:
                 key = self.FIELDS[field]
                 seen: dict[object, int] = {}
-                codes = np.fromiter((seen.setdefault(key(o), len(seen)) for o in self._offers), np.int64,
-                                    len(self._offers))
+                codes = np.fromiter(
+                    (seen.setdefault(key(o), len(seen)) for o in self._offers), np.int64, len(self._offers)
+                )
                 self._codes[field] = (codes, np.array(list(seen), dtype=object))
         return self._codes[field]
 
@@ -172,8 +186,9 @@ _CODE = {rule: k + 1 for k, rule in enumerate(_RULES)}
 _MARKET_VALUE = {m: m.value for m in Market}
 
 
-_OFFER_FIELDS = operator.attrgetter("pool", "accelerator", "gpus", "price_per_hour", "interruptions_per_hour",
-                                     "capacity_hint")
+_OFFER_FIELDS = operator.attrgetter(
+    "pool", "accelerator", "gpus", "price_per_hour", "interruptions_per_hour", "capacity_hint"
+)
 _POOL_FIELDS = operator.attrgetter("provider", "region", "zone", "instance_type", "market")
 
 
@@ -202,24 +217,26 @@ class _Columns:
         self.gpus = np.array(gpus, float)
         self.price = np.array(price, float)
         self.rate = np.array(rate, float)
-        hints = np.array(hint, float)                 # None -> nan: unknown, as inf
+        hints = np.array(hint, float)  # None -> nan: unknown, as inf
         self.hint = np.where(np.isnan(hints), math.inf, hints)
         spot = Market.SPOT
         self.spot = np.fromiter((m is spot for m in market), bool, n)
-
 
     def labels(self, rows: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """``Labels`` codes and names of the offers at ``rows`` for the location fields and the
         market and accelerator, from the distinct places (as ``Labels`` numbers them: in
         order of first appearance)."""
-        fields = {"provider": lambda p, m, r, z: p, "region": lambda p, m, r, z: f"{p}/{r}",
-                  "zone": lambda p, m, r, z: f"{p}/{r}/{z or '-'}", "market": lambda p, m, r, z: m.value}
+        fields = {
+            "provider": lambda p, m, r, z: p,
+            "region": lambda p, m, r, z: f"{p}/{r}",
+            "zone": lambda p, m, r, z: f"{p}/{r}/{z or '-'}",
+            "market": lambda p, m, r, z: m.value,
+        }
         out = {}
         for name, key in fields.items():
             seen: dict[str, int] = {}
             of_place = np.array([seen.setdefault(key(*k), len(seen)) for k in self.places], np.int64)
-            out[name] = _first_seen(of_place[self.place[rows]] if len(of_place) else np.zeros(0, np.int64),
-                                    list(seen))
+            out[name] = _first_seen(of_place[self.place[rows]] if len(of_place) else np.zeros(0, np.int64), list(seen))
         out["accelerator"] = _first_seen(self.acc[rows], self.acc_names)
         return out
 
@@ -238,8 +255,9 @@ def pool_ids(offers: Sequence[Offer]) -> list[str]:
     return _Columns(list(offers)).ids
 
 
-def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
-           blocked: Collection[str] = ()) -> Candidates:
+def select(
+    spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None, blocked: Collection[str] = ()
+) -> Candidates:
     """Check every rule of ``spec`` on every offer; see the module docstring.
 
     Vectorised: one pass over the offers reads what the rules need, the location rules are
@@ -306,8 +324,17 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
     kept_ids = [ids[i] for i in kept]
     by_id = np.array(sorted(range(len(kept_ids)), key=kept_ids.__getitem__), np.int64)
     kept, kept_ids = kept[by_id], [kept_ids[i] for i in by_id]
-    cand = _candidates(spec, [offers[i] for i in kept], kept_ids, price[kept], cols.rate[kept], w[keep][by_id],
-                       spot[keep][by_id], hint[kept], current)
+    cand = _candidates(
+        spec,
+        [offers[i] for i in kept],
+        kept_ids,
+        price[kept],
+        cols.rate[kept],
+        w[keep][by_id],
+        spot[keep][by_id],
+        hint[kept],
+        current,
+    )
     cand._labels = Labels.seeded(cand.offers, cols.labels(kept))
     cand.rule_counts = counts
     cand.placeable = [offers[i] for i in np.flatnonzero(placeable_mask)]
@@ -315,8 +342,10 @@ def select(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] 
     kept_set = set(kept_ids) if current else set()
     gone = sorted(pid for pid in current if pid not in kept_set)
     if gone:
-        cand.notes.append(f"{len(gone)} pool(s) running now are no longer allowed or offered "
-                          f"(e.g. {gone[0]}); their instances are not kept")
+        cand.notes.append(
+            f"{len(gone)} pool(s) running now are no longer allowed or offered "
+            f"(e.g. {gone[0]}); their instances are not kept"
+        )
     return cand
 
 
@@ -334,8 +363,9 @@ def _location_rule(spec: FleetSpec, provider: str, market: Market, region: str, 
     return 0
 
 
-def _first_cheapest(offers: list[Offer], ids: list[str], allowed: np.ndarray,
-                    price: np.ndarray) -> tuple[np.ndarray, tuple[int, str, int, str] | None]:
+def _first_cheapest(
+    offers: list[Offer], ids: list[str], allowed: np.ndarray, price: np.ndarray
+) -> tuple[np.ndarray, tuple[int, str, int, str] | None]:
     """One offer per pool id among ``allowed`` (input order of each id's first offer): the
     cheapest, then steadiest, the first of equals. With duplicates, also ``(index of the first
     duplicate, DUPLICATE, how many, the smallest duplicated id)``."""
@@ -361,8 +391,9 @@ def _first_cheapest(offers: list[Offer], ids: list[str], allowed: np.ndarray,
     return np.array(chosen, np.int64), (first_dup, DUPLICATE, dups, example)
 
 
-def _without_oversized_spot_nodes(spec: FleetSpec, w: np.ndarray, spot: np.ndarray, ids: list[str],
-                                  counts: Counter, examples: dict[str, str]) -> np.ndarray:
+def _without_oversized_spot_nodes(
+    spec: FleetSpec, w: np.ndarray, spot: np.ndarray, ids: list[str], counts: Counter, examples: dict[str, str]
+) -> np.ndarray:
     """Indices of the pools to keep: spot pools whose one node (``w`` weighted GPUs) holds more
     than ``spot_share_limit`` (reported as OVERSIZED), or more than a zone, region or provider
     cap allows any plan (its share of the largest spot part, ``gpus - on_demand_gpus``, or the
@@ -376,7 +407,7 @@ def _without_oversized_spot_nodes(spec: FleetSpec, w: np.ndarray, spot: np.ndarr
         if share < 1:
             limits.append((reason, max(share * part, smallest)))
     dropped = np.zeros(len(w), bool)
-    for reason, limit in limits:                 # each pool under the first limit it breaks
+    for reason, limit in limits:  # each pool under the first limit it breaks
         over = np.flatnonzero(spot & ~dropped & (w > limit + 1e-9))
         if len(over):
             counts[reason] += len(over)
@@ -387,22 +418,51 @@ def _without_oversized_spot_nodes(spec: FleetSpec, w: np.ndarray, spot: np.ndarr
     return np.flatnonzero(~dropped)
 
 
-def arrays(spec: FleetSpec, offers: list[Offer], current: Mapping[str, int],
-           ids: list[str] | None = None) -> Candidates:
+def arrays(
+    spec: FleetSpec, offers: list[Offer], current: Mapping[str, int], ids: list[str] | None = None
+) -> Candidates:
     """``offers`` (already allowed; ``ids`` their pool ids if known) as a ``Candidates``
     with the spec's weights and caps."""
     n = len(offers)
     weights = spec.capacity.accelerators
     spot_market = Market.SPOT
-    table = np.array([(o.price_per_hour, o.interruptions_per_hour, o.gpus * weights[o.accelerator],
-                       o.pool.market is spot_market, math.inf if o.capacity_hint is None else o.capacity_hint)
-                      for o in offers], float).reshape(n, 5)
-    return _candidates(spec, offers, ids, table[:, 0].copy(), table[:, 1].copy(), table[:, 2].copy(),
-                       table[:, 3] > 0, table[:, 4].copy(), current)
+    table = np.array(
+        [
+            (
+                o.price_per_hour,
+                o.interruptions_per_hour,
+                o.gpus * weights[o.accelerator],
+                o.pool.market is spot_market,
+                math.inf if o.capacity_hint is None else o.capacity_hint,
+            )
+            for o in offers
+        ],
+        float,
+    ).reshape(n, 5)
+    return _candidates(
+        spec,
+        offers,
+        ids,
+        table[:, 0].copy(),
+        table[:, 1].copy(),
+        table[:, 2].copy(),
+        table[:, 3] > 0,
+        table[:, 4].copy(),
+        current,
+    )
 
 
-def _candidates(spec: FleetSpec, offers: list[Offer], ids: list[str] | None, price: np.ndarray, rate: np.ndarray,
-                weighted: np.ndarray, spot: np.ndarray, hint: np.ndarray, current: Mapping[str, int]) -> Candidates:
+def _candidates(
+    spec: FleetSpec,
+    offers: list[Offer],
+    ids: list[str] | None,
+    price: np.ndarray,
+    rate: np.ndarray,
+    weighted: np.ndarray,
+    spot: np.ndarray,
+    hint: np.ndarray,
+    current: Mapping[str, int],
+) -> Candidates:
     """The ``Candidates`` of allowed ``offers`` from their prices, rates (0 taken for
     on-demand), weights, markets and hints: what runs now, and the bounds with the per-pool
     spot cap."""
@@ -413,7 +473,7 @@ def _candidates(spec: FleetSpec, offers: list[Offer], ids: list[str] | None, pri
         cur = np.fromiter((current.get(pid, 0) for pid in ids), float, n)
     else:
         cur = np.zeros(n)
-    upper = hint + cur          # capacity_hint counts instances still free to launch
+    upper = hint + cur  # capacity_hint counts instances still free to launch
     limit = spot_share_limit(spec, weighted[spot])
     upper = np.where(spot, np.minimum(upper, spot_cap_nodes(limit, weighted)), upper)
     return Candidates(offers, price, rate, weighted, spot, upper, cur.astype(np.int64), hint)

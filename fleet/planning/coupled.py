@@ -40,7 +40,7 @@ MAX_STEPS = 100
 SCREEN_BANDS = 8
 TANGENT_ROUNDS = 6
 CUT_POINTS = 256  # grid intervals for cut_row
-_EPS = 1e-4       # interruption rates closer than this (per hour) count as equal
+_EPS = 1e-4  # interruption rates closer than this (per hour) count as equal
 
 
 @dataclass
@@ -49,8 +49,9 @@ class CoupledResult:
     notes: list[str] = field(default_factory=list)
 
 
-def solve(model: Model, workload: Workload, churn: float, independent_cost: np.ndarray,
-          beat: float | None = None) -> CoupledResult:
+def solve(
+    model: Model, workload: Workload, churn: float, independent_cost: np.ndarray, beat: float | None = None
+) -> CoupledResult:
     """The plan of least ``P' * F(Lam)``; ``counts`` is ``None`` if the model is infeasible or,
     with ``beat`` (a value found elsewhere, e.g. in another placement domain), if no plan is
     worth less than ``beat``: then the walk starts from ``beat`` as its best value, which only
@@ -78,7 +79,7 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
         if start is not None:
             seeds += _tangent_plans(model, workload, churn, start.counts)
     best, best_value = None, np.inf if beat is None else beat
-    for counts in seeds:                      # the first of equals wins: the running fleet
+    for counts in seeds:  # the first of equals wins: the running fleet
         if best is None and beat is None or value(counts) < best_value * (1 - GAP):
             best, best_value = counts, value(counts)
 
@@ -90,7 +91,7 @@ def solve(model: Model, workload: Workload, churn: float, independent_cost: np.n
             hi = _screen(model, penalty, hi, best_value * (1 - GAP), factor)
         if hi < 0:
             break
-        below = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP), factor=factor)   # value >= P'
+        below = _cheapest_below(model, penalty, hi, cutoff=best_value * (1 - GAP), factor=factor)  # value >= P'
         if below is None:
             break
         x = below
@@ -181,7 +182,7 @@ def cut_row(hi: float, beat: float, factor, lo: float = 0.0, factors=None) -> tu
     grid = np.linspace(lo, hi, CUT_POINTS + 1)
     g = beat / (factors(grid) if factors is not None else np.array([factor(float(x)) for x in grid]))
     if not np.isfinite(g).all():
-        return 0.0, beat            # P <= P' < beat: always valid
+        return 0.0, beat  # P <= P' < beat: always valid
     slope = max((g[0] - g[-1]) / (hi - lo), 0.0)
     return slope, float(np.max(g[:-1] + slope * grid[1:])) * (1 + 1e-9)
 

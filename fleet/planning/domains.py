@@ -96,8 +96,9 @@ def limits_for(spec, cand_spot_weights: np.ndarray, quotas=()) -> Limits:
     """``Limits`` of ``spec``: its shares, ``c`` from the allowed spot nodes' weights."""
     d = spec.diversification
     target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
-    shares = [("pool", d.max_pool_share)] + [(lv, getattr(d, FIELD[lv])) for lv in LEVELS[1:]
-                                             if getattr(d, FIELD[lv]) < 1]
+    shares = [("pool", d.max_pool_share)] + [
+        (lv, getattr(d, FIELD[lv])) for lv in LEVELS[1:] if getattr(d, FIELD[lv]) < 1
+    ]
     floor = float(np.min(cand_spot_weights)) if len(cand_spot_weights) else 0.0
     return Limits(target, baseline, tuple(shares), floor, tuple(quotas))
 
@@ -115,11 +116,11 @@ class Domains:
     weighted: np.ndarray
     spot: np.ndarray
     keys: dict[str, np.ndarray]
-    names: dict[str, _PoolIds | np.ndarray]      # level -> name by code (pool ids built on demand)
-    quota_units: np.ndarray           # (quotas, pools)
+    names: dict[str, _PoolIds | np.ndarray]  # level -> name by code (pool ids built on demand)
+    quota_units: np.ndarray  # (quotas, pools)
     headroom: np.ndarray
-    group: np.ndarray                 # pools in one class share every domain row and quota
-    od_node: float                    # largest on-demand node (weighted)
+    group: np.ndarray  # pools in one class share every domain row and quota
+    od_node: float  # largest on-demand node (weighted)
     active: set[tuple[str, int]] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
 
@@ -148,8 +149,10 @@ class Domains:
             unknown = covered & np.isnan(per_node)
             units[q] = np.where(covered & ~unknown, np.nan_to_num(per_node), 0.0)
             if unknown.any():
-                notes.append(f"quota {quota.label} counts vCPUs but {int(unknown.sum())} offer(s) it covers give "
-                             "none; they are planned without it")
+                notes.append(
+                    f"quota {quota.label} counts vCPUs but {int(unknown.sum())} offer(s) it covers give "
+                    "none; they are planned without it"
+                )
         headroom = np.maximum(np.array([q.limit - q.in_use for q in limits.quotas]) + units @ cand.current, 0.0)
         coarse = [lv for lv in LEVELS[1:] if lv in keys]
         finest = keys[coarse[0]] if coarse else np.zeros(n, np.int64)
@@ -163,8 +166,18 @@ class Domains:
             columns = [finest, signature] + ([units[q] for q in range(8, len(limits.quotas))])
             _, group = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
         od = weighted[~spot]
-        return cls(limits, weighted, spot, keys, names, units, headroom, group.reshape(-1).astype(np.int64),
-                   float(od.max()) if len(od) else 0.0, notes=notes)
+        return cls(
+            limits,
+            weighted,
+            spot,
+            keys,
+            names,
+            units,
+            headroom,
+            group.reshape(-1).astype(np.int64),
+            float(od.max()) if len(od) else 0.0,
+            notes=notes,
+        )
 
     def room(self) -> np.ndarray:
         """Per pool, the most spot weighted GPUs any plan may hold in its zone, region and
@@ -221,13 +234,17 @@ class Domains:
             full = np.flatnonzero((loads >= cap - TOL) & (loads > 0))
             if len(full):
                 d = int(full[0])
-                notes.append(f"{FIELD[level]} {share:g} binds in {len(full)} {level}(s) "
-                             f"(e.g. {self.names[level][d]} holds {loads[d]:g} of {cap:g} weighted GPUs)")
+                notes.append(
+                    f"{FIELD[level]} {share:g} binds in {len(full)} {level}(s) "
+                    f"(e.g. {self.names[level][d]} holds {loads[d]:g} of {cap:g} weighted GPUs)"
+                )
         used = self.quota_units @ counts
         for q, quota in enumerate(self.limits.quotas):
             if used[q] > 0 and used[q] >= self.headroom[q] - TOL:
-                notes.append(f"quota {quota.label} binds: the plan uses {used[q]:g} of the "
-                             f"{self.headroom[q]:g} this fleet may hold")
+                notes.append(
+                    f"quota {quota.label} binds: the plan uses {used[q]:g} of the "
+                    f"{self.headroom[q]:g} this fleet may hold"
+                )
         return notes
 
     def rows(self, column_row, view_weighted: np.ndarray, od_cols: np.ndarray, binary_of) -> list:
@@ -235,6 +252,7 @@ class Domains:
         columns. ``column_row(pools, coefs)`` maps pools to columns; ``binary_of(level)`` gives
         the column of a level's binary ``u``."""
         from fleet.planning.milp import Row  # milp imports this module
+
         lim = self.limits
         out = []
         for q in range(len(lim.quotas)):
@@ -252,9 +270,13 @@ class Domains:
                 continue
             u = binary_of(level)
             m1, m2 = lim.floor + share * self.od_node, share * lim.target - lim.floor
-            out.append(Row(np.concatenate([cols, od_cols, [u]]),
-                           np.concatenate([coefs, share * view_weighted[od_cols], [-m1]]),
-                           ub=share * lim.target + TOL))
+            out.append(
+                Row(
+                    np.concatenate([cols, od_cols, [u]]),
+                    np.concatenate([coefs, share * view_weighted[od_cols], [-m1]]),
+                    ub=share * lim.target + TOL,
+                )
+            )
             out.append(Row(np.append(cols, u), np.append(coefs, m2), ub=lim.floor + m2 + TOL))
         return out
 
@@ -279,6 +301,7 @@ class _PoolIds:
 
 def _covered(labels, quota: Quota) -> np.ndarray:
     """Which pools ``quota`` covers (``Quota.covers`` over label codes)."""
+
     def same(field: str, value: str) -> np.ndarray:
         hits = np.flatnonzero(labels.names(field) == value)
         return labels.codes(field) == (int(hits[0]) if len(hits) else -1)

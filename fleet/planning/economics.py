@@ -50,6 +50,7 @@ _MAX_EXP = math.log(MAX_OVERHEAD_FACTOR) + 1
 
 # ---- the seed-004 arithmetic -----------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CostComparison:
     """Expected true cost of a job on spot versus on-demand."""
@@ -66,8 +67,9 @@ class CostComparison:
         return savings_fraction(self.spot_cost, self.on_demand_cost)
 
 
-def expected_true_cost(compute_hours: float, price_per_hour: float, overhead_fraction: float = 0.0,
-                       fixed_costs: float = 0.0) -> float:
+def expected_true_cost(
+    compute_hours: float, price_per_hour: float, overhead_fraction: float = 0.0, fixed_costs: float = 0.0
+) -> float:
     """Cost of ``compute_hours`` of useful work when interruptions add ``overhead_fraction``
     extra paid time, plus fixed costs (checkpoint storage)."""
     if compute_hours < 0 or price_per_hour < 0 or overhead_fraction < 0 or fixed_costs < 0:
@@ -75,8 +77,9 @@ def expected_true_cost(compute_hours: float, price_per_hour: float, overhead_fra
     return compute_hours * price_per_hour * (1 + overhead_fraction) + fixed_costs
 
 
-def compare_spot_on_demand(compute_hours: float, spot_price: float, on_demand_price: float,
-                           overhead_fraction: float, storage_cost: float = 0.0) -> CostComparison:
+def compare_spot_on_demand(
+    compute_hours: float, spot_price: float, on_demand_price: float, overhead_fraction: float, storage_cost: float = 0.0
+) -> CostComparison:
     """Seed 004's comparison: 1,000 H100-hours at $2.25 spot vs $4.50 on-demand with 10%
     preemption overhead and $50 storage -> $2,525 vs $4,500 (~44% saved)."""
     return CostComparison(
@@ -93,6 +96,7 @@ def savings_fraction(cost: float, alternative: float) -> float:
 
 
 # ---- checkpoint interval and waste -----------------------------------------------------
+
 
 def young_interval(checkpoint_seconds: float, mtbi_seconds: float) -> float:
     """Young's first-order optimum ``sqrt(2 * delta * M)`` (seconds of work between checkpoints)."""
@@ -116,8 +120,9 @@ def _check_interval_args(checkpoint_seconds: float, mtbi_seconds: float) -> None
         raise ValueError("checkpoint time must be >= 0 and mean time between interruptions > 0")
 
 
-def time_factor(interval_seconds: float, checkpoint_seconds: float, restart_seconds: float,
-                rate_per_hour: float) -> float:
+def time_factor(
+    interval_seconds: float, checkpoint_seconds: float, restart_seconds: float, rate_per_hour: float
+) -> float:
     """Expected paid time per unit of useful work (>= 1) when checkpointing every
     ``interval_seconds`` under Poisson interruptions (Daly's complete model)."""
     if interval_seconds <= 0:
@@ -133,8 +138,9 @@ def time_factor(interval_seconds: float, checkpoint_seconds: float, restart_seco
     return min(factor, MAX_OVERHEAD_FACTOR)
 
 
-def waste_fraction(interval_seconds: float, checkpoint_seconds: float, restart_seconds: float,
-                   rate_per_hour: float) -> float:
+def waste_fraction(
+    interval_seconds: float, checkpoint_seconds: float, restart_seconds: float, rate_per_hour: float
+) -> float:
     """Share of paid time not spent on useful work: checkpoint writes, work lost since the
     last checkpoint, and restarts (``1 - 1/time_factor``)."""
     return 1 - 1 / time_factor(interval_seconds, checkpoint_seconds, restart_seconds, rate_per_hour)
@@ -171,8 +177,9 @@ def overhead_factors(rates_per_hour, workload: Workload):
     lam = np.where(positive, rate, 1.0) / 3600
     a, b = lam * (tau + d), lam * restart
     with np.errstate(over="ignore"):
-        factor = np.minimum(np.exp(np.minimum(b, _MAX_EXP)) * np.expm1(np.minimum(a, _MAX_EXP)) / (lam * tau),
-                            MAX_OVERHEAD_FACTOR)
+        factor = np.minimum(
+            np.exp(np.minimum(b, _MAX_EXP)) * np.expm1(np.minimum(a, _MAX_EXP)) / (lam * tau), MAX_OVERHEAD_FACTOR
+        )
     factor = np.where(a + b > _MAX_EXP, MAX_OVERHEAD_FACTOR, factor)
     return np.where(positive, factor, 1.0)
 
@@ -198,6 +205,7 @@ def overhead_slope(rate_per_hour: float, workload: Workload) -> float:
 
 
 # ---- per-pool and per-fleet true cost ------------------------------------------------
+
 
 def node_true_cost_per_hour(price_per_hour: float, rate_per_hour: float, workload: Workload) -> float:
     """Independent nodes: one node's expected true cost per hour, ``price * F(rate)``."""
@@ -242,5 +250,6 @@ class CoupledTangent:
 
 def coupled_tangent(fleet_price: float, fleet_rate: float, workload: Workload) -> CoupledTangent:
     """Tangent plane of ``P * F(Lam)`` at ``(fleet_price, fleet_rate)``; ``fleet_rate > 0``."""
-    return CoupledTangent(price_coef=overhead_factor(fleet_rate, workload),
-                          rate_coef=fleet_price * overhead_slope(fleet_rate, workload))
+    return CoupledTangent(
+        price_coef=overhead_factor(fleet_rate, workload), rate_coef=fleet_price * overhead_slope(fleet_rate, workload)
+    )

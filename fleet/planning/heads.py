@@ -67,8 +67,13 @@ def worker_shares(workers: Plan) -> list[tuple[str, float]]:
     return [(a.offer.pool.id, a.weighted_gpus) for a in workers.allocations if a.role != HEAD]
 
 
-def choose(spec: FleetSpec, offers: Sequence[Offer], near: tuple[str, str] | None,
-           current: Mapping[str, int] | None = None, blocked: Collection[str] = ()) -> tuple[Offer, list[str]]:
+def choose(
+    spec: FleetSpec,
+    offers: Sequence[Offer],
+    near: tuple[str, str] | None,
+    current: Mapping[str, int] | None = None,
+    blocked: Collection[str] = (),
+) -> tuple[Offer, list[str]]:
     """The head's offer and the notes that explain where it went (see the module doc);
     ``near`` is the workers' :func:`anchor`."""
     head = spec.head
@@ -94,19 +99,28 @@ def choose(spec: FleetSpec, offers: Sequence[Offer], near: tuple[str, str] | Non
         where = f"{best.pool.provider}/{best.pool.region}"
         if (prov, reg) != places[0]:
             kind = "CPU-only type" if tier is not tiers[-1] else "offer"
-            notes.append(f"head: no {kind} meets it in {'/'.join(x for x in places[0] if x) or 'the plan'}; "
-                         f"placed in {where} instead")
+            notes.append(
+                f"head: no {kind} meets it in {'/'.join(x for x in places[0] if x) or 'the plan'}; "
+                f"placed in {where} instead"
+            )
         elif not pinned and near:
             notes.append(f"head: placed next to the largest worker share ({where})")
         return best, notes
     want = f"{head.vcpus:g} vCPUs, {head.memory_gib:g} GiB, {head.gpus} GPU(s), on-demand"
     where = "/".join(x for x in (head.provider, head.region) if x)
-    raise PlanError(f"no offer meets head ({want}){' in ' + where if where else ''}; lower head.vcpus, "
-                    "head.memory_gib or head.gpus, or change head.provider/head.region")
+    raise PlanError(
+        f"no offer meets head ({want}){' in ' + where if where else ''}; lower head.vcpus, "
+        "head.memory_gib or head.gpus, or change head.provider/head.region"
+    )
 
 
-def add_head(spec: FleetSpec, workers: Plan, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
-             blocked: Collection[str] = ()) -> Plan:
+def add_head(
+    spec: FleetSpec,
+    workers: Plan,
+    offers: Sequence[Offer],
+    current: Mapping[str, int] | None = None,
+    blocked: Collection[str] = (),
+) -> Plan:
     """``workers`` with the head allocation added (role ``head``), its price in the totals."""
     head = spec.head
     assert head is not None
@@ -115,9 +129,13 @@ def add_head(spec: FleetSpec, workers: Plan, offers: Sequence[Offer], current: M
     alloc = Allocation(offer=offer, count=head.count, weighted_gpus=0.0, true_cost_per_hour=price, role=HEAD)
     t = workers.totals
     true_cost = t.true_cost_per_hour + price
-    totals = t.model_copy(update={
-        "price_per_hour": t.price_per_hour + price, "true_cost_per_hour": true_cost,
-        "true_cost_per_weighted_gpu_hour": true_cost / t.weighted_gpus if t.weighted_gpus > 0 else 0.0,
-    })
-    return workers.model_copy(update={"allocations": (alloc, *workers.allocations), "totals": totals,
-                                      "notes": (*workers.notes, *notes)})
+    totals = t.model_copy(
+        update={
+            "price_per_hour": t.price_per_hour + price,
+            "true_cost_per_hour": true_cost,
+            "true_cost_per_weighted_gpu_hour": true_cost / t.weighted_gpus if t.weighted_gpus > 0 else 0.0,
+        }
+    )
+    return workers.model_copy(
+        update={"allocations": (alloc, *workers.allocations), "totals": totals, "notes": (*workers.notes, *notes)}
+    )

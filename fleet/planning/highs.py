@@ -32,7 +32,7 @@ _lock = threading.Lock()
 try:
     _libc: Any = ctypes.CDLL(None)
     _libc.fflush.argtypes = [ctypes.c_void_p]
-except (OSError, AttributeError):     # no C runtime to flush (unusual platforms)
+except (OSError, AttributeError):  # no C runtime to flush (unusual platforms)
     _libc = None
 
 
@@ -47,7 +47,7 @@ def _stdout_to_stderr() -> Iterator[None]:
         _flush_c_stdio()
         try:
             saved = os.dup(1)
-        except OSError:          # no stdout at all
+        except OSError:  # no stdout at all
             yield
             return
         try:
@@ -81,8 +81,8 @@ class Program:
 
 @dataclass
 class MilpResult:
-    x: np.ndarray | None      # None: infeasible, or no solution found in time
-    proven: bool              # optimality proven (False: a limit was hit first)
+    x: np.ndarray | None  # None: infeasible, or no solution found in time
+    proven: bool  # optimality proven (False: a limit was hit first)
 
 
 def _highs(options: dict[str, Any]):
@@ -97,15 +97,23 @@ def _highs(options: dict[str, Any]):
 
 def _pass(h, hs, prog: Program, ub: np.ndarray, integer: bool) -> None:
     inf = hs.kHighsInf
-    h.passModel(len(prog.c), prog.rows, len(prog.value), int(hs.MatrixFormat.kRowwise),
-                int(hs.ObjSense.kMinimize), 0.0,
-                np.ascontiguousarray(prog.c, float), np.ascontiguousarray(prog.lb, float),
-                np.ascontiguousarray(np.where(np.isinf(ub), inf, ub), float),
-                np.ascontiguousarray(np.where(np.isinf(prog.row_lb), -inf, prog.row_lb), float),
-                np.ascontiguousarray(np.where(np.isinf(prog.row_ub), inf, prog.row_ub), float),
-                np.ascontiguousarray(prog.start, np.int32), np.ascontiguousarray(prog.index, np.int32),
-                np.ascontiguousarray(prog.value, float),
-                np.ascontiguousarray(prog.integrality if integer else np.zeros(len(prog.c)), np.int32))
+    h.passModel(
+        len(prog.c),
+        prog.rows,
+        len(prog.value),
+        int(hs.MatrixFormat.kRowwise),
+        int(hs.ObjSense.kMinimize),
+        0.0,
+        np.ascontiguousarray(prog.c, float),
+        np.ascontiguousarray(prog.lb, float),
+        np.ascontiguousarray(np.where(np.isinf(ub), inf, ub), float),
+        np.ascontiguousarray(np.where(np.isinf(prog.row_lb), -inf, prog.row_lb), float),
+        np.ascontiguousarray(np.where(np.isinf(prog.row_ub), inf, prog.row_ub), float),
+        np.ascontiguousarray(prog.start, np.int32),
+        np.ascontiguousarray(prog.index, np.int32),
+        np.ascontiguousarray(prog.value, float),
+        np.ascontiguousarray(prog.integrality if integer else np.zeros(len(prog.c)), np.int32),
+    )
 
 
 def solve_milp(prog: Program, ub: np.ndarray, options: dict[str, Any], cutoff: float = np.inf) -> MilpResult:
@@ -123,8 +131,7 @@ def solve_milp(prog: Program, ub: np.ndarray, options: dict[str, Any], cutoff: f
     found = h.getInfo().primal_solution_status == hs.SolutionStatus.kSolutionStatusFeasible
     if status == hs.HighsModelStatus.kOptimal:
         return MilpResult(np.array(h.getSolution().col_value), True)
-    limits = (hs.HighsModelStatus.kTimeLimit, hs.HighsModelStatus.kIterationLimit,
-              hs.HighsModelStatus.kSolutionLimit)
+    limits = (hs.HighsModelStatus.kTimeLimit, hs.HighsModelStatus.kIterationLimit, hs.HighsModelStatus.kSolutionLimit)
     if status in limits and found:
         return MilpResult(np.array(h.getSolution().col_value), False)
     return MilpResult(None, False)

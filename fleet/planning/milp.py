@@ -30,9 +30,14 @@ from fleet.planning.twins import find_twins, singletons
 #: most of the solve (feasibility jump about 10 ms per MILP whatever its size; the others
 #: two thirds of a coupled plan's MILP time at 100k pools), and the planner hands HiGHS good
 #: bounds and cutoffs instead.
-HIGHS_OPTIONS = {"mip_rel_gap": 0.0, "presolve": "on", "mip_heuristic_run_feasibility_jump": False,
-                 "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False,
-                 "mip_heuristic_run_root_reduced_cost": False}
+HIGHS_OPTIONS = {
+    "mip_rel_gap": 0.0,
+    "presolve": "on",
+    "mip_heuristic_run_feasibility_jump": False,
+    "mip_heuristic_run_rins": False,
+    "mip_heuristic_run_rens": False,
+    "mip_heuristic_run_root_reduced_cost": False,
+}
 #: Above this many pools, drop pools by LP reduced costs before the MILP (exact).
 FIXING_MIN_POOLS = 48
 #: Solve the full program once at most this many times the restricted program's pools stay
@@ -71,9 +76,9 @@ class Extra:
 
 @dataclass
 class Solution:
-    counts: np.ndarray        # int64 per pool
-    extra: np.ndarray         # values of the extra columns
-    proven: bool              # HiGHS proved optimality (False: time limit hit)
+    counts: np.ndarray  # int64 per pool
+    extra: np.ndarray  # values of the extra columns
+    proven: bool  # HiGHS proved optimality (False: time limit hit)
     objective: float
 
 
@@ -88,20 +93,29 @@ class Model:
     (spot pools in use, per spot column) and ``v`` (the plan uses spot).
     """
 
-    def __init__(self, cand: Candidates, target: float, baseline: float, budget: float | None,
-                 min_pools: int, *, cover: bool = True, reduce: bool = True, time_limit: float = 60.0,
-                 limits: Limits | None = None):
+    def __init__(
+        self,
+        cand: Candidates,
+        target: float,
+        baseline: float,
+        budget: float | None,
+        min_pools: int,
+        *,
+        cover: bool = True,
+        reduce: bool = True,
+        time_limit: float = 60.0,
+        limits: Limits | None = None,
+    ):
         self.cand = cand
         self.n = len(cand)
-        self.fixing = reduce                # drop columns by LP reduced costs first (exact)
+        self.fixing = reduce  # drop columns by LP reduced costs first (exact)
         self.reduce = reduce
         self.options = {**HIGHS_OPTIONS, "time_limit": time_limit}
         self.target, self.baseline, self.budget = target, baseline, budget
-        self.cover = cover                  # False: no covering rows (the partial-plan stages)
+        self.cover = cover  # False: no covering rows (the partial-plan stages)
         self.spot_idx = np.flatnonzero(cand.spot)
         self.min_pools = min_pools if min_pools >= 2 and len(self.spot_idx) else 0
-        self.domains = (Domains.bind(limits, cand)
-                        if limits is not None else None)
+        self.domains = Domains.bind(limits, cand) if limits is not None else None
         self._layout()
 
     def _layout(self) -> None:
@@ -123,8 +137,10 @@ class Model:
         cand = self.cand
         if (counts < 0).any() or (counts > cand.upper).any():
             return False
-        if self.cover and (cand.weighted @ counts < self.target - TOL
-                           or cand.weighted[~cand.spot] @ counts[~cand.spot] < self.baseline - TOL):
+        if self.cover and (
+            cand.weighted @ counts < self.target - TOL
+            or cand.weighted[~cand.spot] @ counts[~cand.spot] < self.baseline - TOL
+        ):
             return False
         if self.budget is not None and cand.price @ counts > self.budget + TOL:
             return False
@@ -151,8 +167,14 @@ class Model:
         weighted = self.cand.weighted
         return cost * churn + weighted * float(np.max(cost / weighted))
 
-    def solve(self, cost: np.ndarray, penalty: np.ndarray | None = None, extra: Extra | None = None,
-              upper: np.ndarray | None = None, cutoff: float = np.inf) -> Solution | None:
+    def solve(
+        self,
+        cost: np.ndarray,
+        penalty: np.ndarray | None = None,
+        extra: Extra | None = None,
+        upper: np.ndarray | None = None,
+        cutoff: float = np.inf,
+    ) -> Solution | None:
         """Minimise ``cost . n (+ penalty . new launches) + extra costs``; ``None`` if infeasible
         or if no plan's objective is below ``cutoff``.
 
@@ -195,11 +217,16 @@ class Model:
         """A caller's row (pools, then extra columns at ``n + k``) over this model's columns."""
         pools = row.cols < self.n
         cols, coefs = self.twins.column_row(row.cols[pools], row.coefs[pools])
-        return Row(np.concatenate([cols, row.cols[~pools] - self.n + extra_at]),
-                   np.concatenate([coefs, row.coefs[~pools]]), row.lb, row.ub)
+        return Row(
+            np.concatenate([cols, row.cols[~pools] - self.n + extra_at]),
+            np.concatenate([coefs, row.coefs[~pools]]),
+            row.lb,
+            row.ub,
+        )
 
-    def _build(self, cost: np.ndarray, penalty: np.ndarray | None, extra: Extra, upper: np.ndarray,
-               with_pools: bool) -> _Program:
+    def _build(
+        self, cost: np.ndarray, penalty: np.ndarray | None, extra: Extra, upper: np.ndarray, with_pools: bool
+    ) -> _Program:
         view, n, first = self.view, self.cols, self.twins.first
         spot = np.flatnonzero(view.spot) if with_pools else np.zeros(0, np.int64)
         y0 = self.base_cols + len(extra.costs)
@@ -218,16 +245,18 @@ class Model:
         if penalty is not None:
             c[:n] += np.where(view.current == 0, penalty[first], 0.0)
             p = self.penalised
-            c[n:self.base_cols] = penalty[first][p]
-            rows += [Row(np.array([i, z]), np.array([1.0, -1.0]), ub=float(view.current[i]))
-                     for i, z in zip(p, range(n, self.base_cols))]
-        c[self.base_cols:y0] = extra.costs
-        lb[self.base_cols:y0] = extra.lower
-        ub[self.base_cols:y0] = extra.upper
+            c[n : self.base_cols] = penalty[first][p]
+            rows += [
+                Row(np.array([i, z]), np.array([1.0, -1.0]), ub=float(view.current[i]))
+                for i, z in zip(p, range(n, self.base_cols))
+            ]
+        c[self.base_cols : y0] = extra.costs
+        lb[self.base_cols : y0] = extra.lower
+        ub[self.base_cols : y0] = extra.upper
         if with_pools:
             ys = np.arange(y0, v)
             integrality[y0:] = 1
-            ub[y0:v] = self.twins.size[spot]        # pools in use in a column: at most its members
+            ub[y0:v] = self.twins.size[spot]  # pools in use in a column: at most its members
             ub[v] = 1
             rows += [Row(np.array([i, y]), np.array([1.0, -1.0]), lb=0) for i, y in zip(spot, ys)]
             # spot in use -> v = 1: sum of spot nodes <= M * v, M = the most spot nodes worth having
@@ -238,8 +267,9 @@ class Model:
         if self.domains is not None:
             integrality[u0:] = 1
             ub[u0:] = 1
-            rows += self.domains.rows(self.twins.column_row, view.weighted, np.flatnonzero(~view.spot),
-                                      lambda level: u0 + levels.index(level))
+            rows += self.domains.rows(
+                self.twins.column_row, view.weighted, np.flatnonzero(~view.spot), lambda level: u0 + levels.index(level)
+            )
         idx = np.arange(n)
         if self.cover:
             rows.append(Row(idx, view.weighted, lb=self.target))
@@ -248,8 +278,18 @@ class Model:
                 rows.append(Row(od, view.weighted[od], lb=self.baseline))
         if self.budget is not None:
             rows.append(Row(idx, view.price, ub=self.budget))
-        return _Program(highs.Program(c, lb, ub, integrality, *_matrix(rows, total), np.array([r.lb for r in rows]),
-                                      np.array([r.ub for r in rows])), len(extra.costs))
+        return _Program(
+            highs.Program(
+                c,
+                lb,
+                ub,
+                integrality,
+                *_matrix(rows, total),
+                np.array([r.lb for r in rows]),
+                np.array([r.ub for r in rows]),
+            ),
+            len(extra.costs),
+        )
 
     def _run(self, prog: _Program, cutoff: float) -> Solution | None | Literal[_Signal.MORE_ROWS]:
         """Solves ``prog`` (after reduced-cost fixing above ``FIXING_MIN_POOLS`` columns).
@@ -261,35 +301,35 @@ class Model:
         if self.fixing and self.cols > FIXING_MIN_POOLS:
             relaxed = _relaxation(prog)
             if relaxed is None:
-                return None          # the relaxation is infeasible, so is the program
+                return None  # the relaxation is infeasible, so is the program
             z_lp, reduced = relaxed
             if z_lp >= cutoff:
-                return None          # nothing below the cutoff
-            reduced = reduced[:self.cols]
+                return None  # nothing below the cutoff
+            reduced = reduced[: self.cols]
             ub = ub.copy()
             size = FIXING_MIN_POOLS
             while True:
                 # an incumbent from the open pools of least reduced cost, then close every pool
                 # whose reduced cost alone lifts the relaxation above it (exact, LP duality)
-                is_open = ub[:self.cols] > 0
+                is_open = ub[: self.cols] > 0
                 ranked = np.flatnonzero(is_open)[np.argsort(reduced[is_open], kind="stable")]
                 inside = ranked[:size]
                 ub_r = ub.copy()
-                ub_r[:self.cols] = 0
+                ub_r[: self.cols] = 0
                 ub_r[inside] = ub[inside]
                 incumbent = self._milp(prog, ub_r, cutoff)
                 if incumbent is not None and self._more_cap_rows(incumbent.counts):
                     return _MORE_ROWS
                 if incumbent is None and size >= len(ranked):
-                    return None               # every open pool was in the restricted program
+                    return None  # every open pool was in the restricted program
                 z_ub = min(incumbent.objective if incumbent else np.inf, cutoff)
                 if np.isfinite(z_ub):
-                    ub[:self.cols][z_lp + reduced > z_ub + 1e-6 * max(1.0, abs(z_ub))] = 0
-                    still_open = np.flatnonzero(ub[:self.cols] > 0)
+                    ub[: self.cols][z_lp + reduced > z_ub + 1e-6 * max(1.0, abs(z_ub))] = 0
+                    still_open = np.flatnonzero(ub[: self.cols] > 0)
                     if incumbent and incumbent.proven and np.isin(still_open, inside).all():
-                        return incumbent      # every pool that can matter was in the restricted program
+                        return incumbent  # every pool that can matter was in the restricted program
                     if len(still_open) <= FULL_SOLVE_RATIO * size:
-                        break     # a larger restricted program would cost about what the full one does
+                        break  # a larger restricted program would cost about what the full one does
                 size *= 4
         return self._milp(prog, ub, cutoff)
 
@@ -298,9 +338,13 @@ class Model:
         if res.x is None:
             return None
         x = res.x
-        counts = self.twins.spread(np.rint(x[:self.cols]).astype(np.int64))
-        return Solution(counts=counts, extra=x[self.base_cols:self.base_cols + prog.extras],
-                        proven=res.proven, objective=float(prog.c @ x))
+        counts = self.twins.spread(np.rint(x[: self.cols]).astype(np.int64))
+        return Solution(
+            counts=counts,
+            extra=x[self.base_cols : self.base_cols + prog.extras],
+            proven=res.proven,
+            objective=float(prog.c @ x),
+        )
 
 
 class _Signal(Enum):

@@ -41,11 +41,17 @@ from fleet.planning.candidates import Candidates
 from fleet.spec import FleetSpec, Strategy, Workload, WorkloadKind
 
 #: Provider features that keep a zone-level coupled job on a low-latency interconnect.
-INTERCONNECT = {"aws": "AWS cluster placement group (strategy cluster)",
-                "gcp": "GCP compact placement policy",
-                "azure": "Azure proximity placement group"}
-METRIC = {Strategy.PRICE_CAPACITY_OPTIMIZED: "true cost $/h", Strategy.LOWEST_PRICE: "$/h",
-          Strategy.CAPACITY_OPTIMIZED: "interruptions/h", Strategy.DIVERSIFIED: "largest spot pool (weighted GPUs)"}
+INTERCONNECT = {
+    "aws": "AWS cluster placement group (strategy cluster)",
+    "gcp": "GCP compact placement policy",
+    "azure": "Azure proximity placement group",
+}
+METRIC = {
+    Strategy.PRICE_CAPACITY_OPTIMIZED: "true cost $/h",
+    Strategy.LOWEST_PRICE: "$/h",
+    Strategy.CAPACITY_OPTIMIZED: "interruptions/h",
+    Strategy.DIVERSIFIED: "largest spot pool (weighted GPUs)",
+}
 #: Lambda multipliers (hours, times the domain's cheapest price) of the frontier bound.
 FRONTIER_SLOPES = (0.01, 0.03, 0.06, 0.1, 0.15, 0.22, 0.3, 0.45, 0.7, 1.0, 1.6, 2.5)
 FRONTIER_POINTS = 96
@@ -77,14 +83,14 @@ class Choice:
     tried: int
     runner_up: str = ""
     runner_up_value: tuple[float, ...] | None = None
-    outside: int = 0          # allowed pools outside the chosen domain
+    outside: int = 0  # allowed pools outside the chosen domain
 
 
 @dataclass(frozen=True)
 class QuotaRows:
     """Account quotas as rows ``units @ n <= headroom`` (``fleet.planning.domains.Domains``)."""
 
-    units: np.ndarray        # (quotas, pools)
+    units: np.ndarray  # (quotas, pools)
     headroom: np.ndarray
 
     def of(self, pools: np.ndarray) -> QuotaRows:
@@ -96,8 +102,9 @@ class QuotaRows:
 NO_QUOTAS = QuotaRows(np.zeros((0, 0)), np.zeros(0))
 
 
-def value_of(spec: FleetSpec, cand: Candidates, counts: np.ndarray, churn: float,
-             independent_cost: np.ndarray) -> tuple[float, ...]:
+def value_of(
+    spec: FleetSpec, cand: Candidates, counts: np.ndarray, churn: float, independent_cost: np.ndarray
+) -> tuple[float, ...]:
     """The strategy's objective of ``counts`` as a tuple (smaller is better), with a re-plan's
     launch penalty ``churn`` on new launches."""
     new = np.maximum(counts - cand.current, 0)
@@ -132,8 +139,15 @@ def independent_costs(cand: Candidates, workload: Workload) -> np.ndarray:
     return cand.price * factors[inverse.reshape(-1)]
 
 
-def cover_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
-                target: float, baseline: float, spread: Spread | None = None) -> float:
+def cover_bound(
+    cost: np.ndarray,
+    weighted: np.ndarray,
+    spot: np.ndarray,
+    upper: np.ndarray,
+    target: float,
+    baseline: float,
+    spread: Spread | None = None,
+) -> float:
     """``min cost.x`` s.t. ``weighted.x >= target``, on-demand ``weighted.x >= baseline``,
     ``0 <= x <= upper`` and, with ``spread``, the spot weighted GPUs of each of its groups at
     most its cap (x real): inf when even that is infeasible.
@@ -208,9 +222,15 @@ def _fill(room: np.ndarray, need: float) -> np.ndarray | None:
     return np.clip(need - before, 0.0, room)
 
 
-def _frontier_bound(spec: FleetSpec, cand: Candidates, pools: np.ndarray, floor: float,
-                    quotas: QuotaRows = NO_QUOTAS, nu: np.ndarray | None = None,
-                    spread: Spread | None = None) -> float:
+def _frontier_bound(
+    spec: FleetSpec,
+    cand: Candidates,
+    pools: np.ndarray,
+    floor: float,
+    quotas: QuotaRows = NO_QUOTAS,
+    nu: np.ndarray | None = None,
+    spread: Spread | None = None,
+) -> float:
     """A coupled job's lower bound in one domain from the LP's (price, rate) frontier.
 
     For ``mu >= 0`` every plan has ``P + mu * Lam >= g(mu)``, the cover LP priced at
@@ -248,7 +268,7 @@ def frontier(g0: np.ndarray, mus: np.ndarray, gs: np.ndarray, workload: Workload
     ``g(mus[:, k]) = gs[:, k]`` (``g0 > 0`` finite, ``mus > 0``): ``h(Lam) = max(g0, max_k gs_k -
     mus_k * Lam)`` on a grid of ``FRONTIER_POINTS`` steps up to where ``h`` reaches ``g0``, times
     ``F`` at each step's start. Any set of ``mus`` gives a valid bound; more give a tighter one."""
-    reach = np.max((gs - g0[:, None]) / mus, axis=1)          # h(Lam) = g(0) from here on
+    reach = np.max((gs - g0[:, None]) / mus, axis=1)  # h(Lam) = g(0) from here on
     out = g0 * economics.overhead_factor(0.0, workload)
     grow = np.flatnonzero(reach > 0)
     if not len(grow):
@@ -262,11 +282,16 @@ def frontier(g0: np.ndarray, mus: np.ndarray, gs: np.ndarray, workload: Workload
     return out
 
 
-
-
-def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
-                 target: float, baseline: float, quotas: QuotaRows,
-                 spread: Spread | None = None) -> tuple[float, np.ndarray]:
+def priced_bound(
+    cost: np.ndarray,
+    weighted: np.ndarray,
+    spot: np.ndarray,
+    upper: np.ndarray,
+    target: float,
+    baseline: float,
+    quotas: QuotaRows,
+    spread: Spread | None = None,
+) -> tuple[float, np.ndarray]:
     """``cover_bound`` with the quota rows ``units @ x <= headroom`` added: the LP itself,
     solved by HiGHS (``inf`` when it is infeasible: no plan in these pools meets the spec
     within the quotas). Returns the bound and multipliers ``nu >= 0`` for the quotas (the LP's
@@ -301,26 +326,43 @@ def priced_bound(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper
         columns = n + 1
         for g in np.unique(spread.group[capped]):
             cols = capped[spread.group[capped] == g]
-            rows.append((np.concatenate([cols, od, [n]]), np.concatenate([weighted[cols], s_ * weighted[od], [-m1]]),
-                         -np.inf, s_ * t_))
+            rows.append(
+                (
+                    np.concatenate([cols, od, [n]]),
+                    np.concatenate([weighted[cols], s_ * weighted[od], [-m1]]),
+                    -np.inf,
+                    s_ * t_,
+                )
+            )
             rows.append((np.append(cols, n), np.append(weighted[cols], m2), -np.inf, c_ + m2))
     start = np.concatenate([[0], np.cumsum([len(r[0]) for r in rows])])
     pad = np.zeros(columns - n)
-    prog = Program(c=np.concatenate([np.asarray(cost, float), pad]), lb=np.zeros(columns),
-                   ub=np.concatenate([np.asarray(upper, float), pad + 1]),
-                   integrality=np.zeros(columns), start=start, index=np.concatenate([r[0] for r in rows]),
-                   value=np.concatenate([r[1] for r in rows]).astype(float),
-                   row_lb=np.array([r[2] for r in rows], float), row_ub=np.array([r[3] for r in rows], float))
+    prog = Program(
+        c=np.concatenate([np.asarray(cost, float), pad]),
+        lb=np.zeros(columns),
+        ub=np.concatenate([np.asarray(upper, float), pad + 1]),
+        integrality=np.zeros(columns),
+        start=start,
+        index=np.concatenate([r[0] for r in rows]),
+        value=np.concatenate([r[1] for r in rows]).astype(float),
+        row_lb=np.array([r[2] for r in rows], float),
+        row_ub=np.array([r[3] for r in rows], float),
+    )
     solved = solve_lp(prog, row_duals=True)
     if solved is None:
         return np.inf, np.zeros(len(quotas.headroom))
     z, _, duals = solved
-    nu = np.maximum(-duals[first_quota:first_quota + len(quotas.headroom)], 0.0)
+    nu = np.maximum(-duals[first_quota : first_quota + len(quotas.headroom)], 0.0)
     return max(z, cover_bound(cost, weighted, spot, upper, target, baseline, spread)), nu
 
 
-def lower_bounds(spec: FleetSpec, cand: Candidates, members: list[np.ndarray],
-                 quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None) -> np.ndarray:
+def lower_bounds(
+    spec: FleetSpec,
+    cand: Candidates,
+    members: list[np.ndarray],
+    quotas: QuotaRows = NO_QUOTAS,
+    spread: Spread | None = None,
+) -> np.ndarray:
     """Per domain (its pools in ``members``), a value no plan in it beats (``-inf``: no bound
     for this strategy; ``inf``: no plan covers the target there). See the module docstring;
     ``quotas`` and a cap ``spread`` over finer domains tighten the bounds. ``Bounds`` gives the
@@ -335,12 +377,17 @@ class Bounds:
     least ``first[d]``; other strategies: ``first[d]``), so a search refines only the domains
     it reaches."""
 
-    def __init__(self, spec: FleetSpec, cand: Candidates, members: list[np.ndarray],
-                 quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None):
+    def __init__(
+        self,
+        spec: FleetSpec,
+        cand: Candidates,
+        members: list[np.ndarray],
+        quotas: QuotaRows = NO_QUOTAS,
+        spread: Spread | None = None,
+    ):
         self.spec, self.cand, self.members, self.quotas, self.spread = spec, cand, members, quotas, spread
         cost = node_costs(spec, cand)
-        self.coupled = (spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED
-                        and spec.workload.kind is WorkloadKind.COUPLED)
+        self.coupled = spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED and spec.workload.kind is WorkloadKind.COUPLED
         self.nu: list[np.ndarray] = [np.zeros(0)] * len(members)
         if cost is None:
             self.first = np.full(len(members), -np.inf)
@@ -353,8 +400,16 @@ class Bounds:
             return
         self.first = np.empty(len(members))
         for d, m in enumerate(members):
-            self.first[d], self.nu[d] = priced_bound(cost[m], cand.weighted[m], cand.spot[m], cand.upper[m], target,
-                                                     baseline, self._quotas(d), self._spread(d))
+            self.first[d], self.nu[d] = priced_bound(
+                cost[m],
+                cand.weighted[m],
+                cand.spot[m],
+                cand.upper[m],
+                target,
+                baseline,
+                self._quotas(d),
+                self._spread(d),
+            )
 
     def _coarse_frontier(self, target: float, baseline: float) -> np.ndarray:
         """``_frontier_bound`` of every domain at once from a few of its slopes
@@ -389,12 +444,20 @@ class Bounds:
         bound = float(self.first[d])
         if not self.coupled or not np.isfinite(bound):
             return bound
-        return _frontier_bound(self.spec, self.cand, self.members[d], bound, self._quotas(d), self.nu[d],
-                               self._spread(d))
+        return _frontier_bound(
+            self.spec, self.cand, self.members[d], bound, self._quotas(d), self.nu[d], self._spread(d)
+        )
 
 
-def grouped_cover_bounds(cost: np.ndarray, weighted: np.ndarray, spot: np.ndarray, upper: np.ndarray,
-                         target: float, baseline: float, members: list[np.ndarray]) -> np.ndarray:
+def grouped_cover_bounds(
+    cost: np.ndarray,
+    weighted: np.ndarray,
+    spot: np.ndarray,
+    upper: np.ndarray,
+    target: float,
+    baseline: float,
+    members: list[np.ndarray],
+) -> np.ndarray:
     """``cover_bound`` (no spread) of every domain's pools at once: the same greedy fills
     (baseline from on-demand, then the rest from all that is left, cheapest per weighted GPU
     first), done for all domains in a few array passes.
@@ -439,7 +502,7 @@ def _grouped_fill(room: np.ndarray, key: np.ndarray, group: np.ndarray, need: fl
     (``group`` ascending, as ``key`` orders the groups)."""
     order = np.argsort(key, kind="stable")
     g = group[order]
-    r = np.minimum(room[order], need)        # no entry gives more than need: same fill, no inf
+    r = np.minimum(room[order], need)  # no entry gives more than need: same fill, no inf
     cum = np.cumsum(r)
     starts = np.searchsorted(g, np.arange(groups))
     base = np.r_[0.0, cum][starts][g]
@@ -466,9 +529,14 @@ def domains_of(cand: Candidates, level: str) -> tuple[list[np.ndarray], list[str
     return members, [str(names[c]) for c in present]
 
 
-def choose(spec: FleetSpec, cand: Candidates, level: str,
-           solve: Callable[[Candidates, tuple[float, ...] | None, bool], Solved],
-           quotas: QuotaRows = NO_QUOTAS, spread: Spread | None = None) -> Choice:
+def choose(
+    spec: FleetSpec,
+    cand: Candidates,
+    level: str,
+    solve: Callable[[Candidates, tuple[float, ...] | None, bool], Solved],
+    quotas: QuotaRows = NO_QUOTAS,
+    spread: Spread | None = None,
+) -> Choice:
     """The best domain of ``level`` and the runner-up, exactly (module docstring).
 
     ``solve(sub, cutoff, partial)`` plans over the pools ``sub`` of one domain and may return a
@@ -484,10 +552,10 @@ def choose(spec: FleetSpec, cand: Candidates, level: str,
     while queue:
         bound, _, d, refined = heapq.heappop(queue)
         if not np.isfinite(bound) and bound > 0:
-            break                                   # this and every later domain cannot cover
+            break  # this and every later domain cannot cover
         if len(top) == 2 and bound > top[1][0][0] * (1 + _REL) + _REL:
             break
-        if not refined and bounds.coupled:          # the tighter bound, only where the search reaches
+        if not refined and bounds.coupled:  # the tighter bound, only where the search reaches
             heapq.heappush(queue, (max(bounds.refine(d), bound), names[d], d, True))
             continue
         tried += 1
@@ -499,18 +567,30 @@ def choose(spec: FleetSpec, cand: Candidates, level: str,
     if not top:
         d = _roomiest(spec, cand, members, names)
         sol = solve(cand.subset(members[d]), None, True)
-        sol.shortfall = (f"no single {level} can meet the spec (placement {level}); in the {level} that holds "
-                         f"the most, {names[d]}: {sol.shortfall}")
+        sol.shortfall = (
+            f"no single {level} can meet the spec (placement {level}); in the {level} that holds "
+            f"the most, {names[d]}: {sol.shortfall}"
+        )
         return Choice(sol, level, names[d], len(members), tried, outside=len(cand) - len(members[d]))
     _, name, d, sol = top[0]
     runner = top[1] if len(top) > 1 else None
-    return Choice(sol, level, name, len(members), tried, runner_up=runner[1] if runner else "",
-                  runner_up_value=runner[0] if runner else None, outside=len(cand) - len(members[d]))
+    return Choice(
+        sol,
+        level,
+        name,
+        len(members),
+        tried,
+        runner_up=runner[1] if runner else "",
+        runner_up_value=runner[0] if runner else None,
+        outside=len(cand) - len(members[d]),
+    )
 
 
 def _roomiest(spec: FleetSpec, cand: Candidates, members: list[np.ndarray], names: list[str]) -> int:
     """The domain whose pools can hold the most weighted GPUs (up to the target), first by name."""
     target = float(spec.capacity.gpus)
-    held = [min(float(np.sum(cand.weighted[m] * np.minimum(cand.upper[m], target / cand.weighted[m] + 1))), target)
-            for m in members]
+    held = [
+        min(float(np.sum(cand.weighted[m] * np.minimum(cand.upper[m], target / cand.weighted[m] + 1))), target)
+        for m in members
+    ]
     return min(range(len(members)), key=lambda d: (-held[d], names[d]))

@@ -49,8 +49,13 @@ DOMINATED = "dominated: enough pools of the same kind are cheaper and steadier"
 CUTOFF_SLACK = 1e-7
 
 
-def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None = None,
-         blocked: Collection[str] = (), quotas: Sequence[Quota] = ()) -> Plan:
+def plan(
+    spec: FleetSpec,
+    offers: Sequence[Offer],
+    current: Mapping[str, int] | None = None,
+    blocked: Collection[str] = (),
+    quotas: Sequence[Quota] = (),
+) -> Plan:
     """Plan ``spec`` over ``offers``; see the module docstring. A spec with ``head:`` gets its
     head as a separate on-demand allocation (``fleet.planning.heads``) beside the workers.
 
@@ -67,13 +72,19 @@ def plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | 
             gc.enable()
 
 
-def _plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] | None,
-          blocked: Collection[str], quotas: Sequence[Quota]) -> Plan:
+def _plan(
+    spec: FleetSpec,
+    offers: Sequence[Offer],
+    current: Mapping[str, int] | None,
+    blocked: Collection[str],
+    quotas: Sequence[Quota],
+) -> Plan:
     if spec.head is not None:
         worker_offers, head_offers = heads.split(offers)
         workers = plan(spec.model_copy(update={"head": None}), worker_offers, current, blocked, quotas)
-        return heads.add_head(spec, workers.model_copy(update={"spec_hash": spec.spec_hash()}),
-                              head_offers, current, blocked)
+        return heads.add_head(
+            spec, workers.model_copy(update={"spec_hash": spec.spec_hash()}), head_offers, current, blocked
+        )
     offers = list(offers)
     level = spec.placement_level
     rules = _caps_under_placement(spec, level)
@@ -82,8 +93,10 @@ def _plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] |
         raise PlanError(_nothing_left(cand_all, len(offers)))
     notes = list(cand_all.notes)
     if rules is not spec:
-        notes.append(f"max_zone_share {spec.diversification.max_zone_share:g} does not apply under placement zone: "
-                     "every node shares one zone")
+        notes.append(
+            f"max_zone_share {spec.diversification.max_zone_share:g} does not apply under placement zone: "
+            "every node shares one zone"
+        )
     replan = bool(cand_all.current.any())
     limits = limits_for(rules, cand_all.weighted[cand_all.spot], quotas)
     exclusions = list(cand_all.exclusions)
@@ -99,14 +112,21 @@ def _plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] |
             bound = Domains.bind(limits, cand_all)
             quota_rows = placement.QuotaRows(bound.quota_units, bound.headroom)
             inner = [(lv, s) for lv, s in limits.shares if lv != "pool"]
-            if inner:              # the finest cap left below the placement level
+            if inner:  # the finest cap left below the placement level
                 lv, share = inner[0]
-                spread = placement.Spread(bound.keys[lv], max(share * (limits.target - limits.baseline), limits.floor),
-                                          None if limits.fixed(share) else
-                                          (share, limits.target, limits.floor, bound.od_node))
-        choice = placement.choose(rules, cand_all, level,
-                                  lambda sub, cutoff, whole: _solve(rules, sub, limits, min_pools, replan, cutoff, whole),
-                                  quota_rows, spread)
+                spread = placement.Spread(
+                    bound.keys[lv],
+                    max(share * (limits.target - limits.baseline), limits.floor),
+                    None if limits.fixed(share) else (share, limits.target, limits.floor, bound.od_node),
+                )
+        choice = placement.choose(
+            rules,
+            cand_all,
+            level,
+            lambda sub, cutoff, whole: _solve(rules, sub, limits, min_pools, replan, cutoff, whole),
+            quota_rows,
+            spread,
+        )
         solved = choice.solved
         if choice.outside:
             exclusions.append(_outside(cand_all, choice))
@@ -118,16 +138,28 @@ def _plan(spec: FleetSpec, offers: Sequence[Offer], current: Mapping[str, int] |
         notes.append(f"keeps {kept} of {int(cand_all.current.sum())} instances running in allowed pools")
     alternative = on_demand_alternative(rules, cand_all)
     return Plan(
-        fleet=spec.name, spec_hash=spec.spec_hash(), strategy=spec.strategy.value,
+        fleet=spec.name,
+        spec_hash=spec.spec_hash(),
+        strategy=spec.strategy.value,
         allocations=_allocations(spec, cand, counts),
         totals=_totals(spec, cand, counts, alternative, feasible=not shortfall),
-        feasible=not shortfall, shortfall=shortfall, exclusions=tuple(exclusions), notes=tuple(notes),
+        feasible=not shortfall,
+        shortfall=shortfall,
+        exclusions=tuple(exclusions),
+        notes=tuple(notes),
         placement=None if choice is None else _placement_choice(spec, choice, cand, counts),
     )
 
 
-def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int, replan: bool,
-           cutoff: tuple[float, ...] | None = None, partial_plan: bool = True) -> placement.Solved:
+def _solve(
+    spec: FleetSpec,
+    cand_all: Candidates,
+    limits: Limits,
+    min_pools: int,
+    replan: bool,
+    cutoff: tuple[float, ...] | None = None,
+    partial_plan: bool = True,
+) -> placement.Solved:
     """Prune, solve the spec's strategy over ``cand_all`` and, when it is infeasible, the best
     partial plan and its shortfall (without ``partial_plan``: ``value`` ``None`` instead).
     ``cutoff``: only a plan worth less matters (a domain whose best cannot beat it may come
@@ -138,8 +170,15 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
         domains = Domains.bind(limits, cand_all)
         group, room = domains.group, domains.room()
     budget = spec.budget.max_per_hour
-    keep = prune(cand_all, target, max(min_pools, 1), group, room,
-                 dominance_keys(cand_all, linear_cost(spec, cand_all), budget is not None), pool_caps(spec, limits))
+    keep = prune(
+        cand_all,
+        target,
+        max(min_pools, 1),
+        group,
+        room,
+        dominance_keys(cand_all, linear_cost(spec, cand_all), budget is not None),
+        pool_caps(spec, limits),
+    )
     cand = cand_all.subset(keep)
     exclusions = []
     if len(keep) < len(cand_all):
@@ -150,15 +189,18 @@ def _solve(spec: FleetSpec, cand_all: Candidates, limits: Limits, min_pools: int
     caps = model.domains
     assert caps is not None, "a model given limits binds them"
     notes = list(caps.notes)
-    bound = (cutoff[0] * (1 + CUTOFF_SLACK) if cutoff is not None
-             and spec.strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE) else None)
+    bound = (
+        cutoff[0] * (1 + CUTOFF_SLACK)
+        if cutoff is not None and spec.strategy in (Strategy.PRICE_CAPACITY_OPTIMIZED, Strategy.LOWEST_PRICE)
+        else None
+    )
     bounded = bound is not None
     outcome = strategies.solve(spec.strategy, model, spec.workload, replan=replan, cutoff=bound)
     notes += outcome.notes
     shortfall = ""
     counts = outcome.counts
     independent = strategies.independent_costs(model, spec.workload)
-    if counts is None and (bounded or not partial_plan):   # nothing here beats the cutoff, or meets the spec
+    if counts is None and (bounded or not partial_plan):  # nothing here beats the cutoff, or meets the spec
         return placement.Solved(cand, np.zeros(len(cand), np.int64), "", notes, exclusions, None)
     if counts is None:
         cost = independent if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED else cand.price
@@ -196,8 +238,11 @@ def _caps_under_placement(spec: FleetSpec, level: str) -> FleetSpec:
     if level == "any":
         return spec
     d = spec.diversification
-    off = {f"max_{lv}_share": 1.0 for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level):]
-           if getattr(d, f"max_{lv}_share") < 1}
+    off = {
+        f"max_{lv}_share": 1.0
+        for lv in PLACEMENT_LEVELS[PLACEMENT_LEVELS.index(level) :]
+        if getattr(d, f"max_{lv}_share") < 1
+    }
     if not off:
         return spec
     return spec.model_copy(update={"diversification": d.model_copy(update=off)})
@@ -207,23 +252,30 @@ def _outside(cand: Candidates, choice: placement.Choice) -> Exclusion:
     labels = cand.labels()
     names = labels.names(choice.level)
     out = np.flatnonzero(names[labels.codes(choice.level)] != choice.domain)
-    return Exclusion(reason=f"outside the chosen {choice.level} (placement)", pools=len(out),
-                     example=cand.offers[out[0]].pool.id)
+    return Exclusion(
+        reason=f"outside the chosen {choice.level} (placement)", pools=len(out), example=cand.offers[out[0]].pool.id
+    )
 
 
-def _placement_choice(spec: FleetSpec, choice: placement.Choice, cand: Candidates,
-                      counts: np.ndarray) -> PlacementChoice:
+def _placement_choice(
+    spec: FleetSpec, choice: placement.Choice, cand: Candidates, counts: np.ndarray
+) -> PlacementChoice:
     value = choice.solved.value
     used = [cand.offers[i].pool.provider for i in np.flatnonzero(counts)]
     interconnect = ""
     if choice.level == "zone" and spec.workload.kind is WorkloadKind.COUPLED and used:
         interconnect = placement.INTERCONNECT.get(used[0], "")
     return PlacementChoice(
-        level=choice.level, domain=choice.domain, metric=placement.METRIC[spec.strategy],
-        objective=value[0] if value else 0.0, domains=choice.domains, solved=choice.tried,
+        level=choice.level,
+        domain=choice.domain,
+        metric=placement.METRIC[spec.strategy],
+        objective=value[0] if value else 0.0,
+        domains=choice.domains,
+        solved=choice.tried,
         runner_up=choice.runner_up,
         runner_up_objective=choice.runner_up_value[0] if choice.runner_up_value else None,
-        interconnect=interconnect)
+        interconnect=interconnect,
+    )
 
 
 def _effective_min_pools(spec: FleetSpec, spots: list[np.ndarray], level: str, notes: list[str]) -> int:
@@ -232,8 +284,11 @@ def _effective_min_pools(spec: FleetSpec, spots: list[np.ndarray], level: str, n
     wanted = spec.diversification.min_pools
     spot_pools = max(int(np.count_nonzero(s)) for s in spots)
     if spot_pools and spot_pools < wanted:
-        where = (f"one {level} allows at most {spot_pools} spot pool(s)" if level
-                 else f"only {spot_pools} spot pool(s) are allowed")
+        where = (
+            f"one {level} allows at most {spot_pools} spot pool(s)"
+            if level
+            else f"only {spot_pools} spot pool(s) are allowed"
+        )
         notes.append(f"min_pools {wanted} lowered to {spot_pools}: {where}")
         return spot_pools
     return wanted if spot_pools else 0
@@ -243,8 +298,10 @@ def _nothing_left(cand: Candidates, total: int) -> str:
     if total == 0:
         return "no offers to plan with: the catalog returned none for this spec's accelerators and providers"
     parts = "; ".join(f"{e.reason}: {e.pools} (e.g. {e.example})" for e in cand.exclusions)
-    return (f"none of the {total} offers passes the spec's rules ({parts}); "
-            "relax those rules or browse `fleet offers` for what exists")
+    return (
+        f"none of the {total} offers passes the spec's rules ({parts}); "
+        "relax those rules or browse `fleet offers` for what exists"
+    )
 
 
 def on_demand_alternative(spec: FleetSpec, cand: Candidates) -> float | None:
@@ -264,7 +321,7 @@ def on_demand_alternative(spec: FleetSpec, cand: Candidates) -> float | None:
     groups = [np.arange(len(od))] if level == "any" else placement.domains_of(od, level)[0]
     bounds = placement.grouped_cover_bounds(od.price, od.weighted, od.spot, od.upper, target, 0.0, groups)
     best = None
-    for d in sorted(range(len(groups)), key=lambda k: bounds[k]):     # one domain when placed
+    for d in sorted(range(len(groups)), key=lambda k: bounds[k]):  # one domain when placed
         if not np.isfinite(bounds[d]) or (best is not None and bounds[d] >= best):
             break
         sub = od.subset(groups[d])
@@ -283,13 +340,20 @@ def _shares(spec: FleetSpec, cand: Candidates, counts: np.ndarray) -> tuple[np.n
 
 def _allocations(spec: FleetSpec, cand: Candidates, counts: np.ndarray) -> tuple[Allocation, ...]:
     used, shares = _shares(spec, cand, counts)
-    return tuple(Allocation(offer=cand.offers[i], count=int(counts[i]),
-                            weighted_gpus=float(cand.weighted[i] * counts[i]), true_cost_per_hour=share)
-                 for i, share in zip(used, shares))
+    return tuple(
+        Allocation(
+            offer=cand.offers[i],
+            count=int(counts[i]),
+            weighted_gpus=float(cand.weighted[i] * counts[i]),
+            true_cost_per_hour=share,
+        )
+        for i, share in zip(used, shares)
+    )
 
 
-def _totals(spec: FleetSpec, cand: Candidates, counts: np.ndarray, alternative: float | None,
-            feasible: bool) -> PlanTotals:
+def _totals(
+    spec: FleetSpec, cand: Candidates, counts: np.ndarray, alternative: float | None, feasible: bool
+) -> PlanTotals:
     used, shares = _shares(spec, cand, counts)
     weighted = float(cand.weighted @ counts)
     true_cost = float(sum(shares))
@@ -297,7 +361,7 @@ def _totals(spec: FleetSpec, cand: Candidates, counts: np.ndarray, alternative: 
     rate = float(cand.rate @ counts)
     if spec.workload.kind is WorkloadKind.COUPLED:
         interval_rate = rate
-    else:   # price-weighted mean rate of the spot nodes: one interval for every node
+    else:  # price-weighted mean rate of the spot nodes: one interval for every node
         spot_price = float(cand.price[cand.spot] @ counts[cand.spot])
         interval_rate = float((cand.price * cand.rate) @ counts) / spot_price if spot_price > 0 else 0.0
     savings = economics.savings_fraction(true_cost, alternative) if feasible and alternative else None

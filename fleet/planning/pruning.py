@@ -127,21 +127,30 @@ class PoolCaps:
             return np.minimum(upper, need) / need
         top = max(self.target - self.baseline, 0.0) / w
         steps = np.arange(1, math.floor(top + 1e-9) + 1, dtype=float)
-        bends = (np.arange(1, math.floor(top * self.share + 1e-9) + 1, dtype=float) / self.share
-                 if self.share > 0 else np.zeros(0))
+        bends = (
+            np.arange(1, math.floor(top * self.share + 1e-9) + 1, dtype=float) / self.share
+            if self.share > 0
+            else np.zeros(0)
+        )
         a = np.unique(np.concatenate([[0.0], steps, bends[bends <= top + 1e-9]]))
         g = np.floor(np.maximum(self.share * w * a, self.floor) / w + 1e-9)
         r = np.maximum(np.floor(a + 1e-9) + 1, min_pools)
         fits = g >= 1
         if not fits.any():
-            return np.full(len(upper), np.inf)      # no node of this kind fits any plan
+            return np.full(len(upper), np.inf)  # no node of this kind fits any plan
         worst = float(np.min(g[fits] / r[fits]))
         return np.minimum(upper / float(r[fits].max()), worst)
 
 
-def prune(cand: Candidates, target: float, min_pools: int, group: np.ndarray | None = None,
-          room: np.ndarray | None = None, keys: tuple[np.ndarray, np.ndarray] | None = None,
-          caps: PoolCaps | None = None) -> np.ndarray:
+def prune(
+    cand: Candidates,
+    target: float,
+    min_pools: int,
+    group: np.ndarray | None = None,
+    room: np.ndarray | None = None,
+    keys: tuple[np.ndarray, np.ndarray] | None = None,
+    caps: PoolCaps | None = None,
+) -> np.ndarray:
     """Indices (ascending) of the pools to keep; ``group`` as in the module docstring (None:
     one group); ``keys`` the dominance keys (``dominance_keys``; default ``(p, lam)``).
     ``room[i]``: most weighted GPUs any plan may hold in pool ``i``'s capped domain
@@ -168,9 +177,9 @@ def prune(cand: Candidates, target: float, min_pools: int, group: np.ndarray | N
         if len(members) <= k and caps is None:
             continue
         v = caps.room(w, spot, cand.upper[members], min_pools) if caps is not None else None
-        least = min_pools if spot else 0      # dominators needed besides their room
+        least = min_pools if spot else 0  # dominators needed besides their room
         second = b[members]
-        if one_key or second.min() == second.max():   # one key (or one rate: on-demand)
+        if one_key or second.min() == second.max():  # one key (or one rate: on-demand)
             before = np.arange(len(members))
             dropped = before >= k
             if v is not None:
@@ -186,7 +195,7 @@ def prune(cand: Candidates, target: float, min_pools: int, group: np.ndarray | N
 def _sweep(keys: np.ndarray, k: int, v: np.ndarray | None = None, least: int = 0) -> np.ndarray:
     """``dropped[j]``: at least ``k`` earlier pools have a key ``<= keys[j]``, or (with ``v``) at
     least ``least`` do and their ``v`` add up to 1 (Fenwick trees over key ranks)."""
-    ranks = np.searchsorted(np.unique(keys), keys, side="right")     # 1-based, ties share a rank
+    ranks = np.searchsorted(np.unique(keys), keys, side="right")  # 1-based, ties share a rank
     size = int(ranks.max())
     count = [0] * (size + 1)
     held = [0.0] * (size + 1)

@@ -33,9 +33,16 @@ def _dollars_needed(need: float, budget: float) -> str:
     return f"{cents / 100:.2f}"
 
 
-def max_cover(cand: Candidates, target: float, baseline: float, budget: float | None, min_pools: int,
-              on_demand_only: bool = False, floor_baseline: float = 0.0,
-              limits: Limits | None = None) -> tuple[float, np.ndarray]:
+def max_cover(
+    cand: Candidates,
+    target: float,
+    baseline: float,
+    budget: float | None,
+    min_pools: int,
+    on_demand_only: bool = False,
+    floor_baseline: float = 0.0,
+    limits: Limits | None = None,
+) -> tuple[float, np.ndarray]:
     """Most weighted GPUs (up to ``target``; on-demand only: up to ``baseline``) the hard
     limits allow, keeping at least ``floor_baseline`` on-demand; and the counts reaching it."""
     model = Model(cand, target, baseline, budget, min_pools, cover=False, limits=limits)
@@ -48,13 +55,20 @@ def max_cover(cand: Candidates, target: float, baseline: float, budget: float | 
         od = np.flatnonzero(~cand.spot)
         extra.rows.append(Row(od, cand.weighted[od], lb=floor_baseline - TOL))
     sol = model.solve(np.zeros(len(cand)), extra=extra)
-    if sol is None:     # cannot happen: all-zero counts meet every hard limit
+    if sol is None:  # cannot happen: all-zero counts meet every hard limit
         return 0.0, np.zeros(len(cand), np.int64)
     return min(float(sol.extra[0]), goal), sol.counts
 
 
-def partial(cand: Candidates, target: float, baseline: float, budget: float | None, min_pools: int,
-            cost: np.ndarray, limits: Limits) -> tuple[np.ndarray, str]:
+def partial(
+    cand: Candidates,
+    target: float,
+    baseline: float,
+    budget: float | None,
+    min_pools: int,
+    cost: np.ndarray,
+    limits: Limits,
+) -> tuple[np.ndarray, str]:
     """The best partial plan and the shortfall message (see the module docstring)."""
     od_pools = int(np.count_nonzero(~cand.spot))
     got_base = 0.0
@@ -73,8 +87,16 @@ def partial(cand: Candidates, target: float, baseline: float, budget: float | No
     return counts, why
 
 
-def _binding(cand: Candidates, target: float, baseline: float, budget: float | None, min_pools: int,
-             got: float, limits: Limits, on_demand_only: bool = False) -> str:
+def _binding(
+    cand: Candidates,
+    target: float,
+    baseline: float,
+    budget: float | None,
+    min_pools: int,
+    got: float,
+    limits: Limits,
+    on_demand_only: bool = False,
+) -> str:
     what = "on-demand baseline weighted GPUs" if on_demand_only else "weighted GPUs"
     goal = baseline if on_demand_only else target
 
@@ -84,25 +106,29 @@ def _binding(cand: Candidates, target: float, baseline: float, budget: float | N
     short = f"{_fmt(got)} of {_fmt(goal)} {what}"
     if budget is not None and covers(b=None):
         need = Model(cand, target, baseline, None, min_pools, limits=limits).solve(cand.price)
-        tail = (f"; meeting the spec needs ${_dollars_needed(float(cand.price @ need.counts), budget)}/h"
-                if need is not None else "")
+        tail = (
+            f"; meeting the spec needs ${_dollars_needed(float(cand.price @ need.counts), budget)}/h"
+            if need is not None
+            else ""
+        )
         return f"budget ${budget:.2f}/h allows {short}{tail}"
     if limits.quotas and covers(lim=limits.without(quotas=True)):
         return _quota_message(cand, limits, covers, short)
     spot_pools = int(np.count_nonzero(cand.spot))
-    for level, share in reversed(limits.shares):        # provider, region, zone, then pool
+    for level, share in reversed(limits.shares):  # provider, region, zone, then pool
         if level == "pool" or on_demand_only:
             continue
         if covers(lim=limits.without(level)):
             field = FIELD[level]
-            return (f"{field} {share:g} allows {short}; raise diversification.{field} "
-                    f"or allow more {level}s")
+            return f"{field} {share:g} allows {short}; raise diversification.{field} or allow more {level}s"
     uncapped = replace(cand, upper=(cand.hint + cand.current).astype(float))
     if not on_demand_only and ((uncapped.upper > cand.upper).any() or limits.share("pool") is not None):
         pool_share = limits.share("pool")
         if pool_share is not None and covers(c=uncapped, lim=limits.without("pool")):
-            return (f"max_pool_share {pool_share:g} over {spot_pools} allowed spot pool(s) allows {short}; "
-                    "raise diversification.max_pool_share or allow more regions/providers")
+            return (
+                f"max_pool_share {pool_share:g} over {spot_pools} allowed spot pool(s) allows {short}; "
+                "raise diversification.max_pool_share or allow more regions/providers"
+            )
     return f"capacity of the allowed pools (capacity hints) allows {short}"
 
 
@@ -110,8 +136,11 @@ def _quota_message(cand: Candidates, limits: Limits, covers, short: str) -> str:
     """Names the quota to raise: the first whose lifting alone covers the goal, else all."""
     quotas = limits.quotas
     for q, quota in enumerate(quotas):
-        if covers(lim=Limits(limits.target, limits.baseline, limits.shares, limits.floor,
-                             quotas[:q] + quotas[q + 1:])):
-            return (f"quota {quota.label} allows {short} (limit {quota.limit:g}, {quota.in_use:g} in use); "
-                    f"ask {quota.provider} to raise it")
+        if covers(
+            lim=Limits(limits.target, limits.baseline, limits.shares, limits.floor, quotas[:q] + quotas[q + 1 :])
+        ):
+            return (
+                f"quota {quota.label} allows {short} (limit {quota.limit:g}, {quota.in_use:g} in use); "
+                f"ask {quota.provider} to raise it"
+            )
     return f"quotas {', '.join(q.label for q in quotas)} allow {short}; ask the providers to raise them"

@@ -44,7 +44,7 @@ def launch_penalty(workload: Workload) -> float:
 
 @dataclass
 class Outcome:
-    counts: np.ndarray | None            # None: the spec is infeasible
+    counts: np.ndarray | None  # None: the spec is infeasible
     notes: list[str] = field(default_factory=list)
 
 
@@ -72,10 +72,12 @@ def solve(strategy: Strategy, model: Model, workload: Workload, replan: bool, cu
     return stage(model, od_cap, churn)
 
 
-def _single(model: Model, cost: np.ndarray, churn: float, extra: Extra | None = None,
-            cutoff: float | None = None) -> Outcome:
-    sol = model.solve(cost, penalty=model.launch_costs(cost, churn), extra=extra,
-                      cutoff=np.inf if cutoff is None else cutoff)
+def _single(
+    model: Model, cost: np.ndarray, churn: float, extra: Extra | None = None, cutoff: float | None = None
+) -> Outcome:
+    sol = model.solve(
+        cost, penalty=model.launch_costs(cost, churn), extra=extra, cutoff=np.inf if cutoff is None else cutoff
+    )
     return Outcome(None if sol is None else sol.counts, _proof_note(sol))
 
 
@@ -112,8 +114,9 @@ def _least_max_pool(model: Model, od_cap: float, churn: float) -> Outcome:
     cand = model.cand
     spot = np.flatnonzero(cand.spot)
     most = np.minimum(cand.upper[spot], np.floor(model.target / cand.weighted[spot] + 1e-9) + 1)
-    levels = np.unique(np.concatenate([[0.0]] + [w * np.arange(1, int(k) + 1)
-                                                 for w, k in zip(cand.weighted[spot], most)]))
+    levels = np.unique(
+        np.concatenate([[0.0]] + [w * np.arange(1, int(k) + 1) for w, k in zip(cand.weighted[spot], most)])
+    )
     extra = Extra(rows=[_od_row(model, od_cap)])
 
     def under(z: float) -> np.ndarray:
@@ -131,6 +134,5 @@ def _least_max_pool(model: Model, od_cap: float, churn: float) -> Outcome:
             lo = mid + 1
         else:
             hi = mid
-    sol = model.solve(cand.price, penalty=model.launch_costs(cand.price, churn), extra=extra,
-                      upper=under(levels[hi]))
+    sol = model.solve(cand.price, penalty=model.launch_costs(cand.price, churn), extra=extra, upper=under(levels[hi]))
     return Outcome(None if sol is None else sol.counts, _proof_note(sol))

@@ -21,9 +21,9 @@ from fleet.planning.candidates import Candidates
 
 @dataclass(frozen=True)
 class Twins:
-    group: np.ndarray     # pool -> column
-    first: np.ndarray     # column -> its first pool (in id order)
-    size: np.ndarray      # column -> how many pools it merges
+    group: np.ndarray  # pool -> column
+    first: np.ndarray  # column -> its first pool (in id order)
+    size: np.ndarray  # column -> how many pools it merges
 
     @property
     def columns(self) -> int:
@@ -68,10 +68,18 @@ def find_twins(cand: Candidates, group: np.ndarray | None = None, alone: np.ndar
     single = cand.current > 0
     if alone is not None and len(alone):
         single[alone] = True
-    keys = np.stack([cand.spot.astype(float), cand.weighted, cand.price, cand.rate,
-                     np.where(np.isinf(cand.upper), -1.0, cand.upper),
-                     np.where(single, np.arange(n), -1).astype(float),
-                     np.zeros(n) if group is None else group.astype(float)], axis=1)
+    keys = np.stack(
+        [
+            cand.spot.astype(float),
+            cand.weighted,
+            cand.price,
+            cand.rate,
+            np.where(np.isinf(cand.upper), -1.0, cand.upper),
+            np.where(single, np.arange(n), -1).astype(float),
+            np.zeros(n) if group is None else group.astype(float),
+        ],
+        axis=1,
+    )
     _, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     group = group.reshape(-1)
     # number columns in the order of their first pool, so the layout follows pool ids

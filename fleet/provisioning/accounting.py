@@ -33,10 +33,10 @@ class CostSummary:
     instance_hours: float
     gpu_hours: float
     interruptions: int
-    on_demand_equivalent: float | None     # the covered instance-hours at on-demand prices
-    savings: float | None                  # on_demand_equivalent minus what they cost
+    on_demand_equivalent: float | None  # the covered instance-hours at on-demand prices
+    savings: float | None  # on_demand_equivalent minus what they cost
     savings_fraction: float | None
-    covered_fraction: float                # share of cost_so_far with a known on-demand price
+    covered_fraction: float  # share of cost_so_far with a known on-demand price
 
     def to_dict(self) -> dict[str, float | int | None]:
         return asdict(self)
@@ -89,9 +89,16 @@ def summarize(records: Iterable[InstanceRecord], now: Clock) -> CostSummary:
     total = spot_cost + od_cost
     savings = od_equiv - covered_cost if any_covered else None
     return CostSummary(
-        cost_so_far=total, spot_cost=spot_cost, on_demand_cost=od_cost,
-        rate_per_hour=spot_rate + od_rate, spot_rate_per_hour=spot_rate, on_demand_rate_per_hour=od_rate,
-        running=running, running_gpus=running_gpus, instance_hours=inst_h, gpu_hours=gpu_h,
+        cost_so_far=total,
+        spot_cost=spot_cost,
+        on_demand_cost=od_cost,
+        rate_per_hour=spot_rate + od_rate,
+        spot_rate_per_hour=spot_rate,
+        on_demand_rate_per_hour=od_rate,
+        running=running,
+        running_gpus=running_gpus,
+        instance_hours=inst_h,
+        gpu_hours=gpu_h,
         interruptions=interruptions,
         on_demand_equivalent=od_equiv if any_covered else None,
         savings=savings,

@@ -27,8 +27,9 @@ from providers.base import Provider, ReadsBilledRate
 log = logging.getLogger(__name__)
 
 
-def read_back(store: StateStore, providers: Mapping[str, Provider], fleet: str,
-              instances: Iterable[Instance]) -> dict[str, BilledRate]:
+def read_back(
+    store: StateStore, providers: Mapping[str, Provider], fleet: str, instances: Iterable[Instance]
+) -> dict[str, BilledRate]:
     """Ask each provider of ``instances`` that can tell what it bills for them; record and return
     what it said (instance id -> rate). See the module doc."""
     by_provider: dict[str, list[Instance]] = {}
@@ -42,8 +43,9 @@ def read_back(store: StateStore, providers: Mapping[str, Provider], fleet: str,
         try:
             rates = provider.billed_rates(group)
         except ProviderError as err:
-            log.warning("%s: cannot read what it bills for fleet %s (%s); trying again on the next look",
-                        name, fleet, err)
+            log.warning(
+                "%s: cannot read what it bills for fleet %s (%s); trying again on the next look", name, fleet, err
+            )
             continue
         asked = {i.id for i in group}
         found.update({iid: rate for iid, rate in rates.items() if iid in asked})

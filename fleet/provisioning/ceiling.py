@@ -35,7 +35,9 @@ def check(plan: Plan, spec: FleetSpec, max_cost: float | None) -> None:
     cost = plan.totals.price_per_hour
     if cost <= limit + 1e-9:
         return
-    allow = -(-cost // 1)          # whole dollars, rounded up: the smallest flag value that passes
-    raise CostCeilingError(f"the plan for fleet {plan.fleet!r} costs ${cost:,.2f}/h, above ${limit:,.2f}/h "
-                           f"({source}); nothing was launched. If that is meant, pass --max-cost {allow:.0f} "
-                           "(or set budget.max_per_hour in the spec)")
+    allow = -(-cost // 1)  # whole dollars, rounded up: the smallest flag value that passes
+    raise CostCeilingError(
+        f"the plan for fleet {plan.fleet!r} costs ${cost:,.2f}/h, above ${limit:,.2f}/h "
+        f"({source}); nothing was launched. If that is meant, pass --max-cost {allow:.0f} "
+        "(or set budget.max_per_hour in the spec)"
+    )

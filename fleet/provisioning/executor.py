@@ -45,14 +45,14 @@ Replan = Callable[[Mapping[str, int], Collection[str]], Plan]
 @dataclass
 class ApplyReport:
     fleet: str
-    plan: Plan                                   # the plan finally applied (after any re-plans)
+    plan: Plan  # the plan finally applied (after any re-plans)
     launched: list[Instance] = field(default_factory=list)
     terminated: list[str] = field(default_factory=list)
     failures: list[LaunchOutcome] = field(default_factory=list)
-    blocked: list[tuple[str, str]] = field(default_factory=list)   # (prefix, reason)
+    blocked: list[tuple[str, str]] = field(default_factory=list)  # (prefix, reason)
     notes: list[str] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)          # alive per pool at the end
-    missing: dict[str, int] = field(default_factory=dict)         # plan count - alive, where short
+    counts: dict[str, int] = field(default_factory=dict)  # alive per pool at the end
+    missing: dict[str, int] = field(default_factory=dict)  # plan count - alive, where short
     rounds: int = 0
 
     @property
@@ -66,13 +66,22 @@ class ApplyReport:
 
     def to_dict(self) -> dict[str, object]:
         heads = {a.offer.pool.id: a.count for a in self.plan.role_allocations(HEAD)}
-        return {**({"head": heads} if heads else {}),
-            "fleet": self.fleet, "plan_id": self.plan.id, "ok": self.ok, "feasible": self.plan.feasible,
-            "launched": [i.id for i in self.launched], "terminated": self.terminated,
+        return {
+            **({"head": heads} if heads else {}),
+            "fleet": self.fleet,
+            "plan_id": self.plan.id,
+            "ok": self.ok,
+            "feasible": self.plan.feasible,
+            "launched": [i.id for i in self.launched],
+            "terminated": self.terminated,
             "failures": [f.to_dict() for f in self.failures],
             "blocked": [{"prefix": p, "reason": r} for p, r in self.blocked],
-            "notes": self.notes, "counts": self.counts, "desired": self.plan.counts(), "missing": self.missing,
-            "missing_weighted_gpus": self.missing_weighted_gpus, "rounds": self.rounds,
+            "notes": self.notes,
+            "counts": self.counts,
+            "desired": self.plan.counts(),
+            "missing": self.missing,
+            "missing_weighted_gpus": self.missing_weighted_gpus,
+            "rounds": self.rounds,
         }
 
 
@@ -92,10 +101,19 @@ def new_incarnation() -> str:
     return secrets.token_hex(8)
 
 
-def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
-          progress: ProgressFn | None = None, replan: Replan | None = None, node: NodeConfig | None = None,
-          max_rounds: int = MAX_ROUNDS, max_workers: int = 32, observed: Observation | None = None,
-          role_nodes: Mapping[str, NodeConfig] | None = None) -> ApplyReport:
+def apply(
+    plan: Plan,
+    providers: Mapping[str, Provider],
+    store: StateStore,
+    *,
+    progress: ProgressFn | None = None,
+    replan: Replan | None = None,
+    node: NodeConfig | None = None,
+    max_rounds: int = MAX_ROUNDS,
+    max_workers: int = 32,
+    observed: Observation | None = None,
+    role_nodes: Mapping[str, NodeConfig] | None = None,
+) -> ApplyReport:
     """Make the providers hold ``plan.counts()`` for ``plan.fleet``; see the module doc.
 
     ``observed``: a look the caller just took and synced into ``store`` (saves listing
@@ -106,8 +124,15 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
     fleet = plan.fleet
     report = ApplyReport(fleet=fleet, plan=plan)
     incarnation = new_incarnation()
-    launcher = PoolLauncher(fleet, providers, store, node=node, say=say, role_nodes=role_nodes,
-                            token=lambda f, plan_id, pool, seq: launch_token(f, plan_id, pool, seq, incarnation))
+    launcher = PoolLauncher(
+        fleet,
+        providers,
+        store,
+        node=node,
+        say=say,
+        role_nodes=role_nodes,
+        token=lambda f, plan_id, pool, seq: launch_token(f, plan_id, pool, seq, incarnation),
+    )
     store.save_plan(plan)
     blocked_now: set[str] = set()
     current = plan
@@ -120,8 +145,14 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
         else:
             obs = _look(providers, store, current, report)
         desired = current.counts()
-        say(Progress("round", count=sum(min(n, desired.get(p, 0)) for p, n in obs.counts().items()),
-                     total=sum(desired.values()), message=f"round {round_no}"))
+        say(
+            Progress(
+                "round",
+                count=sum(min(n, desired.get(p, 0)) for p, n in obs.counts().items()),
+                total=sum(desired.values()),
+                message=f"round {round_no}",
+            )
+        )
         offers = {a.offer.pool.id: a.offer for a in current.allocations}
         launcher.roles = {a.offer.pool.id: a.role for a in current.allocations if a.count > 0}
         launcher.interconnect = _interconnect(current)
@@ -150,14 +181,19 @@ def apply(plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
     _terminate_surplus(current, final, providers, store, report, say)
     final = _look(providers, store, current, report) if report.terminated else final
     report.counts = final.counts()
-    report.missing = {p: n - report.counts.get(p, 0) for p, n in current.counts().items()
-                      if report.counts.get(p, 0) < n}
+    report.missing = {
+        p: n - report.counts.get(p, 0) for p, n in current.counts().items() if report.counts.get(p, 0) < n
+    }
     crashpoints.reached("surplus-done")
     previous = store.latest_plan(fleet, applied_only=True)
     store.mark_plan_applied(fleet, current.id)
     if report.launched or report.terminated or previous is None or previous.id != current.id:
-        store.record_event(fleet, EventKind.PLAN_APPLIED, detail={"plan": current.id, "missing": report.missing},
-                           ts=max(final.now.values(), default=None))
+        store.record_event(
+            fleet,
+            EventKind.PLAN_APPLIED,
+            detail={"plan": current.id, "missing": report.missing},
+            ts=max(final.now.values(), default=None),
+        )
     return report
 
 
@@ -192,8 +228,14 @@ def active_blocks(store: StateStore, providers: Mapping[str, Provider]) -> list[
     return sorted(_active_blocks(store, providers))
 
 
-def _settle(outcomes: list[LaunchOutcome], report: ApplyReport, store: StateStore,
-            providers: Mapping[str, Provider], obs: Observation, say: ProgressFn) -> list[str]:
+def _settle(
+    outcomes: list[LaunchOutcome],
+    report: ApplyReport,
+    store: StateStore,
+    providers: Mapping[str, Provider],
+    obs: Observation,
+    say: ProgressFn,
+) -> list[str]:
     """Fold launch outcomes into the report; block what failed; return prefixes newly blocked."""
     new_blocks: list[str] = []
     for out in outcomes:
@@ -210,9 +252,13 @@ def _settle(outcomes: list[LaunchOutcome], report: ApplyReport, store: StateStor
         provider = prefix.split("/", 1)[0]
         until = obs.clock(provider) + BLOCK_SECONDS[out.error_kind]
         store.block(prefix, until=until, reason=f"{out.error_kind}: {out.error_message}"[:300])
-        store.record_event(report.fleet, EventKind.BLOCKED, pool=prefix,
-                           detail={"kind": out.error_kind, "message": out.error_message, "until": until},
-                           ts=obs.clock(provider))
+        store.record_event(
+            report.fleet,
+            EventKind.BLOCKED,
+            pool=prefix,
+            detail={"kind": out.error_kind, "message": out.error_message, "until": until},
+            ts=obs.clock(provider),
+        )
         if prefix not in [p for p, _ in report.blocked]:
             report.blocked.append((prefix, out.error_kind))
             new_blocks.append(prefix)
@@ -225,8 +271,14 @@ def _block_prefix(out: LaunchOutcome) -> str | None:
     return {"capacity": out.pool, "quota": "/".join(parts[:2]), "auth": parts[0]}.get(out.error_kind)
 
 
-def _terminate_surplus(plan: Plan, obs: Observation, providers: Mapping[str, Provider], store: StateStore,
-                       report: ApplyReport, say: ProgressFn) -> None:
+def _terminate_surplus(
+    plan: Plan,
+    obs: Observation,
+    providers: Mapping[str, Provider],
+    store: StateStore,
+    report: ApplyReport,
+    say: ProgressFn,
+) -> None:
     desired = plan.counts()
     doomed: dict[str, list[Instance]] = {}
     for pool_id, insts in obs.by_pool().items():
@@ -264,8 +316,9 @@ def may_break(replacements: Collection[str], alive: Collection[str], ready: Coll
     return all(r in ready for r in replacements)
 
 
-def terminate(fleet: str, provider: Provider, instances: list[Instance], store: StateStore | None, *,
-              reason: str) -> list[str]:
+def terminate(
+    fleet: str, provider: Provider, instances: list[Instance], store: StateStore | None, *, reason: str
+) -> list[str]:
     """Terminate ``instances`` (only those tagged with ``fleet``) and record it (unless ``store``
     is None: an unreadable record); returns the ids terminated. Raises ``ProviderError`` when
     the provider refuses (nothing is recorded then)."""
@@ -280,4 +333,3 @@ def terminate(fleet: str, provider: Provider, instances: list[Instance], store: 
     store.end_instances(fleet, {i.id: (now, EventKind.TERMINATED) for i in ours})
     store.record_events((fleet, EventKind.TERMINATED, i.id, i.pool.id, {"reason": reason}, now) for i in ours)
     return [i.id for i in ours]
-

@@ -50,22 +50,36 @@ class LaunchOutcome:
 
     pool: str
     requested: int
-    instances: list[Instance] = field(default_factory=list)   # newly alive, ours
+    instances: list[Instance] = field(default_factory=list)  # newly alive, ours
     error_kind: str = ""
     error_code: str = ""
     error_message: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {"pool": self.pool, "requested": self.requested, "launched": len(self.instances),
-                "error_kind": self.error_kind, "error_code": self.error_code, "error_message": self.error_message}
+        return {
+            "pool": self.pool,
+            "requested": self.requested,
+            "launched": len(self.instances),
+            "error_kind": self.error_kind,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
 
 
 class PoolLauncher:
     """Launches shortfall for one fleet; ``token(fleet, plan_id, pool, seq)`` names each launch."""
 
-    def __init__(self, fleet: str, providers: Mapping[str, Provider], store: StateStore, *,
-                 token: Callable[[str, str, str, int], str], say: ProgressFn,
-                 node: NodeConfig | None = None, role_nodes: Mapping[str, NodeConfig] | None = None):
+    def __init__(
+        self,
+        fleet: str,
+        providers: Mapping[str, Provider],
+        store: StateStore,
+        *,
+        token: Callable[[str, str, str, int], str],
+        say: ProgressFn,
+        node: NodeConfig | None = None,
+        role_nodes: Mapping[str, NodeConfig] | None = None,
+    ):
         self.fleet = fleet
         self.providers = providers
         self.store = store
@@ -78,8 +92,16 @@ class PoolLauncher:
         #: The low-latency group the plan's nodes join (``LaunchRequest.interconnect``); "" for none.
         self.interconnect = ""
 
-    def run(self, plan_id: str, desired: Mapping[str, int], offers: Mapping[str, Offer], obs: Observation, *,
-            replay: bool, max_workers: int) -> list[LaunchOutcome]:
+    def run(
+        self,
+        plan_id: str,
+        desired: Mapping[str, int],
+        offers: Mapping[str, Offer],
+        obs: Observation,
+        *,
+        replay: bool,
+        max_workers: int,
+    ) -> list[LaunchOutcome]:
         counts = obs.counts()
         pending = self._pending(plan_id, desired, counts, obs) if replay else {}
         jobs = []
@@ -112,11 +134,19 @@ class PoolLauncher:
         launches, requests = [], []
         for pool_id, short, offer, replays in jobs:
             for old in replays:
-                self.store.finish_launch(old.id, status=LaunchStatus.ABANDONED, launched=0,
-                                         error_message="left unfinished by an earlier run; its provider launches "
-                                         "from what exists")
-            launch = self.store.begin_launch(self.fleet, plan_id, pool_id, short,
-                                             lambda seq, pool_id=pool_id: self.token(self.fleet, plan_id, pool_id, seq))
+                self.store.finish_launch(
+                    old.id,
+                    status=LaunchStatus.ABANDONED,
+                    launched=0,
+                    error_message="left unfinished by an earlier run; its provider launches from what exists",
+                )
+            launch = self.store.begin_launch(
+                self.fleet,
+                plan_id,
+                pool_id,
+                short,
+                lambda seq, pool_id=pool_id: self.token(self.fleet, plan_id, pool_id, seq),
+            )
             launches.append(launch)
             requests.append(self._request(plan_id, offer, launch))
         crashpoints.reached("launch-recorded")
@@ -131,12 +161,20 @@ class PoolLauncher:
             for (_, _, offer, _), launch, outcome, result in zip(jobs, launches, outcomes, results):
                 self._record(offer, launch, outcome, result, known)
         for outcome in outcomes:
-            self.say(Progress("launched", pool=outcome.pool, count=len(outcome.instances), total=outcome.requested,
-                              message=outcome.error_message))
+            self.say(
+                Progress(
+                    "launched",
+                    pool=outcome.pool,
+                    count=len(outcome.instances),
+                    total=outcome.requested,
+                    message=outcome.error_message,
+                )
+            )
         return outcomes
 
-    def _pending(self, plan_id: str, desired: Mapping[str, int], counts: Mapping[str, int],
-                 obs: Observation) -> dict[str, list[LaunchRecord]]:
+    def _pending(
+        self, plan_id: str, desired: Mapping[str, int], counts: Mapping[str, int], obs: Observation
+    ) -> dict[str, list[LaunchRecord]]:
         """Unfinished launches to replay, by pool; the rest (other plans, unwanted pools) are abandoned."""
         out: dict[str, list[LaunchRecord]] = {}
         for launch in self.store.launches(self.fleet, status=LaunchStatus.REQUESTED):
@@ -145,12 +183,17 @@ class PoolLauncher:
             if launch.plan_id == plan_id and desired.get(launch.pool, 0) > counts.get(launch.pool, 0):
                 out.setdefault(launch.pool, []).append(launch)
             else:
-                self.store.finish_launch(launch.id, status=LaunchStatus.ABANDONED, launched=0,
-                                         error_message="left unfinished by an earlier run; its pool needs no more")
+                self.store.finish_launch(
+                    launch.id,
+                    status=LaunchStatus.ABANDONED,
+                    launched=0,
+                    error_message="left unfinished by an earlier run; its pool needs no more",
+                )
         return out
 
-    def _pool(self, plan_id: str, pool_id: str, short: int, offer: Offer, replays: list[LaunchRecord], *,
-              known: set[str]) -> LaunchOutcome:
+    def _pool(
+        self, plan_id: str, pool_id: str, short: int, offer: Offer, replays: list[LaunchRecord], *, known: set[str]
+    ) -> LaunchOutcome:
         outcome = LaunchOutcome(pool=pool_id, requested=short)
         provider = self.providers.get(offer.pool.provider)
         if provider is None:
@@ -162,23 +205,38 @@ class PoolLauncher:
                 break
         remaining = short - len(outcome.instances)
         if remaining > 0 and not outcome.error_kind:
-            launch = self.store.begin_launch(self.fleet, plan_id, pool_id, remaining,
-                                             lambda seq: self.token(self.fleet, plan_id, pool_id, seq))
+            launch = self.store.begin_launch(
+                self.fleet, plan_id, pool_id, remaining, lambda seq: self.token(self.fleet, plan_id, pool_id, seq)
+            )
             crashpoints.reached("launch-recorded")
             self._call(provider, plan_id, offer, launch, outcome, known)
-        self.say(Progress("launched", pool=pool_id, count=len(outcome.instances), total=short,
-                          message=outcome.error_message))
+        self.say(
+            Progress("launched", pool=pool_id, count=len(outcome.instances), total=short, message=outcome.error_message)
+        )
         return outcome
 
     def _request(self, plan_id: str, offer: Offer, launch: LaunchRecord) -> LaunchRequest:
         role = self.roles.get(offer.pool.id, WORKER)
         tags = fleet_tags(self.fleet, offer.pool, plan_id) | ({TAG_ROLE: role} if role != WORKER else {})
-        return LaunchRequest(fleet=self.fleet, offer=offer, count=launch.count, token=launch.token,
-                             tags=tags, node=self.role_nodes.get(role, self.node),
-                             interconnect=self.interconnect if role == WORKER else "")
+        return LaunchRequest(
+            fleet=self.fleet,
+            offer=offer,
+            count=launch.count,
+            token=launch.token,
+            tags=tags,
+            node=self.role_nodes.get(role, self.node),
+            interconnect=self.interconnect if role == WORKER else "",
+        )
 
-    def _call(self, provider: Provider, plan_id: str, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome,
-              known: set[str]) -> None:
+    def _call(
+        self,
+        provider: Provider,
+        plan_id: str,
+        offer: Offer,
+        launch: LaunchRecord,
+        outcome: LaunchOutcome,
+        known: set[str],
+    ) -> None:
         try:
             result: LaunchResult = provider.launch(self._request(plan_id, offer, launch))
             crashpoints.reached("launch-sent")
@@ -193,20 +251,28 @@ class PoolLauncher:
         self.store.finish_launch(launch.id, status=status, launched=0, error_kind=kind, error_message=str(err))
         outcome.error_kind, outcome.error_code, outcome.error_message = kind, err.code, str(err)
 
-    def _record(self, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome, result: LaunchResult,
-                known: set[str]) -> None:
+    def _record(
+        self, offer: Offer, launch: LaunchRecord, outcome: LaunchOutcome, result: LaunchResult, known: set[str]
+    ) -> None:
         """Record what one launch returned (instances, events, the launch's end) in the store and ``outcome``."""
         plan_id = launch.plan_id
         fresh = [i for i in result.instances if i.state.alive and i.id not in known]
         known.update(i.id for i in fresh)
         od = offer.on_demand_price if offer.market is Market.SPOT else offer.price_per_hour
-        self.store.record_instances(self.fleet, fresh, on_demand_prices={offer.pool.id: od} if od else {},
-                                    plan_id=plan_id)
+        self.store.record_instances(
+            self.fleet, fresh, on_demand_prices={offer.pool.id: od} if od else {}, plan_id=plan_id
+        )
         crashpoints.reached("instances-recorded")
-        self.store.record_events((self.fleet, EventKind.LAUNCHED, i.id, i.pool.id, {"token": launch.token},
-                                  i.launched_at) for i in fresh)
-        self.store.finish_launch(launch.id, status=LaunchStatus.DONE, launched=len(result.instances),
-                                 error_kind=result.error_kind, error_message=result.error_message)
+        self.store.record_events(
+            (self.fleet, EventKind.LAUNCHED, i.id, i.pool.id, {"token": launch.token}, i.launched_at) for i in fresh
+        )
+        self.store.finish_launch(
+            launch.id,
+            status=LaunchStatus.DONE,
+            launched=len(result.instances),
+            error_kind=result.error_kind,
+            error_message=result.error_message,
+        )
         crashpoints.reached("launch-finished")
         outcome.instances.extend(fresh)
         if result.error_kind:

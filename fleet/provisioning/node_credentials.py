@@ -34,10 +34,12 @@ def grant(spec: FleetSpec, providers: Mapping[str, Provider]) -> None:
         return
     owner = providers.get(STORE_PROVIDER[store])
     if not isinstance(owner, GrantsNodeCredentials):
-        raise FleetError(f"checkpoint.provider {store!r} cannot give {', '.join(needy)} nodes (which have no cloud "
-                         f"identity) credentials limited to the fleet's prefix, and the operator's own keys are never "
-                         f"sent; use checkpoint.provider: s3 or azure, or checkpoint.provider: local (the node keeps "
-                         f"its checkpoints), or disable {', '.join(needy)}")
+        raise FleetError(
+            f"checkpoint.provider {store!r} cannot give {', '.join(needy)} nodes (which have no cloud "
+            f"identity) credentials limited to the fleet's prefix, and the operator's own keys are never "
+            f"sent; use checkpoint.provider: s3 or azure, or checkpoint.provider: local (the node keeps "
+            f"its checkpoints), or disable {', '.join(needy)}"
+        )
     env = owner.grant_node_credentials(storage_spec(spec))
     for name in needy:
         provider = providers[name]

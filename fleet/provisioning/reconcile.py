@@ -34,12 +34,12 @@ class Observation:
     """One look at a fleet across providers."""
 
     fleet: str
-    instances: list[Instance] = field(default_factory=list)   # alive, carrying this fleet's tag
-    stopped: list[Instance] = field(default_factory=list)     # paused but still billing (Vast outbid)
-    now: dict[str, float] = field(default_factory=dict)       # provider -> its clock at the look
-    errors: dict[str, str] = field(default_factory=dict)      # provider -> why listing failed
-    ended: dict[str, float] = field(default_factory=dict)     # instance id -> end time a listing gave
-    providers: Mapping[str, Provider] = field(default_factory=dict, repr=False)   # who was asked
+    instances: list[Instance] = field(default_factory=list)  # alive, carrying this fleet's tag
+    stopped: list[Instance] = field(default_factory=list)  # paused but still billing (Vast outbid)
+    now: dict[str, float] = field(default_factory=dict)  # provider -> its clock at the look
+    errors: dict[str, str] = field(default_factory=dict)  # provider -> why listing failed
+    ended: dict[str, float] = field(default_factory=dict)  # instance id -> end time a listing gave
+    providers: Mapping[str, Provider] = field(default_factory=dict, repr=False)  # who was asked
 
     def ended_at(self, records: list[InstanceRecord]) -> dict[str, float]:
         """Instance id -> when its provider says it ended (on the provider's clock), where it can say:
@@ -56,7 +56,7 @@ class Observation:
             try:
                 out.update(provider.ended_at(ids))
             except ProviderError:
-                continue            # dated by the look instead, as without an answer
+                continue  # dated by the look instead, as without an answer
         return out
 
     def counts(self) -> dict[str, int]:
@@ -85,7 +85,7 @@ class Observation:
 @dataclass
 class SyncResult:
     discovered: list[Instance] = field(default_factory=list)
-    ended: list[tuple[InstanceRecord, str]] = field(default_factory=list)   # (record, reason)
+    ended: list[tuple[InstanceRecord, str]] = field(default_factory=list)  # (record, reason)
 
 
 def observe(providers: Mapping[str, Provider], fleet: str) -> Observation:
@@ -111,8 +111,13 @@ def observe(providers: Mapping[str, Provider], fleet: str) -> Observation:
             ours = [i for i in found if i.tags.get(TAG_FLEET) == fleet]
             obs.instances.extend(i for i in ours if i.state.alive)
             obs.stopped.extend(i for i in ours if i.state is InstanceState.STOPPED)
-            obs.ended.update({i.id: i.ended_at for i in ours
-                              if not i.state.alive and i.state is not InstanceState.STOPPED and i.ended_at is not None})
+            obs.ended.update(
+                {
+                    i.id: i.ended_at
+                    for i in ours
+                    if not i.state.alive and i.state is not InstanceState.STOPPED and i.ended_at is not None
+                }
+            )
     return obs
 
 
@@ -139,24 +144,26 @@ def _with_catalog_prices(fresh: list[Instance], prices: dict[str, float]) -> dic
     return {**on_demand_reference(missing), **prices}
 
 
-def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None = None,
-         refresh_bills: bool = False) -> SyncResult:
+def sync(
+    store: StateStore, obs: Observation, *, prices: dict[str, float] | None = None, refresh_bills: bool = False
+) -> SyncResult:
     """Record what ``obs`` shows: new instances are added, vanished ones ended, bills read (see module doc)."""
     fleet = obs.fleet
     recorded = {r.id: r for r in store.instances(fleet, alive_only=True)}
     seen = {i.id for i in obs.instances}
     result = SyncResult()
     fresh = [i for i in obs.instances if i.id not in recorded]
-    if fresh:   # ignore ids recorded as ended: an instance is ended once
+    if fresh:  # ignore ids recorded as ended: an instance is ended once
         ever = {r.id for r in store.instances(fleet)}
         fresh = [i for i in fresh if i.id not in ever]
     if fresh:
         store.record_instances(fleet, fresh, on_demand_prices=_with_catalog_prices(fresh, prices or {}))
-        store.record_events((fleet, EventKind.DISCOVERED, i.id, i.pool.id, {"state": i.state.value}, i.launched_at)
-                            for i in fresh)
+        store.record_events(
+            (fleet, EventKind.DISCOVERED, i.id, i.pool.id, {"state": i.state.value}, i.launched_at) for i in fresh
+        )
         result.discovered = fresh
     ended: dict[str, tuple[float, str]] = {}
-    detected: dict[str, float] = {}       # when this look saw it gone (the timeline's time to detect)
+    detected: dict[str, float] = {}  # when this look saw it gone (the timeline's time to detect)
     vanished = [rec for rid, rec in recorded.items() if rid not in seen and obs.listed(rec.provider)]
     deadlines = _notice_deadlines(store, fleet) if vanished else {}
     told = obs.ended_at(vanished) if vanished else {}
@@ -165,7 +172,7 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
         reason = EventKind.PREEMPTED if rec.market == Market.SPOT.value else EventKind.LOST
         seen_gone = obs.clock(rec.provider)
         when = told.get(rec.id, deadlines.get(rec.id))
-        if rec.id in stopped and stopped[rec.id].ended_at is not None:   # the provider dated the stop
+        if rec.id in stopped and stopped[rec.id].ended_at is not None:  # the provider dated the stop
             when = stopped[rec.id].ended_at
         at = when if when is not None and rec.launched_at <= when <= seen_gone else seen_gone
         ended[rec.id] = (at, reason)
@@ -173,11 +180,20 @@ def sync(store: StateStore, obs: Observation, *, prices: dict[str, float] | None
         result.ended.append((rec, reason))
     if ended:
         store.end_instances(fleet, ended)
-        store.record_events((fleet, reason, rid, recorded[rid].pool,
-                             {"detected_at": detected[rid],
-                              **({"reason": stopped[rid].reason} if rid in stopped and stopped[rid].reason else {})},
-                             ts)
-                            for rid, (ts, reason) in ended.items())
+        store.record_events(
+            (
+                fleet,
+                reason,
+                rid,
+                recorded[rid].pool,
+                {
+                    "detected_at": detected[rid],
+                    **({"reason": stopped[rid].reason} if rid in stopped and stopped[rid].reason else {}),
+                },
+                ts,
+            )
+            for rid, (ts, reason) in ended.items()
+        )
     to_price = obs.instances if refresh_bills else billing.unread(store, fleet, obs.instances)
     if to_price:
         billing.read_back(store, obs.providers, fleet, to_price)

@@ -48,8 +48,10 @@ def head_pools(plan: Plan) -> dict[str, int]:
 
 def head_stage(plan: Plan, current: Mapping[str, int]) -> Plan:
     """``plan`` with every worker allocation capped at ``current`` (see the module doc)."""
-    capped = tuple(a if a.role == HEAD else a.model_copy(update={"count": min(a.count, current.get(a.offer.pool.id, 0))})
-                   for a in plan.allocations)
+    capped = tuple(
+        a if a.role == HEAD else a.model_copy(update={"count": min(a.count, current.get(a.offer.pool.id, 0))})
+        for a in plan.allocations
+    )
     return plan.model_copy(update={"allocations": tuple(a for a in capped if a.count > 0 or a.role == HEAD)})
 
 
@@ -60,9 +62,14 @@ def head_instances(plan: Plan, instances: list[Instance]) -> list[Instance]:
     return sorted(alive, key=lambda i: (i.launched_at, i.id))
 
 
-def wait_for_head(spec: FleetSpec, plan: Plan, providers: Mapping[str, Provider], *,
-                  clock: Callable[[], float] = time.monotonic,
-                  sleep: Callable[[float], None] = time.sleep) -> list[Instance]:
+def wait_for_head(
+    spec: FleetSpec,
+    plan: Plan,
+    providers: Mapping[str, Provider],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Instance]:
     """The running head instances, once ``spec.head.count`` of them run with an address."""
     assert spec.head is not None
     deadline = clock() + spec.head.ready_timeout_seconds
@@ -70,14 +77,17 @@ def wait_for_head(spec: FleetSpec, plan: Plan, providers: Mapping[str, Provider]
         heads = head_instances(plan, observe(providers, spec.name).instances)
         ready = [i for i in heads if i.state is InstanceState.RUNNING and i.address]
         if len(ready) >= spec.head.count:
-            return ready[:spec.head.count]
+            return ready[: spec.head.count]
         if clock() >= deadline:
-            seen = ", ".join(f"{i.id} {i.state.value}{'' if i.address else ' (no address yet)'}"
-                             for i in heads) or "none alive"
+            seen = (
+                ", ".join(f"{i.id} {i.state.value}{'' if i.address else ' (no address yet)'}" for i in heads)
+                or "none alive"
+            )
             raise HeadNotReady(
                 f"the head of fleet {spec.name!r} is not running after {spec.head.ready_timeout_seconds:g}s "
                 f"(pools {', '.join(head_pools(plan))}: {seen}); no workers were launched. Rerun `fleet up` "
-                "to keep waiting, or raise head.ready_timeout_seconds")
+                "to keep waiting, or raise head.ready_timeout_seconds"
+            )
         sleep(POLL_SECONDS)
 
 
@@ -92,36 +102,54 @@ def fleet_node(spec: FleetSpec, providers: Mapping[str, Provider], environ: Mapp
     from fleet.provisioning.storage import checkpoint_uri
     from fleet.secrets import resolve_env
 
-    node = NodeConfig(**{**spec.node.model_dump(exclude={"forward_credentials"}),
-                         "env": resolve_env(spec.node.env, environ)},
-                      checkpoint_uri=checkpoint_uri(spec, providers))
-    node_credentials.grant(spec, providers)      # nodes without a cloud identity: scoped store credentials
+    node = NodeConfig(
+        **{**spec.node.model_dump(exclude={"forward_credentials"}), "env": resolve_env(spec.node.env, environ)},
+        checkpoint_uri=checkpoint_uri(spec, providers),
+    )
+    node_credentials.grant(spec, providers)  # nodes without a cloud identity: scoped store credentials
     return node_software(spec, providers, node)
 
 
-def head_node(spec: FleetSpec, env: Mapping[str, str], checkpoint_uri: str,
-              software: NodeConfig | None = None) -> NodeConfig:
+def head_node(
+    spec: FleetSpec, env: Mapping[str, str], checkpoint_uri: str, software: NodeConfig | None = None
+) -> NodeConfig:
     """What head nodes run: ``head.image``/``head.startup`` with ``env`` (resolved ``head.env``),
     getting spotfleet as ``software`` (the workers' node configuration) does."""
     assert spec.head is not None
     extra = {ROLE_VAR: HEAD, **({PORT_VAR: str(spec.head.port)} if spec.head.port else {})}
     got = software or NodeConfig(spotfleet=spec.node.spotfleet)
-    return NodeConfig(image=spec.head.image or spec.node.image, startup=spec.head.startup, env={**env, **extra},
-                      ssh_key=spec.node.ssh_key, checkpoint_uri=checkpoint_uri, spotfleet=got.spotfleet,
-                      wheel_url=got.wheel_url, wheel_file=got.wheel_file, wheel_sha256=got.wheel_sha256)
+    return NodeConfig(
+        image=spec.head.image or spec.node.image,
+        startup=spec.head.startup,
+        env={**env, **extra},
+        ssh_key=spec.node.ssh_key,
+        checkpoint_uri=checkpoint_uri,
+        spotfleet=got.spotfleet,
+        wheel_url=got.wheel_url,
+        wheel_file=got.wheel_file,
+        wheel_sha256=got.wheel_sha256,
+    )
 
 
 def worker_node(spec: FleetSpec, node: NodeConfig, head: Instance) -> NodeConfig:
     """The workers' node configuration: ``node`` plus the head's address (and port)."""
     assert spec.head is not None
-    extra = {ROLE_VAR: WORKER, ADDR_VAR: head.address,
-             **({PORT_VAR: str(spec.head.port)} if spec.head.port else {})}
+    extra = {ROLE_VAR: WORKER, ADDR_VAR: head.address, **({PORT_VAR: str(spec.head.port)} if spec.head.port else {})}
     return node.model_copy(update={"env": {**node.env, **extra}})
 
 
-def start_head(spec: FleetSpec, plan: Plan, providers: Mapping[str, Provider], store: StateStore, *,
-               node: NodeConfig, head_env: Mapping[str, str], current: Mapping[str, int],
-               progress: ProgressFn | None = None, max_workers: int = 32) -> tuple[NodeConfig, dict[str, NodeConfig]]:
+def start_head(
+    spec: FleetSpec,
+    plan: Plan,
+    providers: Mapping[str, Provider],
+    store: StateStore,
+    *,
+    node: NodeConfig,
+    head_env: Mapping[str, str],
+    current: Mapping[str, int],
+    progress: ProgressFn | None = None,
+    max_workers: int = 32,
+) -> tuple[NodeConfig, dict[str, NodeConfig]]:
     """Launch the head (``head_stage``), wait until it runs, and return the workers' node
     configuration and ``role_nodes`` for applying the full plan. Raises ``HeadNotReady``."""
     head_cfg = head_node(spec, head_env, node.checkpoint_uri, node)
@@ -129,12 +157,15 @@ def start_head(spec: FleetSpec, plan: Plan, providers: Mapping[str, Provider], s
     stage = head_stage(plan, current)
     if progress is not None:
         progress(Progress("note", message=f"starting the head first ({', '.join(head_pools(plan))})"))
-    report = apply(stage, providers, store, progress=progress, node=node, role_nodes=role_nodes,
-                   max_workers=max_workers)
+    report = apply(
+        stage, providers, store, progress=progress, node=node, role_nodes=role_nodes, max_workers=max_workers
+    )
     if report.failures and not head_instances(plan, observe(providers, spec.name).instances):
         first = report.failures[0]
-        raise HeadNotReady(f"the head of fleet {spec.name!r} could not be launched in {first.pool}: "
-                           f"{first.error_kind}: {first.error_message}; no workers were launched")
+        raise HeadNotReady(
+            f"the head of fleet {spec.name!r} could not be launched in {first.pool}: "
+            f"{first.error_kind}: {first.error_message}; no workers were launched"
+        )
     heads = wait_for_head(spec, plan, providers)
     if progress is not None:
         progress(Progress("note", message=f"head {heads[0].id} runs at {heads[0].address}"))

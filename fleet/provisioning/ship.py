@@ -74,17 +74,24 @@ def node_software(spec: FleetSpec, providers: Mapping[str, Provider], node: Node
             "node.spotfleet is 'ship' (the default): nodes fetch spotfleet's wheel from the fleet's checkpoint "
             "bucket, but checkpoint.provider is 'local' on backend: cloud, so there is none. Set checkpoint.provider "
             "to s3, gcs or azure, or node.spotfleet to a pip requirement (e.g. 'spotfleet[s3]==0.1.0' or "
-            "'git+https://host/spotfleet.git@v0.1.0') or to 'preinstalled'")
+            "'git+https://host/spotfleet.git@v0.1.0') or to 'preinstalled'"
+        )
     try:
         shipped = ship(store_uri)
     except (CheckpointError, OSError) as err:
         raise FleetError(f"cannot ship spotfleet to the fleet's nodes (node.spotfleet: ship): {err}") from err
-    return node.model_copy(update={"wheel_url": shipped.url, "wheel_file": shipped.file,
-                                   "wheel_sha256": shipped.sha256})
+    return node.model_copy(
+        update={"wheel_url": shipped.url, "wheel_file": shipped.file, "wheel_sha256": shipped.sha256}
+    )
 
 
-def ship(store_uri: str, *, env: Mapping[str, str] | None = None, cache_dir: Path | None = None,
-         clock: Callable[[], float] = time.time) -> Shipped:
+def ship(
+    store_uri: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    cache_dir: Path | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Shipped:
     """Store the running spotfleet's wheel under ``store_uri`` and mint its URL (see the module doc).
 
     Raises ``CheckpointError`` when the store cannot be written or cannot sign a URL.
@@ -97,8 +104,13 @@ def ship(store_uri: str, *, env: Mapping[str, str] | None = None, cache_dir: Pat
     if uploaded:
         store.upload(key, Payload.of([wheel.path.read_bytes()]))
     uri = f"{store.uri.rstrip('/')}/{key}"
-    return Shipped(uri=uri, url=_url(store, key, uri, cache_dir, clock), file=wheel.name,
-                   sha256=_sha256(wheel, cache_dir), uploaded=uploaded)
+    return Shipped(
+        uri=uri,
+        url=_url(store, key, uri, cache_dir, clock),
+        file=wheel.name,
+        sha256=_sha256(wheel, cache_dir),
+        uploaded=uploaded,
+    )
 
 
 def _url(store: ObjectStore, key: str, uri: str, cache_dir: Path, clock: Callable[[], float]) -> str:
@@ -111,14 +123,18 @@ def _url(store: ObjectStore, key: str, uri: str, cache_dir: Path, clock: Callabl
         known = {}
     now = clock()
     entry = known.get(uri)
-    if isinstance(entry, dict) and isinstance(entry.get("url"), str) and \
-            isinstance(entry.get("expires"), (int, float)) and entry["expires"] - now >= URL_MIN_LEFT:
+    if (
+        isinstance(entry, dict)
+        and isinstance(entry.get("url"), str)
+        and isinstance(entry.get("expires"), (int, float))
+        and entry["expires"] - now >= URL_MIN_LEFT
+    ):
         return str(entry["url"])
     url = store.presign(key, URL_SECONDS)
     known = {k: v for k, v in known.items() if isinstance(v, dict) and v.get("expires", 0) > now}
     known[uri] = {"url": url, "expires": now + URL_SECONDS}
     tmp = path.with_name(f".urls.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # URLs grant reads: owner only
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # URLs grant reads: owner only
     with os.fdopen(fd, "w") as f:
         json.dump(known, f, indent=1, sort_keys=True)
     os.replace(tmp, path)

@@ -31,8 +31,10 @@ def checkpoint_uri(spec: FleetSpec, providers: Mapping[str, Provider]) -> str:
     owner = STORE_PROVIDER[store]
     provider = providers.get(owner)
     if provider is None:
-        raise FleetError(f"checkpoint.provider is {store!r}, which needs the {owner} provider: enable "
-                         f"{owner} under `providers:` or choose another checkpoint.provider")
+        raise FleetError(
+            f"checkpoint.provider is {store!r}, which needs the {owner} provider: enable "
+            f"{owner} under `providers:` or choose another checkpoint.provider"
+        )
     wanted = storage_spec(spec)
     ref = provider.ensure_bucket(wanted)
     return f"{ref.uri.rstrip('/')}/{wanted.prefix}"
@@ -40,7 +42,12 @@ def checkpoint_uri(spec: FleetSpec, providers: Mapping[str, Provider]) -> str:
 
 def storage_spec(spec: FleetSpec) -> StorageSpec:
     """The checkpoint storage ``spec`` asks its store's owner (``STORE_PROVIDER``) for."""
-    return StorageSpec(provider=STORE_PROVIDER.get(spec.checkpoint.provider, spec.checkpoint.provider),
-                       bucket=spec.checkpoint.bucket or f"{spec.name}-checkpoints", region=spec.checkpoint.region,
-                       keep_last=spec.checkpoint.keep_last, expire_days=spec.checkpoint.expire_days,
-                       prefix=(spec.checkpoint.prefix or spec.name).strip("/"), fleet=spec.name)
+    return StorageSpec(
+        provider=STORE_PROVIDER.get(spec.checkpoint.provider, spec.checkpoint.provider),
+        bucket=spec.checkpoint.bucket or f"{spec.name}-checkpoints",
+        region=spec.checkpoint.region,
+        keep_last=spec.checkpoint.keep_last,
+        expire_days=spec.checkpoint.expire_days,
+        prefix=(spec.checkpoint.prefix or spec.name).strip("/"),
+        fleet=spec.name,
+    )

@@ -106,8 +106,10 @@ def _files(root: Path) -> list[tuple[str, Path]]:
     for package in PACKAGES:
         base = root / package
         if not (base / "__init__.py").is_file():
-            raise FileNotFoundError(f"{base}: the {package} package is missing beside fleet; "
-                                    "spotfleet's wheel cannot be built from this installation")
+            raise FileNotFoundError(
+                f"{base}: the {package} package is missing beside fleet; "
+                "spotfleet's wheel cannot be built from this installation"
+            )
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
             for filename in sorted(filenames):
@@ -125,8 +127,8 @@ def read_meta(root: Path) -> Meta:
     if pyproject.is_file():
         try:
             import tomllib
-        except ModuleNotFoundError:          # Python 3.10: read the installed metadata instead
-            tomllib = None                   # type: ignore[assignment]
+        except ModuleNotFoundError:  # Python 3.10: read the installed metadata instead
+            tomllib = None  # type: ignore[assignment]
         if tomllib is not None:
             project = tomllib.loads(pyproject.read_text()).get("project", {})
             if project.get("name") == DIST:
@@ -134,20 +136,30 @@ def read_meta(root: Path) -> Meta:
                 extras = project.get("optional-dependencies", {})
                 for extra, reqs in sorted(extras.items()):
                     deps += [f'{req}; extra == "{extra}"' for req in reqs]
-                return Meta(requires_python=project.get("requires-python", ""), requires_dist=tuple(deps),
-                            extras=tuple(sorted(extras)),
-                            scripts=tuple(sorted(project.get("scripts", {}).items())))
+                return Meta(
+                    requires_python=project.get("requires-python", ""),
+                    requires_dist=tuple(deps),
+                    extras=tuple(sorted(extras)),
+                    scripts=tuple(sorted(project.get("scripts", {}).items())),
+                )
     dist = importlib_metadata.distribution(DIST)
     scripts = tuple(sorted((ep.name, ep.value) for ep in dist.entry_points if ep.group == "console_scripts"))
-    return Meta(requires_python=dist.metadata.get("Requires-Python", "") or "",
-                requires_dist=tuple(dist.requires or ()),
-                extras=tuple(sorted(dist.metadata.get_all("Provides-Extra") or ())), scripts=scripts)
+    return Meta(
+        requires_python=dist.metadata.get("Requires-Python", "") or "",
+        requires_dist=tuple(dist.requires or ()),
+        extras=tuple(sorted(dist.metadata.get_all("Provides-Extra") or ())),
+        scripts=scripts,
+    )
 
 
 def _meta_text(meta: Meta, version: str = "") -> str:
     """The METADATA file (with ``version`` empty: what the content hash covers)."""
-    lines = ["Metadata-Version: 2.1", f"Name: {DIST}", f"Version: {version}",
-             "Summary: Provision and keep alive diversified spot GPU fleets across clouds"]
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {DIST}",
+        f"Version: {version}",
+        "Summary: Provision and keep alive diversified spot GPU fleets across clouds",
+    ]
     if meta.requires_python:
         lines.append(f"Requires-Python: {meta.requires_python}")
     lines += [f"Provides-Extra: {extra}" for extra in meta.extras]
@@ -160,8 +172,9 @@ def _assemble(files: list[tuple[str, Path]], meta: Meta, version: str) -> bytes:
     extra = {
         f"{info}/METADATA": _meta_text(meta, version).encode(),
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: spotfleet\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": ("[console_scripts]\n" + "".join(f"{name} = {target}\n"
-                                                                     for name, target in meta.scripts)).encode(),
+        f"{info}/entry_points.txt": (
+            "[console_scripts]\n" + "".join(f"{name} = {target}\n" for name, target in meta.scripts)
+        ).encode(),
         f"{info}/top_level.txt": "".join(f"{p}\n" for p in PACKAGES).encode(),
     }
     record: list[str] = []

@@ -21,13 +21,24 @@ from fleet.rebalance.types import (
     Terminate,
 )
 
-__all__ = ["decide", "Action", "Decision", "Exposure", "Launch", "ObservedInstance", "PolicyState", "PoolEvent",
-           "RaiseBid", "Terminate"]
+__all__ = [
+    "decide",
+    "Action",
+    "Decision",
+    "Exposure",
+    "Launch",
+    "ObservedInstance",
+    "PolicyState",
+    "PoolEvent",
+    "RaiseBid",
+    "Terminate",
+]
 
 
 def __getattr__(name: str):
     # Lazy, so the action types load without the solver stack.
     if name == "decide":
         from fleet.rebalance.decision import decide
+
         return decide
     raise AttributeError(name)

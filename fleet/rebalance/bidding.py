@@ -23,8 +23,13 @@ def bid_cap(offer: Offer, settings: VastBid) -> float | None:
     return offer.on_demand_price * settings.max_fraction_of_on_demand
 
 
-def outbid_action(inst: ObservedInstance, offer: Offer | None, settings: VastBid, weight: float,
-                  replacement_per_weighted_gpu: float | None) -> RaiseBid | None:
+def outbid_action(
+    inst: ObservedInstance,
+    offer: Offer | None,
+    settings: VastBid,
+    weight: float,
+    replacement_per_weighted_gpu: float | None,
+) -> RaiseBid | None:
     """``RaiseBid`` for ``inst`` when raising beats replacing (see the module doc), else ``None``.
 
     ``offer``: the pool's offer now (its price is the minimum bid); ``weight``: the instance's

@@ -54,9 +54,11 @@ class Limits:
 
         action = budget.get("cap_action")
         tolerance = number("bill_tolerance")
-        return cls(cap_action=action if action in CAP_ACTIONS else DEFAULT_CAP_ACTION,
-                   tolerance=DEFAULT_BILL_TOLERANCE if tolerance is None else tolerance,
-                   max_per_node=number("max_per_node"))
+        return cls(
+            cap_action=action if action in CAP_ACTIONS else DEFAULT_CAP_ACTION,
+            tolerance=DEFAULT_BILL_TOLERANCE if tolerance is None else tolerance,
+            max_per_node=number("max_per_node"),
+        )
 
 
 @dataclass(frozen=True)
@@ -73,11 +75,15 @@ class Breach:
 
     def describe(self) -> str:
         if self.why == "rental-mismatch":
-            return (f"{self.instance_id} was rented {self.rental} where a {self.pool.rsplit('/', 1)[1]} rental was "
-                    f"planned: billed ${self.billed_per_hour:.4f}/h, planned ${self.planned_per_hour:.4f}/h")
+            return (
+                f"{self.instance_id} was rented {self.rental} where a {self.pool.rsplit('/', 1)[1]} rental was "
+                f"planned: billed ${self.billed_per_hour:.4f}/h, planned ${self.planned_per_hour:.4f}/h"
+            )
         what = "the per-node cap" if self.why == "over-cap" else "its plan plus the tolerance"
-        return (f"{self.instance_id} bills ${self.billed_per_hour:.4f}/h, above {what} "
-                f"(${(self.limit_per_hour or 0):.4f}/h; planned ${self.planned_per_hour:.4f}/h)")
+        return (
+            f"{self.instance_id} bills ${self.billed_per_hour:.4f}/h, above {what} "
+            f"(${(self.limit_per_hour or 0):.4f}/h; planned ${self.planned_per_hour:.4f}/h)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "message": self.describe()}

@@ -35,8 +35,14 @@ def ready_weight(instances: Sequence[ObservedInstance], weight: Weight) -> float
     return sum(weight(i) for i in instances if not i.starting)
 
 
-def cover(level: float, healthy: Sequence[ObservedInstance], weight: Weight, od_adds_weight: float,
-          on_demand: Sequence[Offer], offer_weight: Callable[[Offer], float]) -> dict[str, int]:
+def cover(
+    level: float,
+    healthy: Sequence[ObservedInstance],
+    weight: Weight,
+    od_adds_weight: float,
+    on_demand: Sequence[Offer],
+    offer_weight: Callable[[Offer], float],
+) -> dict[str, int]:
     """On-demand launches (pool -> count) bridging what is not ready up to ``level`` weighted
     GPUs, in the cheapest on-demand pool per weighted GPU; nothing when none is offered."""
     starting_od = sum(weight(i) for i in healthy if i.starting and i.market is Market.ON_DEMAND)
@@ -48,15 +54,17 @@ def cover(level: float, healthy: Sequence[ObservedInstance], weight: Weight, od_
     return {best.pool.id: math.ceil(need / offer_weight(best) - EPS)}
 
 
-def releases(target: float, on_demand_level: float, healthy: Sequence[ObservedInstance],
-             weight: Weight) -> list[ObservedInstance]:
+def releases(
+    target: float, on_demand_level: float, healthy: Sequence[ObservedInstance], weight: Weight
+) -> list[ObservedInstance]:
     """On-demand nodes to terminate now (see the module doc): each one leaves the ready fleet
     at or above ``target`` and on-demand at or above ``on_demand_level``."""
     ready = ready_weight(healthy, weight)
     od = sum(weight(i) for i in healthy if i.market is Market.ON_DEMAND)
     out = []
-    candidates = sorted((i for i in healthy if i.market is Market.ON_DEMAND),
-                        key=lambda i: (not i.starting, -i.launched_at, i.id))
+    candidates = sorted(
+        (i for i in healthy if i.market is Market.ON_DEMAND), key=lambda i: (not i.starting, -i.launched_at, i.id)
+    )
     for inst in candidates:
         w = weight(inst)
         lose_ready = 0.0 if inst.starting else w

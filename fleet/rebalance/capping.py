@@ -37,13 +37,14 @@ class CapCheck:
     """What the bill check found and did in one pass."""
 
     breaches: list[Breach] = field(default_factory=list)
-    notices: dict[str, str] = field(default_factory=dict)        # instance id -> notice for decide (replace)
-    events: list[PoolEvent] = field(default_factory=list)        # pools to back off this pass (destroy)
-    destroyed: list[tuple[Terminate, bool, str]] = field(default_factory=list)   # (action, done, message)
+    notices: dict[str, str] = field(default_factory=dict)  # instance id -> notice for decide (replace)
+    events: list[PoolEvent] = field(default_factory=list)  # pools to back off this pass (destroy)
+    destroyed: list[tuple[Terminate, bool, str]] = field(default_factory=list)  # (action, done, message)
 
 
-def check(spec: FleetSpec, store: StateStore, obs: Observation, providers: Mapping[str, Provider],
-          now: float) -> CapCheck:
+def check(
+    spec: FleetSpec, store: StateStore, obs: Observation, providers: Mapping[str, Provider], now: float
+) -> CapCheck:
     """See the module doc."""
     alive = {i.id for i in obs.instances}
     limits = Limits(spec.budget.cap_action, spec.budget.bill_tolerance, spec.budget.max_per_node)
@@ -52,8 +53,11 @@ def check(spec: FleetSpec, store: StateStore, obs: Observation, providers: Mappi
     if not found:
         return out
     seen = {(e.instance_id, e.detail.get("why")) for e in store.events(spec.name, kinds={EVENT})}
-    store.record_events((spec.name, EVENT, b.instance_id, b.pool, {**b.to_dict(), "action": spec.budget.cap_action},
-                         now) for b in found if (b.instance_id, b.why) not in seen)
+    store.record_events(
+        (spec.name, EVENT, b.instance_id, b.pool, {**b.to_dict(), "action": spec.budget.cap_action}, now)
+        for b in found
+        if (b.instance_id, b.why) not in seen
+    )
     action = spec.budget.cap_action
     if action == "replace":
         out.notices = {b.instance_id: NOTICE for b in found}
@@ -62,8 +66,9 @@ def check(spec: FleetSpec, store: StateStore, obs: Observation, providers: Mappi
         for b in found:
             term = Terminate(b.instance_id, b.pool, "over-bill")
             try:
-                terminate(spec.name, providers[b.pool.split("/", 1)[0]], [by_id[b.instance_id]], store,
-                          reason="over-bill")
+                terminate(
+                    spec.name, providers[b.pool.split("/", 1)[0]], [by_id[b.instance_id]], store, reason="over-bill"
+                )
             except ProviderError as err:
                 out.destroyed.append((term, False, str(err)))
                 continue

@@ -64,15 +64,15 @@ class PassReport:
     dry_run: bool
     results: list[ActionResult] = field(default_factory=list)
     running_weighted_gpus: float = 0.0
-    running: dict[tuple[str, str], float] = field(default_factory=dict)   # (provider, market) -> weighted GPUs
+    running: dict[tuple[str, str], float] = field(default_factory=dict)  # (provider, market) -> weighted GPUs
     price_per_hour: float = 0.0
-    interruptions: int = 0                                                 # spot losses this pass recorded
+    interruptions: int = 0  # spot losses this pass recorded
     baseline_weighted_gpus: float = 0.0
     critical_weighted_gpus: float = 0.0
     notes: list[str] = field(default_factory=list)
-    unread: dict[str, str] = field(default_factory=dict)                 # provider -> why it could not be read
+    unread: dict[str, str] = field(default_factory=dict)  # provider -> why it could not be read
     bill_breaches: list[dict[str, object]] = field(default_factory=list)  # instances billed beyond the budget
-    now: float = 0.0                                                      # the providers' clock at the pass
+    now: float = 0.0  # the providers' clock at the pass
 
     @property
     def nothing_to_do(self) -> bool:
@@ -83,17 +83,32 @@ class PassReport:
         return self.running_weighted_gpus >= self.decision.target_weighted_gpus - 1e-9
 
     def to_dict(self) -> dict[str, object]:
-        return {"fleet": self.fleet, "dry_run": self.dry_run, "decision": self.decision.to_dict(),
-                "results": [r.to_dict() for r in self.results], "at_target": self.at_target,
-                "running_weighted_gpus": self.running_weighted_gpus, "price_per_hour": self.price_per_hour,
-                "running": [{"provider": p, "market": m, "weighted_gpus": w} for (p, m), w in sorted(self.running.items())],
-                "interruptions": self.interruptions, "notes": self.notes, "provider_errors": self.unread,
-                "bill_breaches": self.bill_breaches}
+        return {
+            "fleet": self.fleet,
+            "dry_run": self.dry_run,
+            "decision": self.decision.to_dict(),
+            "results": [r.to_dict() for r in self.results],
+            "at_target": self.at_target,
+            "running_weighted_gpus": self.running_weighted_gpus,
+            "price_per_hour": self.price_per_hour,
+            "running": [{"provider": p, "market": m, "weighted_gpus": w} for (p, m), w in sorted(self.running.items())],
+            "interruptions": self.interruptions,
+            "notes": self.notes,
+            "provider_errors": self.unread,
+            "bill_breaches": self.bill_breaches,
+        }
 
 
-def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, Provider],
-             store: StateStore | None, *, dry_run: bool = False, progress: ProgressFn | None = None,
-             environ: Mapping[str, str] | None = None) -> PassReport:
+def run_pass(
+    spec: FleetSpec,
+    offers: Sequence[Offer],
+    providers: Mapping[str, Provider],
+    store: StateStore | None,
+    *,
+    dry_run: bool = False,
+    progress: ProgressFn | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PassReport:
     """One pass over ``spec``'s fleet; see the module doc. ``store`` may be ``None`` only for a dry run.
 
     Replacements run what ``fleet up``'s nodes run (``roles.fleet_node``): ``spec.node`` with its
@@ -117,19 +132,43 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
 
     def decide_now(o: Observation, extra: Collection[PoolEvent] = ()) -> Decision:
         i = gather(o, store, providers) if o is not obs else inputs
-        observed = [replace(x, notice=capped.notices[x.id]) if x.id in capped.notices and not x.notice else x
-                    for x in i.instances]
-        return decide(spec, offers, observed, [*i.events, *capped.events, *extra], i.now, i.state,
-                      exposure=i.exposure, bidding=i.bidding)
+        observed = [
+            replace(x, notice=capped.notices[x.id]) if x.id in capped.notices and not x.notice else x
+            for x in i.instances
+        ]
+        return decide(
+            spec,
+            offers,
+            observed,
+            [*i.events, *capped.events, *extra],
+            i.now,
+            i.state,
+            exposure=i.exposure,
+            bidding=i.bidding,
+        )
 
     decision = decide_now(obs)
-    if obs.errors:      # what runs there is not known: any launch could double it, any termination strand it
-        decision = replace(decision, actions=(), notes=(*decision.notes, *(
-            f"{name} could not be read ({error}): this pass launched, re-bid and terminated nothing"
-            for name, error in sorted(obs.errors.items()))))
-    report = PassReport(fleet=spec.name, decision=decision, dry_run=dry_run, interruptions=lost,
-                        baseline_weighted_gpus=float(spec.capacity.on_demand_gpus),
-                        critical_weighted_gpus=spec.critical_gpus, unread=dict(obs.errors))
+    if obs.errors:  # what runs there is not known: any launch could double it, any termination strand it
+        decision = replace(
+            decision,
+            actions=(),
+            notes=(
+                *decision.notes,
+                *(
+                    f"{name} could not be read ({error}): this pass launched, re-bid and terminated nothing"
+                    for name, error in sorted(obs.errors.items())
+                ),
+            ),
+        )
+    report = PassReport(
+        fleet=spec.name,
+        decision=decision,
+        dry_run=dry_run,
+        interruptions=lost,
+        baseline_weighted_gpus=float(spec.capacity.on_demand_gpus),
+        critical_weighted_gpus=spec.critical_gpus,
+        unread=dict(obs.errors),
+    )
     report.bill_breaches = [b.to_dict() for b in capped.breaches]
     report.now = inputs.now
     report.results += [ActionResult(term, done, message) for term, done, message in capped.destroyed]
@@ -137,12 +176,13 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
     if dry_run or store is None or obs.errors:
         return report
     crashpoints.reached("rebalance-decided")
-    for incident in decision.incidents:      # a lost head: in the fleet's history, not only on screen
+    for incident in decision.incidents:  # a lost head: in the fleet's history, not only on screen
         store.record_event(spec.name, HEAD_LOST, detail={"message": incident}, ts=inputs.now)
     launches = decision.launches
     apply_report = None
     # unfinished launches of a run killed mid-pass are replayed or abandoned by the executor
     if launches or store.launches(spec.name, status=LaunchStatus.REQUESTED):
+
         def replan(_current: Mapping[str, int], blocked: Collection[str]) -> Plan:
             again = observe(providers, spec.name)
             events = [PoolEvent(b, "no-capacity", inputs.now) for b in blocked if b.count("/") == 4]
@@ -153,8 +193,16 @@ def run_pass(spec: FleetSpec, offers: Sequence[Offer], providers: Mapping[str, P
             return plan_of(spec, redo, again)
 
         node, role_nodes = nodes_for(spec, obs, providers, environ)
-        apply_report = apply(plan_of(spec, decision, obs), providers, store, progress=progress, replan=replan,
-                             node=node, observed=obs, role_nodes=role_nodes)
+        apply_report = apply(
+            plan_of(spec, decision, obs),
+            providers,
+            store,
+            progress=progress,
+            replan=replan,
+            node=node,
+            observed=obs,
+            role_nodes=role_nodes,
+        )
         report.notes += apply_report.notes
     report.results += _launch_results(launches, apply_report)
     for bid in decision.bids:
@@ -189,19 +237,24 @@ def _running(spec: FleetSpec, obs: Observation, report: PassReport) -> None:
 HEAD_LOST = "head-lost"
 
 
-def nodes_for(spec: FleetSpec, obs: Observation, providers: Mapping[str, Provider],
-              environ: Mapping[str, str] | None) -> tuple[NodeConfig, dict[str, NodeConfig] | None]:
+def nodes_for(
+    spec: FleetSpec, obs: Observation, providers: Mapping[str, Provider], environ: Mapping[str, str] | None
+) -> tuple[NodeConfig, dict[str, NodeConfig] | None]:
     """What replacement workers (and a relaunched head) run (see :func:`run_pass` for
     ``environ``): with a head, workers get the address of the oldest running head node, as
     ``fleet up`` gives it."""
-    node = (fleet_node(spec, providers, environ) if environ is not None
-            else NodeConfig(**spec.node.model_dump(exclude={"forward_credentials"})))
+    node = (
+        fleet_node(spec, providers, environ)
+        if environ is not None
+        else NodeConfig(**spec.node.model_dump(exclude={"forward_credentials"}))
+    )
     if spec.head is None:
         return node, None
     head_env = resolve_env(spec.head.env, environ) if environ is not None else spec.head.env
     role_nodes = {HEAD: head_node(spec, head_env, node.checkpoint_uri, node)}
-    running = sorted((i for i in obs.instances if i.tags.get(TAG_ROLE) == HEAD and i.address),
-                     key=lambda i: (i.launched_at, i.id))
+    running = sorted(
+        (i for i in obs.instances if i.tags.get(TAG_ROLE) == HEAD and i.address), key=lambda i: (i.launched_at, i.id)
+    )
     return (worker_node(spec, node, running[0]) if running else node), role_nodes
 
 
@@ -212,32 +265,55 @@ def plan_of(spec: FleetSpec, decision: Decision, obs: Observation, *, with_launc
     head_pools = {i.pool.id for i in obs.instances if i.tags.get(TAG_ROLE) == HEAD}
     head_pools |= {launch.pool for launch in decision.launches if launch.reason == "head-lost"}
     for inst in obs.instances:
-        offers.setdefault(inst.pool.id, Offer(pool=inst.pool, accelerator=inst.accelerator, gpus=inst.gpus,
-                                              price_per_hour=inst.price_per_hour, source="observed"))
+        offers.setdefault(
+            inst.pool.id,
+            Offer(
+                pool=inst.pool,
+                accelerator=inst.accelerator,
+                gpus=inst.gpus,
+                price_per_hour=inst.price_per_hour,
+                source="observed",
+            ),
+        )
     for launch in decision.launches if with_launches else ():
         counts[launch.pool] = counts.get(launch.pool, 0) + launch.count
         offers[launch.pool] = launch.offer
     allocations = tuple(
-        Allocation(offer=offers[p], count=n, weighted_gpus=spec.weight(offers[p].accelerator) * offers[p].gpus * n,
-                   true_cost_per_hour=offers[p].price_per_hour * n, role=HEAD if p in head_pools else WORKER)
-        for p, n in sorted(counts.items()) if n > 0)
+        Allocation(
+            offer=offers[p],
+            count=n,
+            weighted_gpus=spec.weight(offers[p].accelerator) * offers[p].gpus * n,
+            true_cost_per_hour=offers[p].price_per_hour * n,
+            role=HEAD if p in head_pools else WORKER,
+        )
+        for p, n in sorted(counts.items())
+        if n > 0
+    )
     weighted = sum(a.weighted_gpus for a in allocations)
     price = sum(a.true_cost_per_hour for a in allocations)
     short = decision.short_weighted_gpus if with_launches else max(0.0, decision.target_weighted_gpus - weighted)
     return Plan(
-        fleet=spec.name, spec_hash=spec.spec_hash(), strategy="rebalance", allocations=allocations,
+        fleet=spec.name,
+        spec_hash=spec.spec_hash(),
+        strategy="rebalance",
+        allocations=allocations,
         totals=PlanTotals(
-            gpus=sum(a.offer.gpus * a.count for a in allocations), weighted_gpus=weighted,
+            gpus=sum(a.offer.gpus * a.count for a in allocations),
+            weighted_gpus=weighted,
             target_weighted_gpus=decision.target_weighted_gpus,
             on_demand_weighted_gpus=sum(a.weighted_gpus for a in allocations if a.offer.market is Market.ON_DEMAND),
-            price_per_hour=price, true_cost_per_hour=price,
+            price_per_hour=price,
+            true_cost_per_hour=price,
             true_cost_per_weighted_gpu_hour=price / weighted if weighted else 0.0,
             expected_interruptions_per_day=24 * sum(a.offer.interruptions_per_hour * a.count for a in allocations),
-            pools=len(allocations)),
+            pools=len(allocations),
+        ),
         feasible=short <= 1e-9,
-        shortfall=f"{short:g} weighted GPUs short (spot short; on-demand only up to the critical level)" if short > 1e-9
+        shortfall=f"{short:g} weighted GPUs short (spot short; on-demand only up to the critical level)"
+        if short > 1e-9
         else "",
-        notes=decision.notes)
+        notes=decision.notes,
+    )
 
 
 def _launch_results(launches: list[Launch], report: ApplyReport | None) -> list[ActionResult]:
@@ -271,9 +347,15 @@ def _raise_bid(bid: RaiseBid, providers: Mapping[str, Provider]) -> ActionResult
     return ActionResult(bid, True)
 
 
-def _terminate(fleet: str, term: Terminate, came_up: set[str], alive: Mapping[str, object],
-               providers: Mapping[str, Provider], store: StateStore) -> ActionResult:
-    if may_break(term.after, came_up, came_up) is None:    # a pass waits for its launches: up or failed
+def _terminate(
+    fleet: str,
+    term: Terminate,
+    came_up: set[str],
+    alive: Mapping[str, object],
+    providers: Mapping[str, Provider],
+    store: StateStore,
+) -> ActionResult:
+    if may_break(term.after, came_up, came_up) is None:  # a pass waits for its launches: up or failed
         waiting = [p for p in term.after if p not in came_up]
         return ActionResult(term, False, f"kept: its replacement in {waiting[0]} did not come up")
     inst = alive.get(term.instance_id)
@@ -288,6 +370,14 @@ def _terminate(fleet: str, term: Terminate, came_up: set[str], alive: Mapping[st
 
 
 def _record(store: StateStore, fleet: str, results: list[ActionResult], now: float) -> None:
-    store.record_events((fleet, EVENT_KIND, getattr(r.action, "instance_id", ""), r.action.pool,
-                         {k: v for k, v in r.to_dict().items() if k not in ("pool", "instance")}, now)
-                        for r in results)
+    store.record_events(
+        (
+            fleet,
+            EVENT_KIND,
+            getattr(r.action, "instance_id", ""),
+            r.action.pool,
+            {k: v for k, v in r.to_dict().items() if k not in ("pool", "instance")},
+            now,
+        )
+        for r in results
+    )

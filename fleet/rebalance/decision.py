@@ -81,9 +81,17 @@ EPS = 1e-9
 ADVISORY = frozenset({"rebalance", "over-bill"})
 
 
-def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[ObservedInstance],
-           events: Sequence[PoolEvent], now: float, state: PolicyState = PolicyState(), *,
-           exposure: Mapping[str, Exposure] | None = None, bidding: Collection[str] = ()) -> Decision:
+def decide(
+    spec: FleetSpec,
+    offers: Sequence[Offer],
+    instances: Sequence[ObservedInstance],
+    events: Sequence[PoolEvent],
+    now: float,
+    state: PolicyState = PolicyState(),
+    *,
+    exposure: Mapping[str, Exposure] | None = None,
+    bidding: Collection[str] = (),
+) -> Decision:
     """One pass's actions for ``spec``'s fleet; see the module doc for the rules.
 
     ``bidding``: providers whose instances take ``RaiseBid`` (``providers.base.RaisesBids``).
@@ -92,8 +100,12 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
     (``fleet.rebalance.head_rule``): the head is never moved, a lost one is an incident.
     """
     if spec.head is not None:
-        return decide_with_head(spec, offers, instances, lambda s, o, i: decide(
-            s, o, i, events, now, state, exposure=exposure, bidding=bidding))
+        return decide_with_head(
+            spec,
+            offers,
+            instances,
+            lambda s, o, i: decide(s, o, i, events, now, state, exposure=exposure, bidding=bidding),
+        )
     learned = learned_offers(offers, exposure or {}, spec.rebalance.prior_hours)
     if spec.rebalance.hedge:
         spec = hedge.hedged(spec, hedge.spares(spec, learned, [i for i in instances if i.ours and not i.notice]))
@@ -134,8 +146,17 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
     if not adds and have >= ctx.target - EPS:
         for i in warned:
             if i.notice in ADVISORY or i.id in replace_outbid:
-                terminations.append(Terminate(i.id, i.pool, "outbid-replaced" if i.id in replace_outbid
-                                              else "over-bill" if i.notice == "over-bill" else "replaced-early"))
+                terminations.append(
+                    Terminate(
+                        i.id,
+                        i.pool,
+                        "outbid-replaced"
+                        if i.id in replace_outbid
+                        else "over-bill"
+                        if i.notice == "over-bill"
+                        else "replaced-early",
+                    )
+                )
         released = _released(ctx, healthy)
         terminations += [Terminate(i.id, i.pool, "bridge-released") for i in released]
         after -= ctx.weighted(released)
@@ -145,16 +166,22 @@ def decide(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[Observe
         if moved is not None:
             ret_adds, doomed = moved
             launches += [Launch(ctx.offer[p], n, "return-to-spot") for p, n in sorted(ret_adds.items())]
-            terminations += [Terminate(i.id, i.pool, "return-to-spot", after=tuple(sorted(ret_adds)))
-                             for i in doomed]
+            terminations += [Terminate(i.id, i.pool, "return-to-spot", after=tuple(sorted(ret_adds))) for i in doomed]
             after += ctx.add_weight(ret_adds) - ctx.weighted(doomed)
             new_state = PolicyState(last_return_at=now)
     od_after = od_have + ctx.add_weight({p: n for p, n in adds.items() if not ctx.spot(p)})
     actions: list[Action] = [*launches, *bids, *terminations]
-    return Decision(actions=tuple(actions), state=new_state, target_weighted_gpus=ctx.target,
-                    healthy_weighted_gpus=have, on_demand_weighted_gpus=od_after,
-                    short_weighted_gpus=max(0.0, ctx.target - after), blocked=tuple(sorted(ctx.blocked)),
-                    offers=tuple(ctx.learned), notes=tuple(notes))
+    return Decision(
+        actions=tuple(actions),
+        state=new_state,
+        target_weighted_gpus=ctx.target,
+        healthy_weighted_gpus=have,
+        on_demand_weighted_gpus=od_after,
+        short_weighted_gpus=max(0.0, ctx.target - after),
+        blocked=tuple(sorted(ctx.blocked)),
+        offers=tuple(ctx.learned),
+        notes=tuple(notes),
+    )
 
 
 class _Context:
@@ -195,13 +222,21 @@ class _Context:
         self.current = dict(Counter(i.pool for i in healthy))
         for inst in healthy:
             if inst.pool not in self.offer:
-                self.offer[inst.pool] = Offer(pool=PoolKey.from_id(inst.pool), accelerator=inst.accelerator,
-                                              gpus=inst.gpus, price_per_hour=inst.price_per_hour, capacity_hint=0,
-                                              source="observed")
+                self.offer[inst.pool] = Offer(
+                    pool=PoolKey.from_id(inst.pool),
+                    accelerator=inst.accelerator,
+                    gpus=inst.gpus,
+                    price_per_hour=inst.price_per_hour,
+                    capacity_hint=0,
+                    source="observed",
+                )
                 avoid = avoid | {inst.pool}
         self.blocked = {p for p in avoid if not self.current.get(p)}
-        self.plannable = [o.model_copy(update={"capacity_hint": 0}) if o.pool.id in avoid else o
-                          for o in self.offer.values() if o.pool.id not in self.blocked]
+        self.plannable = [
+            o.model_copy(update={"capacity_hint": 0}) if o.pool.id in avoid else o
+            for o in self.offer.values()
+            if o.pool.id not in self.blocked
+        ]
 
     def plan(self, offers: Sequence[Offer], current: Mapping[str, int], notes: list[str]) -> Plan | None:
         from fleet.planning import plan
@@ -254,15 +289,23 @@ def _designed_on_demand(ctx: _Context) -> float:
     return sum(a.weighted_gpus for a in design.allocations if a.offer.market is Market.ON_DEMAND)
 
 
-def _bridge(ctx: _Context, healthy: list[ObservedInstance], adds: Mapping[str, int], notes: list[str]) -> dict[str, int]:
+def _bridge(
+    ctx: _Context, healthy: list[ObservedInstance], adds: Mapping[str, int], notes: list[str]
+) -> dict[str, int]:
     """The bridge's on-demand launches beside ``adds`` (rule 9)."""
     if not ctx.spec.rebalance.bridge:
         return {}
     level = min(ctx.critical, ctx.target)
     od_adds = ctx.add_weight({p: n for p, n in adds.items() if not ctx.spot(p)})
     on_demand = [o for o in ctx.plannable if o.market is Market.ON_DEMAND]
-    more = bridge.cover(level, healthy, lambda i: ctx.weight(i.accelerator, i.gpus), od_adds, on_demand,
-                        lambda o: ctx.weight(o.accelerator, o.gpus))
+    more = bridge.cover(
+        level,
+        healthy,
+        lambda i: ctx.weight(i.accelerator, i.gpus),
+        od_adds,
+        on_demand,
+        lambda o: ctx.weight(o.accelerator, o.gpus),
+    )
     if more:
         notes.append(f"bridge: {ctx.add_weight(more):g} weighted GPUs on-demand until what replaces them is ready")
     return more
@@ -272,7 +315,7 @@ def _released(ctx: _Context, healthy: list[ObservedInstance]) -> list[ObservedIn
     """Bridge nodes the ready fleet no longer needs (rule 9)."""
     if not ctx.spec.rebalance.bridge:
         return []
-    weight = lambda i: ctx.weight(i.accelerator, i.gpus)      # noqa: E731
+    weight = lambda i: ctx.weight(i.accelerator, i.gpus)  # noqa: E731
     if not bridge.releases(ctx.target, ctx.baseline, healthy, weight):
         return []
     return bridge.releases(ctx.target, max(ctx.baseline, _designed_on_demand(ctx)), healthy, weight)
@@ -284,8 +327,16 @@ def _interrupted_only(events: Sequence[PoolEvent], backoff: Mapping[str, float])
     return {p for p in backoff if p not in refused}
 
 
-def _lift_backoff(ctx: _Context, healthy: list[ObservedInstance], avoid: set[str], thaw: set[str], have: float,
-                  od_have: float, adds: dict[str, int], notes: list[str]) -> dict[str, int]:
+def _lift_backoff(
+    ctx: _Context,
+    healthy: list[ObservedInstance],
+    avoid: set[str],
+    thaw: set[str],
+    have: float,
+    od_have: float,
+    adds: dict[str, int],
+    notes: list[str],
+) -> dict[str, int]:
     """Rule 4, last resort: when the pools not backed off leave the fleet short (the caps forbid
     more there, and on-demand stops at the critical level), the pools in ``thaw``, backed off only
     for interrupting us, are planned with again, so caution alone does not keep the fleet short
@@ -348,8 +399,9 @@ def _trim_excess(ctx: _Context, adds: dict[str, int], have: float, od_have: floa
     return adds
 
 
-def _within_budget(ctx: _Context, alive: Sequence[ObservedInstance], adds: dict[str, int],
-                   notes: list[str]) -> dict[str, int]:
+def _within_budget(
+    ctx: _Context, alive: Sequence[ObservedInstance], adds: dict[str, int], notes: list[str]
+) -> dict[str, int]:
     """Drop launches, dearest per weighted GPU first, until alive + launches fit the budget."""
     cap = ctx.spec.budget.max_per_hour
     if cap is None or not adds:
@@ -377,8 +429,9 @@ def _reason(ctx: _Context, pool: str, od_have: float, warned: list[ObservedInsta
     return "replace-lost"
 
 
-def _outbids(ctx: _Context, ours: Sequence[ObservedInstance], bidding: Collection[str]
-             ) -> tuple[list[RaiseBid], set[str]]:
+def _outbids(
+    ctx: _Context, ours: Sequence[ObservedInstance], bidding: Collection[str]
+) -> tuple[list[RaiseBid], set[str]]:
     """Bid raises for outbid instances where that beats replacing; the ids to replace."""
     raises: list[RaiseBid] = []
     replace: set[str] = set()
@@ -387,13 +440,15 @@ def _outbids(ctx: _Context, ours: Sequence[ObservedInstance], bidding: Collectio
         if not inst.outbid:
             continue
         weight = ctx.weight(inst.accelerator, inst.gpus)
-        others = [o.price_per_hour / ctx.weight(o.accelerator, o.gpus) for o in spot
-                  if o.pool.id != inst.pool and ctx.weight(o.accelerator, o.gpus) > 0]
-        bid = getattr(ctx.spec.provider_settings(inst.provider), "bid", None)   # a bidding provider's settings
+        others = [
+            o.price_per_hour / ctx.weight(o.accelerator, o.gpus)
+            for o in spot
+            if o.pool.id != inst.pool and ctx.weight(o.accelerator, o.gpus) > 0
+        ]
+        bid = getattr(ctx.spec.provider_settings(inst.provider), "bid", None)  # a bidding provider's settings
         action = None
         if inst.provider in bidding and isinstance(bid, VastBid):
-            action = outbid_action(inst, ctx.offer.get(inst.pool), bid, weight,
-                                   min(others) if others else None)
+            action = outbid_action(inst, ctx.offer.get(inst.pool), bid, weight, min(others) if others else None)
         if action is None:
             replace.add(inst.id)
         else:
@@ -401,16 +456,25 @@ def _outbids(ctx: _Context, ours: Sequence[ObservedInstance], bidding: Collectio
     return raises, replace
 
 
-def _return_to_spot(ctx: _Context, ours: Sequence[ObservedInstance], healthy: list[ObservedInstance],
-                    od_have: float, state: PolicyState, notes: list[str]
-                    ) -> tuple[dict[str, int], list[ObservedInstance]] | None:
+def _return_to_spot(
+    ctx: _Context,
+    ours: Sequence[ObservedInstance],
+    healthy: list[ObservedInstance],
+    od_have: float,
+    state: PolicyState,
+    notes: list[str],
+) -> tuple[dict[str, int], list[ObservedInstance]] | None:
     """Spot launches and the on-demand fallback nodes they replace (rule 6), or ``None``."""
     policy = ctx.spec.rebalance
     if od_have <= ctx.baseline + EPS or policy.max_moves_per_pass == 0:
         return None
     if state.last_return_at is not None and ctx.now - state.last_return_at < policy.return_cooldown_seconds:
         return None
-    old = [i for i in healthy if i.market is Market.ON_DEMAND and ctx.now - i.launched_at >= policy.min_fallback_age_seconds]
+    old = [
+        i
+        for i in healthy
+        if i.market is Market.ON_DEMAND and ctx.now - i.launched_at >= policy.min_fallback_age_seconds
+    ]
     old.sort(key=lambda i: (-i.price_per_hour / max(ctx.weight(i.accelerator, i.gpus), EPS), -i.launched_at, i.id))
     chosen: list[ObservedInstance] = []
     spare = od_have - ctx.baseline
@@ -422,9 +486,17 @@ def _return_to_spot(ctx: _Context, ours: Sequence[ObservedInstance], healthy: li
     return _saving_move(ctx, ours, healthy, od_have, chosen, notes, "returning {k} on-demand node(s) to spot")
 
 
-def _saving_move(ctx: _Context, ours: Sequence[ObservedInstance], healthy: list[ObservedInstance], od_have: float,
-                 chosen: list[ObservedInstance], notes: list[str], say: str, *, whole: bool = False
-                 ) -> tuple[dict[str, int], list[ObservedInstance]] | None:
+def _saving_move(
+    ctx: _Context,
+    ours: Sequence[ObservedInstance],
+    healthy: list[ObservedInstance],
+    od_have: float,
+    chosen: list[ObservedInstance],
+    notes: list[str],
+    say: str,
+    *,
+    whole: bool = False,
+) -> tuple[dict[str, int], list[ObservedInstance]] | None:
     """The largest prefix of ``chosen`` whose spot replacements save ``min_saving`` of its price
     within the budget (only all of ``chosen`` when ``whole``): (launches, nodes they replace), or
     ``None``."""
@@ -451,8 +523,14 @@ def _saving_move(ctx: _Context, ours: Sequence[ObservedInstance], healthy: list[
     return None
 
 
-def _move_spot(ctx: _Context, ours: Sequence[ObservedInstance], healthy: list[ObservedInstance], od_have: float,
-               state: PolicyState, notes: list[str]) -> tuple[dict[str, int], list[ObservedInstance]] | None:
+def _move_spot(
+    ctx: _Context,
+    ours: Sequence[ObservedInstance],
+    healthy: list[ObservedInstance],
+    od_have: float,
+    state: PolicyState,
+    notes: list[str],
+) -> tuple[dict[str, int], list[ObservedInstance]] | None:
     """Rule 11 (``rebalance.spot_moves``): ready spot nodes in pools dearer per weighted GPU than
     the cheapest spot pool the plan may use now move there, make before break, on the terms of
     rule 6 (``min_saving`` at the planner's true cost, ``max_moves_per_pass``, the cooldown):
@@ -462,18 +540,29 @@ def _move_spot(ctx: _Context, ours: Sequence[ObservedInstance], healthy: list[Ob
         return None
     if state.last_return_at is not None and ctx.now - state.last_return_at < policy.return_cooldown_seconds:
         return None
-    per = lambda o: o.price_per_hour / max(ctx.weight(o.accelerator, o.gpus), EPS)     # noqa: E731
+    per = lambda o: o.price_per_hour / max(ctx.weight(o.accelerator, o.gpus), EPS)  # noqa: E731
     open_ = [per(o) for o in ctx.plannable if o.market is Market.SPOT and o.capacity_hint != 0]
     if not open_:
         return None
-    spot = sorted((i for i in healthy if i.market is Market.SPOT and not i.starting and per(i) > min(open_) + EPS),
-                  key=lambda i: (-per(i), -i.launched_at, i.id))
-    return _saving_move(ctx, ours, healthy, od_have, spot[:policy.max_moves_per_pass], notes,
-                        "moving {k} spot node(s) to a cheaper pool", whole=True)   # one plan per pass
+    spot = sorted(
+        (i for i in healthy if i.market is Market.SPOT and not i.starting and per(i) > min(open_) + EPS),
+        key=lambda i: (-per(i), -i.launched_at, i.id),
+    )
+    return _saving_move(
+        ctx,
+        ours,
+        healthy,
+        od_have,
+        spot[: policy.max_moves_per_pass],
+        notes,
+        "moving {k} spot node(s) to a cheaper pool",
+        whole=True,
+    )  # one plan per pass
 
 
-def _spot_moves(ctx: _Context, current: Mapping[str, int], have: float, od_have: float
-                ) -> tuple[dict[str, int], float] | None:
+def _spot_moves(
+    ctx: _Context, current: Mapping[str, int], have: float, od_have: float
+) -> tuple[dict[str, int], float] | None:
     """Spot launches that cover the target without new on-demand and their expected true cost
     per hour (price plus the work interruptions lose, as the planner counts it), or ``None``."""
     offers = []

@@ -19,9 +19,12 @@ from fleet.rebalance.types import Decision, Launch, ObservedInstance
 from fleet.spec import FleetSpec
 
 
-def decide_with_head(spec: FleetSpec, offers: Sequence[Offer], instances: Sequence[ObservedInstance],
-                     decide_workers: Callable[[FleetSpec, Sequence[Offer], Sequence[ObservedInstance]], Decision]
-                     ) -> Decision:
+def decide_with_head(
+    spec: FleetSpec,
+    offers: Sequence[Offer],
+    instances: Sequence[ObservedInstance],
+    decide_workers: Callable[[FleetSpec, Sequence[Offer], Sequence[ObservedInstance]], Decision],
+) -> Decision:
     """``decide_workers`` on the workers, plus the head rule (see the module doc)."""
     assert spec.head is not None
     worker_offers, head_offers = heads.split(offers)
@@ -39,6 +42,12 @@ def decide_with_head(spec: FleetSpec, offers: Sequence[Offer], instances: Sequen
     except PlanError as err:
         return replace(decision, incidents=(*decision.incidents, f"{lost}; cannot relaunch: {err}"))
     launch = Launch(offer, missing, "head-lost")
-    return replace(decision, actions=(launch, *decision.actions), notes=(*decision.notes, *notes),
-                   incidents=(*decision.incidents, f"{lost}; relaunching on-demand in {offer.pool.id}; "
-                              "workers may stall until it is back"))
+    return replace(
+        decision,
+        actions=(launch, *decision.actions),
+        notes=(*decision.notes, *notes),
+        incidents=(
+            *decision.incidents,
+            f"{lost}; relaunching on-demand in {offer.pool.id}; workers may stall until it is back",
+        ),
+    )

@@ -31,8 +31,9 @@ def spares(spec: FleetSpec, offers: Sequence[Offer], healthy: Sequence[ObservedI
     if not spot:
         return 0
     hours = spec.rebalance.cold_start_seconds / 3600
-    expected = sum(spec.weight(i.accelerator) * i.gpus * rate.get(i.pool, 0.0) * hours
-                   for i in healthy if i.market is Market.SPOT)
+    expected = sum(
+        spec.weight(i.accelerator) * i.gpus * rate.get(i.pool, 0.0) * hours for i in healthy if i.market is Market.SPOT
+    )
     node = max(spec.weight(o.accelerator) * o.gpus for o in spot)
     target = spec.capacity.gpus
     return int(min(target, max(node, math.ceil(expected - 1e-9))))
@@ -45,8 +46,15 @@ def hedged(spec: FleetSpec, spare: int) -> FleetSpec:
     gpus = spec.capacity.gpus + spare
     share = spare / max(1, gpus - spec.capacity.on_demand_gpus)
     div = spec.diversification
-    return spec.model_copy(update={
-        "capacity": spec.capacity.model_copy(update={"gpus": gpus}),
-        "diversification": div.model_copy(update={"max_pool_share": min(div.max_pool_share, share),
-                                                  "max_zone_share": min(div.max_zone_share, share)}),
-        "rebalance": spec.rebalance.model_copy(update={"hedge": False})})
+    return spec.model_copy(
+        update={
+            "capacity": spec.capacity.model_copy(update={"gpus": gpus}),
+            "diversification": div.model_copy(
+                update={
+                    "max_pool_share": min(div.max_pool_share, share),
+                    "max_zone_share": min(div.max_zone_share, share),
+                }
+            ),
+            "rebalance": spec.rebalance.model_copy(update={"hedge": False}),
+        }
+    )

@@ -39,8 +39,9 @@ class Inputs:
 def fleet_exposure(store: StateStore, fleet: str, now: float) -> dict[str, Exposure]:
     """Pool id -> instance-hours and interruptions over every instance record of ``fleet``
     (alive ones counted until ``now``, on the providers' clock)."""
-    return exposure_of(((r.pool, r.launched_at, r.ended_at, r.end_reason == EventKind.PREEMPTED)
-                        for r in store.instances(fleet)), now)
+    return exposure_of(
+        ((r.pool, r.launched_at, r.ended_at, r.end_reason == EventKind.PREEMPTED) for r in store.instances(fleet)), now
+    )
 
 
 def gather(obs: Observation, store: StateStore | None, providers: Mapping[str, Provider]) -> Inputs:
@@ -51,7 +52,7 @@ def gather(obs: Observation, store: StateStore | None, providers: Mapping[str, P
     notices: dict[str, str] = {}
     pool_events: list[PoolEvent] = []
     last_return = None
-    for e in events:    # oldest first: the latest notice per instance wins
+    for e in events:  # oldest first: the latest notice per instance wins
         if e.kind == EventKind.NOTICE and e.instance_id:
             notices[e.instance_id] = str(e.detail.get("kind", "terminate"))
         elif e.kind == EventKind.PREEMPTED and e.pool:
@@ -63,12 +64,28 @@ def gather(obs: Observation, store: StateStore | None, providers: Mapping[str, P
     instances = []
     for i in obs.instances:
         notice = notices.get(i.id, "")
-        instances.append(ObservedInstance(
-            id=i.id, pool=i.pool.id, market=i.pool.market, accelerator=i.accelerator, gpus=i.gpus,
-            price_per_hour=i.price_per_hour, launched_at=i.launched_at,
-            notice="" if notice == OUTBID else notice, outbid=notice == OUTBID,
-            role=i.tags.get(TAG_ROLE, WORKER), starting=i.state is InstanceState.PENDING))
+        instances.append(
+            ObservedInstance(
+                id=i.id,
+                pool=i.pool.id,
+                market=i.pool.market,
+                accelerator=i.accelerator,
+                gpus=i.gpus,
+                price_per_hour=i.price_per_hour,
+                launched_at=i.launched_at,
+                notice="" if notice == OUTBID else notice,
+                outbid=notice == OUTBID,
+                role=i.tags.get(TAG_ROLE, WORKER),
+                starting=i.state is InstanceState.PENDING,
+            )
+        )
     exposure = fleet_exposure(store, fleet, now) if store is not None else {}
     bidding = frozenset(n for n, p in providers.items() if isinstance(p, RaisesBids))
-    return Inputs(instances=instances, events=pool_events, exposure=exposure,
-                  state=PolicyState(last_return_at=last_return), bidding=bidding, now=now)
+    return Inputs(
+        instances=instances,
+        events=pool_events,
+        exposure=exposure,
+        state=PolicyState(last_return_at=last_return),
+        bidding=bidding,
+        now=now,
+    )

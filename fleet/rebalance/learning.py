@@ -29,8 +29,9 @@ def learned_offers(offers: Sequence[Offer], exposure: Mapping[str, Exposure], pr
         seen = exposure.get(o.pool.id)
         if o.market is Market.SPOT and seen is not None and (seen.hours > 0 or seen.interruptions):
             rate = posterior_rate(o.interruptions_per_hour, prior_hours, seen)
-            o = o.model_copy(update={"interruptions_per_hour": rate,
-                                     "interruption_source": InterruptionSource.OBSERVED})
+            o = o.model_copy(
+                update={"interruptions_per_hour": rate, "interruption_source": InterruptionSource.OBSERVED}
+            )
         out.append(o)
     return out
 

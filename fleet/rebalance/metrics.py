@@ -54,45 +54,87 @@ class Metrics:
         self.stale_after = stale_after
         self.registry = CollectorRegistry()
         r = self.registry
-        self.target = Gauge("spotfleet_target_weighted_gpus", "Target capacity in weighted GPUs.", ["fleet"], registry=r)
-        self.baseline = Gauge("spotfleet_baseline_weighted_gpus", "On-demand baseline in weighted GPUs.", ["fleet"],
-                              registry=r)
-        self.critical = Gauge("spotfleet_critical_weighted_gpus", "On-demand fallback level in weighted GPUs.",
-                              ["fleet"], registry=r)
-        self.running = Gauge("spotfleet_running_weighted_gpus", "Weighted GPUs running after the last pass.",
-                             ["fleet", "provider", "market"], registry=r)
-        self.price = Gauge("spotfleet_price_per_hour_dollars", "What the fleet costs per hour now.", ["fleet"],
-                           registry=r)
+        self.target = Gauge(
+            "spotfleet_target_weighted_gpus", "Target capacity in weighted GPUs.", ["fleet"], registry=r
+        )
+        self.baseline = Gauge(
+            "spotfleet_baseline_weighted_gpus", "On-demand baseline in weighted GPUs.", ["fleet"], registry=r
+        )
+        self.critical = Gauge(
+            "spotfleet_critical_weighted_gpus", "On-demand fallback level in weighted GPUs.", ["fleet"], registry=r
+        )
+        self.running = Gauge(
+            "spotfleet_running_weighted_gpus",
+            "Weighted GPUs running after the last pass.",
+            ["fleet", "provider", "market"],
+            registry=r,
+        )
+        self.price = Gauge(
+            "spotfleet_price_per_hour_dollars", "What the fleet costs per hour now.", ["fleet"], registry=r
+        )
         self.interruptions = Counter("spotfleet_interruptions", "Spot instances lost.", ["fleet"], registry=r)
-        self.actions = Counter("spotfleet_actions", "Rebalancer actions.", ["fleet", "kind", "reason", "done"],
-                               registry=r)
+        self.actions = Counter(
+            "spotfleet_actions", "Rebalancer actions.", ["fleet", "kind", "reason", "done"], registry=r
+        )
         self.passes = Counter("spotfleet_passes", "Rebalancer passes by result.", ["fleet", "result"], registry=r)
-        self.last_time = Gauge("spotfleet_last_pass_timestamp_seconds", "When the last pass started.", ["fleet"],
-                               registry=r)
-        self.last_duration = Gauge("spotfleet_last_pass_duration_seconds", "How long the last pass took.", ["fleet"],
-                                   registry=r)
+        self.last_time = Gauge(
+            "spotfleet_last_pass_timestamp_seconds", "When the last pass started.", ["fleet"], registry=r
+        )
+        self.last_duration = Gauge(
+            "spotfleet_last_pass_duration_seconds", "How long the last pass took.", ["fleet"], registry=r
+        )
         self.last_ok = Gauge("spotfleet_last_pass_ok", "1 when the last pass ended at target.", ["fleet"], registry=r)
-        self.lost = Counter("spotfleet_node_interruptions", "Nodes lost, by pool and the notice that came first.",
-                            ["fleet", "pool", "notice"], registry=r)
-        self.detect = Histogram("spotfleet_time_to_detect_seconds", "From a node's loss to the look that saw it.",
-                                ["fleet"], buckets=DELAY_BUCKETS, registry=r)
-        self.replace = Histogram("spotfleet_time_to_replace_seconds", "From a node's loss to its replacement's launch.",
-                                 ["fleet"], buckets=DELAY_BUCKETS, registry=r)
-        self.last_detect = Gauge("spotfleet_last_time_to_detect_seconds", "Time to detect of the newest lost node.",
-                                 ["fleet"], registry=r)
-        self.last_replace = Gauge("spotfleet_last_time_to_replace_seconds", "Time to replace of the newest lost "
-                                  "node replaced.", ["fleet"], registry=r)
-        self.planned = Gauge("spotfleet_planned_per_hour_dollars", "What the plan priced the running instances at.",
-                             ["fleet"], registry=r)
-        self.billed = Gauge("spotfleet_billed_per_hour_dollars", "What the providers bill for the running instances "
-                            "whose bill was read.", ["fleet"], registry=r)
-        self.billed_n = Gauge("spotfleet_billed_instances", "Running instances whose bill was read.", ["fleet"],
-                              registry=r)
-        self.cost = Gauge("spotfleet_cost_so_far_dollars", "What this run of the fleet cost so far.", ["fleet"],
-                          registry=r)
-        self.breaches = Gauge("spotfleet_bill_breaches", "Running instances billed beyond the budget.", ["fleet"],
-                              registry=r)
-        self._counted: set[str] = set()        # lost nodes counted
+        self.lost = Counter(
+            "spotfleet_node_interruptions",
+            "Nodes lost, by pool and the notice that came first.",
+            ["fleet", "pool", "notice"],
+            registry=r,
+        )
+        self.detect = Histogram(
+            "spotfleet_time_to_detect_seconds",
+            "From a node's loss to the look that saw it.",
+            ["fleet"],
+            buckets=DELAY_BUCKETS,
+            registry=r,
+        )
+        self.replace = Histogram(
+            "spotfleet_time_to_replace_seconds",
+            "From a node's loss to its replacement's launch.",
+            ["fleet"],
+            buckets=DELAY_BUCKETS,
+            registry=r,
+        )
+        self.last_detect = Gauge(
+            "spotfleet_last_time_to_detect_seconds", "Time to detect of the newest lost node.", ["fleet"], registry=r
+        )
+        self.last_replace = Gauge(
+            "spotfleet_last_time_to_replace_seconds",
+            "Time to replace of the newest lost node replaced.",
+            ["fleet"],
+            registry=r,
+        )
+        self.planned = Gauge(
+            "spotfleet_planned_per_hour_dollars",
+            "What the plan priced the running instances at.",
+            ["fleet"],
+            registry=r,
+        )
+        self.billed = Gauge(
+            "spotfleet_billed_per_hour_dollars",
+            "What the providers bill for the running instances whose bill was read.",
+            ["fleet"],
+            registry=r,
+        )
+        self.billed_n = Gauge(
+            "spotfleet_billed_instances", "Running instances whose bill was read.", ["fleet"], registry=r
+        )
+        self.cost = Gauge(
+            "spotfleet_cost_so_far_dollars", "What this run of the fleet cost so far.", ["fleet"], registry=r
+        )
+        self.breaches = Gauge(
+            "spotfleet_bill_breaches", "Running instances billed beyond the budget.", ["fleet"], registry=r
+        )
+        self._counted: set[str] = set()  # lost nodes counted
         self._detected: set[str] = set()
         self._replaced: set[str] = set()
         self._server: ThreadingHTTPServer | None = None
@@ -185,8 +227,11 @@ class Metrics:
                     self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
                 elif path in ("/healthz", "/health"):
                     ok = metrics.healthy()
-                    self._send(200 if ok else 503, b"ok\n" if ok else b"stale: no successful pass lately\n",
-                               "text/plain; charset=utf-8")
+                    self._send(
+                        200 if ok else 503,
+                        b"ok\n" if ok else b"stale: no successful pass lately\n",
+                        "text/plain; charset=utf-8",
+                    )
                 else:
                     self._send(404, b"not found; try /metrics or /healthz\n", "text/plain; charset=utf-8")
 

@@ -35,8 +35,9 @@ class Drained:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def drain(fleet: str, providers: Mapping[str, Provider], instances: Sequence[Instance], store: StateStore,
-          wait_seconds: float) -> Drained:
+def drain(
+    fleet: str, providers: Mapping[str, Provider], instances: Sequence[Instance], store: StateStore, wait_seconds: float
+) -> Drained:
     """Poll every queue-reporting provider for ``fleet``'s notices and record them; see the module doc."""
     out = Drained()
     alive = {i.id: i for i in instances}
@@ -57,8 +58,16 @@ def drain(fleet: str, providers: Mapping[str, Provider], instances: Sequence[Ins
             if n.kind == ENDED or inst is None or (n.instance_id, n.kind) in known:
                 continue
             known.add((n.instance_id, n.kind))
-            rows.append((fleet, EventKind.NOTICE, n.instance_id, inst.pool.id,
-                         {"kind": n.kind, "source": "queue", "region": n.region}, n.at or None))
+            rows.append(
+                (
+                    fleet,
+                    EventKind.NOTICE,
+                    n.instance_id,
+                    inst.pool.id,
+                    {"kind": n.kind, "source": "queue", "region": n.region},
+                    n.at or None,
+                )
+            )
         store.record_events(rows)
         out.recorded += len(rows)
     return out

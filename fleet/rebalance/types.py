@@ -80,8 +80,7 @@ class PolicyState:
 
 
 #: Why a launch is asked for.
-LaunchReason = Literal["replace-lost", "fallback", "early-replace", "return-to-spot", "baseline", "head-lost",
-                       "bridge"]
+LaunchReason = Literal["replace-lost", "fallback", "early-replace", "return-to-spot", "baseline", "head-lost", "bridge"]
 
 
 @dataclass(frozen=True)
@@ -98,8 +97,14 @@ class Launch:
         return self.offer.pool.id
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "pool": self.pool, "count": self.count, "reason": self.reason,
-                "market": self.offer.market.value, "price_per_hour": self.offer.price_per_hour}
+        return {
+            "kind": self.kind,
+            "pool": self.pool,
+            "count": self.count,
+            "reason": self.reason,
+            "market": self.offer.market.value,
+            "price_per_hour": self.offer.price_per_hour,
+        }
 
 
 @dataclass(frozen=True)
@@ -117,8 +122,13 @@ class Terminate:
     kind: Literal["terminate"] = "terminate"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "instance": self.instance_id, "pool": self.pool, "reason": self.reason,
-                "after": list(self.after)}
+        return {
+            "kind": self.kind,
+            "instance": self.instance_id,
+            "pool": self.pool,
+            "reason": self.reason,
+            "after": list(self.after),
+        }
 
 
 @dataclass(frozen=True)
@@ -176,10 +186,14 @@ class Decision:
         return [a for a in self.actions if isinstance(a, RaiseBid)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"actions": [a.to_dict() for a in self.actions], "state": asdict(self.state),
-                "target_weighted_gpus": self.target_weighted_gpus,
-                "healthy_weighted_gpus": self.healthy_weighted_gpus,
-                "on_demand_weighted_gpus": self.on_demand_weighted_gpus,
-                "short_weighted_gpus": self.short_weighted_gpus,
-                "blocked": list(self.blocked), "notes": list(self.notes),
-                **({"incidents": list(self.incidents)} if self.incidents else {})}
+        return {
+            "actions": [a.to_dict() for a in self.actions],
+            "state": asdict(self.state),
+            "target_weighted_gpus": self.target_weighted_gpus,
+            "healthy_weighted_gpus": self.healthy_weighted_gpus,
+            "on_demand_weighted_gpus": self.on_demand_weighted_gpus,
+            "short_weighted_gpus": self.short_weighted_gpus,
+            "blocked": list(self.blocked),
+            "notes": list(self.notes),
+            **({"incidents": list(self.incidents)} if self.incidents else {}),
+        }

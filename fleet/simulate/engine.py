@@ -47,8 +47,8 @@ class View:
     instances: tuple[ObservedInstance, ...]
     events: tuple[PoolEvent, ...]
     exposure: Mapping[str, Exposure]
-    pending: frozenset[str] = frozenset()     # ids already due to be terminated
-    ready: frozenset[str] = frozenset()       # ids past their cold start (doing work)
+    pending: frozenset[str] = frozenset()  # ids already due to be terminated
+    ready: frozenset[str] = frozenset()  # ids past their cold start (doing work)
 
 
 class Policy(Protocol):
@@ -63,7 +63,7 @@ class Policy(Protocol):
 class PoolFigures:
     hours: float
     interruptions: int
-    predicted: float       # the catalog rate times the spot hours run there
+    predicted: float  # the catalog rate times the spot hours run there
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,9 @@ class Outcome:
     max_spend_per_hour: float
     pools: Mapping[str, PoolFigures] = field(default_factory=dict)
     ready_series: tuple[float, ...] = ()
-    cost_series: tuple[float, ...] = ()       # cumulative cost at the end of each tick
+    cost_series: tuple[float, ...] = ()  # cumulative cost at the end of each tick
     on_demand_series: tuple[float, ...] = ()  # weighted GPUs alive on on-demand per tick
-    spot_series: tuple[float, ...] = ()       # weighted GPUs alive on spot per tick
+    spot_series: tuple[float, ...] = ()  # weighted GPUs alive on spot per tick
 
 
 @dataclass
@@ -98,14 +98,31 @@ class _Node:
     checkpoint_seconds: float | None
 
 
-def run(policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int = 1, cold_ticks: int = 1,
-        seed: int = 0, target: float | None = None, keep_series: bool = False,
-        progress: Callable[[int, int], None] | None = None) -> Outcome:
+def run(
+    policy: Policy,
+    spec: FleetSpec,
+    replay: Replay,
+    *,
+    interval_ticks: int = 1,
+    cold_ticks: int = 1,
+    seed: int = 0,
+    target: float | None = None,
+    keep_series: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Outcome:
     """Replay ``replay`` through ``policy``; ``target`` defaults to the spec's (the level that
     counts as "at target", which a policy planning spare nodes exceeds). ``progress(done,
     ticks)`` is called after each simulated day and at the end."""
-    clock = _Clock(policy, spec, replay, interval_ticks=interval_ticks, cold_ticks=cold_ticks, seed=seed,
-                   target=float(spec.capacity.gpus) if target is None else target, keep_series=keep_series)
+    clock = _Clock(
+        policy,
+        spec,
+        replay,
+        interval_ticks=interval_ticks,
+        cold_ticks=cold_ticks,
+        seed=seed,
+        target=float(spec.capacity.gpus) if target is None else target,
+        keep_series=keep_series,
+    )
     for t in range(replay.ticks):
         clock.tick(t)
         if progress is not None and ((t + 1) % max(1, 86400 // replay.tick_seconds) == 0 or t + 1 == replay.ticks):
@@ -128,8 +145,8 @@ class _Tally:
     at_target: int = 0
     at_critical: int = 0
     measured: int = 0
-    hours: dict[str, float] = field(default_factory=dict)        # pool -> node-hours run there
-    lost_in: dict[str, int] = field(default_factory=dict)        # pool -> nodes the market took back
+    hours: dict[str, float] = field(default_factory=dict)  # pool -> node-hours run there
+    lost_in: dict[str, int] = field(default_factory=dict)  # pool -> nodes the market took back
     ready_s: list[float] = field(default_factory=list)
     cost_s: list[float] = field(default_factory=list)
     od_s: list[float] = field(default_factory=list)
@@ -141,8 +158,18 @@ class _Clock:
     doc's model, in its order: the market takes back, make-before-break terminations settle,
     the policy's pass, accounting)."""
 
-    def __init__(self, policy: Policy, spec: FleetSpec, replay: Replay, *, interval_ticks: int, cold_ticks: int,
-                 seed: int, target: float, keep_series: bool):
+    def __init__(
+        self,
+        policy: Policy,
+        spec: FleetSpec,
+        replay: Replay,
+        *,
+        interval_ticks: int,
+        cold_ticks: int,
+        seed: int,
+        target: float,
+        keep_series: bool,
+    ):
         self.policy, self.spec, self.replay = policy, spec, replay
         self.interval_ticks, self.cold_ticks, self.keep_series = interval_ticks, cold_ticks, keep_series
         self.rng = random.Random(seed)
@@ -151,7 +178,7 @@ class _Clock:
         self.critical = max(spec.critical_gpus, 0.0)
         self.memory = spec.rebalance.backoff_memory_seconds
         self.alive: dict[str, _Node] = {}
-        self.waiting: list[tuple[str, tuple[str, ...]]] = []     # (node to terminate, nodes that must be ready first)
+        self.waiting: list[tuple[str, tuple[str, ...]]] = []  # (node to terminate, nodes that must be ready first)
         self.events: list[PoolEvent] = []
         self.seq = 0
         self.tally = _Tally()
@@ -209,10 +236,14 @@ class _Clock:
 
     def view(self, t: int) -> View:
         alive = self.alive.values()
-        return View(now=t * self.gap, instances=tuple(_observed(n, self.gap, t) for n in alive),
-                    events=tuple(self.events), exposure=_exposure(self.tally.hours, self.tally.lost_in),
-                    pending=frozenset(v for v, _ in self.waiting),
-                    ready=frozenset(n.id for n in alive if n.ready_tick <= t))
+        return View(
+            now=t * self.gap,
+            instances=tuple(_observed(n, self.gap, t) for n in alive),
+            events=tuple(self.events),
+            exposure=_exposure(self.tally.hours, self.tally.lost_in),
+            pending=frozenset(v for v, _ in self.waiting),
+            ready=frozenset(n.id for n in alive if n.ready_tick <= t),
+        )
 
     def launch(self, actions: Sequence[Action], t: int) -> tuple[dict[str, list[str]], bool]:
         """The pass's launches, within what each pool holds; the new node ids per pool and
@@ -228,8 +259,14 @@ class _Clock:
             room = a.count if cap is None else max(0, min(a.count, cap - running))
             for _k in range(room):
                 self.seq += 1
-                node = _Node(f"n{self.seq}", a.offer, self.spec.weight(a.offer.accelerator) * a.offer.gpus, t,
-                             t + self.cold_ticks, _checkpoint(a.offer, self.spec))
+                node = _Node(
+                    f"n{self.seq}",
+                    a.offer,
+                    self.spec.weight(a.offer.accelerator) * a.offer.gpus,
+                    t,
+                    t + self.cold_ticks,
+                    _checkpoint(a.offer, self.spec),
+                )
                 self.alive[node.id] = node
                 new_by_pool.setdefault(pool, []).append(node.id)
             self.tally.launches += room
@@ -279,23 +316,44 @@ class _Clock:
     def outcome(self) -> Outcome:
         tally = self.tally
         rates = {o.pool.id: o.interruptions_per_hour for o in self.replay.offers}
-        pools = {p: PoolFigures(h, tally.lost_in.get(p, 0), rates.get(p, 0.0) * h) for p, h in sorted(tally.hours.items())
-                 if p in self.replay.capacity}
+        pools = {
+            p: PoolFigures(h, tally.lost_in.get(p, 0), rates.get(p, 0.0) * h)
+            for p, h in sorted(tally.hours.items())
+            if p in self.replay.capacity
+        }
         measured = tally.measured
-        return Outcome(policy=self.policy.name, at_target=tally.at_target / measured if measured else 0.0,
-                       at_critical=tally.at_critical / measured if measured else 0.0, cost=tally.cost,
-                       interruptions=tally.interruptions, work_lost_gpu_hours=tally.work_lost,
-                       on_demand_node_hours=tally.od_hours, spot_node_hours=tally.spot_hours,
-                       launches=tally.launches, failed_launches=tally.failed, max_spend_per_hour=tally.max_spend,
-                       pools=pools, ready_series=tuple(tally.ready_s), cost_series=tuple(tally.cost_s),
-                       on_demand_series=tuple(tally.od_s), spot_series=tuple(tally.spot_s))
+        return Outcome(
+            policy=self.policy.name,
+            at_target=tally.at_target / measured if measured else 0.0,
+            at_critical=tally.at_critical / measured if measured else 0.0,
+            cost=tally.cost,
+            interruptions=tally.interruptions,
+            work_lost_gpu_hours=tally.work_lost,
+            on_demand_node_hours=tally.od_hours,
+            spot_node_hours=tally.spot_hours,
+            launches=tally.launches,
+            failed_launches=tally.failed,
+            max_spend_per_hour=tally.max_spend,
+            pools=pools,
+            ready_series=tuple(tally.ready_s),
+            cost_series=tuple(tally.cost_s),
+            on_demand_series=tuple(tally.od_s),
+            spot_series=tuple(tally.spot_s),
+        )
 
 
 def _observed(node: _Node, gap: int, tick: int) -> ObservedInstance:
     o = node.offer
-    return ObservedInstance(id=node.id, pool=o.pool.id, market=o.market, accelerator=o.accelerator, gpus=o.gpus,
-                            price_per_hour=o.price_per_hour, launched_at=float(node.launched * gap),
-                            starting=tick < node.ready_tick)
+    return ObservedInstance(
+        id=node.id,
+        pool=o.pool.id,
+        market=o.market,
+        accelerator=o.accelerator,
+        gpus=o.gpus,
+        price_per_hour=o.price_per_hour,
+        launched_at=float(node.launched * gap),
+        starting=tick < node.ready_tick,
+    )
 
 
 def _exposure(hours: Mapping[str, float], lost: Mapping[str, int]) -> dict[str, Exposure]:

@@ -38,8 +38,12 @@ class Replay:
         return None if series is None else series[tick]
 
 
-def build_replay(offers: Sequence[Offer], traces: Sequence[ZoneTrace], ticks: int | None = None,
-                 mapping: Mapping[str, Sequence[str]] | None = None) -> Replay:
+def build_replay(
+    offers: Sequence[Offer],
+    traces: Sequence[ZoneTrace],
+    ticks: int | None = None,
+    mapping: Mapping[str, Sequence[str]] | None = None,
+) -> Replay:
     """Map ``offers``' spot pools to ``traces`` (see the module doc); ``ticks`` cuts the replay."""
     if not traces:
         raise ValueError("no traces")
@@ -63,9 +67,15 @@ def build_replay(offers: Sequence[Offer], traces: Sequence[ZoneTrace], ticks: in
         kept.append(o)
     capacity = {pool: by_name[name].capacity[:n] for pool, name in trace_of.items()}
     used = set(trace_of.values())
-    return Replay(tick_seconds=traces[0].gap_seconds, ticks=n, offers=tuple(kept), capacity=capacity,
-                  trace_of=trace_of, unmapped=tuple(unmapped),
-                  unused=tuple(sorted(t.name for t in traces if t.name not in used)))
+    return Replay(
+        tick_seconds=traces[0].gap_seconds,
+        ticks=n,
+        offers=tuple(kept),
+        capacity=capacity,
+        trace_of=trace_of,
+        unmapped=tuple(unmapped),
+        unused=tuple(sorted(t.name for t in traces if t.name not in used)),
+    )
 
 
 def _trace_for(offer: Offer, mapping: Mapping[str, Sequence[str]], by_name: Mapping[str, ZoneTrace]) -> str | None:

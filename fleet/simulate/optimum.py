@@ -33,7 +33,7 @@ class Optimum:
 
     cost: float | None
     status: str
-    counts: dict[str, tuple[int, ...]]     # alive nodes per pool and tick
+    counts: dict[str, tuple[int, ...]]  # alive nodes per pool and tick
 
 
 def pools_of(spec: FleetSpec, replay: Replay) -> list[tuple[str, float, float, tuple[int, ...] | None]]:
@@ -54,17 +54,18 @@ def pools_of(spec: FleetSpec, replay: Replay) -> list[tuple[str, float, float, t
     return out
 
 
-def solve(spec: FleetSpec, replay: Replay, cold_ticks: int = 1, target: float | None = None,
-          time_limit: float | None = None) -> Optimum:
+def solve(
+    spec: FleetSpec, replay: Replay, cold_ticks: int = 1, target: float | None = None, time_limit: float | None = None
+) -> Optimum:
     """The offline optimum of ``replay`` for ``spec``'s target (see the module doc)."""
     target = float(spec.capacity.gpus) if target is None else target
     pools = pools_of(spec, replay)
     T, P, k = replay.ticks, len(pools), cold_ticks
     if not P:
         return Optimum(None, "no pools", {})
-    n = 2 * P * T                                   # a[p,t] at p*T+t, r[p,t] at P*T + p*T+t
-    A = lambda p, t: p * T + t                      # noqa: E731
-    R = lambda p, t: P * T + p * T + t              # noqa: E731
+    n = 2 * P * T  # a[p,t] at p*T+t, r[p,t] at P*T + p*T+t
+    A = lambda p, t: p * T + t  # noqa: E731
+    R = lambda p, t: P * T + p * T + t  # noqa: E731
     gap_h = replay.tick_seconds / 3600
     c = np.zeros(n)
     lo, hi = np.zeros(n), np.zeros(n)
@@ -107,11 +108,17 @@ def solve(spec: FleetSpec, replay: Replay, cold_ticks: int = 1, target: float | 
             row += 1
     matrix = coo_matrix((vals, (rows, cols)), shape=(row, n)).tocsr()
     options = {"time_limit": time_limit} if time_limit else {}
-    res = milp(c, integrality=integrality, bounds=Bounds(lo, hi),
-               constraints=LinearConstraint(matrix, blo, bhi), options=options)
+    res = milp(
+        c,
+        integrality=integrality,
+        bounds=Bounds(lo, hi),
+        constraints=LinearConstraint(matrix, blo, bhi),
+        options=options,
+    )
     if res.x is None or res.status not in (0, 1):
         return Optimum(None, res.message if res.status != 1 else "time limit reached before any schedule was found", {})
     x = np.round(res.x).astype(int)
-    counts = {pid: tuple(int(v) for v in x[p * T:(p + 1) * T]) for p, (pid, *_rest) in enumerate(pools)}
-    return Optimum(float(c @ x), "optimal" if res.status == 0 else "time limit: best schedule found, not proven optimal",
-                   counts)
+    counts = {pid: tuple(int(v) for v in x[p * T : (p + 1) * T]) for p, (pid, *_rest) in enumerate(pools)}
+    return Optimum(
+        float(c @ x), "optimal" if res.status == 0 else "time limit: best schedule found, not proven optimal", counts
+    )

@@ -49,13 +49,17 @@ class Rebalancer:
     state: PolicyState = field(default_factory=PolicyState)
 
     def act(self, view: View) -> Sequence[Action]:
-        decision = decide(self.spec, self.offers, view.instances, view.events, view.now, self.state,
-                          exposure=view.exposure)
+        decision = decide(
+            self.spec, self.offers, view.instances, view.events, view.now, self.state, exposure=view.exposure
+        )
         self.state = decision.state
         # a return to spot already under way is not started twice (its replacements are starting)
         again = any(isinstance(a, Terminate) and a.instance_id in view.pending for a in decision.actions)
-        return [a for a in decision.actions
-                if not (again and (isinstance(a, Terminate) or getattr(a, "reason", "") == "return-to-spot"))]
+        return [
+            a
+            for a in decision.actions
+            if not (again and (isinstance(a, Terminate) or getattr(a, "reason", "") == "return-to-spot"))
+        ]
 
 
 class _Baseline:
@@ -107,8 +111,10 @@ class SinglePool(_Baseline):
         od = [i for i in view.instances if i.market is Market.ON_DEMAND and i.id not in view.pending]
         if refused or not od:
             return []
-        return [Launch(pool, len(od), "return-to-spot"),
-                *(Terminate(i.id, i.pool, "return-to-spot", after=(pool.pool.id,)) for i in od)]
+        return [
+            Launch(pool, len(od), "return-to-spot"),
+            *(Terminate(i.id, i.pool, "return-to-spot", after=(pool.pool.id,)) for i in od),
+        ]
 
 
 class CheapestFirst(_Baseline):
@@ -152,7 +158,7 @@ class GreedyBridge(_Baseline):
         mine = [i for i in view.instances if i.id not in view.pending]
         spot = [i for i in mine if i.market is Market.SPOT]
         od = [i for i in mine if i.market is Market.ON_DEMAND]
-        w = lambda i: self.spec.weight(i.accelerator) * i.gpus       # noqa: E731
+        w = lambda i: self.spec.weight(i.accelerator) * i.gpus  # noqa: E731
         out: list[Action] = []
         refused = self.refused(view)
         pool = next((o for o in self.spot if o.pool.id not in refused), None)
@@ -216,8 +222,10 @@ class SpotHedge(_Baseline):
         if not od or not active:
             return []
         adds = self._place(active, used, sum(self.spec.weight(i.accelerator) * i.gpus for i in od))
-        return [*(Launch(by_id[p], n, "return-to-spot") for p, n in sorted(adds.items())),
-                *(Terminate(i.id, i.pool, "return-to-spot", after=tuple(sorted(adds))) for i in od)]
+        return [
+            *(Launch(by_id[p], n, "return-to-spot") for p, n in sorted(adds.items())),
+            *(Terminate(i.id, i.pool, "return-to-spot", after=tuple(sorted(adds))) for i in od),
+        ]
 
 
 BASELINES = (AllOnDemand, SinglePool, CheapestFirst, EvenSpread, GreedyBridge, SpotHedge)

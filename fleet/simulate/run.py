@@ -25,8 +25,8 @@ class SimOptions:
     baselines: bool = True
     optimum: bool = True
     series: bool = False
-    rates: str = "catalog"          # or "hazard": spot rates fitted from the replayed traces
-    optimum_time_limit: float | None = None     # seconds HiGHS may take (None: until proven optimal)
+    rates: str = "catalog"  # or "hazard": spot rates fitted from the replayed traces
+    optimum_time_limit: float | None = None  # seconds HiGHS may take (None: until proven optimal)
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,14 @@ def hazard_rates(replay: Replay) -> dict[str, float]:
 def with_hazard_rates(replay: Replay) -> Replay:
     """``replay`` with its spot offers' interruption rates replaced by :func:`hazard_rates`."""
     rates = hazard_rates(replay)
-    offers = tuple(o.model_copy(update={"interruptions_per_hour": rates[o.pool.id],
-                                        "interruption_source": InterruptionSource.TRACE})
-                   if o.pool.id in rates else o for o in replay.offers)
+    offers = tuple(
+        o.model_copy(
+            update={"interruptions_per_hour": rates[o.pool.id], "interruption_source": InterruptionSource.TRACE}
+        )
+        if o.pool.id in rates
+        else o
+        for o in replay.offers
+    )
     return replace(replay, offers=offers)
 
 
@@ -70,8 +75,14 @@ def with_hazard_rates(replay: Replay) -> Replay:
 Progress = Callable[[str, int, int], None]
 
 
-def simulate(spec: FleetSpec, offers: Sequence[Offer], traces: Sequence[ZoneTrace], options: SimOptions = SimOptions(),
-             mapping: Mapping[str, Sequence[str]] | None = None, progress: Progress | None = None) -> Report:
+def simulate(
+    spec: FleetSpec,
+    offers: Sequence[Offer],
+    traces: Sequence[ZoneTrace],
+    options: SimOptions = SimOptions(),
+    mapping: Mapping[str, Sequence[str]] | None = None,
+    progress: Progress | None = None,
+) -> Report:
     """Replay ``traces`` for ``spec`` over the catalog ``offers`` (see ``engine`` for the model)."""
     usable = filter_for_spec(offers, spec)
     gap = traces[0].gap_seconds
@@ -90,13 +101,31 @@ def simulate(spec: FleetSpec, offers: Sequence[Offer], traces: Sequence[ZoneTrac
     if options.baselines:
         chosen += [cls(spec, replay.offers) for cls in policies.BASELINES]
     say = progress or (lambda _what, _done, _total: None)
-    outcomes = tuple(engine.run(p, spec, replay, interval_ticks=interval, cold_ticks=cold, seed=options.seed,
-                                target=target, keep_series=options.series,
-                                progress=partial(say, p.name)) for p in chosen)
+    outcomes = tuple(
+        engine.run(
+            p,
+            spec,
+            replay,
+            interval_ticks=interval,
+            cold_ticks=cold,
+            seed=options.seed,
+            target=target,
+            keep_series=options.series,
+            progress=partial(say, p.name),
+        )
+        for p in chosen
+    )
     best = None
     if options.optimum:
         say("optimum", 0, 1)
         best = optimum.solve(spec, replay, cold_ticks=cold, time_limit=options.optimum_time_limit)
         say("optimum", 1, 1)
-    return Report(replay=replay, options=options, interval_ticks=interval, cold_ticks=cold, outcomes=outcomes,
-                  optimum=best, notes=tuple(notes))
+    return Report(
+        replay=replay,
+        options=options,
+        interval_ticks=interval,
+        cold_ticks=cold,
+        outcomes=outcomes,
+        optimum=best,
+        notes=tuple(notes),
+    )

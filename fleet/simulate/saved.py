@@ -38,8 +38,12 @@ def load(home: Path, fleet: str) -> dict[str, Any] | None:
         got = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         return {"error": f"{path}: cannot read the saved simulation ({err}); run `fleet simulate SPEC --save` again"}
-    ok = (isinstance(got, dict) and isinstance(got.get("result"), dict)
-          and isinstance(got["result"].get("policies"), list) and isinstance(got.get("saved_at"), (int, float)))
+    ok = (
+        isinstance(got, dict)
+        and isinstance(got.get("result"), dict)
+        and isinstance(got["result"].get("policies"), list)
+        and isinstance(got.get("saved_at"), (int, float))
+    )
     if not ok:
         return {"error": f"{path} is not a saved simulation; run `fleet simulate SPEC --save` again"}
     return {"saved_at": got["saved_at"], "result": got["result"]}

@@ -29,18 +29,18 @@ from fleet.simulate.tracefile import UNLIMITED, ZoneTrace
 @dataclass(frozen=True)
 class ZoneModel:
     name: str
-    up_runs: tuple[int, ...]          # recorded available run lengths (ticks)
-    down_runs: tuple[int, ...]        # recorded unavailable run lengths (ticks)
-    start_up: float                   # share of ticks available
-    own_drop_share: float             # share of this zone's drops that were not part of a shock
+    up_runs: tuple[int, ...]  # recorded available run lengths (ticks)
+    down_runs: tuple[int, ...]  # recorded unavailable run lengths (ticks)
+    start_up: float  # share of ticks available
+    own_drop_share: float  # share of this zone's drops that were not part of a shock
 
 
 @dataclass(frozen=True)
 class TraceModel:
     gap_seconds: int
     zones: tuple[ZoneModel, ...]
-    shocks: tuple[tuple[str, ...], ...]     # zones that dropped together, one entry per recorded tick
-    shock_rate: float                       # shocks per tick
+    shocks: tuple[tuple[str, ...], ...]  # zones that dropped together, one entry per recorded tick
+    shock_rate: float  # shocks per tick
 
 
 def _down_runs(available: Sequence[bool]) -> list[int]:
@@ -64,11 +64,21 @@ def fit(traces: Sequence[ZoneTrace]) -> TraceModel:
         a = avail[t.name]
         mine = drops[t.name]
         in_shock = sum(1 for s in shocks if t.name in s)
-        zones.append(ZoneModel(
-            name=t.name, up_runs=tuple(n for n, _ in run_lengths(a)), down_runs=tuple(_down_runs(a)),
-            start_up=sum(a) / len(a), own_drop_share=1.0 - in_shock / len(mine) if mine else 1.0))
-    return TraceModel(gap_seconds=traces[0].gap_seconds, zones=tuple(zones), shocks=tuple(shocks),
-                      shock_rate=len(shocks) / max(1, ticks - 1))
+        zones.append(
+            ZoneModel(
+                name=t.name,
+                up_runs=tuple(n for n, _ in run_lengths(a)),
+                down_runs=tuple(_down_runs(a)),
+                start_up=sum(a) / len(a),
+                own_drop_share=1.0 - in_shock / len(mine) if mine else 1.0,
+            )
+        )
+    return TraceModel(
+        gap_seconds=traces[0].gap_seconds,
+        zones=tuple(zones),
+        shocks=tuple(shocks),
+        shock_rate=len(shocks) / max(1, ticks - 1),
+    )
 
 
 def generate(model: TraceModel, ticks: int, seed: int, counts: tuple[int, int] | None = None) -> list[ZoneTrace]:

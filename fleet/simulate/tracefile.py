@@ -26,9 +26,9 @@ UNLIMITED = 1_000_000
 
 
 class ValueMeaning(str, Enum):
-    ZERO = "zero"      # 0 = available (shipped SkyNomad traces)
-    ONE = "one"        # 1 = available
-    COUNT = "count"    # the value is the number of instances available
+    ZERO = "zero"  # 0 = available (shipped SkyNomad traces)
+    ONE = "one"  # 1 = available
+    COUNT = "count"  # the value is the number of instances available
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,9 @@ class ZoneTrace:
         return tuple(c > 0 for c in self.capacity)
 
 
-def parse_trace(raw: Any, stem: str, meaning: ValueMeaning = ValueMeaning.ZERO,
-                gap_seconds: int | None = None) -> ZoneTrace:
+def parse_trace(
+    raw: Any, stem: str, meaning: ValueMeaning = ValueMeaning.ZERO, gap_seconds: int | None = None
+) -> ZoneTrace:
     """One parsed trace file; ``FleetError`` naming the field when the file is malformed.
 
     ``gap_seconds`` overrides the file's ``metadata.gap_seconds`` (and is needed without it)."""
@@ -75,8 +76,9 @@ def parse_trace(raw: Any, stem: str, meaning: ValueMeaning = ValueMeaning.ZERO,
     return ZoneTrace(name=name, gap_seconds=int(gap), capacity=capacity)
 
 
-def load_traces(directory: Path, meaning: ValueMeaning = ValueMeaning.ZERO,
-                gap_seconds: int | None = None) -> list[ZoneTrace]:
+def load_traces(
+    directory: Path, meaning: ValueMeaning = ValueMeaning.ZERO, gap_seconds: int | None = None
+) -> list[ZoneTrace]:
     """Every ``*.json`` trace in ``directory``, sorted by name, cut to the shortest one.
 
     All traces must share one tick length."""
@@ -93,8 +95,10 @@ def load_traces(directory: Path, meaning: ValueMeaning = ValueMeaning.ZERO,
         raise FleetError(f"--traces {directory}: no *.json trace files there")
     gaps = {t.gap_seconds for t in traces}
     if len(gaps) > 1:
-        raise FleetError(f"--traces {directory}: traces have different tick lengths {sorted(gaps)}; "
-                         "give one with --tick or split the directory")
+        raise FleetError(
+            f"--traces {directory}: traces have different tick lengths {sorted(gaps)}; "
+            "give one with --tick or split the directory"
+        )
     names = [t.name for t in traces]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:

@@ -39,9 +39,22 @@ from fleet.state.records import (
 from fleet.state.rows import Damage, DamagedRowError
 
 __all__ = [
-    "SCHEMA_VERSION", "CorruptStoreError", "UnwritableStoreError", "StateStore", "open_store", "BlockRecord", "EventKind", "EventRecord", "FleetRecord",
-    "Damage", "DamagedRowError",
-    "FleetStatus", "InstanceRecord", "LaunchRecord", "LaunchStatus", "LockInfo",
+    "SCHEMA_VERSION",
+    "CorruptStoreError",
+    "UnwritableStoreError",
+    "StateStore",
+    "open_store",
+    "BlockRecord",
+    "EventKind",
+    "EventRecord",
+    "FleetRecord",
+    "Damage",
+    "DamagedRowError",
+    "FleetStatus",
+    "InstanceRecord",
+    "LaunchRecord",
+    "LaunchStatus",
+    "LockInfo",
 ]
 
 
@@ -50,8 +63,9 @@ class StateStore(Protocol):
     read_only: bool
 
     # fleets
-    def save_fleet(self, name: str, *, status: str, spec_json: str | None = None, spec_hash: str = "",
-                   backend: str = "") -> FleetRecord:
+    def save_fleet(
+        self, name: str, *, status: str, spec_json: str | None = None, spec_hash: str = "", backend: str = ""
+    ) -> FleetRecord:
         """Create or update a fleet; a ``None`` spec keeps the recorded one."""
 
     def set_status(self, name: str, status: str) -> None: ...
@@ -67,33 +81,51 @@ class StateStore(Protocol):
     def latest_plan(self, fleet: str, *, applied_only: bool = False) -> Plan | None: ...
     def applied_plans(self, fleet: str, *, limit: int = 20) -> list[tuple[Plan, float]]:
         """The newest ``limit`` applied plans of ``fleet`` with when each was (last) applied, oldest first."""
+
     def latest_plan_digest(self, fleet: str, *, applied_only: bool = False) -> PlanDigest | None:
         """What ``latest_plan`` returns, as the plain ``PlanDigest`` a read-only look needs."""
 
     # launches
-    def begin_launch(self, fleet: str, plan_id: str, pool: str, count: int,
-                     token_for: Callable[[int], str]) -> LaunchRecord:
+    def begin_launch(
+        self, fleet: str, plan_id: str, pool: str, count: int, token_for: Callable[[int], str]
+    ) -> LaunchRecord:
         """Record a launch (next sequence number, its token) before the provider call."""
 
-    def finish_launch(self, launch_id: int, *, status: str, launched: int, error_kind: str = "",
-                      error_message: str = "") -> None: ...
+    def finish_launch(
+        self, launch_id: int, *, status: str, launched: int, error_kind: str = "", error_message: str = ""
+    ) -> None: ...
     def launches(self, fleet: str, *, status: str | None = None) -> list[LaunchRecord]: ...
 
     # instances and events
-    def record_instances(self, fleet: str, instances: Iterable[Instance], *,
-                         on_demand_prices: dict[str, float] | None = None, plan_id: str = "") -> int: ...
+    def record_instances(
+        self,
+        fleet: str,
+        instances: Iterable[Instance],
+        *,
+        on_demand_prices: dict[str, float] | None = None,
+        plan_id: str = "",
+    ) -> int: ...
     def end_instances(self, fleet: str, ended: dict[str, tuple[float, str]]) -> None: ...
     def record_billed(self, fleet: str, rates: dict[str, BilledRate]) -> None:
         """Record what the provider bills for these instances (``{id: BilledRate}``), beside their
         planned price; a later reading replaces an earlier one (a re-bid changes the bill)."""
 
     def instances(self, fleet: str, *, alive_only: bool = False) -> list[InstanceRecord]: ...
-    def record_event(self, fleet: str, kind: str, *, instance_id: str = "", pool: str = "",
-                     detail: dict[str, Any] | None = None, ts: float | None = None) -> None:
+    def record_event(
+        self,
+        fleet: str,
+        kind: str,
+        *,
+        instance_id: str = "",
+        pool: str = "",
+        detail: dict[str, Any] | None = None,
+        ts: float | None = None,
+    ) -> None:
         """Append one event; ``ts`` defaults to now (epoch seconds). Kinds: see ``EventKind``."""
 
-    def record_events(self, events: Iterable[tuple[str, str, str, str, dict[str, Any] | None, float | None]]
-                      ) -> None: ...
+    def record_events(
+        self, events: Iterable[tuple[str, str, str, str, dict[str, Any] | None, float | None]]
+    ) -> None: ...
     def events(self, fleet: str, *, kinds: Collection[str] = ()) -> list[EventRecord]: ...
 
     # blocked pools
@@ -107,6 +139,7 @@ class StateStore(Protocol):
 
     def refresh_lock(self, fleet: str, *, ttl: float = ...) -> None:
         """Extend this process's lease; ``FleetLockedError`` when another process took it over."""
+
     def lock_holder(self, fleet: str) -> LockInfo | None: ...
     def verify(self) -> None:
         """Read everything once; ``CorruptStoreError`` when the file is damaged."""

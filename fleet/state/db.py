@@ -29,6 +29,7 @@ class UnwritableStoreError(StateError):
     """The store can (maybe) be read but not written: a read-only filesystem or folder, or a full
     disk. ``fleet down`` and ``fleet status`` then work from what they can read."""
 
+
 _V1 = """
 CREATE TABLE fleets (
   name TEXT PRIMARY KEY, status TEXT NOT NULL, spec_json TEXT, spec_hash TEXT NOT NULL DEFAULT '',
@@ -97,8 +98,10 @@ def path_from_url(url: str) -> Path:
         return Path(url.removeprefix("sqlite://"))
     if "://" in url:
         scheme = url.split("://", 1)[0]
-        raise StateError(f"state store URL {url!r}: scheme {scheme!r} is not supported yet; "
-                         "use a file path or sqlite:///path (set $SPOTFLEET_STATE)")
+        raise StateError(
+            f"state store URL {url!r}: scheme {scheme!r} is not supported yet; "
+            "use a file path or sqlite:///path (set $SPOTFLEET_STATE)"
+        )
     return Path(url).expanduser()
 
 
@@ -109,11 +112,15 @@ def connect(path: Path, *, create: bool, read_only: bool = False) -> sqlite3.Con
     A store that is a symbolic link is refused: every command makes the store private, and a
     link would have it change the mode of whatever file the link names."""
     if path.is_symlink():
-        raise StateError(f"state store {path} is a symbolic link (to {os.readlink(path)}); spotfleet does not "
-                         f"follow it: point $SPOTFLEET_STATE at the real file")
+        raise StateError(
+            f"state store {path} is a symbolic link (to {os.readlink(path)}); spotfleet does not "
+            f"follow it: point $SPOTFLEET_STATE at the real file"
+        )
     if not path.exists() and not create:
-        raise StateError(f"no state store at {path}: create a fleet with `fleet up SPEC`, or {REPAIR_HINT} "
-                         "(a store copied elsewhere: point $SPOTFLEET_STATE at the copy)")
+        raise StateError(
+            f"no state store at {path}: create a fleet with `fleet up SPEC`, or {REPAIR_HINT} "
+            "(a store copied elsewhere: point $SPOTFLEET_STATE at the copy)"
+        )
     if read_only:
         return _connect_read_only(path)
     if path.is_dir():
@@ -123,12 +130,14 @@ def connect(path: Path, *, create: bool, read_only: bool = False) -> sqlite3.Con
             private_dir(path.parent)
         except OSError as err:
             raise StateError(f"cannot create the state folder {path.parent}: {err.strerror}") from None
-    if path.exists() or create:   # the store and its WAL files are private: 0600 (SQLite copies the mode)
+    if path.exists() or create:  # the store and its WAL files are private: 0600 (SQLite copies the mode)
         for suffix in ("", "-wal", "-shm"):
             if suffix == "" or os.path.lexists(f"{path}{suffix}"):
                 if Path(f"{path}{suffix}").is_symlink():
-                    raise StateError(f"{path}{suffix} is a symbolic link; spotfleet does not follow links "
-                                     "beside its state store: remove it")
+                    raise StateError(
+                        f"{path}{suffix} is a symbolic link; spotfleet does not follow links "
+                        "beside its state store: remove it"
+                    )
                 private_file(Path(f"{path}{suffix}"))
     try:
         conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
@@ -156,8 +165,9 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     last: sqlite3.Error | None = None
     for query in ("mode=ro", "mode=ro&immutable=1"):
         try:
-            conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=10.0, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                f"{uri}?{query}", uri=True, timeout=10.0, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as err:
             last = err
             continue
@@ -169,8 +179,10 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
             continue
         if found is None or int(found[0]) != latest_version():
             conn.close()
-            raise StateError(f"state store {path} has schema v{found[0] if found else '?'} and cannot be "
-                             f"migrated to v{latest_version()} while it cannot be written")
+            raise StateError(
+                f"state store {path} has schema v{found[0] if found else '?'} and cannot be "
+                f"migrated to v{latest_version()} while it cannot be written"
+            )
         return conn
     with translated(path):
         raise last if last is not None else sqlite3.OperationalError("unable to open database file")
@@ -181,8 +193,9 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "schema_version" not in tables:
         if tables - {"sqlite_sequence"}:
-            raise StateError(f"{path} is an SQLite file but not a spotfleet state store; "
-                             "point $SPOTFLEET_STATE elsewhere")
+            raise StateError(
+                f"{path} is an SQLite file but not a spotfleet state store; point $SPOTFLEET_STATE elsewhere"
+            )
         if not create:
             raise CorruptStoreError(f"state store {path} is empty; {REPAIR_HINT}")
         version = 0
@@ -193,15 +206,17 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
         version = int(row[0])
     latest = latest_version()
     if version > latest:
-        raise StateError(f"state store {path} has schema v{version}, newer than this spotfleet knows "
-                         f"(v{latest}); upgrade spotfleet")
+        raise StateError(
+            f"state store {path} has schema v{version}, newer than this spotfleet knows (v{latest}); upgrade spotfleet"
+        )
     if version == latest:
         return
     with transaction(conn):
         # re-read inside the write lock: another process may have migrated meanwhile
         have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        current = int(conn.execute("SELECT version FROM schema_version").fetchone()[0]) \
-            if "schema_version" in have else 0
+        current = (
+            int(conn.execute("SELECT version FROM schema_version").fetchone()[0]) if "schema_version" in have else 0
+        )
         if current == 0:
             conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
             conn.execute("INSERT INTO schema_version VALUES (0)")
@@ -260,8 +275,10 @@ def copy_advice(path: Path) -> str:
     import shlex
 
     target = "~/spotfleet-state"
-    return (f"`mkdir -p {target} && cp -p {shlex.quote(str(path))}* {target}/ && "
-            f"export SPOTFLEET_STATE={target}/{shlex.quote(path.name)}`")
+    return (
+        f"`mkdir -p {target} && cp -p {shlex.quote(str(path))}* {target}/ && "
+        f"export SPOTFLEET_STATE={target}/{shlex.quote(path.name)}`"
+    )
 
 
 def read_only_message(path: Path) -> str:
@@ -270,17 +287,25 @@ def read_only_message(path: Path) -> str:
     on_ro_fs, full = _filesystem(folder)
     copy = f"copy the store to a writable folder and use the copy: {copy_advice(path)}"
     if on_ro_fs:
-        return (f"state store {path} cannot be written: the filesystem holding {folder} is mounted read-only; "
-                f"remount it read-write, or {copy}")
+        return (
+            f"state store {path} cannot be written: the filesystem holding {folder} is mounted read-only; "
+            f"remount it read-write, or {copy}"
+        )
     if full:
-        return (f"state store {path} cannot be written: the filesystem holding {folder} is full; "
-                f"free space there, or {copy}")
+        return (
+            f"state store {path} cannot be written: the filesystem holding {folder} is full; "
+            f"free space there, or {copy}"
+        )
     blocked = [p for p in (path, folder) if p.exists() and not os.access(p, os.W_OK)]
     if blocked and all(_owned(p) for p in blocked):
-        return (f"state store {path} cannot be written: {' and '.join(map(str, blocked))} not writable by this "
-                f"user; make it writable (`chmod u+w {' '.join(map(str, blocked))}`), or {copy}")
-    return (f"state store {path} cannot be written: {folder} is not writable by this user (nor is it theirs to "
-            f"change); ask its owner, or {copy}")
+        return (
+            f"state store {path} cannot be written: {' and '.join(map(str, blocked))} not writable by this "
+            f"user; make it writable (`chmod u+w {' '.join(map(str, blocked))}`), or {copy}"
+        )
+    return (
+        f"state store {path} cannot be written: {folder} is not writable by this user (nor is it theirs to "
+        f"change); ask its owner, or {copy}"
+    )
 
 
 def _owned(p: Path) -> bool:
@@ -298,12 +323,17 @@ def translated(path: Path) -> Iterator[None]:
     except sqlite3.OperationalError as err:
         text = str(err)
         if "locked" in text or "busy" in text:
-            raise StateError(f"state store {path} is busy (another fleet command is writing); "
-                             "try again in a moment") from None
+            raise StateError(
+                f"state store {path} is busy (another fleet command is writing); try again in a moment"
+            ) from None
         if "no such table" in text or "no such column" in text:
             raise CorruptStoreError(f"state store {path} is damaged ({text}); {REPAIR_HINT}") from None
-        if ("readonly" in text or "disk is full" in text or ("unable to open" in text and not writable(path))
-                or ("disk I/O error" in text and any(_filesystem(path.parent)))):
+        if (
+            "readonly" in text
+            or "disk is full" in text
+            or ("unable to open" in text and not writable(path))
+            or ("disk I/O error" in text and any(_filesystem(path.parent)))
+        ):
             raise UnwritableStoreError(read_only_message(path)) from None
         raise StateError(f"state store {path}: {text}") from None
     except sqlite3.DatabaseError as err:

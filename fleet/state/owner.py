@@ -80,6 +80,6 @@ def is_alive(owner: str) -> bool | None:
     except PermissionError:
         pass  # exists, owned by another user
     fields = _stat(pid)
-    if fields and fields[0] in ("Z", "X"):   # killed, not yet reaped by its parent
+    if fields and fields[0] in ("Z", "X"):  # killed, not yet reaped by its parent
         return False
     return not start or len(fields) <= 19 or fields[19] == start

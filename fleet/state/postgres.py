@@ -28,6 +28,7 @@ from fleet.state.sql import KIND_RE, LOCK_TTL_SECONDS, SQLStore, guarded
 
 __all__ = ["KIND_RE", "LOCK_TTL_SECONDS", "SCHEMES", "PostgresStore", "is_postgres_url", "redacted"]
 
+
 def redacted(url: str) -> str:
     """``url`` without its password, for messages."""
     parts = urlsplit(url)
@@ -57,8 +58,9 @@ class PostgresStore(SQLStore):
         super().__init__(redacted(url))
         self.read_only = read_only
         try:
-            self._conn = psycopg.connect(url.replace("postgres://", "postgresql://", 1), autocommit=True,
-                                         connect_timeout=10)
+            self._conn = psycopg.connect(
+                url.replace("postgres://", "postgresql://", 1), autocommit=True, connect_timeout=10
+            )
         except psycopg.Error as err:
             raise StateError(f"cannot open the state store {self.url}: {str(err).strip()}") from None
         try:
@@ -76,12 +78,13 @@ class PostgresStore(SQLStore):
         try:
             yield
         except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.DiskFull) as err:
-            raise UnwritableStoreError(f"state store {self.url} cannot be written ({err.diag.message_primary}); "
-                                       "fleet commands record every step there: make the database writable "
-                                       "(a primary with free disk), then run the command again") from None
+            raise UnwritableStoreError(
+                f"state store {self.url} cannot be written ({err.diag.message_primary}); "
+                "fleet commands record every step there: make the database writable "
+                "(a primary with free disk), then run the command again"
+            ) from None
         except psycopg.errors.UndefinedTable as err:
-            raise StateError(f"state store {self.url} is damaged ({err.diag.message_primary}); "
-                             f"{REPAIR_HINT}") from None
+            raise StateError(f"state store {self.url} is damaged ({err.diag.message_primary}); {REPAIR_HINT}") from None
         except psycopg.OperationalError as err:
             raise StateError(f"cannot reach the state store {self.url}: {str(err).strip()}") from None
         except psycopg.Error as err:
@@ -102,7 +105,7 @@ class PostgresStore(SQLStore):
         return self._conn.transaction()
 
     def _write(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()   # autocommit: one statement is its own transaction
+        return contextlib.nullcontext()  # autocommit: one statement is its own transaction
 
     def _serialise(self, key: str) -> None:
         self._exec("SELECT pg_advisory_xact_lock(hashtext(?))", (key,))
@@ -112,12 +115,16 @@ class PostgresStore(SQLStore):
 
     @guarded
     def _migrate(self, create: bool) -> None:
-        have = {r[0] for r in self._all("SELECT table_name FROM information_schema.tables"
-                                        " WHERE table_schema = current_schema()")}
+        have = {
+            r[0]
+            for r in self._all("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+        }
         if "schema_version" not in have:
             if "fleets" in have:
-                raise StateError(f"{self.url} holds a `fleets` table but is not a spotfleet state store; "
-                                 "point --state at another database")
+                raise StateError(
+                    f"{self.url} holds a `fleets` table but is not a spotfleet state store; "
+                    "point --state at another database"
+                )
             if not create:
                 raise StateError(f"no state store at {self.url}: create a fleet with `fleet up SPEC`, or {REPAIR_HINT}")
         latest = max(MIGRATIONS)
@@ -129,8 +136,10 @@ class PostgresStore(SQLStore):
                 self._conn.execute("INSERT INTO schema_version VALUES (0)")
             current = int(row[0][0]) if row else 0
             if current > latest:
-                raise StateError(f"state store {self.url} has schema v{current}, newer than this spotfleet knows "
-                                 f"(v{latest}); upgrade spotfleet")
+                raise StateError(
+                    f"state store {self.url} has schema v{current}, newer than this spotfleet knows "
+                    f"(v{latest}); upgrade spotfleet"
+                )
             for version in range(current + 1, latest + 1):
                 for step in MIGRATIONS[version]:
                     self._conn.execute(step)
@@ -141,8 +150,10 @@ class PostgresStore(SQLStore):
         """For a read-only open: the schema must already be this version's (nothing is migrated)."""
         found = self._all("SELECT version FROM schema_version")
         if not found or int(found[0][0]) != max(MIGRATIONS):
-            raise StateError(f"state store {self.url} is not at schema v{max(MIGRATIONS)} and cannot be "
-                             "migrated while it cannot be written")
+            raise StateError(
+                f"state store {self.url} is not at schema v{max(MIGRATIONS)} and cannot be "
+                "migrated while it cannot be written"
+            )
 
     @guarded
     def verify(self) -> None:

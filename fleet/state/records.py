@@ -14,11 +14,11 @@ from typing import Any
 class FleetStatus:
     """The life of a fleet record, as the CLI reports it."""
 
-    PLANNED = "planned"      # `up` started, nothing confirmed yet
-    UP = "up"                # last apply reached its plan
-    SHORT = "short"          # last apply ended with a shortfall
-    DOWN = "down"            # `down` terminated everything
-    REPAIRED = "repaired"    # rebuilt from provider tags by `fleet repair`
+    PLANNED = "planned"  # `up` started, nothing confirmed yet
+    UP = "up"  # last apply reached its plan
+    SHORT = "short"  # last apply ended with a shortfall
+    DOWN = "down"  # `down` terminated everything
+    REPAIRED = "repaired"  # rebuilt from provider tags by `fleet repair`
 
 
 class EventKind:
@@ -27,9 +27,9 @@ class EventKind:
     LAUNCHED = "launched"
     PREEMPTED = "preempted"
     TERMINATED = "terminated"
-    LOST = "lost"                          # vanished without a preemption being known
-    DISCOVERED = "discovered"              # found by tag, not in our records (crash or repair)
-    NOTICE = "interruption-notice"         # recorded by the node agent
+    LOST = "lost"  # vanished without a preemption being known
+    DISCOVERED = "discovered"  # found by tag, not in our records (crash or repair)
+    NOTICE = "interruption-notice"  # recorded by the node agent
     LAUNCH_FAILED = "launch-failed"
     BLOCKED = "blocked"
     PLAN_APPLIED = "plan-applied"
@@ -38,10 +38,10 @@ class EventKind:
 
 
 class LaunchStatus:
-    REQUESTED = "requested"   # recorded before the provider call
-    DONE = "done"             # the call returned (possibly partial)
-    FAILED = "failed"         # the call raised
-    ABANDONED = "abandoned"   # left unfinished by a crash and no longer wanted
+    REQUESTED = "requested"  # recorded before the provider call
+    DONE = "done"  # the call returned (possibly partial)
+    FAILED = "failed"  # the call raised
+    ABANDONED = "abandoned"  # left unfinished by a crash and no longer wanted
 
 
 @dataclass(frozen=True)

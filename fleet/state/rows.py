@@ -33,8 +33,10 @@ class DamagedRowError(CorruptStoreError):
     def __init__(self, path: Path | str, table: str, key: str, fleet: str, why: str):
         self.table, self.key, self.fleet, self.why = table, key, fleet, why
         target = f" {fleet}" if fleet else ""
-        super().__init__(f"state store {path}: {table} row {key} is damaged ({why}); "
-                         f"run `fleet repair{target}` to rebuild it from the providers' tags")
+        super().__init__(
+            f"state store {path}: {table} row {key} is damaged ({why}); "
+            f"run `fleet repair{target}` to rebuild it from the providers' tags"
+        )
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,9 @@ def _problem(cls: type, row: tuple[Any, ...]) -> str:
     return ""
 
 
-def record(cls: Callable[..., R], row: tuple[Any, ...], *, path: Path | str, table: str, key: str,
-           fleet: str = "") -> R:
+def record(
+    cls: Callable[..., R], row: tuple[Any, ...], *, path: Path | str, table: str, key: str, fleet: str = ""
+) -> R:
     """``cls(*row)`` after checking the column types (and a fleet's spec JSON)."""
     why = _problem(cls, row)  # type: ignore[arg-type]
     if not why and cls is FleetRecord and row[2] is not None:
@@ -95,9 +98,14 @@ def _plan_as(read: Callable[[str], R], body: Any, *, path: Path | str, fleet: st
         if not isinstance(body, str):
             raise ValueError(f"body holds {type(body).__name__}")
         return read(body)
-    except (ValueError, TypeError, KeyError, AttributeError) as err:   # pydantic's ValidationError is a ValueError
-        raise DamagedRowError(path, "plans", f"{fleet}/{plan_id}", fleet,
-                              f"the plan body is not a valid plan: {str(err).splitlines()[0][:80]}") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # pydantic's ValidationError is a ValueError
+        raise DamagedRowError(
+            path,
+            "plans",
+            f"{fleet}/{plan_id}",
+            fleet,
+            f"the plan body is not a valid plan: {str(err).splitlines()[0][:80]}",
+        ) from None
 
 
 def event(row: tuple[Any, ...], *, path: Path | str) -> EventRecord:
@@ -124,10 +132,16 @@ def _json_object_problem(text: Any, column: str) -> str:
 SCANS: dict[str, tuple[str, type | None]] = {
     "fleets": ("name, status, spec_json, spec_hash, backend, created_at, updated_at", FleetRecord),
     "plans": ("fleet, id, body, created_at, applied_at", None),
-    "launches": ("id, fleet, plan_id, pool, seq, token, count, status, launched, error_kind, error_message,"
-                 " requested_at, finished_at", LaunchRecord),
-    "instances": ("fleet, id, pool, market, accelerator, gpus, price_per_hour, launched_at, on_demand_price,"
-                  " ended_at, end_reason, plan_id, billed_per_hour, billed_source, rental", InstanceRecord),
+    "launches": (
+        "id, fleet, plan_id, pool, seq, token, count, status, launched, error_kind, error_message,"
+        " requested_at, finished_at",
+        LaunchRecord,
+    ),
+    "instances": (
+        "fleet, id, pool, market, accelerator, gpus, price_per_hour, launched_at, on_demand_price,"
+        " ended_at, end_reason, plan_id, billed_per_hour, billed_source, rental",
+        InstanceRecord,
+    ),
     "events": ("id, fleet, ts, kind, instance_id, pool, detail", None),
     "blocked_pools": ("prefix, until, reason, created_at", BlockRecord),
     "locks": ("fleet, owner, pid, host, command, acquired_at, expires_at", LockInfo),
@@ -163,9 +177,11 @@ def fixed_fleet(row: tuple[Any, ...], now: float) -> tuple[Any, ...]:
     _name, status, spec_json, spec_hash, backend, created, updated = row
     spec_ok = spec_json is None or not _json_object_problem(spec_json, "spec_json")
     number = (int, float)
-    return (status if isinstance(status, str) else "repaired",
-            spec_json if spec_ok else None,
-            spec_hash if spec_ok and isinstance(spec_hash, str) else "",
-            backend if isinstance(backend, str) else "",
-            created if isinstance(created, number) and not isinstance(created, bool) else now,
-            updated if isinstance(updated, number) and not isinstance(updated, bool) else now)
+    return (
+        status if isinstance(status, str) else "repaired",
+        spec_json if spec_ok else None,
+        spec_hash if spec_ok and isinstance(spec_hash, str) else "",
+        backend if isinstance(backend, str) else "",
+        created if isinstance(created, number) and not isinstance(created, bool) else now,
+        updated if isinstance(updated, number) and not isinstance(updated, bool) else now,
+    )

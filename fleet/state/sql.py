@@ -69,10 +69,12 @@ EVENT_COLS = rows.SCANS["events"][0]
 
 def guarded(fn: Callable[..., T]) -> Callable[..., T]:
     """Serialise calls on the store's one connection and turn driver errors into ``StateError``."""
+
     @functools.wraps(fn)
     def wrapper(self: SQLStore, *args: Any, **kwargs: Any) -> T:
         with self._mutex, self._errors():
             return fn(self, *args, **kwargs)
+
     return wrapper
 
 
@@ -92,7 +94,7 @@ class SQLStore:
     def __init__(self, url: str):
         self.url = url
         self._mutex = threading.RLock()
-        self._held: dict[str, int] = {}      # fleet -> how deep this store's lock() blocks nest
+        self._held: dict[str, int] = {}  # fleet -> how deep this store's lock() blocks nest
 
     # ---- primitives a backend supplies -----------------------------------------------
     def _errors(self) -> contextlib.AbstractContextManager[Any]:
@@ -135,25 +137,29 @@ class SQLStore:
 
     # ---- fleets ----------------------------------------------------------------------
     @guarded
-    def save_fleet(self, name: str, *, status: str, spec_json: str | None = None, spec_hash: str = "",
-                   backend: str = "") -> FleetRecord:
+    def save_fleet(
+        self, name: str, *, status: str, spec_json: str | None = None, spec_hash: str = "", backend: str = ""
+    ) -> FleetRecord:
         now = time.time()
         with self._write():
-            self._exec(self._insert(
-                "fleets", FLEET_COLS,
-                conflict=" ON CONFLICT (name) DO UPDATE SET status = excluded.status,"
-                " spec_json = COALESCE(excluded.spec_json, fleets.spec_json),"
-                " spec_hash = CASE WHEN excluded.spec_json IS NULL THEN fleets.spec_hash ELSE excluded.spec_hash END,"
-                " backend = CASE WHEN excluded.backend = '' THEN fleets.backend ELSE excluded.backend END,"
-                " updated_at = excluded.updated_at"),
-                (name, status, spec_json, spec_hash, backend, now, now))
+            self._exec(
+                self._insert(
+                    "fleets",
+                    FLEET_COLS,
+                    conflict=" ON CONFLICT (name) DO UPDATE SET status = excluded.status,"
+                    " spec_json = COALESCE(excluded.spec_json, fleets.spec_json),"
+                    " spec_hash = CASE WHEN excluded.spec_json IS NULL THEN fleets.spec_hash ELSE excluded.spec_hash END,"
+                    " backend = CASE WHEN excluded.backend = '' THEN fleets.backend ELSE excluded.backend END,"
+                    " updated_at = excluded.updated_at",
+                ),
+                (name, status, spec_json, spec_hash, backend, now, now),
+            )
         return self.get_fleet(name)
 
     @guarded
     def set_status(self, name: str, status: str) -> None:
         with self._write():
-            cur = self._exec("UPDATE fleets SET status = ?, updated_at = ? WHERE name = ?",
-                             (status, time.time(), name))
+            cur = self._exec("UPDATE fleets SET status = ?, updated_at = ? WHERE name = ?", (status, time.time(), name))
         if cur.rowcount == 0:
             raise self._not_found(name)
 
@@ -171,23 +177,33 @@ class SQLStore:
     def _not_found(self, name: str) -> FleetNotFoundError:
         known = [f.name for f in self.list_fleets()]
         hint = f"known fleets: {', '.join(known)}" if known else "no fleets are recorded yet"
-        return FleetNotFoundError(f"no fleet named {name!r} in {self.url} ({hint}); "
-                                  "create it with `fleet up SPEC`, or `fleet repair --spec SPEC` if it runs")
+        return FleetNotFoundError(
+            f"no fleet named {name!r} in {self.url} ({hint}); "
+            "create it with `fleet up SPEC`, or `fleet repair --spec SPEC` if it runs"
+        )
 
     @guarded
     def list_fleets(self) -> list[FleetRecord]:
         return [self._fleet(r) for r in self._all(f"SELECT {FLEET_COLS} FROM fleets ORDER BY name")]
 
     def _fleet(self, row: tuple[Any, ...]) -> FleetRecord:
-        return rows.record(FleetRecord, row, path=self.url, table="fleets", key=str(row[0])[:40],
-                           fleet=row[0] if isinstance(row[0], str) else "")
+        return rows.record(
+            FleetRecord,
+            row,
+            path=self.url,
+            table="fleets",
+            key=str(row[0])[:40],
+            fleet=row[0] if isinstance(row[0], str) else "",
+        )
 
     # ---- plans -----------------------------------------------------------------------
     @guarded
     def save_plan(self, plan: Plan) -> None:
         with self._write():
-            self._exec(self._insert("plans", "fleet, id, body, created_at", ignore=True),
-                       (plan.fleet, plan.id, plan.to_json(), time.time()))
+            self._exec(
+                self._insert("plans", "fleet, id, body, created_at", ignore=True),
+                (plan.fleet, plan.id, plan.to_json(), time.time()),
+            )
 
     @guarded
     def mark_plan_applied(self, fleet: str, plan_id: str) -> None:
@@ -208,40 +224,59 @@ class SQLStore:
         """(id, body) of the fleet's latest plan (latest applied with ``applied_only``), None if none."""
         where = " AND applied_at IS NOT NULL" if applied_only else ""
         order = "applied_at" if applied_only else "created_at"
-        found = self._all(f"SELECT id, body FROM plans WHERE fleet = ?{where}"
-                          f" ORDER BY {order} DESC, {self._PLAN_ORDER} DESC LIMIT 1", (fleet,))
+        found = self._all(
+            f"SELECT id, body FROM plans WHERE fleet = ?{where} ORDER BY {order} DESC, {self._PLAN_ORDER} DESC LIMIT 1",
+            (fleet,),
+        )
         return (found[0][0], found[0][1]) if found else None
 
     @guarded
     def applied_plans(self, fleet: str, *, limit: int = 20) -> list[tuple[Plan, float]]:
-        found = self._all("SELECT id, body, applied_at FROM plans WHERE fleet = ? AND applied_at IS NOT NULL"
-                          f" ORDER BY applied_at DESC, {self._PLAN_ORDER} DESC LIMIT ?", (fleet, limit))
-        return [(rows.plan(body, path=self.url, fleet=fleet, plan_id=str(pid)), float(at))
-                for pid, body, at in reversed(found)]
+        found = self._all(
+            "SELECT id, body, applied_at FROM plans WHERE fleet = ? AND applied_at IS NOT NULL"
+            f" ORDER BY applied_at DESC, {self._PLAN_ORDER} DESC LIMIT ?",
+            (fleet, limit),
+        )
+        return [
+            (rows.plan(body, path=self.url, fleet=fleet, plan_id=str(pid)), float(at))
+            for pid, body, at in reversed(found)
+        ]
 
     # ---- launches --------------------------------------------------------------------
     @guarded
-    def begin_launch(self, fleet: str, plan_id: str, pool: str, count: int,
-                     token_for: Callable[[int], str]) -> LaunchRecord:
+    def begin_launch(
+        self, fleet: str, plan_id: str, pool: str, count: int, token_for: Callable[[int], str]
+    ) -> LaunchRecord:
         """Allocate the next sequence number for (fleet, plan, pool) and record the launch
         with its token, committed before the caller talks to the provider (one writer per
         pool at a time)."""
         with self._tx():
             self._serialise(f"launch|{fleet}|{plan_id}|{pool}")
-            seq = int(self._all("SELECT COALESCE(MAX(seq), 0) FROM launches WHERE fleet = ? AND plan_id = ?"
-                                " AND pool = ?", (fleet, plan_id, pool))[0][0]) + 1
+            seq = (
+                int(
+                    self._all(
+                        "SELECT COALESCE(MAX(seq), 0) FROM launches WHERE fleet = ? AND plan_id = ? AND pool = ?",
+                        (fleet, plan_id, pool),
+                    )[0][0]
+                )
+                + 1
+            )
             launch_id = self._insert_id(
                 self._insert("launches", "fleet, plan_id, pool, seq, token, count, status, requested_at"),
-                (fleet, plan_id, pool, seq, token_for(seq), count, LaunchStatus.REQUESTED, time.time()))
+                (fleet, plan_id, pool, seq, token_for(seq), count, LaunchStatus.REQUESTED, time.time()),
+            )
         return self._launch_row(self._all(f"SELECT {LAUNCH_COLS} FROM launches WHERE id = ?", (launch_id,))[0])
 
     @guarded
-    def finish_launch(self, launch_id: int, *, status: str, launched: int, error_kind: str = "",
-                      error_message: str = "") -> None:
+    def finish_launch(
+        self, launch_id: int, *, status: str, launched: int, error_kind: str = "", error_message: str = ""
+    ) -> None:
         with self._write():
-            self._exec("UPDATE launches SET status = ?, launched = ?, error_kind = ?, error_message = ?,"
-                       " finished_at = ? WHERE id = ?",
-                       (status, launched, safe(error_kind), safe(error_message), time.time(), launch_id))
+            self._exec(
+                "UPDATE launches SET status = ?, launched = ?, error_kind = ?, error_message = ?,"
+                " finished_at = ? WHERE id = ?",
+                (status, launched, safe(error_kind), safe(error_message), time.time(), launch_id),
+            )
 
     def _launch_row(self, row: tuple[Any, ...]) -> LaunchRecord:
         return rows.record(LaunchRecord, row, path=self.url, table="launches", key=str(row[0]), fleet=str(row[1]))
@@ -249,27 +284,56 @@ class SQLStore:
     @guarded
     def launches(self, fleet: str, *, status: str | None = None) -> list[LaunchRecord]:
         where, args = ("AND status = ?", (fleet, status)) if status else ("", (fleet,))
-        return [self._launch_row(r) for r in
-                self._all(f"SELECT {LAUNCH_COLS} FROM launches WHERE fleet = ? {where} ORDER BY id", args)]
+        return [
+            self._launch_row(r)
+            for r in self._all(f"SELECT {LAUNCH_COLS} FROM launches WHERE fleet = ? {where} ORDER BY id", args)
+        ]
 
     # ---- instances (cost accrual inputs) ---------------------------------------------
     @guarded
-    def record_instances(self, fleet: str, instances: Iterable[Instance], *,
-                         on_demand_prices: dict[str, float] | None = None, plan_id: str = "") -> int:
+    def record_instances(
+        self,
+        fleet: str,
+        instances: Iterable[Instance],
+        *,
+        on_demand_prices: dict[str, float] | None = None,
+        plan_id: str = "",
+    ) -> int:
         """Insert instances not yet recorded (existing rows are kept); returns how many were new."""
         prices = on_demand_prices or {}
-        new = [(fleet, i.id, i.pool.id, i.pool.market.value, i.accelerator, i.gpus, i.price_per_hour,
-                prices.get(i.pool.id), i.launched_at, i.tags.get(TAG_PLAN, plan_id)) for i in instances]
+        new = [
+            (
+                fleet,
+                i.id,
+                i.pool.id,
+                i.pool.market.value,
+                i.accelerator,
+                i.gpus,
+                i.price_per_hour,
+                prices.get(i.pool.id),
+                i.launched_at,
+                i.tags.get(TAG_PLAN, plan_id),
+            )
+            for i in instances
+        ]
         with self._tx():
-            return self._many(self._insert("instances", "fleet, id, pool, market, accelerator, gpus, price_per_hour,"
-                                           " on_demand_price, launched_at, plan_id", ignore=True), new)
+            return self._many(
+                self._insert(
+                    "instances",
+                    "fleet, id, pool, market, accelerator, gpus, price_per_hour, on_demand_price, launched_at, plan_id",
+                    ignore=True,
+                ),
+                new,
+            )
 
     @guarded
     def end_instances(self, fleet: str, ended: dict[str, tuple[float, str]]) -> None:
         """Mark instances ended: ``{id: (ended_at, reason)}``; already-ended rows keep their first end."""
         with self._tx():
-            self._many("UPDATE instances SET ended_at = ?, end_reason = ? WHERE fleet = ? AND id = ?"
-                       " AND ended_at IS NULL", [(ts, safe(reason), fleet, iid) for iid, (ts, reason) in ended.items()])
+            self._many(
+                "UPDATE instances SET ended_at = ?, end_reason = ? WHERE fleet = ? AND id = ? AND ended_at IS NULL",
+                [(ts, safe(reason), fleet, iid) for iid, (ts, reason) in ended.items()],
+            )
 
     @guarded
     def record_billed(self, fleet: str, rates: dict[str, BilledRate]) -> None:
@@ -277,20 +341,35 @@ class SQLStore:
         if not rates:
             return
         with self._tx():
-            self._many("UPDATE instances SET billed_per_hour = ?, billed_source = ?, rental = ? WHERE fleet = ? AND id = ?",
-                       [(r.per_hour, safe(r.source), safe(r.rental), fleet, iid) for iid, r in sorted(rates.items())])
+            self._many(
+                "UPDATE instances SET billed_per_hour = ?, billed_source = ?, rental = ? WHERE fleet = ? AND id = ?",
+                [(r.per_hour, safe(r.source), safe(r.rental), fleet, iid) for iid, r in sorted(rates.items())],
+            )
 
     @guarded
     def instances(self, fleet: str, *, alive_only: bool = False) -> list[InstanceRecord]:
         where = " AND ended_at IS NULL" if alive_only else ""
-        return [rows.record(InstanceRecord, r, path=self.url, table="instances", key=f"{fleet}/{str(r[1])[:40]}",
-                            fleet=fleet) for r in self._all(
-            f"SELECT {INSTANCE_COLS} FROM instances WHERE fleet = ?{where} ORDER BY launched_at, id", (fleet,))]
+        return [
+            rows.record(
+                InstanceRecord, r, path=self.url, table="instances", key=f"{fleet}/{str(r[1])[:40]}", fleet=fleet
+            )
+            for r in self._all(
+                f"SELECT {INSTANCE_COLS} FROM instances WHERE fleet = ?{where} ORDER BY launched_at, id", (fleet,)
+            )
+        ]
 
     # ---- events ----------------------------------------------------------------------
     @guarded
-    def record_event(self, fleet: str, kind: str, *, instance_id: str = "", pool: str = "",
-                     detail: dict[str, Any] | None = None, ts: float | None = None) -> None:
+    def record_event(
+        self,
+        fleet: str,
+        kind: str,
+        *,
+        instance_id: str = "",
+        pool: str = "",
+        detail: dict[str, Any] | None = None,
+        ts: float | None = None,
+    ) -> None:
         self.record_events([(fleet, kind, instance_id, pool, detail, ts)])
 
     @guarded
@@ -300,8 +379,16 @@ class SQLStore:
         for fleet, kind, instance_id, pool, detail, ts in events:
             if not KIND_RE.match(kind):
                 raise ValueError(f"event kind {kind!r}: use lowercase letters, digits and dashes")
-            new.append((fleet, time.time() if ts is None else ts, kind, instance_id, pool,
-                        json.dumps(safe_data(detail or {}), sort_keys=True, default=str)))
+            new.append(
+                (
+                    fleet,
+                    time.time() if ts is None else ts,
+                    kind,
+                    instance_id,
+                    pool,
+                    json.dumps(safe_data(detail or {}), sort_keys=True, default=str),
+                )
+            )
         if not new:
             return
         with self._tx():
@@ -313,24 +400,32 @@ class SQLStore:
         if kinds:
             where = f" AND kind IN ({', '.join('?' * len(kinds))})"
             args += list(kinds)
-        return [rows.event(r, path=self.url) for r in self._all(
-            f"SELECT {EVENT_COLS} FROM events WHERE fleet = ?{where} ORDER BY ts, id", args)]
+        return [
+            rows.event(r, path=self.url)
+            for r in self._all(f"SELECT {EVENT_COLS} FROM events WHERE fleet = ?{where} ORDER BY ts, id", args)
+        ]
 
     # ---- blocked pools ---------------------------------------------------------------
     @guarded
     def block(self, prefix: str, *, until: float, reason: str) -> None:
         """Block a pool-id prefix until ``until``; an existing longer block is kept."""
         with self._write():
-            self._exec(self._insert(
-                "blocked_pools", BLOCK_COLS,
-                conflict=" ON CONFLICT (prefix) DO UPDATE SET reason = excluded.reason,"
-                f" until = {self._GREATEST}(blocked_pools.until, excluded.until)"),
-                (prefix, until, safe(reason), time.time()))
+            self._exec(
+                self._insert(
+                    "blocked_pools",
+                    BLOCK_COLS,
+                    conflict=" ON CONFLICT (prefix) DO UPDATE SET reason = excluded.reason,"
+                    f" until = {self._GREATEST}(blocked_pools.until, excluded.until)",
+                ),
+                (prefix, until, safe(reason), time.time()),
+            )
 
     @guarded
     def blocks(self) -> list[BlockRecord]:
-        return [rows.record(BlockRecord, r, path=self.url, table="blocked_pools", key=str(r[0])[:60])
-                for r in self._all(f"SELECT {BLOCK_COLS} FROM blocked_pools ORDER BY prefix")]
+        return [
+            rows.record(BlockRecord, r, path=self.url, table="blocked_pools", key=str(r[0])[:60])
+            for r in self._all(f"SELECT {BLOCK_COLS} FROM blocked_pools ORDER BY prefix")
+        ]
 
     @guarded
     def unblock(self, prefixes: Collection[str]) -> None:
@@ -374,19 +469,28 @@ class SQLStore:
             now = self._lock_clock()
             found = self._all(f"SELECT {LOCK_COLS} FROM locks WHERE fleet = ?", (fleet,))
             held = self._lock_info(found[0]) if found else None
-            if (held is not None and held.owner != me and held.expires_at > now
-                    and owner.is_alive(held.owner) is not False):
+            if (
+                held is not None
+                and held.owner != me
+                and held.expires_at > now
+                and owner.is_alive(held.owner) is not False
+            ):
                 raise FleetLockedError(
                     f"fleet {fleet!r} is busy: {held.describe()} holds its lock since "
                     f"{time.strftime('%H:%M:%S', time.localtime(held.acquired_at))}; wait for it to finish "
                     f"(a lock of a vanished process expires at "
-                    f"{time.strftime('%H:%M:%S', time.localtime(held.expires_at))})")
-            self._exec(self._insert(
-                "locks", LOCK_COLS,
-                conflict=" ON CONFLICT (fleet) DO UPDATE SET owner = excluded.owner, pid = excluded.pid,"
-                " host = excluded.host, command = excluded.command, acquired_at = excluded.acquired_at,"
-                " expires_at = excluded.expires_at"),
-                (fleet, me, pid, host, command, now, now + ttl))
+                    f"{time.strftime('%H:%M:%S', time.localtime(held.expires_at))})"
+                )
+            self._exec(
+                self._insert(
+                    "locks",
+                    LOCK_COLS,
+                    conflict=" ON CONFLICT (fleet) DO UPDATE SET owner = excluded.owner, pid = excluded.pid,"
+                    " host = excluded.host, command = excluded.command, acquired_at = excluded.acquired_at,"
+                    " expires_at = excluded.expires_at",
+                ),
+                (fleet, me, pid, host, command, now, now + ttl),
+            )
         return LockInfo(fleet, me, pid, host, command, now, now + ttl)
 
     @guarded
@@ -398,13 +502,17 @@ class SQLStore:
             self._serialise(f"lock|{fleet}")
             found = self._all(f"SELECT {LOCK_COLS} FROM locks WHERE fleet = ?", (fleet,))
             if not found or found[0][1] == me:
-                self._exec("UPDATE locks SET expires_at = ? WHERE fleet = ? AND owner = ?",
-                           (self._lock_clock() + ttl, fleet, me))
+                self._exec(
+                    "UPDATE locks SET expires_at = ? WHERE fleet = ? AND owner = ?",
+                    (self._lock_clock() + ttl, fleet, me),
+                )
                 return
         held = self._lock_info(found[0])
-        raise FleetLockedError(f"fleet {fleet!r}: this command's lock expired and "
-                               f"{held.describe() if held else 'another command'} "
-                               "took it over; stopping here")
+        raise FleetLockedError(
+            f"fleet {fleet!r}: this command's lock expired and "
+            f"{held.describe() if held else 'another command'} "
+            "took it over; stopping here"
+        )
 
     @guarded
     def release_lock(self, fleet: str) -> None:

@@ -69,6 +69,8 @@ class SQLiteStore(SQLStore):
                 if row is None or not isinstance(row[0], str):
                     self._exec("DELETE FROM fleets WHERE rowid = ?", (d.rowid,))
                     continue
-                self._exec("UPDATE fleets SET status = ?, spec_json = ?, spec_hash = ?, backend = ?,"
-                           " created_at = ?, updated_at = ? WHERE rowid = ?",
-                           (*rows.fixed_fleet(row, time.time()), d.rowid))
+                self._exec(
+                    "UPDATE fleets SET status = ?, spec_json = ?, spec_hash = ?, backend = ?,"
+                    " created_at = ?, updated_at = ? WHERE rowid = ?",
+                    (*rows.fixed_fleet(row, time.time()), d.rowid),
+                )

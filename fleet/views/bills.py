@@ -26,17 +26,27 @@ def summary(alive: list[InstanceRecord], budget: Limits) -> dict[str, Any]:
     read = [r for r in alive if r.billed_per_hour is not None]
     planned = sum(r.price_per_hour for r in read)
     billed = sum(r.billed_per_hour or 0.0 for r in read)
-    return {"instances": len(alive), "read": len(read),
-            "planned_per_hour": planned if read else None, "billed_per_hour": billed if read else None,
-            "ratio": billed / planned if read and planned > 0 else None,
-            "tolerance": budget.tolerance, "max_per_node": budget.max_per_node, "cap_action": budget.cap_action,
-            "breaches": [b.to_dict() for b in breaches(alive, budget)]}
+    return {
+        "instances": len(alive),
+        "read": len(read),
+        "planned_per_hour": planned if read else None,
+        "billed_per_hour": billed if read else None,
+        "ratio": billed / planned if read and planned > 0 else None,
+        "tolerance": budget.tolerance,
+        "max_per_node": budget.max_per_node,
+        "cap_action": budget.cap_action,
+        "breaches": [b.to_dict() for b in breaches(alive, budget)],
+    }
 
 
 def row(record: InstanceRecord) -> dict[str, Any]:
     """One instance's planned and billed rate (see the module doc)."""
-    return {"planned_per_hour": record.price_per_hour, "billed_per_hour": record.billed_per_hour,
-            "billed_source": record.billed_source, "rental": record.rental}
+    return {
+        "planned_per_hour": record.price_per_hour,
+        "billed_per_hour": record.billed_per_hour,
+        "billed_source": record.billed_source,
+        "rental": record.rental,
+    }
 
 
 def rows(records: Iterable[InstanceRecord]) -> list[dict[str, Any]]:

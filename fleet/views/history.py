@@ -44,20 +44,30 @@ def restart_seconds_of(store: StateStore, name: str) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else DEFAULT_RESTART_SECONDS
 
 
-def interruptions(store: StateStore, name: str, *, every_run: bool = False,
-                  recs: FleetRecords | None = None) -> dict[str, Any]:
+def interruptions(
+    store: StateStore, name: str, *, every_run: bool = False, recs: FleetRecords | None = None
+) -> dict[str, Any]:
     """The fleet's interruption timeline and its totals, JSON-ready (``fleet history --interruptions``);
     ``recs``: the records already read with ``records_of`` (with the same ``every_run``)."""
     recs = recs or records_of(store, name, every_run=every_run)
     plan = store.latest_plan(name, applied_only=True) or store.latest_plan(name)
     restart = restart_seconds_of(store, name)
-    items = timeline_of.timeline(recs.instances, recs.events, roles=timeline_of.roles_of(plan),
-                                 restart_seconds=restart,
-                                 checkpoint_interval_seconds=plan.totals.checkpoint_interval_seconds if plan else None)
-    return {"fleet": name, "run": recs.run.number, "all_runs": every_run,
-            "checkpoint_interval_seconds": plan.totals.checkpoint_interval_seconds if plan else None,
-            "restart_seconds": restart,
-            "totals": timeline_of.totals(items), "interruptions": [i.to_dict() for i in items]}
+    items = timeline_of.timeline(
+        recs.instances,
+        recs.events,
+        roles=timeline_of.roles_of(plan),
+        restart_seconds=restart,
+        checkpoint_interval_seconds=plan.totals.checkpoint_interval_seconds if plan else None,
+    )
+    return {
+        "fleet": name,
+        "run": recs.run.number,
+        "all_runs": every_run,
+        "checkpoint_interval_seconds": plan.totals.checkpoint_interval_seconds if plan else None,
+        "restart_seconds": restart,
+        "totals": timeline_of.totals(items),
+        "interruptions": [i.to_dict() for i in items],
+    }
 
 
 def bill_of(store: StateStore, name: str, records: Iterable[InstanceRecord]) -> dict[str, Any]:
@@ -77,7 +87,7 @@ def series(records: Iterable[InstanceRecord], now: float, *, points: int = 200) 
     start = min(r.launched_at for r in records)
     end = max(now, max((r.ended_at or r.launched_at) for r in records))
     steps = max(1, points - 1)
-    changes: list[tuple[float, int, int, int, float]] = []     # (time, running, gpus, spot gpus, $/h) deltas
+    changes: list[tuple[float, int, int, int, float]] = []  # (time, running, gpus, spot gpus, $/h) deltas
     for r in records:
         spot = r.gpus if r.market == Market.SPOT.value else 0
         changes.append((r.launched_at, 1, r.gpus, spot, r.price_per_hour))
@@ -97,8 +107,16 @@ def series(records: Iterable[InstanceRecord], now: float, *, points: int = 200) 
             k += 1
         cost += rate * (t - at) / 3600
         at = t
-        out.append({"t": t, "running": running, "gpus": gpus, "spot_gpus": spot_gpus,
-                    "rate_per_hour": max(0.0, rate), "cost": cost})
+        out.append(
+            {
+                "t": t,
+                "running": running,
+                "gpus": gpus,
+                "spot_gpus": spot_gpus,
+                "rate_per_hour": max(0.0, rate),
+                "cost": cost,
+            }
+        )
     return out
 
 

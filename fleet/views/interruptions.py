@@ -45,19 +45,19 @@ class Interruption:
     role: str
     gpus: int
     price_per_hour: float
-    reason: str                          # preempted | lost
+    reason: str  # preempted | lost
     launched_at: float
     lost_at: float
-    notice_kind: str | None              # None: no notice reached the store
+    notice_kind: str | None  # None: no notice reached the store
     notice_at: float | None
     notice_deadline: float | None
-    lead_seconds: float | None           # deadline - received
+    lead_seconds: float | None  # deadline - received
     detected_at: float | None
-    detect_seconds: float | None         # detected_at - lost_at
+    detect_seconds: float | None  # detected_at - lost_at
     replacement_id: str | None
     replacement_pool: str | None
-    replace_seconds: float | None        # replacement launched - lost_at (0 when launched before)
-    checkpoint_committed: bool | None    # None: unknown (no agent report)
+    replace_seconds: float | None  # replacement launched - lost_at (0 when launched before)
+    checkpoint_committed: bool | None  # None: unknown (no agent report)
     checkpoint_step: int | None
     committed_before_deadline_s: float | None
     lost_seconds: float
@@ -76,8 +76,14 @@ def roles_of(plan: Plan | None) -> dict[str, str]:
     return {a.offer.pool.id: a.role for a in plan.allocations}
 
 
-def timeline(records: Iterable[InstanceRecord], events: Iterable[EventRecord], *, roles: dict[str, str],
-             restart_seconds: float, checkpoint_interval_seconds: float | None) -> list[Interruption]:
+def timeline(
+    records: Iterable[InstanceRecord],
+    events: Iterable[EventRecord],
+    *,
+    roles: dict[str, str],
+    restart_seconds: float,
+    checkpoint_interval_seconds: float | None,
+) -> list[Interruption]:
     """Every lost node of ``records``, oldest loss first (see the module doc for each figure).
 
     ``roles``: pool id -> role (``roles_of(plan)``; a pool not named is ``worker``);
@@ -88,8 +94,9 @@ def timeline(records: Iterable[InstanceRecord], events: Iterable[EventRecord], *
     tau = checkpoint_interval_seconds
     notices = _final_notices(events)
     endings = {e.instance_id: e for e in events if e.kind in LOSSES and e.instance_id}
-    lost = sorted((r for r in records if r.end_reason in LOSSES and r.ended_at is not None),
-                  key=lambda r: (r.ended_at, r.id))
+    lost = sorted(
+        (r for r in records if r.end_reason in LOSSES and r.ended_at is not None), key=lambda r: (r.ended_at, r.id)
+    )
     candidates = sorted((r for r in records), key=lambda r: (r.launched_at, r.id))
     taken: set[str] = set()
     out = []
@@ -97,9 +104,18 @@ def timeline(records: Iterable[InstanceRecord], events: Iterable[EventRecord], *
         role = roles.get(r.pool, "worker")
         notice = notices.get(r.id)
         since = r.ended_at if notice is None else min(r.ended_at, notice[0])
-        replacement = next((c for c in candidates if c.id != r.id and c.id not in taken
-                            and roles.get(c.pool, "worker") == role and c.launched_at >= since
-                            and c.launched_at > r.launched_at), None)
+        replacement = next(
+            (
+                c
+                for c in candidates
+                if c.id != r.id
+                and c.id not in taken
+                and roles.get(c.pool, "worker") == role
+                and c.launched_at >= since
+                and c.launched_at > r.launched_at
+            ),
+            None,
+        )
         if replacement is not None:
             taken.add(replacement.id)
         ending = endings.get(r.id)
@@ -108,18 +124,35 @@ def timeline(records: Iterable[InstanceRecord], events: Iterable[EventRecord], *
         n_at, n_deadline, n_kind, n_detail = notice if notice is not None else (None, None, None, {})
         committed, step, before = _checkpoint(n_detail, n_at, n_deadline)
         lost_s, model = _work_lost(tau, restart_seconds, committed, r.ended_at - r.launched_at)
-        out.append(Interruption(
-            instance_id=r.id, pool=r.pool, market=r.market, role=role, gpus=r.gpus,
-            price_per_hour=r.price_per_hour, reason=r.end_reason, launched_at=r.launched_at, lost_at=r.ended_at,
-            notice_kind=n_kind, notice_at=n_at, notice_deadline=n_deadline,
-            lead_seconds=None if n_at is None or n_deadline is None else max(0.0, n_deadline - n_at),
-            detected_at=detected, detect_seconds=None if detected is None else max(0.0, detected - r.ended_at),
-            replacement_id=replacement.id if replacement else None,
-            replacement_pool=replacement.pool if replacement else None,
-            replace_seconds=max(0.0, replacement.launched_at - r.ended_at) if replacement else None,
-            checkpoint_committed=committed, checkpoint_step=step, committed_before_deadline_s=before,
-            lost_seconds=lost_s, lost_gpu_hours=lost_s / 3600 * r.gpus,
-            lost_dollars=lost_s / 3600 * r.price_per_hour, model=model))
+        out.append(
+            Interruption(
+                instance_id=r.id,
+                pool=r.pool,
+                market=r.market,
+                role=role,
+                gpus=r.gpus,
+                price_per_hour=r.price_per_hour,
+                reason=r.end_reason,
+                launched_at=r.launched_at,
+                lost_at=r.ended_at,
+                notice_kind=n_kind,
+                notice_at=n_at,
+                notice_deadline=n_deadline,
+                lead_seconds=None if n_at is None or n_deadline is None else max(0.0, n_deadline - n_at),
+                detected_at=detected,
+                detect_seconds=None if detected is None else max(0.0, detected - r.ended_at),
+                replacement_id=replacement.id if replacement else None,
+                replacement_pool=replacement.pool if replacement else None,
+                replace_seconds=max(0.0, replacement.launched_at - r.ended_at) if replacement else None,
+                checkpoint_committed=committed,
+                checkpoint_step=step,
+                committed_before_deadline_s=before,
+                lost_seconds=lost_s,
+                lost_gpu_hours=lost_s / 3600 * r.gpus,
+                lost_dollars=lost_s / 3600 * r.price_per_hour,
+                model=model,
+            )
+        )
     return out
 
 
@@ -127,14 +160,16 @@ def totals(items: Iterable[Interruption]) -> dict[str, Any]:
     """Counts and sums over a timeline (for headlines and the dashboard)."""
     items = list(items)
     replaced = [i.replace_seconds for i in items if i.replace_seconds is not None]
-    return {"interruptions": len(items),
-            "with_notice": sum(1 for i in items if i.notice_kind is not None),
-            "replaced": len(replaced),
-            "checkpoint_committed": sum(1 for i in items if i.checkpoint_committed),
-            "checkpoint_unknown": sum(1 for i in items if i.checkpoint_committed is None),
-            "lost_gpu_hours": sum(i.lost_gpu_hours for i in items),
-            "lost_dollars": sum(i.lost_dollars for i in items),
-            "mean_replace_seconds": sum(replaced) / len(replaced) if replaced else None}
+    return {
+        "interruptions": len(items),
+        "with_notice": sum(1 for i in items if i.notice_kind is not None),
+        "replaced": len(replaced),
+        "checkpoint_committed": sum(1 for i in items if i.checkpoint_committed),
+        "checkpoint_unknown": sum(1 for i in items if i.checkpoint_committed is None),
+        "lost_gpu_hours": sum(i.lost_gpu_hours for i in items),
+        "lost_dollars": sum(i.lost_dollars for i in items),
+        "mean_replace_seconds": sum(replaced) / len(replaced) if replaced else None,
+    }
 
 
 def _final_notices(events: list[EventRecord]) -> dict[str, tuple[float | None, float | None, str, dict[str, Any]]]:
@@ -159,8 +194,9 @@ def _final_notices(events: list[EventRecord]) -> dict[str, tuple[float | None, f
     return out
 
 
-def _checkpoint(detail: dict[str, Any], received: float | None,
-                deadline: float | None) -> tuple[bool | None, int | None, float | None]:
+def _checkpoint(
+    detail: dict[str, Any], received: float | None, deadline: float | None
+) -> tuple[bool | None, int | None, float | None]:
     """(committed, step, seconds before the deadline) from the agent's report; unknown -> None."""
     committed = detail.get("checkpoint_committed")
     if not isinstance(committed, bool) or not detail.get("watched_checkpoints", True):
@@ -181,8 +217,9 @@ def _work_lost(tau: float | None, restart: float, committed: bool | None, ran: f
         return restart, f"final checkpoint committed: the restart only ({restart:.0f} s)"
     if tau is None:
         return restart, f"restart {restart:.0f} s; no checkpoint interval planned, work since it unknown"
-    return min(tau / 2, max(0.0, ran)) + restart, (f"half the planned checkpoint interval ({tau:.0f} s / 2, at most "
-                                                   f"what the node ran) + restart {restart:.0f} s")
+    return min(tau / 2, max(0.0, ran)) + restart, (
+        f"half the planned checkpoint interval ({tau:.0f} s / 2, at most what the node ran) + restart {restart:.0f} s"
+    )
 
 
 def _num(value: Any) -> float | None:

@@ -23,8 +23,13 @@ def weighed(app: App, record: FleetRecord, *, limit: int = 50) -> dict[str, Any]
 
     spec = spec_of(record)
     if spec is None:
-        return {"source": "", "detail": "", "total": 0, "offers": [],
-                "error": f"fleet {record.name} has no recorded spec; `fleet repair {record.name} --spec SPEC`"}
+        return {
+            "source": "",
+            "detail": "",
+            "total": 0,
+            "offers": [],
+            "error": f"fleet {record.name} has no recorded spec; `fleet repair {record.name} --spec SPEC`",
+        }
     try:
         providers = providers_or_none(spec, app)
         found, info = offers_for_spec(spec, app, providers)
@@ -32,6 +37,12 @@ def weighed(app: App, record: FleetRecord, *, limit: int = 50) -> dict[str, Any]
     except FleetError as err:
         return {"source": "", "detail": "", "total": 0, "offers": [], "error": str(err)}
     found.sort(key=lambda o: (o.price_per_gpu_hour, o.pool.id))
-    return safe_data({"source": info.source, "detail": info.detail, "total": len(found), "error": "",
-                      "offers": [o.model_dump(mode="json") | {"price_per_gpu_hour": o.price_per_gpu_hour}
-                                 for o in found[:limit]]})
+    return safe_data(
+        {
+            "source": info.source,
+            "detail": info.detail,
+            "total": len(found),
+            "error": "",
+            "offers": [o.model_dump(mode="json") | {"price_per_gpu_hour": o.price_per_gpu_hour} for o in found[:limit]],
+        }
+    )

@@ -21,12 +21,25 @@ def diffs(plans: list[tuple[Plan, float]]) -> list[dict[str, Any]]:
     out = []
     for (old, _), (new, at) in zip(plans, plans[1:]):
         before, after = old.counts(), new.counts()
-        changes = [{"pool": p, "before": before.get(p, 0), "after": after.get(p, 0)}
-                   for p in sorted(set(before) | set(after)) if before.get(p, 0) != after.get(p, 0)]
+        changes = [
+            {"pool": p, "before": before.get(p, 0), "after": after.get(p, 0)}
+            for p in sorted(set(before) | set(after))
+            if before.get(p, 0) != after.get(p, 0)
+        ]
         price_before, price_after = old.totals.price_per_hour, new.totals.price_per_hour
         if not changes and abs(price_after - price_before) < EPS:
             continue
-        out.append({"from": old.id, "to": new.id, "applied_at": at, "strategy": new.strategy, "changes": changes,
-                    "price_before": price_before, "price_after": price_after,
-                    "weighted_before": old.totals.weighted_gpus, "weighted_after": new.totals.weighted_gpus})
+        out.append(
+            {
+                "from": old.id,
+                "to": new.id,
+                "applied_at": at,
+                "strategy": new.strategy,
+                "changes": changes,
+                "price_before": price_before,
+                "price_after": price_after,
+                "weighted_before": old.totals.weighted_gpus,
+                "weighted_after": new.totals.weighted_gpus,
+            }
+        )
     return out[::-1]

@@ -53,28 +53,40 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
             interruptions[r.pool] = interruptions.get(r.pool, 0) + 1
     prices = {r.id: r.price_per_hour for r in records}
     unread = view.obs.errors
-    pools = [{"pool": p, "market": p.rsplit("/", 1)[1],
-              "running": None if p.split("/", 1)[0] in unread else running.get(p, 0),
-              "planned": desired.get(p, 0) if view.plan else None,
-              "price_per_hour": sum(prices.get(i.id, i.price_per_hour) for i in view.obs.instances if i.pool.id == p),
-              "interruptions": interruptions.get(p, 0)}
-             for p in sorted(set(desired) | set(running) | set(interruptions))]
+    pools = [
+        {
+            "pool": p,
+            "market": p.rsplit("/", 1)[1],
+            "running": None if p.split("/", 1)[0] in unread else running.get(p, 0),
+            "planned": desired.get(p, 0) if view.plan else None,
+            "price_per_hour": sum(prices.get(i.id, i.price_per_hour) for i in view.obs.instances if i.pool.id == p),
+            "interruptions": interruptions.get(p, 0),
+        }
+        for p in sorted(set(desired) | set(running) | set(interruptions))
+    ]
     instances = sorted(view.obs.instances, key=lambda i: (i.pool.id, i.launched_at, i.id))
     notices = {e.instance_id for e in store.events(name, kinds={EventKind.NOTICE})}
     by_id = {r.id: r for r in records}
     alive = [by_id[i.id] for i in instances if i.id in by_id]
-    bill = bills.summary(alive, Limits.of(view.record.to_dict()["spec"]))     # the spec is not built: status stays light
-    accrued = bills.accrued(records, view.clock)       # cost so far at the billed rate where one was read
+    bill = bills.summary(alive, Limits.of(view.record.to_dict()["spec"]))  # the spec is not built: status stays light
+    accrued = bills.accrued(records, view.clock)  # cost so far at the billed rate where one was read
     data = {
-        "fleet": name, "status": condition(view.record.status, running, desired, unread),
-        "recorded_status": view.record.status, "backend": view.record.backend,
+        "fleet": name,
+        "status": condition(view.record.status, running, desired, unread),
+        "recorded_status": view.record.status,
+        "backend": view.record.backend,
         "plan_id": view.plan.id if view.plan else None,
-        "run": run.number, "run_started_at": run.started_at,
-        "running": sum(running.values()), "planned": sum(desired.values()) if view.plan else None,
+        "run": run.number,
+        "run_started_at": run.started_at,
+        "running": sum(running.values()),
+        "planned": sum(desired.values()) if view.plan else None,
         "cost": {**cost.to_dict(), "cost_so_far": accrued["cost_so_far"]},
-        "cost_basis": accrued["cost_basis"], "planned_cost_so_far": accrued["planned_cost_so_far"], "pools": pools,
+        "cost_basis": accrued["cost_basis"],
+        "planned_cost_so_far": accrued["planned_cost_so_far"],
+        "pools": pools,
         "planned_per_hour": view.plan.price_per_hour if view.plan else None,
-        "billed_per_hour": bill["billed_per_hour"], "bill": bill,
+        "billed_per_hour": bill["billed_per_hour"],
+        "bill": bill,
         "instances": [_instance(i, view.clock(i.pool.provider), i.id in notices, by_id.get(i.id)) for i in instances],
         "stopped": [_stopped(i, view.clock(i.pool.provider)) for i in sorted(view.obs.stopped, key=lambda i: i.id)],
         "reconciled": view.synced,
@@ -84,7 +96,7 @@ def snapshot(app: App, store: StateStore, name: str) -> tuple[dict[str, Any], Fl
         "ended": [{"id": r.id, "reason": why} for r, why in view.result.ended] if view.result else [],
         "provider_errors": view.obs.errors,
     }
-    return safe_data(data), view      # ids, reasons and errors are provider text
+    return safe_data(data), view  # ids, reasons and errors are provider text
 
 
 def _holder(store: StateStore, name: str) -> str:
@@ -93,18 +105,36 @@ def _holder(store: StateStore, name: str) -> str:
 
 
 def _instance(i: Instance, now: float, noticed: bool, record: InstanceRecord | None = None) -> dict[str, Any]:
-    return {"id": i.id, "pool": i.pool.id, "market": i.pool.market.value, "state": i.state.value,
-            "accelerator": i.accelerator, "gpus": i.gpus, "price_per_hour": i.price_per_hour,
-            **(bills.row(record) if record else {"planned_per_hour": None, "billed_per_hour": None,
-                                                 "billed_source": "", "rental": ""}),
-            "launched_at": i.launched_at, "age_seconds": max(0.0, now - i.launched_at), "notice": noticed}
+    return {
+        "id": i.id,
+        "pool": i.pool.id,
+        "market": i.pool.market.value,
+        "state": i.state.value,
+        "accelerator": i.accelerator,
+        "gpus": i.gpus,
+        "price_per_hour": i.price_per_hour,
+        **(
+            bills.row(record)
+            if record
+            else {"planned_per_hour": None, "billed_per_hour": None, "billed_source": "", "rental": ""}
+        ),
+        "launched_at": i.launched_at,
+        "age_seconds": max(0.0, now - i.launched_at),
+        "notice": noticed,
+    }
 
 
 def _stopped(i: Instance, now: float) -> dict[str, Any]:
     """A paused instance that still bills (Vast outbid): its price is what it bills now (storage)."""
     since = i.ended_at if i.ended_at is not None else now
-    return {"id": i.id, "pool": i.pool.id, "reason": i.reason or i.state.value, "since": since,
-            "stopped_seconds": max(0.0, now - since), "storage_per_hour": i.price_per_hour}
+    return {
+        "id": i.id,
+        "pool": i.pool.id,
+        "reason": i.reason or i.state.value,
+        "since": since,
+        "stopped_seconds": max(0.0, now - since),
+        "storage_per_hour": i.price_per_hour,
+    }
 
 
 #: The status shown when a provider could not be read: what runs there is not known.
@@ -140,24 +170,54 @@ def overview(app: App, *, include_down: bool) -> tuple[list[dict[str, Any]], int
             try:
                 data, _view = snapshot(app, store, record.name)
             except FleetError as err:
-                rows.append({"fleet": record.name, "status": ERROR, "recorded_status": record.status,
-                             "backend": record.backend, "running": None, "planned": None, "gpus": None,
-                             "price_per_hour": None, "cost_so_far": None, "cost_basis": None, "provider_errors": {},
-                             "planned_per_hour": None, "billed_per_hour": None, "bill_read": 0,
-                             "bill_planned_per_hour": None, "bill_breaches": 0, "savings": None,
-                             "savings_fraction": None, "error": str(err)})
+                rows.append(
+                    {
+                        "fleet": record.name,
+                        "status": ERROR,
+                        "recorded_status": record.status,
+                        "backend": record.backend,
+                        "running": None,
+                        "planned": None,
+                        "gpus": None,
+                        "price_per_hour": None,
+                        "cost_so_far": None,
+                        "cost_basis": None,
+                        "provider_errors": {},
+                        "planned_per_hour": None,
+                        "billed_per_hour": None,
+                        "bill_read": 0,
+                        "bill_planned_per_hour": None,
+                        "bill_breaches": 0,
+                        "savings": None,
+                        "savings_fraction": None,
+                        "error": str(err),
+                    }
+                )
                 continue
             cost = data["cost"]
-            rows.append({"fleet": data["fleet"], "status": data["status"], "recorded_status": data["recorded_status"],
-                         "backend": data["backend"], "running": data["running"], "planned": data["planned"],
-                         "gpus": cost["running_gpus"], "price_per_hour": cost["rate_per_hour"],
-                         "cost_so_far": cost["cost_so_far"], "cost_basis": data["cost_basis"],
-                         "provider_errors": data["provider_errors"],
-                         "planned_per_hour": data["planned_per_hour"], "billed_per_hour": data["billed_per_hour"],
-                         "bill_read": data["bill"]["read"], "bill_planned_per_hour": data["bill"]["planned_per_hour"],
-                         "bill_breaches": len(data["bill"]["breaches"]),
-                         "savings": cost["savings"], "savings_fraction": cost["savings_fraction"],
-                         "error": ""})
+            rows.append(
+                {
+                    "fleet": data["fleet"],
+                    "status": data["status"],
+                    "recorded_status": data["recorded_status"],
+                    "backend": data["backend"],
+                    "running": data["running"],
+                    "planned": data["planned"],
+                    "gpus": cost["running_gpus"],
+                    "price_per_hour": cost["rate_per_hour"],
+                    "cost_so_far": cost["cost_so_far"],
+                    "cost_basis": data["cost_basis"],
+                    "provider_errors": data["provider_errors"],
+                    "planned_per_hour": data["planned_per_hour"],
+                    "billed_per_hour": data["billed_per_hour"],
+                    "bill_read": data["bill"]["read"],
+                    "bill_planned_per_hour": data["bill"]["planned_per_hour"],
+                    "bill_breaches": len(data["bill"]["breaches"]),
+                    "savings": cost["savings"],
+                    "savings_fraction": cost["savings_fraction"],
+                    "error": "",
+                }
+            )
     finally:
         store.close()
     return rows, hidden

@@ -12,7 +12,17 @@ from providers._template.settings import AcmeSettings
 from providers.kit.record import ProviderRecord, on_call
 
 RECORD = ProviderRecord(
-    "acme", title="Acme Cloud", settings=AcmeSettings, factory=on_call("providers._template.provider:from_spec"),
-    check=on_call("providers._template.check:check"), extra="acme",
-    sdk_modules=("httpx",), notice_seconds=0, spot=False, zones=False, checkpoint_scheme="s3",
-    pulumi_refusal="Acme has no Pulumi provider", summary="Acme Cloud on-demand GPU instances (template)")
+    "acme",
+    title="Acme Cloud",
+    settings=AcmeSettings,
+    factory=on_call("providers._template.provider:from_spec"),
+    check=on_call("providers._template.check:check"),
+    extra="acme",
+    sdk_modules=("httpx",),
+    notice_seconds=0,
+    spot=False,
+    zones=False,
+    checkpoint_scheme="s3",
+    pulumi_refusal="Acme has no Pulumi provider",
+    summary="Acme Cloud on-demand GPU instances (template)",
+)

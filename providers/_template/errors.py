@@ -8,12 +8,15 @@ from fleet.errors import AuthError, NoCapacityError, ProviderError, QuotaExceede
 from providers.kit.errors import ErrorTable
 from providers.kit.retry import RetryRules
 
-TABLE = ErrorTable("acme", codes={
-    "invalid-api-key": AuthError,
-    "insufficient-capacity": NoCapacityError,
-    "quota-exceeded": QuotaExceededError,
-    "too-many-requests": RateLimitedError,
-})
+TABLE = ErrorTable(
+    "acme",
+    codes={
+        "invalid-api-key": AuthError,
+        "insufficient-capacity": NoCapacityError,
+        "quota-exceeded": QuotaExceededError,
+        "too-many-requests": RateLimitedError,
+    },
+)
 RULES = RetryRules(throttling=frozenset({"too-many-requests"}))
 
 
@@ -22,5 +25,6 @@ def to_error(status: int, body: Any, what: str, retry_after: float | None = None
     error = body.get("error") if isinstance(body, dict) else None
     code = str(error.get("code") or "") if isinstance(error, dict) else ""
     message = str(error.get("message") or "") if isinstance(error, dict) else str((body or {}).get("message", ""))
-    return TABLE.error(f"{what}: {message or code or 'HTTP ' + str(status)}", code=code, status=status,
-                       retry_after=retry_after)
+    return TABLE.error(
+        f"{what}: {message or code or 'HTTP ' + str(status)}", code=code, status=status, retry_after=retry_after
+    )

@@ -36,9 +36,13 @@ class AcmeProvider:
         return time.time()
 
     def list_offers(self, query: OfferQuery) -> list[Offer]:
-        return [o for o in snapshot_offers() if o.pool.provider == self.name
-                and (not query.accelerators or o.accelerator in query.accelerators)
-                and (not query.regions or o.pool.region in query.regions)]
+        return [
+            o
+            for o in snapshot_offers()
+            if o.pool.provider == self.name
+            and (not query.accelerators or o.accelerator in query.accelerators)
+            and (not query.regions or o.pool.region in query.regions)
+        ]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         prefix = f"{request.fleet}-{request.token}"
@@ -47,13 +51,18 @@ class AcmeProvider:
             return [i for i in self._listed(request.fleet) if i.tags.get("name", "").startswith(prefix)]
 
         def create(n: int) -> Created:
-            body = {"region_name": request.offer.pool.region, "instance_type_name": request.offer.pool.instance_type,
-                    "quantity": n, "name": prefix}
+            body = {
+                "region_name": request.offer.pool.region,
+                "instance_type_name": request.offer.pool.instance_type,
+                "quantity": n,
+                "name": prefix,
+            }
             answer = self.api.request("POST", "/instances", body=body, what="launch", schema=LaunchAnswer)
             return Created([self._pending(request, iid) for iid in answer.instance_ids])
 
-        return self._launches.launch(request, fingerprint=(request.offer.pool.id, request.count), find=find,
-                                     create=create)
+        return self._launches.launch(
+            request, fingerprint=(request.offer.pool.id, request.count), find=find, create=create
+        )
 
     def list_instances(self, fleet: str) -> list[Instance]:
         return [i for i in self._listed(fleet) if i.state is not InstanceState.TERMINATED]
@@ -68,8 +77,9 @@ class AcmeProvider:
                 pass
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
-        raise ProviderError(self.name, "Acme has no object storage: name an s3/gcs/azure checkpoint.provider",
-                            code="no-storage")
+        raise ProviderError(
+            self.name, "Acme has no object storage: name an s3/gcs/azure checkpoint.provider", code="no-storage"
+        )
 
     def _all(self) -> list[Instance]:
         rows = self.api.request("GET", "/instances", idempotent=True, what="list instances", schema=InstanceList)
@@ -80,15 +90,33 @@ class AcmeProvider:
 
     def _instance(self, row: AcmeInstance) -> Instance:
         fleet = row.name.rsplit("-", 2)[0] if row.name.count("-") >= 2 else ""
-        pool = PoolKey(provider=self.name, region=row.region, zone="", instance_type=row.instance_type,
-                       market=Market.ON_DEMAND)
-        return Instance(id=row.id, fleet=fleet, pool=pool, state=STATES.get(row.status, InstanceState.PENDING),
-                        accelerator="", gpus=0, price_per_hour=0.0, launched_at=self.now(), tags={"name": row.name})
+        pool = PoolKey(
+            provider=self.name, region=row.region, zone="", instance_type=row.instance_type, market=Market.ON_DEMAND
+        )
+        return Instance(
+            id=row.id,
+            fleet=fleet,
+            pool=pool,
+            state=STATES.get(row.status, InstanceState.PENDING),
+            accelerator="",
+            gpus=0,
+            price_per_hour=0.0,
+            launched_at=self.now(),
+            tags={"name": row.name},
+        )
 
     def _pending(self, request: LaunchRequest, iid: str) -> Instance:
-        return Instance(id=iid, fleet=request.fleet, pool=request.offer.pool, state=InstanceState.PENDING,
-                        accelerator=request.offer.accelerator, gpus=request.offer.gpus,
-                        price_per_hour=request.offer.price_per_hour, launched_at=self.now(), tags=dict(request.tags))
+        return Instance(
+            id=iid,
+            fleet=request.fleet,
+            pool=request.offer.pool,
+            state=InstanceState.PENDING,
+            accelerator=request.offer.accelerator,
+            gpus=request.offer.gpus,
+            price_per_hour=request.offer.price_per_hour,
+            launched_at=self.now(),
+            tags=dict(request.tags),
+        )
 
 
 def from_spec(spec: FleetSpec | None, settings: ProviderSettings) -> AcmeProvider:

@@ -39,7 +39,7 @@ def load(cache_dir: Path, *, timeout: float = 3.0) -> dict[str, Any] | None:
     except (OSError, ValueError):
         pass
     if os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_EC2"):
-        return None                      # an emulator: the public internet is not the account's world
+        return None  # an emulator: the public internet is not the account's world
     try:
         with urllib.request.urlopen(URL, timeout=timeout) as resp:
             doc = json.loads(resp.read())

@@ -56,8 +56,14 @@ def _alive(aws: Any, instances: Sequence[Instance]) -> list[Instance]:
         by_region.setdefault(inst.pool.region, []).append(inst)
     alive: set[str] = set()
     for region, group in sorted(by_region.items()):
-        found = describe(aws, region, [{"Name": "instance-id", "Values": [i.id for i in group]},
-                                       {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        found = describe(
+            aws,
+            region,
+            [
+                {"Name": "instance-id", "Values": [i.id for i in group]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ],
+        )
         alive |= {raw["InstanceId"] for raw in found}
     return [i for i in instances if i.id in alive]
 
@@ -66,9 +72,15 @@ def _spot_rates(aws: Any, region: str, group: list[Instance], now: float) -> dic
     zones = aws.call("ec2", region, "describe_availability_zones")["AvailabilityZones"]
     zone_id = {z["ZoneName"]: z["ZoneId"] for z in zones if z.get("ZoneName") and z.get("ZoneId")}
     start = datetime.fromtimestamp(min(i.launched_at for i in group), tz=timezone.utc)
-    rows = aws.pages("ec2", region, "describe_spot_price_history", "SpotPriceHistory",
-                     InstanceTypes=sorted({i.pool.instance_type for i in group}), ProductDescriptions=[PRODUCT],
-                     StartTime=start)
+    rows = aws.pages(
+        "ec2",
+        region,
+        "describe_spot_price_history",
+        "SpotPriceHistory",
+        InstanceTypes=sorted({i.pool.instance_type for i in group}),
+        ProductDescriptions=[PRODUCT],
+        StartTime=start,
+    )
     history: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for row in rows:
         itype, zone, stamp, price = _entry(row, region)
@@ -79,8 +91,9 @@ def _spot_rates(aws: Any, region: str, group: list[Instance], now: float) -> dic
     for inst in group:
         entries = history.get((inst.pool.instance_type, inst.pool.zone))
         if entries:
-            out[inst.id] = BilledRate(per_hour=_at(entries, inst.launched_at), source="spot-history", rental="spot",
-                                      at=now)
+            out[inst.id] = BilledRate(
+                per_hour=_at(entries, inst.launched_at), source="spot-history", rental="spot", at=now
+            )
     return out
 
 
@@ -90,12 +103,22 @@ def _entry(row: Any, region: str) -> tuple[str, str, float, float]:
         stamp = row["Timestamp"]
         when = stamp.timestamp() if isinstance(stamp, datetime) else float(stamp)
         price = float(row["SpotPrice"])
-        if not isinstance(row["InstanceType"], str) or not isinstance(row["AvailabilityZone"], str) \
-                or not isinstance(row["ProductDescription"], str) or not math.isfinite(price) or price < 0:
+        if (
+            not isinstance(row["InstanceType"], str)
+            or not isinstance(row["AvailabilityZone"], str)
+            or not isinstance(row["ProductDescription"], str)
+            or not math.isfinite(price)
+            or price < 0
+        ):
             raise ValueError("wrong types")
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise malformed("aws", "describe_spot_price_history", row, detail="an entry without a readable type, "
-                        "zone, product, price or time", region=region) from None
+        raise malformed(
+            "aws",
+            "describe_spot_price_history",
+            row,
+            detail="an entry without a readable type, zone, product, price or time",
+            region=region,
+        ) from None
     return row["InstanceType"], row["AvailabilityZone"], when, price
 
 

@@ -15,8 +15,12 @@ from providers.aws.settings import AwsSettings
 from providers.base import CheckResult
 
 #: EC2 vCPU quotas of the GPU families (Service Quotas codes).
-GPU_QUOTAS = {"L-417A185B": "spot P vCPUs", "L-7212CCBC": "on-demand P vCPUs",
-              "L-3819A6DF": "spot G and VT vCPUs", "L-DB2E81BA": "on-demand G and VT vCPUs"}
+GPU_QUOTAS = {
+    "L-417A185B": "spot P vCPUs",
+    "L-7212CCBC": "on-demand P vCPUs",
+    "L-3819A6DF": "spot G and VT vCPUs",
+    "L-DB2E81BA": "on-demand G and VT vCPUs",
+}
 DRY_RUN_TYPE = "g4dn.xlarge"
 #: Any public image will do for a DryRun (it launches nothing) when the GPU default is not resolvable.
 PROBE_AMI_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
@@ -29,8 +33,13 @@ def check(settings: AwsSettings, *, aws: Aws | None = None) -> CheckResult:
     try:
         identity = aws.call("sts", region, "get_caller_identity")["Arn"]
     except ProviderError as err:
-        return CheckResult(provider="aws", ok=False, configured=err.code != "NoCredentials", detail=err.message,
-                           fix="configure credentials: `aws configure`, `aws sso login`, or AWS_PROFILE")
+        return CheckResult(
+            provider="aws",
+            ok=False,
+            configured=err.code != "NoCredentials",
+            detail=err.message,
+            fix="configure credentials: `aws configure`, `aws sso login`, or AWS_PROFILE",
+        )
     notes: list[str] = []
     can_price = _spot_prices(aws, region, notes)
     _list_prices(aws, notes)
@@ -38,14 +47,28 @@ def check(settings: AwsSettings, *, aws: Aws | None = None) -> CheckResult:
     quotas = _quotas(aws, region, notes)
     ok = can_price is not False and can_launch is not False
     fix = "" if ok else "grant ec2:DescribeSpotPriceHistory, ec2:CreateFleet, ec2:RunInstances and iam:PassRole"
-    return CheckResult(provider="aws", ok=ok, identity=identity, can_price=can_price, can_launch=can_launch,
-                       quotas=quotas, detail="; ".join(notes), fix=fix)
+    return CheckResult(
+        provider="aws",
+        ok=ok,
+        identity=identity,
+        can_price=can_price,
+        can_launch=can_launch,
+        quotas=quotas,
+        detail="; ".join(notes),
+        fix=fix,
+    )
 
 
 def _spot_prices(aws: Aws, region: str, notes: list[str]) -> bool | None:
     try:
-        aws.call("ec2", region, "describe_spot_price_history", InstanceTypes=[DRY_RUN_TYPE], MaxResults=5,
-                 ProductDescriptions=["Linux/UNIX"])
+        aws.call(
+            "ec2",
+            region,
+            "describe_spot_price_history",
+            InstanceTypes=[DRY_RUN_TYPE],
+            MaxResults=5,
+            ProductDescriptions=["Linux/UNIX"],
+        )
         return True
     except AuthError:
         notes.append("spot prices denied")
@@ -65,8 +88,16 @@ def _list_prices(aws: Aws, notes: list[str]) -> None:
 def _dry_run(aws: Aws, settings: AwsSettings, region: str, notes: list[str]) -> bool | None:
     try:
         image = _probe_image(aws, settings, region)
-        aws.call("ec2", region, "run_instances", DryRun=True, ImageId=image, InstanceType=DRY_RUN_TYPE,
-                 MinCount=1, MaxCount=1)
+        aws.call(
+            "ec2",
+            region,
+            "run_instances",
+            DryRun=True,
+            ImageId=image,
+            InstanceType=DRY_RUN_TYPE,
+            MinCount=1,
+            MaxCount=1,
+        )
     except ProviderError as err:
         if err.code == "DryRunOperation":
             return True

@@ -75,4 +75,3 @@ def error_class(code: str) -> type[ProviderError]:
 def to_error(code: str, message: str, *, region: str = "") -> ProviderError:
     """A spotfleet error for an AWS ``code`` and its message, attributed to ``aws/<region>``."""
     return TABLE.error(message or code, code=code, region=region, limit=100_000)
-

@@ -26,15 +26,20 @@ from providers.kit.responses import check
 log = logging.getLogger(__name__)
 
 TAG_TOKEN = "spotfleet:token"
-TAG_REQUEST = "spotfleet:request"          # fingerprint of the launch request under that token
-TAG_SHORTFALL = "spotfleet:shortfall"      # vendor code of a partial launch's shortfall
+TAG_REQUEST = "spotfleet:request"  # fingerprint of the launch request under that token
+TAG_SHORTFALL = "spotfleet:shortfall"  # vendor code of a partial launch's shortfall
 TAG_ACCELERATOR = "spotfleet:accelerator"
 TAG_GPUS = "spotfleet:gpus"
 TAG_PRICE = "spotfleet:price"
 
-STATES = {"pending": InstanceState.PENDING, "running": InstanceState.RUNNING, "stopping": InstanceState.STOPPED,
-          "stopped": InstanceState.STOPPED, "shutting-down": InstanceState.TERMINATED,
-          "terminated": InstanceState.TERMINATED}
+STATES = {
+    "pending": InstanceState.PENDING,
+    "running": InstanceState.RUNNING,
+    "stopping": InstanceState.STOPPED,
+    "stopped": InstanceState.STOPPED,
+    "shutting-down": InstanceState.TERMINATED,
+    "terminated": InstanceState.TERMINATED,
+}
 SPOT_TERMINATION = "Server.SpotInstanceTermination"
 _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 _ID = re.compile(r"^i-[0-9a-f]{8,17}$")
@@ -91,11 +96,19 @@ def to_instance(raw: dict[str, Any]) -> Instance | None:
             state = InstanceState.PREEMPTED
         end = ended_at(raw)
     launched = raw.get("LaunchTime")
-    return Instance(id=raw["InstanceId"], fleet=tags.get(TAG_FLEET, ""), pool=pool, state=state,
-                    accelerator=tags.get(TAG_ACCELERATOR, ""), gpus=int(tags.get(TAG_GPUS, "1") or 1),
-                    price_per_hour=float(tags.get(TAG_PRICE, "0") or 0),
-                    launched_at=launched.timestamp() if isinstance(launched, datetime) else 0.0,
-                    ended_at=end, tags=tags, address=str(raw.get("PrivateIpAddress") or ""))
+    return Instance(
+        id=raw["InstanceId"],
+        fleet=tags.get(TAG_FLEET, ""),
+        pool=pool,
+        state=state,
+        accelerator=tags.get(TAG_ACCELERATOR, ""),
+        gpus=int(tags.get(TAG_GPUS, "1") or 1),
+        price_per_hour=float(tags.get(TAG_PRICE, "0") or 0),
+        launched_at=launched.timestamp() if isinstance(launched, datetime) else 0.0,
+        ended_at=end,
+        tags=tags,
+        address=str(raw.get("PrivateIpAddress") or ""),
+    )
 
 
 def describe(aws, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -109,10 +122,17 @@ def describe(aws, region: str, filters: list[dict[str, Any]]) -> list[dict[str, 
 
 def list_fleet(aws, region: str, fleet: str) -> list[Instance]:
     """The fleet's live instances in ``region``, plus spot instances AWS took back (as preempted)."""
-    raw = describe(aws, region, [{"Name": f"tag:{TAG_FLEET}", "Values": [fleet]},
-                                 {"Name": "instance-state-name",
-                                  "Values": ["pending", "running", "stopping", "stopped", "shutting-down",
-                                             "terminated"]}])
+    raw = describe(
+        aws,
+        region,
+        [
+            {"Name": f"tag:{TAG_FLEET}", "Values": [fleet]},
+            {
+                "Name": "instance-state-name",
+                "Values": ["pending", "running", "stopping", "stopped", "shutting-down", "terminated"],
+            },
+        ],
+    )
     out = []
     for item in raw:
         inst = to_instance(item)
@@ -155,6 +175,10 @@ def console_output(aws, instance: Instance) -> str:
     got = aws.call("ec2", instance.pool.region, "get_console_output", InstanceId=instance.id, Latest=True)
     output = got.get("Output", "") if isinstance(got, dict) else None
     if not isinstance(output, str):
-        raise ProviderError("aws", f"GetConsoleOutput for {instance.id}: the answer holds no text output",
-                            region=instance.pool.region, code="MalformedResponse")
+        raise ProviderError(
+            "aws",
+            f"GetConsoleOutput for {instance.id}: the answer holds no text output",
+            region=instance.pool.region,
+            code="MalformedResponse",
+        )
     return output

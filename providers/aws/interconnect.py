@@ -34,30 +34,44 @@ def ensure(aws: Aws, region: str, name: str, fleet: str) -> None:
     found = _described(aws, region, name)
     if found is None:
         try:
-            aws.call("ec2", region, "create_placement_group", GroupName=name, Strategy="cluster",
-                     TagSpecifications=[{"ResourceType": "placement-group",
-                                         "Tags": [{"Key": TAG_FLEET, "Value": fleet}]}])
+            aws.call(
+                "ec2",
+                region,
+                "create_placement_group",
+                GroupName=name,
+                Strategy="cluster",
+                TagSpecifications=[{"ResourceType": "placement-group", "Tags": [{"Key": TAG_FLEET, "Value": fleet}]}],
+            )
             return
         except ProviderError as err:
             if err.code != DUPLICATE:
                 raise
-            found = _described(aws, region, name)        # made meanwhile by a racing launch
+            found = _described(aws, region, name)  # made meanwhile by a racing launch
             if found is None:
                 raise
     if ec2i.tags_of(found).get(TAG_FLEET) != fleet:
-        raise ProviderError("aws", f"placement group {name} exists but fleet {fleet} did not create it (no "
-                            f"{TAG_FLEET}={fleet} tag); delete or rename it, or rename the fleet",
-                            region=region, code="PlacementGroupNotOurs")
+        raise ProviderError(
+            "aws",
+            f"placement group {name} exists but fleet {fleet} did not create it (no "
+            f"{TAG_FLEET}={fleet} tag); delete or rename it, or rename the fleet",
+            region=region,
+            code="PlacementGroupNotOurs",
+        )
     if found.get("Strategy") != "cluster":
-        raise ProviderError("aws", f"placement group {name} has strategy {found.get('Strategy')!r}, not cluster; "
-                            "delete it and run again", region=region, code="PlacementGroupNotCluster")
+        raise ProviderError(
+            "aws",
+            f"placement group {name} has strategy {found.get('Strategy')!r}, not cluster; delete it and run again",
+            region=region,
+            code="PlacementGroupNotCluster",
+        )
 
 
 def remove(aws: Aws, region: str, fleet: str) -> list[str]:
     """Delete the placement groups in ``region`` tagged with ``fleet``; their names. Groups
     without the tag are never touched; one already gone is fine."""
-    answer = aws.call("ec2", region, "describe_placement_groups",
-                      Filters=[{"Name": f"tag:{TAG_FLEET}", "Values": [fleet]}])
+    answer = aws.call(
+        "ec2", region, "describe_placement_groups", Filters=[{"Name": f"tag:{TAG_FLEET}", "Values": [fleet]}]
+    )
     groups = _groups(answer, region)
     names = sorted(g["GroupName"] for g in groups if ec2i.tags_of(g).get(TAG_FLEET) == fleet and g.get("GroupName"))
     for name in names:
@@ -83,6 +97,7 @@ def _described(aws: Aws, region: str, name: str) -> dict[str, Any] | None:
 def _groups(answer: dict[str, Any], region: str) -> list[dict[str, Any]]:
     groups = answer.get("PlacementGroups")
     if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
-        raise MalformedResponseError("aws", "describe placement groups", detail="no list of PlacementGroups",
-                                     region=region)
+        raise MalformedResponseError(
+            "aws", "describe placement groups", detail="no list of PlacementGroups", region=region
+        )
     return groups

@@ -59,8 +59,11 @@ STATE_CHANGE = "EC2 Instance State-change Notification"
 PATTERNS: dict[str, dict[str, Any]] = {
     "spot": {"source": ["aws.ec2"], "detail-type": [SPOT_WARNING]},
     "rebalance": {"source": ["aws.ec2"], "detail-type": [REBALANCE]},
-    "state": {"source": ["aws.ec2"], "detail-type": [STATE_CHANGE],
-              "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
+    "state": {
+        "source": ["aws.ec2"],
+        "detail-type": [STATE_CHANGE],
+        "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]},
+    },
 }
 ENDED_STATES = frozenset(PATTERNS["state"]["detail"]["state"])
 SPOT_ACTIONS = frozenset({"terminate", "stop", "hibernate"})
@@ -83,26 +86,50 @@ class NotOursError(ProviderError):
 
 def ensure(aws: Aws, region: str, fleet: str) -> str:
     """The queue and rules of ``fleet`` in ``region``, made or refreshed; the queue's URL."""
-    url = _queue_url(aws, region, fleet)       # looked at first: CreateQueue may tag a queue it did not make
+    url = _queue_url(aws, region, fleet)  # looked at first: CreateQueue may tag a queue it did not make
     if not url:
-        url = aws.call("sqs", region, "create_queue", QueueName=queue_name(fleet),
-                       Attributes={"MessageRetentionPeriod": str(RETENTION_SECONDS)},
-                       tags={TAG_FLEET: fleet})["QueueUrl"]
+        url = aws.call(
+            "sqs",
+            region,
+            "create_queue",
+            QueueName=queue_name(fleet),
+            Attributes={"MessageRetentionPeriod": str(RETENTION_SECONDS)},
+            tags={TAG_FLEET: fleet},
+        )["QueueUrl"]
     if _queue_tags(aws, region, url).get(TAG_FLEET) != fleet:
-        raise NotOursError("aws", f"queue {queue_name(fleet)} exists but fleet {fleet} did not make it (no "
-                           f"{TAG_FLEET}={fleet} tag); delete or rename it", region=region, code="NotOurs")
-    arn = aws.call("sqs", region, "get_queue_attributes", QueueUrl=url,
-                   AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        raise NotOursError(
+            "aws",
+            f"queue {queue_name(fleet)} exists but fleet {fleet} did not make it (no "
+            f"{TAG_FLEET}={fleet} tag); delete or rename it",
+            region=region,
+            code="NotOurs",
+        )
+    arn = aws.call("sqs", region, "get_queue_attributes", QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     rules = []
     for kind, pattern in PATTERNS.items():
         name = rule_name(fleet, kind)
         existing = _rule_arn(aws, region, name)
         if existing and _rule_tags(aws, region, existing).get(TAG_FLEET) != fleet:
-            raise NotOursError("aws", f"EventBridge rule {name} exists but fleet {fleet} did not make it; delete "
-                               "or rename it", region=region, code="NotOurs")
-        rules.append(aws.call("events", region, "put_rule", Name=name, EventPattern=json.dumps(pattern),
-                              State="ENABLED", Description=f"spotfleet {fleet}: EC2 notices into {queue_name(fleet)}",
-                              Tags=[{"Key": TAG_FLEET, "Value": fleet}])["RuleArn"])
+            raise NotOursError(
+                "aws",
+                f"EventBridge rule {name} exists but fleet {fleet} did not make it; delete or rename it",
+                region=region,
+                code="NotOurs",
+            )
+        rules.append(
+            aws.call(
+                "events",
+                region,
+                "put_rule",
+                Name=name,
+                EventPattern=json.dumps(pattern),
+                State="ENABLED",
+                Description=f"spotfleet {fleet}: EC2 notices into {queue_name(fleet)}",
+                Tags=[{"Key": TAG_FLEET, "Value": fleet}],
+            )["RuleArn"]
+        )
     aws.call("sqs", region, "set_queue_attributes", QueueUrl=url, Attributes={"Policy": json.dumps(policy(arn, rules))})
     for kind in PATTERNS:
         aws.call("events", region, "put_targets", Rule=rule_name(fleet, kind), Targets=[{"Id": TARGET_ID, "Arn": arn}])
@@ -111,17 +138,32 @@ def ensure(aws: Aws, region: str, fleet: str) -> str:
 
 def policy(queue_arn: str, rule_arns: Sequence[str]) -> dict[str, Any]:
     """The queue policy: EventBridge may send, from these rules only."""
-    return {"Version": "2012-10-17", "Statement": [{
-        "Sid": "EventBridgeSendsEc2Notices", "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"},
-        "Action": "sqs:SendMessage", "Resource": queue_arn,
-        "Condition": {"ArnEquals": {"aws:SourceArn": list(rule_arns)}}}]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "EventBridgeSendsEc2Notices",
+                "Effect": "Allow",
+                "Principal": {"Service": "events.amazonaws.com"},
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+                "Condition": {"ArnEquals": {"aws:SourceArn": list(rule_arns)}},
+            }
+        ],
+    }
 
 
 def poll(aws: Aws, region: str, fleet: str, url: str, wait_seconds: int) -> list[Interruption]:
     """One long poll (up to ``wait_seconds``, 0-20) of the queue at ``url``; see the module doc.
     Raises ProviderError when the queue or EC2 cannot be read (nothing is deleted then)."""
-    got = aws.call("sqs", region, "receive_message", QueueUrl=url, MaxNumberOfMessages=10,
-                   WaitTimeSeconds=max(0, min(20, int(wait_seconds))))
+    got = aws.call(
+        "sqs",
+        region,
+        "receive_message",
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        WaitTimeSeconds=max(0, min(20, int(wait_seconds))),
+    )
     messages = got.get("Messages") or []
     if not isinstance(messages, list):
         raise ProviderError("aws", "ReceiveMessage: Messages is not a list", region=region, code="Malformed")
@@ -134,8 +176,12 @@ def poll(aws: Aws, region: str, fleet: str, url: str, wait_seconds: int) -> list
         try:
             notices.append(parse(m.get("Body") if isinstance(m, dict) else None, region))
         except ValueError as err:
-            log.error("aws/%s: interruption queue %s: skipped a message that is not an EC2 notice: %s",
-                      region, queue_name(fleet), safe(str(err))[:300])
+            log.error(
+                "aws/%s: interruption queue %s: skipped a message that is not an EC2 notice: %s",
+                region,
+                queue_name(fleet),
+                safe(str(err))[:300],
+            )
     ours = _ours(aws, region, fleet, sorted({n.instance_id for n in notices}))
     _delete(aws, region, url, handles)
     return [n for n in notices if n.instance_id in ours]
@@ -167,8 +213,9 @@ def parse(body: object, region: str = "") -> Interruption:
         kind = "ended"
     else:
         raise ValueError(f"detail-type {str(kind_of)[:80]!r} is not one this queue's rules send")
-    return Interruption(instance_id=instance, kind=str(kind), at=_epoch(event.get("time")),
-                        region=str(event.get("region") or region))
+    return Interruption(
+        instance_id=instance, kind=str(kind), at=_epoch(event.get("time")), region=str(event.get("region") or region)
+    )
 
 
 def remove(aws: Aws, region: str, fleet: str) -> list[str]:
@@ -231,8 +278,13 @@ def _ours(aws: Aws, region: str, fleet: str, ids: list[str]) -> set[str]:
     """Which of ``ids`` carry ``fleet``'s tag (EC2 keeps ended instances listed for a while)."""
     if not ids:
         return set()
-    found = aws.pages("ec2", region, "describe_instances", "Reservations", Filters=[
-        {"Name": "instance-id", "Values": ids}, {"Name": f"tag:{TAG_FLEET}", "Values": [fleet]}])
+    found = aws.pages(
+        "ec2",
+        region,
+        "describe_instances",
+        "Reservations",
+        Filters=[{"Name": "instance-id", "Values": ids}, {"Name": f"tag:{TAG_FLEET}", "Values": [fleet]}],
+    )
     out = set()
     for reservation in found:
         for inst in reservation.get("Instances") or [] if isinstance(reservation, dict) else []:
@@ -244,9 +296,14 @@ def _ours(aws: Aws, region: str, fleet: str, ids: list[str]) -> set[str]:
 
 def _delete(aws: Aws, region: str, url: str, handles: list[str]) -> None:
     for start in range(0, len(handles), 10):
-        batch = handles[start:start + 10]
-        aws.call("sqs", region, "delete_message_batch", QueueUrl=url,
-                 Entries=[{"Id": str(n), "ReceiptHandle": h} for n, h in enumerate(batch)])
+        batch = handles[start : start + 10]
+        aws.call(
+            "sqs",
+            region,
+            "delete_message_batch",
+            QueueUrl=url,
+            Entries=[{"Id": str(n), "ReceiptHandle": h} for n, h in enumerate(batch)],
+        )
 
 
 def _epoch(text: object) -> float:

@@ -78,7 +78,7 @@ class Launcher:
         self.settings = settings
         self._ami: dict[str, str] = {}
         self._subnets: dict[tuple[str, str], list[str]] = {}
-        self._swept: set[tuple[str, str]] = set()      # (region, fleet) whose used templates were removed
+        self._swept: set[tuple[str, str]] = set()  # (region, fleet) whose used templates were removed
         self._lock = threading.Lock()
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
@@ -88,7 +88,7 @@ class Launcher:
         tags = self._tags(request)
         found = ec2i.describe(self.aws, pool.region, [{"Name": f"tag:{ec2i.TAG_TOKEN}", "Values": [request.token]}])
         if found:
-            self._delete_template(pool.region, template_name(request.token))    # left if a run died after CreateFleet
+            self._delete_template(pool.region, template_name(request.token))  # left if a run died after CreateFleet
             return self._replay(request, found, tags[ec2i.TAG_REQUEST])
         subnets = self.subnets(pool.region, pool.zone)
         self.sweep_once(pool.region, request.fleet)
@@ -96,8 +96,9 @@ class Launcher:
             interconnect.ensure(self.aws, pool.region, request.interconnect, request.fleet)
         template = self._create_template(request, pool.region)
         try:
-            response = self.aws.call("ec2", pool.region, "create_fleet", **self._fleet_params(request, template,
-                                                                                                 subnets, tags))
+            response = self.aws.call(
+                "ec2", pool.region, "create_fleet", **self._fleet_params(request, template, subnets, tags)
+            )
             crashpoints.reached("aws-fleet-created")
         finally:
             self._delete_template(pool.region, template)
@@ -107,16 +108,25 @@ class Launcher:
         """Delete the launch templates in ``region`` tagged with ``fleet`` (what runs killed before
         their cleanup left), or with ``used_only`` those whose token already has instances; their
         names. Templates without the tag are never touched."""
-        found = self.aws.pages("ec2", region, "describe_launch_templates", "LaunchTemplates",
-                               Filters=[{"Name": f"tag:{TAG_FLEET}", "Values": [fleet]}])
-        names = sorted(t["LaunchTemplateName"] for t in found
-                       if ec2i.tags_of(t).get(TAG_FLEET) == fleet and t.get("LaunchTemplateName")
-                       and (not used_only or self._used(region, ec2i.tags_of(t).get(ec2i.TAG_TOKEN, ""))))
+        found = self.aws.pages(
+            "ec2",
+            region,
+            "describe_launch_templates",
+            "LaunchTemplates",
+            Filters=[{"Name": f"tag:{TAG_FLEET}", "Values": [fleet]}],
+        )
+        names = sorted(
+            t["LaunchTemplateName"]
+            for t in found
+            if ec2i.tags_of(t).get(TAG_FLEET) == fleet
+            and t.get("LaunchTemplateName")
+            and (not used_only or self._used(region, ec2i.tags_of(t).get(ec2i.TAG_TOKEN, "")))
+        )
         for name in names:
             try:
                 self.aws.call("ec2", region, "delete_launch_template", LaunchTemplateName=name)
             except ProviderError as err:
-                if "NotFound" not in err.code:       # gone meanwhile is fine; anything else: `down` again
+                if "NotFound" not in err.code:  # gone meanwhile is fine; anything else: `down` again
                     raise
         return names
 
@@ -125,8 +135,14 @@ class Launcher:
         o = request.offer
         base = {**request.tags, **fleet_tags(request.fleet, o.pool)}
         print_ = stable_hash([request.fleet, o.pool.id, request.count, sorted(base.items()), request.max_price])
-        return {**base, ec2i.TAG_TOKEN: request.token, ec2i.TAG_REQUEST: print_,
-                ec2i.TAG_ACCELERATOR: o.accelerator, ec2i.TAG_GPUS: str(o.gpus), ec2i.TAG_PRICE: f"{o.price_per_hour:.6g}"}
+        return {
+            **base,
+            ec2i.TAG_TOKEN: request.token,
+            ec2i.TAG_REQUEST: print_,
+            ec2i.TAG_ACCELERATOR: o.accelerator,
+            ec2i.TAG_GPUS: str(o.gpus),
+            ec2i.TAG_PRICE: f"{o.price_per_hour:.6g}",
+        }
 
     def subnets(self, region: str, zone: str) -> list[str]:
         """Subnets for zone ID ``zone``: the spec's ``subnets`` (by zone ID or name), else the default VPC's."""
@@ -138,18 +154,35 @@ class Launcher:
         if self.settings.subnets:
             if zone in self.settings.subnets:
                 return [self.settings.subnets[zone]]
-            names = {z["ZoneId"]: z["ZoneName"] for z in
-                     self.aws.call("ec2", region, "describe_availability_zones")["AvailabilityZones"]}
+            names = {
+                z["ZoneId"]: z["ZoneName"]
+                for z in self.aws.call("ec2", region, "describe_availability_zones")["AvailabilityZones"]
+            }
             if names.get(zone) in self.settings.subnets:
                 return [self.settings.subnets[names[zone]]]
-            raise ProviderError("aws", f"providers.aws.subnets names no subnet for zone {zone}; add one "
-                                "(zone ID or zone name -> subnet id)", region=region, code="NoSubnet")
-        found = self.aws.call("ec2", region, "describe_subnets", Filters=[
-            {"Name": "availability-zone-id", "Values": [zone]}, {"Name": "default-for-az", "Values": ["true"]}])
+            raise ProviderError(
+                "aws",
+                f"providers.aws.subnets names no subnet for zone {zone}; add one (zone ID or zone name -> subnet id)",
+                region=region,
+                code="NoSubnet",
+            )
+        found = self.aws.call(
+            "ec2",
+            region,
+            "describe_subnets",
+            Filters=[
+                {"Name": "availability-zone-id", "Values": [zone]},
+                {"Name": "default-for-az", "Values": ["true"]},
+            ],
+        )
         ids = sorted(s["SubnetId"] for s in found.get("Subnets", []))
         if not ids:
-            raise ProviderError("aws", f"no default subnet in zone {zone}; list one under providers.aws.subnets",
-                                region=region, code="NoSubnet")
+            raise ProviderError(
+                "aws",
+                f"no default subnet in zone {zone}; list one under providers.aws.subnets",
+                region=region,
+                code="NoSubnet",
+            )
         return ids
 
     def image(self, region: str) -> str:
@@ -159,8 +192,13 @@ class Launcher:
             try:
                 got = self.aws.call("ssm", region, "get_parameter", Name=DEFAULT_AMI_PARAMETER)
             except ProviderError as err:
-                raise ProviderError("aws", f"cannot resolve the default GPU image ({DEFAULT_AMI_PARAMETER}): "
-                                    f"{err.message}; set providers.aws.ami", region=region, code=err.code) from None
+                raise ProviderError(
+                    "aws",
+                    f"cannot resolve the default GPU image ({DEFAULT_AMI_PARAMETER}): "
+                    f"{err.message}; set providers.aws.ami",
+                    region=region,
+                    code=err.code,
+                ) from None
             self._ami[region] = got["Parameter"]["Value"]
         return self._ami[region]
 
@@ -169,30 +207,46 @@ class Launcher:
         unlike its id) is what CreateFleet references, so a replay under the same ClientToken
         sends EC2 the same parameters."""
         name = template_name(request.token)
-        data: dict[str, Any] = {"ImageId": self.image(region),
-                                "UserData": render_base64(boot_for("aws", request))}
+        data: dict[str, Any] = {"ImageId": self.image(region), "UserData": render_base64(boot_for("aws", request))}
         profile = instance_profile_for(request.node.checkpoint_uri)
         if profile:
             data["IamInstanceProfile"] = {"Name": profile}
         if request.node.ssh_key:
             data["KeyName"] = request.node.ssh_key
-        tagged = [{"ResourceType": "launch-template", "Tags": [{"Key": TAG_FLEET, "Value": request.fleet},
-                                                               {"Key": ec2i.TAG_TOKEN, "Value": request.token}]}]
+        tagged = [
+            {
+                "ResourceType": "launch-template",
+                "Tags": [{"Key": TAG_FLEET, "Value": request.fleet}, {"Key": ec2i.TAG_TOKEN, "Value": request.token}],
+            }
+        ]
         try:
-            self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data,
-                          TagSpecifications=tagged)
+            self.aws.call(
+                "ec2",
+                region,
+                "create_launch_template",
+                LaunchTemplateName=name,
+                LaunchTemplateData=data,
+                TagSpecifications=tagged,
+            )
         except ProviderError as err:
             if "AlreadyExists" not in err.code:
                 raise
             # left behind by a launch that died before cleaning up: start from a fresh one
             self._delete_template(region, name)
-            self.aws.call("ec2", region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data,
-                          TagSpecifications=tagged)
+            self.aws.call(
+                "ec2",
+                region,
+                "create_launch_template",
+                LaunchTemplateName=name,
+                LaunchTemplateData=data,
+                TagSpecifications=tagged,
+            )
         return name
 
     def _used(self, region: str, token: str) -> bool:
-        return bool(token) and bool(ec2i.describe(self.aws, region, [{"Name": f"tag:{ec2i.TAG_TOKEN}",
-                                                                      "Values": [token]}]))
+        return bool(token) and bool(
+            ec2i.describe(self.aws, region, [{"Name": f"tag:{ec2i.TAG_TOKEN}", "Values": [token]}])
+        )
 
     def sweep_once(self, region: str, fleet: str) -> None:
         """Once per process, region and fleet: delete the fleet's templates that CreateFleet already used."""
@@ -203,16 +257,17 @@ class Launcher:
         try:
             self.remove_templates(region, fleet, used_only=True)
         except ProviderError:
-            pass                 # `fleet down` removes them all; a launch does not fail for this
+            pass  # `fleet down` removes them all; a launch does not fail for this
 
     def _delete_template(self, region: str, name: str) -> None:
         try:
             self.aws.call("ec2", region, "delete_launch_template", LaunchTemplateName=name)
         except ProviderError:
-            pass                 # gone already, or a cleanup a later launch repeats
+            pass  # gone already, or a cleanup a later launch repeats
 
-    def _fleet_params(self, request: LaunchRequest, template: str, subnets: list[str],
-                      tags: dict[str, str]) -> dict[str, Any]:
+    def _fleet_params(
+        self, request: LaunchRequest, template: str, subnets: list[str], tags: dict[str, str]
+    ) -> dict[str, Any]:
         pool = request.offer.pool
         spot = pool.market is Market.SPOT
         overrides = []
@@ -223,13 +278,21 @@ class Launcher:
             if spot and request.max_price is not None:
                 o["MaxPrice"] = f"{request.max_price:.6f}"
             overrides.append(o)
-        target = {"TotalTargetCapacity": request.count, "DefaultTargetCapacityType": "spot" if spot else "on-demand",
-                  "SpotTargetCapacity" if spot else "OnDemandTargetCapacity": request.count}
+        target = {
+            "TotalTargetCapacity": request.count,
+            "DefaultTargetCapacityType": "spot" if spot else "on-demand",
+            "SpotTargetCapacity" if spot else "OnDemandTargetCapacity": request.count,
+        }
         aws_tags = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         return dict(
-            Type="instant", ClientToken=client_token(request.token),
-            LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "1"},
-                                    "Overrides": overrides}],
+            Type="instant",
+            ClientToken=client_token(request.token),
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "1"},
+                    "Overrides": overrides,
+                }
+            ],
             TargetCapacitySpecification=target,
             SpotOptions={"AllocationStrategy": "price-capacity-optimized", "InstanceInterruptionBehavior": "terminate"},
             OnDemandOptions={"AllocationStrategy": "lowest-price"},
@@ -244,8 +307,11 @@ class Launcher:
         if errors:
             first = next((e for e in errors if error_class(e.get("ErrorCode", "")) is NoCapacityError), errors[0])
             code, message = first.get("ErrorCode", "Unknown"), first.get("ErrorMessage", "")
-            err = to_error(code, f"{len(ids)} of {request.count} {pool.instance_type} launched in {pool.id}: "
-                                 f"{message}", region=pool.region)
+            err = to_error(
+                code,
+                f"{len(ids)} of {request.count} {pool.instance_type} launched in {pool.id}: {message}",
+                region=pool.region,
+            )
             if not ids and not isinstance(err, NoCapacityError):
                 raise err
             kind, message = error_kind(err), err.message
@@ -253,27 +319,46 @@ class Launcher:
             code, kind = "UnfulfillableCapacity", "capacity"
             message = f"{len(ids)} of {request.count} {pool.instance_type} launched in {pool.id}"
         if ids and code:
-            self.aws.call("ec2", pool.region, "create_tags", Resources=ids,
-                          Tags=[{"Key": ec2i.TAG_SHORTFALL, "Value": code}])
+            self.aws.call(
+                "ec2", pool.region, "create_tags", Resources=ids, Tags=[{"Key": ec2i.TAG_SHORTFALL, "Value": code}]
+            )
         now = time.time()
-        instances = tuple(Instance(id=i, fleet=request.fleet, pool=pool, state=InstanceState.PENDING,
-                                   accelerator=request.offer.accelerator, gpus=request.offer.gpus,
-                                   price_per_hour=request.offer.price_per_hour, launched_at=now, tags=dict(tags))
-                          for i in ids)
+        instances = tuple(
+            Instance(
+                id=i,
+                fleet=request.fleet,
+                pool=pool,
+                state=InstanceState.PENDING,
+                accelerator=request.offer.accelerator,
+                gpus=request.offer.gpus,
+                price_per_hour=request.offer.price_per_hour,
+                launched_at=now,
+                tags=dict(tags),
+            )
+            for i in ids
+        )
         return LaunchResult(instances=instances, error_code=code, error_message=message, error_kind=kind)
 
     def _replay(self, request: LaunchRequest, found: list[dict[str, Any]], fingerprint: str) -> LaunchResult:
         pool = request.offer.pool
         prints = {ec2i.tags_of(r).get(ec2i.TAG_REQUEST) for r in found}
         if prints != {fingerprint}:
-            raise ProviderError("aws", f"launch token {request.token!r} was already used with different parameters",
-                                region=pool.region, code=MISMATCH)
-        instances = tuple(i for i in (ec2i.to_instance(r) for r in sorted(found, key=lambda r: r["InstanceId"]))
-                          if i is not None)
+            raise ProviderError(
+                "aws",
+                f"launch token {request.token!r} was already used with different parameters",
+                region=pool.region,
+                code=MISMATCH,
+            )
+        instances = tuple(
+            i for i in (ec2i.to_instance(r) for r in sorted(found, key=lambda r: r["InstanceId"])) if i is not None
+        )
         codes = {ec2i.tags_of(r).get(ec2i.TAG_SHORTFALL) for r in found} - {None, ""}
         if not codes:
             return LaunchResult(instances=instances)
         code = sorted(codes)[0]
-        err = to_error(code, f"{len(instances)} of {request.count} {pool.instance_type} launched in {pool.id} "
-                             "(replayed launch)", region=pool.region)
+        err = to_error(
+            code,
+            f"{len(instances)} of {request.count} {pool.instance_type} launched in {pool.id} (replayed launch)",
+            region=pool.region,
+        )
         return LaunchResult(instances=instances, error_code=code, error_message=err.message, error_kind=error_kind(err))

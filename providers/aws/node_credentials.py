@@ -38,13 +38,30 @@ def user_name(fleet: str) -> str:
 
 def prefix_policy(bucket: str, prefix: str) -> dict[str, Any]:
     """The node user's only permissions: the objects under ``prefix/`` and listing that prefix."""
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "FleetObjects", "Effect": "Allow",
-         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
-                    "s3:ListMultipartUploadParts"],
-         "Resource": f"arn:aws:s3:::{bucket}/{prefix}/*"},
-        {"Sid": "ListFleetPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
-         "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}}]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "FleetObjects",
+                "Effect": "Allow",
+                "Action": [
+                    "s3:GetObject",
+                    "s3:PutObject",
+                    "s3:DeleteObject",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                ],
+                "Resource": f"arn:aws:s3:::{bucket}/{prefix}/*",
+            },
+            {
+                "Sid": "ListFleetPrefix",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{bucket}",
+                "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+            },
+        ],
+    }
 
 
 def ensure(aws: Aws, *, fleet: str, bucket: str, prefix: str, region: str) -> dict[str, str]:
@@ -52,10 +69,18 @@ def ensure(aws: Aws, *, fleet: str, bucket: str, prefix: str, region: str) -> di
     scoped user, made or found (see the module doc). Raises ProviderError."""
     prefix = prefix.strip("/")
     if not prefix or f"{prefix}/".startswith(KEPT_PREFIX.split("/")[0] + "/"):
-        raise ProviderError("aws", f"checkpoint.prefix {prefix!r} cannot hold scoped node credentials: name a prefix "
-                            f"other than '' and {KEPT_PREFIX.split('/')[0]!r} (checkpoint.prefix)", code="InvalidPrefix")
+        raise ProviderError(
+            "aws",
+            f"checkpoint.prefix {prefix!r} cannot hold scoped node credentials: name a prefix "
+            f"other than '' and {KEPT_PREFIX.split('/')[0]!r} (checkpoint.prefix)",
+            code="InvalidPrefix",
+        )
     name = user_name(fleet)
-    tags = [{"Key": TAG_FLEET, "Value": fleet}, {"Key": TAG_BUCKET, "Value": bucket}, {"Key": TAG_PREFIX, "Value": prefix}]
+    tags = [
+        {"Key": TAG_FLEET, "Value": fleet},
+        {"Key": TAG_BUCKET, "Value": bucket},
+        {"Key": TAG_PREFIX, "Value": prefix},
+    ]
     try:
         aws.call("iam", region, "create_user", UserName=name, Path=USER_PATH, Tags=tags)
     except ProviderError as err:
@@ -63,20 +88,33 @@ def ensure(aws: Aws, *, fleet: str, bucket: str, prefix: str, region: str) -> di
             raise
         _check_owner(aws, region, name, fleet)
         aws.call("iam", region, "tag_user", UserName=name, Tags=tags)
-    aws.call("iam", region, "put_user_policy", UserName=name, PolicyName=POLICY_NAME,
-             PolicyDocument=json.dumps(prefix_policy(bucket, prefix)))
+    aws.call(
+        "iam",
+        region,
+        "put_user_policy",
+        UserName=name,
+        PolicyName=POLICY_NAME,
+        PolicyDocument=json.dumps(prefix_policy(bucket, prefix)),
+    )
     listed = {k["AccessKeyId"] for k in aws.call("iam", region, "list_access_keys", UserName=name)["AccessKeyMetadata"]}
     kept = _read_kept(aws, region, bucket, fleet)
     if kept is not None and kept["AWS_ACCESS_KEY_ID"] in listed:
         register_secret(kept["AWS_SECRET_ACCESS_KEY"])
         return kept
-    for stale in listed:            # keys whose secret is lost: nobody can use them, and IAM allows two
+    for stale in listed:  # keys whose secret is lost: nobody can use them, and IAM allows two
         aws.call("iam", region, "delete_access_key", UserName=name, AccessKeyId=stale)
     key = aws.call("iam", region, "create_access_key", UserName=name)["AccessKey"]
     env = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
     register_secret(env["AWS_SECRET_ACCESS_KEY"])
-    aws.call("s3", region, "put_object", Bucket=bucket, Key=f"{KEPT_PREFIX}{fleet}.json",
-             Body=json.dumps(env).encode(), ServerSideEncryption="AES256")
+    aws.call(
+        "s3",
+        region,
+        "put_object",
+        Bucket=bucket,
+        Key=f"{KEPT_PREFIX}{fleet}.json",
+        Body=json.dumps(env).encode(),
+        ServerSideEncryption="AES256",
+    )
     return env
 
 
@@ -93,7 +131,9 @@ def revoke(aws: Aws, *, fleet: str, region: str) -> list[str]:
         _gone_ok(lambda: aws.call("iam", region, "delete_access_key", UserName=name, AccessKeyId=key["AccessKeyId"]))
     _gone_ok(lambda: aws.call("iam", region, "delete_user_policy", UserName=name, PolicyName=POLICY_NAME))
     if tags.get(TAG_BUCKET):
-        _gone_ok(lambda: aws.call("s3", region, "delete_object", Bucket=tags[TAG_BUCKET], Key=f"{KEPT_PREFIX}{fleet}.json"))
+        _gone_ok(
+            lambda: aws.call("s3", region, "delete_object", Bucket=tags[TAG_BUCKET], Key=f"{KEPT_PREFIX}{fleet}.json")
+        )
     _gone_ok(lambda: aws.call("iam", region, "delete_user", UserName=name))
     return [f"iam user {name}"]
 
@@ -103,8 +143,13 @@ def _check_owner(aws: Aws, region: str, name: str, fleet: str) -> dict[str, str]
     user = aws.call("iam", region, "get_user", UserName=name)["User"]
     tags = {t["Key"]: t["Value"] for t in aws.call("iam", region, "list_user_tags", UserName=name)["Tags"]}
     if tags.get(TAG_FLEET) != fleet or user.get("Path") != USER_PATH:
-        raise ProviderError("aws", f"IAM user {name} exists but was not made by spotfleet for fleet {fleet!r}; "
-                            "rename the fleet or remove that user", region=region, code="ForeignUser")
+        raise ProviderError(
+            "aws",
+            f"IAM user {name} exists but was not made by spotfleet for fleet {fleet!r}; "
+            "rename the fleet or remove that user",
+            region=region,
+            code="ForeignUser",
+        )
     return tags
 
 
@@ -119,7 +164,7 @@ def _read_kept(aws: Aws, region: str, bucket: str, fleet: str) -> dict[str, str]
         data = json.loads(body)
         return {k: str(data[k]) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     except (ValueError, KeyError, TypeError):
-        return None                 # unreadable: a new key replaces it
+        return None  # unreadable: a new key replaces it
 
 
 def _gone_ok(call) -> None:

@@ -52,9 +52,9 @@ class RegionFacts:
 
     region: str
     types: dict[str, TypeInfo] = field(default_factory=dict)
-    offered: list[tuple[str, str]] = field(default_factory=list)        # (instance type, zone id)
-    spot: dict[str, float] = field(default_factory=dict)                # "type zone-id" -> USD/h
-    on_demand: dict[str, float] = field(default_factory=dict)           # type -> USD/h
+    offered: list[tuple[str, str]] = field(default_factory=list)  # (instance type, zone id)
+    spot: dict[str, float] = field(default_factory=dict)  # "type zone-id" -> USD/h
+    on_demand: dict[str, float] = field(default_factory=dict)  # type -> USD/h
     fallbacks: list[str] = field(default_factory=list)
     fetched_at: float = 0.0
 
@@ -94,7 +94,7 @@ def fetch_region(aws: Aws, region: str) -> RegionFacts:
     types = sorted(snap.types) or sorted({o.pool.instance_type for o in snapshot_offers() if o.pool.provider == "aws"})
     zone_ids = _part(facts, "zones", lambda: _zone_ids(aws, region), None)
     facts.types = _part(facts, "gpu details", lambda: _types(aws, region, types, snap), snap.types)
-    if zone_ids is None:            # without the name -> id map no live zone can be keyed
+    if zone_ids is None:  # without the name -> id map no live zone can be keyed
         facts.fallbacks += ["placement", "spot prices"]
         facts.offered, facts.spot = snap.offered, snap.spot
     else:
@@ -119,16 +119,18 @@ def _zone_ids(aws: Aws, region: str) -> dict[str, str]:
 
 def _types(aws: Aws, region: str, types: list[str], snap: RegionFacts) -> dict[str, TypeInfo]:
     out = {}
-    for t in aws.pages("ec2", region, "describe_instance_types", "InstanceTypes",
-                       Filters=[{"Name": "instance-type", "Values": types}]):
+    for t in aws.pages(
+        "ec2", region, "describe_instance_types", "InstanceTypes", Filters=[{"Name": "instance-type", "Values": types}]
+    ):
         gpus = sum(g.get("Count", 0) for g in t.get("GpuInfo", {}).get("Gpus", []))
         if not gpus:
             continue
         name = t["InstanceType"]
         known = snap.types.get(name) or _any_snapshot_type(name)
         accelerator = known.accelerator if known else _accelerator_name(t["GpuInfo"]["Gpus"][0])
-        out[name] = TypeInfo(accelerator, gpus, float(t["VCpuInfo"]["DefaultVCpus"]),
-                             round(t["MemoryInfo"]["SizeInMiB"] / 1024, 1))
+        out[name] = TypeInfo(
+            accelerator, gpus, float(t["VCpuInfo"]["DefaultVCpus"]), round(t["MemoryInfo"]["SizeInMiB"] / 1024, 1)
+        )
     return out
 
 
@@ -147,14 +149,27 @@ def _accelerator_name(gpu: dict) -> str:
 
 
 def _offered(aws: Aws, region: str, types: list[str], zone_ids: dict[str, str]) -> list[tuple[str, str]]:
-    rows = aws.pages("ec2", region, "describe_instance_type_offerings", "InstanceTypeOfferings",
-                     LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": types}])
+    rows = aws.pages(
+        "ec2",
+        region,
+        "describe_instance_type_offerings",
+        "InstanceTypeOfferings",
+        LocationType="availability-zone",
+        Filters=[{"Name": "instance-type", "Values": types}],
+    )
     return sorted({(r["InstanceType"], zone_ids[r["Location"]]) for r in rows if r["Location"] in zone_ids})
 
 
 def _spot(aws: Aws, region: str, types: list[str], zone_ids: dict[str, str]) -> dict[str, float]:
-    rows = aws.pages("ec2", region, "describe_spot_price_history", "SpotPriceHistory", InstanceTypes=types,
-                     ProductDescriptions=["Linux/UNIX"], StartTime=datetime.now(timezone.utc))
+    rows = aws.pages(
+        "ec2",
+        region,
+        "describe_spot_price_history",
+        "SpotPriceHistory",
+        InstanceTypes=types,
+        ProductDescriptions=["Linux/UNIX"],
+        StartTime=datetime.now(timezone.utc),
+    )
     newest: dict[str, tuple[datetime, float]] = {}
     for r in rows:
         zone = zone_ids.get(r["AvailabilityZone"])
@@ -167,13 +182,27 @@ def _spot(aws: Aws, region: str, types: list[str], zone_ids: dict[str, str]) -> 
 
 
 def _on_demand(aws: Aws, region: str, types: list[str]) -> dict[str, float]:
-    filters = [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in
-               (("regionCode", region), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
-                ("capacitystatus", "Used"), ("preInstalledSw", "NA"))]
+    filters = [
+        {"Type": "TERM_MATCH", "Field": f, "Value": v}
+        for f, v in (
+            ("regionCode", region),
+            ("operatingSystem", "Linux"),
+            ("tenancy", "Shared"),
+            ("capacitystatus", "Used"),
+            ("preInstalledSw", "NA"),
+        )
+    ]
     filters.append({"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(types)})
     out: dict[str, float] = {}
-    for doc in aws.pages("pricing", PRICING_REGION, "get_products", "PriceList", ServiceCode="AmazonEC2",
-                         Filters=filters, FormatVersion="aws_v1"):
+    for doc in aws.pages(
+        "pricing",
+        PRICING_REGION,
+        "get_products",
+        "PriceList",
+        ServiceCode="AmazonEC2",
+        Filters=filters,
+        FormatVersion="aws_v1",
+    ):
         item = json.loads(doc) if isinstance(doc, str) else doc
         itype = item.get("product", {}).get("attributes", {}).get("instanceType")
         for term in item.get("terms", {}).get("OnDemand", {}).values():
@@ -229,8 +258,9 @@ def region_facts(aws: Aws, regions: Iterable[str], cache: OfferCache, *, refresh
     return [cached[r] for r in regions]  # type: ignore[misc]
 
 
-def to_offers(facts: RegionFacts, query: OfferQuery, interruptions: dict[str, float],
-              allows: Callable[[str, str], bool]) -> list[Offer]:
+def to_offers(
+    facts: RegionFacts, query: OfferQuery, interruptions: dict[str, float], allows: Callable[[str, str], bool]
+) -> list[Offer]:
     """One offer per (type, zone, market) in ``facts`` that ``query`` and ``allows(region, zone)`` accept."""
     accs = {a.upper() for a in query.accelerators}
     source = "live" + (f" (snapshot for {', '.join(facts.fallbacks)})" if facts.fallbacks else "")
@@ -240,8 +270,14 @@ def to_offers(facts: RegionFacts, query: OfferQuery, interruptions: dict[str, fl
         if info is None or (accs and info.accelerator not in accs) or not allows(facts.region, zone):
             continue
         od = facts.on_demand.get(itype)
-        common = dict(accelerator=info.accelerator, gpus=info.gpus, vcpus=info.vcpus, memory_gib=info.memory_gib,
-                      on_demand_price=od, source=source)
+        common = dict(
+            accelerator=info.accelerator,
+            gpus=info.gpus,
+            vcpus=info.vcpus,
+            memory_gib=info.memory_gib,
+            on_demand_price=od,
+            source=source,
+        )
         pool = dict(provider="aws", region=facts.region, zone=zone, instance_type=itype)
         if query.on_demand and od is not None:
             out.append(Offer(pool=PoolKey(**pool, market=Market.ON_DEMAND), price_per_hour=od, **common))
@@ -249,7 +285,13 @@ def to_offers(facts: RegionFacts, query: OfferQuery, interruptions: dict[str, fl
         if query.spot and spot is not None:
             rate = interruptions.get(itype)
             src = InterruptionSource.SPOT_ADVISOR if rate is not None else InterruptionSource.PROVIDER_PRIOR
-            out.append(Offer(pool=PoolKey(**pool, market=Market.SPOT), price_per_hour=spot,
-                             interruptions_per_hour=rate if rate is not None else SPOT_PRIOR_PER_HOUR["aws"],
-                             interruption_source=src, **common))
+            out.append(
+                Offer(
+                    pool=PoolKey(**pool, market=Market.SPOT),
+                    price_per_hour=spot,
+                    interruptions_per_hour=rate if rate is not None else SPOT_PRIOR_PER_HOUR["aws"],
+                    interruption_source=src,
+                    **common,
+                )
+            )
     return out

@@ -40,12 +40,18 @@ def cache_dir() -> Path:
 class AwsProvider:
     name = "aws"
 
-    def __init__(self, settings: AwsSettings | None = None, *, aws: Aws | None = None,
-                 refresh_offers: bool = False, offer_ttl: float = OFFER_TTL_SECONDS,
-                 interruption_queue: bool = False):
+    def __init__(
+        self,
+        settings: AwsSettings | None = None,
+        *,
+        aws: Aws | None = None,
+        refresh_offers: bool = False,
+        offer_ttl: float = OFFER_TTL_SECONDS,
+        interruption_queue: bool = False,
+    ):
         self.settings = settings or AwsSettings()
         self.interruption_queue = interruption_queue
-        self._queues: dict[tuple[str, str], str] = {}      # (region, fleet) -> queue URL made this process
+        self._queues: dict[tuple[str, str], str] = {}  # (region, fleet) -> queue URL made this process
         self._queue_lock = threading.Lock()
         self.aws = aws or Aws()
         self.launcher = Launcher(self.aws, self.settings)
@@ -86,14 +92,19 @@ class AwsProvider:
             try:
                 self._queue(request.offer.pool.region, request.fleet)
             except ProviderError as err:
-                log.warning("aws/%s: cannot make fleet %s's interruption queue: %s", request.offer.pool.region,
-                            request.fleet, err)
+                log.warning(
+                    "aws/%s: cannot make fleet %s's interruption queue: %s",
+                    request.offer.pool.region,
+                    request.fleet,
+                    err,
+                )
         return self.launcher.launch(request)
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """The fleet's instances in every region (alive, stopped, and spot instances AWS took back).
         The first look per region and process also deletes the fleet's launch templates that
         CreateFleet already used (left by a run killed before its cleanup: ``Launcher.sweep_once``)."""
+
         def region(r: str) -> list[Instance]:
             self.launcher.sweep_once(r, fleet)
             return instances.list_fleet(self.aws, r, fleet)
@@ -118,8 +129,13 @@ class AwsProvider:
     # ---- GrantsNodeCredentials -------------------------------------------------------------
     def grant_node_credentials(self, spec: StorageSpec) -> dict[str, str]:
         """A per-fleet IAM user limited to ``spec.bucket/spec.prefix`` (``providers.aws.node_credentials``)."""
-        return node_credentials.ensure(self.aws, fleet=spec.fleet, bucket=spec.bucket, prefix=spec.prefix,
-                                       region=spec.region or self.aws.default_region)
+        return node_credentials.ensure(
+            self.aws,
+            fleet=spec.fleet,
+            bucket=spec.bucket,
+            prefix=spec.prefix,
+            region=spec.region or self.aws.default_region,
+        )
 
     def revoke_node_credentials(self, spec: StorageSpec) -> list[str]:
         return node_credentials.revoke(self.aws, fleet=spec.fleet, region=self.aws.default_region)
@@ -128,9 +144,10 @@ class AwsProvider:
         """Delete the launch templates ``fleet`` left in any region (a run killed between CreateFleet
         and its cleanup leaves one, user data and all) and its cluster placement groups
         (``providers.aws.interconnect``); called by ``fleet down``. Their names."""
-        found = self._each_region(lambda r: self.launcher.remove_templates(r, fleet)
-                                  + interconnect.remove(self.aws, r, fleet))
-        if self.interruption_queue:     # and the interruption queue with its rules (only when the fleet has one)
+        found = self._each_region(
+            lambda r: self.launcher.remove_templates(r, fleet) + interconnect.remove(self.aws, r, fleet)
+        )
+        if self.interruption_queue:  # and the interruption queue with its rules (only when the fleet has one)
             found += self._each_region(lambda r: interruptions.remove(self.aws, r, fleet))
             with self._queue_lock:
                 self._queues = {k: v for k, v in self._queues.items() if k[1] != fleet}
@@ -143,8 +160,9 @@ class AwsProvider:
         wanted = sorted(set(regions))
         if not self.interruption_queue or not wanted:
             return []
-        found = self._each_region(lambda r: interruptions.poll(self.aws, r, fleet, self._queue(r, fleet),
-                                                               int(wait_seconds)), wanted)
+        found = self._each_region(
+            lambda r: interruptions.poll(self.aws, r, fleet, self._queue(r, fleet), int(wait_seconds)), wanted
+        )
         return [n for part in found for n in part]
 
     def console_output(self, instance: Instance) -> str:

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 #: Seconds slept before each retry of a throttled call (full jitter below each value).
 RETRY_DELAYS = RULES.delays or ()
 #: botocore's client settings (``botocore.config.Config`` keywords).
-_CONFIG = dict(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60,
-               max_pool_connections=32)
+_CONFIG = dict(
+    retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60, max_pool_connections=32
+)
 
 
 class Aws:
@@ -40,10 +41,15 @@ class Aws:
     ``calls`` counts API requests sent (retries included), for benchmarks and logs.
     """
 
-    def __init__(self, *, profile: str | None = None, retry_delays: Sequence[float] = RETRY_DELAYS,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        *,
+        profile: str | None = None,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self._profile = profile
-        self._boto: Any = None             # the boto3 Session, made on first use
+        self._boto: Any = None  # the boto3 Session, made on first use
         self._config: Any = None
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
@@ -83,14 +89,17 @@ class Aws:
             if self._has_credentials is None:
                 found = session.get_credentials()
                 self._has_credentials = found is not None
-                if found is not None:         # masked in any provider text that echoes them (fleet.safetext)
+                if found is not None:  # masked in any provider text that echoes them (fleet.safetext)
                     frozen = found.get_frozen_credentials()
                     register_secret(frozen.secret_key)
                     register_secret(frozen.token)
             found = self._has_credentials
         if not found:
-            raise to_error("NoCredentials", "no AWS credentials found (environment, ~/.aws, SSO or an instance "
-                           "role); run `aws configure` or set AWS_PROFILE")
+            raise to_error(
+                "NoCredentials",
+                "no AWS credentials found (environment, ~/.aws, SSO or an instance "
+                "role); run `aws configure` or set AWS_PROFILE",
+            )
 
     def call(self, service: str, region: str, operation: str, **params: Any) -> dict[str, Any]:
         """``client.<operation>(**params)``; raises the mapped ProviderError on failure."""
@@ -117,7 +126,7 @@ class Aws:
                 raise to_error("EndpointConnectionError", f"{operation}: {err}", region=region) from None
             except BotoCoreError as err:
                 raise ProviderError("aws", f"{operation}: {err}", region=region, code=type(err).__name__) from None
-            except ResponseParserError as err:     # its text: what went wrong, then the body
+            except ResponseParserError as err:  # its text: what went wrong, then the body
                 why, _, body = str(err).partition("\n")
                 raise malformed("aws", operation, body or None, detail=why, region=region) from None
 
@@ -131,8 +140,13 @@ class Aws:
         while True:
             page = self.call(service, region, operation, **params, **({"NextToken": token} if token else {}))
             if not isinstance(page.get(key), list):
-                raise malformed("aws", operation, sorted(k for k in page if k != "ResponseMetadata"), region=region,
-                                detail=f"the answer has no {key} list")
+                raise malformed(
+                    "aws",
+                    operation,
+                    sorted(k for k in page if k != "ResponseMetadata"),
+                    region=region,
+                    detail=f"the answer has no {key} list",
+                )
             out.extend(page[key])
             token = page.get("NextToken")
             if not token:
@@ -142,6 +156,6 @@ class Aws:
 def _code_message(err: ClientError) -> tuple[str, str]:
     info = err.response.get("Error", {})
     code = str(info.get("Code") or err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "Unknown"))
-    if code.isdigit():          # an HTTP status with no AWS code (an HTML 500 page)
+    if code.isdigit():  # an HTTP status with no AWS code (an HTML 500 page)
         code = "InternalError" if int(code) >= 500 else code
     return code, str(info.get("Message") or code)

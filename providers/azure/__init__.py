@@ -18,7 +18,18 @@ from providers.azure.settings import AzureSettings
 from providers.kit.record import ProviderRecord, on_call
 
 RECORD = ProviderRecord(
-    "azure", title="Azure", settings=AzureSettings, factory=on_call("providers.azure.provider:from_spec"),
-    check=on_call("providers.azure.check:check"), extra="azure-vm", sdk_modules=("azure.core",),
-    notice_seconds=30, spot=True, zones=True, checkpoint_scheme="az", agent_cloud="azure",
-    pulumi_stack="stacks.azure:AzureFleet", summary="Azure Spot VMs or Flexible scale sets, Blob checkpoints")
+    "azure",
+    title="Azure",
+    settings=AzureSettings,
+    factory=on_call("providers.azure.provider:from_spec"),
+    check=on_call("providers.azure.check:check"),
+    extra="azure-vm",
+    sdk_modules=("azure.core",),
+    notice_seconds=30,
+    spot=True,
+    zones=True,
+    checkpoint_scheme="az",
+    agent_cloud="azure",
+    pulumi_stack="stacks.azure:AzureFleet",
+    summary="Azure Spot VMs or Flexible scale sets, Blob checkpoints",
+)

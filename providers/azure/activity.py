@@ -33,10 +33,14 @@ def _stamp(epoch: float) -> str:
 
 def events_url(subscription: str, resource_group: str, start: float, end: float) -> str:
     """The Activity Log query of ``resource_group``'s events between two epoch times."""
-    flt = (f"eventTimestamp ge '{_stamp(start)}' and eventTimestamp le '{_stamp(end)}' "
-           f"and resourceGroupName eq '{resource_group}'")
-    return (f"/subscriptions/{subscription}/providers/Microsoft.Insights/eventtypes/management/values"
-            f"?api-version={API_VERSION}&$filter={quote(flt)}")
+    flt = (
+        f"eventTimestamp ge '{_stamp(start)}' and eventTimestamp le '{_stamp(end)}' "
+        f"and resourceGroupName eq '{resource_group}'"
+    )
+    return (
+        f"/subscriptions/{subscription}/providers/Microsoft.Insights/eventtypes/management/values"
+        f"?api-version={API_VERSION}&$filter={quote(flt)}"
+    )
 
 
 def delete_times(events: Iterable[dict[str, Any]], names: set[str]) -> dict[str, float]:
@@ -55,8 +59,9 @@ def delete_times(events: Iterable[dict[str, Any]], names: set[str]) -> dict[str,
     return out
 
 
-def deletions(arm: Arm, resource_group: str, names: Iterable[str], *, lookback: float = DEFAULT_LOOKBACK,
-              now: float | None = None) -> dict[str, float]:
+def deletions(
+    arm: Arm, resource_group: str, names: Iterable[str], *, lookback: float = DEFAULT_LOOKBACK, now: float | None = None
+) -> dict[str, float]:
     """When Azure deleted these VMs (see the module doc); raises ProviderError when the log cannot be read."""
     wanted = set(names)
     if not wanted:

@@ -87,8 +87,16 @@ class _LocalToken:
 class Arm:
     """Clients for ``subscription`` at ``endpoint``; ``polling_interval`` seconds between LRO polls."""
 
-    def __init__(self, subscription: str, endpoint: str = "", *, credential: Any = None,
-                 polling_interval: float = 2.0, throttle_retries: int = 4, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        subscription: str,
+        endpoint: str = "",
+        *,
+        credential: Any = None,
+        polling_interval: float = 2.0,
+        throttle_retries: int = 4,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.subscription = subscription
         self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
         self.polling_interval = polling_interval
@@ -115,8 +123,11 @@ class Arm:
         env = os.environ if environ is None else environ
         sub = subscription or env.get(SUBSCRIPTION_ENV, "")
         if not sub:
-            raise AuthError("azure", "no subscription: set providers.azure.subscription_id in the spec or "
-                            f"${SUBSCRIPTION_ENV}", code="no-subscription")
+            raise AuthError(
+                "azure",
+                f"no subscription: set providers.azure.subscription_id in the spec or ${SUBSCRIPTION_ENV}",
+                code="no-subscription",
+            )
         if "polling_interval" not in kwargs and env.get("SPOTFLEET_AZURE_POLLING_INTERVAL"):
             kwargs["polling_interval"] = float(env["SPOTFLEET_AZURE_POLLING_INTERVAL"])
         return cls(sub, env.get(ENDPOINT_ENV, ""), **kwargs)
@@ -161,16 +172,20 @@ class Arm:
         def once() -> T:
             try:
                 return fn()
-            except DecodeError as err:           # a 2xx body that is not JSON (an HttpResponseError too)
+            except DecodeError as err:  # a 2xx body that is not JSON (an HttpResponseError too)
                 raise malformed("azure", what, _body(err), detail=str(err).split("\n", 1)[0]) from None
-            except (DeserializationError, JSONDecodeError) as err:     # JSON of the wrong shape, or none
+            except (DeserializationError, JSONDecodeError) as err:  # JSON of the wrong shape, or none
                 raise malformed("azure", what, detail=f"{type(err).__name__}: {err}") from None
             except HttpResponseError as err:
                 if err.status_code != 429:
                     raise to_error(err, what) from err
                 headers = getattr(err.response, "headers", None) or {}
-                raise RateLimitedError("azure", f"{what}: throttled (HTTP 429)", code=THROTTLED,
-                                       retry_after=retry_after_seconds(headers.get("Retry-After"))) from err
+                raise RateLimitedError(
+                    "azure",
+                    f"{what}: throttled (HTTP 429)",
+                    code=THROTTLED,
+                    retry_after=retry_after_seconds(headers.get("Retry-After")),
+                ) from err
             except AzureError as err:
                 raise to_error(err, what) from err
 
@@ -180,6 +195,7 @@ class Arm:
         """Every item of the SDK list call ``list_call(**options)`` in wire format, through
         :meth:`call`; each page's body is read as :class:`ArmPage` first (``options`` carries the
         hook that does it), so a broken page is MalformedResponseError, never fewer items."""
+
         def check_page(pipeline_response: Any) -> None:
             http = pipeline_response.http_response
             if 200 <= http.status_code < 300:
@@ -187,9 +203,10 @@ class Arm:
 
         return self.call(lambda: [wire(v) for v in list_call(raw_response_hook=check_page)], what)
 
+
 def _body(err: HttpResponseError) -> bytes | None:
     """The body of the answer ``err`` came from, where the SDK kept it."""
     try:
         return err.response.body() if err.response is not None else None
-    except Exception:       # a streamed answer that is gone: the message says enough
+    except Exception:  # a streamed answer that is gone: the message says enough
         return None

@@ -22,7 +22,8 @@ API: https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-re
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,15 +45,15 @@ RULES = RetryRules(max_attempts=4, base_delay=0.5, max_delay=4.0, max_total_seco
 class Item(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    retailPrice: float = Field(ge=0, allow_inf_nan=False)         # noqa: N815  (the API's names)
-    armSkuName: str                                               # noqa: N815
-    armRegionName: str                                            # noqa: N815
-    skuName: str                                                  # noqa: N815
-    productName: str                                              # noqa: N815
-    meterName: str = ""                                           # noqa: N815
+    retailPrice: float = Field(ge=0, allow_inf_nan=False)  # noqa: N815  (the API's names)
+    armSkuName: str  # noqa: N815
+    armRegionName: str  # noqa: N815
+    skuName: str  # noqa: N815
+    productName: str  # noqa: N815
+    meterName: str = ""  # noqa: N815
     type: str = "Consumption"
-    unitOfMeasure: str = "1 Hour"                                 # noqa: N815
-    effectiveStartDate: str = ""                                  # noqa: N815
+    unitOfMeasure: str = "1 Hour"  # noqa: N815
+    effectiveStartDate: str = ""  # noqa: N815
 
 
 class Page(BaseModel):
@@ -72,8 +73,12 @@ def _to_error(status: int, body: Any, what: str, retry_after: float | None) -> P
 def rental_of(item: Item) -> Market | None:
     """The market a Linux consumption row prices, or None for a row a fleet VM is not billed at."""
     names = f"{item.skuName} {item.meterName}"
-    if item.productName.endswith("Windows") or "Low Priority" in names or item.type != "Consumption" \
-            or item.unitOfMeasure != "1 Hour":
+    if (
+        item.productName.endswith("Windows")
+        or "Low Priority" in names
+        or item.type != "Consumption"
+        or item.unitOfMeasure != "1 Hour"
+    ):
         return None
     return Market.SPOT if "Spot" in names else Market.ON_DEMAND
 
@@ -81,20 +86,26 @@ def rental_of(item: Item) -> Market | None:
 class RetailBills:
     """The Retail Prices API at ``url`` (the provider's ``prices_url`` setting)."""
 
-    def __init__(self, url: str = DEFAULT_URL, *, client: JsonClient | None = None,
-                 sleep: Callable[[float], None] | None = None):
+    def __init__(
+        self, url: str = DEFAULT_URL, *, client: JsonClient | None = None, sleep: Callable[[float], None] | None = None
+    ):
         self.url = url
         parts = urlsplit(url)
         kw = {"sleep": sleep} if sleep is not None else {}
-        self._client = client or JsonClient("azure", f"{parts.scheme}://{parts.netloc}", rules=RULES,
-                                            to_error=_to_error, **kw)
+        self._client = client or JsonClient(
+            "azure", f"{parts.scheme}://{parts.netloc}", rules=RULES, to_error=_to_error, **kw
+        )
         self._path = parts.path or "/"
 
     def rows(self, region: str, size: str) -> list[Item]:
         """Every item the API lists for ``size`` in ``region`` (consumption prices, all pages)."""
-        params: dict[str, Any] = {"api-version": API_VERSION, "$filter": (
-            f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}' and armSkuName eq '{size}' "
-            "and priceType eq 'Consumption'")}
+        params: dict[str, Any] = {
+            "api-version": API_VERSION,
+            "$filter": (
+                f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}' and armSkuName eq '{size}' "
+                "and priceType eq 'Consumption'"
+            ),
+        }
         items: list[Item] = []
         what = f"retail prices of {size} in {region}"
         for _ in range(MAX_PAGES):
@@ -108,8 +119,14 @@ class RetailBills:
 
     def rate(self, region: str, size: str, market: Market) -> float | None:
         """The hourly Linux ``market`` price of ``size`` in ``region`` (see the module doc), or None."""
-        fitting = [i for i in self.rows(region, size) if i.armSkuName == size and i.armRegionName == region
-                   and rental_of(i) is market and math.isfinite(i.retailPrice)]
+        fitting = [
+            i
+            for i in self.rows(region, size)
+            if i.armSkuName == size
+            and i.armRegionName == region
+            and rental_of(i) is market
+            and math.isfinite(i.retailPrice)
+        ]
         if not fitting:
             return None
         return max(fitting, key=lambda i: i.effectiveStartDate).retailPrice
@@ -124,6 +141,10 @@ def billed_rates(bills: RetailBills, alive: Sequence[Instance], now: float) -> d
         if key not in asked:
             asked[key] = bills.rate(*key)
         if asked[key] is not None:
-            out[inst.id] = BilledRate(per_hour=float(asked[key]), source="price-api",
-                                      rental="spot" if inst.pool.market is Market.SPOT else "on-demand", at=now)
+            out[inst.id] = BilledRate(
+                per_hour=float(asked[key]),
+                source="price-api",
+                rental="spot" if inst.pool.market is Market.SPOT else "on-demand",
+                at=now,
+            )
     return out

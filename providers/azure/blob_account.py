@@ -49,9 +49,18 @@ def account_from_uri(uri: str) -> tuple[str, str]:
 
 def account_body(location: str, tags: dict[str, str]) -> dict[str, Any]:
     """A StorageV2 account: HTTPS only, no public blob access, TLS 1.2 at least, locally redundant."""
-    return {"location": location, "tags": tags, "kind": "StorageV2", "sku": {"name": "Standard_LRS"},
-            "properties": {"supportsHttpsTrafficOnly": True, "allowBlobPublicAccess": False,
-                           "minimumTlsVersion": "TLS1_2", "accessTier": "Hot"}}
+    return {
+        "location": location,
+        "tags": tags,
+        "kind": "StorageV2",
+        "sku": {"name": "Standard_LRS"},
+        "properties": {
+            "supportsHttpsTrafficOnly": True,
+            "allowBlobPublicAccess": False,
+            "minimumTlsVersion": "TLS1_2",
+            "accessTier": "Hot",
+        },
+    }
 
 
 def insecure_settings(account: dict[str, Any]) -> list[str]:
@@ -76,9 +85,15 @@ def rule_name(container: str, prefix: str) -> str:
 def lifecycle_rule(container: str, prefix: str, days: int) -> dict[str, Any]:
     """Delete block blobs under ``container/prefix/`` ``days`` days after their last change."""
     match = f"{container}/{prefix.strip('/')}/" if prefix.strip("/") else f"{container}/"
-    return {"name": rule_name(container, prefix), "enabled": True, "type": "Lifecycle",
-            "definition": {"filters": {"blobTypes": ["blockBlob"], "prefixMatch": [match]},
-                           "actions": {"baseBlob": {"delete": {"daysAfterModificationGreaterThan": days}}}}}
+    return {
+        "name": rule_name(container, prefix),
+        "enabled": True,
+        "type": "Lifecycle",
+        "definition": {
+            "filters": {"blobTypes": ["blockBlob"], "prefixMatch": [match]},
+            "actions": {"baseBlob": {"delete": {"daysAfterModificationGreaterThan": days}}},
+        },
+    }
 
 
 def merged_rules(existing: list[dict[str, Any]], name: str, rule: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -93,8 +108,10 @@ def identity_name(account: str, container: str) -> str:
 
 
 def identity_id(subscription: str, resource_group: str, name: str) -> str:
-    return (f"/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/"
-            f"Microsoft.ManagedIdentity/userAssignedIdentities/{name}")
+    return (
+        f"/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/"
+        f"Microsoft.ManagedIdentity/userAssignedIdentities/{name}"
+    )
 
 
 def role_assignment_name(scope: str, principal: str) -> str:
@@ -105,6 +122,11 @@ def role_assignment_name(scope: str, principal: str) -> str:
 def role_assignment_body(subscription: str, principal: str) -> dict[str, Any]:
     """Storage Blob Data Contributor for ``principal``; ``principalType`` lets ARM accept a principal
     Entra ID has not replicated yet (a just-created identity)."""
-    return {"properties": {"roleDefinitionId": f"/subscriptions/{subscription}/providers/Microsoft.Authorization/"
-                                               f"roleDefinitions/{BLOB_CONTRIBUTOR}",
-                           "principalId": principal, "principalType": "ServicePrincipal"}}
+    return {
+        "properties": {
+            "roleDefinitionId": f"/subscriptions/{subscription}/providers/Microsoft.Authorization/"
+            f"roleDefinitions/{BLOB_CONTRIBUTOR}",
+            "principalId": principal,
+            "principalType": "ServicePrincipal",
+        }
+    }

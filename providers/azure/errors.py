@@ -33,14 +33,14 @@ ARM_ERRORS: dict[str, type[ProviderError]] = {
     "OverconstrainedAllocationRequest": NoCapacityError,
     "OverconstrainedZonalAllocationRequest": NoCapacityError,
     "SkuNotAvailable": NoCapacityError,
-    "OperationNotAllowed": QuotaExceededError,      # "... exceeding approved LowPriorityCores quota"
+    "OperationNotAllowed": QuotaExceededError,  # "... exceeding approved LowPriorityCores quota"
     "QuotaExceeded": QuotaExceededError,
     "AuthorizationFailed": AuthError,
     "AuthenticationFailed": AuthError,
     "InvalidAuthenticationToken": AuthError,
     "SubscriptionNotFound": AuthError,
     "TooManyRequests": RateLimitedError,
-    "PlatformImageNotFound": ProviderError,         # 404, but a wrong node.image, not a missing resource
+    "PlatformImageNotFound": ProviderError,  # 404, but a wrong node.image, not a missing resource
     "InvalidParameter": ProviderError,
     "ResourceNotFound": InstanceNotFoundError,
     "NotFound": InstanceNotFoundError,
@@ -52,8 +52,14 @@ ARM_ERRORS: dict[str, type[ProviderError]] = {
 TABLE = ErrorTable("azure", codes=ARM_ERRORS)
 #: ARM throttles with HTTP 429 and a Retry-After (``Arm.call`` raises it as ``throttled``); nothing
 #: else is retried inside the adapter (a create's 5xx is the executor's to replay with its token).
-RULES = RetryRules(throttling=frozenset({THROTTLED}), max_attempts=5, base_delay=1.0, max_delay=30.0,
-                   max_retry_after=30.0, max_total_seconds=150.0)
+RULES = RetryRules(
+    throttling=frozenset({THROTTLED}),
+    max_attempts=5,
+    base_delay=1.0,
+    max_delay=30.0,
+    max_retry_after=30.0,
+    max_total_seconds=150.0,
+)
 
 
 def error_class(status: int | None, code: str) -> type[ProviderError]:
@@ -65,14 +71,14 @@ def arm_code(err: Any) -> tuple[int | None, str, str]:
     """(HTTP status, ARM code, message) of an ``azure.core.exceptions.AzureError``."""
     status = getattr(err, "status_code", None)
     code, message = "", ""
-    inner = getattr(err, "error", None)          # an ODataV4Format, when ARM sent an error body
+    inner = getattr(err, "error", None)  # an ODataV4Format, when ARM sent an error body
     if inner is not None:
         code, message = str(getattr(inner, "code", "") or ""), str(getattr(inner, "message", "") or "")
     if not code:
         response = getattr(err, "response", None)
         try:
             body = response.json() if response is not None else None
-        except Exception:   # noqa: BLE001  (not JSON: keep the status)
+        except Exception:  # noqa: BLE001  (not JSON: keep the status)
             body = None
         if isinstance(body, dict) and isinstance(body.get("error"), dict):
             code, message = str(body["error"].get("code") or ""), str(body["error"].get("message") or "")

@@ -47,15 +47,25 @@ def ensure_group(arm: Arm, rg: str, location: str) -> dict[str, Any]:
         if group is not None:
             return group
         if not location:
-            raise ProviderError("azure", f"resource group {rg} does not exist and no region is known for it: set "
-                                "checkpoint.region (or providers.azure.regions)", code="no-region")
+            raise ProviderError(
+                "azure",
+                f"resource group {rg} does not exist and no region is known for it: set "
+                "checkpoint.region (or providers.azure.regions)",
+                code="no-region",
+            )
         try:
-            return wire(arm.call(lambda: arm.resources.resource_groups.create_or_update(
-                rg, {"location": location, "tags": {TAG_MANAGED: "true"}}), f"create resource group {rg}"))
+            return wire(
+                arm.call(
+                    lambda: arm.resources.resource_groups.create_or_update(
+                        rg, {"location": location, "tags": {TAG_MANAGED: "true"}}
+                    ),
+                    f"create resource group {rg}",
+                )
+            )
         except ProviderError as err:
             if err.code != "InvalidResourceGroupLocation":
                 raise
-            group = find_group(arm, rg)        # made meanwhile by another process, in its own region
+            group = find_group(arm, rg)  # made meanwhile by another process, in its own region
             if group is None:
                 raise
             return group

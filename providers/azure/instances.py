@@ -94,6 +94,16 @@ def to_instance(vm: Mapping[str, Any], now: float, prices: Mapping[str, tuple[st
     if reason == EVICTED:
         when = status_time(vm)
         ended, price = (when if when is not None else now), OS_DISK_PER_HOUR
-    return Instance(id=str(vm["name"]), fleet=fleet, pool=pool, state=state, accelerator=accelerator or "GPU",
-                    gpus=gpus, price_per_hour=price, launched_at=launched,
-                    ended_at=ended, reason=reason, tags=tags)
+    return Instance(
+        id=str(vm["name"]),
+        fleet=fleet,
+        pool=pool,
+        state=state,
+        accelerator=accelerator or "GPU",
+        gpus=gpus,
+        price_per_hour=price,
+        launched_at=launched,
+        ended_at=ended,
+        reason=reason,
+        tags=tags,
+    )

@@ -30,16 +30,27 @@ def ensure(arm: Arm, rg: str, region: str, name: str, fleet: str) -> str:
     ops = arm.compute.proximity_placement_groups
     found = _get(arm, rg, name)
     if found is None:
-        body = {"location": region, "tags": {TAG_FLEET: fleet},
-                "properties": {"proximityPlacementGroupType": "Standard"}}
+        body = {
+            "location": region,
+            "tags": {TAG_FLEET: fleet},
+            "properties": {"proximityPlacementGroupType": "Standard"},
+        }
         found = wire(arm.call(lambda: ops.create_or_update(rg, name, body), f"create proximity placement group {name}"))
     if (found.get("tags") or {}).get(TAG_FLEET) != fleet:
-        raise ProviderError("azure", f"proximity placement group {name} exists but fleet {fleet} did not create it "
-                            f"(no {TAG_FLEET}={fleet} tag); delete or rename it, or rename the fleet",
-                            region=region, code="PlacementGroupNotOurs")
+        raise ProviderError(
+            "azure",
+            f"proximity placement group {name} exists but fleet {fleet} did not create it "
+            f"(no {TAG_FLEET}={fleet} tag); delete or rename it, or rename the fleet",
+            region=region,
+            code="PlacementGroupNotOurs",
+        )
     if str(found.get("location") or "").lower() != region.lower():
-        raise ProviderError("azure", f"proximity placement group {name} is in {found.get('location')}, not {region}; "
-                            "delete it and run again", region=region, code="PlacementGroupElsewhere")
+        raise ProviderError(
+            "azure",
+            f"proximity placement group {name} is in {found.get('location')}, not {region}; delete it and run again",
+            region=region,
+            code="PlacementGroupElsewhere",
+        )
     return str(found["id"])
 
 
@@ -48,12 +59,16 @@ def remove(arm: Arm, rg: str, fleet: str, busy: Collection[str] = ()) -> list[st
     its VMs still run); their names. Groups without the fleet's tag are never touched."""
     ops = arm.compute.proximity_placement_groups
     try:
-        groups = arm.call(lambda: [wire(g) for g in ops.list_by_resource_group(rg)],
-                          f"list proximity placement groups in {rg}")
-    except InstanceNotFoundError:           # no resource group: nothing of ours
+        groups = arm.call(
+            lambda: [wire(g) for g in ops.list_by_resource_group(rg)], f"list proximity placement groups in {rg}"
+        )
+    except InstanceNotFoundError:  # no resource group: nothing of ours
         return []
-    names = sorted(g["name"] for g in groups if (g.get("tags") or {}).get(TAG_FLEET) == fleet
-                   and str(g.get("location") or "") not in busy)
+    names = sorted(
+        g["name"]
+        for g in groups
+        if (g.get("tags") or {}).get(TAG_FLEET) == fleet and str(g.get("location") or "") not in busy
+    )
     for name in names:
         arm.call(lambda name=name: ops.delete(rg, name), f"delete proximity placement group {name}")
     return names
@@ -61,7 +76,10 @@ def remove(arm: Arm, rg: str, fleet: str, busy: Collection[str] = ()) -> list[st
 
 def _get(arm: Arm, rg: str, name: str) -> dict[str, Any] | None:
     try:
-        return wire(arm.call(lambda: arm.compute.proximity_placement_groups.get(rg, name),
-                             f"find proximity placement group {name}"))
+        return wire(
+            arm.call(
+                lambda: arm.compute.proximity_placement_groups.get(rg, name), f"find proximity placement group {name}"
+            )
+        )
     except InstanceNotFoundError:
         return None

@@ -58,22 +58,40 @@ def request_hash(request: LaunchRequest) -> str:
 
 def tags_for(request: LaunchRequest) -> dict[str, str]:
     """The request's tags, with the fleet/pool tags it may have forgotten, the token and request hash."""
-    return {**request.tags, **fleet_tags(request.fleet, request.offer.pool), TAG_TOKEN: request.token,
-            TAG_REQUEST: request_hash(request)}
+    return {
+        **request.tags,
+        **fleet_tags(request.fleet, request.offer.pool),
+        TAG_TOKEN: request.token,
+        TAG_REQUEST: request_hash(request),
+    }
 
 
 def vnet_body(fleet: str, region: str) -> dict[str, Any]:
     """The fleet's VNet in ``region`` (ARM wire format), one subnet, tagged with the fleet."""
-    return {"location": region, "tags": {TAG_FLEET: fleet},
-            "properties": {"addressSpace": {"addressPrefixes": [ADDRESS_SPACE]},
-                           "subnets": [{"name": SUBNET, "properties": {"addressPrefix": SUBNET_PREFIX}}]}}
+    return {
+        "location": region,
+        "tags": {TAG_FLEET: fleet},
+        "properties": {
+            "addressSpace": {"addressPrefixes": [ADDRESS_SPACE]},
+            "subnets": [{"name": SUBNET, "properties": {"addressPrefix": SUBNET_PREFIX}}],
+        },
+    }
 
 
 def nic_body(region: str, subnet_id: str, tags: dict[str, str]) -> dict[str, Any]:
     """A NIC with a private address only (no public IP: nothing to clean up but the NIC)."""
-    return {"location": region, "tags": tags,
-            "properties": {"ipConfigurations": [{"name": "ipconfig1", "properties": {
-                "subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"}}]}}
+    return {
+        "location": region,
+        "tags": tags,
+        "properties": {
+            "ipConfigurations": [
+                {
+                    "name": "ipconfig1",
+                    "properties": {"subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"},
+                }
+            ]
+        },
+    }
 
 
 def node_boot(request: LaunchRequest, identity: tuple[str, str] | None = None) -> NodeBoot:
@@ -90,9 +108,17 @@ def identity_block(identity_id: str) -> dict[str, Any]:
     return {"type": "UserAssigned", "userAssignedIdentities": {identity_id: {}}}
 
 
-def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str], *, ssh_key: str,
-            eviction_policy: str = "Delete", identity: tuple[str, str] | None = None,
-            placement_group: str = "") -> dict[str, Any]:
+def vm_body(
+    request: LaunchRequest,
+    name: str,
+    nic_id: str,
+    tags: dict[str, str],
+    *,
+    ssh_key: str,
+    eviction_policy: str = "Delete",
+    identity: tuple[str, str] | None = None,
+    placement_group: str = "",
+) -> dict[str, Any]:
     """The VM (ARM wire format): Spot with ``eviction_policy`` (Delete, or Deallocate: an evicted
     VM is kept, deallocated) and maxPrice (the cap, or -1 = up to the on-demand price), or Regular
     for an on-demand pool. ``ssh_key``: the public key the admin user signs in with (required:
@@ -102,18 +128,30 @@ def vm_body(request: LaunchRequest, name: str, nic_id: str, tags: dict[str, str]
     pool = request.offer.pool
     props: dict[str, Any] = {
         "hardwareProfile": {"vmSize": pool.instance_type},
-        "storageProfile": {"imageReference": image_reference(request.node.image),
-                           "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
-                                      "managedDisk": {"storageAccountType": "Premium_LRS"}}},
-        "osProfile": {"computerName": name, "adminUsername": ADMIN_USER,
-                      "customData": render_base64(node_boot(request, identity)),
-                      "linuxConfiguration": linux_config(ssh_key)},
-        "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": True,
-                                                                                "deleteOption": "Delete"}}]},
+        "storageProfile": {
+            "imageReference": image_reference(request.node.image),
+            "osDisk": {
+                "createOption": "FromImage",
+                "deleteOption": "Delete",
+                "managedDisk": {"storageAccountType": "Premium_LRS"},
+            },
+        },
+        "osProfile": {
+            "computerName": name,
+            "adminUsername": ADMIN_USER,
+            "customData": render_base64(node_boot(request, identity)),
+            "linuxConfiguration": linux_config(ssh_key),
+        },
+        "networkProfile": {
+            "networkInterfaces": [{"id": nic_id, "properties": {"primary": True, "deleteOption": "Delete"}}]
+        },
     }
     if pool.market is Market.SPOT:
-        props.update(priority="Spot", evictionPolicy=eviction_policy,
-                     billingProfile={"maxPrice": request.max_price if request.max_price is not None else -1})
+        props.update(
+            priority="Spot",
+            evictionPolicy=eviction_policy,
+            billingProfile={"maxPrice": request.max_price if request.max_price is not None else -1},
+        )
     else:
         props["priority"] = "Regular"
     if placement_group:
@@ -132,8 +170,11 @@ def linux_config(ssh_key: str) -> dict[str, Any]:
     empty key is a ValueError here rather than a refused VM."""
     if not ssh_key.strip():
         raise ValueError("a Linux VM without a password needs an SSH public key")
-    return {"disablePasswordAuthentication": True, "provisionVMAgent": True,
-            "ssh": {"publicKeys": [{"path": f"/home/{ADMIN_USER}/.ssh/authorized_keys", "keyData": ssh_key.strip()}]}}
+    return {
+        "disablePasswordAuthentication": True,
+        "provisionVMAgent": True,
+        "ssh": {"publicKeys": [{"path": f"/home/{ADMIN_USER}/.ssh/authorized_keys", "keyData": ssh_key.strip()}]},
+    }
 
 
 def image_reference(image: str) -> dict[str, Any]:
@@ -147,5 +188,7 @@ def image_reference(image: str) -> dict[str, Any]:
     parts = image.split(":")
     if len(parts) == 4 and all(re.fullmatch(r"[A-Za-z0-9._-]+", p) for p in parts):
         return dict(zip(("publisher", "offer", "sku", "version"), parts))
-    raise ValueError(f"node.image {image!r} is not an Azure image: write publisher:offer:sku:version "
-                     "(e.g. microsoft-dsvm:ubuntu-hpc:2204:latest) or the resource id of a managed or gallery image")
+    raise ValueError(
+        f"node.image {image!r} is not an Azure image: write publisher:offer:sku:version "
+        "(e.g. microsoft-dsvm:ubuntu-hpc:2204:latest) or the resource id of a managed or gallery image"
+    )

@@ -21,9 +21,19 @@ from providers.azure.launch import SUBNET, vnet_body, vnet_name
 
 log = logging.getLogger(__name__)
 
-SSH_RULE = {"name": "allow-ssh", "properties": {
-    "protocol": "Tcp", "sourcePortRange": "*", "destinationPortRange": "22", "sourceAddressPrefix": "*",
-    "destinationAddressPrefix": "*", "access": "Allow", "priority": 1000, "direction": "Inbound"}}
+SSH_RULE = {
+    "name": "allow-ssh",
+    "properties": {
+        "protocol": "Tcp",
+        "sourcePortRange": "*",
+        "destinationPortRange": "22",
+        "sourceAddressPrefix": "*",
+        "destinationAddressPrefix": "*",
+        "access": "Allow",
+        "priority": 1000,
+        "direction": "Inbound",
+    },
+}
 
 
 def nsg_name(fleet: str, region: str) -> str:
@@ -32,8 +42,7 @@ def nsg_name(fleet: str, region: str) -> str:
 
 def nsg_body(fleet: str, region: str, ssh: bool) -> dict[str, Any]:
     """The fleet's NSG in ``region`` (ARM wire format): SSH in when ``ssh``, nothing else."""
-    return {"location": region, "tags": {TAG_FLEET: fleet},
-            "properties": {"securityRules": [SSH_RULE] if ssh else []}}
+    return {"location": region, "tags": {TAG_FLEET: fleet}, "properties": {"securityRules": [SSH_RULE] if ssh else []}}
 
 
 def subnet_vnet_body(fleet: str, region: str, nsg_id: str) -> dict[str, Any]:
@@ -47,8 +56,10 @@ def subnet_vnet_body(fleet: str, region: str, nsg_id: str) -> dict[str, Any]:
 def _rules(nsg: dict[str, Any]) -> list[tuple[str, ...]]:
     """The custom rules of an NSG, as comparable tuples (ARM adds ids and states to what we sent)."""
     keys = ("protocol", "destinationPortRange", "sourceAddressPrefix", "access", "priority", "direction")
-    return sorted(tuple(str((r.get("properties") or {}).get(k)) for k in keys)
-                  for r in (nsg.get("properties") or {}).get("securityRules") or [])
+    return sorted(
+        tuple(str((r.get("properties") or {}).get(k)) for k in keys)
+        for r in (nsg.get("properties") or {}).get("securityRules") or []
+    )
 
 
 def _get(arm: Arm, operations: Any, rg: str, name: str, what: str) -> dict[str, Any] | None:
@@ -65,15 +76,25 @@ def ensure_network(arm: Arm, rg: str, fleet: str, region: str, *, ssh: bool) -> 
     want = nsg_body(fleet, region, ssh)
     nsg = _get(arm, nets.network_security_groups, rg, name, "network security group")
     if nsg is None or _rules(nsg) != _rules(want):
-        nsg = wire(arm.call(lambda: nets.network_security_groups.begin_create_or_update(rg, name, want).result(),
-                            f"create network security group {name}"))
+        nsg = wire(
+            arm.call(
+                lambda: nets.network_security_groups.begin_create_or_update(rg, name, want).result(),
+                f"create network security group {name}",
+            )
+        )
     vname = vnet_name(fleet, region)
     vnet = _get(arm, nets.virtual_networks, rg, vname, "vnet")
     subnet = _subnet(vnet)
     attached = ((subnet or {}).get("properties") or {}).get("networkSecurityGroup") or {}
     if subnet is None or str(attached.get("id", "")).lower() != nsg["id"].lower():
-        vnet = wire(arm.call(lambda: nets.virtual_networks.begin_create_or_update(
-            rg, vname, subnet_vnet_body(fleet, region, nsg["id"])).result(), f"create vnet {vname}"))
+        vnet = wire(
+            arm.call(
+                lambda: nets.virtual_networks.begin_create_or_update(
+                    rg, vname, subnet_vnet_body(fleet, region, nsg["id"])
+                ).result(),
+                f"create vnet {vname}",
+            )
+        )
         subnet = _subnet(vnet)
     assert subnet is not None, f"vnet {vname} came back without subnet {SUBNET}"
     return str(subnet["id"])
@@ -90,7 +111,7 @@ def fleet_networks(arm: Arm, rg: str, fleet: str) -> dict[str, list[tuple[str, s
     for kind, operations in (("vnet", nets.virtual_networks), ("nsg", nets.network_security_groups)):
         try:
             found = arm.call(lambda: [wire(x) for x in operations.list(rg)], f"list {kind}s in {rg}")
-        except InstanceNotFoundError:       # no resource group: nothing of ours
+        except InstanceNotFoundError:  # no resource group: nothing of ours
             return {}
         for item in found:
             if (item.get("tags") or {}).get(TAG_FLEET) == fleet:

@@ -35,16 +35,24 @@ def _container(environ: Mapping[str, str], spec: StorageSpec) -> tuple[Any, Any]
 
     conn = environ.get(CONNECTION_ENV, "")
     if not conn:
-        raise AuthError("azure", f"nodes without a cloud identity (Vast) need a SAS for container {spec.bucket!r}, "
-                        f"signed with the storage account key: set {CONNECTION_ENV} (with AccountKey=) where `fleet up` "
-                        "runs", code="no-account-key")
+        raise AuthError(
+            "azure",
+            f"nodes without a cloud identity (Vast) need a SAS for container {spec.bucket!r}, "
+            f"signed with the storage account key: set {CONNECTION_ENV} (with AccountKey=) where `fleet up` "
+            "runs",
+            code="no-account-key",
+        )
     try:
         service = BlobServiceClient.from_connection_string(conn)
     except ValueError as err:
         raise AuthError("azure", f"{CONNECTION_ENV} is not valid: {err}", code="bad-connection-string") from None
     if not getattr(service.credential, "account_key", None):
-        raise AuthError("azure", f"{CONNECTION_ENV} holds no AccountKey, so no SAS can be signed for nodes without a "
-                        "cloud identity; use the account's key connection string", code="no-account-key")
+        raise AuthError(
+            "azure",
+            f"{CONNECTION_ENV} holds no AccountKey, so no SAS can be signed for nodes without a "
+            "cloud identity; use the account's key connection string",
+            code="no-account-key",
+        )
     return service, service.get_container_client(spec.bucket)
 
 
@@ -53,8 +61,11 @@ def _others(container: Any) -> tuple[dict[str, Any], Any, bool]:
     whether ours is there (what is not ours is written back as it was)."""
     got = container.get_container_access_policy()
     identifiers = got.get("signed_identifiers") or []
-    return ({s.id: s.access_policy for s in identifiers if s.id != POLICY_ID}, got.get("public_access"),
-            any(s.id == POLICY_ID for s in identifiers))
+    return (
+        {s.id: s.access_policy for s in identifiers if s.id != POLICY_ID},
+        got.get("public_access"),
+        any(s.id == POLICY_ID for s in identifiers),
+    )
 
 
 def ensure(environ: Mapping[str, str], spec: StorageSpec, *, now: dt.datetime | None = None) -> dict[str, str]:
@@ -63,19 +74,22 @@ def ensure(environ: Mapping[str, str], spec: StorageSpec, *, now: dt.datetime | 
     from azure.storage.blob import AccessPolicy, ContainerSasPermissions, generate_container_sas
 
     service, container = _container(environ, spec)
-    start = (now or dt.datetime.now(dt.timezone.utc)) - dt.timedelta(minutes=15)     # clock skew
+    start = (now or dt.datetime.now(dt.timezone.utc)) - dt.timedelta(minutes=15)  # clock skew
     try:
         others, public, _ours = _others(container)
-        policy = AccessPolicy(permission=ContainerSasPermissions(read=True, add=True, create=True, write=True,
-                                                                 delete=True, list=True),
-                              start=start, expiry=start + dt.timedelta(days=VALID_DAYS))
+        policy = AccessPolicy(
+            permission=ContainerSasPermissions(read=True, add=True, create=True, write=True, delete=True, list=True),
+            start=start,
+            expiry=start + dt.timedelta(days=VALID_DAYS),
+        )
         container.set_container_access_policy(signed_identifiers={**others, POLICY_ID: policy}, public_access=public)
     except AzureError as err:
         from providers.azure.errors import to_error
 
         raise to_error(err, f"set the nodes' access policy on container {spec.bucket}") from err
-    sas = generate_container_sas(service.account_name, spec.bucket, account_key=service.credential.account_key,
-                                 policy_id=POLICY_ID)
+    sas = generate_container_sas(
+        service.account_name, spec.bucket, account_key=service.credential.account_key, policy_id=POLICY_ID
+    )
     register_secret(sas)
     return {CONNECTION_ENV: f"BlobEndpoint={service.url.rstrip('/')};SharedAccessSignature={sas}"}
 

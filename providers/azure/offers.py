@@ -76,8 +76,12 @@ def wanted_sizes(skus: Iterable[Any], priced: Iterable[Offer], settings: AzureSe
     return out
 
 
-def to_offers(skus: Iterable[Any], priced: Iterable[Offer], settings: AzureSettings,
-              live: Mapping[tuple[str, str, Market], float] | None = None) -> list[Offer]:
+def to_offers(
+    skus: Iterable[Any],
+    priced: Iterable[Offer],
+    settings: AzureSettings,
+    live: Mapping[tuple[str, str, Market], float] | None = None,
+) -> list[Offer]:
     """One offer per place and market the SKUs allow, the settings allow, and the snapshot knows;
     priced from ``live`` ((region, size lower, market) -> USD/h) where it has the size."""
     live = live or {}
@@ -92,7 +96,9 @@ def to_offers(skus: Iterable[Any], priced: Iterable[Offer], settings: AzureSetti
             if not settings.allows(region, zone):
                 continue
             for market in (Market.SPOT, Market.ON_DEMAND):
-                if (market is Market.SPOT and not settings.spot) or (market is Market.ON_DEMAND and not settings.on_demand):
+                if (market is Market.SPOT and not settings.spot) or (
+                    market is Market.ON_DEMAND and not settings.on_demand
+                ):
                     continue
                 base = prices.get((region, size.lower(), market))
                 if base is None:
@@ -101,8 +107,10 @@ def to_offers(skus: Iterable[Any], priced: Iterable[Offer], settings: AzureSetti
                 update: dict[str, Any] = {"pool": pool}
                 price = live.get((region, size.lower(), market))
                 if price is not None:
-                    update.update(price_per_hour=price, source=LIVE_SOURCE,
-                                  on_demand_price=live.get((region, size.lower(), Market.ON_DEMAND),
-                                                           base.on_demand_price))
+                    update.update(
+                        price_per_hour=price,
+                        source=LIVE_SOURCE,
+                        on_demand_price=live.get((region, size.lower(), Market.ON_DEMAND), base.on_demand_price),
+                    )
                 found.setdefault(pool.id, base.model_copy(update=update))
     return sorted(found.values(), key=lambda o: o.pool.id)

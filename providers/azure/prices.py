@@ -47,8 +47,11 @@ def parse_items(items: Iterable[Mapping[str, Any]]) -> PriceTable:
             continue
         try:
             price = float(item["retailPrice"])
-            key = (str(item["armRegionName"]).lower(), str(item["armSkuName"]).lower(),
-                   Market.SPOT if ("Spot" in meter or "Spot" in sku) else Market.ON_DEMAND)
+            key = (
+                str(item["armRegionName"]).lower(),
+                str(item["armSkuName"]).lower(),
+                Market.SPOT if ("Spot" in meter or "Spot" in sku) else Market.ON_DEMAND,
+            )
         except (KeyError, TypeError, ValueError):
             continue
         if price > 0 and (key not in out or price < out[key]):
@@ -58,20 +61,27 @@ def parse_items(items: Iterable[Mapping[str, Any]]) -> PriceTable:
 
 def price_filter(region: str, sizes: Iterable[str]) -> str:
     names = " or ".join(f"armSkuName eq '{s}'" for s in sorted(sizes))
-    return (f"serviceName eq 'Virtual Machines' and priceType eq 'Consumption' and armRegionName eq '{region}' "
-            f"and ({names})")
+    return (
+        f"serviceName eq 'Virtual Machines' and priceType eq 'Consumption' and armRegionName eq '{region}' "
+        f"and ({names})"
+    )
 
 
 def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=15) as resp:        # noqa: S310  (https or a test fake)
+    with urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310  (https or a test fake)
         return json.loads(resp.read())
 
 
 class RetailPrices:
     """Prices for (region, sizes), from the cache when fresh, else from the API."""
 
-    def __init__(self, url: str = DEFAULT_URL, cache_path: Path | None = None, ttl_seconds: float = 6 * 3600,
-                 get_json: Callable[[str], Any] = _get_json):
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        cache_path: Path | None = None,
+        ttl_seconds: float = 6 * 3600,
+        get_json: Callable[[str], Any] = _get_json,
+    ):
         self.url = url
         self.cache_path = cache_path
         self.ttl_seconds = ttl_seconds
@@ -94,10 +104,13 @@ class RetailPrices:
             items: list[dict[str, Any]] = []
             ordered = sorted(sizes)
             for i in range(0, len(ordered), SIZES_PER_QUERY):
-                items.extend(self._fetch(price_filter(region, ordered[i:i + SIZES_PER_QUERY])))
+                items.extend(self._fetch(price_filter(region, ordered[i : i + SIZES_PER_QUERY])))
             table = parse_items(items)
-            cache[region] = {"fetched_at": now, "sizes": ordered,
-                             "prices": [[size, market.value, price] for (_, size, market), price in table.items()]}
+            cache[region] = {
+                "fetched_at": now,
+                "sizes": ordered,
+                "prices": [[size, market.value, price] for (_, size, market), price in table.items()],
+            }
             changed = True
         if changed:
             self._save(cache)
@@ -145,4 +158,4 @@ class RetailPrices:
             tmp.write_text(json.dumps(cache))
             os.replace(tmp, self.cache_path)
         except OSError:
-            pass       # a cache we cannot write only costs a refetch
+            pass  # a cache we cannot write only costs a refetch

@@ -73,24 +73,35 @@ CREATE_PARALLEL = 8
 class AzureProvider:
     name = "azure"
 
-    def __init__(self, settings: AzureSettings | None = None, *, arm: Arm | None = None,
-                 environ: Mapping[str, str] | None = None, cache_seconds: float = 600.0,
-                 prices: RetailPrices | None = None, live_prices: bool = True, home: Path | None = None):
+    def __init__(
+        self,
+        settings: AzureSettings | None = None,
+        *,
+        arm: Arm | None = None,
+        environ: Mapping[str, str] | None = None,
+        cache_seconds: float = 600.0,
+        prices: RetailPrices | None = None,
+        live_prices: bool = True,
+        home: Path | None = None,
+    ):
         self.settings = settings or AzureSettings()
         self._environ = environ if environ is not None else os.environ
-        self._home = home or default_home(self._environ)     # where a fleet's own SSH key pair is kept
+        self._home = home or default_home(self._environ)  # where a fleet's own SSH key pair is kept
         self.prices = prices or (RetailPrices.from_env(self._environ) if live_prices else None)
-        self.bills = RetailBills(self.settings.prices_url if "prices_url" in self.settings.model_fields_set
-                                 else self._environ.get(PRICES_URL_ENV) or self.settings.prices_url)
+        self.bills = RetailBills(
+            self.settings.prices_url
+            if "prices_url" in self.settings.model_fields_set
+            else self._environ.get(PRICES_URL_ENV) or self.settings.prices_url
+        )
         self._arm = arm
         self.resource_group = self.settings.resource_group or DEFAULT_RESOURCE_GROUP
         self.cache_seconds = cache_seconds
         self._lock = threading.Lock()
         self._offers: tuple[float, list] | None = None
-        self._ready: dict[str, str] = {}            # "group" / "<fleet>|<region>" -> subnet id
+        self._ready: dict[str, str] = {}  # "group" / "<fleet>|<region>" -> subnet id
         self._launches = TokenLaunches(self.name, clock=self.now)
         self._token_locks: dict[str, threading.Lock] = {}
-        self._identities: dict[str, tuple[str, str] | None] = {}   # checkpoint URI -> node identity
+        self._identities: dict[str, tuple[str, str] | None] = {}  # checkpoint URI -> node identity
 
     @property
     def arm(self) -> Arm:
@@ -114,31 +125,39 @@ class AzureProvider:
             with self._lock:
                 self._offers = cached
         accs, regions = {a.upper() for a in query.accelerators}, set(query.regions)
-        return [o for o in cached[1]
-                if (not accs or o.accelerator in accs) and (not regions or o.pool.region in regions)
-                and (query.spot or o.market is not Market.SPOT)
-                and (query.on_demand or o.market is not Market.ON_DEMAND)]
+        return [
+            o
+            for o in cached[1]
+            if (not accs or o.accelerator in accs)
+            and (not regions or o.pool.region in regions)
+            and (query.spot or o.market is not Market.SPOT)
+            and (query.on_demand or o.market is not Market.ON_DEMAND)
+        ]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         pool = request.offer.pool
         if pool.provider != self.name:
-            raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not azure",
-                                code="wrong-provider")
+            raise ProviderError(
+                self.name, f"pool {pool.id} belongs to {pool.provider}, not azure", code="wrong-provider"
+            )
         want = request_hash(request)
-        missing: list[list[str]] = []            # the VM names still to create, found by find()
+        missing: list[list[str]] = []  # the VM names still to create, found by find()
 
         def find() -> list[Instance]:
             existing = self._token_vms(request.token)
             if any((vm.get("tags") or {}).get(TAG_REQUEST) != want for vm in existing.values()):
-                raise ProviderError(self.name, f"launch token {request.token!r} was already used with different "
-                                    "parameters", code="token-mismatch")
+                raise ProviderError(
+                    self.name,
+                    f"launch token {request.token!r} was already used with different parameters",
+                    code="token-mismatch",
+                )
             found, names = [], []
             for name in vm_names(request.token, request.count):
                 vm = existing.get(name)
                 if vm is not None and (vm.get("properties") or {}).get("provisioningState") != "Failed":
                     found.append(self._instance(vm))
                     continue
-                if vm is not None:          # a Failed VM left by a run killed before its cleanup
+                if vm is not None:  # a Failed VM left by a run killed before its cleanup
                     self._cleanup(name)
                 names.append(name)
             missing.append(names)
@@ -150,17 +169,19 @@ class AzureProvider:
             ssh_key = self._login_key(request)
             subnet = self._ensure_network(request.fleet, pool.region, ssh=bool(request.node.ssh_key))
             if request.interconnect:
-                group = interconnect.ensure(self.arm, self.resource_group, pool.region, request.interconnect,
-                                            request.fleet)
+                group = interconnect.ensure(
+                    self.arm, self.resource_group, pool.region, request.interconnect, request.fleet
+                )
                 with self._lock:
                     self._ready[f"ppg|{request.interconnect}|{pool.region}"] = group
             made, err = self._create_many(request, missing.pop(), subnet, tags_for(request), ssh_key)
             if err is not None and not made and not isinstance(err, NoCapacityError):
-                raise err                      # kept as the shortfall when earlier VMs exist
+                raise err  # kept as the shortfall when earlier VMs exist
             return Created(made, Shortfall.of(err) if err is not None else None)
 
-        return self._launches.launch(request, fingerprint=want, find=find, create=create,
-                                     alive=lambda: set(self._token_vms(request.token)))
+        return self._launches.launch(
+            request, fingerprint=want, find=find, create=create, alive=lambda: set(self._token_vms(request.token))
+        )
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """The fleet's VMs in the resource group (found by tag), terminated ones left out."""
@@ -229,8 +250,9 @@ class AzureProvider:
         regions = sorted({r for s in skus for r, z in sku_places(s) if self.settings.allows(r, z)})
 
         def one(region: str) -> list[Quota]:
-            usages = self.arm.call(lambda: [wire(u) for u in self.arm.compute.usage.list(region)],
-                                   f"read compute usages in {region}")
+            usages = self.arm.call(
+                lambda: [wire(u) for u in self.arm.compute.usage.list(region)], f"read compute usages in {region}"
+            )
             return to_quotas(region, usages, skus)
 
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(regions)))) as pool:
@@ -272,7 +294,7 @@ class AzureProvider:
             if key in self._ready:
                 return self._ready[key]
             rg, arm = self.resource_group, self.arm
-            if "group" not in self._ready:      # one lock and one location for every region's launch
+            if "group" not in self._ready:  # one lock and one location for every region's launch
                 ensure_group(arm, rg, (self.settings.regions or [region])[0])
                 self._ready["group"] = rg
             subnet = ensure_network(arm, rg, fleet, region, ssh=ssh)
@@ -294,19 +316,26 @@ class AzureProvider:
         vms = {vm["name"] for vm in self._vms()}
         for nic in nics:
             tags = nic.get("tags") or {}
-            if tags.get(TAG_FLEET) != fleet or tags.get(TAG_TOKEN) in busy or (region and nic.get("location") != region):
+            if (
+                tags.get(TAG_FLEET) != fleet
+                or tags.get(TAG_TOKEN) in busy
+                or (region and nic.get("location") != region)
+            ):
                 continue
             if nic["name"].removesuffix("-nic") in vms:
                 continue
             log.info("azure: deleting NIC %s left by an interrupted launch", nic["name"])
             try:
-                arm.call(lambda: arm.network.network_interfaces.begin_delete(rg, nic["name"]).result(),
-                         f"delete orphaned NIC {nic['name']}")
+                arm.call(
+                    lambda: arm.network.network_interfaces.begin_delete(rg, nic["name"]).result(),
+                    f"delete orphaned NIC {nic['name']}",
+                )
             except ProviderError as err:
                 log.warning("azure: could not delete orphaned NIC %s: %s", nic["name"], err)
 
-    def _create_many(self, request: LaunchRequest, names: Sequence[str], subnet: str, tags: dict[str, str],
-                     ssh_key: str) -> tuple[list[Instance], ProviderError | None]:
+    def _create_many(
+        self, request: LaunchRequest, names: Sequence[str], subnet: str, tags: dict[str, str], ssh_key: str
+    ) -> tuple[list[Instance], ProviderError | None]:
         """Create the VMs ``names`` (a NIC and a VM each): the first alone, so a refusal (capacity,
         quota, auth) costs one attempt, then the rest ``CREATE_PARALLEL`` at a time, as ARM takes
         concurrent creations. Returns what was made, in name order, and the error of the first
@@ -327,21 +356,42 @@ class AzureProvider:
                 list(pool.map(one, range(1, len(names))))
         return [made[n] for n in names if n in made], (failed[min(failed)] if failed else None)
 
-    def _create_one(self, request: LaunchRequest, name: str, subnet: str, tags: dict[str, str],
-                    ssh_key: str) -> Instance:
+    def _create_one(
+        self, request: LaunchRequest, name: str, subnet: str, tags: dict[str, str], ssh_key: str
+    ) -> Instance:
         """Create one NIC + VM; on any failure delete what this attempt made, then raise."""
         rg, arm, region = self.resource_group, self.arm, request.offer.pool.region
         identity = self._node_identity(request)
         with self._lock:
             group = self._ready.get(f"ppg|{request.interconnect}|{region}", "") if request.interconnect else ""
         try:
-            nic = wire(arm.call(lambda: arm.network.network_interfaces.begin_create_or_update(
-                rg, nic_name(name), nic_body(region, subnet, tags)).result(), f"create NIC for {name}"))
-            vm = wire(arm.call(lambda: arm.compute.virtual_machines.begin_create_or_update(
-                rg, name, vm_body(request, name, nic["id"], tags, ssh_key=ssh_key,
-                                  eviction_policy=self.settings.eviction_policy, identity=identity,
-                                  placement_group=group)).result(),
-                f"create VM {name}"))
+            nic = wire(
+                arm.call(
+                    lambda: arm.network.network_interfaces.begin_create_or_update(
+                        rg, nic_name(name), nic_body(region, subnet, tags)
+                    ).result(),
+                    f"create NIC for {name}",
+                )
+            )
+            vm = wire(
+                arm.call(
+                    lambda: arm.compute.virtual_machines.begin_create_or_update(
+                        rg,
+                        name,
+                        vm_body(
+                            request,
+                            name,
+                            nic["id"],
+                            tags,
+                            ssh_key=ssh_key,
+                            eviction_policy=self.settings.eviction_policy,
+                            identity=identity,
+                            placement_group=group,
+                        ),
+                    ).result(),
+                    f"create VM {name}",
+                )
+            )
         except ProviderError as err:
             self._cleanup(name)
             raise err
@@ -381,9 +431,11 @@ class AzureProvider:
         rg, arm = self.resource_group, self.arm
         try:
             arm.call(lambda: arm.compute.virtual_machines.begin_delete(rg, name).result(), f"clean up VM {name}")
-            arm.call(lambda: arm.network.network_interfaces.begin_delete(rg, nic_name(name)).result(),
-                     f"clean up NIC of {name}")
-        except ProviderError as err:     # reported, not raised: the launch's own error matters more
+            arm.call(
+                lambda: arm.network.network_interfaces.begin_delete(rg, nic_name(name)).result(),
+                f"clean up NIC of {name}",
+            )
+        except ProviderError as err:  # reported, not raised: the launch's own error matters more
             log.warning("azure: could not clean up after a failed creation of %s: %s", name, err)
 
     def _delete_vm(self, name: str) -> str | None:
@@ -414,9 +466,11 @@ class AzureProvider:
     def _vms(self) -> list[dict[str, Any]]:
         rg, arm = self.resource_group, self.arm
         try:
-            return arm.listing(lambda **hooks: arm.compute.virtual_machines.list(rg, expand="instanceView", **hooks),
-                               f"list VMs in {rg}")
-        except InstanceNotFoundError:      # no resource group yet: no VMs
+            return arm.listing(
+                lambda **hooks: arm.compute.virtual_machines.list(rg, expand="instanceView", **hooks),
+                f"list VMs in {rg}",
+            )
+        except InstanceNotFoundError:  # no resource group yet: no VMs
             return []
 
     def _tags(self, vm: Mapping[str, Any]) -> dict[str, str]:

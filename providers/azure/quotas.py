@@ -48,7 +48,15 @@ def to_quotas(region: str, usages: Iterable[dict[str, Any]], skus: Iterable[Any]
             scope = {"market": Market.ON_DEMAND, "instance_types": sizes[name]}
         else:
             continue
-        out.append(Quota(provider="azure", region=region, unit=QuotaUnit.VCPUS, name=name,
-                         limit=max(0.0, float(usage.get("limit") or 0)),
-                         in_use=max(0.0, float(usage.get("currentValue") or 0)), **scope))
+        out.append(
+            Quota(
+                provider="azure",
+                region=region,
+                unit=QuotaUnit.VCPUS,
+                name=name,
+                limit=max(0.0, float(usage.get("limit") or 0)),
+                in_use=max(0.0, float(usage.get("currentValue") or 0)),
+                **scope,
+            )
+        )
     return out

@@ -54,8 +54,13 @@ def pool_of(vm: Mapping[str, Any]) -> PoolKey:
     """The (regional) pool a scale-set VM belongs to, from its location, size and priority."""
     props = vm.get("properties") or {}
     market = Market.SPOT if props.get("priority") in ("Spot", "Low") else Market.ON_DEMAND
-    return PoolKey(provider="azure", region=str(vm.get("location") or ""), zone="",
-                   instance_type=str((props.get("hardwareProfile") or {}).get("vmSize") or ""), market=market)
+    return PoolKey(
+        provider="azure",
+        region=str(vm.get("location") or ""),
+        zone="",
+        instance_type=str((props.get("hardwareProfile") or {}).get("vmSize") or ""),
+        market=market,
+    )
 
 
 def member_tags(vm: Mapping[str, Any], set_tags: Mapping[str, str]) -> dict[str, str]:
@@ -88,9 +93,19 @@ def regional(offers: Iterable[Offer]) -> list[Offer]:
     return list(out.values())
 
 
-def set_body(request: LaunchRequest, sizes: list[str], subnet_id: str, *, capacity: int, base_regular: int,
-             max_price: float, marks: list[str], ssh_key: str, eviction_policy: str = "Delete",
-             identity: tuple[str, str] | None = None) -> dict[str, Any]:
+def set_body(
+    request: LaunchRequest,
+    sizes: list[str],
+    subnet_id: str,
+    *,
+    capacity: int,
+    base_regular: int,
+    max_price: float,
+    marks: list[str],
+    ssh_key: str,
+    eviction_policy: str = "Delete",
+    identity: tuple[str, str] | None = None,
+) -> dict[str, Any]:
     """The fleet's scale set in the request's region (ARM wire format), grown for ``request``.
 
     ``sizes``: the region's VM sizes, the request's first. ``capacity``: the VMs the set must
@@ -99,29 +114,55 @@ def set_body(request: LaunchRequest, sizes: list[str], subnet_id: str, *, capaci
     ``eviction_policy``: its Spot VMs' (Delete or Deallocate); ``identity`` (resource id, client
     id): the node identity every VM carries, named to the node as ``$AZURE_CLIENT_ID``."""
     pool = request.offer.pool
-    tags = {**{k: v for k, v in request.tags.items() if k not in (TAG_POOL, TAG_ROLE)},
-            TAG_FLEET: request.fleet, TAG_LAUNCHES: " ".join(marks[-LEDGER_SIZE:])}
-    nic = {"name": "nic", "properties": {
-        "primary": True, "deleteOption": "Delete",
-        "ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet_id}}}]}}
-    profile = {
-        "osProfile": {"computerNamePrefix": f"sf{_hash(request.fleet, 6)}", "adminUsername": ADMIN_USER,
-                      "customData": render_base64(node_boot(request, identity)),
-                      "linuxConfiguration": linux_config(ssh_key)},
-        "storageProfile": {"imageReference": image_reference(request.node.image),
-                           "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
-                                      "managedDisk": {"storageAccountType": "Premium_LRS"}}},
-        "networkProfile": {"networkApiVersion": NETWORK_API_VERSION, "networkInterfaceConfigurations": [nic]},
-        "priority": "Spot", "evictionPolicy": eviction_policy, "billingProfile": {"maxPrice": max_price},
+    tags = {
+        **{k: v for k, v in request.tags.items() if k not in (TAG_POOL, TAG_ROLE)},
+        TAG_FLEET: request.fleet,
+        TAG_LAUNCHES: " ".join(marks[-LEDGER_SIZE:]),
     }
-    body: dict[str, Any] = {"location": pool.region, "tags": tags, "sku": {"name": "Mix", "capacity": capacity},
-            "properties": {
-                "orchestrationMode": "Flexible", "platformFaultDomainCount": 1, "singlePlacementGroup": False,
-                "priorityMixPolicy": {"baseRegularPriorityCount": base_regular,
-                                      "regularPriorityPercentageAboveBase": 0},
-                "skuProfile": {"vmSizes": [{"name": s, "rank": i} for i, s in enumerate(sizes)],
-                               "allocationStrategy": "Prioritized"},
-                "virtualMachineProfile": profile}}
+    nic = {
+        "name": "nic",
+        "properties": {
+            "primary": True,
+            "deleteOption": "Delete",
+            "ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet_id}}}],
+        },
+    }
+    profile = {
+        "osProfile": {
+            "computerNamePrefix": f"sf{_hash(request.fleet, 6)}",
+            "adminUsername": ADMIN_USER,
+            "customData": render_base64(node_boot(request, identity)),
+            "linuxConfiguration": linux_config(ssh_key),
+        },
+        "storageProfile": {
+            "imageReference": image_reference(request.node.image),
+            "osDisk": {
+                "createOption": "FromImage",
+                "deleteOption": "Delete",
+                "managedDisk": {"storageAccountType": "Premium_LRS"},
+            },
+        },
+        "networkProfile": {"networkApiVersion": NETWORK_API_VERSION, "networkInterfaceConfigurations": [nic]},
+        "priority": "Spot",
+        "evictionPolicy": eviction_policy,
+        "billingProfile": {"maxPrice": max_price},
+    }
+    body: dict[str, Any] = {
+        "location": pool.region,
+        "tags": tags,
+        "sku": {"name": "Mix", "capacity": capacity},
+        "properties": {
+            "orchestrationMode": "Flexible",
+            "platformFaultDomainCount": 1,
+            "singlePlacementGroup": False,
+            "priorityMixPolicy": {"baseRegularPriorityCount": base_regular, "regularPriorityPercentageAboveBase": 0},
+            "skuProfile": {
+                "vmSizes": [{"name": s, "rank": i} for i, s in enumerate(sizes)],
+                "allocationStrategy": "Prioritized",
+            },
+            "virtualMachineProfile": profile,
+        },
+    }
     if identity is not None:
         body["identity"] = identity_block(identity[0])
     return body

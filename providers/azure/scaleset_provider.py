@@ -60,7 +60,7 @@ class AzureScaleSetProvider(AzureProvider):
         super().__init__(*args, **kwargs)
         self._groups: dict[str, tuple[LaunchRequest, LaunchResult]] = {}
         self._touched: set[str] = set()
-        self._owners: dict[str, dict[str, str]] = {}    # set id (lower) -> its tags, for sets with a fleet tag
+        self._owners: dict[str, dict[str, str]] = {}  # set id (lower) -> its tags, for sets with a fleet tag
 
     # ---- offers and launch ----------------------------------------------------------------
     def list_offers(self, query: OfferQuery) -> list:
@@ -79,8 +79,9 @@ class AzureScaleSetProvider(AzureProvider):
         for i, req in enumerate(requests):
             pool = req.offer.pool
             if pool.provider != self.name:
-                raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not azure",
-                                    code="wrong-provider")
+                raise ProviderError(
+                    self.name, f"pool {pool.id} belongs to {pool.provider}, not azure", code="wrong-provider"
+                )
             seen = self._groups.get(req.token)
             if seen is not None:
                 out[i] = self._replay_group(req, seen)
@@ -95,7 +96,9 @@ class AzureScaleSetProvider(AzureProvider):
                     out.update(done)
         return [out[i] for i in range(len(requests))]
 
-    def _region_or_failure(self, key: tuple[str, str], jobs: list[tuple[int, LaunchRequest]]) -> dict[int, LaunchResult]:
+    def _region_or_failure(
+        self, key: tuple[str, str], jobs: list[tuple[int, LaunchRequest]]
+    ) -> dict[int, LaunchResult]:
         """:meth:`_launch_region`, with an error before any step reported in each request's result."""
         try:
             return self._launch_region(key, jobs)
@@ -111,44 +114,60 @@ class AzureScaleSetProvider(AzureProvider):
             name = set_name(fleet, region)
             vmss = self._get_set(name)
             if vmss is not None and (vmss.get("tags") or {}).get(TAG_FLEET) != fleet:
-                raise ProviderError(self.name, f"scale set {name} exists but does not carry this fleet's tag; "
-                                    "not touching it", code="foreign-scale-set")
-            order = sorted(jobs, key=lambda j: (j[1].offer.pool.market is Market.SPOT, -j[1].count,
-                                                j[1].offer.pool.id))
+                raise ProviderError(
+                    self.name,
+                    f"scale set {name} exists but does not carry this fleet's tag; not touching it",
+                    code="foreign-scale-set",
+                )
+            order = sorted(jobs, key=lambda j: (j[1].offer.pool.market is Market.SPOT, -j[1].count, j[1].offer.pool.id))
             sizes = list(dict.fromkeys(r.offer.pool.instance_type for _, r in order))
             spot = [r for _, r in order if r.offer.pool.market is Market.SPOT]
-            max_price = -1.0 if not spot or any(r.max_price is None for r in spot) else max(
-                float(r.max_price) for r in spot)  # type: ignore[arg-type]
+            max_price = (
+                -1.0 if not spot or any(r.max_price is None for r in spot) else max(float(r.max_price) for r in spot)
+            )  # type: ignore[arg-type]
             members = self._members(name)
-            spare: dict[str, dict[str, Any]] = {}     # made by this group, not yet given to a request
+            spare: dict[str, dict[str, Any]] = {}  # made by this group, not yet given to a request
             origin: dict[str, int] = {}
             got: dict[int, list[dict[str, Any]]] = {}
             failures: dict[int, _Failure] = {}
             for i, req in order:
                 pool_id = req.offer.pool.id
-                if any(f[0] not in ("", "capacity") for f in failures.values()):    # quota, auth...: stop here
+                if any(f[0] not in ("", "capacity") for f in failures.values()):  # quota, auth...: stop here
                     got[i], failures[i] = [], next(f for f in failures.values() if f[0] != "capacity")
                     continue
-                if token_mark(req.token) in ledger(vmss):      # grown for this token before: do not grow again
-                    got[i] = [v for v in members.values() if pool_of(v).id == pool_id][:req.count]
+                if token_mark(req.token) in ledger(vmss):  # grown for this token before: do not grow again
+                    got[i] = [v for v in members.values() if pool_of(v).id == pool_id][: req.count]
                     continue
-                got[i] = [spare.pop(n) for n in [n for n, v in spare.items() if pool_of(v).id == pool_id][:req.count]]
+                got[i] = [spare.pop(n) for n in [n for n, v in spare.items() if pool_of(v).id == pool_id][: req.count]]
                 need = req.count - len(got[i])
                 if need <= 0:
                     continue
                 regular = sum(1 for v in members.values() if pool_of(v).market is Market.ON_DEMAND)
                 first = req.offer.pool.instance_type
-                body = set_body(req, [first] + [s for s in sizes if s != first], subnet, capacity=len(members) + need,
-                                base_regular=regular + (need if req.offer.pool.market is Market.ON_DEMAND else 0),
-                                max_price=max_price, marks=ledger(vmss) + [token_mark(req.token)],
-                                ssh_key=keys[i],
-                                eviction_policy=self.settings.eviction_policy, identity=self._node_identity(req))
+                body = set_body(
+                    req,
+                    [first] + [s for s in sizes if s != first],
+                    subnet,
+                    capacity=len(members) + need,
+                    base_regular=regular + (need if req.offer.pool.market is Market.ON_DEMAND else 0),
+                    max_price=max_price,
+                    marks=ledger(vmss) + [token_mark(req.token)],
+                    ssh_key=keys[i],
+                    eviction_policy=self.settings.eviction_policy,
+                    identity=self._node_identity(req),
+                )
                 try:
-                    vmss = wire(self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_create_or_update(
-                        self.resource_group, name, body).result(), f"grow scale set {name}"))
+                    vmss = wire(
+                        self.arm.call(
+                            lambda: self.arm.compute.virtual_machine_scale_sets.begin_create_or_update(
+                                self.resource_group, name, body
+                            ).result(),
+                            f"grow scale set {name}",
+                        )
+                    )
                 except ProviderError as err:
                     if not isinstance(err, NoCapacityError) and not (spare or any(got.values())):
-                        raise                         # nothing made: refused as ``launch`` refuses
+                        raise  # nothing made: refused as ``launch`` refuses
                     failures[i] = (error_kind(err), err.code, str(err))
                     vmss = self._get_set(name)
                 now = self._members(name)
@@ -157,7 +176,7 @@ class AzureScaleSetProvider(AzureProvider):
                         spare[n], origin[n] = v, i
                 members = now
                 got[i] += [spare.pop(n) for n in [n for n, v in spare.items() if pool_of(v).id == pool_id][:need]]
-            for n, v in spare.items():                # fallback sizes no request of the group wanted
+            for n, v in spare.items():  # fallback sizes no request of the group wanted
                 got[origin[n]].append(v)
             out = {}
             for i, req in jobs:
@@ -167,8 +186,12 @@ class AzureScaleSetProvider(AzureProvider):
                     kind, code = "capacity", "ScaleSetShortfall"
                     message = f"scale set {name} made {mine} of {req.count} VMs of {req.offer.pool.id}"
                 tags = (vmss or {}).get("tags") or {}
-                result = LaunchResult(instances=tuple(self._member_instance(v, tags) for v in got[i]),
-                                      error_kind=kind, error_code=code, error_message=message)
+                result = LaunchResult(
+                    instances=tuple(self._member_instance(v, tags) for v in got[i]),
+                    error_kind=kind,
+                    error_code=code,
+                    error_message=message,
+                )
                 self._groups[req.token] = (req, result)
                 out[i] = result
             return out
@@ -176,13 +199,21 @@ class AzureScaleSetProvider(AzureProvider):
     def _replay_group(self, req: LaunchRequest, seen: tuple[LaunchRequest, LaunchResult]) -> LaunchResult:
         old, result = seen
         if (old.fleet, old.offer.pool.id, old.count) != (req.fleet, req.offer.pool.id, req.count):
-            raise ProviderError(self.name, f"launch token {req.token!r} was already used with different "
-                                "parameters", code="token-mismatch")
+            raise ProviderError(
+                self.name,
+                f"launch token {req.token!r} was already used with different parameters",
+                code="token-mismatch",
+            )
         alive = {vm["name"] for vm in self._vms()}
         now = self.now()
-        return result.model_copy(update={"instances": tuple(
-            i if i.id in alive else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
-            for i in result.instances)})
+        return result.model_copy(
+            update={
+                "instances": tuple(
+                    i if i.id in alive else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
+                    for i in result.instances
+                )
+            }
+        )
 
     # ---- listing and terminating ------------------------------------------------------------
     def _vms(self) -> list[dict[str, Any]]:
@@ -210,8 +241,8 @@ class AzureScaleSetProvider(AzureProvider):
             return tags
         with self._lock:
             set_tags = self._owners.get(ref)
-        if set_tags is None:        # a set's fleet tag never changes: one look per set and process
-            set_tags = ((self._get_set(ref.rsplit("/", 1)[-1]) or {}).get("tags") or {})
+        if set_tags is None:  # a set's fleet tag never changes: one look per set and process
+            set_tags = (self._get_set(ref.rsplit("/", 1)[-1]) or {}).get("tags") or {}
             if set_tags.get(TAG_FLEET):
                 with self._lock:
                     self._owners[ref] = set_tags
@@ -245,8 +276,12 @@ class AzureScaleSetProvider(AzureProvider):
                 continue
             name = vmss["name"]
             try:
-                self.arm.call(lambda: self.arm.compute.virtual_machine_scale_sets.begin_delete(
-                    self.resource_group, name).result(), f"delete empty scale set {name}")
+                self.arm.call(
+                    lambda: self.arm.compute.virtual_machine_scale_sets.begin_delete(
+                        self.resource_group, name
+                    ).result(),
+                    f"delete empty scale set {name}",
+                )
                 deleted.append(name)
             except InstanceNotFoundError:
                 pass
@@ -256,24 +291,30 @@ class AzureScaleSetProvider(AzureProvider):
     def _sets(self) -> list[dict[str, Any]]:
         rg, arm = self.resource_group, self.arm
         try:
-            return arm.call(lambda: [wire(s) for s in arm.compute.virtual_machine_scale_sets.list(rg)],
-                            f"list scale sets in {rg}")
+            return arm.call(
+                lambda: [wire(s) for s in arm.compute.virtual_machine_scale_sets.list(rg)], f"list scale sets in {rg}"
+            )
         except InstanceNotFoundError:
             return []
 
     def _get_set(self, name: str) -> dict[str, Any] | None:
         rg, arm = self.resource_group, self.arm
         try:
-            return wire(arm.call(lambda: arm.compute.virtual_machine_scale_sets.get(rg, name),
-                                  f"find scale set {name}"))
+            return wire(
+                arm.call(lambda: arm.compute.virtual_machine_scale_sets.get(rg, name), f"find scale set {name}")
+            )
         except InstanceNotFoundError:
             return None
 
     def _members(self, name: str) -> dict[str, dict[str, Any]]:
         """The live VMs of set ``name`` by VM name (Failed and Deleting ones left out)."""
         suffix = f"/virtualmachinescalesets/{name.lower()}"
-        return {v["name"]: v for v in super()._vms() if set_ref(v).endswith(suffix)
-                and (v.get("properties") or {}).get("provisioningState") not in ("Failed", "Deleting")}
+        return {
+            v["name"]: v
+            for v in super()._vms()
+            if set_ref(v).endswith(suffix)
+            and (v.get("properties") or {}).get("provisioningState") not in ("Failed", "Deleting")
+        }
 
     def _member_instance(self, vm: Mapping[str, Any], set_tags: Mapping[str, str]) -> Instance:
         inst = self._instance({**vm, "tags": member_tags(vm, set_tags)})

@@ -41,8 +41,11 @@ CONTAINER = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 
 def check_container_name(bucket: str) -> None:
     if not CONTAINER.match(bucket):
-        raise ProviderError("azure", f"container name {bucket!r} is not valid: use 3-63 lowercase letters, "
-                            "digits and single dashes", code="invalid-bucket-name")
+        raise ProviderError(
+            "azure",
+            f"container name {bucket!r} is not valid: use 3-63 lowercase letters, digits and single dashes",
+            code="invalid-bucket-name",
+        )
 
 
 def uses_connection_string(settings: AzureSettings, environ: Mapping[str, str]) -> bool:
@@ -55,8 +58,12 @@ def ensure_container(spec: StorageSpec, environ: Mapping[str, str]) -> BucketRef
     check_container_name(spec.bucket)
     conn = environ.get(CONNECTION_ENV, "")
     if not conn:
-        raise AuthError("azure", f"checkpoint container {spec.bucket!r}: set {CONNECTION_ENV} to the storage "
-                        "account nodes write checkpoints to", code="no-storage-account")
+        raise AuthError(
+            "azure",
+            f"checkpoint container {spec.bucket!r}: set {CONNECTION_ENV} to the storage "
+            "account nodes write checkpoints to",
+            code="no-storage-account",
+        )
     from azure.core.exceptions import AzureError, ResourceExistsError
     from azure.storage.blob import BlobServiceClient
 
@@ -87,8 +94,11 @@ class AccountStorage:
         named = self.settings.storage_account
         account = named or ba.account_name(self.arm.subscription, self.rg, spec.bucket)
         if not ba.ACCOUNT.match(account):
-            raise ProviderError("azure", f"providers.azure.storage_account {account!r} is not valid: use 3-24 "
-                                "lowercase letters and digits", code="invalid-storage-account")
+            raise ProviderError(
+                "azure",
+                f"providers.azure.storage_account {account!r} is not valid: use 3-24 lowercase letters and digits",
+                code="invalid-storage-account",
+            )
         location = self._group(spec.region or (self.settings.regions or [""])[0])
         tags = {ba.TAG_MANAGED: "true", ba.TAG_BUCKET: spec.bucket, **({TAG_FLEET: spec.fleet} if spec.fleet else {})}
         self._account(account, location, tags, user_named=bool(named))
@@ -96,8 +106,7 @@ class AccountStorage:
         self._lifecycle(account, spec)
         principal = self._identity(ba.identity_name(account, spec.bucket), location, tags)["principalId"]
         self._role(container_id, principal)
-        return BucketRef(provider="azure", bucket=spec.bucket, uri=ba.bucket_uri(spec.bucket, account),
-                         region=location)
+        return BucketRef(provider="azure", bucket=spec.bucket, uri=ba.bucket_uri(spec.bucket, account), region=location)
 
     def _get(self, fn: Any, what: str) -> dict[str, Any] | None:
         """The resource ``fn()`` reads, or None when ARM answers 404."""
@@ -117,35 +126,58 @@ class AccountStorage:
         found = self._get(lambda: arm.storage.storage_accounts.get_properties(rg, name), f"find storage account {name}")
         if found is not None:
             if not user_named and (found.get("tags") or {}).get(ba.TAG_MANAGED) != "true":
-                raise ProviderError("azure", f"storage account {name} in {rg} was not made by spotfleet: name the "
-                                    "account to use in providers.azure.storage_account", code="foreign-storage-account")
+                raise ProviderError(
+                    "azure",
+                    f"storage account {name} in {rg} was not made by spotfleet: name the "
+                    "account to use in providers.azure.storage_account",
+                    code="foreign-storage-account",
+                )
             weak = ba.insecure_settings(found)
             if weak:
                 log.warning("azure: storage account %s allows %s; checkpoints should not", name, ", ".join(weak))
             return
-        answer = wire(arm.call(lambda: arm.storage.storage_accounts.check_name_availability(
-            {"name": name, "type": "Microsoft.Storage/storageAccounts"}), f"check storage account name {name}"))
+        answer = wire(
+            arm.call(
+                lambda: arm.storage.storage_accounts.check_name_availability(
+                    {"name": name, "type": "Microsoft.Storage/storageAccounts"}
+                ),
+                f"check storage account name {name}",
+            )
+        )
         if not answer.get("nameAvailable", answer.get("name_available")):
-            raise ProviderError("azure", f"storage account name {name} is not available to resource group {rg} "
-                                f"({answer.get('message') or answer.get('reason')}): set providers.azure."
-                                "storage_account to an account in this resource group or a free name",
-                                code="storage-account-taken")
-        arm.call(lambda: arm.storage.storage_accounts.begin_create(rg, name, ba.account_body(location, tags)).result(),
-                 f"create storage account {name}")
+            raise ProviderError(
+                "azure",
+                f"storage account name {name} is not available to resource group {rg} "
+                f"({answer.get('message') or answer.get('reason')}): set providers.azure."
+                "storage_account to an account in this resource group or a free name",
+                code="storage-account-taken",
+            )
+        arm.call(
+            lambda: arm.storage.storage_accounts.begin_create(rg, name, ba.account_body(location, tags)).result(),
+            f"create storage account {name}",
+        )
 
     def _container(self, account: str, container: str) -> str:
         arm, rg = self.arm, self.rg
-        found = self._get(lambda: arm.storage.blob_containers.get(rg, account, container),
-                          f"find container {container}")
+        found = self._get(
+            lambda: arm.storage.blob_containers.get(rg, account, container), f"find container {container}"
+        )
         if found is None:
-            found = wire(arm.call(lambda: arm.storage.blob_containers.create(
-                rg, account, container, {"properties": {"publicAccess": "None"}}), f"create container {container}"))
+            found = wire(
+                arm.call(
+                    lambda: arm.storage.blob_containers.create(
+                        rg, account, container, {"properties": {"publicAccess": "None"}}
+                    ),
+                    f"create container {container}",
+                )
+            )
         return str(found["id"])
 
     def _lifecycle(self, account: str, spec: StorageSpec) -> None:
         arm, rg = self.arm, self.rg
-        found = self._get(lambda: arm.storage.management_policies.get(rg, account, "default"),
-                          f"find lifecycle policy of {account}")
+        found = self._get(
+            lambda: arm.storage.management_policies.get(rg, account, "default"), f"find lifecycle policy of {account}"
+        )
         existing = list((((found or {}).get("properties") or {}).get("policy") or {}).get("rules") or [])
         name = ba.rule_name(spec.bucket, spec.prefix)
         rule = ba.lifecycle_rule(spec.bucket, spec.prefix, spec.expire_days) if spec.expire_days else None
@@ -153,12 +185,17 @@ class AccountStorage:
         if rules == existing:
             return
         if rules:
-            arm.call(lambda: arm.storage.management_policies.create_or_update(
-                rg, account, "default", {"properties": {"policy": {"rules": rules}}}),
-                f"set lifecycle policy of {account}")
+            arm.call(
+                lambda: arm.storage.management_policies.create_or_update(
+                    rg, account, "default", {"properties": {"policy": {"rules": rules}}}
+                ),
+                f"set lifecycle policy of {account}",
+            )
         else:
-            arm.call(lambda: arm.storage.management_policies.delete(rg, account, "default"),
-                     f"delete lifecycle policy of {account}")
+            arm.call(
+                lambda: arm.storage.management_policies.delete(rg, account, "default"),
+                f"delete lifecycle policy of {account}",
+            )
 
     def _by_id(self, rid: str, api_version: str, what: str) -> dict[str, Any] | None:
         return self._get(lambda: self.arm.resources.resources.get_by_id(rid, api_version=api_version), what)
@@ -167,9 +204,14 @@ class AccountStorage:
         arm, rid = self.arm, ba.identity_id(self.arm.subscription, self.rg, name)
         found = self._by_id(rid, ba.IDENTITY_API, f"find identity {name}")
         if found is None:
-            found = wire(arm.call(lambda: arm.resources.resources.begin_create_or_update_by_id(
-                rid, {"location": location, "tags": tags}, api_version=ba.IDENTITY_API).result(),
-                f"create identity {name}"))
+            found = wire(
+                arm.call(
+                    lambda: arm.resources.resources.begin_create_or_update_by_id(
+                        rid, {"location": location, "tags": tags}, api_version=ba.IDENTITY_API
+                    ).result(),
+                    f"create identity {name}",
+                )
+            )
         return dict(found.get("properties") or {})
 
     def _role(self, scope: str, principal: str) -> None:
@@ -178,11 +220,14 @@ class AccountStorage:
         if self._by_id(rid, ba.ROLE_API, "find role assignment") is not None:
             return
         try:
-            arm.call(lambda: arm.resources.resources.begin_create_or_update_by_id(
-                rid, ba.role_assignment_body(arm.subscription, principal), api_version=ba.ROLE_API).result(),
-                "allow the node identity on the container")
+            arm.call(
+                lambda: arm.resources.resources.begin_create_or_update_by_id(
+                    rid, ba.role_assignment_body(arm.subscription, principal), api_version=ba.ROLE_API
+                ).result(),
+                "allow the node identity on the container",
+            )
         except ProviderError as err:
-            if err.code != "RoleAssignmentExists":       # the same grant under another name: fine
+            if err.code != "RoleAssignmentExists":  # the same grant under another name: fine
                 raise
 
     # ---- launch -------------------------------------------------------------------------------
@@ -196,6 +241,10 @@ class AccountStorage:
         rid = ba.identity_id(self.arm.subscription, self.rg, name)
         found = self._by_id(rid, ba.IDENTITY_API, f"find identity {name}")
         if found is None:
-            raise ProviderError("azure", f"node identity {name} does not exist in {self.rg}: run `fleet up` again "
-                                "(it creates the checkpoint storage and the identity first)", code="no-node-identity")
+            raise ProviderError(
+                "azure",
+                f"node identity {name} does not exist in {self.rg}: run `fleet up` again "
+                "(it creates the checkpoint storage and the identity first)",
+                code="no-node-identity",
+            )
         return str(found["id"]), str((found.get("properties") or {})["clientId"])

@@ -23,7 +23,8 @@ public endpoint is asked with Application Default Credentials).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -50,34 +51,34 @@ class Money(_Answer):
 
 
 class TieredRate(_Answer):
-    startUsageAmount: float = 0.0                 # noqa: N815  (the API's names)
-    unitPrice: Money                              # noqa: N815
+    startUsageAmount: float = 0.0  # noqa: N815  (the API's names)
+    unitPrice: Money  # noqa: N815
 
 
 class Expression(_Answer):
-    tieredRates: list[TieredRate]                 # noqa: N815
+    tieredRates: list[TieredRate]  # noqa: N815
 
 
 class PricingInfo(_Answer):
-    pricingExpression: Expression                 # noqa: N815
+    pricingExpression: Expression  # noqa: N815
 
 
 class Category(_Answer):
-    resourceFamily: str = ""                      # noqa: N815
-    resourceGroup: str = ""                       # noqa: N815
-    usageType: str = ""                           # noqa: N815
+    resourceFamily: str = ""  # noqa: N815
+    resourceGroup: str = ""  # noqa: N815
+    usageType: str = ""  # noqa: N815
 
 
 class Sku(_Answer):
     description: str
     category: Category
-    serviceRegions: list[str] = []               # noqa: N815
-    pricingInfo: list[PricingInfo] = []          # noqa: N815
+    serviceRegions: list[str] = []  # noqa: N815
+    pricingInfo: list[PricingInfo] = []  # noqa: N815
 
 
 class Page(_Answer):
     skus: list[Sku]
-    nextPageToken: str = ""                       # noqa: N815
+    nextPageToken: str = ""  # noqa: N815
 
 
 def _to_error(status: int, body: Any, what: str, retry_after: float | None) -> ProviderError:
@@ -95,10 +96,13 @@ def _adc_headers() -> dict[str, str]:
         credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-billing.readonly"])
         credentials.refresh(Request())
         return {"Authorization": f"Bearer {credentials.token}"}
-    except Exception as err:      # no credentials, refused, unreachable: one clear error
-        raise AuthError("gcp", f"Cloud Billing Catalog: no usable Google credentials ({type(err).__name__}); "
-                        "run `gcloud auth application-default login` or set billing_url", code="no-credentials") \
-            from None
+    except Exception as err:  # no credentials, refused, unreachable: one clear error
+        raise AuthError(
+            "gcp",
+            f"Cloud Billing Catalog: no usable Google credentials ({type(err).__name__}); "
+            "run `gcloud auth application-default login` or set billing_url",
+            code="no-credentials",
+        ) from None
 
 
 class CatalogBills:
@@ -126,8 +130,9 @@ class CatalogBills:
         skus: list[dict[str, Any]] = []
         what = "list Compute Engine SKUs"
         for _ in range(MAX_PAGES):
-            data = client.request("GET", f"/v1/services/{SERVICE}/skus", what=what, params=params,
-                                  auth=client.has_auth, idempotent=True)
+            data = client.request(
+                "GET", f"/v1/services/{SERVICE}/skus", what=what, params=params, auth=client.has_auth, idempotent=True
+            )
             page = check(Page, data, provider="gcp", what=what)
             skus.extend(s.model_dump() for s in page.skus)
             if not page.nextPageToken:
@@ -153,17 +158,39 @@ def billed_rates(bills: CatalogBills, api: Any, alive: Sequence[Instance], now: 
         if key not in shapes:
             machine, attached, count = parse_instance_type(inst.pool.instance_type)
             mt = types.get((inst.pool.zone, machine))
-            built = [(a.guest_accelerator_type, a.guest_accelerator_count) for a in (mt.accelerators if mt else [])
-                     if a.guest_accelerator_type in ACCELERATORS]
+            built = [
+                (a.guest_accelerator_type, a.guest_accelerator_count)
+                for a in (mt.accelerators if mt else [])
+                if a.guest_accelerator_type in ACCELERATORS
+            ]
             acc, gpus = (attached, count) if attached else (built[0] if built else ("", 0))
-            shapes[key] = Shape(inst.pool.zone, inst.pool.instance_type, machine, acc, gpus, bool(attached),
-                                float(mt.guest_cpus), round(mt.memory_mb / 1024, 1)) if acc and mt else None
+            shapes[key] = (
+                Shape(
+                    inst.pool.zone,
+                    inst.pool.instance_type,
+                    machine,
+                    acc,
+                    gpus,
+                    bool(attached),
+                    float(mt.guest_cpus),
+                    round(mt.memory_mb / 1024, 1),
+                )
+                if acc and mt
+                else None
+            )
         shape = shapes[key]
         if shape is None:
             continue
         rental = "spot" if inst.pool.market is Market.SPOT else "on-demand"
-        composed = table.price(shape.region, inst.pool.market, shape.machine_type, shape.vcpus or 0.0,
-                               shape.memory_gib or 0.0, shape.accelerator_type, shape.gpus)
+        composed = table.price(
+            shape.region,
+            inst.pool.market,
+            shape.machine_type,
+            shape.vcpus or 0.0,
+            shape.memory_gib or 0.0,
+            shape.accelerator_type,
+            shape.gpus,
+        )
         if composed is not None:
             out[inst.id] = BilledRate(per_hour=composed, source="price-api", rental=rental, at=now)
         elif (listed := price(shape, inst.pool.market)) is not None:

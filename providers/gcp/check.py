@@ -16,8 +16,10 @@ from providers.gcp.settings import GcpSettings
 def gpu_quotas(api: GceApi, regions: list[str] | None) -> dict[str, str]:
     """``"NVIDIA_H100_GPUS us-central1" -> "2 of 16 used"`` for each GPU quota with a limit."""
     if regions:
-        found = [api.call(api.regions.get, read=True, region=r, request={"project": api.project, "region": r})
-                 for r in regions]
+        found = [
+            api.call(api.regions.get, read=True, region=r, request={"project": api.project, "region": r})
+            for r in regions
+        ]
     else:
         found = list(api.call(api.regions.list, read=True, request={"project": api.project}))
     out = {}
@@ -33,23 +35,51 @@ def check(settings: GcpSettings) -> CheckResult:
     try:
         project = resolve_project(settings)
     except FleetError as err:
-        return CheckResult(provider="gcp", ok=False, configured=False, detail=str(err),
-                           fix="gcloud auth application-default login && gcloud config set project <id>")
+        return CheckResult(
+            provider="gcp",
+            ok=False,
+            configured=False,
+            detail=str(err),
+            fix="gcloud auth application-default login && gcloud config set project <id>",
+        )
     api = GceApi(project)
     identity = f"project {project}" + (f" via {api.endpoint}" if endpoint_override() else "")
     try:
         api.call(api.instances.aggregated_list, read=True, request={"project": project, "max_results": 1})
     except AuthError as err:
-        return CheckResult(provider="gcp", ok=False, identity=identity, can_launch=False, detail=err.message,
-                           fix="grant roles/compute.instanceAdmin.v1 on the project, or run "
-                               "`gcloud auth application-default login`")
+        return CheckResult(
+            provider="gcp",
+            ok=False,
+            identity=identity,
+            can_launch=False,
+            detail=err.message,
+            fix="grant roles/compute.instanceAdmin.v1 on the project, or run `gcloud auth application-default login`",
+        )
     except ProviderError as err:
-        return CheckResult(provider="gcp", ok=False, identity=identity, detail=str(err),
-                           fix="enable the Compute Engine API: gcloud services enable compute.googleapis.com")
+        return CheckResult(
+            provider="gcp",
+            ok=False,
+            identity=identity,
+            detail=str(err),
+            fix="enable the Compute Engine API: gcloud services enable compute.googleapis.com",
+        )
     try:
         quotas = gpu_quotas(api, settings.regions)
     except ProviderError as err:
-        return CheckResult(provider="gcp", ok=True, identity=identity, can_price=True, can_launch=True,
-                           detail=f"quotas unreadable: {err.message}")
-    return CheckResult(provider="gcp", ok=True, identity=identity, can_price=True, can_launch=True, quotas=quotas,
-                       detail="" if quotas else "no GPU quota in the checked regions")
+        return CheckResult(
+            provider="gcp",
+            ok=True,
+            identity=identity,
+            can_price=True,
+            can_launch=True,
+            detail=f"quotas unreadable: {err.message}",
+        )
+    return CheckResult(
+        provider="gcp",
+        ok=True,
+        identity=identity,
+        can_price=True,
+        can_launch=True,
+        quotas=quotas,
+        detail="" if quotas else "no GPU quota in the checked regions",
+    )

@@ -42,10 +42,16 @@ PREEMPTED_OPERATION = "compute.instances.preempted"
 #: Concurrent gets and deletes in ``terminate``.
 WORKERS = 8
 
-_STATES = {"PROVISIONING": InstanceState.PENDING, "STAGING": InstanceState.PENDING,
-           "RUNNING": InstanceState.RUNNING, "REPAIRING": InstanceState.RUNNING,
-           "STOPPING": InstanceState.STOPPED, "SUSPENDING": InstanceState.STOPPED,
-           "SUSPENDED": InstanceState.STOPPED, "TERMINATED": InstanceState.TERMINATED}
+_STATES = {
+    "PROVISIONING": InstanceState.PENDING,
+    "STAGING": InstanceState.PENDING,
+    "RUNNING": InstanceState.RUNNING,
+    "REPAIRING": InstanceState.RUNNING,
+    "STOPPING": InstanceState.STOPPED,
+    "SUSPENDING": InstanceState.STOPPED,
+    "SUSPENDED": InstanceState.STOPPED,
+    "TERMINATED": InstanceState.TERMINATED,
+}
 
 
 def label_value(text: str) -> str:
@@ -79,16 +85,29 @@ def to_instance(inst: Any, zone: str) -> Instance:
         ended = parse_time(inst.last_stop_timestamp) if inst.last_stop_timestamp else None
         if pool.market is Market.SPOT and ended is not None:
             state = InstanceState.PREEMPTED
-    return Instance(id=f"{zone}/{inst.name}", fleet=tags[TAG_FLEET], pool=pool, state=state,
-                    accelerator=str(offer.get("accelerator", "")), gpus=int(offer.get("gpus", 1)),
-                    price_per_hour=float(offer.get("price", 0.0)), launched_at=parse_time(inst.creation_timestamp),
-                    ended_at=ended, tags=tags, address=_private_ip(inst))
+    return Instance(
+        id=f"{zone}/{inst.name}",
+        fleet=tags[TAG_FLEET],
+        pool=pool,
+        state=state,
+        accelerator=str(offer.get("accelerator", "")),
+        gpus=int(offer.get("gpus", 1)),
+        price_per_hour=float(offer.get("price", 0.0)),
+        launched_at=parse_time(inst.creation_timestamp),
+        ended_at=ended,
+        tags=tags,
+        address=_private_ip(inst),
+    )
 
 
 def list_fleet(api: Any, fleet: str) -> list[Instance]:
     """The fleet's VMs (alive, and preempted ones with GCE's time), found by label."""
-    pages = api.pages(api.instances.aggregated_list, kind="compute#instanceAggregatedList", what="list instances",
-                      request={"project": api.project, "filter": f'labels.{LABEL_FLEET} = "{label_value(fleet)}"'})
+    pages = api.pages(
+        api.instances.aggregated_list,
+        kind="compute#instanceAggregatedList",
+        what="list instances",
+        request={"project": api.project, "filter": f'labels.{LABEL_FLEET} = "{label_value(fleet)}"'},
+    )
     out: list[Instance] = []
     for scope, scoped in (item for page in pages for item in page.items.items()):
         zone = scope.split("/", 1)[1]
@@ -98,8 +117,12 @@ def list_fleet(api: Any, fleet: str) -> list[Instance]:
             try:
                 found = to_instance(inst, zone)
             except (KeyError, TypeError, ValueError) as err:
-                raise malformed("gcp", "list instances", detail=f"VM {inst.name} in {zone}: {type(err).__name__} "
-                                f"{err}", region=zone.rsplit("-", 1)[0]) from None
+                raise malformed(
+                    "gcp",
+                    "list instances",
+                    detail=f"VM {inst.name} in {zone}: {type(err).__name__} {err}",
+                    region=zone.rsplit("-", 1)[0],
+                ) from None
             if found.fleet == fleet and (found.state.alive or found.state is InstanceState.PREEMPTED):
                 out.append(found)
     return out + _deleted_by_preemption(api, fleet, {i.id for i in out})
@@ -114,9 +137,12 @@ def _deleted_by_preemption(api: Any, fleet: str, seen: set[str]) -> list[Instanc
     from providers.gcp.launch import fleet_name_prefix
 
     prefix = fleet_name_prefix(fleet)
-    pages = api.pages(api.global_operations.aggregated_list, kind="compute#operationAggregatedList",
-                      what="list preemptions",
-                      request={"project": api.project, "filter": f'operationType = "{PREEMPTED_OPERATION}"'})
+    pages = api.pages(
+        api.global_operations.aggregated_list,
+        kind="compute#operationAggregatedList",
+        what="list preemptions",
+        request={"project": api.project, "filter": f'operationType = "{PREEMPTED_OPERATION}"'},
+    )
     out = []
     for scope, scoped in (item for page in pages for item in page.items.items()):
         zone = scope.split("/", 1)[1] if scope.startswith("zones/") else ""
@@ -127,11 +153,23 @@ def _deleted_by_preemption(api: Any, fleet: str, seen: set[str]) -> list[Instanc
                 continue
             seen.add(ident)
             when = parse_time(op.end_time or op.insert_time)
-            pool = PoolKey(provider="gcp", region=zone.rsplit("-", 1)[0], zone=zone, instance_type="unknown",
-                           market=Market.SPOT)
-            out.append(Instance(id=ident, fleet=fleet, pool=pool, state=InstanceState.PREEMPTED, accelerator="",
-                                gpus=1, price_per_hour=0.0, launched_at=when, ended_at=when,
-                                tags={TAG_FLEET: fleet}))
+            pool = PoolKey(
+                provider="gcp", region=zone.rsplit("-", 1)[0], zone=zone, instance_type="unknown", market=Market.SPOT
+            )
+            out.append(
+                Instance(
+                    id=ident,
+                    fleet=fleet,
+                    pool=pool,
+                    state=InstanceState.PREEMPTED,
+                    accelerator="",
+                    gpus=1,
+                    price_per_hour=0.0,
+                    launched_at=when,
+                    ended_at=when,
+                    tags={TAG_FLEET: fleet},
+                )
+            )
     return out
 
 
@@ -152,14 +190,20 @@ def terminate(api: Any, ids: Sequence[str]) -> None:
         zone, name = parts
         region = zone.rsplit("-", 1)[0]
         try:
-            inst = api.call(api.instances.get, read=True, region=region, project=api.project, zone=zone,
-                            instance=name)
+            inst = api.call(api.instances.get, read=True, region=region, project=api.project, zone=zone, instance=name)
             if not inst.labels.get(LABEL_FLEET):
                 log.warning("gcp: not terminating %s: it carries no %s label", ident, LABEL_FLEET)
                 return
-            op = api.call(api.instances.delete_unary, region=region,
-                          request={"project": api.project, "zone": zone, "instance": name,
-                                   "request_id": request_id(f"delete/{inst.id}", ident)})
+            op = api.call(
+                api.instances.delete_unary,
+                region=region,
+                request={
+                    "project": api.project,
+                    "zone": zone,
+                    "instance": name,
+                    "request_id": request_id(f"delete/{inst.id}", ident),
+                },
+            )
         except InstanceNotFoundError:
             return
         op = api.wait(zone, op)
@@ -188,6 +232,10 @@ def console_output(api: Any, instance: Instance) -> str:
     if parts is None:
         raise ProviderError("gcp", f"{instance.id!r} is not a <zone>/<name> instance id", code="invalid")
     zone, name = parts
-    got = api.call(api.instances.get_serial_port_output, read=True, region=zone.rsplit("-", 1)[0],
-                   request={"project": api.project, "zone": zone, "instance": name, "port": 1})
+    got = api.call(
+        api.instances.get_serial_port_output,
+        read=True,
+        region=zone.rsplit("-", 1)[0],
+        request={"project": api.project, "zone": zone, "instance": name, "port": 1},
+    )
     return str(got.contents or "")

@@ -34,40 +34,73 @@ def ensure(api: Any, region: str, name: str, fleet: str) -> str:
     policy = _get(api, region, name)
     if policy is None:
         c = api.compute
-        body = c.ResourcePolicy(name=name, description=owner_mark(fleet),
-                                group_placement_policy=c.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED"))
+        body = c.ResourcePolicy(
+            name=name,
+            description=owner_mark(fleet),
+            group_placement_policy=c.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED"),
+        )
         try:
-            op = api.call(api.resource_policies.insert_unary, region=region, what="create a compact placement policy",
-                          request={"project": api.project, "region": region, "resource_policy_resource": body,
-                                   "request_id": request_id(fleet, "policy", region, name)})
+            op = api.call(
+                api.resource_policies.insert_unary,
+                region=region,
+                what="create a compact placement policy",
+                request={
+                    "project": api.project,
+                    "region": region,
+                    "resource_policy_resource": body,
+                    "request_id": request_id(fleet, "policy", region, name),
+                },
+            )
             api.wait_region(region, op, what=f"create placement policy {name}")
         except ProviderError as err:
             if err.code != "alreadyExists":
                 raise
         policy = _get(api, region, name)
         if policy is None:
-            raise ProviderError("gcp", f"placement policy {name} was created but cannot be read back", region=region,
-                                code="notFound")
+            raise ProviderError(
+                "gcp", f"placement policy {name} was created but cannot be read back", region=region, code="notFound"
+            )
     if policy.description != owner_mark(fleet):
-        raise ProviderError("gcp", f"resource policy {name} exists but fleet {fleet} did not create it (its "
-                            "description is not this fleet's mark); delete or rename it, or rename the fleet",
-                            region=region, code="POLICY_NOT_OURS")
+        raise ProviderError(
+            "gcp",
+            f"resource policy {name} exists but fleet {fleet} did not create it (its "
+            "description is not this fleet's mark); delete or rename it, or rename the fleet",
+            region=region,
+            code="POLICY_NOT_OURS",
+        )
     if not policy.group_placement_policy or policy.group_placement_policy.collocation != "COLLOCATED":
-        raise ProviderError("gcp", f"resource policy {name} is not a compact placement policy; delete it and run "
-                            "again", region=region, code="POLICY_NOT_COMPACT")
+        raise ProviderError(
+            "gcp",
+            f"resource policy {name} is not a compact placement policy; delete it and run again",
+            region=region,
+            code="POLICY_NOT_COMPACT",
+        )
     return f"projects/{api.project}/regions/{region}/resourcePolicies/{name}"
 
 
 def remove(api: Any, fleet: str) -> list[str]:
     """Delete the policies in every region marked with ``fleet``; their names. Others are never touched."""
-    pages = api.pages(api.resource_policies.aggregated_list, kind="compute#resourcePolicyAggregatedList",
-                      what="list resource policies", request={"project": api.project})
-    mine = sorted((scope.rsplit("/", 1)[-1], p.name) for page in pages for scope, scoped in page.items.items()
-                  for p in scoped.resource_policies if p.description == owner_mark(fleet))
+    pages = api.pages(
+        api.resource_policies.aggregated_list,
+        kind="compute#resourcePolicyAggregatedList",
+        what="list resource policies",
+        request={"project": api.project},
+    )
+    mine = sorted(
+        (scope.rsplit("/", 1)[-1], p.name)
+        for page in pages
+        for scope, scoped in page.items.items()
+        for p in scoped.resource_policies
+        if p.description == owner_mark(fleet)
+    )
     for region, name in mine:
         try:
-            op = api.call(api.resource_policies.delete_unary, region=region, what="delete a placement policy",
-                          request={"project": api.project, "region": region, "resource_policy": name})
+            op = api.call(
+                api.resource_policies.delete_unary,
+                region=region,
+                what="delete a placement policy",
+                request={"project": api.project, "region": region, "resource_policy": name},
+            )
             api.wait_region(region, op, what=f"delete placement policy {name}")
         except ProviderError as err:
             if err.code != "notFound":
@@ -77,8 +110,13 @@ def remove(api: Any, fleet: str) -> list[str]:
 
 def _get(api: Any, region: str, name: str) -> Any:
     try:
-        return api.call(api.resource_policies.get, region=region, read=True, what="read a placement policy",
-                        request={"project": api.project, "region": region, "resource_policy": name})
+        return api.call(
+            api.resource_policies.get,
+            region=region,
+            read=True,
+            what="read a placement policy",
+            request={"project": api.project, "region": region, "resource_policy": name},
+        )
     except ProviderError as err:
         if err.code == "notFound" or "not found" in err.message:
             return None

@@ -96,8 +96,12 @@ class Launcher:
         mine = self._made_by(zone, request.token)
         for inst in mine.values():
             if _metadata(inst).get(META_LAUNCH) != print_:
-                raise ProviderError("gcp", f"launch token {request.token!r} was already used with different "
-                                    "parameters", region=region, code="REQUEST_PARAMETER_MISMATCH")
+                raise ProviderError(
+                    "gcp",
+                    f"launch token {request.token!r} was already used with different parameters",
+                    region=region,
+                    code="REQUEST_PARAMETER_MISMATCH",
+                )
         missing = [n for n in names if n not in mine]
         shortfall: ProviderError | None = None
         if missing:
@@ -105,8 +109,9 @@ class Launcher:
             if request.interconnect:
                 from providers.gcp import interconnect  # it uses this module's request_id
 
-                resource["resource_policies"] = [interconnect.ensure(self.api, region, request.interconnect,
-                                                                     request.fleet)]
+                resource["resource_policies"] = [
+                    interconnect.ensure(self.api, region, request.interconnect, request.fleet)
+                ]
             if self.bulk and len(missing) > 1:
                 shortfall = self._bulk(zone, request.token, missing, resource)
             else:
@@ -114,46 +119,77 @@ class Launcher:
             mine = self._made_by(zone, request.token)
         instances = tuple(to_instance(mine[n], zone) for n in names if n in mine)
         if len(instances) < request.count and shortfall is None:
-            shortfall = NoCapacityError("gcp", f"{len(instances)} of {request.count} {pool.instance_type} created "
-                                        f"in {zone}", region=region, code="ZONE_RESOURCE_POOL_EXHAUSTED")
+            shortfall = NoCapacityError(
+                "gcp",
+                f"{len(instances)} of {request.count} {pool.instance_type} created in {zone}",
+                region=region,
+                code="ZONE_RESOURCE_POOL_EXHAUSTED",
+            )
         if shortfall is not None and len(instances) < request.count:
             if not isinstance(shortfall, NoCapacityError):
                 raise shortfall
-            return LaunchResult(instances=instances, error_code=shortfall.code, error_message=shortfall.message,
-                                error_kind=errors.kind_of(shortfall))
+            return LaunchResult(
+                instances=instances,
+                error_code=shortfall.code,
+                error_message=shortfall.message,
+                error_kind=errors.kind_of(shortfall),
+            )
         return LaunchResult(instances=instances)
 
     # ---- calls ----------------------------------------------------------------------------------
     def _made_by(self, zone: str, token: str) -> dict[str, Any]:
         """The live VMs this token created in ``zone``, by name."""
-        pages = self.api.pages(self.api.instances.list, kind="compute#instanceList", region=zone.rsplit("-", 1)[0],
-                               what=f"list VMs of a launch in {zone}",
-                               request={"project": self.api.project, "zone": zone,
-                                        "filter": f'labels.{LABEL_TOKEN} = "{token_hash(token)}"'})
+        pages = self.api.pages(
+            self.api.instances.list,
+            kind="compute#instanceList",
+            region=zone.rsplit("-", 1)[0],
+            what=f"list VMs of a launch in {zone}",
+            request={
+                "project": self.api.project,
+                "zone": zone,
+                "filter": f'labels.{LABEL_TOKEN} = "{token_hash(token)}"',
+            },
+        )
         return {i.name: i for page in pages for i in page.items if i.status not in ("STOPPING", "TERMINATED")}
 
     def _bulk(self, zone: str, token: str, names: list[str], resource: dict[str, Any]) -> ProviderError | None:
         c = self.api.compute
         props = {k: v for k, v in resource.items() if k != "name"}
-        props["machine_type"] = props["machine_type"].rsplit("/", 1)[-1]     # bulkInsert takes a bare name
-        if props.get("resource_policies"):                                   # and bare policy names
+        props["machine_type"] = props["machine_type"].rsplit("/", 1)[-1]  # bulkInsert takes a bare name
+        if props.get("resource_policies"):  # and bare policy names
             props["resource_policies"] = [p.rsplit("/", 1)[-1] for p in props["resource_policies"]]
         body = c.BulkInsertInstanceResource(
-            count=len(names), min_count=1, instance_properties=c.InstanceProperties(**props),
-            per_instance_properties={n: c.BulkInsertInstanceResourcePerInstanceProperties(name=n) for n in names})
-        op = self.api.call(self.api.instances.bulk_insert_unary, region=zone.rsplit("-", 1)[0],
-                           request={"project": self.api.project, "zone": zone,
-                                    "request_id": request_id(token, "bulk", *names),
-                                    "bulk_insert_instance_resource_resource": body})
+            count=len(names),
+            min_count=1,
+            instance_properties=c.InstanceProperties(**props),
+            per_instance_properties={n: c.BulkInsertInstanceResourcePerInstanceProperties(name=n) for n in names},
+        )
+        op = self.api.call(
+            self.api.instances.bulk_insert_unary,
+            region=zone.rsplit("-", 1)[0],
+            request={
+                "project": self.api.project,
+                "zone": zone,
+                "request_id": request_id(token, "bulk", *names),
+                "bulk_insert_instance_resource_resource": body,
+            },
+        )
         return self._outcome(zone, op)
 
     def _singly(self, zone: str, token: str, names: list[str], resource: dict[str, Any]) -> ProviderError | None:
         def one(name: str) -> ProviderError | None:
             body = self.api.compute.Instance(**{**resource, "name": name})
             try:
-                op = self.api.call(self.api.instances.insert_unary, region=zone.rsplit("-", 1)[0],
-                                   request={"project": self.api.project, "zone": zone, "instance_resource": body,
-                                            "request_id": request_id(token, name)})
+                op = self.api.call(
+                    self.api.instances.insert_unary,
+                    region=zone.rsplit("-", 1)[0],
+                    request={
+                        "project": self.api.project,
+                        "zone": zone,
+                        "instance_resource": body,
+                        "request_id": request_id(token, name),
+                    },
+                )
             except ProviderError as err:
                 if err.code == "alreadyExists":
                     return None
@@ -179,15 +215,25 @@ class Launcher:
         pool = request.offer.pool
         machine, accel, count = parse_instance_type(pool.instance_type)
         spot = pool.market is Market.SPOT
-        scheduling = c.Scheduling(on_host_maintenance="TERMINATE", automatic_restart=not spot,
-                                  provisioning_model="SPOT" if spot else "STANDARD")
+        scheduling = c.Scheduling(
+            on_host_maintenance="TERMINATE",
+            automatic_restart=not spot,
+            provisioning_model="SPOT" if spot else "STANDARD",
+        )
         if spot:
             scheduling.instance_termination_action = self.termination_action
-        offer = {"accelerator": request.offer.accelerator, "gpus": request.offer.gpus,
-                 "price": request.offer.price_per_hour}
-        metadata = {"startup-script": render(boot_for("gcp", request)), META_TAGS: json.dumps(tags, sort_keys=True),
-                    META_OFFER: json.dumps(offer, sort_keys=True), META_LAUNCH: print_,
-                    "install-nvidia-driver": "True"}
+        offer = {
+            "accelerator": request.offer.accelerator,
+            "gpus": request.offer.gpus,
+            "price": request.offer.price_per_hour,
+        }
+        metadata = {
+            "startup-script": render(boot_for("gcp", request)),
+            META_TAGS: json.dumps(tags, sort_keys=True),
+            META_OFFER: json.dumps(offer, sort_keys=True),
+            META_LAUNCH: print_,
+            "install-nvidia-driver": "True",
+        }
         if request.node.ssh_key:
             metadata["ssh-keys"] = f"spotfleet:{request.node.ssh_key}"
         resource: dict[str, Any] = {
@@ -195,23 +241,41 @@ class Launcher:
             "labels": labels_for(request, tags),
             "metadata": c.Metadata(items=[c.Items(key=k, value=v) for k, v in metadata.items()]),
             "scheduling": scheduling,
-            "disks": [c.AttachedDisk(boot=True, auto_delete=True, initialize_params=c.AttachedDiskInitializeParams(
-                source_image=request.node.image or DEFAULT_IMAGE, disk_size_gb=BOOT_DISK_GB))],
-            "network_interfaces": [c.NetworkInterface(network="global/networks/default", access_configs=[
-                c.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")])],
-            "service_accounts": [c.ServiceAccount(email="default",
-                                                  scopes=["https://www.googleapis.com/auth/cloud-platform"])],
+            "disks": [
+                c.AttachedDisk(
+                    boot=True,
+                    auto_delete=True,
+                    initialize_params=c.AttachedDiskInitializeParams(
+                        source_image=request.node.image or DEFAULT_IMAGE, disk_size_gb=BOOT_DISK_GB
+                    ),
+                )
+            ],
+            "network_interfaces": [
+                c.NetworkInterface(
+                    network="global/networks/default",
+                    access_configs=[c.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")],
+                )
+            ],
+            "service_accounts": [
+                c.ServiceAccount(email="default", scopes=["https://www.googleapis.com/auth/cloud-platform"])
+            ],
         }
         if accel:
-            resource["guest_accelerators"] = [c.AcceleratorConfig(
-                accelerator_type=f"zones/{pool.zone}/acceleratorTypes/{accel}", accelerator_count=count)]
+            resource["guest_accelerators"] = [
+                c.AcceleratorConfig(
+                    accelerator_type=f"zones/{pool.zone}/acceleratorTypes/{accel}", accelerator_count=count
+                )
+            ]
         return resource
 
 
 def labels_for(request: LaunchRequest, tags: dict[str, str]) -> dict[str, str]:
     """GCE labels: the fleet, pool hash, plan and token hash, then the user's tags that fit label rules."""
-    labels = {LABEL_FLEET: label_value(request.fleet), LABEL_POOL: request.offer.pool.short_hash,
-              LABEL_TOKEN: token_hash(request.token)}
+    labels = {
+        LABEL_FLEET: label_value(request.fleet),
+        LABEL_POOL: request.offer.pool.short_hash,
+        LABEL_TOKEN: token_hash(request.token),
+    }
     if tags.get(TAG_PLAN):
         labels[LABEL_PLAN] = label_value(tags[TAG_PLAN])
     for key, value in tags.items():
@@ -225,4 +289,3 @@ def labels_for(request: LaunchRequest, tags: dict[str, str]) -> dict[str, str]:
 
 def _metadata(inst: Any) -> dict[str, str]:
     return {item.key: item.value for item in inst.metadata.items}
-

@@ -38,9 +38,17 @@ from providers.gcp.pricing import PriceTable
 
 #: GCE accelerator type -> the accelerator name spotfleet plans with.
 ACCELERATORS = {
-    "nvidia-tesla-t4": "T4", "nvidia-tesla-v100": "V100", "nvidia-tesla-p100": "P100", "nvidia-tesla-p4": "P4",
-    "nvidia-tesla-a100": "A100-40GB", "nvidia-a100-80gb": "A100-80GB", "nvidia-h100-80gb": "H100",
-    "nvidia-h100-mega-80gb": "H100-MEGA", "nvidia-h200-141gb": "H200", "nvidia-l4": "L4", "nvidia-b200": "B200",
+    "nvidia-tesla-t4": "T4",
+    "nvidia-tesla-v100": "V100",
+    "nvidia-tesla-p100": "P100",
+    "nvidia-tesla-p4": "P4",
+    "nvidia-tesla-a100": "A100-40GB",
+    "nvidia-a100-80gb": "A100-80GB",
+    "nvidia-h100-80gb": "H100",
+    "nvidia-h100-mega-80gb": "H100-MEGA",
+    "nvidia-h200-141gb": "H200",
+    "nvidia-l4": "L4",
+    "nvidia-b200": "B200",
 }
 #: Accelerators that attach to an n1 host (the others come only inside their machine family).
 ATTACHABLE = ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4")
@@ -51,7 +59,7 @@ N1_HOSTS = {1: "n1-standard-4", 2: "n1-standard-8", 4: "n1-standard-16", 8: "n1-
 N1_VCPU_HOUR = {Market.ON_DEMAND: 0.031611, Market.SPOT: 0.00663}
 N1_GIB_HOUR = {Market.ON_DEMAND: 0.004237, Market.SPOT: 0.000889}
 
-SOURCE = f"gce-api+snapshot-{SNAPSHOT_DATE}"   # prices from the shipped snapshot
+SOURCE = f"gce-api+snapshot-{SNAPSHOT_DATE}"  # prices from the shipped snapshot
 _N1_SHAPE = re.compile(r"^(?P<host>n1-[a-z0-9-]+)\+(?P<accel>[a-z0-9-]+)x(?P<count>\d+)$")
 
 
@@ -60,11 +68,11 @@ class Shape:
     """One launchable GPU shape in one zone."""
 
     zone: str
-    instance_type: str          # what the pool id says
-    machine_type: str           # what GCE is asked for
-    accelerator_type: str       # GCE's name
+    instance_type: str  # what the pool id says
+    machine_type: str  # what GCE is asked for
+    accelerator_type: str  # GCE's name
     gpus: int
-    attach: bool                # guestAccelerators needed (n1 hosts)
+    attach: bool  # guestAccelerators needed (n1 hosts)
     vcpus: float | None = None
     memory_gib: float | None = None
 
@@ -92,16 +100,32 @@ def shapes(machine_types: dict[str, list[Any]], accelerator_types: dict[str, lis
         for r in rows:
             for acc in r.accelerators:
                 if acc.guest_accelerator_type in ACCELERATORS and acc.guest_accelerator_count > 0:
-                    yield Shape(zone, r.name, r.name, acc.guest_accelerator_type, acc.guest_accelerator_count,
-                                False, float(r.guest_cpus), round(r.memory_mb / 1024, 1))
+                    yield Shape(
+                        zone,
+                        r.name,
+                        r.name,
+                        acc.guest_accelerator_type,
+                        acc.guest_accelerator_count,
+                        False,
+                        float(r.guest_cpus),
+                        round(r.memory_mb / 1024, 1),
+                    )
         for acc in accelerator_types.get(zone, []):
             if acc.name not in ATTACHABLE:
                 continue
             for count, host in N1_HOSTS.items():
                 if count <= acc.maximum_cards_per_instance and host in hosts:
                     h = hosts[host]
-                    yield Shape(zone, f"{host}+{acc.name}x{count}", host, acc.name, count, True,
-                                float(h.guest_cpus), round(h.memory_mb / 1024, 1))
+                    yield Shape(
+                        zone,
+                        f"{host}+{acc.name}x{count}",
+                        host,
+                        acc.name,
+                        count,
+                        True,
+                        float(h.guest_cpus),
+                        round(h.memory_mb / 1024, 1),
+                    )
 
 
 @lru_cache(maxsize=1)
@@ -131,25 +155,30 @@ def live_price(shape: Shape, market: Market, table: PriceTable | None) -> float 
     """Hourly price of ``shape`` in ``market`` from the Billing Catalog table (None if a part is missing)."""
     if table is None or shape.vcpus is None or shape.memory_gib is None:
         return None
-    return table.price(shape.region, market, shape.machine_type, shape.vcpus, shape.memory_gib,
-                       shape.accelerator_type, shape.gpus)
+    return table.price(
+        shape.region, market, shape.machine_type, shape.vcpus, shape.memory_gib, shape.accelerator_type, shape.gpus
+    )
 
 
 def price(shape: Shape, market: Market) -> float | None:
     """Hourly price of ``shape`` in ``market`` from the snapshot (zone first, then region); None if unknown."""
     machines, gpus = _prices()
     if not shape.attach:
-        return machines.get((shape.zone, shape.machine_type, market),
-                            machines.get((shape.region, shape.machine_type, market)))
-    gpu = gpus.get((shape.zone, shape.accelerator, shape.gpus, market),
-                   gpus.get((shape.region, shape.accelerator, shape.gpus, market)))
+        return machines.get(
+            (shape.zone, shape.machine_type, market), machines.get((shape.region, shape.machine_type, market))
+        )
+    gpu = gpus.get(
+        (shape.zone, shape.accelerator, shape.gpus, market),
+        gpus.get((shape.region, shape.accelerator, shape.gpus, market)),
+    )
     if gpu is None or shape.vcpus is None or shape.memory_gib is None:
         return None
     return round(gpu + shape.vcpus * N1_VCPU_HOUR[market] + shape.memory_gib * N1_GIB_HOUR[market], 5)
 
 
-def offers_for(shape: Shape, query: OfferQuery, table: PriceTable | None = None,
-               room: dict[tuple[str, str], float] | None = None) -> list[Offer]:
+def offers_for(
+    shape: Shape, query: OfferQuery, table: PriceTable | None = None, room: dict[tuple[str, str], float] | None = None
+) -> list[Offer]:
     """The spot and on-demand offers of one shape that the query wants and that have a price
     (the Billing Catalog's where ``table`` has every part, else the snapshot's)."""
     markets = [m for m, wanted in ((Market.ON_DEMAND, query.on_demand), (Market.SPOT, query.spot)) if wanted]
@@ -165,14 +194,29 @@ def offers_for(shape: Shape, query: OfferQuery, table: PriceTable | None = None,
         if market not in priced:
             continue
         p, source = priced[market]
-        rate, src = (0.0, None) if market is Market.ON_DEMAND else \
-            spot_interruption_estimate("gcp", shape.zone, shape.accelerator)
+        rate, src = (
+            (0.0, None)
+            if market is Market.ON_DEMAND
+            else spot_interruption_estimate("gcp", shape.zone, shape.accelerator)
+        )
         extra = {"interruptions_per_hour": rate, "interruption_source": src} if src is not None else {}
-        pool = PoolKey(provider="gcp", region=shape.region, zone=shape.zone, instance_type=shape.instance_type,
-                       market=market)
-        out.append(Offer(pool=pool, accelerator=shape.accelerator, gpus=shape.gpus, vcpus=shape.vcpus,
-                         memory_gib=shape.memory_gib, price_per_hour=p, on_demand_price=on_demand,
-                         capacity_hint=vms_within_quota(shape, market, room), source=source, **extra))
+        pool = PoolKey(
+            provider="gcp", region=shape.region, zone=shape.zone, instance_type=shape.instance_type, market=market
+        )
+        out.append(
+            Offer(
+                pool=pool,
+                accelerator=shape.accelerator,
+                gpus=shape.gpus,
+                vcpus=shape.vcpus,
+                memory_gib=shape.memory_gib,
+                price_per_hour=p,
+                on_demand_price=on_demand,
+                capacity_hint=vms_within_quota(shape, market, room),
+                source=source,
+                **extra,
+            )
+        )
     return out
 
 
@@ -180,7 +224,7 @@ def quota_metric(accelerator_type: str) -> str:
     """GCE's GPU quota metric: ``nvidia-tesla-t4`` -> ``NVIDIA_T4_GPUS``,
     ``nvidia-h100-80gb`` -> ``NVIDIA_H100_GPUS``."""
     core = accelerator_type.upper().replace("-", "_").replace("NVIDIA_TESLA_", "NVIDIA_")
-    if core != "NVIDIA_A100_80GB":          # the one type whose memory size is part of its metric
+    if core != "NVIDIA_A100_80GB":  # the one type whose memory size is part of its metric
         core = re.sub(r"_(80GB|141GB)$", "", core)
     return core + "_GPUS"
 
@@ -190,8 +234,13 @@ def quota_room(api: Any) -> dict[tuple[str, str], float] | None:
     from fleet.errors import ProviderError
 
     try:
-        regions = [r for page in api.pages(api.regions.list, kind="compute#regionList", what="list regions",
-                                           request={"project": api.project}) for r in page.items]
+        regions = [
+            r
+            for page in api.pages(
+                api.regions.list, kind="compute#regionList", what="list regions", request={"project": api.project}
+            )
+            for r in page.items
+        ]
     except ProviderError:
         return None
     return {(r.name, q.metric): q.limit - q.usage for r in regions for q in r.quotas}
@@ -211,8 +260,9 @@ def vms_within_quota(shape: Shape, market: Market, room: dict[tuple[str, str], f
 def _aggregated(api: Any, client: Any, field_name: str, kind: str) -> dict[str, list[Any]]:
     """``zone -> rows`` of one aggregated list (every page; ``kind`` names the list, ``GceApi.pages``)."""
     out: dict[str, list[Any]] = {}
-    pages = api.pages(client.aggregated_list, kind=kind, what=f"list {field_name.replace('_', ' ')}",
-                      project=api.project)
+    pages = api.pages(
+        client.aggregated_list, kind=kind, what=f"list {field_name.replace('_', ' ')}", project=api.project
+    )
     for scope, scoped in (item for page in pages for item in page.items.items()):
         rows = list(getattr(scoped, field_name))
         if rows and scope.startswith("zones/"):
@@ -223,8 +273,9 @@ def _aggregated(api: Any, client: Any, field_name: str, kind: str) -> dict[str, 
 def list_offers(api: Any, query: OfferQuery) -> list[Offer]:
     """Offers of every GPU shape in every zone of the project, filtered by ``query``."""
     machine_types = _aggregated(api, api.machine_types, "machine_types", "compute#machineTypeAggregatedList")
-    accelerator_types = _aggregated(api, api.accelerator_types, "accelerator_types",
-                                    "compute#acceleratorTypeAggregatedList")
+    accelerator_types = _aggregated(
+        api, api.accelerator_types, "accelerator_types", "compute#acceleratorTypeAggregatedList"
+    )
     table = pricing.live_prices(stand_in=bool(api.endpoint))
     room = quota_room(api)
     accs = {a.upper() for a in query.accelerators}

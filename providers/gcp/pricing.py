@@ -34,21 +34,29 @@ from providers.gcp import adc
 
 log = logging.getLogger(__name__)
 
-SERVICE = "6F81-5844-456A"            # Compute Engine in the Cloud Billing Catalog
+SERVICE = "6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
 API = "https://cloudbilling.googleapis.com"
 ENDPOINT_ENV = "SPOTFLEET_GCP_BILLING_ENDPOINT"
 TTL = 24 * 3600.0
 SOURCE = "gce-api+billing"
 #: SKU GPU names -> GCE accelerator types.
 GPU_SKUS = {
-    "Tesla T4": "nvidia-tesla-t4", "Tesla V100": "nvidia-tesla-v100", "Tesla P100": "nvidia-tesla-p100",
-    "Tesla P4": "nvidia-tesla-p4", "Tesla A100": "nvidia-tesla-a100", "A100 80GB": "nvidia-a100-80gb",
-    "H100 80GB": "nvidia-h100-80gb", "H100 80GB Mega": "nvidia-h100-mega-80gb", "L4": "nvidia-l4",
+    "Tesla T4": "nvidia-tesla-t4",
+    "Tesla V100": "nvidia-tesla-v100",
+    "Tesla P100": "nvidia-tesla-p100",
+    "Tesla P4": "nvidia-tesla-p4",
+    "Tesla A100": "nvidia-tesla-a100",
+    "A100 80GB": "nvidia-a100-80gb",
+    "H100 80GB": "nvidia-h100-80gb",
+    "H100 80GB Mega": "nvidia-h100-mega-80gb",
+    "L4": "nvidia-l4",
     "H200 141GB": "nvidia-h200-141gb",
 }
 _USAGE = {"OnDemand": Market.ON_DEMAND, "Preemptible": Market.SPOT}
-_MACHINE = re.compile(r"^(?:Spot Preemptible )?(?P<family>[A-Z][0-9]+) (?:Predefined )?Instance (?P<part>Core|Ram)"
-                      r" running in ")
+_MACHINE = re.compile(
+    r"^(?:Spot Preemptible )?(?P<family>[A-Z][0-9]+) (?:Predefined )?Instance (?P<part>Core|Ram)"
+    r" running in "
+)
 _GPU = re.compile(r"^(?:Spot Preemptible )?Nvidia (?P<gpu>.+?) GPU running in ")
 
 
@@ -59,8 +67,16 @@ class PriceTable:
 
     units: dict[tuple[str, str, Market], float]
 
-    def price(self, region: str, market: Market, machine: str, vcpus: float, memory_gib: float,
-              accelerator_type: str, gpus: int) -> float | None:
+    def price(
+        self,
+        region: str,
+        market: Market,
+        machine: str,
+        vcpus: float,
+        memory_gib: float,
+        accelerator_type: str,
+        gpus: int,
+    ) -> float | None:
         family = machine.split("-", 1)[0]
         parts = [(f"{family}:core", vcpus), (f"{family}:ram", memory_gib), (accelerator_type, gpus)]
         total = 0.0
@@ -166,9 +182,10 @@ def live_prices(*, stand_in: bool = False, ttl: float = TTL) -> PriceTable | Non
         pass
     try:
         table = parse_skus(_fetch(endpoint))
-    except Exception as err:   # any failure (no credentials, HTTP, JSON): the snapshot serves
-        log.warning("gcp: Cloud Billing Catalog unavailable (%s: %s); prices from the snapshot",
-                    type(err).__name__, err)
+    except Exception as err:  # any failure (no credentials, HTTP, JSON): the snapshot serves
+        log.warning(
+            "gcp: Cloud Billing Catalog unavailable (%s: %s); prices from the snapshot", type(err).__name__, err
+        )
         return None
     if not table.units:
         return None

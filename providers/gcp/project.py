@@ -41,5 +41,7 @@ def resolve_project(settings: GcpSettings) -> str:
                 return str(project)
         except ImportError:
             pass
-    raise FleetError("no GCP project: set providers.gcp.project in the spec, or GOOGLE_CLOUD_PROJECT, or a "
-                     "default project in Application Default Credentials (gcloud config set project ...)")
+    raise FleetError(
+        "no GCP project: set providers.gcp.project in the spec, or GOOGLE_CLOUD_PROJECT, or a "
+        "default project in Application Default Credentials (gcloud config set project ...)"
+    )

@@ -64,14 +64,16 @@ class GceApi:
             from google.api_core.client_options import ClientOptions
             from google.auth.credentials import AnonymousCredentials
 
-            kwargs.update(client_options=ClientOptions(api_endpoint=self.endpoint),
-                          credentials=AnonymousCredentials())
+            kwargs.update(client_options=ClientOptions(api_endpoint=self.endpoint), credentials=AnonymousCredentials())
         try:
             return cls(**kwargs)
-        except Exception as err:   # DefaultCredentialsError and friends: no usable credentials here
-            raise AuthError("gcp", f"no Google credentials ({type(err).__name__}: {err}); run "
-                            "`gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
-                            code="NoCredentials") from err
+        except Exception as err:  # DefaultCredentialsError and friends: no usable credentials here
+            raise AuthError(
+                "gcp",
+                f"no Google credentials ({type(err).__name__}: {err}); run "
+                "`gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
+                code="NoCredentials",
+            ) from err
 
     @cached_property
     def compute(self) -> Any:
@@ -111,8 +113,15 @@ class GceApi:
     def region_operations(self) -> Any:
         return self._client(self.compute.RegionOperationsClient)
 
-    def call(self, fn: Callable[..., T], *, region: str = "", read: bool = False, what: str = "Compute Engine call",
-             **kwargs: Any) -> T:
+    def call(
+        self,
+        fn: Callable[..., T],
+        *,
+        region: str = "",
+        read: bool = False,
+        what: str = "Compute Engine call",
+        **kwargs: Any,
+    ) -> T:
         """``fn(**kwargs)`` with our errors: throttling (and, for reads, 5xx) retried (``errors.RULES``).
 
         A mutation's 5xx is raised at once as TransientProviderError: its requestId makes the
@@ -128,9 +137,10 @@ class GceApi:
                 return fn(**kwargs, retry=None, timeout=CALL_TIMEOUT)
             except gexc.GoogleAPICallError as exc:
                 raise errors.from_api_error(exc, region=region) from None
-            except (auth_exc.TransportError, gexc.RetryError, OSError) as exc:   # requests' errors are OSErrors
-                raise TransientProviderError("gcp", f"cannot reach Compute Engine: {exc}", region=region,
-                                             code="connection") from None
+            except (auth_exc.TransportError, gexc.RetryError, OSError) as exc:  # requests' errors are OSErrors
+                raise TransientProviderError(
+                    "gcp", f"cannot reach Compute Engine: {exc}", region=region, code="connection"
+                ) from None
             except auth_exc.GoogleAuthError as exc:
                 raise AuthError("gcp", f"credentials refused: {exc}", region=region, code="authError") from None
             except json_format.ParseError as exc:
@@ -154,17 +164,35 @@ class GceApi:
         on GCE, so it is called until DONE) and return it; TransientProviderError after ``limit``
         seconds (the requestId makes the caller's retry safe)."""
         region = zone.rsplit("-", 1)[0]
-        return self._until_done(operation, zone, region, limit, lambda name: self.call(
-            self.zone_operations.wait, read=True, region=region, project=self.project, zone=zone, operation=name))
+        return self._until_done(
+            operation,
+            zone,
+            region,
+            limit,
+            lambda name: self.call(
+                self.zone_operations.wait, read=True, region=region, project=self.project, zone=zone, operation=name
+            ),
+        )
 
     def wait_region(self, region: str, operation: Any, *, what: str, limit: float = OPERATION_LIMIT) -> Any:
         """Wait for a region operation as :meth:`wait` does for a zone's; its error, if it failed, is raised."""
-        op = self._until_done(operation, region, region, limit, lambda name: self.call(
-            self.region_operations.wait, read=True, region=region, what=what,
-            request={"project": self.project, "region": region, "operation": name}))
+        op = self._until_done(
+            operation,
+            region,
+            region,
+            limit,
+            lambda name: self.call(
+                self.region_operations.wait,
+                read=True,
+                region=region,
+                what=what,
+                request={"project": self.project, "region": region, "operation": name},
+            ),
+        )
         if op.error and op.error.errors:
-            raise errors.from_operation([(e.code, e.message) for e in op.error.errors], region=region,
-                                        status=op.http_error_status_code or 0)
+            raise errors.from_operation(
+                [(e.code, e.message) for e in op.error.errors], region=region, status=op.http_error_status_code or 0
+            )
         return op
 
     def _until_done(self, op: Any, where: str, region: str, limit: float, poll: Callable[[str], Any]) -> Any:
@@ -172,8 +200,12 @@ class GceApi:
         deadline = time.monotonic() + limit
         while op.status != done:
             if time.monotonic() > deadline:
-                raise TransientProviderError("gcp", f"operation {op.name} in {where} not done after {limit:.0f} s",
-                                             region=region, code="OPERATION_TIMEOUT")
+                raise TransientProviderError(
+                    "gcp",
+                    f"operation {op.name} in {where} not done after {limit:.0f} s",
+                    region=region,
+                    code="OPERATION_TIMEOUT",
+                )
             op = poll(op.name)
         return op
 
@@ -183,8 +215,16 @@ class GcpProvider:
 
     name = "gcp"
 
-    def __init__(self, project: str, *, settings: GcpSettings | None = None, termination_action: str = "DELETE",
-                 bulk: bool = True, api: GceApi | None = None, storage_host: str = ""):
+    def __init__(
+        self,
+        project: str,
+        *,
+        settings: GcpSettings | None = None,
+        termination_action: str = "DELETE",
+        bulk: bool = True,
+        api: GceApi | None = None,
+        storage_host: str = "",
+    ):
         self.project = project
         self.settings = settings or GcpSettings()
         self.termination_action = termination_action
@@ -194,8 +234,11 @@ class GcpProvider:
         from providers.gcp.billing import CatalogBills
         from providers.gcp.pricing import ENDPOINT_ENV as BILLING_ENV
 
-        self.bills = CatalogBills(self.settings.billing_url if "billing_url" in self.settings.model_fields_set
-                                  else os.environ.get(BILLING_ENV) or self.settings.billing_url)
+        self.bills = CatalogBills(
+            self.settings.billing_url
+            if "billing_url" in self.settings.model_fields_set
+            else os.environ.get(BILLING_ENV) or self.settings.billing_url
+        )
 
     def __repr__(self) -> str:
         where = self.api.endpoint or "compute.googleapis.com"
@@ -213,8 +256,11 @@ class GcpProvider:
         from providers.gcp.launch import Launcher
 
         if request.offer.pool.provider != self.name:
-            raise ProviderError(self.name, f"pool {request.offer.pool.id} belongs to {request.offer.pool.provider}",
-                                code="WRONG_PROVIDER")
+            raise ProviderError(
+                self.name,
+                f"pool {request.offer.pool.id} belongs to {request.offer.pool.provider}",
+                code="WRONG_PROVIDER",
+            )
         return Launcher(self.api, bulk=self.bulk, termination_action=self.termination_action).launch(request)
 
     def list_instances(self, fleet: str) -> list[Instance]:

@@ -28,8 +28,9 @@ def _client(project: str, host: str = "") -> Any:
     if host:
         from google.auth.credentials import AnonymousCredentials
 
-        return storage.Client(project=project, credentials=AnonymousCredentials(),
-                              client_options={"api_endpoint": host})
+        return storage.Client(
+            project=project, credentials=AnonymousCredentials(), client_options={"api_endpoint": host}
+        )
     return storage.Client(project=project)
 
 
@@ -71,9 +72,13 @@ def ensure_bucket(project: str, spec: StorageSpec, *, host: str = "") -> BucketR
     from google.auth import exceptions as auth_exc
 
     if not BUCKET_RE.match(spec.bucket) or ".." in spec.bucket or spec.bucket.startswith("goog"):
-        raise ProviderError("gcp", f"invalid bucket name {spec.bucket!r}: use 3-63 lowercase letters, digits, "
-                            "dashes, underscores and dots, starting and ending with a letter or digit",
-                            region=spec.region, code="InvalidBucketName")
+        raise ProviderError(
+            "gcp",
+            f"invalid bucket name {spec.bucket!r}: use 3-63 lowercase letters, digits, "
+            "dashes, underscores and dots, starting and ending with a letter or digit",
+            region=spec.region,
+            code="InvalidBucketName",
+        )
     try:
         client = _client(project, host)
         bucket = client.lookup_bucket(spec.bucket)
@@ -84,11 +89,17 @@ def ensure_bucket(project: str, spec: StorageSpec, *, host: str = "") -> BucketR
         elif _settle(bucket, spec):
             bucket.patch()
     except gexc.Conflict as err:
-        raise ProviderError("gcp", f"bucket {spec.bucket!r} is taken by another project (GCS names are global): "
-                            "set checkpoint.bucket to another name", region=spec.region, code="BucketNameTaken") from err
+        raise ProviderError(
+            "gcp",
+            f"bucket {spec.bucket!r} is taken by another project (GCS names are global): "
+            "set checkpoint.bucket to another name",
+            region=spec.region,
+            code="BucketNameTaken",
+        ) from err
     except gexc.Forbidden as err:
-        raise AuthError("gcp", f"no access to bucket {spec.bucket!r}: {err.message}", region=spec.region,
-                        code="forbidden") from err
+        raise AuthError(
+            "gcp", f"no access to bucket {spec.bucket!r}: {err.message}", region=spec.region, code="forbidden"
+        ) from err
     except auth_exc.GoogleAuthError as err:
         raise AuthError("gcp", f"no Google credentials for Cloud Storage: {err}", code="NoCredentials") from err
     except gexc.GoogleAPICallError as err:

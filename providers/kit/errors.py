@@ -41,8 +41,16 @@ class ErrorTable:
                 return TransientProviderError
         return ProviderError
 
-    def error(self, message: str, *, code: str = "", status: int | None = None, region: str = "",
-              retry_after: float | None = None, limit: int = 400) -> ProviderError:
+    def error(
+        self,
+        message: str,
+        *,
+        code: str = "",
+        status: int | None = None,
+        region: str = "",
+        retry_after: float | None = None,
+        limit: int = 400,
+    ) -> ProviderError:
         """The exception for a failure (``message`` is cut to ``limit`` characters)."""
         cls = self.error_class(code=code, status=status)
         tag = code or (f"HTTP{status}" if status is not None else "")

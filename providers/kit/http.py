@@ -45,10 +45,19 @@ ToError = Callable[[int, Any, str, "float | None"], ProviderError]
 class JsonClient:
     """One HTTP client for one account (thread-safe: httpx.Client is)."""
 
-    def __init__(self, provider: str, url: str, *, rules: RetryRules, to_error: ToError,
-                 auth_headers: Mapping[str, str] | None = None, missing_auth: Callable[[], ProviderError] | None = None,
-                 timeout: float = 30.0, sleep: Callable[[float], None] = time.sleep,
-                 headers: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        provider: str,
+        url: str,
+        *,
+        rules: RetryRules,
+        to_error: ToError,
+        auth_headers: Mapping[str, str] | None = None,
+        missing_auth: Callable[[], ProviderError] | None = None,
+        timeout: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        headers: Mapping[str, str] | None = None,
+    ):
         import httpx  # here, not at import: registering the adapter needs no client
 
         self.provider = provider
@@ -59,8 +68,11 @@ class JsonClient:
         self._missing_auth = missing_auth
         self._to_error = to_error
         self.retrier = Retrier(rules, sleep=sleep)
-        self._client = httpx.Client(base_url=self.url, timeout=timeout,
-                                    headers={"Accept": "application/json", "User-Agent": "spotfleet", **(headers or {})})
+        self._client = httpx.Client(
+            base_url=self.url,
+            timeout=timeout,
+            headers={"Accept": "application/json", "User-Agent": "spotfleet", **(headers or {})},
+        )
         self._lock = threading.Lock()
         self.calls = 0
 
@@ -74,9 +86,18 @@ class JsonClient:
     def close(self) -> None:
         self._client.close()
 
-    def request(self, method: str, path: str, *, what: str, params: Mapping[str, Any] | None = None,
-                body: Any = None, auth: bool = True, idempotent: bool = False,
-                schema: type[M] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        auth: bool = True,
+        idempotent: bool = False,
+        schema: type[M] | None = None,
+    ) -> Any:
         """Send one call (retried as the rules say) and return its JSON body, read as ``schema`` when
         one is given. ``what`` names the operation in errors. Raises ProviderError subclasses."""
         import httpx
@@ -91,17 +112,23 @@ class JsonClient:
             with self._lock:
                 self.calls += 1
             try:
-                resp = self._client.request(method, path, params=params or None, headers=headers,
-                                            json=body if body is not None else None)
+                resp = self._client.request(
+                    method, path, params=params or None, headers=headers, json=body if body is not None else None
+                )
             except httpx.HTTPError as err:
-                raise TransientProviderError(self.provider, f"{what}: {type(err).__name__} talking to {self.url}",
-                                             code="connection") from None
+                raise TransientProviderError(
+                    self.provider, f"{what}: {type(err).__name__} talking to {self.url}", code="connection"
+                ) from None
             if resp.status_code < 400:
                 data = parse_json(resp.content, provider=self.provider, what=what) if resp.content else {}
-                return data if schema is None else check(schema, data, provider=self.provider, what=what,
-                                                         body=resp.content)
-            raise self._to_error(resp.status_code, error_body(resp), what,
-                                 retry_after_seconds(resp.headers.get("Retry-After")))
+                return (
+                    data
+                    if schema is None
+                    else check(schema, data, provider=self.provider, what=what, body=resp.content)
+                )
+            raise self._to_error(
+                resp.status_code, error_body(resp), what, retry_after_seconds(resp.headers.get("Retry-After"))
+            )
 
         return self.retrier.call(once, idempotent=idempotent)
 

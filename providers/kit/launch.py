@@ -68,8 +68,15 @@ class TokenLaunches:
         self._token_locks: dict[str, threading.Lock] = {}
         self._answered: dict[str, _Answered] = {}
 
-    def launch(self, request: LaunchRequest, *, fingerprint: Hashable, find: Callable[[], Sequence[Instance]],
-               create: Callable[[int], Created], alive: Callable[[], set[str]] | None = None) -> LaunchResult:
+    def launch(
+        self,
+        request: LaunchRequest,
+        *,
+        fingerprint: Hashable,
+        find: Callable[[], Sequence[Instance]],
+        create: Callable[[int], Created],
+        alive: Callable[[], set[str]] | None = None,
+    ) -> LaunchResult:
         """Launch ``request`` idempotently (the module doc's steps).
 
         ``fingerprint``: the request's parameters as the provider sees them (equal on a replay);
@@ -80,7 +87,7 @@ class TokenLaunches:
             seen = self._answered.get(request.token)
             if seen is not None:
                 return self._replay(request, seen, fingerprint, alive or (lambda: {i.id for i in find()}))
-            instances = list(find())[:request.count]
+            instances = list(find())[: request.count]
             shortfall: Shortfall | None = None
             while len(instances) < request.count:
                 try:
@@ -90,7 +97,7 @@ class TokenLaunches:
                         raise
                     shortfall = Shortfall.of(err)
                     break
-                instances += list(made.instances)[:request.count - len(instances)]
+                instances += list(made.instances)[: request.count - len(instances)]
                 if made.shortfall is not None or not made.instances:
                     shortfall = made.shortfall
                     break
@@ -107,14 +114,20 @@ class TokenLaunches:
         with self._lock:
             self._answered.pop(token, None)
 
-    def _replay(self, request: LaunchRequest, seen: _Answered, fingerprint: Hashable,
-                alive: Callable[[], set[str]]) -> LaunchResult:
+    def _replay(
+        self, request: LaunchRequest, seen: _Answered, fingerprint: Hashable, alive: Callable[[], set[str]]
+    ) -> LaunchResult:
         if seen.fingerprint != fingerprint:
-            raise ProviderError(self.provider, f"launch token {request.token!r} was already used with different "
-                                "parameters", code="token-mismatch")
+            raise ProviderError(
+                self.provider,
+                f"launch token {request.token!r} was already used with different parameters",
+                code="token-mismatch",
+            )
         living, now = alive(), self.clock()
-        out = [i if i.id in living else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
-               for i in seen.instances]
+        out = [
+            i if i.id in living else i.model_copy(update={"state": InstanceState.TERMINATED, "ended_at": now})
+            for i in seen.instances
+        ]
         return _result(out, seen.shortfall)
 
     def _token_lock(self, token: str) -> threading.Lock:

@@ -43,14 +43,21 @@ def missing_credentials(provider: str, checkpoint_uri: str, granted: Mapping[str
     """The refusal for a launch whose nodes checkpoint to a remote store without scoped credentials."""
     if not store_scheme(checkpoint_uri) or granted:
         return None
-    return ProviderError(provider, f"nodes checkpoint to {checkpoint_uri} but were given no scoped credentials for it "
-                         f"(a {provider} node has no cloud identity, and the operator's own keys are never sent); "
-                         "`fleet up` grants them", code="no-node-credentials")
+    return ProviderError(
+        provider,
+        f"nodes checkpoint to {checkpoint_uri} but were given no scoped credentials for it "
+        f"(a {provider} node has no cloud identity, and the operator's own keys are never sent); "
+        "`fleet up` grants them",
+        code="no-node-credentials",
+    )
 
 
 def node_disk_bucket(provider: str, spec: StorageSpec, root: str) -> BucketRef:
     """A checkpoint "bucket" that is the folder ``<root>/<bucket>`` on each node's disk."""
     if not _BUCKET.match(spec.bucket):
-        raise ProviderError(provider, f"bucket name {spec.bucket!r} is not valid: use 3-63 lowercase letters, "
-                            "digits, dots and dashes", code="invalid-bucket-name")
+        raise ProviderError(
+            provider,
+            f"bucket name {spec.bucket!r} is not valid: use 3-63 lowercase letters, digits, dots and dashes",
+            code="invalid-bucket-name",
+        )
     return BucketRef(provider=provider, bucket=spec.bucket, uri=f"file://{root}/{spec.bucket}")

@@ -21,6 +21,7 @@ from fleet.model import TAG_FLEET, TAG_PLAN, TAG_POOL, LaunchRequest, PoolKey
 LABEL_PREFIX = "spotfleet"
 _SEP = "|"
 
+
 @dataclass(frozen=True)
 class Label:
     fleet: str

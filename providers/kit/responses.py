@@ -50,14 +50,20 @@ def excerpt(body: Any, limit: int = EXCERPT_CHARS) -> str:
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", _SPACE.sub(" ", text).strip())
     if not text:
         return "(empty body)"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def malformed(provider: str, what: str, body: Any = None, *, detail: str = "",
-              region: str = "") -> MalformedResponseError:
+def malformed(
+    provider: str, what: str, body: Any = None, *, detail: str = "", region: str = ""
+) -> MalformedResponseError:
     """The error for an answer to ``what`` that could not be read (``detail``: why, briefly)."""
-    return MalformedResponseError(provider, what, excerpt(body) if body is not None else "",
-                                  detail=_SPACE.sub(" ", detail).strip()[:160], region=region)
+    return MalformedResponseError(
+        provider,
+        what,
+        excerpt(body) if body is not None else "",
+        detail=_SPACE.sub(" ", detail).strip()[:160],
+        region=region,
+    )
 
 
 def parse_json(body: bytes | str, *, provider: str, what: str) -> Any:
@@ -79,8 +85,13 @@ def check(model: type[M], data: Any, *, provider: str, what: str, body: Any = No
         errors = err.errors()
         first: Mapping[str, Any] = errors[0] if errors else {}
         where = ".".join(str(p) for p in first.get("loc", ())) or "the answer"
-        raise malformed(provider, what, data if body is None else body, region=region,
-                        detail=f"{where}: {first.get('msg', 'invalid')}") from None
+        raise malformed(
+            provider,
+            what,
+            data if body is None else body,
+            region=region,
+            detail=f"{where}: {first.get('msg', 'invalid')}",
+        ) from None
 
 
 def read_json(model: type[M], body: bytes | str, *, provider: str, what: str) -> M:

@@ -55,7 +55,7 @@ class RetryRules:
     max_attempts: int = 6
     base_delay: float = 0.5
     max_delay: float = 8.0
-    delays: tuple[float, ...] | None = None      # explicit per-retry caps (then max_attempts = len + 1)
+    delays: tuple[float, ...] | None = None  # explicit per-retry caps (then max_attempts = len + 1)
     max_retry_after: float = 30.0
     max_total_seconds: float = 60.0
 
@@ -84,12 +84,22 @@ class RetryRules:
         """The jitter ceiling before retry number ``retry`` (0-based)."""
         if self.delays is not None:
             return self.delays[min(retry, len(self.delays) - 1)] if self.delays else 0.0
-        return min(self.max_delay, self.base_delay * (2 ** retry))
+        return min(self.max_delay, self.base_delay * (2**retry))
 
     def with_delays(self, delays: tuple[float, ...]) -> RetryRules:
         """These rules with explicit delay caps (tests pass tiny ones)."""
-        return RetryRules(self.throttling, self.transient, self.idempotent_only, self.never, self.max_attempts,
-                          self.base_delay, self.max_delay, tuple(delays), self.max_retry_after, self.max_total_seconds)
+        return RetryRules(
+            self.throttling,
+            self.transient,
+            self.idempotent_only,
+            self.never,
+            self.max_attempts,
+            self.base_delay,
+            self.max_delay,
+            tuple(delays),
+            self.max_retry_after,
+            self.max_total_seconds,
+        )
 
 
 @dataclass
@@ -123,8 +133,10 @@ class Retrier:
                 if not retry or attempt == self.rules.attempts - 1:
                     raise
                 wait = self.delay(attempt, err)
-                if slept + wait > self.rules.max_total_seconds or \
-                        self.clock() - start + wait > self.rules.max_total_seconds:
+                if (
+                    slept + wait > self.rules.max_total_seconds
+                    or self.clock() - start + wait > self.rules.max_total_seconds
+                ):
                     raise
                 self.sleep(wait)
                 slept += wait

@@ -35,7 +35,7 @@ from fleet.private import private_dir, write_private
 KEY_BITS = 3072
 PRIVATE = "id_rsa"
 _lock = threading.Lock()
-_known: dict[Path, str] = {}       # key folder -> its public key line, once read in this process
+_known: dict[Path, str] = {}  # key folder -> its public key line, once read in this process
 
 
 def default_home(environ: Mapping[str, str]) -> Path:
@@ -64,19 +64,21 @@ def fleet_public_key(home: Path, fleet: str) -> str:
         if not path.exists():
             private_dir(folder)
             fresh = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
-            text = fresh.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                     serialization.NoEncryption()).decode()
+            text = fresh.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+            ).decode()
             tmp = folder / f".{PRIVATE}.{uuid.uuid4().hex}"
             write_private(tmp, text)
             try:
-                os.link(tmp, path)          # fails when another process linked its key first: keep that one
+                os.link(tmp, path)  # fails when another process linked its key first: keep that one
             except FileExistsError:
                 pass
             finally:
                 tmp.unlink()
         key = serialization.load_ssh_private_key(path.read_bytes(), password=None)
-        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                               serialization.PublicFormat.OpenSSH).decode()
+        public = (
+            key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+        )
         line = f"{public} spotfleet-{fleet}"
         pub = folder / f"{PRIVATE}.pub"
         if not pub.exists() or pub.read_text().strip() != line:
@@ -103,8 +105,10 @@ def node_public_key(home: Path, fleet: str, given: str) -> str:
 def check_public_key(text: str) -> str:
     """What is wrong with ``text`` as an SSH public key for a Linux VM, "" when nothing is."""
     parts = text.split()
-    fix = "set node.ssh_key to the one-line public key (the contents of ~/.ssh/id_ed25519.pub), or leave it " \
-          "empty for a key pair made for the fleet"
+    fix = (
+        "set node.ssh_key to the one-line public key (the contents of ~/.ssh/id_ed25519.pub), or leave it "
+        "empty for a key pair made for the fleet"
+    )
     if len(parts) < 2 or parts[0] not in ("ssh-rsa", "ssh-ed25519"):
         return f"node.ssh_key is not an ssh-rsa or ssh-ed25519 public key; {fix}"
     try:
@@ -125,10 +129,10 @@ def _fields(blob: bytes) -> list[bytes]:
     """The length-prefixed strings of an SSH wire-format key blob."""
     out, i = [], 0
     while i < len(blob):
-        (n,) = struct.unpack(">I", blob[i:i + 4])
+        (n,) = struct.unpack(">I", blob[i : i + 4])
         if i + 4 + n > len(blob):
             raise ValueError("truncated key")
-        out.append(blob[i + 4:i + 4 + n])
+        out.append(blob[i + 4 : i + 4 + n])
         i += 4 + n
     return out
 

@@ -18,9 +18,16 @@ log = logging.getLogger("spotfleet.providers")
 Row = TypeVar("Row")
 
 
-def owned_alive(provider: str, ids: Iterable[str], rows: Callable[[], Mapping[str, Row]], *,
-                owned: Callable[[Row], object], alive: Callable[[Row], bool] = lambda row: True,
-                noun: str = "instance", mark: str = "spotfleet fleet tag") -> list[str]:
+def owned_alive(
+    provider: str,
+    ids: Iterable[str],
+    rows: Callable[[], Mapping[str, Row]],
+    *,
+    owned: Callable[[Row], object],
+    alive: Callable[[Row], bool] = lambda row: True,
+    noun: str = "instance",
+    mark: str = "spotfleet fleet tag",
+) -> list[str]:
     """The ``ids`` (deduplicated, in order) that ``rows()`` still lists alive and that carry this
     fleet's mark. ``rows`` is called only when there is an id to look up; an id it does not list,
     or lists not ``alive``, is done already; one without the mark (``owned`` false) is left alone

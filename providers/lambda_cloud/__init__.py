@@ -13,8 +13,18 @@ from providers.kit.record import ProviderRecord, on_call
 from providers.lambda_cloud.settings import LambdaSettings
 
 RECORD = ProviderRecord(
-    "lambda", title="Lambda", settings=LambdaSettings, factory=on_call("providers.lambda_cloud.provider:from_spec"),
-    check=on_call("providers.lambda_cloud.check:check"), extra="lambda", sdk_modules=("httpx", "cryptography"),
-    notice_seconds=0, spot=False, zones=False, checkpoint_scheme="file", agent_cloud="none",
+    "lambda",
+    title="Lambda",
+    settings=LambdaSettings,
+    factory=on_call("providers.lambda_cloud.provider:from_spec"),
+    check=on_call("providers.lambda_cloud.check:check"),
+    extra="lambda",
+    sdk_modules=("httpx", "cryptography"),
+    notice_seconds=0,
+    spot=False,
+    zones=False,
+    checkpoint_scheme="file",
+    agent_cloud="none",
     pulumi_refusal="Lambda Cloud has no Pulumi provider, and its API has no declarative resources to manage",
-    summary="Lambda Cloud on-demand GPU instances (capacity read live)")
+    summary="Lambda Cloud on-demand GPU instances (capacity read live)",
+)

@@ -71,18 +71,32 @@ def _no_key() -> AuthError:
 class LambdaApi(JsonClient):
     """One HTTP client for one Lambda account."""
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retry_delays: Sequence[float] = RETRY_DELAYS, launch_interval: float = LAUNCH_INTERVAL,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
+        launch_interval: float = LAUNCH_INTERVAL,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         key = api_key if api_key is not None else find_api_key()
-        register_secret(key)        # the bare key too: an answer may echo it without "Bearer "
-        super().__init__(PROVIDER, url or default_url(), rules=RULES.with_delays(tuple(retry_delays)),
-                         to_error=self._error, auth_headers={"Authorization": f"Bearer {key}"} if key else {},
-                         missing_auth=_no_key, timeout=timeout, sleep=sleep)
+        register_secret(key)  # the bare key too: an answer may echo it without "Bearer "
+        super().__init__(
+            PROVIDER,
+            url or default_url(),
+            rules=RULES.with_delays(tuple(retry_delays)),
+            to_error=self._error,
+            auth_headers={"Authorization": f"Bearer {key}"} if key else {},
+            missing_auth=_no_key,
+            timeout=timeout,
+            sleep=sleep,
+        )
         self.launch_interval = launch_interval
         self._sleep = sleep
         self._launch_lock = threading.Lock()
-        self._paced = False                 # set once a launch was throttled
+        self._paced = False  # set once a launch was throttled
         self._last_launch = 0.0
 
     def __repr__(self) -> str:
@@ -103,13 +117,15 @@ class LambdaApi(JsonClient):
     # ---- the calls the adapter makes ------------------------------------------------------------
     def instance_types(self) -> dict[str, schemas.TypeItem]:
         """``GET /instance-types``: every type with its price and the regions with capacity now."""
-        return self.request("GET", "/api/v1/instance-types", what="list instance types", idempotent=True,
-                            schema=schemas.InstanceTypes).data
+        return self.request(
+            "GET", "/api/v1/instance-types", what="list instance types", idempotent=True, schema=schemas.InstanceTypes
+        ).data
 
     def instances(self) -> list[schemas.Instance]:
         """``GET /instances``: every instance of the account (Lambda has no server-side filter)."""
-        return self.request("GET", "/api/v1/instances", what="list instances", idempotent=True,
-                            schema=schemas.Instances).data
+        return self.request(
+            "GET", "/api/v1/instances", what="list instances", idempotent=True, schema=schemas.Instances
+        ).data
 
     def launch(self, body: dict[str, Any], *, region: str = "") -> list[str]:
         """``POST /instance-operations/launch``: the ids of the instances started (all or none).
@@ -119,8 +135,9 @@ class LambdaApi(JsonClient):
             if self._paced:
                 self._sleep(max(0.0, self._last_launch + self.launch_interval - time.monotonic()))
             try:
-                return self.request("POST", "/api/v1/instance-operations/launch", body=body, what=what,
-                                    schema=schemas.LaunchAnswer).data.instance_ids
+                return self.request(
+                    "POST", "/api/v1/instance-operations/launch", body=body, what=what, schema=schemas.LaunchAnswer
+                ).data.instance_ids
             except InstanceNotFoundError as err:
                 raise ProviderError(PROVIDER, err.message, region=region, code=err.code) from None
             finally:
@@ -129,17 +146,27 @@ class LambdaApi(JsonClient):
     def terminate(self, ids: Sequence[str]) -> list[schemas.Instance]:
         """``POST /instance-operations/terminate``; InstanceNotFoundError when any id is not the
         account's (the call then terminates none of them)."""
-        return self.request("POST", "/api/v1/instance-operations/terminate", body={"instance_ids": list(ids)},
-                            what=f"terminate {len(ids)} instance(s)",
-                            schema=schemas.TerminateAnswer).data.terminated_instances
+        return self.request(
+            "POST",
+            "/api/v1/instance-operations/terminate",
+            body={"instance_ids": list(ids)},
+            what=f"terminate {len(ids)} instance(s)",
+            schema=schemas.TerminateAnswer,
+        ).data.terminated_instances
 
     def ssh_keys(self) -> list[schemas.SSHKey]:
-        return self.request("GET", "/api/v1/ssh-keys", what="list SSH keys", idempotent=True,
-                            schema=schemas.SSHKeys).data
+        return self.request(
+            "GET", "/api/v1/ssh-keys", what="list SSH keys", idempotent=True, schema=schemas.SSHKeys
+        ).data
 
     def add_ssh_key(self, name: str, public_key: str) -> schemas.SSHKey:
-        return self.request("POST", "/api/v1/ssh-keys", body={"name": name, "public_key": public_key},
-                            what=f"add SSH key {name}", schema=schemas.SSHKeyAnswer).data
+        return self.request(
+            "POST",
+            "/api/v1/ssh-keys",
+            body={"name": name, "public_key": public_key},
+            what=f"add SSH key {name}",
+            schema=schemas.SSHKeyAnswer,
+        ).data
 
     def delete_ssh_key(self, key_id: str) -> None:
         self.request("DELETE", f"/api/v1/ssh-keys/{key_id}", what="delete SSH key", idempotent=True)

@@ -32,19 +32,22 @@ THROTTLED = "global/too-many-requests"
 
 #: ``global/too-many-requests`` is the code the fake and the local cloud give a 429: the reference
 #: documents the limit (about one call a second, one launch per 12 seconds), not the body.
-TABLE = ErrorTable(PROVIDER, codes={
-    "global/invalid-api-key": AuthError,
-    "global/account-inactive": AuthError,
-    "global/invalid-address": AuthError,             # billing address refused: nothing can launch
-    "instance-operations/launch/insufficient-capacity": NoCapacityError,
-    "global/quota-exceeded": QuotaExceededError,
-    THROTTLED: RateLimitedError,
-    "global/internal-error": TransientProviderError,
-    "global/invalid-parameters": ProviderError,
-    "global/duplicate": ProviderError,
-    "instance-operations/launch/file-system-in-wrong-region": ProviderError,
-    NOT_FOUND: InstanceNotFoundError,
-})
+TABLE = ErrorTable(
+    PROVIDER,
+    codes={
+        "global/invalid-api-key": AuthError,
+        "global/account-inactive": AuthError,
+        "global/invalid-address": AuthError,  # billing address refused: nothing can launch
+        "instance-operations/launch/insufficient-capacity": NoCapacityError,
+        "global/quota-exceeded": QuotaExceededError,
+        THROTTLED: RateLimitedError,
+        "global/internal-error": TransientProviderError,
+        "global/invalid-parameters": ProviderError,
+        "global/duplicate": ProviderError,
+        "instance-operations/launch/file-system-in-wrong-region": ProviderError,
+        NOT_FOUND: InstanceNotFoundError,
+    },
+)
 
 #: 429s wait for their Retry-After (a throttled launch: the 12-second launch interval, set by the
 #: client); 5xx and connection failures are retried for reads only (a launch may have started

@@ -33,9 +33,14 @@ NAME_PREFIX = "spotfleet-"
 MAX_NAME = 64
 _KEY = re.compile(r"^[a-z][a-z0-9-:]+$")
 
-STATES = {"booting": InstanceState.PENDING, "active": InstanceState.RUNNING, "unhealthy": InstanceState.RUNNING,
-          "terminating": InstanceState.TERMINATED, "terminated": InstanceState.TERMINATED,
-          "preempted": InstanceState.PREEMPTED}
+STATES = {
+    "booting": InstanceState.PENDING,
+    "active": InstanceState.RUNNING,
+    "unhealthy": InstanceState.RUNNING,
+    "terminating": InstanceState.TERMINATED,
+    "terminated": InstanceState.TERMINATED,
+    "preempted": InstanceState.PREEMPTED,
+}
 
 
 def fits(key: str, value: str) -> bool:
@@ -47,7 +52,7 @@ def launch_tags(tags: Mapping[str, str], fleet: str, pool: PoolKey, token: str, 
     """The ``tags`` of a launch body: ours first, then every other tag of the request that fits."""
     ours = {TAG_FLEET: fleet, TAG_POOL: pool.id, TAG_TOKEN: token, TAG_LAUNCHED: f"{now:.0f}"}
     unfit = [k for k, v in ours.items() if not fits(k, v)]
-    if unfit:       # these make the instances findable: never launch without them
+    if unfit:  # these make the instances findable: never launch without them
         raise ValueError(f"{', '.join(unfit)} would not fit Lambda's tag rules (a value of at most 128 characters)")
     merged = {**ours, **{k: v for k, v in sorted(tags.items()) if k not in ours and fits(k, v)}}
     return [{"key": k, "value": v} for k, v in merged.items()]
@@ -56,7 +61,7 @@ def launch_tags(tags: Mapping[str, str], fleet: str, pool: PoolKey, token: str, 
 def instance_name(fleet: str, token: str) -> str:
     """The console name of a launch's instances (64 characters at most)."""
     digest = hashlib.sha256(token.encode()).hexdigest()[:10]
-    return f"{NAME_PREFIX}{fleet}"[:MAX_NAME - 11] + f"-{digest}"
+    return f"{NAME_PREFIX}{fleet}"[: MAX_NAME - 11] + f"-{digest}"
 
 
 def owner(row: Row) -> str:
@@ -79,14 +84,23 @@ def to_instance(row: Row, now: float, first_seen: float | None = None) -> Instan
     t = row.instance_type
     try:
         pool = PoolKey.from_id(tags.get(TAG_POOL, ""))
-    except (ValueError, TypeError):      # a pool tag someone edited: the row still says where it runs
-        pool = PoolKey(provider="lambda", region=row.region.name, zone="", instance_type=t.name,
-                       market=Market.ON_DEMAND)
+    except (ValueError, TypeError):  # a pool tag someone edited: the row still says where it runs
+        pool = PoolKey(
+            provider="lambda", region=row.region.name, zone="", instance_type=t.name, market=Market.ON_DEMAND
+        )
     state = STATES.get(row.status, InstanceState.PENDING)
     acc = accelerator(t.gpu_description, t.specs.gpus) or "unknown"
-    return Instance(id=row.id, fleet=tags[TAG_FLEET], pool=pool, state=state, accelerator=acc, gpus=t.specs.gpus,
-                    price_per_hour=round(t.price_cents_per_hour / 100, 4),
-                    launched_at=started if started is not None else first_seen if first_seen is not None else now,
-                    ended_at=now if not state.alive else None,
-                    reason=row.status if state is InstanceState.PREEMPTED else "",
-                    tags=tags, address=(row.private_ip or "").strip())
+    return Instance(
+        id=row.id,
+        fleet=tags[TAG_FLEET],
+        pool=pool,
+        state=state,
+        accelerator=acc,
+        gpus=t.specs.gpus,
+        price_per_hour=round(t.price_cents_per_hour / 100, 4),
+        launched_at=started if started is not None else first_seen if first_seen is not None else now,
+        ended_at=now if not state.alive else None,
+        reason=row.status if state is InstanceState.PREEMPTED else "",
+        tags=tags,
+        address=(row.private_ip or "").strip(),
+    )

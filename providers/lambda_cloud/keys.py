@@ -50,7 +50,7 @@ def ensure_key(api: LambdaApi, fleet: str, public_key: str) -> str:
     try:
         return api.add_ssh_key(key_name(fleet, public_key), public_key).name
     except ProviderError:
-        found = _usable(api.ssh_keys(), fleet, public_key)      # another process registered it first
+        found = _usable(api.ssh_keys(), fleet, public_key)  # another process registered it first
         if found:
             return found
         raise

@@ -29,13 +29,24 @@ def user_data(request: LaunchRequest, secret_env: Mapping[str, str]) -> str:
     """The cloud-init user data of ``request``'s nodes: the fleet bootstrap."""
     text = render(boot_for(PROVIDER, request, secret_env))
     if len(text.encode()) > MAX_USER_DATA:
-        raise ProviderError(PROVIDER, f"the node bootstrap is {len(text.encode())} bytes, over Lambda's 1 MB user-data "
-                            "limit; shorten node.startup or node.env", code="user-data-too-large")
+        raise ProviderError(
+            PROVIDER,
+            f"the node bootstrap is {len(text.encode())} bytes, over Lambda's 1 MB user-data "
+            "limit; shorten node.startup or node.env",
+            code="user-data-too-large",
+        )
     return text
 
 
-def launch_body(request: LaunchRequest, count: int, key_name: str, secret_env: Mapping[str, str],
-                image_family: str = "", *, now: float) -> dict[str, Any]:
+def launch_body(
+    request: LaunchRequest,
+    count: int,
+    key_name: str,
+    secret_env: Mapping[str, str],
+    image_family: str = "",
+    *,
+    now: float,
+) -> dict[str, Any]:
     """The launch body for ``count`` more instances of ``request``'s pool, sent at ``now``."""
     pool = request.offer.pool
     try:
@@ -43,11 +54,14 @@ def launch_body(request: LaunchRequest, count: int, key_name: str, secret_env: M
     except ValueError as err:
         raise ProviderError(PROVIDER, f"pool {pool.id}: {err}", code="tag-too-long") from None
     body: dict[str, Any] = {
-        "region_name": pool.region, "instance_type_name": pool.instance_type, "ssh_key_names": [key_name],
-        "quantity": count, "name": instance_name(request.fleet, request.token),
+        "region_name": pool.region,
+        "instance_type_name": pool.instance_type,
+        "ssh_key_names": [key_name],
+        "quantity": count,
+        "name": instance_name(request.fleet, request.token),
         "tags": tags,
         "user_data": user_data(request, secret_env),
     }
-    if image_family:      # node.image names a disk image of other clouds (or a container): not used here
+    if image_family:  # node.image names a disk image of other clouds (or a container): not used here
         body["image"] = {"family": image_family}
     return body

@@ -48,13 +48,26 @@ def pool(region: str, instance_type: str) -> PoolKey:
 
 def _offer(region: str, t: InstanceType, acc: str, **extra) -> Offer:
     price = round(t.price_cents_per_hour / 100, 4)
-    return Offer(pool=pool(region, t.name), accelerator=acc, gpus=t.specs.gpus, vcpus=float(t.specs.vcpus),
-                 memory_gib=float(t.specs.memory_gib), price_per_hour=price, on_demand_price=price, source="live",
-                 **extra)
+    return Offer(
+        pool=pool(region, t.name),
+        accelerator=acc,
+        gpus=t.specs.gpus,
+        vcpus=float(t.specs.vcpus),
+        memory_gib=float(t.specs.memory_gib),
+        price_per_hour=price,
+        on_demand_price=price,
+        source="live",
+        **extra,
+    )
 
 
-def to_offers(types: Mapping[str, TypeItem], *, accelerators: Iterable[str] = (), regions: Iterable[str] = (),
-              allows=lambda region: True) -> list[Offer]:
+def to_offers(
+    types: Mapping[str, TypeItem],
+    *,
+    accelerators: Iterable[str] = (),
+    regions: Iterable[str] = (),
+    allows=lambda region: True,
+) -> list[Offer]:
     """One on-demand offer per type and region with capacity now, for the wanted accelerators
     and regions (empty: all, CPU types included) that ``allows(region)`` accepts; unknown GPUs
     are left out."""

@@ -55,15 +55,22 @@ NODE_CHECKPOINT_DIR = "/home/ubuntu/spotfleet-checkpoints"
 class LambdaProvider:
     name = PROVIDER
 
-    def __init__(self, settings: LambdaSettings | None = None, *, api: LambdaApi | None = None,
-                 image_family: str = "", cache_seconds: float = 60.0, home: Path | None = None,
-                 environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        settings: LambdaSettings | None = None,
+        *,
+        api: LambdaApi | None = None,
+        image_family: str = "",
+        cache_seconds: float = 60.0,
+        home: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ):
         self.settings = settings or LambdaSettings()
         self.api = api or LambdaApi()
         self.image_family = image_family or self.settings.image_family
         self.cache_seconds = cache_seconds
         self._environ = environ if environ is not None else os.environ
-        self._home = home or default_home(self._environ)     # where a fleet's own SSH key pair is kept
+        self._home = home or default_home(self._environ)  # where a fleet's own SSH key pair is kept
         self._lock = threading.Lock()
         self._offers: tuple[float, list[Offer]] | None = None
         self._launches = TokenLaunches(self.name, clock=self.now)
@@ -97,13 +104,18 @@ class LambdaProvider:
             with self._lock:
                 self._offers = cached
         accs, regions = {a.upper() for a in query.accelerators}, set(query.regions)
-        return [o for o in cached[1] if (accs and o.accelerator in accs or not accs and o.gpus > 0)
-                and (not regions or o.pool.region in regions)]
+        return [
+            o
+            for o in cached[1]
+            if (accs and o.accelerator in accs or not accs and o.gpus > 0) and (not regions or o.pool.region in regions)
+        ]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         pool = request.offer.pool
         if pool.provider != self.name:
-            raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not lambda", code="wrong-provider")
+            raise ProviderError(
+                self.name, f"pool {pool.id} belongs to {pool.provider}, not lambda", code="wrong-provider"
+            )
         if pool.market is not Market.ON_DEMAND:
             raise ProviderError(self.name, f"pool {pool.id}: Lambda sells on-demand instances only", code="no-spot")
         with self._lock:
@@ -115,17 +127,20 @@ class LambdaProvider:
 
         def find() -> list[Instance]:
             now = self.now()
-            return [self._instance(r, now) for r in self._rows()
-                    if owner(r) == request.fleet and r.tag_map().get(TAG_TOKEN) == request.token and _alive(r)]
+            return [
+                self._instance(r, now)
+                for r in self._rows()
+                if owner(r) == request.fleet and r.tag_map().get(TAG_TOKEN) == request.token and _alive(r)
+            ]
 
-        return self._launches.launch(request, fingerprint=fingerprint, find=find,
-                                     create=lambda n: self._start(request, n, granted))
+        return self._launches.launch(
+            request, fingerprint=fingerprint, find=find, create=lambda n: self._start(request, n, granted)
+        )
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """This fleet's instances that are not terminated (found by the fleet's tag)."""
         now = self.now()
-        return [self._instance(r, now) for r in self._rows()
-                if owner(r) == fleet and _alive(r)]
+        return [self._instance(r, now) for r in self._rows() if owner(r) == fleet and _alive(r)]
 
     def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
         """What Lambda lists for these instances of ours (``providers.base.ReadsBilledRate``): the
@@ -137,9 +152,13 @@ class LambdaProvider:
         if not wanted:
             return {}
         now = self.now()
-        return {r.id: BilledRate(per_hour=round(r.instance_type.price_cents_per_hour / 100, 4), source="list",
-                                 rental="on-demand", at=now)
-                for r in self._rows() if r.id in wanted and owner(r) and _alive(r)}
+        return {
+            r.id: BilledRate(
+                per_hour=round(r.instance_type.price_cents_per_hour / 100, 4), source="list", rental="on-demand", at=now
+            )
+            for r in self._rows()
+            if r.id in wanted and owner(r) and _alive(r)
+        }
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances; gone (or going) is success; an untagged one is left alone."""
@@ -148,7 +167,7 @@ class LambdaProvider:
             return
         try:
             self.api.terminate(doomed)
-        except InstanceNotFoundError:           # one went meanwhile, and Lambda then ends none: one by one
+        except InstanceNotFoundError:  # one went meanwhile, and Lambda then ends none: one by one
             for iid in doomed:
                 try:
                     self.api.terminate([iid])
@@ -210,9 +229,20 @@ class LambdaProvider:
             with self._lock:
                 for iid in ids:
                     self._first_seen.setdefault(iid, now)
-            made += [Instance(id=iid, fleet=request.fleet, pool=pool, state=InstanceState.PENDING,
-                              accelerator=request.offer.accelerator, gpus=request.offer.gpus,
-                              price_per_hour=request.offer.price_per_hour, launched_at=now, tags=tags) for iid in ids]
+            made += [
+                Instance(
+                    id=iid,
+                    fleet=request.fleet,
+                    pool=pool,
+                    state=InstanceState.PENDING,
+                    accelerator=request.offer.accelerator,
+                    gpus=request.offer.gpus,
+                    price_per_hour=request.offer.price_per_hour,
+                    launched_at=now,
+                    tags=tags,
+                )
+                for iid in ids
+            ]
             ask = count - len(made) if len(made) == len(ids) else min(ask, count - len(made))
         return Created(made)
 

@@ -8,6 +8,10 @@ from fleet.spec import ProviderSettings
 
 
 class LambdaSettings(ProviderSettings):
-    image_family: str = Field(default="", description=(
-        "Lambda: the machine image family nodes boot (for example lambda-stack-22-04); empty: Lambda's "
-        "default, the latest Lambda Stack. node.image is not used on Lambda."))
+    image_family: str = Field(
+        default="",
+        description=(
+            "Lambda: the machine image family nodes boot (for example lambda-stack-22-04); empty: Lambda's "
+            "default, the latest Lambda Stack. node.image is not used on Lambda."
+        ),
+    )

@@ -19,9 +19,13 @@ def ensure(root: Path, provider: str, spec: StorageSpec) -> BucketRef:
     Raises ProviderError (code ``InvalidBucketName``) for a name real object stores refuse.
     """
     if not BUCKET_RE.match(spec.bucket) or ".." in spec.bucket:
-        raise ProviderError(provider, f"invalid bucket name {spec.bucket!r}: use 3-63 lowercase letters, "
-                            "digits, dots and dashes, starting and ending with a letter or digit",
-                            region=spec.region, code="InvalidBucketName")
+        raise ProviderError(
+            provider,
+            f"invalid bucket name {spec.bucket!r}: use 3-63 lowercase letters, "
+            "digits, dots and dashes, starting and ending with a letter or digit",
+            region=spec.region,
+            code="InvalidBucketName",
+        )
     path = root / spec.bucket
     path.mkdir(parents=True, exist_ok=True)
     return BucketRef(provider=provider, bucket=spec.bucket, uri=path.resolve().as_uri(), region=spec.region)

@@ -59,8 +59,15 @@ class LocalCloud:
 
     # ---- lifecycle ---------------------------------------------------------------------
     @classmethod
-    def open(cls, root: Path, *, time_scale: float | None = None, seed: int | None = None,
-             run_nodes: bool | None = None, api_latency: float | None = None) -> LocalCloud:
+    def open(
+        cls,
+        root: Path,
+        *,
+        time_scale: float | None = None,
+        seed: int | None = None,
+        run_nodes: bool | None = None,
+        api_latency: float | None = None,
+    ) -> LocalCloud:
         """Open the cloud at ``root``, creating it if it does not exist.
 
         Settings apply when the cloud is created (None: the default in ``DEFAULTS``);
@@ -77,23 +84,34 @@ class LocalCloud:
                 raise FleetError(f"local cloud {key.replace('_', ' ')} must be >= 0 (got {asked[key]})")
         root = Path(root).expanduser().absolute()
         try:
-            private_dir(root)        # the cloud's files hold node env (secrets) and the fleet's record
+            private_dir(root)  # the cloud's files hold node env (secrets) and the fleet's record
         except OSError as err:
             raise FleetError(f"cannot create the local cloud directory {root}: {err.strerror}") from err
         db = Database(root / DB_NAME)
         real = time.time()
-        initial = {"created": real, "start": float(int(real)), "offset": 0.0,
-                   **{k: DEFAULTS[k] if v is None else v for k, v in asked.items()}}
+        initial = {
+            "created": real,
+            "start": float(int(real)),
+            "offset": 0.0,
+            **{k: DEFAULTS[k] if v is None else v for k, v in asked.items()},
+        }
         with db.write() as conn:
-            conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)",
-                             [(k, json.dumps(v)) for k, v in initial.items()])
+            conn.executemany(
+                "INSERT OR IGNORE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in initial.items()]
+            )
         cloud = cls(root, db)
         for key, value in asked.items():
             if value is not None and value != getattr(cloud, key):
                 flag = f"--{key.replace('_', '-')}"
-                log.warning("the local cloud at %s keeps its %s %s (asked for %s); `fleet local reset %s` "
-                            "starts a fresh cloud with it (and deletes every simulated instance)", root, key.replace("_", " "), getattr(cloud, key), value,
-                            flag if isinstance(value, bool) else f"{flag} {value}")
+                log.warning(
+                    "the local cloud at %s keeps its %s %s (asked for %s); `fleet local reset %s` "
+                    "starts a fresh cloud with it (and deletes every simulated instance)",
+                    root,
+                    key.replace("_", " "),
+                    getattr(cloud, key),
+                    value,
+                    flag if isinstance(value, bool) else f"{flag} {value}",
+                )
         return cloud
 
     @staticmethod
@@ -124,10 +142,9 @@ class LocalCloud:
             shutil.rmtree(root / sub, ignore_errors=True)
         merged = {**old, **{k: v for k, v in settings.items() if v is not None}}
         cloud = cls.open(root, **merged)  # type: ignore[arg-type]
-        if old_now > cloud.now():          # simulated time never runs backwards, across resets too
+        if old_now > cloud.now():  # simulated time never runs backwards, across resets too
             with cloud.db.write() as conn:
-                conn.execute("UPDATE meta SET value=? WHERE key='start'",
-                             (json.dumps(float(math.ceil(old_now))),))
+                conn.execute("UPDATE meta SET value=? WHERE key='start'", (json.dumps(float(math.ceil(old_now))),))
             cloud = cls(root, cloud.db)
         return cloud
 
@@ -215,8 +232,10 @@ class LocalCloud:
         if count < 1:
             raise FleetError(f"fault count must be at least 1 (got {count})")
         if pool_prefix.split("/")[0] not in VENDORS:
-            raise FleetError(f"fault pool prefix {pool_prefix!r} must start with a provider name "
-                             f"({', '.join(VENDORS)}), e.g. aws/us-east-1")
+            raise FleetError(
+                f"fault pool prefix {pool_prefix!r} must start with a provider name "
+                f"({', '.join(VENDORS)}), e.g. aws/us-east-1"
+            )
         with self.db.write() as conn:
             conn.execute("INSERT INTO faults (prefix, kind, remaining) VALUES (?, ?, ?)", (pool_prefix, kind, count))
 
@@ -242,8 +261,10 @@ class LocalCloud:
                 raise FleetError(f"instance {instance_id} {state}; `fleet local status` lists alive instances")
             window = VENDORS[row["provider"]].notice_seconds if notice else 0
             at = clock.now + window
-            conn.execute("UPDATE instances SET preempt_at=?, notice_at=?, noticed=0 WHERE id=?",
-                         (at, clock.now if VENDORS[row["provider"]].notice_seconds else None, instance_id))
+            conn.execute(
+                "UPDATE instances SET preempt_at=?, notice_at=?, noticed=0 WHERE id=?",
+                (at, clock.now if VENDORS[row["provider"]].notice_seconds else None, instance_id),
+            )
         self.settle()
         return ledger.to_instance(self.db.read("SELECT * FROM instances WHERE id=?", (instance_id,))[0])
 
@@ -262,8 +283,9 @@ class LocalCloud:
         Launches past it are cut and answered with the vendor's quota error."""
         provider, _, region = scope.strip("/").partition("/")
         if provider not in VENDORS or "/" in region:
-            raise FleetError(f"quota scope {scope!r} must be a provider or provider/region "
-                             f"({', '.join(VENDORS)}), e.g. gcp/us-east4")
+            raise FleetError(
+                f"quota scope {scope!r} must be a provider or provider/region ({', '.join(VENDORS)}), e.g. gcp/us-east4"
+            )
         with self.db.write() as conn:
             quotas.set_quota(conn, provider, region, market, accelerator.upper(), gpus)
 
@@ -278,8 +300,9 @@ class LocalCloud:
         clock = self.settle()
         with self.db.write() as conn:
             n = conn.execute("SELECT COUNT(*) FROM instances WHERE fleet IS NULL").fetchone()[0]
-            rows = ledger.create(conn, model, clock, self.seed, token=f"foreign-{n}", count=count,
-                                 tags=dict(FOREIGN_TAGS))
+            rows = ledger.create(
+                conn, model, clock, self.seed, token=f"foreign-{n}", count=count, tags=dict(FOREIGN_TAGS)
+            )
         return [ledger.to_instance(r) for r in rows]
 
     # ---- node processes ----------------------------------------------------------------------
@@ -297,18 +320,20 @@ class LocalCloud:
         for row in self.db.read("SELECT id, pid FROM instances WHERE pid IS NOT NULL"):
             nodes.kill(row)
 
-
     def _pool(self, pool_id: str) -> PoolModel:
         if pool_id not in self.market:
-            raise FleetError(f"the local cloud has no pool {pool_id!r}; "
-                             "pool ids look like aws/us-east-1/us-east-1a/p5.48xlarge/spot (see `fleet offers`)")
+            raise FleetError(
+                f"the local cloud has no pool {pool_id!r}; "
+                "pool ids look like aws/us-east-1/us-east-1a/p5.48xlarge/spot (see `fleet offers`)"
+            )
         return self.market.pool(pool_id)
 
 
 def take_fault(conn: sqlite3.Connection, pool_id: str, kinds: tuple[str, ...]) -> str | None:
     """Consume one fault of ``kinds`` whose prefix matches ``pool_id`` (oldest first)."""
-    for row in conn.execute(f"SELECT id, prefix, kind FROM faults WHERE kind IN ({','.join('?' * len(kinds))})"
-                            " ORDER BY id", kinds).fetchall():
+    for row in conn.execute(
+        f"SELECT id, prefix, kind FROM faults WHERE kind IN ({','.join('?' * len(kinds))}) ORDER BY id", kinds
+    ).fetchall():
         if pool_id.startswith(row["prefix"]):
             conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE id=?", (row["id"],))
             conn.execute("DELETE FROM faults WHERE id=? AND remaining <= 0", (row["id"],))
@@ -319,4 +344,3 @@ def take_fault(conn: sqlite3.Connection, pool_id: str, kinds: tuple[str, ...]) -
 def fingerprint(fleet: str, pool_id: str, count: int, tags: dict[str, str]) -> str:
     """What a launch token is bound to: reusing the token with another fingerprint is refused."""
     return json.dumps([fleet, pool_id, count, sorted(tags.items())])
-

@@ -70,8 +70,10 @@ CREATE TABLE IF NOT EXISTS quotas (provider TEXT NOT NULL, region TEXT NOT NULL,
 
 
 #: The only fix for a broken cloud file, with what it costs.
-RESET_HINT = ("`fleet local reset` starts a fresh simulated cloud, which DELETES every simulated instance, "
-              "its node processes and buckets; keep a copy of the file first if you need it")
+RESET_HINT = (
+    "`fleet local reset` starts a fresh simulated cloud, which DELETES every simulated instance, "
+    "its node processes and buckets; keep a copy of the file first if you need it"
+)
 
 
 def _not_writable(path: Path) -> str:
@@ -106,7 +108,7 @@ class Database:
         self.path = path
         self._local = threading.local()
         self._lock = _write_lock(path)
-        private_file(path)      # created 0600 before SQLite makes it (its -wal/-shm copy the mode)
+        private_file(path)  # created 0600 before SQLite makes it (its -wal/-shm copy the mode)
         try:
             with self.write() as conn:
                 for statement in SCHEMA.split(";"):
@@ -117,21 +119,25 @@ class Database:
         except sqlite3.DatabaseError as err:
             raise self._unreadable(err) from err
         if int(version) != SCHEMA_VERSION:
-            raise FleetError(f"local cloud {path} has schema version {version}, this spotfleet knows "
-                             f"{SCHEMA_VERSION}; {RESET_HINT}")
+            raise FleetError(
+                f"local cloud {path} has schema version {version}, this spotfleet knows {SCHEMA_VERSION}; {RESET_HINT}"
+            )
 
     def _unreadable(self, err: Exception) -> FleetError:
         why = _not_writable(self.path)
         if why:
-            return FleetError(f"local cloud file {self.path} cannot be written: {why}; make it writable "
-                              f"(e.g. `chmod u+w {self.path} {self.path.parent}`); its instances are intact")
+            return FleetError(
+                f"local cloud file {self.path} cannot be written: {why}; make it writable "
+                f"(e.g. `chmod u+w {self.path} {self.path.parent}`); its instances are intact"
+            )
         return FleetError(f"local cloud file {self.path} is unreadable ({err}); {RESET_HINT}")
 
     def conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             try:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from fleet.model import InterruptionSource, Market, Offer
 from providers.local.vendors import VENDORS
 
-if TYPE_CHECKING:       # the catalog and the traces are read when a pool is first modelled, not on import
+if TYPE_CHECKING:  # the catalog and the traces are read when a pool is first modelled, not on import
     from fleet.traces import Trace
 
 ON_DEMAND_CAPACITY = 1000
@@ -45,8 +45,8 @@ class PoolModel:
     """One pool's behaviour: capacity over time and when its instances are taken back."""
 
     offer: Offer
-    trace: Trace | None          # None: on-demand, never preempted
-    phase: float                 # trace seconds at elapsed time 0
+    trace: Trace | None  # None: on-demand, never preempted
+    phase: float  # trace seconds at elapsed time 0
     base_capacity: int
     hazard_per_hour: float
 
@@ -91,8 +91,9 @@ class PoolModel:
     def _local_offer(self) -> Offer:
         update: dict[str, object] = {"source": "local"}
         if self.trace is not None:
-            update.update(interruptions_per_hour=self.interruptions_per_hour,
-                          interruption_source=InterruptionSource.TRACE)
+            update.update(
+                interruptions_per_hour=self.interruptions_per_hour, interruption_source=InterruptionSource.TRACE
+            )
         return self.offer.model_copy(update=update)
 
     def as_offer(self, free: int) -> Offer:
@@ -138,14 +139,17 @@ class SpotMarket:
 
         no_spot = provider in spot_not_sold((provider,))
         cpu = cpu_offers() if accs is None or CPU in accs else ()
-        read = {o.pool.id: o for o in (*snapshot_offers_of(accs, provider=provider), *cpu)
-                if o.pool.provider == provider and not (o.market is Market.SPOT and no_spot)}
+        read = {
+            o.pool.id: o
+            for o in (*snapshot_offers_of(accs, provider=provider), *cpu)
+            if o.pool.provider == provider and not (o.market is Market.SPOT and no_spot)
+        }
         self._offers.update(read)
         return list(read)
 
     def __contains__(self, pool_id: str) -> bool:
         if pool_id not in self._offers:
-            self.pool_ids(pool_id.split("/", 1)[0])        # read the vendor's every pool once
+            self.pool_ids(pool_id.split("/", 1)[0])  # read the vendor's every pool once
         return pool_id in self._offers
 
     def pool(self, pool_id: str) -> PoolModel:

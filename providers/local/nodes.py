@@ -62,14 +62,23 @@ def start(cloud: LocalCloud, rows: Sequence[sqlite3.Row], node: NodeConfig) -> N
     """Start a supervisor per instance in ``rows`` and record its pid."""
     for row in rows:
         where = private_dir(node_dir(cloud.root, row["id"]))
-        env = {"SPOTFLEET_INSTANCE_ID": row["id"], "SPOTFLEET_FLEET": row["fleet"] or "",
-               "SPOTFLEET_NOTICE_FILE": str(cloud.notices / f"{row['id']}.json"),
-               "SPOTFLEET_CHECKPOINT_URI": checkpoint_uri(cloud, row["fleet"] or ""),
-               "SPOTFLEET_NODE_LOG": str(where / "node.log"), **node.env}
+        env = {
+            "SPOTFLEET_INSTANCE_ID": row["id"],
+            "SPOTFLEET_FLEET": row["fleet"] or "",
+            "SPOTFLEET_NOTICE_FILE": str(cloud.notices / f"{row['id']}.json"),
+            "SPOTFLEET_CHECKPOINT_URI": checkpoint_uri(cloud, row["fleet"] or ""),
+            "SPOTFLEET_NODE_LOG": str(where / "node.log"),
+            **node.env,
+        }
         write_private(where / "node.json", json.dumps({"startup": node.startup, "env": env}))  # may hold secrets
-        proc = subprocess.Popen([sys.executable, "-m", "providers.local.nodes", str(cloud.root), row["id"]],
-                                cwd=where, start_new_session=True, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=open(where / "supervisor.log", "ab"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "providers.local.nodes", str(cloud.root), row["id"]],
+            cwd=where,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(where / "supervisor.log", "ab"),
+        )
         with cloud.db.write() as conn:
             conn.execute("UPDATE instances SET pid=? WHERE id=?", (proc.pid, row["id"]))
 
@@ -102,17 +111,23 @@ def supervise(cloud: LocalCloud, instance_id: str) -> dict[str, object]:
     state = cloud.instance_state(instance_id)
     if state is None or not state.alive:
         return {"reason": f"{state.value if state else 'gone'} before start"}
-    signal.signal(signal.SIGTERM, lambda *_: None)   # the node's SIGTERM is meant for the node
+    signal.signal(signal.SIGTERM, lambda *_: None)  # the node's SIGTERM is meant for the node
     with open(where / "node.log", "ab") as log:
-        child = subprocess.Popen(["/bin/sh", "-c", config["startup"]], cwd=where, stdin=subprocess.DEVNULL,
-                                 stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **config["env"]})
+        child = subprocess.Popen(
+            ["/bin/sh", "-c", config["startup"]],
+            cwd=where,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **config["env"]},
+        )
     while state is not None and state.alive:
         time.sleep(POLL_SECONDS)
         state = cloud.instance_state(instance_id)
-    if state is not InstanceState.PREEMPTED:          # terminated (or vanished): no grace
+    if state is not InstanceState.PREEMPTED:  # terminated (or vanished): no grace
         child.kill()
         return {"reason": state.value if state else "gone", "returncode": child.wait()}
-    os.killpg(os.getpgid(0), signal.SIGTERM)         # preempted: the node's hard-off
+    os.killpg(os.getpgid(0), signal.SIGTERM)  # preempted: the node's hard-off
     try:
         code = child.wait(GRACE_SECONDS)
     except subprocess.TimeoutExpired:
@@ -128,7 +143,7 @@ def main(argv: list[str]) -> None:
     cloud = LocalCloud.open(root)
     outcome = supervise(cloud, instance_id)
     (node_dir(root, instance_id) / "exit.json").write_text(json.dumps(outcome))
-    os.killpg(os.getpgid(0), signal.SIGKILL)         # leave no grandchild behind
+    os.killpg(os.getpgid(0), signal.SIGKILL)  # leave no grandchild behind
 
 
 if __name__ == "__main__":

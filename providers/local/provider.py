@@ -85,11 +85,18 @@ class LocalProvider:
         """
         pool = request.offer.pool
         if pool.provider != self.name:
-            raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not {self.name}",
-                                code=self.vendor.code("unknown-pool"))
+            raise ProviderError(
+                self.name,
+                f"pool {pool.id} belongs to {pool.provider}, not {self.name}",
+                code=self.vendor.code("unknown-pool"),
+            )
         if pool.id not in self.cloud.market:
-            raise ProviderError(self.name, f"no pool {pool.id} in the local cloud", region=pool.region,
-                                code=self.vendor.code("unknown-pool"))
+            raise ProviderError(
+                self.name,
+                f"no pool {pool.id} in the local cloud",
+                region=pool.region,
+                code=self.vendor.code("unknown-pool"),
+            )
         # throttling is retried by the kit's engine, as the real adapters do; nothing else is
         return self.retrier.call(lambda: self._launch_once(request), idempotent=False)
 
@@ -97,8 +104,10 @@ class LocalProvider:
         """Alive instances of this vendor whose spotfleet fleet tag is ``fleet``."""
         self._round_trip()
         self.cloud.settle()
-        rows = self.cloud.db.read(f"SELECT * FROM instances WHERE provider=? AND fleet=? AND {ledger.ALIVE_SQL}"
-                                  " ORDER BY rowid", (self.name, fleet))
+        rows = self.cloud.db.read(
+            f"SELECT * FROM instances WHERE provider=? AND fleet=? AND {ledger.ALIVE_SQL} ORDER BY rowid",
+            (self.name, fleet),
+        )
         return [ledger.to_instance(r) for r in rows]
 
     def ended_at(self, ids: Sequence[str]) -> dict[str, float]:
@@ -109,8 +118,10 @@ class LocalProvider:
         if not wanted:
             return {}
         marks = ",".join("?" * len(wanted))
-        rows = self.cloud.db.read(f"SELECT id, ended_at FROM instances WHERE provider=? AND id IN ({marks}) "
-                                  "AND ended_at IS NOT NULL", (self.name, *wanted))
+        rows = self.cloud.db.read(
+            f"SELECT id, ended_at FROM instances WHERE provider=? AND id IN ({marks}) AND ended_at IS NOT NULL",
+            (self.name, *wanted),
+        )
         return {r["id"]: float(r["ended_at"]) for r in rows}
 
     def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
@@ -124,9 +135,13 @@ class LocalProvider:
         now = self.cloud.clock().now
         marks = ",".join("?" * len(wanted))
         rows = self.cloud.db.read(f"SELECT * FROM instances WHERE provider=? AND id IN ({marks})", (self.name, *wanted))
-        return {r["id"]: BilledRate(per_hour=float(r["price"]), source="instance",
-                                    rental=PoolKey.from_id(r["pool"]).market.value, at=now)
-                for r in rows if r["provider"] == self.name and r["state"] in ledger.ALIVE}
+        return {
+            r["id"]: BilledRate(
+                per_hour=float(r["price"]), source="instance", rental=PoolKey.from_id(r["pool"]).market.value, at=now
+            )
+            for r in rows
+            if r["provider"] == self.name and r["state"] in ledger.ALIVE
+        }
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances; unknown or ended ids are success; untagged ones are skipped."""
@@ -165,8 +180,12 @@ class LocalProvider:
 
     def _raise_fault(self, kind: str, request: LaunchRequest) -> None:
         pool = request.offer.pool
-        raise FAULT_ERRORS[kind](self.name, f"injected {kind} fault launching into {pool.id}",
-                                 region=pool.region, code=self.vendor.code(kind))
+        raise FAULT_ERRORS[kind](
+            self.name,
+            f"injected {kind} fault launching into {pool.id}",
+            region=pool.region,
+            code=self.vendor.code(kind),
+        )
 
     def _launch_once(self, request: LaunchRequest) -> LaunchResult:
         self._round_trip()
@@ -180,45 +199,75 @@ class LocalProvider:
         self.cloud.settle()
         with self.cloud.db.write() as conn:
             clock = self.cloud.clock()
-            seen = conn.execute("SELECT * FROM launches WHERE provider=? AND token=?",
-                                (self.name, request.token)).fetchone()
+            seen = conn.execute(
+                "SELECT * FROM launches WHERE provider=? AND token=?", (self.name, request.token)
+            ).fetchone()
             if seen is not None:
                 if seen["fingerprint"] != print_:
-                    raise ProviderError(self.name, f"launch token {request.token!r} was already used with "
-                                        "different parameters", region=pool.region, code=self.vendor.code("mismatch"))
-                rows = conn.execute("SELECT * FROM instances WHERE provider=? AND token=? ORDER BY idx",
-                                    (self.name, request.token)).fetchall()
-                return LaunchResult(instances=tuple(ledger.to_instance(r) for r in rows),
-                                    error_code=seen["error_code"], error_message=seen["error_message"],
-                                    error_kind=seen["error_kind"])
+                    raise ProviderError(
+                        self.name,
+                        f"launch token {request.token!r} was already used with different parameters",
+                        region=pool.region,
+                        code=self.vendor.code("mismatch"),
+                    )
+                rows = conn.execute(
+                    "SELECT * FROM instances WHERE provider=? AND token=? ORDER BY idx", (self.name, request.token)
+                ).fetchall()
+                return LaunchResult(
+                    instances=tuple(ledger.to_instance(r) for r in rows),
+                    error_code=seen["error_code"],
+                    error_message=seen["error_message"],
+                    error_kind=seen["error_kind"],
+                )
             n, code, message, kind = self._fulfilment(conn, request, model, clock)
             rows = ledger.create(conn, model, clock, self.cloud.seed, token=request.token, count=n, tags=tags)
-            conn.execute("INSERT INTO launches VALUES (?, ?, ?, ?, ?, ?)",
-                         (self.name, request.token, print_, code, message, kind))
+            conn.execute(
+                "INSERT INTO launches VALUES (?, ?, ?, ?, ?, ?)",
+                (self.name, request.token, print_, code, message, kind),
+            )
         instances = tuple(ledger.to_instance(r) for r in rows)
         self.cloud.start_nodes(rows, request.node)
         return LaunchResult(instances=instances, error_code=code, error_message=message, error_kind=kind)
 
-    def _fulfilment(self, conn: sqlite3.Connection, request: LaunchRequest, model: PoolModel,
-                    clock: ledger.Clock) -> tuple[int, str, str, str]:
+    def _fulfilment(
+        self, conn: sqlite3.Connection, request: LaunchRequest, model: PoolModel, clock: ledger.Clock
+    ) -> tuple[int, str, str, str]:
         """How many instances a fresh launch gets, and the vendor's code, message and error
         kind for a shortfall (a quota that binds before capacity is reported as the quota)."""
         pool = request.offer.pool
         capacity = ERROR_KIND["capacity"]
         if take_fault(conn, pool.id, ("capacity",)):
-            return (0, self.vendor.code("capacity"), f"injected capacity fault: no {pool.instance_type} in {pool.id}",
-                    capacity)
+            return (
+                0,
+                self.vendor.code("capacity"),
+                f"injected capacity fault: no {pool.instance_type} in {pool.id}",
+                capacity,
+            )
         price = model.offer.price_per_hour
         if request.max_price is not None and pool.market is Market.SPOT and request.max_price < price:
-            return 0, self.vendor.code("price"), (f"max price {request.max_price:.4f} is below the spot price "
-                                                  f"{price:.4f} of {pool.id}"), capacity
+            return (
+                0,
+                self.vendor.code("price"),
+                (f"max price {request.max_price:.4f} is below the spot price {price:.4f} of {pool.id}"),
+                capacity,
+            )
         allowed, quota = quotas.room(conn, model.offer)
         n = min(request.count, self.cloud.room(conn, model, clock))
         if allowed < n:
-            return allowed, self.vendor.code("quota"), (
-                f"quota {quota.label} ({quota.limit:g}, {quota.in_use:g} in use) allows {allowed} of "
-                f"{request.count} {pool.instance_type} in {pool.id}"), ERROR_KIND["quota"]
+            return (
+                allowed,
+                self.vendor.code("quota"),
+                (
+                    f"quota {quota.label} ({quota.limit:g}, {quota.in_use:g} in use) allows {allowed} of "
+                    f"{request.count} {pool.instance_type} in {pool.id}"
+                ),
+                ERROR_KIND["quota"],
+            )
         if n < request.count:
-            return n, self.vendor.code("capacity"), (f"only {n} of {request.count} {pool.instance_type} "
-                                                     f"available in {pool.id} right now"), capacity
+            return (
+                n,
+                self.vendor.code("capacity"),
+                (f"only {n} of {request.count} {pool.instance_type} available in {pool.id} right now"),
+                capacity,
+            )
         return n, "", "", ""

@@ -17,41 +17,59 @@ from fleet.model import Market, Offer, Quota
 from providers.local import ledger
 
 
-def set_quota(conn: sqlite3.Connection, provider: str, region: str, market: str, accelerator: str,
-              gpus: int | None) -> None:
+def set_quota(
+    conn: sqlite3.Connection, provider: str, region: str, market: str, accelerator: str, gpus: int | None
+) -> None:
     """Set (``gpus`` None: remove) one quota. FleetError for a bad market or a negative limit."""
     if market not in ("", Market.SPOT.value, Market.ON_DEMAND.value):
         raise FleetError(f"quota market {market!r} must be spot, on-demand or empty (both)")
     if gpus is None:
-        conn.execute("DELETE FROM quotas WHERE provider=? AND region=? AND market=? AND accelerator=?",
-                     (provider, region, market, accelerator))
+        conn.execute(
+            "DELETE FROM quotas WHERE provider=? AND region=? AND market=? AND accelerator=?",
+            (provider, region, market, accelerator),
+        )
     elif gpus < 0:
         raise FleetError(f"a quota must be >= 0 GPUs (got {gpus})")
     else:
-        conn.execute("INSERT OR REPLACE INTO quotas VALUES (?, ?, ?, ?, ?)", (provider, region, market, accelerator,
-                                                                              gpus))
+        conn.execute(
+            "INSERT OR REPLACE INTO quotas VALUES (?, ?, ?, ?, ?)", (provider, region, market, accelerator, gpus)
+        )
 
 
 def quotas(conn: sqlite3.Connection, provider: str | None = None) -> list[Quota]:
     """The quotas of ``provider`` (None: every provider) with the GPUs in use under each now."""
-    rows = conn.execute("SELECT * FROM quotas" + (" WHERE provider=?" if provider else "")
-                        + " ORDER BY provider, region, market, accelerator", (provider,) if provider else ()).fetchall()
+    rows = conn.execute(
+        "SELECT * FROM quotas"
+        + (" WHERE provider=?" if provider else "")
+        + " ORDER BY provider, region, market, accelerator",
+        (provider,) if provider else (),
+    ).fetchall()
     out = []
     for r in rows:
-        q = Quota(provider=r["provider"], region=r["region"], market=Market(r["market"]) if r["market"] else None,
-                  accelerator=r["accelerator"], limit=r["gpus"])
+        q = Quota(
+            provider=r["provider"],
+            region=r["region"],
+            market=Market(r["market"]) if r["market"] else None,
+            accelerator=r["accelerator"],
+            limit=r["gpus"],
+        )
         out.append(q.model_copy(update={"in_use": float(_in_use(conn, q))}))
     return out
 
 
 def _in_use(conn: sqlite3.Connection, q: Quota) -> int:
-    sql = f"SELECT pool, accelerator, SUM(gpus) FROM instances WHERE provider=? AND {ledger.ALIVE_SQL} " \
-          "GROUP BY pool, accelerator"
+    sql = (
+        f"SELECT pool, accelerator, SUM(gpus) FROM instances WHERE provider=? AND {ledger.ALIVE_SQL} "
+        "GROUP BY pool, accelerator"
+    )
     total = 0
     for pool, accelerator, gpus in conn.execute(sql, (q.provider,)):
         _, region, _, _, market = pool.split("/")
-        if (not q.region or region == q.region) and (q.market is None or market == q.market.value) \
-                and (not q.accelerator or accelerator == q.accelerator):
+        if (
+            (not q.region or region == q.region)
+            and (q.market is None or market == q.market.value)
+            and (not q.accelerator or accelerator == q.accelerator)
+        ):
             total += gpus
     return total
 

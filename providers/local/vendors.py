@@ -37,8 +37,13 @@ FAULT_ERRORS: dict[str, type[ProviderError]] = {
 }
 
 #: LaunchResult.error_kind for each fault kind.
-ERROR_KIND = {"capacity": "capacity", "quota": "quota", "throttle": "rate-limit",
-              "server-error": "transient", "auth": "auth"}
+ERROR_KIND = {
+    "capacity": "capacity",
+    "quota": "quota",
+    "throttle": "rate-limit",
+    "server-error": "transient",
+    "auth": "auth",
+}
 
 
 def _aws_id(digest: bytes) -> str:
@@ -49,6 +54,7 @@ def _numeric_id(digits: int) -> Callable[[bytes], str]:
     def make(digest: bytes) -> str:
         n = int.from_bytes(digest[:8], "big") % (9 * 10 ** (digits - 1))
         return str(10 ** (digits - 1) + n)
+
     return make
 
 
@@ -76,8 +82,8 @@ class Vendor:
 
     name: str
     make_id: Callable[[bytes], str]
-    codes: dict[str, str] = field(default_factory=dict)   # fault kind (+ a few extras) -> vendor code
-    hazard_per_hour: float = 0.02   # background spot preemptions per instance-hour, on top of the trace
+    codes: dict[str, str] = field(default_factory=dict)  # fault kind (+ a few extras) -> vendor code
+    hazard_per_hour: float = 0.02  # background spot preemptions per instance-hour, on top of the trace
 
     @property
     def notice_seconds(self) -> int:
@@ -90,36 +96,108 @@ class Vendor:
         return self.codes.get(kind, kind)
 
 
-VENDORS: dict[str, Vendor] = {v.name: v for v in (
-    Vendor("aws", _aws_id,
-           {"capacity": "InsufficientInstanceCapacity", "quota": "MaxSpotInstanceCountExceeded",
-            "throttle": "RequestLimitExceeded", "server-error": "InternalError", "auth": "AuthFailure",
-            "mismatch": "IdempotentParameterMismatch", "price": "SpotMaxPriceTooLow",
-            "unknown-pool": "InvalidParameterValue"}),
-    Vendor("gcp", _numeric_id(19),
-           {"capacity": "ZONE_RESOURCE_POOL_EXHAUSTED", "quota": "QUOTA_EXCEEDED",
-            "throttle": "rateLimitExceeded", "server-error": "backendError", "auth": "UNAUTHENTICATED",
-            "mismatch": "ALREADY_EXISTS", "price": "ZONE_RESOURCE_POOL_EXHAUSTED",
-            "unknown-pool": "RESOURCE_NOT_FOUND"}),
-    Vendor("azure", _guid,
-           {"capacity": "AllocationFailed", "quota": "OperationNotAllowed", "throttle": "TooManyRequests",
-            "server-error": "InternalServerError", "auth": "AuthenticationFailed",
-            "mismatch": "Conflict", "price": "OverconstrainedAllocationRequest", "unknown-pool": "SkuNotAvailable"}),
-    Vendor("vast", _numeric_id(8),
-           {"capacity": "no_such_ask", "quota": "insufficient_credit", "throttle": "rate_limit_exceeded",
-            "server-error": "server_error", "auth": "auth_error", "mismatch": "invalid_args",
-            "price": "invalid_price", "unknown-pool": "no_such_ask"}, hazard_per_hour=0.05),
-    Vendor("lambda", _hex32,
-           {"capacity": "instance-operations/launch/insufficient-capacity", "quota": "global/quota-exceeded",
-            "throttle": "global/too-many-requests", "server-error": "global/internal-error",
-            "auth": "global/invalid-api-key", "mismatch": "global/invalid-parameters",
-            "price": "global/invalid-parameters", "unknown-pool": "global/object-does-not-exist"}),
-    Vendor("runpod", _pod_id,       # the codes the RunPod adapter derives from REST v2 problems
-           {"capacity": "no-capacity", "quota": "insufficient-balance", "throttle": "rate-limited",
-            "server-error": "HTTP502", "auth": "unauthorized", "mismatch": "invalid-request",
-            "price": "invalid-request", "unknown-pool": "invalid-request"}, hazard_per_hour=0.03),
-    Vendor("oci", _ocid,
-           {"capacity": "OutOfHostCapacity", "quota": "LimitExceeded", "throttle": "TooManyRequests",
-            "server-error": "InternalServerError", "auth": "NotAuthenticated", "mismatch": "IncorrectState",
-            "price": "InvalidParameter", "unknown-pool": "InvalidParameter"}),
-)}
+VENDORS: dict[str, Vendor] = {
+    v.name: v
+    for v in (
+        Vendor(
+            "aws",
+            _aws_id,
+            {
+                "capacity": "InsufficientInstanceCapacity",
+                "quota": "MaxSpotInstanceCountExceeded",
+                "throttle": "RequestLimitExceeded",
+                "server-error": "InternalError",
+                "auth": "AuthFailure",
+                "mismatch": "IdempotentParameterMismatch",
+                "price": "SpotMaxPriceTooLow",
+                "unknown-pool": "InvalidParameterValue",
+            },
+        ),
+        Vendor(
+            "gcp",
+            _numeric_id(19),
+            {
+                "capacity": "ZONE_RESOURCE_POOL_EXHAUSTED",
+                "quota": "QUOTA_EXCEEDED",
+                "throttle": "rateLimitExceeded",
+                "server-error": "backendError",
+                "auth": "UNAUTHENTICATED",
+                "mismatch": "ALREADY_EXISTS",
+                "price": "ZONE_RESOURCE_POOL_EXHAUSTED",
+                "unknown-pool": "RESOURCE_NOT_FOUND",
+            },
+        ),
+        Vendor(
+            "azure",
+            _guid,
+            {
+                "capacity": "AllocationFailed",
+                "quota": "OperationNotAllowed",
+                "throttle": "TooManyRequests",
+                "server-error": "InternalServerError",
+                "auth": "AuthenticationFailed",
+                "mismatch": "Conflict",
+                "price": "OverconstrainedAllocationRequest",
+                "unknown-pool": "SkuNotAvailable",
+            },
+        ),
+        Vendor(
+            "vast",
+            _numeric_id(8),
+            {
+                "capacity": "no_such_ask",
+                "quota": "insufficient_credit",
+                "throttle": "rate_limit_exceeded",
+                "server-error": "server_error",
+                "auth": "auth_error",
+                "mismatch": "invalid_args",
+                "price": "invalid_price",
+                "unknown-pool": "no_such_ask",
+            },
+            hazard_per_hour=0.05,
+        ),
+        Vendor(
+            "lambda",
+            _hex32,
+            {
+                "capacity": "instance-operations/launch/insufficient-capacity",
+                "quota": "global/quota-exceeded",
+                "throttle": "global/too-many-requests",
+                "server-error": "global/internal-error",
+                "auth": "global/invalid-api-key",
+                "mismatch": "global/invalid-parameters",
+                "price": "global/invalid-parameters",
+                "unknown-pool": "global/object-does-not-exist",
+            },
+        ),
+        Vendor(
+            "runpod",
+            _pod_id,  # the codes the RunPod adapter derives from REST v2 problems
+            {
+                "capacity": "no-capacity",
+                "quota": "insufficient-balance",
+                "throttle": "rate-limited",
+                "server-error": "HTTP502",
+                "auth": "unauthorized",
+                "mismatch": "invalid-request",
+                "price": "invalid-request",
+                "unknown-pool": "invalid-request",
+            },
+            hazard_per_hour=0.03,
+        ),
+        Vendor(
+            "oci",
+            _ocid,
+            {
+                "capacity": "OutOfHostCapacity",
+                "quota": "LimitExceeded",
+                "throttle": "TooManyRequests",
+                "server-error": "InternalServerError",
+                "auth": "NotAuthenticated",
+                "mismatch": "IncorrectState",
+                "price": "InvalidParameter",
+                "unknown-pool": "InvalidParameter",
+            },
+        ),
+    )
+}

@@ -13,9 +13,19 @@ from providers.kit.record import ProviderRecord, on_call
 from providers.oci.settings import OciSettings
 
 RECORD = ProviderRecord(
-    "oci", title="OCI", settings=OciSettings, factory=on_call("providers.oci.provider:from_spec"),
-    check=on_call("providers.oci.check:check"), extra="oci", sdk_modules=("oci", "cryptography"),
-    notice_seconds=0, spot=True, zones=True, checkpoint_scheme="file", agent_cloud="oci",
+    "oci",
+    title="OCI",
+    settings=OciSettings,
+    factory=on_call("providers.oci.provider:from_spec"),
+    check=on_call("providers.oci.check:check"),
+    extra="oci",
+    sdk_modules=("oci", "cryptography"),
+    notice_seconds=0,
+    spot=True,
+    zones=True,
+    checkpoint_scheme="file",
+    agent_cloud="oci",
     pulumi_refusal="spotfleet ships no Pulumi stack for OCI yet (the pulumi-oci provider is not among its "
     "dependencies); run `fleet up` for OCI pools",
-    summary="OCI GPU shapes, on-demand and preemptible (VM shapes), availability domains as zones")
+    summary="OCI GPU shapes, on-demand and preemptible (VM shapes), availability domains as zones",
+)

@@ -58,11 +58,18 @@ def load_config(config_file: str = "", profile: str = "", environ: Mapping[str, 
     try:
         config = oci.config.from_file(os.path.expanduser(path), name)
         oci.config.validate_config(config)
-    except (oci.exceptions.ConfigFileNotFound, oci.exceptions.ProfileNotFound,
-            oci.exceptions.InvalidConfig, oci.exceptions.InvalidKeyFilePath) as err:
-        raise AuthError("oci", f"no usable OCI API key in {path} (profile {name}): {type(err).__name__}; "
-                        "create one with `oci setup config` or set providers.oci.config_file/profile",
-                        code="no-config") from None
+    except (
+        oci.exceptions.ConfigFileNotFound,
+        oci.exceptions.ProfileNotFound,
+        oci.exceptions.InvalidConfig,
+        oci.exceptions.InvalidKeyFilePath,
+    ) as err:
+        raise AuthError(
+            "oci",
+            f"no usable OCI API key in {path} (profile {name}): {type(err).__name__}; "
+            "create one with `oci setup config` or set providers.oci.config_file/profile",
+            code="no-config",
+        ) from None
     return dict(config)
 
 
@@ -70,9 +77,17 @@ class OciApi:
     """The Compute and Identity clients of one tenancy and region (thread-safe: each call makes
     its own request through the SDK's session)."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, *, config_file: str = "", profile: str = "",
-                 region: str = "", endpoint: str | None = None, retrier: Retrier | None = None,
-                 timeout: float = 30.0):
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        config_file: str = "",
+        profile: str = "",
+        region: str = "",
+        endpoint: str | None = None,
+        retrier: Retrier | None = None,
+        timeout: float = 30.0,
+    ):
         """``config`` as the SDK takes it, or ``None`` to read ``config_file``/``profile`` (see
         :func:`load_config`) when first needed, so building the adapter imports no SDK; ``region``
         overrides the config's."""
@@ -119,16 +134,19 @@ class OciApi:
                 import oci
 
                 common: dict[str, Any] = {
-                    "retry_strategy": oci.retry.NoneRetryStrategy(), "skip_deserialization": True,
+                    "retry_strategy": oci.retry.NoneRetryStrategy(),
+                    "skip_deserialization": True,
                     "circuit_breaker_strategy": oci.circuit_breaker.NoCircuitBreakerStrategy(),
-                    "timeout": (10.0, self.timeout)}
+                    "timeout": (10.0, self.timeout),
+                }
                 extra = {"service_endpoint": self.endpoint + API_VERSION} if self.endpoint else {}
                 try:
                     self._compute = oci.core.ComputeClient(config, **common, **extra)
                     self._identity = oci.identity.IdentityClient(config, **common, **extra)
                 except (oci.exceptions.InvalidConfig, oci.exceptions.InvalidPrivateKey, ValueError) as err:
-                    raise AuthError("oci", f"the OCI API key configuration is not usable: {type(err).__name__}",
-                                    code="bad-config") from None
+                    raise AuthError(
+                        "oci", f"the OCI API key configuration is not usable: {type(err).__name__}", code="bad-config"
+                    ) from None
             return self._compute, self._identity
 
     def _call(self, what: str, fn: Callable[[], Any], *, idempotent: bool) -> Any:
@@ -142,8 +160,7 @@ class OciApi:
                 return fn()
             except oci.exceptions.ServiceError as err:
                 raise from_service_error(err, what, self._where()) from None
-            except (oci.exceptions.RequestException, oci.exceptions.ConnectTimeout,
-                    oci.exceptions.ClientError) as err:
+            except (oci.exceptions.RequestException, oci.exceptions.ConnectTimeout, oci.exceptions.ClientError) as err:
                 raise from_transport_error(err, what, self._where()) from None
 
         return self._retrier.call(attempt, idempotent=idempotent)
@@ -183,8 +200,13 @@ class OciApi:
         """The shapes the compartment can launch (in ``availability_domain`` when given)."""
         compute, _ = self._clients()
         kwargs = {"availability_domain": availability_domain} if availability_domain else {}
-        return self._pages(ShapeRow, f"list shapes{' in ' + availability_domain if availability_domain else ''}",
-                           compute.list_shapes, compartment_id=compartment_id, **kwargs)
+        return self._pages(
+            ShapeRow,
+            f"list shapes{' in ' + availability_domain if availability_domain else ''}",
+            compute.list_shapes,
+            compartment_id=compartment_id,
+            **kwargs,
+        )
 
     def instances(self, compartment_id: str) -> list[InstanceRow]:
         """Every instance of the compartment, terminated ones OCI still lists included."""
@@ -203,13 +225,15 @@ class OciApi:
         may have created the instance: the caller's next launch finds it by its tags)."""
         compute, _ = self._clients()
         what = f"launch {details.shape} in {details.availability_domain}"
-        resp = self._call(what, lambda: compute.launch_instance(details, opc_retry_token=retry_token),
-                          idempotent=False)
+        resp = self._call(what, lambda: compute.launch_instance(details, opc_retry_token=retry_token), idempotent=False)
         return self._read(InstanceRow, resp.data, what)
 
     def terminate(self, instance_id: str) -> None:
         """TerminateInstance with its boot volume (``preserveBootVolume=false``); InstanceNotFoundError
         when OCI does not know the id."""
         compute, _ = self._clients()
-        self._call(f"terminate {instance_id}",
-                   lambda: compute.terminate_instance(instance_id, preserve_boot_volume=False), idempotent=True)
+        self._call(
+            f"terminate {instance_id}",
+            lambda: compute.terminate_instance(instance_id, preserve_boot_volume=False),
+            idempotent=True,
+        )

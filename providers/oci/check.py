@@ -13,8 +13,10 @@ from providers.base import CheckResult
 from providers.oci.api import OciApi
 from providers.oci.settings import OciSettings
 
-FIX_KEY = ("create an API key with `oci setup config` (it writes ~/.oci/config), or name the file and profile under "
-           "providers.oci.config_file/profile")
+FIX_KEY = (
+    "create an API key with `oci setup config` (it writes ~/.oci/config), or name the file and profile under "
+    "providers.oci.config_file/profile"
+)
 
 
 def check(settings: OciSettings, api: OciApi | None = None) -> CheckResult:
@@ -27,16 +29,32 @@ def check(settings: OciSettings, api: OciApi | None = None) -> CheckResult:
     try:
         ads = api.availability_domains(settings.compartment_id or api.tenancy)
     except AuthError as err:
-        return CheckResult(provider="oci", ok=False, can_price=False, can_launch=False,
-                           detail=f"the API key was refused: {err.message}", fix=FIX_KEY)
+        return CheckResult(
+            provider="oci",
+            ok=False,
+            can_price=False,
+            can_launch=False,
+            detail=f"the API key was refused: {err.message}",
+            fix=FIX_KEY,
+        )
     except ProviderError as err:
-        return CheckResult(provider="oci", ok=False, detail=f"could not reach OCI: {err}",
-                           fix="check the network, the profile's region and $SPOTFLEET_OCI_ENDPOINT")
+        return CheckResult(
+            provider="oci",
+            ok=False,
+            detail=f"could not reach OCI: {err}",
+            fix="check the network, the profile's region and $SPOTFLEET_OCI_ENDPOINT",
+        )
     missing = settings.missing()
     if missing:
-        return CheckResult(provider="oci", ok=False, identity=identity, can_price=None, can_launch=False,
-                           detail=f"{len(ads)} availability domain(s); {', '.join(missing)} not set",
-                           fix="set the compartment, subnet and GPU image OCIDs under providers.oci")
+        return CheckResult(
+            provider="oci",
+            ok=False,
+            identity=identity,
+            can_price=None,
+            can_launch=False,
+            detail=f"{len(ads)} availability domain(s); {', '.join(missing)} not set",
+            fix="set the compartment, subnet and GPU image OCIDs under providers.oci",
+        )
     notes: list[str] = []
     try:
         gpu = sorted({s.shape for s in api.shapes(settings.compartment_id) if s.gpus})
@@ -54,6 +72,13 @@ def check(settings: OciSettings, api: OciApi | None = None) -> CheckResult:
         quotas = {}
         notes.append(f"instances: {err.code or err.message}")
     ok = bool(can_price) and bool(can_launch)
-    return CheckResult(provider="oci", ok=ok, identity=identity, can_price=can_price, can_launch=can_launch,
-                       quotas=quotas, detail="; ".join([f"{len(ads)} availability domain(s)", *notes]),
-                       fix="" if ok else "grant the user's group `manage instance-family` in the compartment")
+    return CheckResult(
+        provider="oci",
+        ok=ok,
+        identity=identity,
+        can_price=can_price,
+        can_launch=can_launch,
+        quotas=quotas,
+        detail="; ".join([f"{len(ads)} availability domain(s)", *notes]),
+        fix="" if ok else "grant the user's group `manage instance-family` in the compartment",
+    )

@@ -31,28 +31,30 @@ from providers.kit.retry import RetryRules
 
 OUT_OF_HOST_CAPACITY = "OutOfHostCapacity"
 
-TABLE = ErrorTable("oci", codes={
-    "NotAuthenticated": AuthError,
-    "NotAuthorized": AuthError,
-    "SignUpRequired": AuthError,
-    "NotAuthorizedOrNotFound": InstanceNotFoundError,   # the only 404 code: unknown id or no access
-    "TooManyRequests": RateLimitedError,
-    "LimitExceeded": QuotaExceededError,                # Oracle's service limit for the tenancy
-    "QuotaExceeded": QuotaExceededError,                # the compartment quota an administrator set
-    OUT_OF_HOST_CAPACITY: NoCapacityError,
-    "InternalError": TransientProviderError,
-    "InternalServerError": TransientProviderError,
-    "ServiceUnavailable": TransientProviderError,
-    "InvalidParameter": ProviderError,
-    "MissingParameter": ProviderError,
-    "CannotParseRequest": ProviderError,
-    "RelatedResourceNotAuthorizedOrNotFound": ProviderError,
-    "IncorrectState": ProviderError,
-    "Conflict": ProviderError,
-})
+TABLE = ErrorTable(
+    "oci",
+    codes={
+        "NotAuthenticated": AuthError,
+        "NotAuthorized": AuthError,
+        "SignUpRequired": AuthError,
+        "NotAuthorizedOrNotFound": InstanceNotFoundError,  # the only 404 code: unknown id or no access
+        "TooManyRequests": RateLimitedError,
+        "LimitExceeded": QuotaExceededError,  # Oracle's service limit for the tenancy
+        "QuotaExceeded": QuotaExceededError,  # the compartment quota an administrator set
+        OUT_OF_HOST_CAPACITY: NoCapacityError,
+        "InternalError": TransientProviderError,
+        "InternalServerError": TransientProviderError,
+        "ServiceUnavailable": TransientProviderError,
+        "InvalidParameter": ProviderError,
+        "MissingParameter": ProviderError,
+        "CannotParseRequest": ProviderError,
+        "RelatedResourceNotAuthorizedOrNotFound": ProviderError,
+        "IncorrectState": ProviderError,
+        "Conflict": ProviderError,
+    },
+)
 
-RULES = RetryRules(throttling={"TooManyRequests"},
-                   never={OUT_OF_HOST_CAPACITY, "LimitExceeded", "QuotaExceeded"})
+RULES = RetryRules(throttling={"TooManyRequests"}, never={OUT_OF_HOST_CAPACITY, "LimitExceeded", "QuotaExceeded"})
 
 
 def vendor_code(status: int, code: str, message: str) -> str:
@@ -67,11 +69,16 @@ def from_service_error(err: Any, what: str, region: str = "") -> ProviderError:
     status = int(getattr(err, "status", 0) or 0)
     code = str(getattr(err, "code", "") or "")
     message = str(getattr(err, "message", "") or "")
-    return TABLE.error(f"{what}: {message or code or 'HTTP ' + str(status)}",
-                       code=vendor_code(status, code, message), status=status or None, region=region)
+    return TABLE.error(
+        f"{what}: {message or code or 'HTTP ' + str(status)}",
+        code=vendor_code(status, code, message),
+        status=status or None,
+        region=region,
+    )
 
 
 def from_transport_error(err: Exception, what: str, region: str = "") -> ProviderError:
     """A connection or timeout failure (nothing was answered): transient."""
-    return TransientProviderError("oci", f"{what}: {type(err).__name__} talking to OCI", region=region,
-                                  code="connection")
+    return TransientProviderError(
+        "oci", f"{what}: {type(err).__name__} talking to OCI", region=region, code="connection"
+    )

@@ -27,23 +27,28 @@ TAG_SLOT = "spotfleet:slot"
 TAG_PRICE = "spotfleet:price"
 
 STATES = {
-    "PROVISIONING": InstanceState.PENDING, "STARTING": InstanceState.PENDING, "MOVING": InstanceState.PENDING,
-    "RUNNING": InstanceState.RUNNING, "CREATING_IMAGE": InstanceState.RUNNING,
-    "STOPPING": InstanceState.STOPPED, "STOPPED": InstanceState.STOPPED,
-    "TERMINATING": InstanceState.TERMINATED, "TERMINATED": InstanceState.TERMINATED,
+    "PROVISIONING": InstanceState.PENDING,
+    "STARTING": InstanceState.PENDING,
+    "MOVING": InstanceState.PENDING,
+    "RUNNING": InstanceState.RUNNING,
+    "CREATING_IMAGE": InstanceState.RUNNING,
+    "STOPPING": InstanceState.STOPPED,
+    "STOPPED": InstanceState.STOPPED,
+    "TERMINATING": InstanceState.TERMINATED,
+    "TERMINATED": InstanceState.TERMINATED,
 }
 ENDED = ("TERMINATING", "TERMINATED")
 
 
 def to_oci_key(key: str) -> str:
     """A fleet tag name as an OCI freeform tag key (no period, space or colon)."""
-    name = OCI_PREFIX + key[len(PREFIX):] if key.startswith(PREFIX) else key
+    name = OCI_PREFIX + key[len(PREFIX) :] if key.startswith(PREFIX) else key
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:100]
 
 
 def from_oci_tags(tags: Mapping[str, str]) -> dict[str, str]:
     """OCI freeform tags with the fleet's own keys read back as ``spotfleet:*``."""
-    return {PREFIX + k[len(OCI_PREFIX):] if k.startswith(OCI_PREFIX) else k: v for k, v in tags.items()}
+    return {PREFIX + k[len(OCI_PREFIX) :] if k.startswith(OCI_PREFIX) else k: v for k, v in tags.items()}
 
 
 def token_tag(token: str) -> str:
@@ -96,8 +101,7 @@ def pool_of(row: InstanceRow, region: str) -> PoolKey:
         except ValueError:
             pass
     market = Market.SPOT if row.preemptible_instance_config is not None else Market.ON_DEMAND
-    return PoolKey(provider="oci", region=region, zone=row.availability_domain, instance_type=row.shape,
-                   market=market)
+    return PoolKey(provider="oci", region=region, zone=row.availability_domain, instance_type=row.shape, market=market)
 
 
 def to_instance(row: InstanceRow, region: str, accelerator: str, gpus: int) -> Instance:
@@ -108,7 +112,15 @@ def to_instance(row: InstanceRow, region: str, accelerator: str, gpus: int) -> I
     except ValueError:
         price = 0.0
     state = STATES.get(row.lifecycle_state, InstanceState.PENDING)
-    return Instance(id=row.id, fleet=tags.get(TAG_FLEET, ""), pool=pool_of(row, region), state=state,
-                    accelerator=accelerator, gpus=gpus, price_per_hour=price, launched_at=epoch(row.time_created),
-                    tags={k: v for k, v in tags.items() if k not in (TAG_TOKEN, TAG_SLOT, TAG_PRICE)},
-                    reason="terminated" if state is InstanceState.TERMINATED else "")
+    return Instance(
+        id=row.id,
+        fleet=tags.get(TAG_FLEET, ""),
+        pool=pool_of(row, region),
+        state=state,
+        accelerator=accelerator,
+        gpus=gpus,
+        price_per_hour=price,
+        launched_at=epoch(row.time_created),
+        tags={k: v for k, v in tags.items() if k not in (TAG_TOKEN, TAG_SLOT, TAG_PRICE)},
+        reason="terminated" if state is InstanceState.TERMINATED else "",
+    )

@@ -49,13 +49,25 @@ def node_metadata(request: LaunchRequest, ssh_key: str, secret_env: Mapping[str,
     meta = {"user_data": render_base64(boot_for("oci", request, secret_env)), "ssh_authorized_keys": ssh_key}
     size = sum(len(k) + len(v) for k, v in meta.items())
     if size > METADATA_LIMIT:
-        raise ProviderError("oci", f"the node start-up script is {size} bytes with its metadata, over OCI's "
-                            f"{METADATA_LIMIT}-byte limit; shorten node.startup or node.env", code="metadata-too-large")
+        raise ProviderError(
+            "oci",
+            f"the node start-up script is {size} bytes with its metadata, over OCI's "
+            f"{METADATA_LIMIT}-byte limit; shorten node.startup or node.env",
+            code="metadata-too-large",
+        )
     return meta
 
 
-def launch_details(request: LaunchRequest, *, zone: str, slot: int, compartment_id: str, subnet_id: str,
-                   image_id: str, metadata: Mapping[str, str]) -> oci.core.models.LaunchInstanceDetails:
+def launch_details(
+    request: LaunchRequest,
+    *,
+    zone: str,
+    slot: int,
+    compartment_id: str,
+    subnet_id: str,
+    image_id: str,
+    metadata: Mapping[str, str],
+) -> oci.core.models.LaunchInstanceDetails:
     """The LaunchInstanceDetails of slot ``slot`` of ``request`` in availability domain ``zone``."""
     from oci.core import models
 
@@ -63,12 +75,18 @@ def launch_details(request: LaunchRequest, *, zone: str, slot: int, compartment_
     preemptible = None
     if pool.market is Market.SPOT:
         preemptible = models.PreemptibleInstanceConfigDetails(
-            preemption_action=models.TerminatePreemptionAction(type="TERMINATE", preserve_boot_volume=False))
+            preemption_action=models.TerminatePreemptionAction(type="TERMINATE", preserve_boot_volume=False)
+        )
     return models.LaunchInstanceDetails(
-        availability_domain=zone, compartment_id=compartment_id, shape=pool.instance_type,
+        availability_domain=zone,
+        compartment_id=compartment_id,
+        shape=pool.instance_type,
         display_name=display_name(request, slot),
         create_vnic_details=models.CreateVnicDetails(subnet_id=subnet_id),
         source_details=models.InstanceSourceViaImageDetails(source_type="image", image_id=image_id),
-        freeform_tags=freeform_tags({**request.tags, **fleet_tags(request.fleet, pool)}, request.token, slot,
-                                    request.offer.price_per_hour),
-        metadata=dict(metadata), preemptible_instance_config=preemptible)
+        freeform_tags=freeform_tags(
+            {**request.tags, **fleet_tags(request.fleet, pool)}, request.token, slot, request.offer.price_per_hour
+        ),
+        metadata=dict(metadata),
+        preemptible_instance_config=preemptible,
+    )

@@ -41,8 +41,15 @@ def shape_prices() -> dict[str, ShapePrice]:
         if offer.market is Market.SPOT:
             spot.setdefault(offer.pool.instance_type, offer.price_per_hour)
         elif offer.pool.instance_type not in out:
-            out[offer.pool.instance_type] = ShapePrice(offer.pool.instance_type, offer.accelerator, offer.gpus,
-                                                       offer.vcpus, offer.memory_gib, offer.price_per_hour, None)
+            out[offer.pool.instance_type] = ShapePrice(
+                offer.pool.instance_type,
+                offer.accelerator,
+                offer.gpus,
+                offer.vcpus,
+                offer.memory_gib,
+                offer.price_per_hour,
+                None,
+            )
     return {name: ShapePrice(**{**p.__dict__, "preemptible": spot.get(name)}) for name, p in out.items()}
 
 
@@ -51,21 +58,39 @@ def preemptible_allowed(shape: str) -> bool:
     return not shape.startswith("BM.")
 
 
-def offers_for(region: str, zone: str, shape: str, prices: dict[str, ShapePrice], *, spot: bool,
-               on_demand: bool) -> list[Offer]:
+def offers_for(
+    region: str, zone: str, shape: str, prices: dict[str, ShapePrice], *, spot: bool, on_demand: bool
+) -> list[Offer]:
     """The offers of ``shape`` in availability domain ``zone`` ([] when the snapshot has no price)."""
     price = prices.get(shape)
     if price is None:
         return []
-    common = dict(accelerator=price.accelerator, gpus=price.gpus, vcpus=price.vcpus, memory_gib=price.memory_gib,
-                  on_demand_price=price.on_demand, source="live")
+    common = dict(
+        accelerator=price.accelerator,
+        gpus=price.gpus,
+        vcpus=price.vcpus,
+        memory_gib=price.memory_gib,
+        on_demand_price=price.on_demand,
+        source="live",
+    )
     out = []
     if on_demand:
-        out.append(Offer(pool=PoolKey(provider="oci", region=region, zone=zone, instance_type=shape,
-                                      market=Market.ON_DEMAND), price_per_hour=price.on_demand, **common))
+        out.append(
+            Offer(
+                pool=PoolKey(provider="oci", region=region, zone=zone, instance_type=shape, market=Market.ON_DEMAND),
+                price_per_hour=price.on_demand,
+                **common,
+            )
+        )
     if spot and price.preemptible is not None and preemptible_allowed(shape):
         rate, source = spot_interruption_estimate("oci", zone, price.accelerator)
-        out.append(Offer(pool=PoolKey(provider="oci", region=region, zone=zone, instance_type=shape,
-                                      market=Market.SPOT), price_per_hour=price.preemptible,
-                         interruptions_per_hour=rate, interruption_source=source, **common))
+        out.append(
+            Offer(
+                pool=PoolKey(provider="oci", region=region, zone=zone, instance_type=shape, market=Market.SPOT),
+                price_per_hour=price.preemptible,
+                interruptions_per_hour=rate,
+                interruption_source=source,
+                **common,
+            )
+        )
     return out

@@ -51,11 +51,19 @@ log = logging.getLogger(__name__)
 NODE_CHECKPOINT_DIR = "/var/lib/spotfleet/checkpoints"
 _BUCKET = re.compile(r"^[A-Za-z0-9._-]{1,256}$")
 
+
 class OciProvider:
     name = "oci"
 
-    def __init__(self, settings: OciSettings, api: OciApi, *, cache_seconds: float = 300.0,
-                 home: Path | None = None, environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        settings: OciSettings,
+        api: OciApi,
+        *,
+        cache_seconds: float = 300.0,
+        home: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ):
         self.settings = settings
         self.api = api
         self.cache_seconds = cache_seconds
@@ -97,27 +105,44 @@ class OciProvider:
                     continue
                 for row in self.api.shapes(self.settings.compartment_id, zone):
                     if row.gpus:
-                        found += offers_for(self.region, zone, row.shape, self._prices,
-                                            spot=self.settings.spot, on_demand=self.settings.on_demand)
+                        found += offers_for(
+                            self.region,
+                            zone,
+                            row.shape,
+                            self._prices,
+                            spot=self.settings.spot,
+                            on_demand=self.settings.on_demand,
+                        )
             cached = (time.monotonic(), sorted(found, key=lambda o: o.pool.id))
             with self._lock:
                 self._offers = cached
         accs, regions = {a.upper() for a in query.accelerators}, set(query.regions)
         markets = {m for m, on in ((Market.SPOT, query.spot), (Market.ON_DEMAND, query.on_demand)) if on}
-        return [o for o in cached[1] if (not accs or o.accelerator in accs) and o.market in markets
-                and (not regions or o.pool.region in regions)]
+        return [
+            o
+            for o in cached[1]
+            if (not accs or o.accelerator in accs) and o.market in markets and (not regions or o.pool.region in regions)
+        ]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         pool = request.offer.pool
         if pool.provider != self.name:
             raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not oci", code="wrong-provider")
         if pool.region != self.region:
-            raise ProviderError(self.name, f"pool {pool.id} is in {pool.region}, but this OCI profile and settings "
-                                f"serve {self.region}", region=pool.region, code="wrong-region")
+            raise ProviderError(
+                self.name,
+                f"pool {pool.id} is in {pool.region}, but this OCI profile and settings serve {self.region}",
+                region=pool.region,
+                code="wrong-region",
+            )
         missing = self.settings.missing()
         if missing:
-            raise ProviderError(self.name, f"cannot launch without {', '.join(missing)}: set the OCIDs of the "
-                                "compartment, subnet and GPU image under providers.oci", code="missing-settings")
+            raise ProviderError(
+                self.name,
+                f"cannot launch without {', '.join(missing)}: set the OCIDs of the "
+                "compartment, subnet and GPU image under providers.oci",
+                code="missing-settings",
+            )
         with self._lock:
             refusal = missing_credentials(self.name, request.node.checkpoint_uri, self._node_credentials)
         if refusal is not None:
@@ -139,8 +164,11 @@ class OciProvider:
 
     def list_instances(self, fleet: str) -> list[Instance]:
         """This fleet's live instances (terminating and terminated ones are left out)."""
-        return [self._instance(r) for r in self.api.instances(self.settings.compartment_id)
-                if fleet_of(r) == fleet and alive(r)]
+        return [
+            self._instance(r)
+            for r in self.api.instances(self.settings.compartment_id)
+            if fleet_of(r) == fleet and alive(r)
+        ]
 
     def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
         """What Oracle lists for these instances of ours (``providers.base.ReadsBilledRate``): OCI
@@ -166,8 +194,13 @@ class OciProvider:
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances with their boot volumes; gone is success; untagged ones are left alone."""
-        doomed = owned_alive(self.name, ids, lambda: {r.id: r for r in self.api.instances(self.settings.compartment_id)},
-                             owned=fleet_of, alive=alive)
+        doomed = owned_alive(
+            self.name,
+            ids,
+            lambda: {r.id: r for r in self.api.instances(self.settings.compartment_id)},
+            owned=fleet_of,
+            alive=alive,
+        )
         end_each(doomed, self._terminate_one)
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
@@ -175,8 +208,11 @@ class OciProvider:
         ``checkpoint.provider`` for checkpoints that outlive a preempted node (the node receives
         scoped credentials for it). The name follows Object Storage's rule (letters, digits, ``-_.``)."""
         if not _BUCKET.match(spec.bucket):
-            raise ProviderError(self.name, f"bucket name {spec.bucket!r} is not valid: use 1-256 letters, digits, "
-                                "dashes, underscores and dots", code="invalid-bucket-name")
+            raise ProviderError(
+                self.name,
+                f"bucket name {spec.bucket!r} is not valid: use 1-256 letters, digits, dashes, underscores and dots",
+                code="invalid-bucket-name",
+            )
         return BucketRef(provider=self.name, bucket=spec.bucket, uri=f"file://{NODE_CHECKPOINT_DIR}/{spec.bucket}")
 
     # ---- internals -----------------------------------------------------------------------
@@ -185,10 +221,13 @@ class OciProvider:
         with self._lock:
             if self._zones is not None:
                 return self._zones
-        names = sorted(ad.name for ad in self.api.availability_domains(self.settings.compartment_id or self.api.tenancy))
+        names = sorted(
+            ad.name for ad in self.api.availability_domains(self.settings.compartment_id or self.api.tenancy)
+        )
         if not names:
-            raise ProviderError(self.name, "the region lists no availability domain", region=self.region,
-                                code="no-availability-domains")
+            raise ProviderError(
+                self.name, "the region lists no availability domain", region=self.region, code="no-availability-domains"
+            )
         with self._lock:
             self._zones = names
         return names
@@ -210,8 +249,15 @@ class OciProvider:
         for zone in zones:
             while len(made) < n:
                 slot = state["next"]
-                details = launch_details(request, zone=zone, slot=slot, compartment_id=self.settings.compartment_id,
-                                         subnet_id=self.settings.subnet_id, image_id=image, metadata=metadata)
+                details = launch_details(
+                    request,
+                    zone=zone,
+                    slot=slot,
+                    compartment_id=self.settings.compartment_id,
+                    subnet_id=self.settings.subnet_id,
+                    image_id=image,
+                    metadata=metadata,
+                )
                 try:
                     row = self.api.launch(details, retry_token(request.token, slot))
                 except NoCapacityError as err:
@@ -243,10 +289,9 @@ class OciProvider:
             pass
 
 
-
-
 def from_spec(spec: FleetSpec, settings: OciSettings) -> OciProvider:
     """The adapter for ``spec``'s ``providers.oci`` settings: the SDK config they name (read when the
     adapter first calls OCI), the endpoint of ``$SPOTFLEET_OCI_ENDPOINT`` if set."""
-    return OciProvider(settings, OciApi(config_file=settings.config_file, profile=settings.profile,
-                                        region=settings.region))
+    return OciProvider(
+        settings, OciApi(config_file=settings.config_file, profile=settings.profile, region=settings.region)
+    )

@@ -16,11 +16,14 @@ from fleet.spec import ProviderSettings
 
 
 class OciSettings(ProviderSettings):
-    compartment_id: str = Field(default="", description="OCI: the compartment OCID instances are launched in "
-                                "(and listed from).")
+    compartment_id: str = Field(
+        default="", description="OCI: the compartment OCID instances are launched in (and listed from)."
+    )
     subnet_id: str = Field(default="", description="OCI: the subnet OCID of every node's VNIC (in the region).")
-    image_id: str = Field(default="", description="OCI: the image OCID nodes boot (a GPU image); node.image "
-                          "overrides it when it is an image OCID.")
+    image_id: str = Field(
+        default="",
+        description="OCI: the image OCID nodes boot (a GPU image); node.image overrides it when it is an image OCID.",
+    )
     config_file: str = Field(default="", description="OCI: the SDK config file (default ~/.oci/config).")
     profile: str = Field(default="", description="OCI: the profile in the config file (default DEFAULT).")
 

@@ -13,8 +13,18 @@ from providers.kit.record import ProviderRecord, on_call
 from providers.runpod.settings import RunPodSettings
 
 RECORD = ProviderRecord(
-    "runpod", title="RunPod", settings=RunPodSettings, factory=on_call("providers.runpod.provider:from_spec"),
-    check=on_call("providers.runpod.check:check"), extra="runpod", sdk_modules=("httpx",),
-    notice_seconds=0, spot=False, zones=True, checkpoint_scheme="file", agent_cloud="",
+    "runpod",
+    title="RunPod",
+    settings=RunPodSettings,
+    factory=on_call("providers.runpod.provider:from_spec"),
+    check=on_call("providers.runpod.check:check"),
+    extra="runpod",
+    sdk_modules=("httpx",),
+    notice_seconds=0,
+    spot=False,
+    zones=True,
+    checkpoint_scheme="file",
+    agent_cloud="",
     pulumi_refusal="RunPod has no Pulumi provider the stacks use; launch RunPod pods with `fleet up`",
-    summary="RunPod on-demand pods (Secure and Community clouds); its API v2 sells no interruptible pods")
+    summary="RunPod on-demand pods (Secure and Community clouds); its API v2 sells no interruptible pods",
+)

@@ -49,14 +49,28 @@ def find_api_key(environ: Mapping[str, str] | None = None, home: Path | None = N
     return key if isinstance(key, str) else ""
 
 
-def client(url: str | None = None, api_key: str | None = None, *, rules: RetryRules = RULES,
-           sleep: Callable[[float], None] = time.sleep) -> JsonClient:
+def client(
+    url: str | None = None,
+    api_key: str | None = None,
+    *,
+    rules: RetryRules = RULES,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JsonClient:
     """A client for one RunPod account (the key from :func:`find_api_key` unless given)."""
     from providers.kit.http import JsonClient
 
     key = api_key if api_key is not None else find_api_key()
-    register_secret(key)          # the bare key too: a gateway may echo it without "Bearer"
-    return JsonClient("runpod", url or default_url(), rules=rules, to_error=to_error, sleep=sleep,
-                      auth_headers={"Authorization": f"Bearer {key}"} if key else {},
-                      missing_auth=lambda: AuthError("runpod", "no API key: set $RUNPOD_API_KEY or run `runpod "
-                                                     "config` (~/.runpod/config.toml)", code="no-api-key"))
+    register_secret(key)  # the bare key too: a gateway may echo it without "Bearer"
+    return JsonClient(
+        "runpod",
+        url or default_url(),
+        rules=rules,
+        to_error=to_error,
+        sleep=sleep,
+        auth_headers={"Authorization": f"Bearer {key}"} if key else {},
+        missing_auth=lambda: AuthError(
+            "runpod",
+            "no API key: set $RUNPOD_API_KEY or run `runpod config` (~/.runpod/config.toml)",
+            code="no-api-key",
+        ),
+    )

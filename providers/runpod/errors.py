@@ -31,19 +31,25 @@ from providers.kit.errors import ErrorTable
 from providers.kit.retry import RetryRules
 
 #: A 400 whose detail says this (GPU, data center) could not be placed, as RunPod words it.
-_NO_CAPACITY = re.compile(r"no (instances|machines|gpus?) (are )?available|not enough (free )?gpus|"
-                          r"could not (be )?place|out of capacity|no capacity", re.I)
+_NO_CAPACITY = re.compile(
+    r"no (instances|machines|gpus?) (are )?available|not enough (free )?gpus|"
+    r"could not (be )?place|out of capacity|no capacity",
+    re.I,
+)
 
-TABLE = ErrorTable("runpod", codes={
-    "no-capacity": NoCapacityError,
-    "insufficient-balance": QuotaExceededError,     # RunPod's only spending limit is the balance
-    "unauthorized": AuthError,
-    "forbidden": AuthError,
-    "not-found": InstanceNotFoundError,
-    "rate-limited": RateLimitedError,
-    "invalid-request": ProviderError,
-    "conflict": ProviderError,
-})
+TABLE = ErrorTable(
+    "runpod",
+    codes={
+        "no-capacity": NoCapacityError,
+        "insufficient-balance": QuotaExceededError,  # RunPod's only spending limit is the balance
+        "unauthorized": AuthError,
+        "forbidden": AuthError,
+        "not-found": InstanceNotFoundError,
+        "rate-limited": RateLimitedError,
+        "invalid-request": ProviderError,
+        "conflict": ProviderError,
+    },
+)
 #: 429 is retried after its Retry-After; 5xx, connection failures and unreadable answers only for
 #: idempotent calls (the kit's default for those classes): a create may have made a pod.
 RULES = RetryRules(throttling=frozenset({"rate-limited"}), max_retry_after=30.0)
@@ -53,15 +59,26 @@ def vendor_code(status: int, detail: str) -> str:
     """Our code for a failed call: from the status, and for ``400`` from the ``detail``."""
     if status == 400:
         return "no-capacity" if _NO_CAPACITY.search(detail) else "invalid-request"
-    return {401: "unauthorized", 402: "insufficient-balance", 403: "forbidden", 404: "not-found", 409: "conflict",
-            422: "invalid-request", 429: "rate-limited"}.get(status, "")
+    return {
+        401: "unauthorized",
+        402: "insufficient-balance",
+        403: "forbidden",
+        404: "not-found",
+        409: "conflict",
+        422: "invalid-request",
+        429: "rate-limited",
+    }.get(status, "")
 
 
 def to_error(status: int, body: Any, what: str, retry_after: float | None = None) -> ProviderError:
     """The exception for a failed call doing ``what`` (the kit's ``JsonClient`` calls this)."""
     detail = problem_text(body)
-    return TABLE.error(f"{what}: {detail or 'HTTP ' + str(status)}", code=vendor_code(status, detail), status=status,
-                       retry_after=retry_after)
+    return TABLE.error(
+        f"{what}: {detail or 'HTTP ' + str(status)}",
+        code=vendor_code(status, detail),
+        status=status,
+        retry_after=retry_after,
+    )
 
 
 def problem_text(body: Any) -> str:

@@ -73,9 +73,20 @@ def to_instance(pod: Pod, label: Label, now: float, lost_since: float | None = N
     tags = {**_pod_tags(pod), TAG_FLEET: label.fleet, TAG_POOL: label.pool}
     if label.plan:
         tags[TAG_PLAN] = label.plan
-    return Instance(id=pod.id, fleet=label.fleet, pool=pool, state=state, accelerator=acc, gpus=gpus,
-                    price_per_hour=round(price, 6), launched_at=_epoch(pod.createdAt, now), ended_at=ended,
-                    reason=reason, tags=tags, address=_address(pod))
+    return Instance(
+        id=pod.id,
+        fleet=label.fleet,
+        pool=pool,
+        state=state,
+        accelerator=acc,
+        gpus=gpus,
+        price_per_hour=round(price, 6),
+        launched_at=_epoch(pod.createdAt, now),
+        ended_at=ended,
+        reason=reason,
+        tags=tags,
+        address=_address(pod),
+    )
 
 
 def billed_rate(pod: Pod, now: float) -> BilledRate:
@@ -83,8 +94,12 @@ def billed_rate(pod: Pod, now: float) -> BilledRate:
     a malformed answer, never a guessed rate."""
     cost = pod.cost
     if cost is None or not math.isfinite(cost) or cost < 0:
-        raise malformed("runpod", f"list pods (pod {pod.id})", pod.model_dump(exclude={"env"}),
-                        detail="a pending or running pod without a cost per hour")
+        raise malformed(
+            "runpod",
+            f"list pods (pod {pod.id})",
+            pod.model_dump(exclude={"env"}),
+            detail="a pending or running pod without a cost per hour",
+        )
     return BilledRate(per_hour=round(float(cost), 6), source="instance", rental="on-demand", at=now)
 
 

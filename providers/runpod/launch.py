@@ -33,19 +33,32 @@ from providers.runpod.offers import PodShape
 DEFAULT_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 BOOT_ENV = "SPOTFLEET_BOOT"
 #: The container's command: run the bootstrap from ``$SPOTFLEET_BOOT``, then stay up.
-START_ARGS = ("bash -c 'printf %s \"$SPOTFLEET_BOOT\" | base64 -d > /tmp/spotfleet-boot.sh"
-              " && bash /tmp/spotfleet-boot.sh; exec sleep infinity'")
+START_ARGS = (
+    'bash -c \'printf %s "$SPOTFLEET_BOOT" | base64 -d > /tmp/spotfleet-boot.sh'
+    " && bash /tmp/spotfleet-boot.sh; exec sleep infinity'"
+)
 
 
-def create_body(request: LaunchRequest, shape: PodShape, label: Label, disk_gb: int,
-                secrets: Mapping[str, str]) -> dict[str, Any]:
+def create_body(
+    request: LaunchRequest, shape: PodShape, label: Label, disk_gb: int, secrets: Mapping[str, str]
+) -> dict[str, Any]:
     """The ``POST /v2/pods`` body for one pod of ``request``."""
-    env = {**request.node.env, **secrets, LABEL_ENV: label.render(),
-           BOOT_ENV: base64.b64encode(render(boot_for("runpod", request)).encode()).decode()}
+    env = {
+        **request.node.env,
+        **secrets,
+        LABEL_ENV: label.render(),
+        BOOT_ENV: base64.b64encode(render(boot_for("runpod", request)).encode()).decode(),
+    }
     extra = extra_tags(request.tags)
     if extra:
         env[TAGS_ENV] = json.dumps(extra, sort_keys=True)
-    return {"name": f"{NAME_PREFIX}{request.fleet}", "image": request.node.image or DEFAULT_IMAGE,
-            "gpu": {"id": shape.gpu_id, "count": shape.count}, "cloud": shape.cloud,
-            "dataCenterIds": [request.offer.pool.zone] if request.offer.pool.zone else [],
-            "disk": disk_gb, "env": {k: str(v) for k, v in env.items()}, "args": START_ARGS}
+    return {
+        "name": f"{NAME_PREFIX}{request.fleet}",
+        "image": request.node.image or DEFAULT_IMAGE,
+        "gpu": {"id": shape.gpu_id, "count": shape.count},
+        "cloud": shape.cloud,
+        "dataCenterIds": [request.offer.pool.zone] if request.offer.pool.zone else [],
+        "disk": disk_gb,
+        "env": {k: str(v) for k, v in env.items()},
+        "args": START_ARGS,
+    }

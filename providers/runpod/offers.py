@@ -99,8 +99,22 @@ def to_offers(gpu: GpuType, cloud: str, shapes: dict[str, tuple[float | None, fl
             itype = instance_type(gpu.id, count, cloud)
             vcpus, mem = shapes.get(itype, (None, None))
             price = round(per_gpu * count, 6)
-            out.append(Offer(pool=PoolKey(provider="runpod", region=country(dc.id), zone=dc.id, instance_type=itype,
-                                          market=Market.ON_DEMAND),
-                             accelerator=GPU_TYPES[gpu.id][1], gpus=count, vcpus=vcpus, memory_gib=mem,
-                             price_per_hour=price, on_demand_price=price, source="live"))
+            out.append(
+                Offer(
+                    pool=PoolKey(
+                        provider="runpod",
+                        region=country(dc.id),
+                        zone=dc.id,
+                        instance_type=itype,
+                        market=Market.ON_DEMAND,
+                    ),
+                    accelerator=GPU_TYPES[gpu.id][1],
+                    gpus=count,
+                    vcpus=vcpus,
+                    memory_gib=mem,
+                    price_per_hour=price,
+                    on_demand_price=price,
+                    source="live",
+                )
+            )
     return out

@@ -61,8 +61,14 @@ NODE_CHECKPOINT_DIR = "/workspace/spotfleet-checkpoints"
 class RunPodProvider:
     name = "runpod"
 
-    def __init__(self, settings: RunPodSettings | None = None, *, api: JsonClient | None = None,
-                 cache_seconds: float = 60.0, environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        settings: RunPodSettings | None = None,
+        *,
+        api: JsonClient | None = None,
+        cache_seconds: float = 60.0,
+        environ: Mapping[str, str] | None = None,
+    ):
         self.settings = settings or RunPodSettings()
         self.api = api or client()
         self.cache_seconds = cache_seconds
@@ -95,22 +101,36 @@ class RunPodProvider:
             with self._lock:
                 self._offers = cached
         accs, regions = {a.upper() for a in query.accelerators}, set(query.regions)
-        return [o for o in cached[1] if (not accs or o.accelerator in accs) and (not regions or o.pool.region in regions)
-                and (query.spot or o.market is not Market.SPOT) and (query.on_demand or o.market is not Market.ON_DEMAND)]
+        return [
+            o
+            for o in cached[1]
+            if (not accs or o.accelerator in accs)
+            and (not regions or o.pool.region in regions)
+            and (query.spot or o.market is not Market.SPOT)
+            and (query.on_demand or o.market is not Market.ON_DEMAND)
+        ]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         pool = request.offer.pool
         if pool.provider != self.name:
-            raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not runpod", code="wrong-provider")
+            raise ProviderError(
+                self.name, f"pool {pool.id} belongs to {pool.provider}, not runpod", code="wrong-provider"
+            )
         if pool.market is not Market.ON_DEMAND:
-            raise ProviderError(self.name, f"pool {pool.id}: RunPod's API sells no interruptible pods; plan "
-                                "on-demand RunPod pools", code="no-interruptible")
+            raise ProviderError(
+                self.name,
+                f"pool {pool.id}: RunPod's API sells no interruptible pods; plan on-demand RunPod pools",
+                code="no-interruptible",
+            )
         shape = parse_instance_type(pool.instance_type)
         if shape is None:
             raise ProviderError(self.name, f"pool {pool.id} names no RunPod pod shape", code="invalid-pool")
         if shape.cloud not in self.settings.clouds:
-            raise ProviderError(self.name, f"pool {pool.id} is in the {shape.cloud} cloud, which "
-                                "providers.runpod.clouds leaves out", code="cloud-not-allowed")
+            raise ProviderError(
+                self.name,
+                f"pool {pool.id} is in the {shape.cloud} cloud, which providers.runpod.clouds leaves out",
+                code="cloud-not-allowed",
+            )
         refusal = missing_credentials(self.name, request.node.checkpoint_uri, self._node_credentials)
         if refusal is not None:
             raise refusal
@@ -126,7 +146,7 @@ class RunPodProvider:
             for _ in range(n):
                 try:
                     made.append(self._create_one(request, shape, label))
-                except NoCapacityError as err:        # a quota (402 balance) refusal is raised: no pool helps
+                except NoCapacityError as err:  # a quota (402 balance) refusal is raised: no pool helps
                     return Created(made, Shortfall.of(err))
             return Created(made)
 
@@ -144,8 +164,14 @@ class RunPodProvider:
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Delete these pods; gone is success; a pod without a spotfleet label is left alone."""
-        doomed = owned_alive(self.name, ids, lambda: {p.id: p for p in self._pods()},
-                             owned=lambda pod: label_of(pod) is not None, noun="pod", mark="spotfleet label")
+        doomed = owned_alive(
+            self.name,
+            ids,
+            lambda: {p.id: p for p in self._pods()},
+            owned=lambda pod: label_of(pod) is not None,
+            noun="pod",
+            mark="spotfleet label",
+        )
         end_each(doomed, self._delete)
 
     # ---- ReadsBilledRate ------------------------------------------------------------------
@@ -154,9 +180,11 @@ class RunPodProvider:
         that is gone or lost is left out."""
         wanted = {i.id for i in instances}
         now = self.now()
-        return {pod.id: billed_rate(pod, now) for pod in self._pods()
-                if pod.id in wanted and label_of(pod) is not None and pod.status in ("PROVISIONING", "STARTING",
-                                                                                     "RUNNING")}
+        return {
+            pod.id: billed_rate(pod, now)
+            for pod in self._pods()
+            if pod.id in wanted and label_of(pod) is not None and pod.status in ("PROVISIONING", "STARTING", "RUNNING")
+        }
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
         """RunPod sells no object store this adapter uses: a directory on the pod's disk, lost with
@@ -165,13 +193,19 @@ class RunPodProvider:
 
     # ---- internals -----------------------------------------------------------------------
     def _fetch_offers(self) -> list[Offer]:
-        shapes = {o.pool.instance_type: (o.vcpus, o.memory_gib) for o in snapshot_offers()
-                  if o.pool.provider == self.name}
+        shapes = {
+            o.pool.instance_type: (o.vcpus, o.memory_gib) for o in snapshot_offers() if o.pool.provider == self.name
+        }
         found: dict[str, Offer] = {}
         for cloud in self.settings.clouds:
-            data = self.api.request("GET", "/v2/catalog/gpus", params={"include": "AVAILABILITY", "product": "POD",
-                                                                      "cloud": cloud},
-                                    idempotent=True, what=f"list {cloud} GPU types", schema=GpuList)
+            data = self.api.request(
+                "GET",
+                "/v2/catalog/gpus",
+                params={"include": "AVAILABILITY", "product": "POD", "cloud": cloud},
+                idempotent=True,
+                what=f"list {cloud} GPU types",
+                schema=GpuList,
+            )
             for gpu in data.gpus:
                 for offer in to_offers(gpu, cloud, shapes):
                     found.setdefault(offer.pool.id, offer)
@@ -190,11 +224,19 @@ class RunPodProvider:
             # on a create, RunPod's 403 is "your account cannot access the requested pool": skip it
             raise NoCapacityError(self.name, str(err.message), code="pool-forbidden") from None
         tags = {**request.tags, TAG_FLEET: request.fleet, TAG_POOL: request.offer.pool.id}
-        price = request.offer.price_per_hour     # the planned rate; what RunPod bills is read back
+        price = request.offer.price_per_hour  # the planned rate; what RunPod bills is read back
         state = InstanceState.RUNNING if pod.status == "RUNNING" else InstanceState.PENDING
-        return Instance(id=pod.id, fleet=request.fleet, pool=request.offer.pool, state=state,
-                        accelerator=request.offer.accelerator, gpus=shape.count, price_per_hour=round(price, 6),
-                        launched_at=self.now(), tags=tags)
+        return Instance(
+            id=pod.id,
+            fleet=request.fleet,
+            pool=request.offer.pool,
+            state=state,
+            accelerator=request.offer.accelerator,
+            gpus=shape.count,
+            price_per_hour=round(price, 6),
+            launched_at=self.now(),
+            tags=tags,
+        )
 
     def _instance(self, pod: Pod, label: Label, now: float) -> Instance:
         inst = to_instance(pod, label, now, self._lost_since.get(pod.id))

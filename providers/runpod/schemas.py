@@ -32,10 +32,10 @@ class Pod(_Answer):
     status: Status
     gpu: PodGpu | None = None
     cloud: Literal["SECURE", "COMMUNITY"] | None = None
-    dataCenterId: str | None = None              # noqa: N815 (the vendor's field name)
+    dataCenterId: str | None = None  # noqa: N815 (the vendor's field name)
     cost: float | None = None
     env: dict[str, Any] = Field(default_factory=dict)
-    createdAt: str | None = None                 # noqa: N815
+    createdAt: str | None = None  # noqa: N815
     runtime: dict[str, Any] | None = None
 
 
@@ -67,9 +67,9 @@ class GpuType(_Answer):
     name: str = ""
     memory: int = 0
     price: CloudPrices
-    maxCount: CloudCounts                         # noqa: N815
+    maxCount: CloudCounts  # noqa: N815
     availability: Level | None = None
-    dataCenters: list[DataCenterLevel] = Field(default_factory=list)   # noqa: N815
+    dataCenters: list[DataCenterLevel] = Field(default_factory=list)  # noqa: N815
 
 
 class GpuList(_Answer):

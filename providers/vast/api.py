@@ -36,20 +36,34 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _no_key() -> AuthError:
-    return AuthError("vast", "no API key: set $VAST_API_KEY or write it to ~/.config/vastai/vast_api_key",
-                     code="no-api-key")
+    return AuthError(
+        "vast", "no API key: set $VAST_API_KEY or write it to ~/.config/vastai/vast_api_key", code="no-api-key"
+    )
 
 
 class VastApi(JsonClient):
     """One HTTP client for one Vast account (the kit's ``JsonClient`` with Vast's rules)."""
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retry_delays: Sequence[float] = RETRY_DELAYS, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         key = api_key if api_key is not None else vast_api_key()
-        super().__init__("vast", url or vast_url(), rules=RULES.with_delays(tuple(retry_delays)),
-                         to_error=lambda status, body, what, after: to_error(status, body, what, retry_after=after),
-                         auth_headers={"Authorization": f"Bearer {key}"} if key else {}, missing_auth=_no_key,
-                         timeout=timeout, sleep=sleep)
+        super().__init__(
+            "vast",
+            url or vast_url(),
+            rules=RULES.with_delays(tuple(retry_delays)),
+            to_error=lambda status, body, what, after: to_error(status, body, what, retry_after=after),
+            auth_headers={"Authorization": f"Bearer {key}"} if key else {},
+            missing_auth=_no_key,
+            timeout=timeout,
+            sleep=sleep,
+        )
 
     def __repr__(self) -> str:
         return f"VastApi({self.url!r}, key={'set' if self.has_auth else 'none'})"
@@ -58,11 +72,21 @@ class VastApi(JsonClient):
     def has_key(self) -> bool:
         return self.has_auth
 
-    def request(self, method: str, path: str, *, what: str, params: Mapping[str, Any] | None = None,
-                body: Any = None, auth: bool = True, idempotent: bool = False,
-                schema: type[M] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        auth: bool = True,
+        idempotent: bool = False,
+        schema: type[M] | None = None,
+    ) -> Any:
         """``JsonClient.request`` with ``params`` values that are not strings JSON-encoded, as the
         official client does."""
         query = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (params or {}).items()}
-        return super().request(method, path, what=what, params=query or None, body=body, auth=auth,
-                               idempotent=idempotent, schema=schema)
+        return super().request(
+            method, path, what=what, params=query or None, body=body, auth=auth, idempotent=idempotent, schema=schema
+        )

@@ -22,8 +22,9 @@ RELIABILITY_HORIZON_HOURS = 24.0
 FLOOR_PER_HOUR = 0.01
 
 
-def bid_cap(on_demand_compute: float, gpus: int, storage_per_hour: float, bid: VastBid,
-            max_per_gpu_hour: float | None) -> float:
+def bid_cap(
+    on_demand_compute: float, gpus: int, storage_per_hour: float, bid: VastBid, max_per_gpu_hour: float | None
+) -> float:
     """The most we bid for this machine ($/h)."""
     cap = on_demand_compute * bid.max_fraction_of_on_demand
     if max_per_gpu_hour is not None:

@@ -24,28 +24,60 @@ def check(settings: VastSettings, api: VastApi | None = None) -> CheckResult:
     where = f"at {api.url}"
     try:
         body = {**search_body(Market.SPOT, (), settings), "limit": 1}
-        api.request("POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True, what="search offers",
-                    schema=OfferPage)
+        api.request(
+            "POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True, what="search offers", schema=OfferPage
+        )
         can_price: bool | None = True
         price_detail = ""
     except ProviderError as err:
         can_price, price_detail = False, f"search failed: {err}"
     if not api.has_key:
-        return CheckResult(provider="vast", ok=False, configured=False, can_price=can_price, can_launch=False,
-                           detail=f"no API key {where}" + (f"; {price_detail}" if price_detail else ""), fix=FIX_KEY)
+        return CheckResult(
+            provider="vast",
+            ok=False,
+            configured=False,
+            can_price=can_price,
+            can_launch=False,
+            detail=f"no API key {where}" + (f"; {price_detail}" if price_detail else ""),
+            fix=FIX_KEY,
+        )
     try:
-        data = api.request("GET", "/api/v1/instances/", params={"select_filters": {}, "limit": 1},
-                           idempotent=True, what="list instances", schema=InstancePage)
+        data = api.request(
+            "GET",
+            "/api/v1/instances/",
+            params={"select_filters": {}, "limit": 1},
+            idempotent=True,
+            what="list instances",
+            schema=InstancePage,
+        )
     except AuthError as err:
-        return CheckResult(provider="vast", ok=False, can_price=can_price, can_launch=False,
-                           detail=f"the API key was refused {where}: {err.message}", fix=FIX_KEY)
+        return CheckResult(
+            provider="vast",
+            ok=False,
+            can_price=can_price,
+            can_launch=False,
+            detail=f"the API key was refused {where}: {err.message}",
+            fix=FIX_KEY,
+        )
     except ProviderError as err:
-        return CheckResult(provider="vast", ok=False, can_price=can_price, can_launch=None,
-                           detail=f"could not list instances {where}: {err}",
-                           fix="check the network and SPOTFLEET_VAST_URL, then run `fleet check vast` again")
+        return CheckResult(
+            provider="vast",
+            ok=False,
+            can_price=can_price,
+            can_launch=None,
+            detail=f"could not list instances {where}: {err}",
+            fix="check the network and SPOTFLEET_VAST_URL, then run `fleet check vast` again",
+        )
     total = data.total_instances
     quotas = {"instances": f"{total} in the account"} if total is not None else {}
     ok = bool(can_price)
-    return CheckResult(provider="vast", ok=ok, identity="API key accepted", can_price=can_price, can_launch=True,
-                       quotas=quotas, detail=price_detail or where,
-                       fix="" if ok else "the offer search failed; check SPOTFLEET_VAST_URL and try again")
+    return CheckResult(
+        provider="vast",
+        ok=ok,
+        identity="API key accepted",
+        can_price=can_price,
+        can_launch=True,
+        quotas=quotas,
+        detail=price_detail or where,
+        fix="" if ok else "the offer search failed; check SPOTFLEET_VAST_URL and try again",
+    )

@@ -63,19 +63,39 @@ def to_instance(row: Mapping[str, Any], label: Label, now: float, stopped_since:
     tags = {**_row_tags(row), TAG_FLEET: label.fleet, TAG_POOL: label.pool}
     if label.plan:
         tags[TAG_PLAN] = label.plan
-    return Instance(id=str(row["id"]), fleet=label.fleet, pool=pool, state=state, accelerator=acc, gpus=gpus,
-                    price_per_hour=round(price, 6), launched_at=float(row.get("start_date") or now),
-                    ended_at=(stopped_since if stopped_since is not None else now) if reason else None,
-                    reason=reason, tags=tags, address=str(row.get("public_ipaddr") or "").strip())
+    return Instance(
+        id=str(row["id"]),
+        fleet=label.fleet,
+        pool=pool,
+        state=state,
+        accelerator=acc,
+        gpus=gpus,
+        price_per_hour=round(price, 6),
+        launched_at=float(row.get("start_date") or now),
+        ended_at=(stopped_since if stopped_since is not None else now) if reason else None,
+        reason=reason,
+        tags=tags,
+        address=str(row.get("public_ipaddr") or "").strip(),
+    )
 
 
 def billed_rate(row: Mapping[str, Any], now: float) -> BilledRate:
     """What one listed row bills (see the module doc); a row without a usable ``dph_total`` or
     ``is_bid`` is a malformed answer, never a guessed rate."""
     price, is_bid = row.get("dph_total"), row.get("is_bid")
-    if (isinstance(price, bool) or not isinstance(price, (int, float)) or not math.isfinite(price) or price < 0
-            or not isinstance(is_bid, bool)):
-        raise malformed("vast", f"list instance {row.get('id')}", dict(row), detail="dph_total or is_bid missing or "
-                        "not a number/boolean")
-    return BilledRate(per_hour=round(float(price), 6), source="instance", rental="bid" if is_bid else "on-demand",
-                      at=now)
+    if (
+        isinstance(price, bool)
+        or not isinstance(price, (int, float))
+        or not math.isfinite(price)
+        or price < 0
+        or not isinstance(is_bid, bool)
+    ):
+        raise malformed(
+            "vast",
+            f"list instance {row.get('id')}",
+            dict(row),
+            detail="dph_total or is_bid missing or not a number/boolean",
+        )
+    return BilledRate(
+        per_hour=round(float(price), 6), source="instance", rental="bid" if is_bid else "on-demand", at=now
+    )

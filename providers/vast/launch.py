@@ -30,17 +30,23 @@ def label_for(request: LaunchRequest) -> Label:
     return Label.of(request)
 
 
-def create_body(request: LaunchRequest, label: Label, bid: float | None, disk_gb: int,
-                secrets: Mapping[str, str]) -> dict[str, Any]:
+def create_body(
+    request: LaunchRequest, label: Label, bid: float | None, disk_gb: int, secrets: Mapping[str, str]
+) -> dict[str, Any]:
     """The ask body for one instance of ``request``; ``bid`` None means on-demand."""
     env = {**request.node.env, **secrets}
     extra = extra_tags(request.tags)
     if extra:
         env[TAGS_ENV] = json.dumps(extra, sort_keys=True)
     body: dict[str, Any] = {
-        "client_id": "me", "image": request.node.image or DEFAULT_IMAGE, "disk": disk_gb, "env": env,
-        "onstart": render(boot_for("vast", request)), "label": label.render(), "runtype": "ssh",
-        "cancel_unavail": True,      # refuse rather than leave a stopped instance when the bid loses
+        "client_id": "me",
+        "image": request.node.image or DEFAULT_IMAGE,
+        "disk": disk_gb,
+        "env": env,
+        "onstart": render(boot_for("vast", request)),
+        "label": label.render(),
+        "runtype": "ssh",
+        "cancel_unavail": True,  # refuse rather than leave a stopped instance when the bid loses
     }
     if bid is not None:
         body["price"] = bid

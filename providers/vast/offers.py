@@ -25,15 +25,38 @@ from providers.vast.settings import VastSettings
 #: Vast ``gpu_name`` -> catalog accelerator. A name with a memory split maps to a tuple
 #: ``(small, large, threshold MB)``.
 GPU_NAMES: dict[str, str | tuple[str, str, int]] = {
-    "B200": "B200", "H200": "H200", "H200 NVL": "H200", "GH200 SXM": "GH200",
-    "H100 SXM": "H100", "H100 PCIE": "H100", "H100 NVL": "H100-NVL",
-    "A100 SXM4": ("A100-40GB", "A100-80GB", 60_000), "A100 PCIE": ("A100-40GB", "A100-80GB", 60_000),
-    "A100X": "A100-80GB", "L40S": "L40S", "L40": "L40", "L4": "L4", "A40": "A40", "A10": "A10",
-    "RTX 6000Ada": "RTX6000-ADA", "RTX A6000": "A6000", "RTX A5000": "A5000", "RTX A4500": "A4500",
-    "RTX A4000": "A4000", "RTX 4000Ada": "RTX4000-ADA", "RTX 5090": "RTX5090", "RTX 4090": "RTX4090",
-    "RTX 4080S": "RTX4080", "RTX 4080": "RTX4080", "RTX 3090": "RTX3090", "RTX 3060": "RTX3060",
-    "Tesla V100": ("V100", "V100-32GB", 24_000), "Tesla T4": "T4", "Tesla P100": "P100",
-    "Tesla P4": "P4", "MI300X": "MI300X",
+    "B200": "B200",
+    "H200": "H200",
+    "H200 NVL": "H200",
+    "GH200 SXM": "GH200",
+    "H100 SXM": "H100",
+    "H100 PCIE": "H100",
+    "H100 NVL": "H100-NVL",
+    "A100 SXM4": ("A100-40GB", "A100-80GB", 60_000),
+    "A100 PCIE": ("A100-40GB", "A100-80GB", 60_000),
+    "A100X": "A100-80GB",
+    "L40S": "L40S",
+    "L40": "L40",
+    "L4": "L4",
+    "A40": "A40",
+    "A10": "A10",
+    "RTX 6000Ada": "RTX6000-ADA",
+    "RTX A6000": "A6000",
+    "RTX A5000": "A5000",
+    "RTX A4500": "A4500",
+    "RTX A4000": "A4000",
+    "RTX 4000Ada": "RTX4000-ADA",
+    "RTX 5090": "RTX5090",
+    "RTX 4090": "RTX4090",
+    "RTX 4080S": "RTX4080",
+    "RTX 4080": "RTX4080",
+    "RTX 3090": "RTX3090",
+    "RTX 3060": "RTX3060",
+    "Tesla V100": ("V100", "V100-32GB", 24_000),
+    "Tesla T4": "T4",
+    "Tesla P100": "P100",
+    "Tesla P4": "P4",
+    "MI300X": "MI300X",
 }
 
 #: Hours in a month, for ``storage_cost`` ($/GB/month).
@@ -86,7 +109,10 @@ def storage_per_hour(storage_cost: float, disk_gb: float) -> float:
 def search_body(market: Market, accelerators: Iterable[str], settings: VastSettings) -> dict[str, Any]:
     """The POST /api/v0/bundles/ body for one market (``type`` bid or on-demand)."""
     body: dict[str, Any] = {
-        "verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False},
+        "verified": {"eq": True},
+        "external": {"eq": False},
+        "rentable": {"eq": True},
+        "rented": {"eq": False},
         "reliability2": {"gte": settings.min_reliability},
         "inet_down": {"gte": settings.min_download_mbps},
         "cuda_max_good": {"gte": settings.min_cuda},
@@ -110,14 +136,15 @@ class Ask:
     ask_id: int
     machine_id: int
     num_gpus: int
-    bid: float | None             # our bid for an interruptible pool
+    bid: float | None  # our bid for an interruptible pool
     dph_base: float
     min_bid: float | None
     storage_per_hour: float
 
 
-def to_offer(row: dict[str, Any], market: Market, settings: VastSettings,
-             max_per_gpu_hour: float | None) -> tuple[Offer, Ask] | None:
+def to_offer(
+    row: dict[str, Any], market: Market, settings: VastSettings, max_per_gpu_hour: float | None
+) -> tuple[Offer, Ask] | None:
     """One search row as an offer (and what a launch needs), None when it does not qualify:
     unknown GPU, a country the settings exclude, or a bid that cannot fit under the caps."""
     acc = accelerator(str(row.get("gpu_name", "")), float(row.get("gpu_ram") or 0))
@@ -125,17 +152,30 @@ def to_offer(row: dict[str, Any], market: Market, settings: VastSettings,
     if acc is None or gpus <= 0:
         return None
     cc = country(str(row.get("geolocation", "")))
-    if (settings.countries is not None and cc not in {c.upper() for c in settings.countries}) or \
-            cc in {c.upper() for c in settings.exclude_countries}:
+    if (settings.countries is not None and cc not in {c.upper() for c in settings.countries}) or cc in {
+        c.upper() for c in settings.exclude_countries
+    }:
         return None
     storage = storage_per_hour(float(row.get("storage_cost") or 0), settings.disk_gb)
     dph_base = float(row.get("dph_base") or max(0.0, float(row.get("dph_total") or 0) - storage))
     min_bid = row.get("min_bid")
-    pool = PoolKey(provider="vast", region=vast_region(str(row.get("geolocation") or "")), zone="",
-                   instance_type=instance_type(gpus, str(row["gpu_name"]), int(row["machine_id"])), market=market)
-    common = dict(pool=pool, accelerator=acc, gpus=gpus, vcpus=_num(row.get("cpu_cores_effective")),
-                  memory_gib=_gib(row.get("cpu_ram")), on_demand_price=round(dph_base + storage, 4),
-                  capacity_hint=1, source="live")
+    pool = PoolKey(
+        provider="vast",
+        region=vast_region(str(row.get("geolocation") or "")),
+        zone="",
+        instance_type=instance_type(gpus, str(row["gpu_name"]), int(row["machine_id"])),
+        market=market,
+    )
+    common = dict(
+        pool=pool,
+        accelerator=acc,
+        gpus=gpus,
+        vcpus=_num(row.get("cpu_cores_effective")),
+        memory_gib=_gib(row.get("cpu_ram")),
+        on_demand_price=round(dph_base + storage, 4),
+        capacity_hint=1,
+        source="live",
+    )
     ask_id = int(row.get("ask_contract_id") or row["id"])
     if market is Market.ON_DEMAND:
         offer = Offer(price_per_hour=round(dph_base + storage, 4), **common)
@@ -147,13 +187,18 @@ def to_offer(row: dict[str, Any], market: Market, settings: VastSettings,
     if bid is None:
         return None
     rate = interruptions_per_hour(float(row.get("reliability2") or 0), bid, float(min_bid))
-    offer = Offer(price_per_hour=round(bid + storage, 4), interruptions_per_hour=rate,
-                  interruption_source=InterruptionSource.PROVIDER_PRIOR, **common)
+    offer = Offer(
+        price_per_hour=round(bid + storage, 4),
+        interruptions_per_hour=rate,
+        interruption_source=InterruptionSource.PROVIDER_PRIOR,
+        **common,
+    )
     return offer, Ask(ask_id, int(row["machine_id"]), gpus, bid, dph_base, float(min_bid), storage)
 
 
-def rebid(min_bid: float, dph_base: float, gpus: int, storage: float, bid: VastBid,
-          max_per_gpu_hour: float | None) -> float | None:
+def rebid(
+    min_bid: float, dph_base: float, gpus: int, storage: float, bid: VastBid, max_per_gpu_hour: float | None
+) -> float | None:
     """The bid for an outbid instance now that ``min_bid`` moved; None when over the caps."""
     return bid_price(min_bid, bid_cap(dph_base, gpus, storage, bid, max_per_gpu_hour), bid)
 

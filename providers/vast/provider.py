@@ -50,9 +50,15 @@ NODE_CHECKPOINT_DIR = "/workspace/spotfleet-checkpoints"
 class VastProvider:
     name = "vast"
 
-    def __init__(self, settings: VastSettings | None = None, *, api: VastApi | None = None,
-                 max_per_gpu_hour: float | None = None, cache_seconds: float = 60.0,
-                 environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        settings: VastSettings | None = None,
+        *,
+        api: VastApi | None = None,
+        max_per_gpu_hour: float | None = None,
+        cache_seconds: float = 60.0,
+        environ: Mapping[str, str] | None = None,
+    ):
         self.settings = settings or VastSettings()
         self.api = api or VastApi()
         self.max_per_gpu_hour = max_per_gpu_hour
@@ -91,8 +97,15 @@ class VastProvider:
             markets = [m for m, on in ((Market.SPOT, query.spot), (Market.ON_DEMAND, query.on_demand)) if on]
             for market in markets:
                 body = search_body(market, query.accelerators, self.settings)
-                data = self.api.request("POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True,
-                                        what=f"search {market.value} offers", schema=OfferPage)
+                data = self.api.request(
+                    "POST",
+                    "/api/v0/bundles/",
+                    body=body,
+                    auth=False,
+                    idempotent=True,
+                    what=f"search {market.value} offers",
+                    schema=OfferPage,
+                )
                 for row in data.offers:
                     self._take(found, row, market)
             for offer in self._occupied(markets):
@@ -101,18 +114,24 @@ class VastProvider:
             with self._lock:
                 self._offers[key] = cached
         accs, regions = {a.upper() for a in query.accelerators}, set(query.regions)
-        return [o for o in cached[1]
-                if (not accs or o.accelerator in accs) and (not regions or o.pool.region in regions)]
+        return [
+            o for o in cached[1] if (not accs or o.accelerator in accs) and (not regions or o.pool.region in regions)
+        ]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         pool = request.offer.pool
         if pool.provider != self.name:
-            raise ProviderError(self.name, f"pool {pool.id} belongs to {pool.provider}, not vast",
-                                code="wrong-provider")
+            raise ProviderError(
+                self.name, f"pool {pool.id} belongs to {pool.provider}, not vast", code="wrong-provider"
+            )
         machine = parse_instance_type(pool.instance_type)
         if machine is None:
-            raise ProviderError(self.name, f"pool {pool.id} comes from the offline snapshot and names no machine; "
-                                "run again when the Vast search answers", code="snapshot-pool")
+            raise ProviderError(
+                self.name,
+                f"pool {pool.id} comes from the offline snapshot and names no machine; "
+                "run again when the Vast search answers",
+                code="snapshot-pool",
+            )
         refusal = missing_credentials(self.name, request.node.checkpoint_uri, self._node_credentials)
         if refusal is not None:
             raise refusal
@@ -121,7 +140,9 @@ class VastProvider:
 
         def find() -> list[Instance]:
             now = self.now()
-            return [self._instance(r, label, now) for r in self._rows({"label": {"eq": text}}) if r.get("label") == text]
+            return [
+                self._instance(r, label, now) for r in self._rows({"label": {"eq": text}}) if r.get("label") == text
+            ]
 
         def create(_: int) -> Created:
             made, shortfall = self._create_one(request, label, machine)
@@ -141,8 +162,13 @@ class VastProvider:
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Destroy these instances; gone is success; an instance without a spotfleet label is left alone."""
-        doomed = owned_alive(self.name, ids, lambda: {str(r["id"]): r for r in self._rows({})},
-                             owned=lambda row: Label.parse(row.get("label")) is not None, mark="spotfleet label")
+        doomed = owned_alive(
+            self.name,
+            ids,
+            lambda: {str(r["id"]): r for r in self._rows({})},
+            owned=lambda row: Label.parse(row.get("label")) is not None,
+            mark="spotfleet label",
+        )
         end_each(doomed, self._destroy)
 
     def ensure_bucket(self, spec: StorageSpec) -> BucketRef:
@@ -159,8 +185,11 @@ class VastProvider:
         if not wanted:
             return {}
         now = self.now()
-        return {str(row["id"]): billed_rate(row, now) for row in self._rows({"id": {"in": wanted}})
-                if row.get("id") in wanted and Label.parse(row.get("label")) is not None}
+        return {
+            str(row["id"]): billed_rate(row, now)
+            for row in self._rows({"id": {"in": wanted}})
+            if row.get("id") in wanted and Label.parse(row.get("label")) is not None
+        }
 
     # ---- outbid remedies -------------------------------------------------------------------
     def outbid(self, fleet: str) -> list[Instance]:
@@ -171,8 +200,14 @@ class VastProvider:
         """Bid again for an outbid instance: ``price``, or the machine's new ``min_bid`` plus the
         margin; never above the caps. Returns the bid. Raises ProviderError when the minimum is
         now over the caps (destroy it instead) or the instance is not one of ours."""
-        row = self.api.request("GET", f"/api/v0/instances/{instance_id}/", params={"owner": "me"},
-                               idempotent=True, what=f"show instance {instance_id}", schema=InstanceShow).row()
+        row = self.api.request(
+            "GET",
+            f"/api/v0/instances/{instance_id}/",
+            params={"owner": "me"},
+            idempotent=True,
+            what=f"show instance {instance_id}",
+            schema=InstanceShow,
+        ).row()
         if not row or Label.parse(row.get("label")) is None:
             raise ProviderError(self.name, f"instance {instance_id} is not a spotfleet instance", code="not-ours")
         gpus = int(row.get("num_gpus") or 1)
@@ -180,12 +215,19 @@ class VastProvider:
         dph_base = float(row.get("dph_base") or 0)
         best = rebid(float(row.get("min_bid") or 0), dph_base, gpus, storage, self.settings.bid, self.max_per_gpu_hour)
         if best is None:
-            raise ProviderError(self.name, f"instance {instance_id}: the minimum bid {row.get('min_bid')} is over the "
-                                "caps (bid.max_fraction_of_on_demand, budget.max_per_gpu_hour); destroy it instead",
-                                code="bid-over-cap")
+            raise ProviderError(
+                self.name,
+                f"instance {instance_id}: the minimum bid {row.get('min_bid')} is over the "
+                "caps (bid.max_fraction_of_on_demand, budget.max_per_gpu_hour); destroy it instead",
+                code="bid-over-cap",
+            )
         bid = best if price is None else min(price, best)
-        self.api.request("PUT", f"/api/v0/instances/bid_price/{instance_id}/", body={"client_id": "me", "price": bid},
-                         what=f"change bid of {instance_id}")
+        self.api.request(
+            "PUT",
+            f"/api/v0/instances/bid_price/{instance_id}/",
+            body={"client_id": "me", "price": bid},
+            what=f"change bid of {instance_id}",
+        )
         self._stopped_since.pop(str(instance_id), None)
         return bid
 
@@ -240,46 +282,73 @@ class VastProvider:
         if ask is not None:
             return ask
         gpus, machine_id = machine
-        body = {**search_body(pool.market, (request.offer.accelerator,), self.settings),
-                "machine_id": {"eq": machine_id}, "num_gpus": {"eq": gpus}}
-        data = self.api.request("POST", "/api/v0/bundles/", body=body, auth=False, idempotent=True,
-                                what=f"search machine {machine_id}", schema=OfferPage)
+        body = {
+            **search_body(pool.market, (request.offer.accelerator,), self.settings),
+            "machine_id": {"eq": machine_id},
+            "num_gpus": {"eq": gpus},
+        }
+        data = self.api.request(
+            "POST",
+            "/api/v0/bundles/",
+            body=body,
+            auth=False,
+            idempotent=True,
+            what=f"search machine {machine_id}",
+            schema=OfferPage,
+        )
         found: dict[str, Offer] = {}
         for row in data.offers:
             self._take(found, row, pool.market)
         with self._lock:
             return self._asks.get(pool.id)
 
-    def _create_one(self, request: LaunchRequest, label: Label, machine: tuple[int, int]
-                    ) -> tuple[Instance | None, Shortfall | None]:
+    def _create_one(
+        self, request: LaunchRequest, label: Label, machine: tuple[int, int]
+    ) -> tuple[Instance | None, Shortfall | None]:
         """Rent one instance; (instance, None) or (None, the capacity shortfall)."""
         pool = request.offer.pool
         ask = self._ask_for(request, machine)
         if ask is None:
-            return None, Shortfall("capacity", "no_such_ask", f"machine {machine[1]} offers no {pool.market.value} "
-                                   f"{machine[0]}-GPU bundle now")
+            return None, Shortfall(
+                "capacity",
+                "no_such_ask",
+                f"machine {machine[1]} offers no {pool.market.value} {machine[0]}-GPU bundle now",
+            )
         with self._lock:
             secrets = {**store_settings(request.node.checkpoint_uri, self._environ), **self._node_credentials}
         body = create_body(request, label, ask.bid, self.settings.disk_gb, secrets)
         try:
-            data = self.api.request("PUT", f"/api/v0/asks/{ask.ask_id}/", body=body, what=f"create on ask {ask.ask_id}",
-                                    schema=CreateAnswer)
+            data = self.api.request(
+                "PUT", f"/api/v0/asks/{ask.ask_id}/", body=body, what=f"create on ask {ask.ask_id}", schema=CreateAnswer
+            )
         except NoCapacityError as err:
             self._forget_ask(pool.id)
             return None, Shortfall("capacity", err.code, str(err))
         contract = data.new_contract
         if data.success is False or not contract:
-            if contract:   # a refused bid still left a stopped instance that bills storage
+            if contract:  # a refused bid still left a stopped instance that bills storage
                 self._destroy(str(contract))
             self._forget_ask(pool.id)
             code = str(data.error or "bid_refused")
-            return None, Shortfall("capacity", code, f"vast: bid {ask.bid} on machine {ask.machine_id} refused "
-                                   f"({data.msg or code}); the instance it left ({contract or 'none'}) was destroyed")
+            return None, Shortfall(
+                "capacity",
+                code,
+                f"vast: bid {ask.bid} on machine {ask.machine_id} refused "
+                f"({data.msg or code}); the instance it left ({contract or 'none'}) was destroyed",
+            )
         price = (ask.bid if ask.bid is not None else ask.dph_base) + ask.storage_per_hour
         tags = {**request.tags, "spotfleet:fleet": request.fleet, "spotfleet:pool": pool.id}
-        return Instance(id=str(contract), fleet=request.fleet, pool=pool, state=InstanceState.PENDING,
-                        accelerator=request.offer.accelerator, gpus=request.offer.gpus,
-                        price_per_hour=round(price, 6), launched_at=self.now(), tags=tags), None
+        return Instance(
+            id=str(contract),
+            fleet=request.fleet,
+            pool=pool,
+            state=InstanceState.PENDING,
+            accelerator=request.offer.accelerator,
+            gpus=request.offer.gpus,
+            price_per_hour=round(price, 6),
+            launched_at=self.now(),
+            tags=tags,
+        ), None
 
     def _instance(self, row: Mapping[str, Any], label: Label, now: float) -> Instance:
         iid = str(row["id"])
@@ -291,12 +360,16 @@ class VastProvider:
 
     def _rows(self, select_filters: dict[str, Any]) -> list[dict[str, Any]]:
         """Every instance row of the account matching ``select_filters``, following ``next_token``."""
-        params: dict[str, Any] = {"select_filters": select_filters, "order_by": [{"col": "id", "dir": "asc"}],
-                                  "limit": PAGE_SIZE}
+        params: dict[str, Any] = {
+            "select_filters": select_filters,
+            "order_by": [{"col": "id", "dir": "asc"}],
+            "limit": PAGE_SIZE,
+        }
         rows: list[dict[str, Any]] = []
         for _ in range(10_000):
-            page = self.api.request("GET", "/api/v1/instances/", params=params, idempotent=True, what="list instances",
-                                    schema=InstancePage)
+            page = self.api.request(
+                "GET", "/api/v1/instances/", params=params, idempotent=True, what="list instances", schema=InstancePage
+            )
             rows.extend(page.rows())
             token = page.next_token
             if not token:

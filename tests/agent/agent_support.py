@@ -19,13 +19,28 @@ FLEET = [sys.executable, "-m", "fleet.cli.main"]
 
 def job_argv(uri: str, *, steps: int = 100_000, save_every: int = 10, step_time: float = 0.01) -> list[str]:
     """The checkpoint engineer's example job (numpy backend: fast to start, no torch needed)."""
-    return [sys.executable, str(EXAMPLE), "--uri", uri, "--steps", str(steps), "--save-every", str(save_every),
-            "--step-time", str(step_time), "--backend", "numpy"]
+    return [
+        sys.executable,
+        str(EXAMPLE),
+        "--uri",
+        uri,
+        "--steps",
+        str(steps),
+        "--save-every",
+        str(save_every),
+        "--step-time",
+        str(step_time),
+        "--backend",
+        "numpy",
+    ]
 
 
 def env(home: Path, **extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("SPOTFLEET_", "AWS_EC2_METADATA", "GCE_METADATA")) and k != "CONTAINER_ID"}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SPOTFLEET_", "AWS_EC2_METADATA", "GCE_METADATA")) and k != "CONTAINER_ID"
+    }
     return {**base, "SPOTFLEET_HOME": str(home), "PYTHONUNBUFFERED": "1", **extra}
 
 
@@ -36,8 +51,9 @@ def start(argv: list[str], log: Path, environ: dict[str, str]) -> subprocess.Pop
     """Start a subprocess (its own process group) logging to ``log``; the conftest kills the
     group, children included, when a test leaves it running."""
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=environ, cwd=ROOT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=environ, cwd=ROOT, start_new_session=True
+        )
     STARTED.append(proc)
     return proc
 
@@ -101,7 +117,7 @@ def last_step(log: Path) -> int:
 def trailing_json(log: Path) -> dict[str, Any]:
     """The ``--json`` document a command printed last (after the job's own output)."""
     text = log.read_text()
-    return json.loads(text[text.rindex("\n{\n") + 1 if "\n{\n" in text else text.index("{"):])
+    return json.loads(text[text.rindex("\n{\n") + 1 if "\n{\n" in text else text.index("{") :])
 
 
 def finish(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:

@@ -36,6 +36,14 @@ class Job(pl.LightningModule):
 
 if __name__ == "__main__":
     ckpt = FleetCheckpoint(every_n_train_steps=5)
-    trainer = pl.Trainer(max_steps=100_000, callbacks=[ckpt], enable_checkpointing=False, logger=False,
-                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer = pl.Trainer(
+        max_steps=100_000,
+        callbacks=[ckpt],
+        enable_checkpointing=False,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+    )
     trainer.fit(Job(), ckpt_path=ckpt.resume_path)

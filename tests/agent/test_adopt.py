@@ -24,8 +24,18 @@ def record(home) -> dict:
 
 
 def wrapper_argv(uri: str, *cloud: str) -> list[str]:
-    return [*FLEET, "run", *(cloud or ("--cloud", "none")), "--name", "train", "--checkpoint-uri", uri,
-            "--json", "--", *job_argv(uri)]
+    return [
+        *FLEET,
+        "run",
+        *(cloud or ("--cloud", "none")),
+        "--name",
+        "train",
+        "--checkpoint-uri",
+        uri,
+        "--json",
+        "--",
+        *job_argv(uri),
+    ]
 
 
 def orphan_a_job(tmp_path, argv):
@@ -36,7 +46,7 @@ def orphan_a_job(tmp_path, argv):
     wait_until(lambda: last_step(log) >= 15, what="training")
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
-    assert identity(job) is not None            # the job runs on, unwatched
+    assert identity(job) is not None  # the job runs on, unwatched
     return home, job, log
 
 
@@ -60,7 +70,7 @@ def test_a_rerun_adopts_the_job_and_delivers_the_final_notice(tmp_path, imds):
     assert finish(rerun) == 0, log.read_text()
     result = trailing_json(log)
     notice = result["notices"][0]
-    assert result["status"] == "interrupted" and result["starts"] == 0        # no second job was started
+    assert result["status"] == "interrupted" and result["starts"] == 0  # no second job was started
     assert result["adopted"]["job_pid"] == job and result["adopted"]["wrapper_pid"] == first_wrapper
     assert (notice["kind"], notice["hook_ok"], notice["checkpoint_committed"]) == ("terminate", True, True)
     assert notice["hook_detail"] == f"SIGTERM sent to pid {job}"
@@ -85,11 +95,11 @@ def test_of_two_concurrent_reruns_exactly_one_adopts(tmp_path):
     wait_until(lambda: adopted_line(logs[adopter], job), what="the adoption")
     assert record(home)["pid"] == reruns[adopter].pid and not adopted_line(logs[quitter], job)
 
-    later = tmp_path / "later.log"                  # once adopted, a rerun names the live adopter
+    later = tmp_path / "later.log"  # once adopted, a rerun names the live adopter
     assert finish(start(argv, later, env(home))) == 0
     assert trailing_json(later)["holder"]["pid"] == reruns[adopter].pid
 
-    reruns[adopter].send_signal(signal.SIGTERM)     # forwarded to the adopted job, which saves and exits
+    reruns[adopter].send_signal(signal.SIGTERM)  # forwarded to the adopted job, which saves and exits
     assert finish(reruns[adopter]) == 0
     result = trailing_json(logs[adopter])
     assert result["status"] == "stopped" and f"adopted job pid {job} exited, code unknown" in result["message"]
@@ -98,8 +108,10 @@ def test_of_two_concurrent_reruns_exactly_one_adopts(tmp_path):
 
 def _holds_the_lock(home, tmp_path):
     """A process that holds the run lock the way a job's leftover child would (it inherited it)."""
-    code = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-            "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(600)")
+    code = (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(600)"
+    )
     (home / "run").mkdir(parents=True, exist_ok=True)
     log = tmp_path / "holder.log"
     proc = start([sys.executable, "-c", code, str(home / "run" / "train.lock")], log, env(home))
@@ -110,9 +122,20 @@ def _holds_the_lock(home, tmp_path):
 def _stale_record(home, *, job_pid: int, dead_pid: int) -> None:
     me = identity(os.getpid())
     assert me is not None
-    (home / "run" / "train.lock").write_text(json.dumps({
-        "pid": dead_pid, "start": 1, "boot": me.boot, "job_pid": job_pid, "job_start": 1, "job_boot": me.boot,
-        "argv": ["whatever"], "started_at": time.time()}))
+    (home / "run" / "train.lock").write_text(
+        json.dumps(
+            {
+                "pid": dead_pid,
+                "start": 1,
+                "boot": me.boot,
+                "job_pid": job_pid,
+                "job_start": 1,
+                "job_boot": me.boot,
+                "argv": ["whatever"],
+                "started_at": time.time(),
+            }
+        )
+    )
 
 
 def test_a_recycled_job_pid_under_a_held_lock_is_never_adopted_or_signalled(tmp_path):
@@ -120,9 +143,9 @@ def test_a_recycled_job_pid_under_a_held_lock_is_never_adopted_or_signalled(tmp_
     home = tmp_path / "home"
     holder = _holds_the_lock(home, tmp_path)
     bystander = start([sys.executable, "-c", "import time; time.sleep(600)"], tmp_path / "by.log", env(home))
-    _stale_record(home, job_pid=bystander.pid, dead_pid=holder.pid + 100_000)   # the job pid now names another process
+    _stale_record(home, job_pid=bystander.pid, dead_pid=holder.pid + 100_000)  # the job pid now names another process
     data = json.loads((home / "run" / "train.lock").read_text())
-    data["argv"] = wrapper_argv(uri)[wrapper_argv(uri).index("--") + 1:]
+    data["argv"] = wrapper_argv(uri)[wrapper_argv(uri).index("--") + 1 :]
     (home / "run" / "train.lock").write_text(json.dumps(data))
 
     log = tmp_path / "rerun.log"
@@ -130,7 +153,7 @@ def test_a_recycled_job_pid_under_a_held_lock_is_never_adopted_or_signalled(tmp_
     result = trailing_json(log)
     assert result["status"] == "stale" and result["adopted"] == {} and result["starts"] == 0
     assert f"its job (pid {bystander.pid})" in result["message"] and "fuser -v" in result["message"]
-    assert bystander.poll() is None and holder.poll() is None                  # nothing was signalled
+    assert bystander.poll() is None and holder.poll() is None  # nothing was signalled
 
 
 def test_a_stale_record_with_a_free_lock_starts_a_fresh_job(tmp_path):
@@ -141,8 +164,19 @@ def test_a_stale_record_with_a_free_lock_starts_a_fresh_job(tmp_path):
     _stale_record(home, job_pid=bystander.pid, dead_pid=bystander.pid + 100_000)
 
     log = tmp_path / "run.log"
-    short = [*FLEET, "run", "--cloud", "none", "--name", "train", "--checkpoint-uri", uri, "--json", "--",
-             *job_argv(uri, steps=12)]
+    short = [
+        *FLEET,
+        "run",
+        "--cloud",
+        "none",
+        "--name",
+        "train",
+        "--checkpoint-uri",
+        uri,
+        "--json",
+        "--",
+        *job_argv(uri, steps=12),
+    ]
     assert finish(start(short, log, env(home))) == 0, log.read_text()
     result = trailing_json(log)
     assert (result["status"], result["starts"], result["adopted"]) == ("finished", 1, {})
@@ -152,10 +186,21 @@ def test_a_stale_record_with_a_free_lock_starts_a_fresh_job(tmp_path):
 def test_another_command_under_the_same_name_does_not_adopt_the_job(tmp_path):
     uri = f"file://{tmp_path / 'ckpt'}"
     home, job, _ = orphan_a_job(tmp_path, wrapper_argv(uri))
-    other = [*FLEET, "run", "--cloud", "none", "--name", "train", "--checkpoint-uri", uri, "--json", "--",
-             *job_argv(uri, steps=7)]
+    other = [
+        *FLEET,
+        "run",
+        "--cloud",
+        "none",
+        "--name",
+        "train",
+        "--checkpoint-uri",
+        uri,
+        "--json",
+        "--",
+        *job_argv(uri, steps=7),
+    ]
     log = tmp_path / "other.log"
     assert finish(start(other, log, env(home))) == 1
     result = trailing_json(log)
     assert result["status"] == "unwatched" and f"job pid {job} is running UNWATCHED" in result["message"]
-    assert "not adopted" in result["message"] and identity(job) is not None     # left alone, not signalled
+    assert "not adopted" in result["message"] and identity(job) is not None  # left alone, not signalled

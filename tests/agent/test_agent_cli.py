@@ -31,8 +31,10 @@ def publish(cloud: str, fakes: dict, notice_file) -> tuple[list[str], object]:
     if cloud == "vast":
         fakes["vast"].add_instance("31337")
         return ["--metadata-url", fakes["vast"].url], lambda: fakes["vast"].outbid("31337")
-    return (["--notice-file", str(notice_file)],
-            lambda: notice_file.write_text(f'{{"action": "terminate", "time": {time.time() + DEADLINE_S}}}'))
+    return (
+        ["--notice-file", str(notice_file)],
+        lambda: notice_file.write_text(f'{{"action": "terminate", "time": {time.time() + DEADLINE_S}}}'),
+    )
 
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp", "azure", "vast", "local"])
@@ -50,10 +52,32 @@ def test_notice_fires_hook_and_final_checkpoint_commits_before_deadline(cloud, t
     args, notify = publish(cloud, fakes, tmp_path / "notice.json")
     # the instance id is also how the Azure watcher finds its VM's events and the Vast one its instance
     node = {"azure": azure.vm_name, "vast": "31337"}.get(cloud, f"{cloud}-node-1")
-    agent = start([*FLEET, "agent", "--cloud", cloud, *args, "--poll-interval", "0.1",
-                   "--hook-signal", "SIGTERM", "--pid", str(job.pid), "--checkpoint-uri", uri,
-                   "--state", str(state), "--fleet", "f1", "--instance-id", node, "--json"],
-                  agent_log, environ)
+    agent = start(
+        [
+            *FLEET,
+            "agent",
+            "--cloud",
+            cloud,
+            *args,
+            "--poll-interval",
+            "0.1",
+            "--hook-signal",
+            "SIGTERM",
+            "--pid",
+            str(job.pid),
+            "--checkpoint-uri",
+            uri,
+            "--state",
+            str(state),
+            "--fleet",
+            "f1",
+            "--instance-id",
+            node,
+            "--json",
+        ],
+        agent_log,
+        environ,
+    )
     wait_until(lambda: "watching" in agent_log.read_text(), what="the agent to start watching")
     time.sleep(0.3)
     assert agent.poll() is None and job.poll() is None  # no notice yet: both keep running
@@ -72,15 +96,17 @@ def test_notice_fires_hook_and_final_checkpoint_commits_before_deadline(cloud, t
     assert outcome["reported"] is True
     events = open_store(str(state)).events("f1", kinds=["interruption-notice"])
     assert [(e.instance_id, e.detail["kind"], e.detail["checkpoint_step"]) for e in events] == [
-        (node, outcome["kind"], final_step)]
+        (node, outcome["kind"], final_step)
+    ]
     if cloud == "azure":
         assert outcome["acknowledged"] is True and azure.acks == [azure.events[0]["EventId"]]
 
 
 def test_agent_stops_cleanly_without_a_notice(tmp_path, imds):
     log = tmp_path / "agent.log"
-    agent = start([*FLEET, "agent", "--cloud", "aws", "--metadata-url", imds.url, "--poll-interval", "0.1"],
-                  log, env(tmp_path))
+    agent = start(
+        [*FLEET, "agent", "--cloud", "aws", "--metadata-url", imds.url, "--poll-interval", "0.1"], log, env(tmp_path)
+    )
     wait_until(lambda: len(imds.seen("GET", "spot/instance-action")) >= 2, what="polling")
     agent.send_signal(signal.SIGTERM)
     assert finish(agent) == 0
@@ -90,8 +116,11 @@ def test_agent_stops_cleanly_without_a_notice(tmp_path, imds):
 def test_agent_hook_command_runs_on_notice(tmp_path, gce):
     marker = tmp_path / "drained"
     log = tmp_path / "agent.log"
-    agent = start([*FLEET, "agent", "--cloud", "gcp", "--metadata-url", gce.url,
-                   "--hook", f"echo drained > {marker}"], log, env(tmp_path))
+    agent = start(
+        [*FLEET, "agent", "--cloud", "gcp", "--metadata-url", gce.url, "--hook", f"echo drained > {marker}"],
+        log,
+        env(tmp_path),
+    )
     wait_until(lambda: any(r.query.get("wait_for_change") for r in gce.requests), what="long poll")
     gce.preempt()
     assert finish(agent) == 0, log.read_text()
@@ -100,12 +129,15 @@ def test_agent_hook_command_runs_on_notice(tmp_path, gce):
     assert "no checkpoint storage to watch" in log.read_text()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--hook-signal", "SIGTERM"], "--hook-signal needs --pid"),
-    (["--hook-signal", "SIGNOPE", "--pid", "1"], "unknown signal 'SIGNOPE'"),
-    (["--hook", "true", "--pid", "1"], "either --hook COMMAND or --hook-signal"),
-    (["--cloud", "vast", "--instance-id", ""], "vast: no instance id"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--hook-signal", "SIGTERM"], "--hook-signal needs --pid"),
+        (["--hook-signal", "SIGNOPE", "--pid", "1"], "unknown signal 'SIGNOPE'"),
+        (["--hook", "true", "--pid", "1"], "either --hook COMMAND or --hook-signal"),
+        (["--cloud", "vast", "--instance-id", ""], "vast: no instance id"),
+    ],
+)
 def test_bad_agent_options_are_one_line_errors(tmp_path, args, message):
     log = tmp_path / "agent.log"
     proc = start([*FLEET, "agent", *args], log, env(tmp_path))
@@ -116,12 +148,33 @@ def test_bad_agent_options_are_one_line_errors(tmp_path, args, message):
 
 def test_azure_report_uses_the_vm_name_learned_from_metadata(tmp_path, azure):
     state, log = tmp_path / "state.db", tmp_path / "agent.log"
-    agent = start([*FLEET, "agent", "--cloud", "azure", "--metadata-url", azure.url, "--poll-interval", "0.1",
-                   "--hook", "true", "--state", str(state), "--fleet", "f2"], log, env(tmp_path))
+    agent = start(
+        [
+            *FLEET,
+            "agent",
+            "--cloud",
+            "azure",
+            "--metadata-url",
+            azure.url,
+            "--poll-interval",
+            "0.1",
+            "--hook",
+            "true",
+            "--state",
+            str(state),
+            "--fleet",
+            "f2",
+        ],
+        log,
+        env(tmp_path),
+    )
     wait_until(lambda: azure.seen("GET", "/metadata/scheduledevents"), what="polling")
     event_id = azure.schedule("Preempt")
     assert finish(agent) == 0, log.read_text()
     [event] = open_store(str(state)).events("f2", kinds=["interruption-notice"])
     assert (event.instance_id, event.detail["kind"], event.detail["detail"]["EventId"]) == (
-        azure.vm_name, "preempt", event_id)
+        azure.vm_name,
+        "preempt",
+        event_id,
+    )
     assert azure.acks == [event_id]

@@ -20,14 +20,16 @@ from providers.local.nodes import node_dir
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
 PY = shlex.quote(sys.executable)
-STARTUP = (f"exec {PY} -m fleet.cli.main run --cloud auto --json -- "
-           f"{PY} {shlex.quote(str(EXAMPLE))} --steps 100000 --save-every 10 --step-time 0.01 --backend numpy")
+STARTUP = (
+    f"exec {PY} -m fleet.cli.main run --cloud auto --json -- "
+    f"{PY} {shlex.quote(str(EXAMPLE))} --steps 100000 --save-every 10 --step-time 0.01 --backend numpy"
+)
 
 
 def run_result(log: Path) -> dict | None:
     text = log.read_text() if log.exists() else ""
     start = text.rfind("\n{\n")
-    return json.loads(text[start + 1:]) if start >= 0 and text.rstrip().endswith("}") else None
+    return json.loads(text[start + 1 :]) if start >= 0 and text.rstrip().endswith("}") else None
 
 
 def test_preempted_node_checkpoints_and_the_next_node_resumes_there(tmp_path, monkeypatch):
@@ -38,21 +40,29 @@ def test_preempted_node_checkpoints_and_the_next_node_resumes_there(tmp_path, mo
     offer = next(o for o in aws.list_offers(OfferQuery()) if o.market is Market.SPOT and (o.capacity_hint or 0) >= 2)
 
     def launch(token: str) -> str:
-        result = aws.launch(LaunchRequest(fleet="train", offer=offer, count=1, token=token,
-                                          node=NodeConfig(startup=STARTUP), tags=fleet_tags("train", offer.pool)))
+        result = aws.launch(
+            LaunchRequest(
+                fleet="train",
+                offer=offer,
+                count=1,
+                token=token,
+                node=NodeConfig(startup=STARTUP),
+                tags=fleet_tags("train", offer.pool),
+            )
+        )
         return result.instances[0].id
 
     try:
         first = launch("node-1")
         log1 = node_dir(cloud.root, first) / "node.log"
         wait_until(lambda: log1.exists() and last_step(log1) >= 15, what="the first node to train")
-        cloud.preempt(first, notice=True)               # writes the notice; the hard-off comes later
+        cloud.preempt(first, notice=True)  # writes the notice; the hard-off comes later
         result = wait_until(lambda: run_result(log1), what="the wrapper to finish on the notice")
         notice = result["notices"][0]
         assert (result["status"], notice["cloud"], notice["kind"]) == ("interrupted", "local", "terminate")
         assert notice["checkpoint_committed"] and notice["checkpoint_step"] == last_step(log1)
         final = last_step(log1)
-        cloud.advance(121)                              # the preemption itself
+        cloud.advance(121)  # the preemption itself
 
         second = launch("node-2")
         log2 = node_dir(cloud.root, second) / "node.log"

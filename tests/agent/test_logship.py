@@ -25,8 +25,8 @@ def _shipper(tmp_path, *, max_bytes=nodelogs.MAX_BYTES, interval=5.0, instance="
 
 def test_uploads_only_changes_and_keeps_the_tail_of_a_big_log_from_a_line_start(tmp_path):
     shipper, log, store = _shipper(tmp_path, max_bytes=100)
-    log.write_text("".join(f"line {i:03d}\n" for i in range(50)))          # 450 bytes
-    assert shipper.ship_once() and not shipper.ship_once()                 # unchanged: nothing sent
+    log.write_text("".join(f"line {i:03d}\n" for i in range(50)))  # 450 bytes
+    assert shipper.ship_once() and not shipper.ship_once()  # unchanged: nothing sent
     meta, data = nodelogs.read_log(store, "i-1")
     assert data.startswith(b"line ") and data.endswith(b"line 049\n") and len(data) <= 100
     assert meta.offset + meta.length == meta.size == 450 and not meta.final
@@ -41,14 +41,14 @@ def test_uploads_only_changes_and_keeps_the_tail_of_a_big_log_from_a_line_start(
 def test_a_failing_store_never_stops_the_uploader_and_it_recovers(tmp_path, caplog):
     caplog.set_level(logging.INFO, "fleet.agent")
     blocked = tmp_path / "bucket"
-    blocked.write_text("a file where the bucket folder should be")        # every upload fails (OSError)
+    blocked.write_text("a file where the bucket folder should be")  # every upload fails (OSError)
     shipper, log, _ = _shipper(tmp_path, interval=0.05, root=blocked)
     log.write_text("hello\n")
     shipper.start()
     try:
         wait_until(lambda: shipper._failures >= 3, what="a few failed attempts")
         assert shipper.uploads == 0 and "node log not uploaded" in caplog.text
-        blocked.unlink()                                                   # the store comes back
+        blocked.unlink()  # the store comes back
         wait_until(lambda: shipper.uploads >= 1, what="an upload after the store recovered")
     finally:
         shipper.close()
@@ -75,9 +75,16 @@ def test_ids_with_slashes_stay_one_key(tmp_path):
     assert nodelogs.read_log(store, "us-central1-a/node-1")[1] == b"gce\n"
 
 
-@pytest.mark.parametrize("raw", [b"not json", b"[]", b'{"instance": "i-1", "size": -1, "offset": 0, "length": 0}',
-                                 b'{"instance": "i-2", "size": 1, "offset": 0, "length": 1, "updated_at": 1}',
-                                 b'{"instance": "i-1", "size": 5, "offset": 0, "length": 1, "updated_at": 1}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[]",
+        b'{"instance": "i-1", "size": -1, "offset": 0, "length": 0}',
+        b'{"instance": "i-2", "size": 1, "offset": 0, "length": 1, "updated_at": 1}',
+        b'{"instance": "i-1", "size": 5, "offset": 0, "length": 1, "updated_at": 1}',
+    ],
+)
 def test_an_index_we_did_not_write_is_skipped_in_lists_and_refused_on_read(tmp_path, raw):
     store = open_store((tmp_path / "b").as_uri())
     store.create(nodelogs.index_key("i-1"), raw)
@@ -97,7 +104,7 @@ def test_follow_yields_new_bytes_once_marks_a_cut_and_ends_with_the_final_upload
     shipper.ship_once()
     assert next(chunks) == b"b1\n"
     with log.open("a") as f:
-        f.write("".join(f"c{i:02d}\n" for i in range(10)))              # more than max_bytes at once
+        f.write("".join(f"c{i:02d}\n" for i in range(10)))  # more than max_bytes at once
     shipper.ship_once(final=True)
     rest = b"".join(chunks)
     assert rest.startswith(b"[spotfleet: ") and b"bytes of the log were not kept]\n" in rest

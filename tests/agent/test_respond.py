@@ -69,13 +69,19 @@ def test_an_existing_checkpoint_older_than_the_notice_does_not_count(probe):
 
 @pytest.mark.parametrize("code, current", [(0, True), (1, False)])
 def test_a_job_of_ours_exiting_cleanly_keeps_its_newest_checkpoint_as_final(probe, code, current):
-    probe.manager.save({"w": 1}, 20)   # the job's newest step was saved just before the notice
-    job = subprocess.Popen([sys.executable, "-c", f"import signal, sys, time\n"
-                            f"signal.signal(signal.SIGTERM, lambda *_: sys.exit({code}))\n"
-                            "print('ready', flush=True)\ntime.sleep(60)\n"], stdout=subprocess.PIPE)
+    probe.manager.save({"w": 1}, 20)  # the job's newest step was saved just before the notice
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import signal, sys, time\n"
+            f"signal.signal(signal.SIGTERM, lambda *_: sys.exit({code}))\n"
+            "print('ready', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
     assert job.stdout.readline() == b"ready\n"
-    outcome = respond(notice(120), SignalHook(signal.SIGTERM, job.pid, lambda pid: job.poll()), probe=probe,
-                      settle=0.5)
+    outcome = respond(notice(120), SignalHook(signal.SIGTERM, job.pid, lambda pid: job.poll()), probe=probe, settle=0.5)
     assert job.returncode == code
     assert (outcome.checkpoint_committed, outcome.checkpoint_new, outcome.checkpoint_step) == (current, False, 20)
     assert ("already current" in outcome.summary()) is current

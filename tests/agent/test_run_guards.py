@@ -24,8 +24,13 @@ MARKER_JOB = [sys.executable, "-c", "print('the job ran')"]
 
 
 def fleet_run(home: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FLEET, "run", "--cloud", "none", "--backoff", "0.01", *args, "--", *MARKER_JOB],
-                          capture_output=True, text=True, timeout=120, env=env(home, **extra_env))
+    return subprocess.run(
+        [*FLEET, "run", "--cloud", "none", "--backoff", "0.01", *args, "--", *MARKER_JOB],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env(home, **extra_env),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +51,21 @@ def test_a_missing_bucket_is_one_line_and_no_job_starts(tmp_path, moto):
     assert "the job ran" not in run.stdout + run.stderr and "restart" not in run.stderr
     assert run.stderr.strip().splitlines() == [
         "error: checkpoint storage cannot be used: s3://no-such-bucket/run1: bucket 'no-such-bucket' does not "
-        "exist; create it (fleet up creates the fleet's bucket) or fix the URI"]
+        "exist; create it (fleet up creates the fleet's bucket) or fix the URI"
+    ]
 
 
 def test_an_unreachable_store_is_one_line_and_no_job_starts(tmp_path):
-    run = fleet_run(tmp_path / "home", "--checkpoint-uri", "s3://bucket/run1",
-                    AWS_ENDPOINT_URL_S3="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y",
-                    AWS_DEFAULT_REGION="us-east-1", AWS_MAX_ATTEMPTS="1")
+    run = fleet_run(
+        tmp_path / "home",
+        "--checkpoint-uri",
+        "s3://bucket/run1",
+        AWS_ENDPOINT_URL_S3="http://127.0.0.1:9",
+        AWS_ACCESS_KEY_ID="x",
+        AWS_SECRET_ACCESS_KEY="y",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_MAX_ATTEMPTS="1",
+    )
     assert run.returncode == 1 and "the job ran" not in run.stdout
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: checkpoint storage cannot be used: s3://bucket/run1")
@@ -68,10 +81,10 @@ def test_a_reachable_store_still_runs_the_job(tmp_path):
 def test_lock_names_are_plain_names(tmp_path, name):
     home = tmp_path / "home"
     run = fleet_run(home, "--name", name.format(tmp=tmp_path))
-    assert run.returncode == 64 and "the job ran" not in run.stdout     # a usage error (EX_USAGE)
+    assert run.returncode == 64 and "the job ran" not in run.stdout  # a usage error (EX_USAGE)
     assert "--name" in run.stderr and "is not a plain name" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "escaped.lock").exists() and not (tmp_path / "abs.lock").exists()
-    assert not (home / "run").exists()                       # nothing written anywhere
+    assert not (home / "run").exists()  # nothing written anywhere
 
 
 def test_a_plain_name_is_used_for_the_lock(tmp_path):

@@ -72,8 +72,10 @@ def test_aws_quiet_node_polls_with_one_token_and_stops_cleanly(imds):
     assert w.stopped() is None
     assert len(imds.seen("PUT", "/latest/api/token")) == 1
     tokens = {r.headers["x-aws-ec2-metadata-token"] for r in imds.seen("GET", "spot/instance-action")}
-    assert len(tokens) == 1 and imds.seen("PUT", "/latest/api/token")[0].headers[
-        "x-aws-ec2-metadata-token-ttl-seconds"] == "21600"
+    assert (
+        len(tokens) == 1
+        and imds.seen("PUT", "/latest/api/token")[0].headers["x-aws-ec2-metadata-token-ttl-seconds"] == "21600"
+    )
 
 
 @pytest.mark.parametrize("action", ["terminate", "stop", "hibernate"])
@@ -130,7 +132,7 @@ def test_aws_survives_5xx_timeouts_and_garbage(imds):
     watcher = aws(imds)
     watcher.max_backoff = 0.3  # keep the test short; the default caps retries at 2 s
     imds.fail_next(3, 500)
-    imds.stall_next(2, 0.8)   # longer than the watcher's 0.5 s timeout
+    imds.stall_next(2, 0.8)  # longer than the watcher's 0.5 s timeout
     imds.fail_next(1, 503)
     w = Watching(watcher)
     wait_for(lambda: len(imds.requests) >= 8)
@@ -140,12 +142,14 @@ def test_aws_survives_5xx_timeouts_and_garbage(imds):
 
 
 def test_fake_imds_speaks_imdsv2(imds):
-    assert http.request("PUT", f"{imds.url}/latest/api/token").status == 400   # TTL header required
+    assert http.request("PUT", f"{imds.url}/latest/api/token").status == 400  # TTL header required
     assert http.request("GET", f"{imds.url}/latest/meta-data/spot/instance-action").status == 401
-    token = http.request("PUT", f"{imds.url}/latest/api/token",
-                         headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}).text
-    got = http.request("GET", f"{imds.url}/latest/meta-data/spot/instance-action",
-                       headers={"X-aws-ec2-metadata-token": token})
+    token = http.request(
+        "PUT", f"{imds.url}/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+    ).text
+    got = http.request(
+        "GET", f"{imds.url}/latest/meta-data/spot/instance-action", headers={"X-aws-ec2-metadata-token": token}
+    )
     assert got.status == 404
 
 
@@ -293,7 +297,7 @@ def test_vast_needs_an_instance_and_a_key(monkeypatch, tmp_path):
 # ---- OCI -----------------------------------------------------------------------------------------
 def test_oci_gives_no_notice_but_names_the_instance(oci_imds):
     w = make_watcher("oci", WatcherOptions(url=oci_imds.url))
-    assert w.poll_once() is None                      # nothing on the instance announces a preemption
+    assert w.poll_once() is None  # nothing on the instance announces a preemption
     assert w.instance_id() == "ocid1.instance.oc1.iad.fakenode"
     assert instance_id("oci", url=oci_imds.url) == "ocid1.instance.oc1.iad.fakenode"
     assert oci_imds.seen("GET", "/opc/v2/instance/id")[-1].headers["authorization"] == "Bearer Oracle"
@@ -339,9 +343,11 @@ def test_auto_detects_each_cloud_by_who_answers(monkeypatch, imds, gce, azure):
     for var in ("SPOTFLEET_NOTICE_FILE", "CONTAINER_ID"):
         monkeypatch.delenv(var, raising=False)
     dead = closed_port_url()
-    cases = {"aws": (imds.url, dead.removeprefix("http://"), dead),
-             "gcp": (dead, gce.host, dead),
-             "azure": (dead, dead.removeprefix("http://"), azure.url)}
+    cases = {
+        "aws": (imds.url, dead.removeprefix("http://"), dead),
+        "gcp": (dead, gce.host, dead),
+        "azure": (dead, dead.removeprefix("http://"), azure.url),
+    }
     for cloud, (aws_url, gce_host, azure_url) in cases.items():
         monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws_url)
         monkeypatch.setenv("GCE_METADATA_HOST", gce_host)
@@ -353,7 +359,7 @@ def test_auto_detects_each_cloud_by_who_answers(monkeypatch, imds, gce, azure):
     monkeypatch.setenv("SPOTFLEET_AZURE_METADATA_URL", dead)
     with pytest.raises(WatcherConfigError, match="--cloud"):
         detect_cloud()
-    monkeypatch.setenv("CONTAINER_ID", "4242")       # inside a Vast container with a key
+    monkeypatch.setenv("CONTAINER_ID", "4242")  # inside a Vast container with a key
     monkeypatch.setenv("VAST_API_KEY", "k")
     assert detect_cloud() == "vast"
     monkeypatch.setenv("SPOTFLEET_NOTICE_FILE", "/tmp/x.json")

@@ -33,7 +33,7 @@ def test_capacity_failure_fails_over_to_other_pools(world: World):
 def test_throttling_and_server_errors_end_short_then_a_rerun_fills_in(world: World):
     spec = str(world.spec())
     throttled, broken = _planned_spot_pools(world, spec)[:2]
-    world.cloud.inject_fault(throttled, "throttle", 20)      # outlasts the adapter's own retries
+    world.cloud.inject_fault(throttled, "throttle", 20)  # outlasts the adapter's own retries
     world.cloud.inject_fault(broken, "server-error", 1)
     short = world.fleet("up", spec, "--yes")
     assert short.returncode == 3, short.stderr
@@ -55,6 +55,6 @@ def test_throttling_and_server_errors_end_short_then_a_rerun_fills_in(world: Wor
     store = world.store()
     try:
         replayed = {launch.pool: launch.token for launch in store.launches("chaos") if launch.pool in pending}
-        assert replayed == pending       # the same tokens were replayed, no new launch was needed
+        assert replayed == pending  # the same tokens were replayed, no new launch was needed
     finally:
         store.close()

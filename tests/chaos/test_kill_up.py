@@ -31,7 +31,7 @@ def assert_converged(world: World, report: dict, fleet: str = "chaos") -> None:
     store = world.store()
     try:
         recorded = {r.id for r in store.instances(fleet, alive_only=True)}
-        assert recorded == {i.id for i in created}          # no orphan, no phantom
+        assert recorded == {i.id for i in created}  # no orphan, no phantom
         assert store.lock_holder(fleet) is None
         assert store.launches(fleet, status=LaunchStatus.REQUESTED) == []
         assert store.get_fleet(fleet).status == "up"
@@ -41,8 +41,7 @@ def assert_converged(world: World, report: dict, fleet: str = "chaos") -> None:
 
 def test_the_chaos_run_has_exactly_the_crash_points_swept(world: World):
     spec = str(world.spec())
-    beyond = world.fleet("up", spec, "--yes", "--json",
-                         env=world.env(SPOTFLEET_TEST_CRASH_AT=str(CRASH_POINTS + 1)))
+    beyond = world.fleet("up", spec, "--yes", "--json", env=world.env(SPOTFLEET_TEST_CRASH_AT=str(CRASH_POINTS + 1)))
     assert beyond.returncode == 0, beyond.stderr
     dry = world.fleet_json("up", spec, "--dry-run")
     assert len(dry["plan"]["allocations"]) == 5 and dry["changes"] == {}

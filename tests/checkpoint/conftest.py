@@ -74,12 +74,12 @@ def make_location(kind: str, emulators: Callable[[str], emu.Emulator], tmp_path:
 
 
 @pytest.fixture(params=STORES)
-def location(request: pytest.FixtureRequest, emulators: Callable[[str], emu.Emulator],
-             tmp_path: Path) -> Location:
+def location(request: pytest.FixtureRequest, emulators: Callable[[str], emu.Emulator], tmp_path: Path) -> Location:
     return make_location(request.param, emulators, tmp_path, request.node.name)
 
 
 @pytest.fixture
-def location_factory(emulators: Callable[[str], emu.Emulator], tmp_path: Path,
-                     request: pytest.FixtureRequest) -> Callable[[str], Location]:
+def location_factory(
+    emulators: Callable[[str], emu.Emulator], tmp_path: Path, request: pytest.FixtureRequest
+) -> Callable[[str], Location]:
     return lambda kind: make_location(kind, emulators, tmp_path / uuid.uuid4().hex[:6], request.node.name)

@@ -19,7 +19,7 @@ ROOT = HERE.parents[1]
 class RankResult:
     rank: int
     returncode: int
-    report: dict | None           # the rank's JSON line; None when it died or failed
+    report: dict | None  # the rank's JSON line; None when it died or failed
     stderr: str
 
 
@@ -27,9 +27,16 @@ def run_ranks(scenario: str, uri: str, env: dict[str, str], world: int = 2, time
     """Run ``scenario`` on ``world`` gloo ranks against ``uri``; waits for all of them."""
     port = str(emu.free_port())
     full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(HERE / "torch_ranks.py"), scenario, str(r), str(world), port, uri],
-                              env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in range(world)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "torch_ranks.py"), scenario, str(r), str(world), port, uri],
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(world)
+    ]
     results = []
     for rank, proc in enumerate(procs):
         try:
@@ -47,4 +54,4 @@ def reports(results: list[RankResult]) -> list[dict]:
     """Every rank's report; fails with the ranks' stderr when one did not finish cleanly."""
     bad = [r for r in results if r.returncode != 0 or r.report is None]
     assert not bad, "\n".join(f"rank {r.rank} exited {r.returncode}:\n{r.stderr[-3000:]}" for r in bad)
-    return [r.report for r in results]          # type: ignore[misc]
+    return [r.report for r in results]  # type: ignore[misc]

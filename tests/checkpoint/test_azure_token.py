@@ -30,6 +30,7 @@ CLIENT_ID = "6e3e1c2a-0000-4000-8000-00000000c11e"
 @pytest.fixture(scope="module")
 def azurite() -> Iterator[object]:
     from azurite_oauth import start_azurite_oauth
+
     try:
         server = start_azurite_oauth()
     except emu.EmulatorUnavailable as err:
@@ -37,8 +38,10 @@ def azurite() -> Iterator[object]:
             pytest.fail(str(err))
         pytest.skip(str(err))
     from azure.storage.blob import BlobServiceClient
-    BlobServiceClient.from_connection_string(server.connection_string, connection_verify=str(server.ca)) \
-        .create_container("node-ckpt")
+
+    BlobServiceClient.from_connection_string(
+        server.connection_string, connection_verify=str(server.ca)
+    ).create_container("node-ckpt")
     yield server
     server.stop()
 
@@ -49,6 +52,7 @@ def node(azurite, monkeypatch) -> Iterator[tuple[FakeAzure, dict[str, str]]]:
     imds = FakeAzure().start()
     imds.assign_identity(CLIENT_ID)
     import os
+
     for name in list(os.environ):
         if name.startswith(("AZURE_", "IDENTITY_", "MSI_", "SPOTFLEET_")):
             monkeypatch.delenv(name)
@@ -77,7 +81,7 @@ def test_checkpoints_round_trip_with_a_managed_identity_token(node):
 
 def test_azurite_checks_the_token_so_a_wrong_one_is_a_clear_error(node):
     imds, _ = node
-    imds.audience = "https://management.azure.com"            # a token for another service
+    imds.audience = "https://management.azure.com"  # a token for another service
     with pytest.raises(CheckpointError) as err:
         open_store(f"az://node-ckpt@{emu.AZURITE_ACCOUNT}/run-2").list("")
     assert "az://node-ckpt@" in str(err.value) and "failed to authenticate" in str(err.value)
@@ -86,10 +90,14 @@ def test_azurite_checks_the_token_so_a_wrong_one_is_a_clear_error(node):
 
 def test_the_account_endpoint_and_what_the_uri_needs():
     assert account_url("acct1", {}) == "https://acct1.blob.core.windows.net"
-    assert account_url("acct1", {"SPOTFLEET_AZURE_BLOB_ENDPOINT": "https://127.0.0.1:10000/"}) == \
-        "https://127.0.0.1:10000/acct1"
-    assert account_url("acct1", {"SPOTFLEET_AZURE_BLOB_ENDPOINT": "https://{account}.blob.local"}) == \
-        "https://acct1.blob.local"
+    assert (
+        account_url("acct1", {"SPOTFLEET_AZURE_BLOB_ENDPOINT": "https://127.0.0.1:10000/"})
+        == "https://127.0.0.1:10000/acct1"
+    )
+    assert (
+        account_url("acct1", {"SPOTFLEET_AZURE_BLOB_ENDPOINT": "https://{account}.blob.local"})
+        == "https://acct1.blob.local"
+    )
     with pytest.raises(CheckpointError) as err:
         open_store("az://ckpt/run", env={})
     assert "az://container@account/prefix" in str(err.value)

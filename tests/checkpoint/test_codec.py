@@ -46,10 +46,24 @@ def test_arrays_keep_dtype_shape_and_bits():
 
 
 def test_python_values_and_containers():
-    state = {"none": None, "t": True, "i": -(2**80), "f": 0.1, "nan": math.nan, "inf": -math.inf,
-             "s": "héllo", "b": b"\x00raw", "ba": bytearray(b"xy"), "list": [1, [2, (3, 4)]],
-             "tuple": (1, "a", None), "int_keys": {0: "a", 1: {"x": 2}}, "tuple_keys": {(1, 2): 3},
-             "$dollar": {"$array": 1}, "np_scalar": np.float32(1.25), "np_int": np.int16(-3)}
+    state = {
+        "none": None,
+        "t": True,
+        "i": -(2**80),
+        "f": 0.1,
+        "nan": math.nan,
+        "inf": -math.inf,
+        "s": "héllo",
+        "b": b"\x00raw",
+        "ba": bytearray(b"xy"),
+        "list": [1, [2, (3, 4)]],
+        "tuple": (1, "a", None),
+        "int_keys": {0: "a", 1: {"x": 2}},
+        "tuple_keys": {(1, 2): 3},
+        "$dollar": {"$array": 1},
+        "np_scalar": np.float32(1.25),
+        "np_int": np.int16(-3),
+    }
     out = roundtrip(state)
     assert out["list"] == [1, [2, (3, 4)]]
     assert out["tuple"] == (1, "a", None) and isinstance(out["tuple"], tuple)
@@ -82,12 +96,15 @@ def test_snapshot_is_independent_of_later_mutation():
     assert decode(bytearray(payload.tobytes()))["w"].sum() == 0
 
 
-@pytest.mark.parametrize("value, where", [
-    (object(), "state['bad']"),
-    (np.array([object()]), "state['bad']"),
-    ({1, 2}, "state['bad']"),
-    ([1, lambda: 0], "state['bad'][1]"),
-])
+@pytest.mark.parametrize(
+    "value, where",
+    [
+        (object(), "state['bad']"),
+        (np.array([object()]), "state['bad']"),
+        ({1, 2}, "state['bad']"),
+        ([1, lambda: 0], "state['bad'][1]"),
+    ],
+)
 def test_unsupported_values_are_refused_with_their_path(value, where):
     with pytest.raises(UnsupportedStateError) as err:
         encode({"bad": value})
@@ -100,24 +117,39 @@ def test_state_must_be_a_dict():
         encode([1, 2])  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda b: b"NOT-A-CHECKPOINT" + b[16:],
-    lambda b: b[:30],
-    lambda b: b[:-8],
-    lambda b: b[:24] + b"[" + b[25:],
-])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda b: b"NOT-A-CHECKPOINT" + b[16:],
+        lambda b: b[:30],
+        lambda b: b[:-8],
+        lambda b: b[:24] + b"[" + b[25:],
+    ],
+)
 def test_malformed_bytes_raise_corrupt_checkpoint(mangle):
     data = encode({"w": np.arange(16, dtype=np.float64), "s": "x"}).tobytes()
     with pytest.raises(CorruptCheckpointError):
         decode(bytearray(mangle(data)))
 
 
-leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8),
-                   st.binary(max_size=16),
-                   st.lists(st.floats(allow_nan=False, width=32), max_size=6).map(lambda v: np.array(v, np.float32)))
-trees = st.recursive(leaves, lambda kids: st.one_of(
-    st.lists(kids, max_size=4), st.tuples(kids, kids),
-    st.dictionaries(st.one_of(st.text(max_size=6), st.integers()), kids, max_size=4)), max_leaves=20)
+leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.binary(max_size=16),
+    st.lists(st.floats(allow_nan=False, width=32), max_size=6).map(lambda v: np.array(v, np.float32)),
+)
+trees = st.recursive(
+    leaves,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4),
+        st.tuples(kids, kids),
+        st.dictionaries(st.one_of(st.text(max_size=6), st.integers()), kids, max_size=4),
+    ),
+    max_leaves=20,
+)
 
 
 def _same(a, b) -> bool:
@@ -149,8 +181,13 @@ def test_payload_reader_reads_and_seeks_across_chunks():
 
 def test_payload_slices_span_chunks_without_copying():
     payload = Payload.of([b"abc", b"defg", b"h"])
-    assert [payload.slice(s, n).tobytes() for s, n in [(0, 8), (2, 3), (3, 4), (7, 5), (8, 1)]] == \
-        [b"abcdefgh", b"cde", b"defg", b"h", b""]
+    assert [payload.slice(s, n).tobytes() for s, n in [(0, 8), (2, 3), (3, 4), (7, 5), (8, 1)]] == [
+        b"abcdefgh",
+        b"cde",
+        b"defg",
+        b"h",
+        b"",
+    ]
     sub = payload.slice(1, 6).reader()
     sub.seek(2)
     assert sub.read() == b"defg"

@@ -42,7 +42,7 @@ class _TickingReader(ChunkReader):
 
     def readinto(self, buffer):
         view = memoryview(buffer).cast("B")
-        n = super().readinto(view[:self._max] if self._max else view)
+        n = super().readinto(view[: self._max] if self._max else view)
         self._tick("upload-mid")
         return n
 
@@ -118,10 +118,10 @@ def run_child(location, crash_at: int, size: int, max_read: int | None) -> tuple
     """Fork a writer that resumes and saves until it crashes; returns (exit code, its reports)."""
     rfd, wfd = os.pipe()
     pid = os.fork()
-    if pid == 0:                                   # child: never returns into pytest
+    if pid == 0:  # child: never returns into pytest
         code = 1
         try:
-            signal.alarm(60)                       # a hung child dies instead of hanging the test
+            signal.alarm(60)  # a hung child dies instead of hanging the test
             os.close(rfd)
             store = CrashingStore(location.store(), crash_at, wfd, max_read)
             mgr = CheckpointManager(store=store, keep_last=2)
@@ -172,7 +172,7 @@ def test_kill_during_save_always_resumes_from_last_complete(location_factory, ki
         state, info = resumed
         assert info.step == expected, f"trial {trial}: resumed at {info.step}, last commit was {expected}"
         np.testing.assert_array_equal(state["w"], state_for(expected, size)["w"])
-        for visible in reader.list():               # no reader ever sees a partial checkpoint
+        for visible in reader.list():  # no reader ever sees a partial checkpoint
             assert reader.load(visible)["step"] == visible.step
     assert expected is not None and expected >= TRIALS[kind] // 2
-    assert {"upload", "create", "delete", "list"} <= set(where), where   # crash points spread over the path
+    assert {"upload", "create", "delete", "list"} <= set(where), where  # crash points spread over the path

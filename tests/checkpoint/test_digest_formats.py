@@ -67,7 +67,7 @@ def test_saving_into_a_format_1_location_writes_format_2_and_retention_spans_bot
     info = mgr.save({"w": np.arange(3)}, 6)
     doc = json.loads((old_location / "commits" / "step-000000000006.json").read_bytes())
     assert (doc["format"], doc["algorithm"], len(doc["digest"])) == (FORMAT, "xxh3-128", 32) and "sha256" not in doc
-    assert [i.step for i in mgr.list()] == [5, 6]                 # step 3 (format /1) pruned
+    assert [i.step for i in mgr.list()] == [5, 6]  # step 3 (format /1) pruned
     assert mgr.load_latest()[1] == info
     mgr.close()
 
@@ -91,16 +91,36 @@ def test_a_sha256_info_is_written_as_format_1_byte_for_byte():
 
 def manifest_v2(step: int, data_key: str, data: bytes, algorithm: object) -> bytes:
     import xxhash
-    doc = {"format": FORMAT, "step": step, "name": f"step-{step:012d}", "size": len(data),
-           "digest": xxhash.xxh3_128(data).hexdigest(), "committed_at": 1.0, "data_key": data_key,
-           "writer": "elsewhere", "metrics": {}}
+
+    doc = {
+        "format": FORMAT,
+        "step": step,
+        "name": f"step-{step:012d}",
+        "size": len(data),
+        "digest": xxhash.xxh3_128(data).hexdigest(),
+        "committed_at": 1.0,
+        "data_key": data_key,
+        "writer": "elsewhere",
+        "metrics": {},
+    }
     if algorithm is not ...:
         doc["algorithm"] = algorithm
     return json.dumps(doc).encode()
 
 
-HOSTILE = ["md5", "", "XXH3-128", "sha256\n", "../../etc/passwd", "x" * 10_000, None, 128, ["sha256"],
-           {"name": "xxh3-128"}, ...]
+HOSTILE = [
+    "md5",
+    "",
+    "XXH3-128",
+    "sha256\n",
+    "../../etc/passwd",
+    "x" * 10_000,
+    None,
+    128,
+    ["sha256"],
+    {"name": "xxh3-128"},
+    ...,
+]
 
 
 @pytest.mark.parametrize("algorithm", HOSTILE, ids=lambda a: repr(a)[:20])

@@ -33,8 +33,17 @@ def job_env(location) -> dict[str, str]:
 
 
 def command(*extra: str) -> list[str]:
-    return [sys.executable, str(EXAMPLE), "--backend", "numpy", "--steps", str(STEPS),
-            "--save-every", str(SAVE_EVERY), *extra]
+    return [
+        sys.executable,
+        str(EXAMPLE),
+        "--backend",
+        "numpy",
+        "--steps",
+        str(STEPS),
+        "--save-every",
+        str(SAVE_EVERY),
+        *extra,
+    ]
 
 
 def losses(output: str) -> dict[int, str]:
@@ -60,8 +69,9 @@ def reference(tmp_path_factory) -> dict[int, str]:
 
 def run_until(env: dict[str, str], stop_at: int, how: signal.Signals) -> tuple[subprocess.Popen, list[str]]:
     """Start the job, read its output until it prints ``step stop_at``, then send ``how``."""
-    proc = subprocess.Popen(command("--step-time", "0.01"), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command("--step-time", "0.01"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     lines = []
     sent = False
     assert proc.stdout is not None
@@ -84,7 +94,7 @@ def test_kill9_resume_continues_the_loss_curve_bit_identically(location_factory,
     seen: dict[int, str] = {}
     kills = sorted(rng.sample(range(8, STEPS - 5), 3))
     resumed_at: list[int] = []
-    for kill_at in kills:                          # kill -9 three times, restarting with no manual step
+    for kill_at in kills:  # kill -9 three times, restarting with no manual step
         proc, out = run_until(env, kill_at, signal.SIGKILL)
         assert proc.returncode == -signal.SIGKILL
         printed = losses("".join(out))
@@ -96,7 +106,7 @@ def test_kill9_resume_continues_the_loss_curve_bit_identically(location_factory,
     assert final.returncode == 0, final.stderr
     assert f"resumed from step {resumed_at[-1]} " in final.stdout
     seen.update(losses(final.stdout))
-    assert seen == reference                       # every step, before and after each kill, bit for bit
+    assert seen == reference  # every step, before and after each kill, bit for bit
     assert CheckpointManager(location.uri, env=location.env).latest().step == STEPS
 
 
@@ -104,7 +114,7 @@ def test_kill9_resume_continues_the_loss_curve_bit_identically(location_factory,
 def test_notice_signal_writes_a_final_checkpoint_and_exits_zero(location_factory, reference, how):
     location = location_factory("file")
     env = job_env(location)
-    stop_at = 17                                   # not a multiple of --save-every
+    stop_at = 17  # not a multiple of --save-every
     proc, out = run_until(env, stop_at, how)
     text = "".join(out)
     assert proc.returncode == 0, text
@@ -135,4 +145,4 @@ def test_a_finished_run_started_again_resaves_nothing(location_factory):
     again = subprocess.run(command("--steps", "10"), env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert "resumed from step 10 " in again.stdout and "finished at step 10" in again.stdout
-    assert location.store().list("data/") == saved                # nothing uploaded again
+    assert location.store().list("data/") == saved  # nothing uploaded again

@@ -43,7 +43,7 @@ def consume(pos: DataPosition, batches: int) -> list[list[int]]:
 
 def test_data_position_resumes_without_repeating_or_skipping(tmp_path):
     straight = DataPosition(size=10, batch_size=4, seed=5)
-    expected = consume(straight, 9)                 # crosses several epochs, short last batches
+    expected = consume(straight, 9)  # crosses several epochs, short last batches
     first = DataPosition(size=10, batch_size=4, seed=5)
     seen = consume(first, 4)
     mgr = CheckpointManager(f"file://{tmp_path}")
@@ -51,8 +51,8 @@ def test_data_position_resumes_without_repeating_or_skipping(tmp_path):
     resumed = DataPosition(size=10, batch_size=4, seed=5)
     resumed.load_state_dict(mgr.load_latest()[0]["data"])
     assert seen + consume(resumed, 5) == expected
-    epochs = [sorted(sum(expected[i:i + 3], [])) for i in (0, 3, 6)]
-    assert all(e == list(range(10)) for e in epochs)   # every epoch is a permutation of the data
+    epochs = [sorted(sum(expected[i : i + 3], [])) for i in (0, 3, 6)]
+    assert all(e == list(range(10)) for e in epochs)  # every epoch is a permutation of the data
 
 
 def test_data_position_refuses_a_changed_dataset():

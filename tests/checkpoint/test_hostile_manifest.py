@@ -23,6 +23,7 @@ class RecordingStore:
         def call(key, *args):
             self.keys.append(key)
             return getattr(self._inner, name)(key, *args)
+
         return call
 
     def __getattr__(self, name):
@@ -31,7 +32,7 @@ class RecordingStore:
         return getattr(self._inner, name)
 
 
-@pytest.mark.parametrize("depth", [200_000, 30_000])   # over the size cap; under it but too deep to parse
+@pytest.mark.parametrize("depth", [200_000, 30_000])  # over the size cap; under it but too deep to parse
 def test_a_deeply_nested_manifest_falls_back_to_the_previous_checkpoint(tmp_path, depth):
     mgr = CheckpointManager(f"file://{tmp_path}")
     good = mgr.save({"w": np.arange(5)}, 10)
@@ -43,24 +44,36 @@ def test_a_deeply_nested_manifest_falls_back_to_the_previous_checkpoint(tmp_path
 
 
 def manifest(step: int, data_key: str, data: bytes) -> bytes:
-    return json.dumps({"format": FORMAT, "step": step, "name": f"step-{step:012d}", "size": len(data),
-                       "sha256": hashlib.sha256(data).hexdigest(), "committed_at": 1.0,
-                       "data_key": data_key, "writer": "elsewhere"}).encode()
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "step": step,
+            "name": f"step-{step:012d}",
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "committed_at": 1.0,
+            "data_key": data_key,
+            "writer": "elsewhere",
+        }
+    ).encode()
 
 
-@pytest.mark.parametrize("escape", [
-    "data/step-000000000005-x/../../../outside.ckpt",
-    "data/step-000000000005-x/../../commits/../../outside.ckpt",
-    "data/step-000000000005-/abs.ckpt",
-    "data/step-000000000005-tok.ckpt/..",
-])
+@pytest.mark.parametrize(
+    "escape",
+    [
+        "data/step-000000000005-x/../../../outside.ckpt",
+        "data/step-000000000005-x/../../commits/../../outside.ckpt",
+        "data/step-000000000005-/abs.ckpt",
+        "data/step-000000000005-tok.ckpt/..",
+    ],
+)
 def test_a_data_key_outside_the_layout_is_rejected_before_any_read(tmp_path, escape):
     root = tmp_path / "ckpt"
     mgr = CheckpointManager(f"file://{root}")
     older = mgr.save({"w": np.arange(3)}, 3)
-    payload = mgr.store.read(commit_key(3))                  # any bytes will do as the "outside" data
+    payload = mgr.store.read(commit_key(3))  # any bytes will do as the "outside" data
     (tmp_path / "outside.ckpt").write_bytes(payload)
-    (root / "data" / "step-000000000005-x").mkdir()          # so the path resolves on disk
+    (root / "data" / "step-000000000005-x").mkdir()  # so the path resolves on disk
     assert mgr.store.create(commit_key(5), manifest(5, escape, payload))
 
     recording = RecordingStore(mgr.store)

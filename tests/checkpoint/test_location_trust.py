@@ -38,15 +38,18 @@ def test_pruning_never_deletes_a_file_the_layout_did_not_write(tmp_path):
     location = tmp_path / "ckpt"
     mgr = CheckpointManager(f"file://{location}", keep_last=2)
     mgr.save({"w": np.arange(3)}, 1)
-    planted = [location / "data" / "step-000000000001-notes.txt", location / "data" / "step-000000000000-x.ckpt.bak",
-               location / "commits" / "step-000000000001.json.orig"]
+    planted = [
+        location / "data" / "step-000000000001-notes.txt",
+        location / "data" / "step-000000000000-x.ckpt.bak",
+        location / "commits" / "step-000000000001.json.orig",
+    ]
     for p in planted:
         p.write_bytes(b"not the manager's")
     for step in range(2, 6):
         mgr.save({"w": np.arange(3) + step}, step)
     assert [i.step for i in mgr.list()] == [4, 5]
     assert all(p.read_bytes() == b"not the manager's" for p in planted)
-    leftover = location / "data" / "step-000000000002-0123456789abcdef.ckpt.partial"   # a crashed writer's
+    leftover = location / "data" / "step-000000000002-0123456789abcdef.ckpt.partial"  # a crashed writer's
     leftover.write_bytes(b"half")
     mgr.save({"w": np.arange(3)}, 6)
     assert not leftover.exists()
@@ -59,12 +62,18 @@ def test_a_planted_newer_step_that_is_not_a_checkpoint_blocks_no_save(tmp_path):
     junk = b"this is not a checkpoint, just bytes of the right size" * 10
     key = data_key(100, "planted")
     mgr.store.upload(key, Payload.of([junk]))
-    manifest = CheckpointInfo(step=100, name="step-000000000100", size=len(junk),
-                              digest=hashlib.sha256(junk).hexdigest(), committed_at=0.0, data_key=key,
-                              algorithm="sha256")
+    manifest = CheckpointInfo(
+        step=100,
+        name="step-000000000100",
+        size=len(junk),
+        digest=hashlib.sha256(junk).hexdigest(),
+        committed_at=0.0,
+        data_key=key,
+        algorithm="sha256",
+    )
     assert mgr.store.create(commit_key(100), manifest.to_manifest())
-    assert mgr.load_latest()[1].step == 10                 # a resume skips it...
-    saved = mgr.save({"w": np.arange(4) * 2}, 11)          # ...so a save passes it
+    assert mgr.load_latest()[1].step == 10  # a resume skips it...
+    saved = mgr.save({"w": np.arange(4) * 2}, 11)  # ...so a save passes it
     state, info = mgr.load_latest()
     assert info == saved and list(state["w"]) == [0, 2, 4, 6]
     mgr.close()

@@ -30,14 +30,14 @@ def test_a_failed_background_save_is_reported_at_once_with_its_cause(location_fa
     assert mgr.healthy and mgr.error is None
     with caplog.at_level(logging.DEBUG, logger="fleet.checkpoint"):
         future = mgr.save_async({"x": np.arange(10)}, 10)
-        future.exception()                                   # the upload has finished (failed)
+        future.exception()  # the upload has finished (failed)
     assert not mgr.healthy and "does not exist" in str(mgr.error)
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert warnings and "background save of step 10 FAILED" in warnings[0]
-    assert "bucket 'no-such-bucket' does not exist" in warnings[0]   # the cause, not a cleanup note
-    with pytest.raises(CheckpointError, match="does not exist"):     # the loop learns at the next save
+    assert "bucket 'no-such-bucket' does not exist" in warnings[0]  # the cause, not a cleanup note
+    with pytest.raises(CheckpointError, match="does not exist"):  # the loop learns at the next save
         mgr.save_async({"x": np.arange(10)}, 20)
-    mgr.wait()                                                       # raised once, not again
+    mgr.wait()  # raised once, not again
 
 
 def test_health_comes_back_after_a_successful_save(tmp_path):
@@ -57,10 +57,10 @@ def test_a_failed_background_save_never_stops_the_final_save(tmp_path):
     blocker = tmp_path / "blocker"
     blocker.write_text("x")
     mgr = CheckpointManager(f"file://{blocker}/ckpt")
-    mgr.save_async({"x": 1}, 40).exception()       # failed in the background
+    mgr.save_async({"x": 1}, 40).exception()  # failed in the background
     blocker.unlink()
-    info = mgr.save({"x": 2}, 41)                  # the final save waits for it, then lands
-    mgr.close()                                    # the superseded failure is not raised again
+    info = mgr.save({"x": 2}, 41)  # the final save waits for it, then lands
+    mgr.close()  # the superseded failure is not raised again
     assert CheckpointManager(f"file://{blocker}/ckpt").latest() == info
 
 
@@ -75,7 +75,7 @@ def test_a_full_device_says_no_space_left():
 
 
 def test_a_short_write_is_continued_not_ignored(tmp_path):
-    read_fd, write_fd = os.pipe()                  # a pipe takes at most its buffer per write
+    read_fd, write_fd = os.pipe()  # a pipe takes at most its buffer per write
     data = os.urandom(200_000)
     got = bytearray()
 
@@ -116,26 +116,31 @@ def test_disk_full_is_reported_at_the_first_failed_save_and_the_final_save_still
     """A real 2 MB filesystem (tmpfs in a private mount namespace): room for 3 checkpoints."""
     if not shutil.which("unshare"):
         pytest.skip("needs unshare(1) for a private tmpfs")
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=2m tmpfs {tmp_path}"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=2m tmpfs {tmp_path}"], capture_output=True, text=True
+    )
     if probe.returncode != 0:
         pytest.skip(f"cannot mount a private tmpfs here: {probe.stderr.strip()}")
     script = tmp_path / "job.py"
     script.write_text(FULL_DISK_JOB)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    shell = (f"mount -t tmpfs -o size=2m tmpfs {mnt} && "
-             f"exec {sys.executable} {script} file://{mnt}/ckpt")
-    run = subprocess.run(["unshare", "-rm", "sh", "-c", shell], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    shell = f"mount -t tmpfs -o size=2m tmpfs {mnt} && exec {sys.executable} {script} file://{mnt}/ckpt"
+    run = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", shell],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout.splitlines()[-1])
     unhealthy = [e["step"] for e in out["events"] if e.get("healthy") is False]
     raised = [e for e in out["events"] if "raised" in e]
-    assert unhealthy and unhealthy[0] == 40          # 3 kept + the 4th being written > 2 MB
+    assert unhealthy and unhealthy[0] == 40  # 3 kept + the 4th being written > 2 MB
     assert raised and raised[0]["step"] == 50 and "no space left on device" in raised[0]["raised"]
     assert "background save of step 40 FAILED" in run.stderr and "no space left on device" in run.stderr
-    assert "holds" not in run.stderr                 # not reported as a size mismatch
+    assert "holds" not in run.stderr  # not reported as a size mismatch
     assert out["final"] == 101
 
 
@@ -147,4 +152,4 @@ def test_a_local_location_that_cannot_be_listed_is_an_error_not_an_empty_one(tmp
     blocked.write_text("a file where the checkpoint directory should be")
     with pytest.raises(CheckpointError, match="Not a directory"):
         CheckpointManager(f"file://{blocked}").latest()
-    assert CheckpointManager(f"file://{tmp_path / 'not-yet'}").latest() is None    # not written yet: empty
+    assert CheckpointManager(f"file://{tmp_path / 'not-yet'}").latest() is None  # not written yet: empty

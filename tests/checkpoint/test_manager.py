@@ -49,11 +49,11 @@ def test_pruning_never_removes_the_newest_valid_checkpoints(location):
     for step in (1, 2, 3):
         mgr.save(state_for(step), step)
     newest = mgr.latest()
-    location.store().delete(newest.data_key)           # step 3 lost its data
+    location.store().delete(newest.data_key)  # step 3 lost its data
     mgr.save(state_for(4), 4)
     # valid: 4 and 2 (3 is broken and does not count); nothing at or above 2 is deleted
     assert [i.step for i in mgr.list()] == [2, 3, 4]
-    location.store().delete(mgr.latest().data_key)     # now 4 is broken too
+    location.store().delete(mgr.latest().data_key)  # now 4 is broken too
     assert mgr.load_latest()[1].step == 2
 
 
@@ -94,8 +94,8 @@ def test_checksum_is_what_catches_same_size_corruption(location):
     mgr.save(state_for(1), 1)
     mgr.save(state_for(2), 2)
     corrupt_bitflip(location.store(), mgr.latest())
-    assert mgr.latest().step == 2                  # the cheap check (size) cannot see a bit flip
-    assert mgr.load_latest()[1].step == 1          # the checksum on load does
+    assert mgr.latest().step == 2  # the cheap check (size) cannot see a bit flip
+    assert mgr.load_latest()[1].step == 1  # the checksum on load does
 
 
 def test_save_async_snapshots_and_training_continues(location):
@@ -103,7 +103,7 @@ def test_save_async_snapshots_and_training_continues(location):
     weights = np.zeros(2 * MiB // 8)
     futures = []
     for step in (1, 2, 3):
-        weights += 1                               # training mutates in place right after the call
+        weights += 1  # training mutates in place right after the call
         futures.append(mgr.save_async({"w": weights, "step": step}, step))
     mgr.wait()
     assert [f.result().step for f in futures] == [1, 2, 3]
@@ -116,11 +116,11 @@ def test_wait_raises_a_failed_background_save(location_factory):
     loc = location_factory("file")
     mgr = loc.manager()
     mgr.save(state_for(5), 5)
-    future = mgr.save_async(state_for(6), 5)       # same step, other content: the commit must lose
+    future = mgr.save_async(state_for(6), 5)  # same step, other content: the commit must lose
     with pytest.raises(CheckpointExistsError, match="step 5 is already committed"):
         mgr.wait()
     assert isinstance(future.exception(), CheckpointExistsError)
-    mgr.wait()                                     # raised once, not again
+    mgr.wait()  # raised once, not again
 
 
 def test_final_save_after_wait(location):
@@ -142,7 +142,7 @@ def test_bad_arguments_are_clear():
 def test_closed_manager_refuses_saves(tmp_path):
     with CheckpointManager(f"file://{tmp_path}") as mgr:
         mgr.save_async({"a": 1}, 1)
-    assert mgr.latest().step == 1                  # close() waited for the upload
+    assert mgr.latest().step == 1  # close() waited for the upload
     with pytest.raises(CheckpointError, match="closed"):
         mgr.save({"a": 2}, 2)
 
@@ -183,4 +183,4 @@ def test_two_writers_of_one_step_one_wins_no_corruption(location):
     state, info = location.manager().load_latest()
     assert info == outcomes[winners[0]]
     assert state["writer"] == winners[0] and np.all(state["w"] == winners[0])
-    assert location.store().list("data/") == [info.data_key]    # the loser's data was removed
+    assert location.store().list("data/") == [info.data_key]  # the loser's data was removed

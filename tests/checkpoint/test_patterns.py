@@ -21,25 +21,26 @@ def test_final_save_of_an_already_saved_step_is_a_no_op(location_factory, kind):
     loc = location_factory(kind)
     mgr = loc.manager()
     periodic = mgr.save_async(state_for(100), 100)
-    mgr.wait()                                       # the checkpoint guide's final-save pattern
+    mgr.wait()  # the checkpoint guide's final-save pattern
     final = mgr.save(state_for(100), 100)
     assert final == periodic.result()
-    assert loc.store().list("data/") == [final.data_key]      # no second upload left behind
+    assert loc.store().list("data/") == [final.data_key]  # no second upload left behind
     mgr.close()
 
 
 def test_the_final_save_alone_waits_for_the_periodic_one(tmp_path):
     mgr = CheckpointManager(f"file://{tmp_path}")
     periodic = mgr.save_async(state_for(100), 100)
-    final = mgr.save(state_for(100), 100)                     # no wait() needed first
+    final = mgr.save(state_for(100), 100)  # no wait() needed first
     assert final == periodic.result() and mgr.latest() == final
 
 
 def test_same_step_with_other_content_names_the_writer(tmp_path):
     mgr = CheckpointManager(f"file://{tmp_path}")
     first = mgr.save(state_for(5), 5)
-    with pytest.raises(CheckpointExistsError, match=f"step 5 is already committed by {first.writer} "
-                                                    "with other content"):
+    with pytest.raises(
+        CheckpointExistsError, match=f"step 5 is already committed by {first.writer} with other content"
+    ):
         mgr.save(state_for(6), 5)
 
 
@@ -55,15 +56,15 @@ def test_a_fresh_run_in_a_used_location_is_refused_not_pruned(location_factory, 
     with pytest.raises(StaleStepError):
         fresh.save_async(state_for(20), 20).result()
     assert [i.step for i in fresh.list()] == [300, 400]
-    assert len(loc.store().list("data/")) == 2                # nothing was written
+    assert len(loc.store().list("data/")) == 2  # nothing was written
 
 
 def test_a_broken_newer_commit_does_not_block_saving(tmp_path):
     mgr = CheckpointManager(f"file://{tmp_path}")
     mgr.save(state_for(30), 30)
     broken = mgr.save(state_for(40), 40)
-    mgr.store.delete(broken.data_key)                         # step 40 lost its data
-    assert mgr.save(state_for(35), 35).step == 35             # resuming from 30 must be able to save
+    mgr.store.delete(broken.data_key)  # step 40 lost its data
+    assert mgr.save(state_for(35), 35).step == 35  # resuming from 30 must be able to save
     assert mgr.load_latest()[1].step == 35
 
 
@@ -86,7 +87,7 @@ def test_plain_paths_are_local_directories(tmp_path, monkeypatch):
     absolute = open_store(str(tmp_path / "abs"))
     relative = open_store("runs/one")
     assert absolute.uri == f"file://{tmp_path / 'abs'}"
-    assert relative.uri == f"file://{tmp_path / 'runs' / 'one'}"     # resolved once, at open
+    assert relative.uri == f"file://{tmp_path / 'runs' / 'one'}"  # resolved once, at open
     mgr = CheckpointManager("runs/one")
     mgr.save({"x": 1}, 1)
     os.chdir("/")

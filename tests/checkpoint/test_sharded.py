@@ -27,14 +27,14 @@ def test_one_manifest_commits_every_shard_and_readers_check_all_of_them(location
     mgr = location.manager(keep_last=2)
     save_sharded(mgr, 1)
     parts = upload_shards(mgr, 2)
-    assert [i.step for i in mgr.list()] == [1]                       # every shard written, none visible
+    assert [i.step for i in mgr.list()] == [1]  # every shard written, none visible
     info = mgr.commit_parts(2, parts)
     assert [i.step for i in mgr.list()] == [1, 2]
     assert [decode(mgr.fetch_part(info, r))["rank"] for r in range(3)] == [0, 1, 2]
     assert CheckpointInfo.from_manifest(mgr.store.read(commit_key(2))).objects == info.objects
 
-    mgr.store.delete(info.parts[1].key)                              # rank 2's shard lost
-    assert mgr.latest().step == 1                                    # the step no longer counts as intact
+    mgr.store.delete(info.parts[1].key)  # rank 2's shard lost
+    assert mgr.latest().step == 1  # the step no longer counts as intact
     with pytest.raises(CheckpointError, match="sharded checkpoint"):
         mgr.load(mgr.latest())
 
@@ -58,12 +58,12 @@ def test_an_identical_recommit_is_a_no_op_and_other_contents_are_refused(tmp_pat
 
     mgr = CheckpointManager(f"file://{tmp_path}")
     first = save_sharded(mgr, 5, world=2)
-    assert save_sharded(mgr, 5, world=2).objects == first.objects    # same bytes: the existing step
+    assert save_sharded(mgr, 5, world=2).objects == first.objects  # same bytes: the existing step
     token = new_token()
     other = [upload_part(mgr.store, encode({"other": r}), 5, f"{token}-r{r}") for r in range(2)]
     with pytest.raises(CheckpointExistsError):
         mgr.commit_parts(5, other)
-    assert len(mgr.store.list("data/")) == 2                          # the losers' shards were removed
+    assert len(mgr.store.list("data/")) == 2  # the losers' shards were removed
 
 
 def test_a_retried_commit_of_the_same_parts_keeps_the_committed_data(tmp_path):
@@ -81,8 +81,17 @@ def test_a_retried_commit_of_the_same_parts_keeps_the_committed_data(tmp_path):
 
 @pytest.mark.parametrize("key", ["../../etc/passwd", "data/step-000000000009-x.ckpt", "commits/step-000000000003.json"])
 def test_a_part_outside_the_layout_or_of_another_step_is_refused(key):
-    doc = {"format": "spotfleet-checkpoint/1", "step": 3, "name": "step-000000000003", "size": 1, "sha256": "0",
-           "committed_at": 0.0, "data_key": "data/step-000000000003-a.ckpt", "writer": "w", "metrics": {},
-           "parts": [{"key": key, "size": 1, "sha256": "0"}]}
+    doc = {
+        "format": "spotfleet-checkpoint/1",
+        "step": 3,
+        "name": "step-000000000003",
+        "size": 1,
+        "sha256": "0",
+        "committed_at": 0.0,
+        "data_key": "data/step-000000000003-a.ckpt",
+        "writer": "w",
+        "metrics": {},
+        "parts": [{"key": key, "size": 1, "sha256": "0"}],
+    }
     with pytest.raises(ValueError):
         CheckpointInfo.from_manifest(json.dumps(doc).encode())

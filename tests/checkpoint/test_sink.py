@@ -39,7 +39,7 @@ def test_writes_in_any_order_land_in_their_regions_and_verify(order, algorithm):
     spans = [(lo, min(lo + 7_000, len(DATA))) for lo in range(0, len(DATA), 7_000)]
     if order == "shuffled":
         random.Random(1).shuffle(spans)
-    if order == "retried":                      # a part written twice, the second time after others
+    if order == "retried":  # a part written twice, the second time after others
         spans = spans[:5] + spans[2:4] + spans[5:]
     for lo, hi in spans:
         sink.seek(lo)
@@ -57,7 +57,7 @@ def test_the_plan_waits_for_the_prefix_it_needs():
 
     sink = PlacedDownload(len(DATA), SHA, plan, algorithm="sha256")
     for lo in range(0, len(DATA), 30_000):
-        sink.write(DATA[lo:lo + 30_000])
+        sink.write(DATA[lo : lo + 30_000])
     finish(sink)
     assert seen[-1] >= 100_000 and all(n < 100_000 for n in seen[:-1])
 
@@ -87,7 +87,7 @@ def test_a_header_placing_blobs_over_each_other_is_corrupt():
     assert len(layout.spans) == 2
     raw = bytearray(payload.tobytes())
     text = raw[:head].decode("latin-1")
-    hostile = text.replace('"blobs":[[0,800],[832,', '"blobs":[[0,800],[  8,')     # same length
+    hostile = text.replace('"blobs":[[0,800],[832,', '"blobs":[[0,800],[  8,')  # same length
     assert hostile != text
     with pytest.raises(CorruptCheckpointError, match="over each other"):
         codec.parse_layout(hostile.encode("latin-1"), payload.size)

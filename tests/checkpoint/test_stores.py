@@ -14,13 +14,13 @@ from fleet.checkpoint.stores.base import MiB
 
 
 def test_large_upload_uses_parts_and_round_trips(location):
-    store = location.store()                      # 5 MiB parts: this payload needs three
+    store = location.store()  # 5 MiB parts: this payload needs three
     data = np.random.default_rng(1).integers(0, 256, 11 * MiB + 123, dtype=np.uint8).tobytes()
-    payload = Payload.of([data[:777], data[777:6 * MiB], data[6 * MiB:]])
+    payload = Payload.of([data[:777], data[777 : 6 * MiB], data[6 * MiB :]])
     store.upload("data/big", payload)
     assert store.size("data/big") == len(data)
     assert bytes(store.download("data/big", len(data))) == data
-    assert store.list("data/") == ["data/big"]     # no part objects left behind
+    assert store.list("data/") == ["data/big"]  # no part objects left behind
 
 
 def test_download_checks_the_recorded_size(location):
@@ -43,7 +43,7 @@ def test_racing_creates_exactly_one_wins(location):
     barrier = threading.Barrier(4)
 
     def race(i: int) -> None:
-        store = location.store()                  # own client, as separate writers would have
+        store = location.store()  # own client, as separate writers would have
         barrier.wait()
         results.append(store.create("commits/race", f"writer {i}".encode()))
 
@@ -65,7 +65,7 @@ def test_list_read_size_delete(location):
     assert store.read("data/a") == b"data/a" and store.read("data/zzz") is None
     assert store.size("commits/c") == len("commits/c") and store.size("nope") is None
     store.delete("data/a")
-    store.delete("data/a")                        # absent is success
+    store.delete("data/a")  # absent is success
     assert store.list("data/") == ["data/b"]
 
 
@@ -76,11 +76,14 @@ def test_overwrite_replaces_whole_object(location):
     assert store.read("data/x") == b"b" * 10
 
 
-@pytest.mark.parametrize("uri, message", [
-    ("ftp://host/x", "unknown checkpoint storage scheme 'ftp'"),
-    ("s3://", "no bucket in the checkpoint URI"),
-    ("file://relative/dir", r"file:///dir \(three slashes\)"),
-])
+@pytest.mark.parametrize(
+    "uri, message",
+    [
+        ("ftp://host/x", "unknown checkpoint storage scheme 'ftp'"),
+        ("s3://", "no bucket in the checkpoint URI"),
+        ("file://relative/dir", r"file:///dir \(three slashes\)"),
+    ],
+)
 def test_bad_uris_name_the_problem(uri, message):
     with pytest.raises(CheckpointError, match=message) as err:
         open_store(uri, env={})

@@ -22,7 +22,7 @@ def train(model, opt, sched, x, y, steps: int) -> list[float]:
     losses = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)      # dropout draws from the torch RNG
+        loss = torch.nn.functional.mse_loss(model(x), y)  # dropout draws from the torch RNG
         loss.backward()
         opt.step()
         sched.step()
@@ -39,7 +39,7 @@ def test_resume_continues_bit_identically(tmp_path):
     first = train(model, opt, sched, x, y, 4)
     mgr = CheckpointManager(f"file://{tmp_path}")
     mgr.save(capture(model=model, optimizer=opt, scheduler=sched, step=4), 4)
-    model, opt, sched = build(seed=123)                    # a fresh process would rebuild from scratch
+    model, opt, sched = build(seed=123)  # a fresh process would rebuild from scratch
     torch.manual_seed(999)
     extra = restore(mgr.load_latest()[0], model=model, optimizer=opt, scheduler=sched)
     assert extra == {"step": 4}

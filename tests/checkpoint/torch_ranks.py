@@ -46,11 +46,14 @@ def digest(model: torch.nn.Module) -> list[float]:
 
 def die_while_writing(root: Path, rank: int) -> None:
     """SIGKILL this process as soon as its step-2 shard exists as a partial file."""
+
     def watch() -> None:
         data = root / "data"
         while True:
-            if data.is_dir() and any(n.startswith("step-000000000002") and f"-r{rank}.ckpt" in n
-                                     and n.endswith(".partial") for n in os.listdir(data)):
+            if data.is_dir() and any(
+                n.startswith("step-000000000002") and f"-r{rank}.ckpt" in n and n.endswith(".partial")
+                for n in os.listdir(data)
+            ):
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(0.0005)
 
@@ -64,13 +67,21 @@ def run(scenario: str, rank: int, uri: str) -> dict:
             info = save(mgr, {"model": weights(rank, step), "rank": rank}, step)
         fresh = {"model": torch.nn.Linear(4, 3), "rank": -1}
         _, loaded = load(mgr, fresh)
-        return {"committed": info.step, "objects": len(info.objects), "loaded": loaded.step,
-                "rank_loaded": fresh["rank"], "same": digest(fresh["model"]) == digest(weights(rank, 2))}
+        return {
+            "committed": info.step,
+            "objects": len(info.objects),
+            "loaded": loaded.step,
+            "rank_loaded": fresh["rank"],
+            "same": digest(fresh["model"]) == digest(weights(rank, 2)),
+        }
     if scenario == "resume":
         fresh = {"model": torch.nn.Linear(4, 3), "rank": -1}
         found = load(mgr, fresh)
-        return {"loaded": found[1].step if found else None, "rank_loaded": fresh["rank"],
-                "weights": digest(fresh["model"])}
+        return {
+            "loaded": found[1].step if found else None,
+            "rank_loaded": fresh["rank"],
+            "weights": digest(fresh["model"]),
+        }
     if scenario == "bad-rank":
         save(mgr, {"model": weights(rank, 1)}, 1)
         try:
@@ -100,39 +111,54 @@ def run_dcp(scenario: str, rank: int, mgr: CheckpointManager) -> dict:
 
     def state(step: int) -> dict:
         full = torch.arange(12 * 5, dtype=torch.float32).reshape(12, 5) * step
-        return {"sharded": distribute_tensor(full, mesh, [Shard(0)]), "bias": torch.full((3,), float(step)),
-                "meta": {"step": step}}
+        return {
+            "sharded": distribute_tensor(full, mesh, [Shard(0)]),
+            "bias": torch.full((3,), float(step)),
+            "meta": {"step": step},
+        }
 
     if scenario == "dcp-bad-rank":
         dcp.save(state(1), storage_writer=StorageWriter(mgr, 1))
         writer_mgr = mgr
-        if rank == 1:                                # rank 1's storage is broken: a file where a directory goes
+        if rank == 1:  # rank 1's storage is broken: a file where a directory goes
             blocker = Path(tempfile.mkdtemp()) / "blocker"
             blocker.write_bytes(b"")
             writer_mgr = CheckpointManager(f"file://{blocker}/ckpt")
         try:
             dcp.save(state(2), storage_writer=StorageWriter(writer_mgr, 2))
-        except dcp.CheckpointException as err:      # DCP raises every rank's failure on every rank
+        except dcp.CheckpointException as err:  # DCP raises every rank's failure on every rank
             return {"error": "; ".join(f"rank {r}: {getattr(e, 'exception', e)}" for r, e in err.failures.items())}
         return {"error": None}
     for step in (1, 2):
         writer = StorageWriter(mgr, step)
         dcp.save(state(step), storage_writer=writer)
-    target = {"sharded": distribute_tensor(torch.zeros(12, 5), mesh, [Shard(0)]), "bias": torch.zeros(3),
-              "meta": {"step": 0}}
+    target = {
+        "sharded": distribute_tensor(torch.zeros(12, 5), mesh, [Shard(0)]),
+        "bias": torch.zeros(3),
+        "meta": {"step": 0},
+    }
     reader = StorageReader(mgr)
     dcp.load(target, storage_reader=reader)
     expected = state(2)
-    return {"loaded": reader.info.step if reader.info else None, "objects": len(reader.info.objects),
-            "shard_equal": torch.equal(target["sharded"].to_local(), expected["sharded"].to_local()),
-            "full_equal": torch.equal(target["sharded"].full_tensor(), expected["sharded"].full_tensor()),
-            "bias_equal": torch.equal(target["bias"], expected["bias"]), "meta": target["meta"]}
+    return {
+        "loaded": reader.info.step if reader.info else None,
+        "objects": len(reader.info.objects),
+        "shard_equal": torch.equal(target["sharded"].to_local(), expected["sharded"].to_local()),
+        "full_equal": torch.equal(target["sharded"].full_tensor(), expected["sharded"].full_tensor()),
+        "bias_equal": torch.equal(target["bias"], expected["bias"]),
+        "meta": target["meta"],
+    }
 
 
 def main() -> int:
     scenario, rank, world, port, uri = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
     try:
         print(json.dumps({"rank": rank, **run(scenario, rank, uri)}), flush=True)
     finally:

@@ -24,8 +24,9 @@ class ApiWorld:
     """``spec`` written under ``root``; ``env_vars`` (URL, key) point `fleet` at the fake at ``url``;
     variables starting with ``strip`` are dropped from the caller's environment first."""
 
-    def __init__(self, root: Path, url: str, *, spec: str, name: str, env_vars: Mapping[str, str],
-                 strip: tuple[str, ...] = ()):
+    def __init__(
+        self, root: Path, url: str, *, spec: str, name: str, env_vars: Mapping[str, str], strip: tuple[str, ...] = ()
+    ):
         self.root, self.url = root, url
         self.home = root / "home"
         self.spec = root / f"{name}.yaml"
@@ -41,13 +42,27 @@ class ApiWorld:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(self._strip)}
-        env.update({"SPOTFLEET_HOME": str(self.home), "HOME": str(self.root), "COLUMNS": "200", "NO_COLOR": "1",
-                    **self._env_vars, **extra})
+        env.update(
+            {
+                "SPOTFLEET_HOME": str(self.home),
+                "HOME": str(self.root),
+                "COLUMNS": "200",
+                "NO_COLOR": "1",
+                **self._env_vars,
+                **extra,
+            }
+        )
         return env
 
     def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env=self.env(**extra), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=180)
+        return subprocess.run(
+            [FLEET_BIN, *args],
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=180,
+        )
 
     def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> Any:
         proc = self.fleet(*args, "--json")
@@ -58,8 +73,12 @@ class ApiWorld:
 def assert_key_nowhere(world: ApiWorld, key: str, fleet: str) -> None:
     """``up``, ``status`` (both faces) and ``down`` succeed and none of their output, and no file of
     the home (the state store included), holds the API ``key``."""
-    outputs = [world.fleet("up", str(world.spec), "--yes", "--json"), world.fleet("status", fleet, "--json"),
-               world.fleet("status", fleet), world.fleet("down", fleet, "--yes", "--json")]
+    outputs = [
+        world.fleet("up", str(world.spec), "--yes", "--json"),
+        world.fleet("status", fleet, "--json"),
+        world.fleet("status", fleet),
+        world.fleet("down", fleet, "--yes", "--json"),
+    ]
     assert all(p.returncode == 0 for p in outputs), [p.stderr for p in outputs]
     for proc in outputs:
         assert key not in proc.stdout and key not in proc.stderr

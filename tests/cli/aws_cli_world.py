@@ -46,8 +46,14 @@ class AwsCli:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_"))}
-        env.update(self.world.env, SPOTFLEET_HOME=str(self.root / "home"), SPOTFLEET_CACHE_DIR=str(self.root / "cache"),
-                   COLUMNS="200", NO_COLOR="1", **extra)
+        env.update(
+            self.world.env,
+            SPOTFLEET_HOME=str(self.root / "home"),
+            SPOTFLEET_CACHE_DIR=str(self.root / "cache"),
+            COLUMNS="200",
+            NO_COLOR="1",
+            **extra,
+        )
         return env
 
     def spec(self, name: str = "awsfleet") -> str:
@@ -56,8 +62,14 @@ class AwsCli:
         return str(path)
 
     def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env=self.env(**extra), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=240)
+        return subprocess.run(
+            [FLEET_BIN, *args],
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=240,
+        )
 
     def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> Any:
         proc = self.fleet(*args, "--json")

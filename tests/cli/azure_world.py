@@ -58,22 +58,38 @@ class AzureWorld:
         self.spec = root / "af.yaml"
         self.spec.write_text(SPEC)
         self.control("reset", {})
-        self.foreign = self.control("foreign", {"resource_group": RG, "location": "eastus", "count": 1,
-                                                "size": "Standard_NC24ads_A100_v4"})["names"]
+        self.foreign = self.control(
+            "foreign", {"resource_group": RG, "location": "eastus", "count": 1, "size": "Standard_NC24ads_A100_v4"}
+        )["names"]
 
     def control(self, path: str, body: dict | None = None) -> dict:
         return control(self.server, path, body)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AZURE_"))}
-        env.update({"SPOTFLEET_HOME": str(self.home), "HOME": str(self.root), "COLUMNS": "200", "NO_COLOR": "1",
-                    "SPOTFLEET_AZURE_ARM_ENDPOINT": self.server.url, "SPOTFLEET_AZURE_POLLING_INTERVAL": "0",
-                    "SPOTFLEET_AZURE_PRICES_URL": f"{self.server.url}/api/retail/prices", **extra})
+        env.update(
+            {
+                "SPOTFLEET_HOME": str(self.home),
+                "HOME": str(self.root),
+                "COLUMNS": "200",
+                "NO_COLOR": "1",
+                "SPOTFLEET_AZURE_ARM_ENDPOINT": self.server.url,
+                "SPOTFLEET_AZURE_POLLING_INTERVAL": "0",
+                "SPOTFLEET_AZURE_PRICES_URL": f"{self.server.url}/api/retail/prices",
+                **extra,
+            }
+        )
         return env
 
     def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env=self.env(**extra), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=180)
+        return subprocess.run(
+            [FLEET_BIN, *args],
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=180,
+        )
 
     def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> dict:
         proc = self.fleet(*args, "--json")

@@ -24,15 +24,17 @@ import pyte
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][AB0-2]|\x1b[=>]")
 
 
-def run_in_pty(argv: Sequence[str], env: dict[str, str], *, cols: int = 80, rows: int = 24,
-               timeout: float = 180) -> tuple[int, bytes]:
+def run_in_pty(
+    argv: Sequence[str], env: dict[str, str], *, cols: int = 80, rows: int = 24, timeout: float = 180
+) -> tuple[int, bytes]:
     """Exit status and output of ``argv`` run on a ``cols`` x ``rows`` pseudo-terminal."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     env.setdefault("TERM", "xterm-256color")
-    proc = subprocess.Popen(list(argv), stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        list(argv), stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True, start_new_session=True
+    )
     os.close(slave)
     out = bytearray()
     deadline = time.monotonic() + timeout
@@ -42,7 +44,7 @@ def run_in_pty(argv: Sequence[str], env: dict[str, str], *, cols: int = 80, rows
             if ready:
                 try:
                     chunk = os.read(master, 65536)
-                except OSError:          # EIO: every writer closed the slave side
+                except OSError:  # EIO: every writer closed the slave side
                     break
                 if not chunk:
                     break

@@ -17,8 +17,9 @@ FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 
 def _check(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    return subprocess.run([FLEET_BIN, "check", "aws", *args], env={**base, **env}, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [FLEET_BIN, "check", "aws", *args], env={**base, **env}, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_check_reports_identity_price_and_launch_rights():
@@ -28,15 +29,19 @@ def test_check_reports_identity_price_and_launch_rights():
     [result] = json.loads(proc.stdout)
     assert result["ok"] and result["identity"].startswith("arn:aws:")
     assert result["can_price"] is True and result["can_launch"] is True
-    assert "on-demand prices from the snapshot" in result["detail"]        # moto has no Price List API
-    assert "testing" not in proc.stdout                                    # no secret in the output
+    assert "on-demand prices from the snapshot" in result["detail"]  # moto has no Price List API
+    assert "testing" not in proc.stdout  # no secret in the output
 
 
 def test_missing_credentials_fail_with_the_fix_and_no_traceback(tmp_path):
     world = aws_world.fresh()
-    env = {"AWS_ENDPOINT_URL": world.env["AWS_ENDPOINT_URL"], "AWS_CONFIG_FILE": str(tmp_path / "none"),
-           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true",
-           "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        "AWS_ENDPOINT_URL": world.env["AWS_ENDPOINT_URL"],
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     proc = _check(env)
     assert proc.returncode == 1
     assert proc.stdout.startswith("aws    not configured") and "no AWS credentials" in proc.stdout

@@ -25,8 +25,9 @@ def _pool(zone_name: str) -> str:
 
 def test_up_status_down_meet_the_spec_and_a_rerun_changes_nothing(aws_cli: AwsCli):
     spec = aws_cli.spec()
-    theirs = aws_cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
-                                                           MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    theirs = aws_cli.world.direct("ec2", REGION).run_instances(
+        ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1
+    )["Instances"][0]["InstanceId"]
     report = aws_cli.fleet_json("up", spec, "--yes")
     assert report["ok"] and report["desired"] == {_pool("us-east-1b"): 2, _pool("us-east-1c"): 2}
     assert aws_cli.alive_by_pool("awsfleet") == report["desired"]
@@ -35,7 +36,9 @@ def test_up_status_down_meet_the_spec_and_a_rerun_changes_nothing(aws_cli: AwsCl
         assert inst["InstanceLifecycle"] == "spot" and tags["spotfleet:plan"] == report["plan_id"]
     # the checkpoint bucket exists, locked down, and nodes get its URI
     s3 = aws_cli.world.direct("s3")
-    assert s3.get_public_access_block(Bucket="awsfleet-checkpoints")["PublicAccessBlockConfiguration"]["BlockPublicAcls"]
+    assert s3.get_public_access_block(Bucket="awsfleet-checkpoints")["PublicAccessBlockConfiguration"][
+        "BlockPublicAcls"
+    ]
     assert aws_cli.world.direct("iam").get_instance_profile(InstanceProfileName="spotfleet-awsfleet-checkpoints")
 
     again = aws_cli.fleet_json("up", spec, "--yes")
@@ -49,9 +52,9 @@ def test_up_status_down_meet_the_spec_and_a_rerun_changes_nothing(aws_cli: AwsCl
     assert down.returncode == 0, down.stderr
     assert aws_cli.alive_by_pool("awsfleet") == {}
     foreign = [i for i in aws_cli.ec2_instances() if i["InstanceId"] == theirs]
-    assert foreign[0]["State"]["Name"] == "running"          # someone else's instance is untouched
+    assert foreign[0]["State"]["Name"] == "running"  # someone else's instance is untouched
     launch_templates = aws_cli.world.direct("ec2", REGION).describe_launch_templates()["LaunchTemplates"]
-    assert launch_templates == []                              # nothing left behind
+    assert launch_templates == []  # nothing left behind
 
 
 @pytest.mark.parametrize("crash_at", ["launch-recorded", "launch-sent", "instances-recorded"])
@@ -61,11 +64,11 @@ def test_killed_mid_up_a_rerun_converges_without_duplicates(aws_cli: AwsCli, cra
     assert crashed.returncode == 137, crashed.stderr
     rerun = aws_cli.fleet_json("up", spec, "--yes")
     assert rerun["ok"] and aws_cli.alive_by_pool("awsfleet") == rerun["desired"]
-    assert len(aws_cli.ec2_instances("awsfleet")) == sum(rerun["desired"].values())   # nothing launched twice
+    assert len(aws_cli.ec2_instances("awsfleet")) == sum(rerun["desired"].values())  # nothing launched twice
 
 
 def test_a_pool_out_of_capacity_is_replanned_to_another(aws_cli: AwsCli):
-    aws_cli.world.proxy.capacity("g4dn.xlarge", 0, aws_cli.world.subnets(REGION, "use1-az1"))   # us-east-1b is empty
+    aws_cli.world.proxy.capacity("g4dn.xlarge", 0, aws_cli.world.subnets(REGION, "use1-az1"))  # us-east-1b is empty
     report = aws_cli.fleet_json("up", aws_cli.spec(), "--yes")
     assert report["ok"]
     assert report["counts"] == {_pool("us-east-1c"): 2, _pool("us-east-1d"): 2}
@@ -82,8 +85,8 @@ def test_a_spot_instance_aws_took_back_is_dated_by_aws(aws_cli: AwsCli):
     time.sleep(2.5)
     aws_cli.world.direct("ec2", REGION).terminate_instances(InstanceIds=[victim])
     taken_at = float(int(time.time()) - 1)
-    aws_cli.world.proxy.interrupted([victim], taken_at)           # EC2 now describes it as a spot interruption
-    status = aws_cli.fleet_json("status", "awsfleet", "--check", ok=(3,))    # one short of its plan: --check exits 3
+    aws_cli.world.proxy.interrupted([victim], taken_at)  # EC2 now describes it as a spot interruption
+    status = aws_cli.fleet_json("status", "awsfleet", "--check", ok=(3,))  # one short of its plan: --check exits 3
     assert status["reconciled"] and status["status"] == "short"
     store = open_store(str(aws_cli.root / "home" / "state.db"), create=False)
     try:
@@ -105,19 +108,32 @@ def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_
     assert sqs.get_queue_url(QueueName="spotfleet-awsfleet-interruptions")["QueueUrl"]
     assert len(events.list_rules(NamePrefix="spotfleet-awsfleet-")["Rules"]) == 3
     ours = sorted(i["InstanceId"] for i in aws_cli.ec2_instances("awsfleet"))
-    theirs = aws_cli.world.direct("ec2", REGION).run_instances(ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge",
-                                                           MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
-    proc = subprocess.Popen([FLEET_BIN, "rebalance", "awsfleet", "--watch", "1s", "--every", "1h", "--passes", "2"],
-                            env=aws_cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True)
+    theirs = aws_cli.world.direct("ec2", REGION).run_instances(
+        ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1
+    )["Instances"][0]["InstanceId"]
+    proc = subprocess.Popen(
+        [FLEET_BIN, "rebalance", "awsfleet", "--watch", "1s", "--every", "1h", "--passes", "2"],
+        env=aws_cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         assert "nothing to do" in first, first
-        events.put_events(Entries=[
-            {"Source": "aws.ec2", "DetailType": "EC2 Spot Instance Interruption Warning",
-             "Detail": json.dumps({"instance-id": iid, "instance-action": "terminate"}),
-             "Resources": [f"arn:aws:ec2:{REGION}:123456789012:instance/{iid}"]} for iid in (theirs, ours[0])])
+        events.put_events(
+            Entries=[
+                {
+                    "Source": "aws.ec2",
+                    "DetailType": "EC2 Spot Instance Interruption Warning",
+                    "Detail": json.dumps({"instance-id": iid, "instance-action": "terminate"}),
+                    "Resources": [f"arn:aws:ec2:{REGION}:123456789012:instance/{iid}"],
+                }
+                for iid in (theirs, ours[0])
+            ]
+        )
         out, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
@@ -125,7 +141,7 @@ def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_
             proc.wait()
     assert proc.returncode == 0, err
     assert "early-replace" in out and ": done" in out, out
-    assert sum(aws_cli.alive_by_pool("awsfleet").values()) == 5          # 4 healthy and the one AWS is about to take
+    assert sum(aws_cli.alive_by_pool("awsfleet").values()) == 5  # 4 healthy and the one AWS is about to take
     history = aws_cli.fleet_json("history", "awsfleet")
     noticed = [e for e in history["events"] if e["kind"] == "interruption-notice"]
     assert [(e["instance_id"], e["detail"]["source"]) for e in noticed] == [(ours[0], "queue")]

@@ -28,7 +28,7 @@ def world(tmp_path: Path, arm_server: ArmServer) -> AzureWorld:
 
 def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: AzureWorld):
     report = world.fleet_json("up", str(world.spec), "--yes")
-    planned = sum(report["desired"].values())        # gpus count H100-equivalents: an A100 weighs 0.6
+    planned = sum(report["desired"].values())  # gpus count H100-equivalents: an A100 weighs 0.6
     assert report["ok"] and planned >= 4
     ours = world.ours()
     assert len(ours) == planned and all(v["properties"]["provisioningState"] == "Succeeded" for v in ours)
@@ -38,19 +38,19 @@ def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: A
         if vm["tags"]["spotfleet:pool"].endswith("/spot"):
             assert props["priority"] == "Spot" and props["evictionPolicy"] == "Delete"
             assert props["billingProfile"]["maxPrice"] == -1
-        assert props["osProfile"]["customData"]                                  # the node bootstrap
+        assert props["osProfile"]["customData"]  # the node bootstrap
     state = world.state()
     assert len(state["nics"]) == planned and len(state["vnets"]) >= 1
     assert all(n["tags"]["spotfleet:fleet"] == "af" for n in state["nics"] + state["vnets"] + state["nsgs"])
     again = world.fleet_json("up", str(world.spec), "--yes")
     assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert {v["name"] for v in world.ours()} == {v["name"] for v in ours}          # nothing created twice
+    assert {v["name"] for v in world.ours()} == {v["name"] for v in ours}  # nothing created twice
     status = world.fleet_json("status", "af")
     assert status["running"] == planned and status["planned"] == planned
     down = world.fleet_json("down", "af", "--yes")
     assert sorted(down["terminated"]) == sorted(v["name"] for v in ours) and down["remaining"] == []
     assert world.ours() == [] and world.state()["nics"] == [] and world.foreign_alive()
-    assert world.state()["vnets"] == [] and world.state()["nsgs"] == []          # the fleet's network went too
+    assert world.state()["vnets"] == [] and world.state()["nsgs"] == []  # the fleet's network went too
 
 
 def test_an_allocation_failure_re_plans_and_leaves_nothing_half_created(world: AzureWorld):
@@ -61,11 +61,13 @@ def test_an_allocation_failure_re_plans_and_leaves_nothing_half_created(world: A
     ours = world.ours()
     assert len(ours) == sum(report["desired"].values()) >= 4
     assert all(v["properties"]["provisioningState"] == "Succeeded" for v in ours)
-    assert not any(v["tags"]["spotfleet:pool"].startswith("azure/eastus/") and
-                   v["tags"]["spotfleet:pool"].endswith("/spot") for v in ours)
+    assert not any(
+        v["tags"]["spotfleet:pool"].startswith("azure/eastus/") and v["tags"]["spotfleet:pool"].endswith("/spot")
+        for v in ours
+    )
     state = world.state()
-    assert sorted(n["name"] for n in state["nics"]) == sorted(f"{v['name']}-nic" for v in ours)   # no orphan NIC
-    assert any("/virtualMachines/" in d for d in state["deleted"])          # the Failed VM was removed
+    assert sorted(n["name"] for n in state["nics"]) == sorted(f"{v['name']}-nic" for v in ours)  # no orphan NIC
+    assert any("/virtualMachines/" in d for d in state["deleted"])  # the Failed VM was removed
     world.fleet_json("down", "af", "--yes")
     assert world.ours() == [] and world.foreign_alive()
 
@@ -74,7 +76,7 @@ def test_fleet_check_azure_reports_identity_and_quota(world: AzureWorld):
     [res] = world.fleet_json("check", "azure", "--spec", str(world.spec))
     assert res["ok"] and res["can_price"] and res["can_launch"] and SUBSCRIPTION in res["identity"]
     assert any(k.startswith("lowPriorityCores ") for k in res["quotas"])
-    bare = world.fleet("check", "azure", "--json")                    # no spec, no $AZURE_SUBSCRIPTION_ID
+    bare = world.fleet("check", "azure", "--json")  # no spec, no $AZURE_SUBSCRIPTION_ID
     assert bare.returncode == 1 and "Traceback" not in bare.stderr
     [res] = json.loads(bare.stdout)
     assert not res["ok"] and "AZURE_SUBSCRIPTION_ID" in res["fix"] + res["detail"]
@@ -114,6 +116,6 @@ def test_up_with_azure_checkpoints_gives_nodes_the_account_uri_and_the_identity(
         assert {k.lower() for k in vm["identity"]["userAssignedIdentities"]} == {identity["id"].lower()}
     writes = storage["writes"]
     assert world.fleet_json("up", str(world.spec), "--yes")["launched"] == []
-    assert world.control("storage/state")["writes"] == writes                   # the rerun changed nothing
+    assert world.control("storage/state")["writes"] == writes  # the rerun changed nothing
     world.fleet_json("down", "af", "--yes")
     assert world.ours() == [] and world.foreign_alive()

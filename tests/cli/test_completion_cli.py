@@ -16,7 +16,7 @@ def _complete(world: World, words: str, *, cword: int | None = None) -> list[str
 
 
 def test_completion_offers_recorded_fleet_names_and_running_instance_ids(world: World):
-    assert _complete(world, "fleet status ") == []          # no store yet: nothing, and no error
+    assert _complete(world, "fleet status ") == []  # no store yet: nothing, and no error
     for name in ("train-a", "train-b", "serve"):
         assert world.fleet_json("up", str(world.spec(name, SMALL)), "--yes")["ok"]
     world.fleet_json("down", "serve", "--yes")
@@ -26,5 +26,5 @@ def test_completion_offers_recorded_fleet_names_and_running_instance_ids(world: 
     running = sorted(i.id for i in world.cloud.all_instances(alive_only=True))
     assert len(running) == 4 and _complete(world, "fleet local preempt ") == running
     assert _complete(world, f"fleet local preempt {running[0][:-1]}") == [running[0]]
-    other = world.root / "other.db"                          # --state names another store: none there
+    other = world.root / "other.db"  # --state names another store: none there
     assert _complete(world, f"fleet --state {other} status ") == []

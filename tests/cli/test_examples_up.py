@@ -39,10 +39,20 @@ FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 AWS_REGIONS = ("us-east-1", "us-east-2", "us-west-2")
 
 #: Vast machines of 1 to 8 H100s in four places (on-demand at dph_base, interruptible from min_bid).
-ASKS = [{"id": 5000 + n, "machine_id": 900 + n, "num_gpus": gpus, "gpu_name": "H100 SXM", "gpu_ram": 81559,
-         "dph_base": 2.0 * gpus + 0.05 * n, "min_bid": 1.0 * gpus + 0.02 * n, "reliability2": 0.99,
-         "geolocation": ["Texas, US", "Quebec, CA", "Oregon, US", "Bavaria, DE"][n % 4]}
-        for n, gpus in enumerate([1, 2, 4, 8, 8, 8, 1, 2])]
+ASKS = [
+    {
+        "id": 5000 + n,
+        "machine_id": 900 + n,
+        "num_gpus": gpus,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 2.0 * gpus + 0.05 * n,
+        "min_bid": 1.0 * gpus + 0.02 * n,
+        "reliability2": 0.99,
+        "geolocation": ["Texas, US", "Quebec, CA", "Oregon, US", "Bavaria, DE"][n % 4],
+    }
+    for n, gpus in enumerate([1, 2, 4, 8, 8, 8, 1, 2])
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +63,22 @@ def fakes():
         if in_ci():
             raise
         pytest.skip(str(err))
-    servers = [GceServer().start(), ArmServer(port=0).start(), VastServer(port=0).start(),
-               LambdaServer(port=0).start(), RunPodServer(port=0).start()]
+    servers = [
+        GceServer().start(),
+        ArmServer(port=0).start(),
+        VastServer(port=0).start(),
+        LambdaServer(port=0).start(),
+        RunPodServer(port=0).start(),
+    ]
     try:
-        yield {"gce": servers[0], "arm": servers[1], "vast": servers[2], "lambda": servers[3], "runpod": servers[4],
-               "gcs": gcs}
+        yield {
+            "gce": servers[0],
+            "arm": servers[1],
+            "vast": servers[2],
+            "lambda": servers[3],
+            "runpod": servers[4],
+            "gcs": gcs,
+        }
     finally:
         for server in servers:
             server.stop()
@@ -77,19 +98,32 @@ class Clouds:
         self._post("lambda", "reset", {})
         self._post("lambda", "config", {"boot_seconds": 0, "terminate_seconds": 0, "launch_interval": 0})
         self._post("runpod", "reset", {})
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("SPOTFLEET_", "AWS_", "AZURE_", "VAST_", "GOOGLE_", "CLOUDSDK_", "LAMBDA_",
-                                                         "RUNPOD_"))}
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("SPOTFLEET_", "AWS_", "AZURE_", "VAST_", "GOOGLE_", "CLOUDSDK_", "LAMBDA_", "RUNPOD_"))
+        }
         arm = fakes["arm"].url
-        self.env.update(self.aws.env, HOME=str(root), SPOTFLEET_HOME=str(root / "home"),
-                        SPOTFLEET_CACHE_DIR=str(root / "cache"), COLUMNS="200", NO_COLOR="1",
-                        SPOTFLEET_GCE_ENDPOINT=fakes["gce"].url, SPOTFLEET_GCP_BILLING_ENDPOINT=fakes["gce"].url,
-                        STORAGE_EMULATOR_HOST=fakes["gcs"].env["STORAGE_EMULATOR_HOST"],
-                        SPOTFLEET_AZURE_ARM_ENDPOINT=arm, SPOTFLEET_AZURE_POLLING_INTERVAL="0",
-                        SPOTFLEET_AZURE_PRICES_URL=f"{arm}/api/retail/prices",
-                        SPOTFLEET_VAST_URL=fakes["vast"].url, VAST_API_KEY=API_KEY,
-                        SPOTFLEET_LAMBDA_URL=fakes["lambda"].url, LAMBDA_API_KEY=LAMBDA_KEY,
-                        SPOTFLEET_RUNPOD_URL=fakes["runpod"].url, RUNPOD_API_KEY=RUNPOD_KEY)
+        self.env.update(
+            self.aws.env,
+            HOME=str(root),
+            SPOTFLEET_HOME=str(root / "home"),
+            SPOTFLEET_CACHE_DIR=str(root / "cache"),
+            COLUMNS="200",
+            NO_COLOR="1",
+            SPOTFLEET_GCE_ENDPOINT=fakes["gce"].url,
+            SPOTFLEET_GCP_BILLING_ENDPOINT=fakes["gce"].url,
+            STORAGE_EMULATOR_HOST=fakes["gcs"].env["STORAGE_EMULATOR_HOST"],
+            SPOTFLEET_AZURE_ARM_ENDPOINT=arm,
+            SPOTFLEET_AZURE_POLLING_INTERVAL="0",
+            SPOTFLEET_AZURE_PRICES_URL=f"{arm}/api/retail/prices",
+            SPOTFLEET_VAST_URL=fakes["vast"].url,
+            VAST_API_KEY=API_KEY,
+            SPOTFLEET_LAMBDA_URL=fakes["lambda"].url,
+            LAMBDA_API_KEY=LAMBDA_KEY,
+            SPOTFLEET_RUNPOD_URL=fakes["runpod"].url,
+            RUNPOD_API_KEY=RUNPOD_KEY,
+        )
 
     def _post(self, fake: str, path: str, body: dict) -> None:
         httpx.post(f"{self.f[fake].url}/_control/{path}", json=body, timeout=30).raise_for_status()
@@ -104,11 +138,14 @@ class Clouds:
         doc = yaml.safe_load((ROOT / "examples" / f"{example}.yaml").read_text())
         doc["backend"] = "cloud"
         enabled = doc.get("providers")
-        settings = {p: {} for p in enabled} if isinstance(enabled, list) else {p: dict(s or {}) for p, s in
-                                                                                enabled.items()}
-        fixes = {"aws": {"ami": aws_world.MOTO_AMI, "regions": settings.get("aws", {}).get("regions") or list(AWS_REGIONS)},
-                 "gcp": {"project": "spec-project"},
-                 "azure": {"subscription_id": SUBSCRIPTION, "resource_group": f"rg-{doc['name']}"}}
+        settings = (
+            {p: {} for p in enabled} if isinstance(enabled, list) else {p: dict(s or {}) for p, s in enabled.items()}
+        )
+        fixes = {
+            "aws": {"ami": aws_world.MOTO_AMI, "regions": settings.get("aws", {}).get("regions") or list(AWS_REGIONS)},
+            "gcp": {"project": "spec-project"},
+            "azure": {"subscription_id": SUBSCRIPTION, "resource_group": f"rg-{doc['name']}"},
+        }
         for name, extra in fixes.items():
             if name in settings:
                 settings[name].update(extra)
@@ -118,8 +155,9 @@ class Clouds:
         return path, doc["name"], set(settings)
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env=self.env, capture_output=True, text=True, timeout=600,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [FLEET_BIN, *args], env=self.env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+        )
 
     def alive(self, fleet: str) -> dict[str, int]:
         """Live instances of ``fleet`` per provider, as each fake holds them."""
@@ -130,21 +168,50 @@ class Clouds:
                 out[provider] = out.get(provider, 0) + n
 
         for region in AWS_REGIONS:
-            got = self.aws.direct("ec2", region).describe_instances(Filters=[
-                {"Name": "tag:spotfleet:fleet", "Values": [fleet]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+            got = self.aws.direct("ec2", region).describe_instances(
+                Filters=[
+                    {"Name": "tag:spotfleet:fleet", "Values": [fleet]},
+                    {"Name": "instance-state-name", "Values": ["pending", "running"]},
+                ]
+            )
             count("aws", sum(len(r["Instances"]) for r in got["Reservations"]))
-        count("gcp", sum(1 for vm in control(self.f["gce"].url, "instances")["instances"]
-                         if vm.get("labels", {}).get("spotfleet-fleet") == fleet and vm["status"] != "TERMINATED"))
-        count("azure", sum(1 for vm in self._get("arm", "state")["vms"]
-                           if (vm.get("tags") or {}).get("spotfleet:fleet") == fleet))
-        count("vast", sum(1 for i in self._get("vast", "instances")["instances"]
-                          if str(i.get("label") or "").startswith(f"spotfleet|{fleet}|") and not i["destroyed"]))
-        count("lambda", sum(1 for i in self._get("lambda", "instances")["instances"]
-                            if {"key": "spotfleet:fleet", "value": fleet} in i["tags"]
-                            and i["status"] not in ("terminated", "terminating")))
-        count("runpod", sum(1 for p in self._get("runpod", "pods")["pods"]
-                            if p["env"].get("SPOTFLEET_LABEL", "").startswith(f"spotfleet|{fleet}|") and not p["terminated"]))
+        count(
+            "gcp",
+            sum(
+                1
+                for vm in control(self.f["gce"].url, "instances")["instances"]
+                if vm.get("labels", {}).get("spotfleet-fleet") == fleet and vm["status"] != "TERMINATED"
+            ),
+        )
+        count(
+            "azure",
+            sum(1 for vm in self._get("arm", "state")["vms"] if (vm.get("tags") or {}).get("spotfleet:fleet") == fleet),
+        )
+        count(
+            "vast",
+            sum(
+                1
+                for i in self._get("vast", "instances")["instances"]
+                if str(i.get("label") or "").startswith(f"spotfleet|{fleet}|") and not i["destroyed"]
+            ),
+        )
+        count(
+            "lambda",
+            sum(
+                1
+                for i in self._get("lambda", "instances")["instances"]
+                if {"key": "spotfleet:fleet", "value": fleet} in i["tags"]
+                and i["status"] not in ("terminated", "terminating")
+            ),
+        )
+        count(
+            "runpod",
+            sum(
+                1
+                for p in self._get("runpod", "pods")["pods"]
+                if p["env"].get("SPOTFLEET_LABEL", "").startswith(f"spotfleet|{fleet}|") and not p["terminated"]
+            ),
+        )
         return out
 
 
@@ -154,7 +221,9 @@ def test_every_example_goes_up_and_down_against_the_fakes(fakes, tmp_path: Path)
     clouds = Clouds(tmp_path, fakes)
     specs = {example: clouds.on_the_fakes(example) for example in EXAMPLES}
     for example, (_, _, enabled) in specs.items():
-        assert enabled <= {"aws", "gcp", "azure", "vast", "lambda", "runpod"}, f"{example}: a provider without a fake here"
+        assert enabled <= {"aws", "gcp", "azure", "vast", "lambda", "runpod"}, (
+            f"{example}: a provider without a fake here"
+        )
     with ThreadPoolExecutor(len(specs)) as pool:
         ups = dict(zip(specs, pool.map(lambda s: clouds.fleet("up", str(s[0]), "--yes", "--json"), specs.values())))
     for example, up in ups.items():

@@ -52,14 +52,28 @@ class Cloud:
         self.root, self.url = root, gce.url
         self.spec = root / "gcpfleet.yaml"
         self.spec.write_text(SPEC)
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("GOOGLE_", "CLOUDSDK_", "SPOTFLEET_")) and k != "STORAGE_EMULATOR_HOST"}
-        self.env.update(SPOTFLEET_HOME=str(root / "home"), SPOTFLEET_GCE_ENDPOINT=gce.url, COLUMNS="200",
-                        NO_COLOR="1", STORAGE_EMULATOR_HOST=gcs.env["STORAGE_EMULATOR_HOST"])
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("GOOGLE_", "CLOUDSDK_", "SPOTFLEET_")) and k != "STORAGE_EMULATOR_HOST"
+        }
+        self.env.update(
+            SPOTFLEET_HOME=str(root / "home"),
+            SPOTFLEET_GCE_ENDPOINT=gce.url,
+            COLUMNS="200",
+            NO_COLOR="1",
+            STORAGE_EMULATOR_HOST=gcs.env["STORAGE_EMULATOR_HOST"],
+        )
 
     def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env={**self.env, **extra}, capture_output=True, text=True,
-                              timeout=300, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [FLEET_BIN, *args],
+            env={**self.env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
 
     def fleet_json(self, *args: str, **extra: str):
         proc = self.fleet(*args, "--json", **extra)
@@ -80,8 +94,9 @@ class Cloud:
 
     def ever_created(self) -> int:
         state = control(self.url, "instances")
-        return sum(1 for vm in state["instances"] + state["ended"]
-                   if vm.get("labels", {}).get("spotfleet-fleet") == "gcpfleet")
+        return sum(
+            1 for vm in state["instances"] + state["ended"] if vm.get("labels", {}).get("spotfleet-fleet") == "gcpfleet"
+        )
 
 
 @pytest.fixture
@@ -135,7 +150,9 @@ def test_killed_mid_up_a_rerun_converges_without_doubles(cloud, point):
 
 
 def test_zones_out_of_capacity_are_planned_around(cloud):
-    cloud.spec.write_text(SPEC.replace("{min_pools: 3, max_pool_share: 0.34}", "{min_pools: 2, max_pool_share: 0.5, max_zone_share: 1.0}"))
+    cloud.spec.write_text(
+        SPEC.replace("{min_pools: 3, max_pool_share: 0.34}", "{min_pools: 2, max_pool_share: 0.5, max_zone_share: 1.0}")
+    )
     control(cloud.url, "capacity", {"zone": "us-central1-a", "count": 0})
     control(cloud.url, "capacity", {"zone": "us-central1-b", "count": 0})
     proc = cloud.fleet("up", str(cloud.spec), "--yes", "--json")

@@ -45,7 +45,7 @@ def test_a_fleet_whose_cloud_was_reset_is_short_and_check_exits_3(world: World):
     assert world.fleet("local", "reset", "--yes").returncode == 0
     code, data, _ = _status(world, "wiped")
     assert code == 0 and data["status"] == "short" and data["running"] == 0 and data["recorded_status"] == "up"
-    assert world.fleet("status", "wiped", "--check").returncode == 3      # for probes and scripts
+    assert world.fleet("status", "wiped", "--check").returncode == 3  # for probes and scripts
 
 
 def _launching(world: World, fleet: str) -> bool:
@@ -66,8 +66,9 @@ def test_ctrl_c_during_up_says_it_was_interrupted_and_a_rerun_completes(world: W
     spec = world.spec("hasty")
     # `up` stops after its first round of launches, before it settles and records the plan as applied,
     # and says so: Ctrl-C lands there, whatever the load (no guessed delay)
-    proc = world.spawn("up", str(spec), "--yes", "--parallel", "1",
-                       env=world.env(SPOTFLEET_TEST_PAUSE_AT="round-launched"))
+    proc = world.spawn(
+        "up", str(spec), "--yes", "--parallel", "1", env=world.env(SPOTFLEET_TEST_PAUSE_AT="round-launched")
+    )
     try:
         assert proc.stderr is not None
         seen = ""
@@ -75,7 +76,7 @@ def test_ctrl_c_during_up_says_it_was_interrupted_and_a_rerun_completes(world: W
             line = proc.stderr.readline()
             assert line, f"`fleet up` ended before the pause point (exit {proc.wait(timeout=60)}): {seen}"
             seen += line
-        assert _launching(world, "hasty") and world.created("hasty")     # launched, not yet settled
+        assert _launching(world, "hasty") and world.created("hasty")  # launched, not yet settled
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -85,14 +86,14 @@ def test_ctrl_c_during_up_says_it_was_interrupted_and_a_rerun_completes(world: W
     assert "Traceback" not in err and "Aborted!" not in err
     report = world.fleet_json("up", str(spec), "--yes")
     assert report["ok"] and world.alive("hasty") == report["desired"]
-    assert len(world.created("hasty")) == sum(report["desired"].values())      # nothing launched twice
+    assert len(world.created("hasty")) == sum(report["desired"].values())  # nothing launched twice
 
 
 def test_up_into_a_closed_pipe_stops_before_launching_and_says_so(world: World):
     spec = world.spec("piped")
     proc = world.spawn("up", str(spec), "--yes")
     assert proc.stdout is not None
-    proc.stdout.close()                        # like `| head` that has already stopped reading
+    proc.stdout.close()  # like `| head` that has already stopped reading
     err = proc.stderr.read() if proc.stderr else ""
     proc.wait(timeout=120)
     assert proc.returncode == 1
@@ -104,12 +105,13 @@ def test_a_preemption_is_dated_and_charged_by_the_provider_clock_not_by_when_sta
     spec = world.spec("dated")
     assert world.fleet_json("up", str(spec), "--yes")["ok"]
     world.cloud.advance(3600)
-    spot = next(i for i in world.cloud.all_instances(alive_only=True)
-                if i.fleet == "dated" and i.pool.market.value == "spot")
+    spot = next(
+        i for i in world.cloud.all_instances(alive_only=True) if i.fleet == "dated" and i.pool.market.value == "spot"
+    )
     world.cloud.preempt(spot.id)
     taken = world.cloud.now()
-    world.cloud.advance(86400)                   # status looks a simulated day later
-    world.fleet_json("status", "dated")          # short, but read: exit 0
+    world.cloud.advance(86400)  # status looks a simulated day later
+    world.fleet_json("status", "dated")  # short, but read: exit 0
     history = world.fleet_json("history", "dated")
     (event,) = [e for e in history["events"] if e["kind"] == "preempted" and e["instance_id"] == spot.id]
     assert abs(event["ts"] - taken) <= 1
@@ -122,8 +124,9 @@ def test_up_after_down_starts_a_new_run_with_its_own_cost_and_interruptions(worl
     assert world.fleet_json("up", str(spec), "--yes")["ok"]
     world.cloud.advance(3600)
     first_ids = {i.id for i in world.created("again")}
-    spot = next(i for i in world.cloud.all_instances(alive_only=True)
-                if i.fleet == "again" and i.pool.market.value == "spot")
+    spot = next(
+        i for i in world.cloud.all_instances(alive_only=True) if i.fleet == "again" and i.pool.market.value == "spot"
+    )
     world.cloud.preempt(spot.id)
     first = world.fleet_json("status", "again")
     assert first["run"] == 1 and first["cost"]["interruptions"] >= 1 and first["cost"]["cost_so_far"] > 0
@@ -132,7 +135,7 @@ def test_up_after_down_starts_a_new_run_with_its_own_cost_and_interruptions(worl
     assert world.fleet_json("up", str(spec), "--yes")["ok"]
     second = world.fleet_json("status", "again")
     assert second["run"] == 2 and second["status"] == "up"
-    assert second["cost"]["interruptions"] == 0 and second["cost"]["cost_so_far"] == 0   # frozen clock: no time yet
+    assert second["cost"]["interruptions"] == 0 and second["cost"]["cost_so_far"] == 0  # frozen clock: no time yet
     history = world.fleet_json("history", "again")
     assert history["run"] == 2 and not {e["instance_id"] for e in history["events"]} & first_ids
     everything = world.fleet_json("history", "again", "--all")
@@ -156,5 +159,7 @@ def test_history_footer_counts_the_launch_calls_of_the_run_it_shows(world: World
     everything = world.fleet_json("history", "footer", "--all")
     assert len(everything["launches"]) == len(every_call) > len(second)
     footer = world.fleet("history", "footer").stdout.strip().splitlines()[-1]
-    assert footer.startswith(f"{len(second)} launch call(s) asked for {sum(launch.count for launch in second)} instance(s); "
-                             f"{sum(launch.launched for launch in second)} came back; cost so far $")
+    assert footer.startswith(
+        f"{len(second)} launch call(s) asked for {sum(launch.count for launch in second)} instance(s); "
+        f"{sum(launch.launched for launch in second)} came back; cost so far $"
+    )

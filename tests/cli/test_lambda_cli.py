@@ -33,14 +33,24 @@ node:
 """
 
 #: A10s in three regions (capacity 2, 2, 8), an H100 nowhere with capacity.
-CAPACITY = {"gpu_1x_a10/us-east-1": 2, "gpu_1x_a10/us-west-1": 2, "gpu_1x_a10/europe-central-1": 8,
-            "gpu_1x_h100_pcie/us-west-3": 0}
+CAPACITY = {
+    "gpu_1x_a10/us-east-1": 2,
+    "gpu_1x_a10/us-west-1": 2,
+    "gpu_1x_a10/europe-central-1": 8,
+    "gpu_1x_h100_pcie/us-west-3": 0,
+}
 
 
 class LambdaWorld(ApiWorld):
     def __init__(self, root: Path, server: LambdaServer):
-        super().__init__(root, server.url, spec=SPEC, name="lf", strip=("LAMBDA_",),
-                         env_vars={"SPOTFLEET_LAMBDA_URL": server.url, "LAMBDA_API_KEY": API_KEY})
+        super().__init__(
+            root,
+            server.url,
+            spec=SPEC,
+            name="lf",
+            strip=("LAMBDA_",),
+            env_vars={"SPOTFLEET_LAMBDA_URL": server.url, "LAMBDA_API_KEY": API_KEY},
+        )
         self.control("reset", {"capacity": CAPACITY})
         self.control("config", {"boot_seconds": 0, "terminate_seconds": 0, "launch_interval": 0, "quota": 50})
         self.foreign = self.control("foreign", {"name": "spotfleet-lf-0000000000", "count": 1})["ids"]
@@ -49,8 +59,12 @@ class LambdaWorld(ApiWorld):
         return self.control("instances")["instances"]
 
     def ours(self, *, live: bool = True) -> list[dict]:
-        return [i for i in self.instances() if {"key": "spotfleet:fleet", "value": "lf"} in i["tags"]
-                and (not live or i["status"] not in ("terminated", "terminating"))]
+        return [
+            i
+            for i in self.instances()
+            if {"key": "spotfleet:fleet", "value": "lf"} in i["tags"]
+            and (not live or i["status"] not in ("terminated", "terminating"))
+        ]
 
     def foreign_alive(self) -> bool:
         return all(i["status"] == "active" for i in self.instances() if i["id"] in self.foreign)
@@ -71,18 +85,18 @@ def world(tmp_path: Path, server: LambdaServer) -> LambdaWorld:
 def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: LambdaWorld):
     report = world.fleet_json("up", str(world.spec), "--yes")
     assert report["ok"] and sum(report["desired"].values()) == 6
-    assert all("/gpu_1x_a10/" in pool for pool in report["desired"])          # no H100 capacity now
+    assert all("/gpu_1x_a10/" in pool for pool in report["desired"])  # no H100 capacity now
     ours = world.ours()
     assert len(ours) == 6 and all(i["launch_body"]["user_data"].startswith("#!/bin/bash") for i in ours)
     again = world.fleet_json("up", str(world.spec), "--yes")
     assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert len(world.ours(live=False)) == 6                                   # nothing created twice
+    assert len(world.ours(live=False)) == 6  # nothing created twice
     status = world.fleet_json("status", "lf")
     assert status["running"] == 6 and status["planned"] == 6
     down = world.fleet_json("down", "lf", "--yes")
     assert sorted(down["terminated"]) == sorted(i["id"] for i in ours) and down["remaining"] == []
     assert world.ours() == [] and world.foreign_alive()
-    assert LambdaApi(world.url, API_KEY).ssh_keys() == []                   # the fleet's key went too
+    assert LambdaApi(world.url, API_KEY).ssh_keys() == []  # the fleet's key went too
 
 
 @pytest.mark.parametrize("point", ["launch-recorded", "launch-sent:2"])
@@ -103,7 +117,7 @@ def test_killed_mid_up_a_rerun_converges_without_duplicates(world: LambdaWorld, 
 
 
 def test_a_capacity_refusal_is_re_planned_around(world: LambdaWorld):
-    for region in ("us-east-1", "us-west-1"):        # room everywhere: only the refusal moves the plan
+    for region in ("us-east-1", "us-west-1"):  # room everywhere: only the refusal moves the plan
         world.control("capacity", {"type": "gpu_1x_a10", "region": region, "count": 8})
     world.control("faults", {"target": "launch", "kind": "capacity", "count": 1})
     report = world.fleet_json("up", str(world.spec), "--yes")
@@ -123,7 +137,7 @@ def test_fleet_check_lambda_reports_the_key(world: LambdaWorld):
 def test_plan_reads_live_capacity_and_falls_back_to_the_snapshot(world: LambdaWorld):
     live = world.fleet_json("plan", str(world.spec))
     assert live["feasible"] and {a["offer"]["source"] for a in live["allocations"]} == {"live"}
-    world.control("faults", {"target": "types", "kind": "inactive", "count": 1000})   # refused, not retried
+    world.control("faults", {"target": "types", "kind": "inactive", "count": 1000})  # refused, not retried
     fallback = world.fleet("plan", str(world.spec))
     assert fallback.returncode in (0, 3) and "snapshot" in fallback.stdout + fallback.stderr
     world.control("faults/clear", {})

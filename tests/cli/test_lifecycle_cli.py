@@ -99,8 +99,9 @@ def test_foreign_instances_are_never_touched(world: World):
     spec = world.spec("mine")
     plan = world.fleet_json("up", str(spec), "--dry-run")["plan"]
     pools = [a["offer"]["pool"] for a in plan["allocations"]]
-    pool_ids = ["/".join([p["provider"], p["region"], p["zone"] or "-", p["instance_type"], p["market"]])
-                for p in pools]
+    pool_ids = [
+        "/".join([p["provider"], p["region"], p["zone"] or "-", p["instance_type"], p["market"]]) for p in pools
+    ]
     foreign = [i.id for pid in pool_ids for i in world.cloud.launch_foreign(pid, 1)]
     report = world.fleet_json("up", str(spec), "--yes")
     assert report["ok"] and not set(foreign) & set(report["launched"])
@@ -112,23 +113,26 @@ def test_foreign_instances_are_never_touched(world: World):
 def test_status_records_preemptions_and_cost_and_up_refills(world: World):
     spec = world.spec("watched")
     assert world.fleet_json("up", str(spec), "--yes")["ok"]
-    world.cloud.advance(3600)     # one simulated hour; the market may take spot instances back meanwhile
-    spot = next(i for i in world.cloud.all_instances(alive_only=True)
-                if i.fleet == "watched" and i.pool.market.value == "spot")
+    world.cloud.advance(3600)  # one simulated hour; the market may take spot instances back meanwhile
+    spot = next(
+        i for i in world.cloud.all_instances(alive_only=True) if i.fleet == "watched" and i.pool.market.value == "spot"
+    )
     world.cloud.preempt(spot.id)
     gone = {i.id for i in world.created("watched") if i.state.value == "preempted"}
-    status = world.fleet_json("status", "watched", "--check", ok=(3,))   # short of the plan: --check exits 3
+    status = world.fleet_json("status", "watched", "--check", ok=(3,))  # short of the plan: --check exits 3
     assert status["running"] == 8 - len(gone) and status["planned"] == 8
     assert (status["status"], status["recorded_status"]) == ("short", "up")
     assert {e["id"] for e in status["ended"]} == gone and {e["reason"] for e in status["ended"]} == {"preempted"}
     assert status["cost"]["interruptions"] == len(gone)
     # each instance is charged until it ended on the provider's clock (the cloud knows when), else until now
     now = world.cloud.now()
-    owed = sum(i.price_per_hour * ((i.ended_at if i.ended_at is not None else now) - i.launched_at) / 3600
-               for i in world.created("watched"))
+    owed = sum(
+        i.price_per_hour * ((i.ended_at if i.ended_at is not None else now) - i.launched_at) / 3600
+        for i in world.created("watched")
+    )
     assert abs(status["cost"]["cost_so_far"] - owed) < 0.001 * owed
     human = world.fleet("status", "watched")
-    assert human.returncode == 0                # it could be read: 0, as `kubectl get`
+    assert human.returncode == 0  # it could be read: 0, as `kubectl get`
     assert f"watched: short, {8 - len(gone)} of 8 planned instances running" in human.stdout
     assert f"interruptions  {len(gone)}\n" in human.stdout
     lines = world.fleet("status", "watched", "--watch", "--times", "2", "--interval", "0.2", "--json")
@@ -153,8 +157,9 @@ HOLDER = textwrap.dedent("""
 def test_a_busy_fleet_is_refused_and_status_reads_only(world: World):
     spec = world.spec("busy")
     world.fleet_json("up", str(spec), "--yes")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(world.state), "busy"], stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(world.state), "busy"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         down = world.fleet("down", "busy", "--yes")

@@ -22,7 +22,7 @@ def test_a_log_the_agent_uploaded_to_s3_is_what_fleet_logs_prints(aws_cli: AwsCl
     ids = [i["InstanceId"] for i in aws_cli.ec2_instances("awsfleet")]
     node_log = tmp_path / "spotfleet-node.log"
     node_log.write_bytes(b"spotfleet: bootstrap step 1\n\x1b]0;pwned\x07job says hi\n")
-    uri = "s3://awsfleet-checkpoints/awsfleet"                     # what `up` handed the nodes
+    uri = "s3://awsfleet-checkpoints/awsfleet"  # what `up` handed the nodes
     shipper = LogShipper(uri, node_log, lambda: ids[0], store=open_store(uri, env=aws_cli.world.env))
     assert shipper.ship_once(final=True)
 
@@ -33,7 +33,9 @@ def test_a_log_the_agent_uploaded_to_s3_is_what_fleet_logs_prints(aws_cli: AwsCl
     assert shown.returncode == 0, shown.stderr
     assert "job says hi" in shown.stdout and "\x1b" not in shown.stdout and "\x07" not in shown.stdout
     assert "\\x1b]0;pwned\\x07" in shown.stdout
-    assert json.loads(aws_cli.fleet("logs", "awsfleet", ids[0], "--json").stdout)["text"].startswith("spotfleet: bootstrap")
+    assert json.loads(aws_cli.fleet("logs", "awsfleet", ids[0], "--json").stdout)["text"].startswith(
+        "spotfleet: bootstrap"
+    )
 
     nothing = aws_cli.fleet("logs", "awsfleet", ids[1])
     assert nothing.returncode == 1 and "--console" in nothing.stderr
@@ -47,8 +49,9 @@ def test_a_log_the_agent_uploaded_to_s3_is_what_fleet_logs_prints(aws_cli: AwsCl
 
 def test_console_of_an_instance_outside_the_fleet_is_refused(aws_cli: AwsCli):
     assert aws_cli.fleet_json("up", aws_cli.spec(), "--yes")["ok"]
-    theirs = aws_cli.world.direct("ec2", REGION).run_instances(ImageId="ami-12c6146b", InstanceType="t3.micro",
-                                                           MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    theirs = aws_cli.world.direct("ec2", REGION).run_instances(
+        ImageId="ami-12c6146b", InstanceType="t3.micro", MinCount=1, MaxCount=1
+    )["Instances"][0]["InstanceId"]
     proc = aws_cli.fleet("logs", "awsfleet", theirs, "--console")
     assert proc.returncode == 1 and f"no instance '{theirs}' in fleet 'awsfleet'" in proc.stderr
     assert aws_cli.fleet("down", "awsfleet", "--yes").returncode == 0

@@ -66,7 +66,7 @@ def test_a_nodes_log_reaches_the_bucket_and_fleet_logs_prints_it_escaped_and_tai
         out = shown.stdout
         for text in ("hello from the node", "line 1", "line 5", "job finished after 1 start(s)"):
             assert text in out, text
-        assert "\x1b" not in out and "\\x1b[31mred" in out     # the node's escapes never reach the terminal
+        assert "\x1b" not in out and "\\x1b[31mred" in out  # the node's escapes never reach the terminal
 
         tail = world.fleet("logs", "logs", instance, "--tail", "2")
         assert tail.stdout.splitlines()[-1] == "job finished after 1 start(s)" and len(tail.stdout.splitlines()) == 2

@@ -20,8 +20,20 @@ from vast_server import API_KEY, VastServer  # noqa: E402
 from providers.aws.node_credentials import user_name  # noqa: E402
 
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
-ASKS = [{"id": 4000 + n, "machine_id": 900 + n, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559,
-         "dph_base": 1.5, "min_bid": 0.5, "reliability2": 0.99, "geolocation": "Texas, US"} for n in range(3)]
+ASKS = [
+    {
+        "id": 4000 + n,
+        "machine_id": 900 + n,
+        "num_gpus": 1,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 1.5,
+        "min_bid": 0.5,
+        "reliability2": 0.99,
+        "geolocation": "Texas, US",
+    }
+    for n in range(3)
+]
 SPEC = f"""
 name: vs3
 backend: cloud
@@ -47,15 +59,23 @@ def vast():
 
 def _fleet(root: Path, world: aws_world.AwsWorld, vast: VastServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_", "VAST_"))}
-    env.update(world.env, SPOTFLEET_HOME=str(root / "home"), SPOTFLEET_CACHE_DIR=str(root / "cache"), NO_COLOR="1",
-               COLUMNS="200", SPOTFLEET_VAST_URL=vast.url, VAST_API_KEY=API_KEY)
-    return subprocess.run([FLEET_BIN, *args], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=240)
+    env.update(
+        world.env,
+        SPOTFLEET_HOME=str(root / "home"),
+        SPOTFLEET_CACHE_DIR=str(root / "cache"),
+        NO_COLOR="1",
+        COLUMNS="200",
+        SPOTFLEET_VAST_URL=vast.url,
+        VAST_API_KEY=API_KEY,
+    )
+    return subprocess.run(
+        [FLEET_BIN, *args], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240
+    )
 
 
 def test_vast_nodes_get_the_fleets_scoped_key_and_down_revokes_it(tmp_path: Path, vast: VastServer):
     world = aws_world.fresh()
-    world.proxy.prices({}, default=5.0)                      # AWS spot far dearer: the fleet goes to Vast
+    world.proxy.prices({}, default=5.0)  # AWS spot far dearer: the fleet goes to Vast
     spec = tmp_path / "vs3.yaml"
     spec.write_text(SPEC)
     up = _fleet(tmp_path, world, vast, "up", str(spec), "--yes")

@@ -49,18 +49,28 @@ class Cloud:
         self.spec = root / "ocifleet.yaml"
         self.spec.write_text(SPEC)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "OCI_"))}
-        self.env.update(SPOTFLEET_HOME=str(root / "home"), COLUMNS="200", NO_COLOR="1",
-                        **server.write_config(root / "oci"))
+        self.env.update(
+            SPOTFLEET_HOME=str(root / "home"), COLUMNS="200", NO_COLOR="1", **server.write_config(root / "oci")
+        )
 
     def control(self, path: str, body: dict | None = None) -> dict:
-        resp = httpx.post(f"{self.url}/_control/{path}", json=body) if body is not None else \
-            httpx.get(f"{self.url}/_control/{path}")
+        resp = (
+            httpx.post(f"{self.url}/_control/{path}", json=body)
+            if body is not None
+            else httpx.get(f"{self.url}/_control/{path}")
+        )
         resp.raise_for_status()
         return resp.json()
 
     def fleet(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env={**self.env, **extra}, capture_output=True, text=True,
-                              timeout=300, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [FLEET_BIN, *args],
+            env={**self.env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
 
     def fleet_json(self, *args: str, **extra: str):
         proc = self.fleet(*args, "--json", **extra)
@@ -74,8 +84,10 @@ class Cloud:
         """Live instances of the fleet per availability domain, as the fake sees them."""
         out: dict[str, int] = {}
         for inst in self.instances():
-            if inst["freeformTags"].get("spotfleet_fleet") == "ocifleet" and \
-                    inst["lifecycleState"] not in ("TERMINATING", "TERMINATED"):
+            if inst["freeformTags"].get("spotfleet_fleet") == "ocifleet" and inst["lifecycleState"] not in (
+                "TERMINATING",
+                "TERMINATED",
+            ):
                 out[inst["availabilityDomain"]] = out.get(inst["availabilityDomain"], 0) + 1
         return out
 
@@ -100,7 +112,7 @@ def _zones(report: dict) -> dict[str, int]:
 
 def test_up_meets_the_spec_a_rerun_changes_nothing_and_down_spares_a_foreign_instance(cloud):
     foreign = cloud.control("foreign", {"shape": "VM.GPU.A10.1", "ad": ADS[0], "count": 1})["ids"]
-    cloud.control("config", {"boot_seconds": 3600, "stop_seconds": 3600})   # PROVISIONING, then TERMINATING, as on OCI
+    cloud.control("config", {"boot_seconds": 3600, "stop_seconds": 3600})  # PROVISIONING, then TERMINATING, as on OCI
     report = cloud.fleet_json("up", str(cloud.spec), "--yes")
     assert report["ok"] and sum(report["desired"].values()) == 6 and len(report["desired"]) == 3
     assert all(p.startswith("oci/us-ashburn-1/") and p.endswith("/VM.GPU.A10.1/spot") for p in report["desired"])
@@ -135,12 +147,15 @@ def test_killed_mid_up_a_rerun_converges_without_doubles(cloud):
 
 
 def test_an_ad_out_of_host_capacity_is_planned_around(cloud):
-    cloud.spec.write_text(SPEC.replace("{min_pools: 3, max_pool_share: 0.34, max_zone_share: 0.34}",
-                                       "{min_pools: 2, max_pool_share: 0.5, max_zone_share: 1.0}"))
+    cloud.spec.write_text(
+        SPEC.replace(
+            "{min_pools: 3, max_pool_share: 0.34, max_zone_share: 0.34}",
+            "{min_pools: 2, max_pool_share: 0.5, max_zone_share: 1.0}",
+        )
+    )
     cloud.control("capacity", {"ad": ADS[0], "shape": "VM.GPU.A10.1", "hosts": 0})
     proc = cloud.fleet("up", str(cloud.spec), "--yes", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], proc.stdout + proc.stderr
     assert set(cloud.ours()) <= {ADS[1], ADS[2]} and sum(cloud.ours().values()) == 6 == cloud.ever_created()
     assert all(f["error_code"] == "OutOfHostCapacity" for f in report["failures"])
-

@@ -22,7 +22,7 @@ FORGED = "fake line: fleet is up"
 def _clean(text: str) -> None:
     assert API_KEY not in text
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text
-    assert f"\n{FORGED}" not in text                       # never a line of its own
+    assert f"\n{FORGED}" not in text  # never a line of its own
 
 
 @pytest.fixture
@@ -30,14 +30,17 @@ def world(tmp_path: Path, vast_server) -> VastWorld:
     return VastWorld(tmp_path, vast_server)
 
 
-
 def test_a_hostile_error_is_one_masked_line_in_every_face_and_in_the_store(world: VastWorld):
     world.control("faults", {"target": "create", "kind": "hostile", "count": 1000})
     up = world.fleet("up", str(world.spec), "--yes")
-    assert up.returncode == 3, up.stdout + up.stderr               # short: every create was refused
-    assert FORGED in up.stdout + up.stderr and "\\x1b]0;pwned" in up.stdout + up.stderr   # shown, escaped
-    outputs = [up, world.fleet("up", str(world.spec), "--yes", "--json"),
-               world.fleet("history", "vf", "--json"), world.fleet("history", "vf")]
+    assert up.returncode == 3, up.stdout + up.stderr  # short: every create was refused
+    assert FORGED in up.stdout + up.stderr and "\\x1b]0;pwned" in up.stdout + up.stderr  # shown, escaped
+    outputs = [
+        up,
+        world.fleet("up", str(world.spec), "--yes", "--json"),
+        world.fleet("history", "vf", "--json"),
+        world.fleet("history", "vf"),
+    ]
     world.control("faults", {"target": "list", "kind": "hostile", "count": 2})
     outputs += [world.fleet("status", "vf"), world.fleet("status", "vf", "--json")]
     status = outputs[-2].stdout + outputs[-2].stderr

@@ -13,7 +13,7 @@ from fleet.agent.notice import Notice
 from fleet.agent.report import report_notice
 from fleet.state import LaunchStatus, StateStore, open_store
 
-NODES = 8          # the chaos spec: 64 weighted GPUs in nodes of 8 H100
+NODES = 8  # the chaos spec: 64 weighted GPUs in nodes of 8 H100
 
 
 class StateWorld(World):
@@ -83,7 +83,7 @@ def test_preempted_fleet_is_back_at_target_after_one_pass_and_history_shows_each
     assert report["at_target"] and report["running_weighted_gpus"] == 64
     launches = [r for r in report["results"] if r["kind"] == "launch"]
     assert launches and all(r["done"] and r["reason"] == "replace-lost" for r in launches)
-    assert not {r["pool"] for r in launches} & lost_pools       # the pools that just interrupted are avoided
+    assert not {r["pool"] for r in launches} & lost_pools  # the pools that just interrupted are avoided
     assert_at_target_without_duplicates(world)
     history = world.fleet_json("history", "chaos", "--limit", "0")
     recorded = [e for e in history["events"] if e["kind"] == "rebalance"]
@@ -167,10 +167,11 @@ def test_a_rebalance_recommendation_is_replaced_before_the_node_dies(world: Worl
     first = world.fleet_json("rebalance", "chaos")
     launches = [r for r in first["results"] if r["kind"] == "launch"]
     assert [r["reason"] for r in launches] == ["early-replace"] and launches[0]["pool"] != warned.pool.id
-    assert world.cloud.instance_state(warned.id).alive          # the warned node still works meanwhile
+    assert world.cloud.instance_state(warned.id).alive  # the warned node still works meanwhile
     second = world.fleet_json("rebalance", "chaos")
     assert [(r["kind"], r["instance"], r["reason"], r["done"]) for r in second["results"]] == [
-        ("terminate", warned.id, "replaced-early", True)]
+        ("terminate", warned.id, "replaced-early", True)
+    ]
     assert sum(world.alive("chaos").values()) == NODES
 
 

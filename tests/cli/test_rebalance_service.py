@@ -49,28 +49,38 @@ def test_looping_rebalancer_serves_metrics_and_health_and_stops_on_sigterm(world
             time.sleep(0.5)
         assert _sample(text, "spotfleet_target_weighted_gpus", fleet="chaos") == 64
         assert _sample(text, "spotfleet_baseline_weighted_gpus", fleet="chaos") == 16
-        running = sum(_sample(text, "spotfleet_running_weighted_gpus", fleet="chaos", provider=p, market=m) or 0
-                      for p in ("aws", "gcp", "azure", "vast") for m in ("spot", "on-demand"))
+        running = sum(
+            _sample(text, "spotfleet_running_weighted_gpus", fleet="chaos", provider=p, market=m) or 0
+            for p in ("aws", "gcp", "azure", "vast")
+            for m in ("spot", "on-demand")
+        )
         assert running == 64
         assert _sample(text, "spotfleet_interruptions_total", fleet="chaos") == 1
-        assert _sample(text, "spotfleet_actions_total", fleet="chaos", kind="launch", reason="replace-lost",
-                       done="true") == 1
+        assert (
+            _sample(text, "spotfleet_actions_total", fleet="chaos", kind="launch", reason="replace-lost", done="true")
+            == 1
+        )
         assert _sample(text, "spotfleet_last_pass_ok", fleet="chaos") == 1
         assert (_sample(text, "spotfleet_price_per_hour_dollars", fleet="chaos") or 0) > 0
         lost_pool = next(i.pool.id for i in world.created("chaos") if i.id == spot[0])
         by_notice = [line for line in text.splitlines() if line.startswith("spotfleet_node_interruptions_total{")]
         assert len(by_notice) == 1 and f'pool="{lost_pool}"' in by_notice[0] and by_notice[0].endswith(" 1.0")
-        lost = world.fleet_json("history", "chaos", "--interruptions")     # the same timeline, counted once
+        lost = world.fleet_json("history", "chaos", "--interruptions")  # the same timeline, counted once
         assert _sample(text, "spotfleet_time_to_detect_seconds_count", fleet="chaos") == 1
-        assert _sample(text, "spotfleet_time_to_detect_seconds_sum", fleet="chaos") == \
-            lost["interruptions"][0]["detect_seconds"]
-        assert (_sample(text, "spotfleet_time_to_replace_seconds_count", fleet="chaos") or 0) == \
-            lost["totals"]["replaced"]        # the frozen clock dates the replacement with the loss: not counted
-        assert _sample(text, "spotfleet_last_time_to_detect_seconds", fleet="chaos") == \
-            lost["interruptions"][0]["detect_seconds"]
+        assert (
+            _sample(text, "spotfleet_time_to_detect_seconds_sum", fleet="chaos")
+            == lost["interruptions"][0]["detect_seconds"]
+        )
+        assert (_sample(text, "spotfleet_time_to_replace_seconds_count", fleet="chaos") or 0) == lost["totals"][
+            "replaced"
+        ]  # the frozen clock dates the replacement with the loss: not counted
+        assert (
+            _sample(text, "spotfleet_last_time_to_detect_seconds", fleet="chaos")
+            == lost["interruptions"][0]["detect_seconds"]
+        )
         planned = _sample(text, "spotfleet_planned_per_hour_dollars", fleet="chaos")
         billed = _sample(text, "spotfleet_billed_per_hour_dollars", fleet="chaos")
-        assert planned and billed and abs(planned - billed) < 1e-6       # the local cloud bills what it offered
+        assert planned and billed and abs(planned - billed) < 1e-6  # the local cloud bills what it offered
         assert _sample(text, "spotfleet_billed_instances", fleet="chaos") == sum(world.alive("chaos").values())
         status = world.fleet_json("status", "chaos")
         assert _sample(text, "spotfleet_cost_so_far_dollars", fleet="chaos") == status["cost"]["cost_so_far"]
@@ -112,7 +122,7 @@ def test_watch_replaces_a_lost_node_at_once_not_at_the_next_pass(world: World):
     proc = world.spawn("rebalance", "chaos", "--watch", "1s", "--every", "1h", "--passes", "2")
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline()                  # the first pass has run
+        first = proc.stdout.readline()  # the first pass has run
         assert "nothing to do" in first, first
         spot = sorted(i.id for i in world.created("chaos") if i.state.alive and i.pool.market.value == "spot")
         world.cloud.preempt(spot[0])
@@ -137,12 +147,28 @@ def test_each_lost_node_is_counted_once_and_its_delays_observed_as_they_become_k
     from fleet.rebalance.metrics import Metrics
 
     metrics = Metrics("m")
-    node = {"instance_id": "i-1", "pool": "aws/r/z/t/spot", "notice_kind": "terminate", "lost_at": 100.0,
-            "detect_seconds": 12.0, "replace_seconds": None}
+    node = {
+        "instance_id": "i-1",
+        "pool": "aws/r/z/t/spot",
+        "notice_kind": "terminate",
+        "lost_at": 100.0,
+        "detect_seconds": 12.0,
+        "replace_seconds": None,
+    }
     metrics.record_timeline([node])
-    metrics.record_timeline([{**node, "replace_seconds": 95.0},                        # replaced since
-                             {**node, "instance_id": "i-2", "notice_kind": None, "lost_at": 200.0,
-                              "detect_seconds": 3.0, "replace_seconds": 40.0}])
+    metrics.record_timeline(
+        [
+            {**node, "replace_seconds": 95.0},  # replaced since
+            {
+                **node,
+                "instance_id": "i-2",
+                "notice_kind": None,
+                "lost_at": 200.0,
+                "detect_seconds": 3.0,
+                "replace_seconds": 40.0,
+            },
+        ]
+    )
     text = generate_latest(metrics.registry).decode()
     assert _sample(text, "spotfleet_node_interruptions_total", fleet="m", notice="terminate") == 1
     assert _sample(text, "spotfleet_node_interruptions_total", fleet="m", notice="none") == 1
@@ -151,4 +177,4 @@ def test_each_lost_node_is_counted_once_and_its_delays_observed_as_they_become_k
     assert _sample(text, "spotfleet_time_to_replace_seconds_count", fleet="m") == 2
     assert _sample(text, "spotfleet_time_to_replace_seconds_sum", fleet="m") == 135.0
     assert _sample(text, "spotfleet_time_to_replace_seconds_bucket", fleet="m", le="60.0") == 1
-    assert _sample(text, "spotfleet_last_time_to_replace_seconds", fleet="m") == 40.0     # the newest loss's
+    assert _sample(text, "spotfleet_last_time_to_replace_seconds", fleet="m") == 40.0  # the newest loss's

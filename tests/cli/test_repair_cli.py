@@ -55,7 +55,8 @@ def test_repair_of_a_healthy_record_only_reconciles(world: World):
     out = world.fleet_json("repair", "fine")
     assert out["moved_aside"] is None
     assert [(f["fleet"], f["status"], f["running"], f["ended"], f["discovered"]) for f in out["fleets"]] == [
-        ("fine", "up", 7, 1, 0)]
+        ("fine", "up", 7, 1, 0)
+    ]
     nothing = world.fleet("repair", "nobody")
     assert nothing.returncode == 0 and "not in the record and no instance carries its tag" in nothing.stdout
     store = world.store()
@@ -85,7 +86,9 @@ def test_instances_found_by_repair_keep_their_on_demand_reference_so_savings_sti
         f.unlink()
     world.fleet_json("repair", "saver")
     after = world.fleet_json("status", "saver", ok=(0, 3))["cost"]
-    assert abs(after["covered_fraction"] - 1) < 1e-9                   # every instance has an on-demand price again
-    assert after["running"] == before["running"] and after["on_demand_rate_per_hour"] == before["on_demand_rate_per_hour"]
-    assert after["savings_fraction"] > 0.5      # (the record of an instance that ended before the repair is gone)
+    assert abs(after["covered_fraction"] - 1) < 1e-9  # every instance has an on-demand price again
+    assert (
+        after["running"] == before["running"] and after["on_demand_rate_per_hour"] == before["on_demand_rate_per_hour"]
+    )
+    assert after["savings_fraction"] > 0.5  # (the record of an instance that ended before the repair is gone)
     assert "saved $" in world.fleet("status", "saver").stdout

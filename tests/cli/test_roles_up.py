@@ -68,23 +68,28 @@ def test_head_first_then_workers_that_reach_it(home, tmp_path):
     try:
         result = runner.invoke(cli, ["up", str(spec), "-y", "--json"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
-        report = json.loads(result.output[result.output.index("{"):])
+        report = json.loads(result.output[result.output.index("{") :])
         (head_pool,) = report["head"]
         assert head_pool.endswith("/on-demand") and report["ok"]
         instances = cloud.all_instances(alive_only=True)
         heads = [i for i in instances if i.tags.get("spotfleet:role") == "head"]
         workers = [i for i in instances if i not in heads]
         assert len(heads) == 1 and len(workers) >= 1
-        assert all(w.launched_at > heads[0].launched_at for w in workers)   # the head came first
+        assert all(w.launched_at > heads[0].launched_at for w in workers)  # the head came first
         for w in workers:
             reached = node_dir(cloud.root, w.id) / "reached.txt"
-            assert wait_until(lambda: reached.exists() and reached.read_text().strip(), 60, "a worker to reach the head") \
+            assert (
+                wait_until(lambda: reached.exists() and reached.read_text().strip(), 60, "a worker to reach the head")
                 == "head says hello"
+            )
             env = env_of(node_dir(cloud.root, w.id) / "env.txt")
             assert env["SPOTFLEET_ROLE"] == "worker" and env["SPOTFLEET_HEAD_ADDR"] == "127.0.0.1"
             assert env["SPOTFLEET_HEAD_PORT"] == str(port) and env["SPOTFLEET_FLEET"] == "roles"
-        head_env = env_of(wait_until(lambda: (p := node_dir(cloud.root, heads[0].id) / "env.txt").exists() and p,
-                                     60, "the head's env"))
+        head_env = env_of(
+            wait_until(
+                lambda: (p := node_dir(cloud.root, heads[0].id) / "env.txt").exists() and p, 60, "the head's env"
+            )
+        )
         assert head_env["SPOTFLEET_ROLE"] == "head" and "SPOTFLEET_HEAD_ADDR" not in head_env
         # a rerun changes nothing: the head and the workers are kept
         again = runner.invoke(cli, ["up", str(spec), "-y", "--json"], catch_exceptions=False)
@@ -95,7 +100,7 @@ def test_head_first_then_workers_that_reach_it(home, tmp_path):
 
 
 def test_a_head_that_never_runs_stops_up_before_any_worker(home, tmp_path):
-    cloud = LocalCloud.open(home / "localcloud", time_scale=0, run_nodes=False)   # the clock stands: always pending
+    cloud = LocalCloud.open(home / "localcloud", time_scale=0, run_nodes=False)  # the clock stands: always pending
     spec = tmp_path / "fleet.yaml"
     spec.write_text(SPEC.format(port=free_port(), timeout=1))
     result = CliRunner().invoke(cli, ["up", str(spec), "-y"])
@@ -114,10 +119,10 @@ def test_a_lost_head_is_relaunched_on_demand_by_rebalance(home, tmp_path):
     try:
         assert runner.invoke(cli, ["up", str(spec), "-y", "--json"], catch_exceptions=False).exit_code == 0
         (head,) = [i for i in cloud.all_instances(alive_only=True) if i.tags.get("spotfleet:role") == "head"]
-        cloud.provider(head.pool.provider).terminate([head.id])       # the head's host is gone
+        cloud.provider(head.pool.provider).terminate([head.id])  # the head's host is gone
         result = runner.invoke(cli, ["rebalance", "roles", "--json"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
-        report = json.loads(result.output[result.output.index("{"):])
+        report = json.loads(result.output[result.output.index("{") :])
         (incident,) = report["decision"]["incidents"]
         assert incident.startswith("INCIDENT: 1 of 1 head node(s) of fleet 'roles' lost")
         (launch,) = [r for r in report["results"] if r["kind"] == "launch"]

@@ -43,16 +43,25 @@ def server():
 
 @pytest.fixture
 def world(tmp_path: Path, server: RunPodServer) -> ApiWorld:
-    w = ApiWorld(tmp_path, server.url, spec=SPEC, name="spec",
-                 env_vars={"SPOTFLEET_RUNPOD_URL": server.url, "RUNPOD_API_KEY": API_KEY}, strip=("RUNPOD_",))
+    w = ApiWorld(
+        tmp_path,
+        server.url,
+        spec=SPEC,
+        name="spec",
+        env_vars={"SPOTFLEET_RUNPOD_URL": server.url, "RUNPOD_API_KEY": API_KEY},
+        strip=("RUNPOD_",),
+    )
     w.control("reset", {})
-    w.foreign = w.control("foreign", {"count": 1, "name": "spotfleet-rf"})["ids"]      # ours by name only: not ours
+    w.foreign = w.control("foreign", {"count": 1, "name": "spotfleet-rf"})["ids"]  # ours by name only: not ours
     return w
 
 
 def pods(world: ApiWorld, *, live: bool = True) -> list[dict]:
-    return [p for p in world.control("pods")["pods"] if p["env"].get("SPOTFLEET_LABEL", "").startswith("spotfleet|rf|")
-            and (not live or not p["terminated"])]
+    return [
+        p
+        for p in world.control("pods")["pods"]
+        if p["env"].get("SPOTFLEET_LABEL", "").startswith("spotfleet|rf|") and (not live or not p["terminated"])
+    ]
 
 
 def foreign_alive(world: ApiWorld) -> bool:
@@ -66,7 +75,7 @@ def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: A
     assert report["ok"] and sum(report["desired"].values()) == 4
     ours = pods(world)
     assert len(ours) == 4 and all(p["cloud"] == "SECURE" for p in ours)
-    assert all(pool.endswith("/on-demand") for pool in report["desired"])      # RunPod sells no spot pods
+    assert all(pool.endswith("/on-demand") for pool in report["desired"])  # RunPod sells no spot pods
     again = world.fleet_json("up", str(world.spec), "--yes")
     assert again["ok"] and again["launched"] == [] and again["terminated"] == []
     assert len(pods(world, live=False)) == 4
@@ -77,7 +86,7 @@ def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: A
     down = json.loads(down_run.stdout)
     assert sorted(down["terminated"]) == sorted(p["id"] for p in ours) and down["remaining"] == []
     assert pods(world) == [] and foreign_alive(world)
-    for proc in (up, text, down_run):               # the key is in no output and not in the state store
+    for proc in (up, text, down_run):  # the key is in no output and not in the state store
         assert API_KEY not in proc.stdout and API_KEY not in proc.stderr
     for path in world.home.rglob("*"):
         if path.is_file():
@@ -120,6 +129,6 @@ def test_fleet_check_runpod_reports_the_key(world: ApiWorld):
 def test_a_plan_on_the_snapshot_never_picks_a_runpod_spot_row(world: ApiWorld):
     spot_only = world.root / "spot.yaml"
     spot_only.write_text(SPEC.replace("name: rf", "name: rs").replace("{clouds: [SECURE]}", "{on_demand: false}"))
-    world.control("faults", {"target": "catalog", "kind": "forbidden", "count": 1000})   # refused: not retried
-    fallback = world.fleet("plan", str(spot_only))          # the snapshot's spot rows: there, but not for sale
+    world.control("faults", {"target": "catalog", "kind": "forbidden", "count": 1000})  # refused: not retried
+    fallback = world.fleet("plan", str(spot_only))  # the snapshot's spot rows: there, but not for sale
     assert fallback.returncode == 1 and "capacity hint is 0" in fallback.stderr and "/spot" in fallback.stderr

@@ -104,8 +104,8 @@ def test_a_replacement_from_the_rebalancer_gets_the_resolved_secret_too(tmp_path
     proc = world.fleet("rebalance", "secret", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     (replacement,) = [i for i in world.created("secret") if i.id != first.id]
-    assert _written(world.home / "localcloud" / "nodes" / replacement.id) == SECRET   # not "${env:...}"
-    missing = world.env()                                     # the rebalancer's environment lacks it
+    assert _written(world.home / "localcloud" / "nodes" / replacement.id) == SECRET  # not "${env:...}"
+    missing = world.env()  # the rebalancer's environment lacks it
     world.cloud.preempt(replacement.id)
     world.cloud.advance(60)
     proc = world.fleet("rebalance", "secret", "--json", env=missing)
@@ -115,7 +115,8 @@ def test_a_replacement_from_the_rebalancer_gets_the_resolved_secret_too(tmp_path
 #: SPEC with the node variable named innocently and referring to the operator's own AWS key.
 FORWARDING = SPEC.replace("$AWS_SECRET_ACCESS_KEY", "$HARMLESS_LOOKING").replace(
     "AWS_SECRET_ACCESS_KEY: ${{env:TEST_NODE_SECRET}}",
-    "HARMLESS_LOOKING: ${{env:AWS_SECRET_ACCESS_KEY}}\n    WANDB_KEY: ${{env:TEST_NODE_SECRET}}")
+    "HARMLESS_LOOKING: ${{env:AWS_SECRET_ACCESS_KEY}}\n    WANDB_KEY: ${{env:TEST_NODE_SECRET}}",
+)
 
 
 def test_a_reference_to_a_cloud_credential_is_refused_by_spec_check_plan_and_up(tmp_path):
@@ -138,7 +139,9 @@ def test_a_credential_forwarded_on_purpose_reaches_the_node_and_up_lists_every_r
     env = world.env(TEST_NODE_SECRET=SECRET, AWS_SECRET_ACCESS_KEY="operator-own-aws-secret-key")
     proc = world.fleet("up", str(spec), "--yes", env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "forwarded to the nodes: node.env.HARMLESS_LOOKING <- ${env:AWS_SECRET_ACCESS_KEY} (a credential" in proc.stdout
+    assert (
+        "forwarded to the nodes: node.env.HARMLESS_LOOKING <- ${env:AWS_SECRET_ACCESS_KEY} (a credential" in proc.stdout
+    )
     assert "forwarded to the nodes: node.env.WANDB_KEY <- ${env:TEST_NODE_SECRET}" in proc.stdout
     assert "operator-own-aws-secret-key" not in proc.stdout + proc.stderr
     (instance,) = world.created("forward")

@@ -20,17 +20,22 @@ diversification: {max_pool_share: 1}
 
 
 def fleet(*args: str, home: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleet.cli.main", "--home", str(home), *args],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "fleet.cli.main", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def write_traces(tmp_path: Path) -> Path:
     d = tmp_path / "traces"
     d.mkdir()
     # us-central1-a (catalog spot $2.52/h) drops at tick 10; us-west1-a never does
-    (d / "a.json").write_text(json.dumps({"metadata": {"gap_seconds": 600, "zone": "us-central1-a"},
-                                          "data": [1] * 10 + [0] * 10}))
+    (d / "a.json").write_text(
+        json.dumps({"metadata": {"gap_seconds": 600, "zone": "us-central1-a"}, "data": [1] * 10 + [0] * 10})
+    )
     (d / "us-west1-b.json").write_text(json.dumps({"data": [1] * 20}))
     return d
 
@@ -41,15 +46,34 @@ def test_json_report_on_hand_made_traces(tmp_path):
     traces = write_traces(tmp_path)
     mapping = tmp_path / "map.json"
     mapping.write_text(json.dumps({"us-central1-a": ["gcp/us-central1/us-central1-a/a3-highgpu-1g/spot"]}))
-    res = fleet("simulate", str(spec), "--traces", str(traces), "--values", "one", "--tick", "10m",
-                "--mapping", str(mapping), "--json", home=tmp_path)
+    res = fleet(
+        "simulate",
+        str(spec),
+        "--traces",
+        str(traces),
+        "--values",
+        "one",
+        "--tick",
+        "10m",
+        "--mapping",
+        str(mapping),
+        "--json",
+        home=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["ticks"] == 20 and data["cold_start_ticks"] == 1
     assert set(data["pools"].values()) == {"us-central1-a", "us-west1-b"}
     by = {p["policy"]: p for p in data["policies"]}
-    assert set(by) == {"ours", "all on-demand", "single pool + on-demand", "cheapest-first spot", "even spread",
-                       "greedy + on-demand bridge", "SpotHedge placer"}
+    assert set(by) == {
+        "ours",
+        "all on-demand",
+        "single pool + on-demand",
+        "cheapest-first spot",
+        "even spread",
+        "greedy + on-demand bridge",
+        "SpotHedge placer",
+    }
     assert by["all on-demand"]["at_target"] == 1.0 and by["all on-demand"]["cost_share_of_on_demand"] == 1.0
     assert by["ours"]["interruptions"] >= 1 and by["ours"]["cost_share_of_on_demand"] < 1
     assert data["optimum"]["status"] == "optimal"
@@ -109,18 +133,19 @@ def test_at_80_columns_in_a_terminal_every_number_is_whole(tmp_path):
     spec.write_text(SPEC)
     args = ["simulate", str(spec), "--days", "0.5", "--no-optimum"]
     data = json.loads(fleet(*args, "--json", home=tmp_path).stdout)
-    code, out = run_in_pty([sys.executable, "-m", "fleet.cli.main", "--home", str(tmp_path), *args],
-                           dict(os.environ), cols=80, rows=24)
+    code, out = run_in_pty(
+        [sys.executable, "-m", "fleet.cli.main", "--home", str(tmp_path), *args], dict(os.environ), cols=80, rows=24
+    )
     text = plain(out)
     assert code == 0, text
-    assert "tick 72 of 72" in text                  # progress, on a status line the table then replaces
+    assert "tick 72 of 72" in text  # progress, on a status line the table then replaces
     term = screen(out, cols=80, rows=24)
     lines = [line.rstrip() for line in term.display]
     assert max(len(line) for line in lines) <= 80 and "…" not in "\n".join(lines)
-    table = lines[lines.index(next(line for line in lines if line.startswith("policy"))):]
+    table = lines[lines.index(next(line for line in lines if line.startswith("policy"))) :]
     for p in data["policies"]:
         row = next(line for line in table if line.startswith(p["policy"] + "  "))
-        cells = row[len(p["policy"]):].split()
+        cells = row[len(p["policy"]) :].split()
         assert cells[:3] == [f"{100 * p['at_target']:.2f}%", f"{100 * p['at_critical']:.2f}%", f"{p['cost']:,.2f}"]
     assert "left out for width; --wide shows every column" in text
 
@@ -128,7 +153,17 @@ def test_at_80_columns_in_a_terminal_every_number_is_whole(tmp_path):
 def test_synthetic_traces_are_seeded_and_as_long_as_the_recorded_ones(tmp_path):
     spec = tmp_path / "fleet.yaml"
     spec.write_text(SPEC)
-    args = ["simulate", str(spec), "--traces", str(write_traces(tmp_path)), "--values", "one", "--tick", "10m",
-            "--no-optimum", "--json"]
+    args = [
+        "simulate",
+        str(spec),
+        "--traces",
+        str(write_traces(tmp_path)),
+        "--values",
+        "one",
+        "--tick",
+        "10m",
+        "--no-optimum",
+        "--json",
+    ]
     runs = [json.loads(fleet(*args, "--synthetic", seed, home=tmp_path).stdout) for seed in ("3", "3")]
     assert runs[0]["policies"] == runs[1]["policies"] and runs[0]["ticks"] == 20

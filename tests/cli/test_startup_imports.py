@@ -41,14 +41,26 @@ main()
 """
 
 #: Every adapter package (``providers.registry.PACKAGES``), which a local fleet's status never needs.
-ADAPTERS = ("providers.aws", "providers.gcp", "providers.azure", "providers.vast", "providers.oci",
-            "providers.lambda_cloud", "providers.runpod")
+ADAPTERS = (
+    "providers.aws",
+    "providers.gcp",
+    "providers.azure",
+    "providers.vast",
+    "providers.oci",
+    "providers.lambda_cloud",
+    "providers.runpod",
+)
 
 
 def modules_of(world: World, *args: str, ok: tuple[int, ...] = (0,)) -> set[str]:
     report = world.root / "modules.json"
-    proc = subprocess.run([sys.executable, "-c", MODULES_OF, str(report), *args], env=world.env(),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", MODULES_OF, str(report), *args],
+        env=world.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode in ok, f"fleet {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return set(json.loads(report.read_text()))
 
@@ -69,11 +81,28 @@ def test_status_of_a_local_fleet_imports_only_what_it_reads(world: World):
     up = world.fleet("up", str(spec), "--yes")
     assert up.returncode == 0, up.stderr
     modules = modules_of(world, "status", "small")
-    assert {"fleet.cli.status", "providers.local", "rich.console"} <= modules      # it did run and print
-    assert imported(modules, "highspy", "numpy", "scipy", "fleet.planning", "fleet.catalog", "fleet.traces",
-                    "fleet.spec", "yaml", "providers.registry", "providers.kit.record", *ADAPTERS,
-                    "fleet.state.postgres", "rich._emoji_codes", "pydantic.plugin._loader",
-                    "importlib.metadata") == []
+    assert {"fleet.cli.status", "providers.local", "rich.console"} <= modules  # it did run and print
+    assert (
+        imported(
+            modules,
+            "highspy",
+            "numpy",
+            "scipy",
+            "fleet.planning",
+            "fleet.catalog",
+            "fleet.traces",
+            "fleet.spec",
+            "yaml",
+            "providers.registry",
+            "providers.kit.record",
+            *ADAPTERS,
+            "fleet.state.postgres",
+            "rich._emoji_codes",
+            "pydantic.plugin._loader",
+            "importlib.metadata",
+        )
+        == []
+    )
 
 
 def test_plan_imports_highspy_not_scipy(world: World):
@@ -95,21 +124,31 @@ providers:
 """
 
 #: Everything that would tell ``google.auth`` or the adapter where a GCP project is.
-GCP_PROJECT_SOURCES = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS",
-                       "SPOTFLEET_GCE_ENDPOINT", "GAE_ENV", "GAE_APPLICATION", "K_SERVICE", "FUNCTION_TARGET",
-                       "CLOUD_RUN_JOB", "GCE_METADATA_HOST", "GCE_METADATA_IP")
+GCP_PROJECT_SOURCES = (
+    "GOOGLE_CLOUD_PROJECT",
+    "CLOUDSDK_CORE_PROJECT",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "SPOTFLEET_GCE_ENDPOINT",
+    "GAE_ENV",
+    "GAE_APPLICATION",
+    "K_SERVICE",
+    "FUNCTION_TARGET",
+    "CLOUD_RUN_JOB",
+    "GCE_METADATA_HOST",
+    "GCE_METADATA_IP",
+)
 
 
 def test_plan_that_falls_back_to_the_snapshot_builds_no_adapter(world: World, monkeypatch):
     for name in GCP_PROJECT_SOURCES:
         monkeypatch.delenv(name, raising=False)
-    gcloud = world.root / "gcloud"          # no application-default credentials in it
+    gcloud = world.root / "gcloud"  # no application-default credentials in it
     gcloud.mkdir()
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(gcloud))
     spec = world.spec("cloudy", NO_GCP_PROJECT_SPEC)
     shown = world.fleet("plan", str(spec), env=world.env())
     assert shown.returncode in (0, 3), shown.stderr
-    assert "snapshot" in shown.stdout          # it did fall back
+    assert "snapshot" in shown.stdout  # it did fall back
     modules = modules_of(world, "plan", str(spec), ok=(0, 3))
     assert {"providers.aws", "providers.gcp", "fleet.planning.planner"} <= modules
     assert imported(modules, "providers.aws.provider", "providers.gcp.provider", "boto3", "botocore") == []
@@ -124,6 +163,8 @@ def test_local_plan_reads_only_the_providers_it_names(world: World):
     up = world.fleet("up", str(spec), "--yes")
     assert up.returncode == 0, up.stderr
     modules = modules_of(world, "plan", str(spec), ok=(0, 3))
-    assert {"providers.local", "fleet.state.sqlite", "fleet.planning.planner"} <= modules   # the store was read
-    assert imported(modules, *(a for a in ADAPTERS if a not in ("providers.aws", "providers.gcp")),
-                    "fleet.state.postgres") == []
+    assert {"providers.local", "fleet.state.sqlite", "fleet.planning.planner"} <= modules  # the store was read
+    assert (
+        imported(modules, *(a for a in ADAPTERS if a not in ("providers.aws", "providers.gcp")), "fleet.state.postgres")
+        == []
+    )

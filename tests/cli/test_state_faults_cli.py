@@ -109,8 +109,8 @@ def test_status_after_an_up_killed_mid_launch_says_so(world: World):
     crashed = world.fleet("up", spec, "--yes", env=world.env(SPOTFLEET_TEST_CRASH_AT="launch-sent"))
     assert crashed.returncode == 137
     text = world.fleet("status", "cut")
-    assert text.returncode == 0, text.stderr       # read: exit 0, whatever the fleet's state
-    assert world.fleet("status", "cut", "--check").returncode == 3      # short of the plan up was applying
+    assert text.returncode == 0, text.stderr  # read: exit 0, whatever the fleet's state
+    assert world.fleet("status", "cut", "--check").returncode == 3  # short of the plan up was applying
     flat = " ".join(text.stdout.split())
     assert "of 0 planned" not in flat and "cut: short, 1 of 2 planned instances running" in flat
     assert world.fleet_json("up", spec, "--yes")["ok"]

@@ -23,8 +23,9 @@ from cli.world import SMALL_SPEC as SMALL
 def _namespaces_work() -> bool:
     if shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(["unshare", "--mount", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True)
+    probe = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True
+    )
     return probe.returncode == 0
 
 
@@ -53,8 +54,9 @@ def _fleet(*args: str) -> str:
 
 def _in_namespace(mount: str, script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run ``script`` after ``mount`` in a private mount namespace (the mount ends with it)."""
-    return subprocess.run(["unshare", "--mount", "sh", "-c", f"{mount} && {script}"], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["unshare", "--mount", "sh", "-c", f"{mount} && {script}"], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _read_only(folder: Path) -> str:
@@ -64,8 +66,10 @@ def _read_only(folder: Path) -> str:
 def _full(folder: Path) -> str:
     """A 256 KiB tmpfs over ``folder`` holding a copy of the store, then filled to the last byte."""
     q = shlex.quote(str(folder))
-    return (f"cp -p {q}/state.db {q}/../copy.db && mount -t tmpfs -o size=256k tmpfs {q} && "
-            f"cp -p {q}/../copy.db {q}/state.db && {{ dd if=/dev/zero of={q}/fill bs=4k 2>/dev/null; true; }}")
+    return (
+        f"cp -p {q}/state.db {q}/../copy.db && mount -t tmpfs -o size=256k tmpfs {q} && "
+        f"cp -p {q}/../copy.db {q}/state.db && {{ dd if=/dev/zero of={q}/fill bs=4k 2>/dev/null; true; }}"
+    )
 
 
 @pytest.mark.parametrize("fault, phrase", [("read-only", "mounted read-only"), ("full", "is full")])
@@ -99,7 +103,7 @@ def test_the_read_only_advice_works_when_followed(tmp_path):
     (advice,) = re.findall(r"`(mkdir -p [^`]+)`", flat)
     followed = _in_namespace(_read_only(folder), f"{advice} && {_fleet('up', spec, '--yes', '--json')}", env)
     assert followed.returncode == 0, followed.stderr
-    assert '"launched": []' in followed.stdout            # the copy knows the fleet: nothing new launched
+    assert '"launched": []' in followed.stdout  # the copy knows the fleet: nothing new launched
     copy = tmp_path / "user" / "spotfleet-state" / "state.db"
     assert copy.exists()
     down = world.fleet("down", "moved", "--yes", "--json", env={**env, "SPOTFLEET_STATE": str(copy)})

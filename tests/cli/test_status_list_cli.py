@@ -13,13 +13,14 @@ from fleet.cli.main import COMMAND_MODULES, command_name
 
 
 def test_status_without_a_name_lists_the_fleets_and_all_adds_those_down(world: World):
-    assert world.fleet("status").returncode == 0           # no store yet: nothing to list, not an error
+    assert world.fleet("status").returncode == 0  # no store yet: nothing to list, not an error
     for name in ("alpha", "beta"):
         assert world.fleet_json("up", str(world.spec(name, SMALL)), "--yes")["ok"]
     world.fleet_json("down", "beta", "--yes")
     listed = world.fleet_json("status")
     assert [(r["fleet"], r["status"], r["running"], r["planned"], r["gpus"]) for r in listed] == [
-        ("alpha", "up", 2, 2, 16)]
+        ("alpha", "up", 2, 2, 16)
+    ]
     every = {r["fleet"]: r for r in world.fleet_json("status", "-A")}
     assert set(every) == {"alpha", "beta"} and every["beta"]["status"] == "down" and every["beta"]["running"] == 0
     human = world.fleet("status")
@@ -38,7 +39,7 @@ def test_status_exits_0_when_read_and_check_exits_3_when_short(world: World):
     assert short.returncode == 0 and "hit: short, 1 of 2 planned" in short.stdout
     assert world.fleet("status", "hit", "--check").returncode == 3
     assert world.fleet("status", "ok", "--check").returncode == 0
-    listed = {r["fleet"]: r["status"] for r in world.fleet_json("status", "--check", ok=(3,))}   # one short: 3
+    listed = {r["fleet"]: r["status"] for r in world.fleet_json("status", "--check", ok=(3,))}  # one short: 3
     assert listed == {"ok": "up", "hit": "short"}
     assert world.fleet("status").returncode == 0
 
@@ -59,8 +60,8 @@ def test_help_groups_the_commands_and_lists_each_once(world: World):
     assert [s for s in sections if s in text] == sections
     assert [text.index(s) for s in sections] == sorted(text.index(s) for s in sections)
     listed = re.findall(r"^  ([a-z]+)\s{2,}\S", text, re.M)
-    assert sorted(listed) == sorted(command_name(m) for m in COMMAND_MODULES)     # each once
-    assert "Other commands:" not in text                    # every command has its section
-    operate = text[text.index("Operate a fleet:"):text.index("Plan and price:")]
+    assert sorted(listed) == sorted(command_name(m) for m in COMMAND_MODULES)  # each once
+    assert "Other commands:" not in text  # every command has its section
+    operate = text[text.index("Operate a fleet:") : text.index("Plan and price:")]
     assert all(f"  {c} " in operate for c in ("up", "status", "down"))
-    assert "  local " in text[text.index("Local cloud:"):]
+    assert "  local " in text[text.index("Local cloud:") :]

@@ -37,7 +37,7 @@ def test_layout_drops_optional_columns_highest_first_and_never_the_required_ones
     assert layout(columns, rows, 120, wide=False) == ([0, 1, 2], [])
     assert layout(columns, rows, 60, wide=False) == ([0, 1], ["extra"])
     assert layout(columns, rows, 40, wide=False) == ([0], ["extra", "node"])
-    assert layout(columns, rows, 10, wide=False) == ([0], ["extra", "node"])      # runs past, never cut
+    assert layout(columns, rows, 10, wide=False) == ([0], ["extra", "node"])  # runs past, never cut
     assert layout(columns, rows, 40, wide=True) == ([0, 1, 2, 3], [])
 
 
@@ -87,7 +87,7 @@ def test_tables_fit_the_terminal_and_keep_names_whole(fleet_world: World, width:
     offers = _run(world, width, "offers", "--accelerator", "H100", "--limit", "40")
     _check(offers, width, ["$/GPU-h", "on-demand", "spot"])
     gcp_rows = [line.split()[0] for line in offers.splitlines() if line.startswith("gcp/")]
-    assert gcp_rows and all(row.count("/") == 2 for row in gcp_rows)        # whole compact ids
+    assert gcp_rows and all(row.count("/") == 2 for row in gcp_rows)  # whole compact ids
 
 
 def test_wide_shows_full_pool_ids_and_every_column(fleet_world: World):

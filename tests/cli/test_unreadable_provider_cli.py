@@ -49,7 +49,7 @@ def _status_of(world: VastWorld, name: str) -> str:
         store.close()
 
 
-@pytest.mark.parametrize("variant", ["html", "wrong-types"])     # every variant on every adapter: tests/contract
+@pytest.mark.parametrize("variant", ["html", "wrong-types"])  # every variant on every adapter: tests/contract
 def test_down_on_an_unreadable_listing_fails_naming_vast_and_keeps_the_fleet_recorded(world: VastWorld, variant):
     running = sorted(i["id"] for i in world.ours())
     _break_listing(world, variant)
@@ -57,10 +57,10 @@ def test_down_on_an_unreadable_listing_fails_naming_vast_and_keeps_the_fleet_rec
     assert down.returncode == 1, down.stdout + down.stderr
     assert "nothing to terminate" not in down.stdout
     assert "could not read vast" in down.stdout and "vast" in down.stderr and "could not be read" in down.stderr
-    assert sorted(i["id"] for i in world.ours()) == running            # still running, still billing
+    assert sorted(i["id"] for i in world.ours()) == running  # still running, still billing
     assert _status_of(world, "vf") != FleetStatus.DOWN
     world.control("faults/clear", {})
-    again = world.fleet_json("down", "vf", "--yes")                      # readable again: down works
+    again = world.fleet_json("down", "vf", "--yes")  # readable again: down works
     assert sorted(again["terminated"]) == sorted(str(i) for i in running) and world.ours() == []
     assert _status_of(world, "vf") == FleetStatus.DOWN
 
@@ -73,7 +73,7 @@ def test_rebalance_on_an_unreadable_listing_launches_nothing_and_says_why(world:
     said = [line for line in proc.stderr.splitlines() if "could not be read" in line]
     assert len(said) == 1 and "vast" in said[0] and "launched and terminated nothing" in said[0]
     assert "weighted GPUs running" not in proc.stdout
-    assert len(world.ours(live=False)) == created                        # nothing launched beside them
+    assert len(world.ours(live=False)) == created  # nothing launched beside them
     report = json.loads(world.fleet("rebalance", "vf", "--json").stdout)
     assert report["decision"]["actions"] == [] and "vast" in report["provider_errors"]
 
@@ -110,8 +110,9 @@ node:
 def _gcp_fleet(root: Path, gce: GceServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "CLOUDSDK_", "SPOTFLEET_"))}
     env.update(SPOTFLEET_HOME=str(root / "home"), SPOTFLEET_GCE_ENDPOINT=gce.url, COLUMNS="200", NO_COLOR="1")
-    return subprocess.run([FLEET_BIN, *args], env=env, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [FLEET_BIN, *args], env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
 
 
 def test_gcp_truncated_listing_is_a_one_line_provider_error_in_up_rebalance_and_down(tmp_path: Path, gce):
@@ -122,8 +123,11 @@ def test_gcp_truncated_listing_is_a_one_line_provider_error_in_up_rebalance_and_
     assert up.returncode == 0, up.stdout + up.stderr
 
     def live() -> int:
-        return sum(1 for vm in control(gce.url, "instances")["instances"]
-                   if vm.get("labels", {}).get("spotfleet-fleet") == "gcpbroken" and vm["status"] != "TERMINATED")
+        return sum(
+            1
+            for vm in control(gce.url, "instances")["instances"]
+            if vm.get("labels", {}).get("spotfleet-fleet") == "gcpbroken" and vm["status"] != "TERMINATED"
+        )
 
     assert live() == 2
     control(gce.url, "malformed", {"variant": "truncated", "count": 1000})
@@ -171,8 +175,11 @@ def test_down_terminates_on_the_readable_provider_and_fails_naming_the_other(tmp
     assert up.returncode == 0, up.stdout + up.stderr
 
     def on_gcp() -> int:
-        return sum(1 for vm in control(gce.url, "instances")["instances"]
-                   if vm.get("labels", {}).get("spotfleet-fleet") == "both" and vm["status"] != "TERMINATED")
+        return sum(
+            1
+            for vm in control(gce.url, "instances")["instances"]
+            if vm.get("labels", {}).get("spotfleet-fleet") == "both" and vm["status"] != "TERMINATED"
+        )
 
     vast = [i["id"] for i in world.instances() if str(i["label"] or "").startswith("spotfleet|both|")]
     assert on_gcp() == 2 and len(vast) == 2
@@ -180,7 +187,7 @@ def test_down_terminates_on_the_readable_provider_and_fails_naming_the_other(tmp
     down = world.fleet("down", "both", "--yes", SPOTFLEET_GCE_ENDPOINT=gce.url)
     assert down.returncode == 1, down.stdout + down.stderr
     assert "terminated 2 instance(s)" in down.stdout and "vast" in down.stderr
-    assert on_gcp() == 0                                                  # the readable provider proceeded
+    assert on_gcp() == 0  # the readable provider proceeded
     assert all(not i["destroyed"] for i in world.instances() if i["id"] in vast)
     assert _status_of(world, "both") != FleetStatus.DOWN
     world.control("faults/clear", {})

@@ -29,10 +29,10 @@ def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: V
     assert report["ok"] and sum(report["desired"].values()) == 4
     ours = world.ours()
     assert len(ours) == 4 and all(i["is_bid"] for i in ours)
-    assert {i["label"].split("|")[2] for i in ours} == set(report["desired"])      # one machine per pool
+    assert {i["label"].split("|")[2] for i in ours} == set(report["desired"])  # one machine per pool
     again = world.fleet_json("up", str(world.spec), "--yes")
     assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert len(world.ours(live=False)) == 4                                        # nothing created twice
+    assert len(world.ours(live=False)) == 4  # nothing created twice
     status = world.fleet_json("status", "vf")
     assert status["running"] == 4 and status["planned"] == 4 and status["stopped"] == []
     down = world.fleet_json("down", "vf", "--yes")
@@ -62,7 +62,7 @@ def test_a_refused_bid_is_destroyed_at_once_and_the_pool_replaced(world: VastWor
     report = world.fleet_json("up", str(world.spec), "--yes")
     assert report["ok"] and len(world.ours()) == 4
     refused = [i for i in world.ours(live=False) if i["ask"] == cheapest and i["destroyed"]]
-    assert len(refused) == 1 and refused[0]["cur_state"] == "stopped"        # the stopped leftover is gone
+    assert len(refused) == 1 and refused[0]["cur_state"] == "stopped"  # the stopped leftover is gone
     assert any(f["error_kind"] == "capacity" and "refused" in f["error_message"] for f in report["failures"])
 
 
@@ -70,11 +70,11 @@ def test_outbid_is_shown_with_its_storage_cost_and_down_destroys_it(world: VastW
     world.fleet_json("up", str(world.spec), "--yes")
     victim = world.ours()[0]["id"]
     world.control("outbid", {"ids": [victim]})
-    status = world.fleet_json("status", "vf", "--check", ok=(3,))   # short of its plan: --check exits 3
+    status = world.fleet_json("status", "vf", "--check", ok=(3,))  # short of its plan: --check exits 3
     assert status["running"] == 3 and status["status"] == "short"
     [held] = status["stopped"]
     assert held["id"] == str(victim) and held["reason"] == "outbid" and held["storage_per_hour"] > 0
-    assert any(e["id"] == str(victim) for e in status["ended"])                 # counted as an interruption
+    assert any(e["id"] == str(victim) for e in status["ended"])  # counted as an interruption
     text = world.fleet("status", "vf")
     assert text.returncode == 0 and f"{victim} outbid" in text.stdout and "still billing storage" in text.stdout
     down = world.fleet_json("down", "vf", "--yes")

@@ -13,9 +13,20 @@ from cli.api_world import ApiWorld  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
 #: Eight one-GPU H100 machines and one someone else already rents.
-ASKS = [{"id": 3000 + n, "machine_id": 800 + n, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559,
-         "dph_base": 2.0 + 0.05 * n, "min_bid": 1.0 + 0.02 * n, "reliability2": 0.99,
-         "geolocation": ["Texas, US", "Quebec, CA", "Oregon, US", "Bavaria, DE"][n % 4]} for n in range(8)]
+ASKS = [
+    {
+        "id": 3000 + n,
+        "machine_id": 800 + n,
+        "num_gpus": 1,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 2.0 + 0.05 * n,
+        "min_bid": 1.0 + 0.02 * n,
+        "reliability2": 0.99,
+        "geolocation": ["Texas, US", "Quebec, CA", "Oregon, US", "Bavaria, DE"][n % 4],
+    }
+    for n in range(8)
+]
 
 SPEC = """
 name: vf
@@ -35,8 +46,14 @@ node:
 
 class VastWorld(ApiWorld):
     def __init__(self, root: Path, server: VastServer):
-        super().__init__(root, server.url, spec=SPEC, name="vf", strip=("VAST_",),
-                         env_vars={"SPOTFLEET_VAST_URL": server.url, "VAST_API_KEY": API_KEY})
+        super().__init__(
+            root,
+            server.url,
+            spec=SPEC,
+            name="vf",
+            strip=("VAST_",),
+            env_vars={"SPOTFLEET_VAST_URL": server.url, "VAST_API_KEY": API_KEY},
+        )
         self.server = server
         self.control("reset", {"asks": ASKS})
         self.foreign = self.control("foreign", {"ask": 3007, "count": 1, "label": "someone-else"})["ids"]
@@ -45,8 +62,11 @@ class VastWorld(ApiWorld):
         return self.control("instances")["instances"]
 
     def ours(self, *, live: bool = True) -> list[dict]:
-        return [i for i in self.instances() if str(i["label"] or "").startswith("spotfleet|vf|")
-                and (not live or not i["destroyed"])]
+        return [
+            i
+            for i in self.instances()
+            if str(i["label"] or "").startswith("spotfleet|vf|") and (not live or not i["destroyed"])
+        ]
 
     def foreign_alive(self) -> bool:
         return all(not i["destroyed"] for i in self.instances() if i["id"] in self.foreign)

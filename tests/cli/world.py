@@ -42,6 +42,7 @@ capacity:
   gpus_per_node: {{min: 8, max: 8}}
 """
 
+
 class World:
     def __init__(self, root: Path, *, time_scale: float = 0.0, seed: int = 0):
         self.root = root
@@ -50,9 +51,12 @@ class World:
         self.state = self.home / "state.db"
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("SPOTFLEET_STATE", "SPOTFLEET_LOCAL_CLOUD", "SPOTFLEET_TEST_CRASH_AT",
-                            "SPOTFLEET_TEST_PAUSE_AT")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k
+            not in ("SPOTFLEET_STATE", "SPOTFLEET_LOCAL_CLOUD", "SPOTFLEET_TEST_CRASH_AT", "SPOTFLEET_TEST_PAUSE_AT")
+        }
         env.update(SPOTFLEET_HOME=str(self.home), COLUMNS="200", NO_COLOR="1", **extra)
         return env
 
@@ -61,10 +65,17 @@ class World:
         path.write_text(text.format(name=name))
         return path
 
-    def fleet(self, *args: str, env: dict[str, str] | None = None, stdin: str | None = None,
-              timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET_BIN, *args], env=env or self.env(), capture_output=True, text=True,
-                              input=stdin if stdin is not None else "", timeout=timeout)
+    def fleet(
+        self, *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [FLEET_BIN, *args],
+            env=env or self.env(),
+            capture_output=True,
+            text=True,
+            input=stdin if stdin is not None else "",
+            timeout=timeout,
+        )
 
     def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> Any:
         proc = self.fleet(*args, "--json")
@@ -72,8 +83,14 @@ class World:
         return json.loads(proc.stdout)
 
     def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return subprocess.Popen([FLEET_BIN, *args], env=env or self.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        return subprocess.Popen(
+            [FLEET_BIN, *args],
+            env=env or self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
 
     def store(self) -> StateStore:
         return open_store(str(self.state), create=False)

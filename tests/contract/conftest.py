@@ -23,8 +23,23 @@ from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
 #: The local cloud simulates every vendor; each simulated vendor is a target.
-TARGETS = ["local:aws", "local:gcp", "local:azure", "local:vast", "local:lambda", "local:runpod", "local:oci", "vast",
-           "aws", "gcp", "azure", "azure:scale-set", "oci", "lambda", "runpod"]
+TARGETS = [
+    "local:aws",
+    "local:gcp",
+    "local:azure",
+    "local:vast",
+    "local:lambda",
+    "local:runpod",
+    "local:oci",
+    "vast",
+    "aws",
+    "gcp",
+    "azure",
+    "azure:scale-set",
+    "oci",
+    "lambda",
+    "runpod",
+]
 
 
 class Harness(Protocol):
@@ -63,8 +78,10 @@ class LocalHarness:
     provider: Provider
 
     def offer(self, market: Market) -> Offer | None:
-        offers = sorted((o for o in self.provider.list_offers(OfferQuery())
-                         if o.market is market and (o.capacity_hint or 0) >= 8), key=lambda o: o.pool.id)
+        offers = sorted(
+            (o for o in self.provider.list_offers(OfferQuery()) if o.market is market and (o.capacity_hint or 0) >= 8),
+            key=lambda o: o.pool.id,
+        )
         return offers[0] if offers else None
 
     def limit_capacity(self, offer: Offer, n: int) -> None:
@@ -90,27 +107,34 @@ def _make_harness(target: str, tmp_path: Path, request: pytest.FixtureRequest) -
     family, _, name = target.partition(":")
     if family == "aws":
         from harness_aws import make as make_aws
+
         return make_aws(request, tmp_path)
     if family == "local":
-        cloud = LocalCloud.open(tmp_path / "cloud", time_scale=0)   # frozen clock: nothing moves unless told
+        cloud = LocalCloud.open(tmp_path / "cloud", time_scale=0)  # frozen clock: nothing moves unless told
         return LocalHarness(cloud, cloud.provider(name))
     if family == "vast":
         from tests.contract.harness_vast import vast_harness
+
         return vast_harness()
     if family == "runpod":
         from tests.contract.harness_runpod import runpod_harness
+
         return runpod_harness()
     if family == "gcp":
         from harness_gcp import make_gcp_harness
+
         return make_gcp_harness()
     if family == "azure":
         from tests.contract.harness_azure import azure_harness
+
         return azure_harness(name or "vms")
     if family == "oci":
         from tests.contract.harness_oci import oci_harness
+
         return oci_harness()
     if family == "lambda":
         from tests.contract.harness_lambda import lambda_harness
+
         return lambda_harness(tmp_path)
     raise ValueError(f"unknown contract target {target}")
 

@@ -31,8 +31,10 @@ class AwsHarness:
     provider: Provider
 
     def offer(self, market: Market) -> Offer | None:
-        offers = sorted((o for o in self.provider.list_offers(OfferQuery(regions=(REGION,))) if o.market is market),
-                        key=lambda o: o.pool.id)
+        offers = sorted(
+            (o for o in self.provider.list_offers(OfferQuery(regions=(REGION,))) if o.market is market),
+            key=lambda o: o.pool.id,
+        )
         return offers[0] if offers else None
 
     def _subnets(self, offer: Offer) -> tuple[str, ...]:
@@ -46,15 +48,23 @@ class AwsHarness:
 
     def foreign(self, offer: Offer, count: int) -> list[str]:
         got = self.world.direct("ec2", offer.pool.region).run_instances(
-            ImageId=aws_world.MOTO_AMI, InstanceType=offer.pool.instance_type, MinCount=count, MaxCount=count,
-            SubnetId=self._subnets(offer)[0])
+            ImageId=aws_world.MOTO_AMI,
+            InstanceType=offer.pool.instance_type,
+            MinCount=count,
+            MaxCount=count,
+            SubnetId=self._subnets(offer)[0],
+        )
         return [i["InstanceId"] for i in got["Instances"]]
 
     def alive(self, ids: list[str]) -> set[str]:
         if not ids:
             return set()
-        got = self.world.direct("ec2", REGION).describe_instances(Filters=[
-            {"Name": "instance-id", "Values": ids}, {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        got = self.world.direct("ec2", REGION).describe_instances(
+            Filters=[
+                {"Name": "instance-id", "Values": ids},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
         return {i["InstanceId"] for r in got["Reservations"] for i in r["Instances"]}
 
     def missing_id(self) -> str:
@@ -74,9 +84,14 @@ class AwsHarness:
     def foreign_interconnect(self, offer: Offer, name: str) -> None:
         """A group named ``name`` that no fleet made (no fleet tag)."""
         import boto3  # moto has no placement groups: the proxy holds them
-        boto3.client("ec2", endpoint_url=self.world.proxy.url, region_name=offer.pool.region,
-                     aws_access_key_id="testing", aws_secret_access_key="testing").create_placement_group(
-            GroupName=name, Strategy="cluster")
+
+        boto3.client(
+            "ec2",
+            endpoint_url=self.world.proxy.url,
+            region_name=offer.pool.region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_placement_group(GroupName=name, Strategy="cluster")
 
 
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> AwsHarness:

@@ -44,6 +44,7 @@ def storage_env() -> dict[str, str]:
     global _AZURITE
     if _AZURITE is None:
         from storage_emulators import EmulatorUnavailable, start_azurite
+
         try:
             emulator = start_azurite()
         except EmulatorUnavailable:
@@ -64,8 +65,11 @@ class AzureHarness:
     provider: AzureProvider
 
     def _control(self, path: str, body: dict | None = None) -> dict:
-        resp = httpx.post(f"{self.url}/_control/{path}", json=body or {}) if body is not None else \
-            httpx.get(f"{self.url}/_control/{path}")
+        resp = (
+            httpx.post(f"{self.url}/_control/{path}", json=body or {})
+            if body is not None
+            else httpx.get(f"{self.url}/_control/{path}")
+        )
         resp.raise_for_status()
         return resp.json()
 
@@ -73,8 +77,10 @@ class AzureHarness:
         return f"{offer.pool.region}/{offer.pool.instance_type}/{priority(offer)}"
 
     def offer(self, market: Market) -> Offer | None:
-        return next((o for o in self.provider.list_offers(OfferQuery())
-                     if o.market is market and o.pool.region == "westus2"), None)
+        return next(
+            (o for o in self.provider.list_offers(OfferQuery()) if o.market is market and o.pool.region == "westus2"),
+            None,
+        )
 
     def limit_capacity(self, offer: Offer, n: int) -> None:
         self._control("capacity", {"target": self._target(offer), "count": n})
@@ -83,9 +89,16 @@ class AzureHarness:
         self._control("faults", {"target": self._target(offer), "kind": kind, "count": count})
 
     def foreign(self, offer: Offer, count: int) -> list[str]:
-        return self._control("foreign", {"resource_group": RESOURCE_GROUP, "location": offer.pool.region,
-                                         "size": offer.pool.instance_type, "priority": priority(offer),
-                                         "count": count})["names"]
+        return self._control(
+            "foreign",
+            {
+                "resource_group": RESOURCE_GROUP,
+                "location": offer.pool.region,
+                "size": offer.pool.instance_type,
+                "priority": priority(offer),
+                "count": count,
+            },
+        )["names"]
 
     def alive(self, ids: list[str]) -> set[str]:
         return {v["name"] for v in self._control("state")["vms"]} & set(ids)
@@ -104,8 +117,10 @@ class AzureHarness:
         group = next((g for g in self._control("state")["ppgs"] if g["name"] == name), None)
         if group is None:
             return None
-        return {"owner": (group.get("tags") or {}).get(TAG_FLEET, ""),
-                "members": [vm["id"].rsplit("/", 1)[-1] for vm in group["properties"]["virtualMachines"]]}
+        return {
+            "owner": (group.get("tags") or {}).get(TAG_FLEET, ""),
+            "members": [vm["id"].rsplit("/", 1)[-1] for vm in group["properties"]["virtualMachines"]],
+        }
 
     def foreign_interconnect(self, offer: Offer, name: str) -> None:
         """A proximity placement group named ``name`` that no fleet made, through the ARM API."""
@@ -113,8 +128,10 @@ class AzureHarness:
             pytest.skip("the scale-set adapter launches no proximity placement group")
         base = f"{self.url}/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}"
         httpx.put(base, json={"location": offer.pool.region}).raise_for_status()
-        httpx.put(f"{base}/providers/Microsoft.Compute/proximityPlacementGroups/{name}",
-                  json={"location": offer.pool.region, "properties": {}}).raise_for_status()
+        httpx.put(
+            f"{base}/providers/Microsoft.Compute/proximityPlacementGroups/{name}",
+            json={"location": offer.pool.region, "properties": {}},
+        ).raise_for_status()
 
 
 def azure_harness(launch_mode: str = "vms") -> AzureHarness:
@@ -125,9 +142,16 @@ def azure_harness(launch_mode: str = "vms") -> AzureHarness:
     arm = Arm(SUBSCRIPTION, srv.url, polling_interval=0, sleep=lambda s: None)
     from providers.azure.scaleset_provider import AzureScaleSetProvider
     from providers.azure.settings import AzureSettings
+
     cls = AzureScaleSetProvider if launch_mode == "scale-set" else AzureProvider
-    provider = cls(AzureSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode,
-                                 prices_url=f"{srv.url}/api/retail/prices"), arm=arm,
-                   environ=storage_env(), cache_seconds=0.0, prices=RetailPrices(f"{srv.url}/api/retail/prices"),
-                   home=Path(tempfile.mkdtemp(prefix="spotfleet-contract-")))     # the fleets' own SSH keys
+    provider = cls(
+        AzureSettings(
+            resource_group=RESOURCE_GROUP, launch_mode=launch_mode, prices_url=f"{srv.url}/api/retail/prices"
+        ),
+        arm=arm,
+        environ=storage_env(),
+        cache_seconds=0.0,
+        prices=RetailPrices(f"{srv.url}/api/retail/prices"),
+        home=Path(tempfile.mkdtemp(prefix="spotfleet-contract-")),
+    )  # the fleets' own SSH keys
     return AzureHarness(srv.url, provider)

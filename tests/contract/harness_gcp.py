@@ -54,24 +54,53 @@ class GcpHarness:
     provider: GcpProvider
 
     def offer(self, market: Market) -> Offer | None:
-        offers = sorted((o for o in self.provider.list_offers(OfferQuery())
-                         if o.market is market and o.pool.instance_type == SHAPE), key=lambda o: o.pool.id)
+        offers = sorted(
+            (
+                o
+                for o in self.provider.list_offers(OfferQuery())
+                if o.market is market and o.pool.instance_type == SHAPE
+            ),
+            key=lambda o: o.pool.id,
+        )
         return offers[0] if offers else None
 
     def limit_capacity(self, offer: Offer, n: int) -> None:
         model = "SPOT" if offer.market is Market.SPOT else "STANDARD"
-        control(self.url, "capacity", {"zone": offer.pool.zone, "count": n, "provisioningModel": model,
-                                       "machineType": parse_instance_type(offer.pool.instance_type)[0]})
+        control(
+            self.url,
+            "capacity",
+            {
+                "zone": offer.pool.zone,
+                "count": n,
+                "provisioningModel": model,
+                "machineType": parse_instance_type(offer.pool.instance_type)[0],
+            },
+        )
 
     def inject(self, offer: Offer, kind: str, count: int) -> None:
-        control(self.url, "fault", {"zone": offer.pool.zone, "kind": kind, "count": count,
-                                    "machineType": parse_instance_type(offer.pool.instance_type)[0]})
+        control(
+            self.url,
+            "fault",
+            {
+                "zone": offer.pool.zone,
+                "kind": kind,
+                "count": count,
+                "machineType": parse_instance_type(offer.pool.instance_type)[0],
+            },
+        )
 
     def foreign(self, offer: Offer, count: int) -> list[str]:
         names = [f"theirs-{os.urandom(3).hex()}" for _ in range(count)]
         for name in names:
-            control(self.url, "foreign", {"zone": offer.pool.zone, "name": name,
-                                          "machineType": parse_instance_type(offer.pool.instance_type)[0]})
+            control(
+                self.url,
+                "foreign",
+                {
+                    "zone": offer.pool.zone,
+                    "name": name,
+                    "machineType": parse_instance_type(offer.pool.instance_type)[0],
+                },
+            )
         return [f"{offer.pool.zone}/{n}" for n in names]
 
     def alive(self, ids: list[str]) -> set[str]:
@@ -100,13 +129,17 @@ class GcpHarness:
 
         body = json.dumps({"name": name, "groupPlacementPolicy": {"collocation": "COLLOCATED"}}).encode()
         url = f"{self.url}/compute/v1/projects/contract-test/regions/{offer.pool.region}/resourcePolicies"
-        urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST",
-                                                      headers={"Content-Type": "application/json"}), timeout=10).close()
+        urllib.request.urlopen(
+            urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"}),
+            timeout=10,
+        ).close()
 
 
 def make_gcp_harness() -> GcpHarness:
     server = gce_server()
     control(server.url, "reset", {})
     api = GceApi("contract-test", endpoint=server.url, retry_delays=(0.01, 0.02, 0.04, 0.08))
-    return GcpHarness(server.url, GcpProvider("contract-test", api=api, storage_host=gcs_host(),
-                                                  settings=GcpSettings(billing_url=server.url)))
+    return GcpHarness(
+        server.url,
+        GcpProvider("contract-test", api=api, storage_host=gcs_host(), settings=GcpSettings(billing_url=server.url)),
+    )

@@ -41,8 +41,11 @@ class LambdaHarness:
     provider: LambdaProvider
 
     def _control(self, path: str, body: dict | None = None) -> dict:
-        resp = httpx.post(f"{self.url}/_control/{path}", json=body) if body is not None else \
-            httpx.get(f"{self.url}/_control/{path}")
+        resp = (
+            httpx.post(f"{self.url}/_control/{path}", json=body)
+            if body is not None
+            else httpx.get(f"{self.url}/_control/{path}")
+        )
         resp.raise_for_status()
         return resp.json()
 
@@ -50,21 +53,32 @@ class LambdaHarness:
         return [r for r in self._control("instances")["instances"] if r["status"] not in ("terminating", "terminated")]
 
     def offer(self, market: Market) -> Offer | None:
-        return next((o for o in self.provider.list_offers(OfferQuery()) if o.market is market
-                     and (o.pool.instance_type, o.pool.region) == ROOMY), None)
+        return next(
+            (
+                o
+                for o in self.provider.list_offers(OfferQuery())
+                if o.market is market and (o.pool.instance_type, o.pool.region) == ROOMY
+            ),
+            None,
+        )
 
     def limit_capacity(self, offer: Offer, n: int) -> None:
-        held = sum(1 for r in self._live() if r["instance_type"]["name"] == offer.pool.instance_type
-                   and r["region"]["name"] == offer.pool.region)
-        self._control("capacity", {"type": offer.pool.instance_type, "region": offer.pool.region,
-                                   "count": max(0, n - held)})
+        held = sum(
+            1
+            for r in self._live()
+            if r["instance_type"]["name"] == offer.pool.instance_type and r["region"]["name"] == offer.pool.region
+        )
+        self._control(
+            "capacity", {"type": offer.pool.instance_type, "region": offer.pool.region, "count": max(0, n - held)}
+        )
 
     def inject(self, offer: Offer, kind: str, count: int) -> None:
         self._control("faults", {"target": "launch", "kind": kind, "count": count})
 
     def foreign(self, offer: Offer, count: int) -> list[str]:
-        return self._control("foreign", {"type": offer.pool.instance_type, "region": offer.pool.region,
-                                         "count": count})["ids"]
+        return self._control(
+            "foreign", {"type": offer.pool.instance_type, "region": offer.pool.region, "count": count}
+        )["ids"]
 
     def alive(self, ids: list[str]) -> set[str]:
         return {r["id"] for r in self._live()} & set(ids)
@@ -81,7 +95,9 @@ def lambda_harness(tmp_path: Path) -> LambdaHarness:
     pair under ``tmp_path``)."""
     srv = server()
     httpx.post(f"{srv.url}/_control/reset", json={"capacity": CAPACITY}).raise_for_status()
-    httpx.post(f"{srv.url}/_control/config", json={"boot_seconds": 0, "terminate_seconds": 0, "launch_interval": 0,
-                                                   "quota": 50, "latency": 0}).raise_for_status()
+    httpx.post(
+        f"{srv.url}/_control/config",
+        json={"boot_seconds": 0, "terminate_seconds": 0, "launch_interval": 0, "quota": 50, "latency": 0},
+    ).raise_for_status()
     api = LambdaApi(srv.url, API_KEY, retry_delays=(0.01, 0.02, 0.05, 0.1), launch_interval=0.01)
     return LambdaHarness(srv.url, LambdaProvider(api=api, cache_seconds=0.0, home=tmp_path, environ={}))

@@ -37,8 +37,11 @@ def session() -> tuple[OciServer, OciApi, Path]:
         srv = OciServer(port=0).start()
         root = Path(tempfile.mkdtemp(prefix="oci-contract-"))
         env = srv.write_config(root / "oci")
-        api = OciApi(load_config(env["SPOTFLEET_OCI_CONFIG"]), endpoint=srv.url,
-                     retrier=Retrier(RULES.with_delays((0.01, 0.02, 0.05, 0.1))))
+        api = OciApi(
+            load_config(env["SPOTFLEET_OCI_CONFIG"]),
+            endpoint=srv.url,
+            retrier=Retrier(RULES.with_delays((0.01, 0.02, 0.05, 0.1))),
+        )
         _SESSION.update(server=srv, api=api, home=root / "home")
     return _SESSION["server"], _SESSION["api"], _SESSION["home"]  # type: ignore[return-value]
 
@@ -49,14 +52,23 @@ class OciHarness:
     provider: OciProvider
 
     def _control(self, path: str, body: dict | None = None) -> dict:
-        resp = httpx.post(f"{self.url}/_control/{path}", json=body) if body is not None else \
-            httpx.get(f"{self.url}/_control/{path}")
+        resp = (
+            httpx.post(f"{self.url}/_control/{path}", json=body)
+            if body is not None
+            else httpx.get(f"{self.url}/_control/{path}")
+        )
         resp.raise_for_status()
         return resp.json()
 
     def offer(self, market: Market) -> Offer | None:
-        return next((o for o in self.provider.list_offers(OfferQuery())
-                     if o.market is market and o.pool.instance_type == SHAPE and o.pool.zone == ADS[0]), None)
+        return next(
+            (
+                o
+                for o in self.provider.list_offers(OfferQuery())
+                if o.market is market and o.pool.instance_type == SHAPE and o.pool.zone == ADS[0]
+            ),
+            None,
+        )
 
     def limit_capacity(self, offer: Offer, n: int) -> None:
         self._control("capacity", {"ad": offer.pool.zone, "shape": offer.pool.instance_type, "hosts": n})
@@ -65,8 +77,9 @@ class OciHarness:
         self._control("faults", {"target": "launch", "kind": kind, "count": count})
 
     def foreign(self, offer: Offer, count: int) -> list[str]:
-        return self._control("foreign", {"shape": offer.pool.instance_type, "ad": offer.pool.zone,
-                                         "count": count})["ids"]
+        return self._control("foreign", {"shape": offer.pool.instance_type, "ad": offer.pool.zone, "count": count})[
+            "ids"
+        ]
 
     def alive(self, ids: list[str]) -> set[str]:
         rows = self._control("instances")["instances"]

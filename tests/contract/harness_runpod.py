@@ -44,14 +44,23 @@ class RunPodHarness:
     provider: RunPodProvider
 
     def _control(self, path: str, body: dict | None = None) -> dict:
-        resp = httpx.post(f"{self.url}/_control/{path}", json=body) if body is not None else \
-            httpx.get(f"{self.url}/_control/{path}")
+        resp = (
+            httpx.post(f"{self.url}/_control/{path}", json=body)
+            if body is not None
+            else httpx.get(f"{self.url}/_control/{path}")
+        )
         resp.raise_for_status()
         return resp.json()
 
     def offer(self, market: Market) -> Offer | None:
-        return next((o for o in self.provider.list_offers(OfferQuery()) if o.market is market and o.pool.id == POOL
-                     and o.capacity_hint != 0), None)
+        return next(
+            (
+                o
+                for o in self.provider.list_offers(OfferQuery())
+                if o.market is market and o.pool.id == POOL and o.capacity_hint != 0
+            ),
+            None,
+        )
 
     def limit_capacity(self, offer: Offer, n: int) -> None:
         shape = parse_instance_type(offer.pool.instance_type)
@@ -78,8 +87,11 @@ def runpod_harness() -> RunPodHarness:
     """A harness on a freshly reset fake, with an adapter that retries fast."""
     srv = server()
     httpx.post(f"{srv.url}/_control/reset", json={}).raise_for_status()
-    harness = RunPodHarness(srv.url, RunPodProvider(
-        api=client(srv.url, API_KEY, rules=RULES.with_delays((0.01, 0.02, 0.05, 0.1))),
-        cache_seconds=0.0))
+    harness = RunPodHarness(
+        srv.url,
+        RunPodProvider(
+            api=client(srv.url, API_KEY, rules=RULES.with_delays((0.01, 0.02, 0.05, 0.1))), cache_seconds=0.0
+        ),
+    )
     harness._control("stock", {"gpu": "NVIDIA H100 80GB HBM3", "dataCenter": "US-KS-2", "cloud": "SECURE", "free": 16})
     return harness

@@ -23,13 +23,43 @@ from providers.vast.offers import parse_instance_type  # noqa: E402
 from providers.vast.provider import VastProvider  # noqa: E402
 
 #: The roomy machine the contract launches into, and a second, ordinary one.
-ROOMY = {"id": 2001, "machine_id": 701, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 2.3,
-         "min_bid": 1.2, "reliability2": 0.99, "geolocation": "Texas, US", "capacity": 16}
-ASKS = [ROOMY,
-        {"id": 2002, "machine_id": 702, "num_gpus": 2, "gpu_name": "RTX 4090", "gpu_ram": 24564, "dph_base": 0.8,
-         "min_bid": 0.35, "reliability2": 0.97, "geolocation": "Bavaria, DE"},
-        {"id": 2003, "machine_id": 703, "num_gpus": 1, "gpu_name": "H200", "gpu_ram": 143771, "dph_base": 3.2,
-         "min_bid": None, "reliability2": 0.995, "geolocation": "Utah, US"}]
+ROOMY = {
+    "id": 2001,
+    "machine_id": 701,
+    "num_gpus": 1,
+    "gpu_name": "H100 SXM",
+    "gpu_ram": 81559,
+    "dph_base": 2.3,
+    "min_bid": 1.2,
+    "reliability2": 0.99,
+    "geolocation": "Texas, US",
+    "capacity": 16,
+}
+ASKS = [
+    ROOMY,
+    {
+        "id": 2002,
+        "machine_id": 702,
+        "num_gpus": 2,
+        "gpu_name": "RTX 4090",
+        "gpu_ram": 24564,
+        "dph_base": 0.8,
+        "min_bid": 0.35,
+        "reliability2": 0.97,
+        "geolocation": "Bavaria, DE",
+    },
+    {
+        "id": 2003,
+        "machine_id": 703,
+        "num_gpus": 1,
+        "gpu_name": "H200",
+        "gpu_ram": 143771,
+        "dph_base": 3.2,
+        "min_bid": None,
+        "reliability2": 0.995,
+        "geolocation": "Utah, US",
+    },
+]
 
 _SERVER: VastServer | None = None
 
@@ -48,8 +78,11 @@ class VastHarness:
     provider: VastProvider
 
     def _control(self, path: str, body: dict | None = None) -> dict:
-        resp = httpx.post(f"{self.url}/_control/{path}", json=body or {}) if body is not None else \
-            httpx.get(f"{self.url}/_control/{path}")
+        resp = (
+            httpx.post(f"{self.url}/_control/{path}", json=body or {})
+            if body is not None
+            else httpx.get(f"{self.url}/_control/{path}")
+        )
         resp.raise_for_status()
         return resp.json()
 
@@ -61,8 +94,14 @@ class VastHarness:
 
     def offer(self, market: Market) -> Offer | None:
         want = f"-m{ROOMY['machine_id']}"
-        return next((o for o in self.provider.list_offers(OfferQuery())
-                     if o.market is market and o.pool.instance_type.endswith(want)), None)
+        return next(
+            (
+                o
+                for o in self.provider.list_offers(OfferQuery())
+                if o.market is market and o.pool.instance_type.endswith(want)
+            ),
+            None,
+        )
 
     def limit_capacity(self, offer: Offer, n: int) -> None:
         self._control(f"asks/{self._ask_of(offer)}", {"capacity": n})

@@ -19,7 +19,9 @@ def _offer(harness, market: Market = Market.ON_DEMAND) -> Offer:
 
 
 def _request(offer: Offer, count: int, token: str, fleet: str = "alpha") -> LaunchRequest:
-    return LaunchRequest(fleet=fleet, offer=offer, count=count, token=token, tags=fleet_tags(fleet, offer.pool, "plan1"))
+    return LaunchRequest(
+        fleet=fleet, offer=offer, count=count, token=token, tags=fleet_tags(fleet, offer.pool, "plan1")
+    )
 
 
 def _needs(provider, ability: type) -> None:
@@ -28,6 +30,7 @@ def _needs(provider, ability: type) -> None:
 
 
 # ---- TearsDown ------------------------------------------------------------------------------
+
 
 def test_teardown_is_idempotent_and_touches_only_its_fleets(harness, provider):
     _needs(provider, TearsDown)
@@ -39,16 +42,17 @@ def test_teardown_is_idempotent_and_touches_only_its_fleets(harness, provider):
     assert provider.list_instances("alpha") == []
     first = provider.teardown("alpha")
     assert isinstance(first, list) and all(isinstance(n, str) and n for n in first)
-    assert provider.teardown("alpha") == []                          # idempotent: nothing left to delete
+    assert provider.teardown("alpha") == []  # idempotent: nothing left to delete
     assert harness.alive(beta) == set(beta) and harness.alive(foreign) == set(foreign)
-    assert [i.id for i in provider.list_instances("beta")] == beta   # the other fleet still runs as before
+    assert [i.id for i in provider.list_instances("beta")] == beta  # the other fleet still runs as before
     provider.terminate(beta)
-    if first:                                                        # what alpha had, beta had too: still there
+    if first:  # what alpha had, beta had too: still there
         assert provider.teardown("beta")
     assert harness.alive(foreign) == set(foreign)
 
 
 # ---- LaunchRequest.interconnect -----------------------------------------------------------------
+
 
 def _interconnects(harness, provider) -> None:
     if not hasattr(harness, "interconnect"):
@@ -90,6 +94,7 @@ def test_a_group_the_fleet_did_not_make_is_refused_and_left_alone(harness, provi
 
 # ---- ReportsQuotas ---------------------------------------------------------------------------
 
+
 def test_quotas_name_only_their_own_provider(provider):
     _needs(provider, ReportsQuotas)
     quotas = provider.quotas()
@@ -100,6 +105,7 @@ def test_quotas_name_only_their_own_provider(provider):
 
 
 # ---- DatesEndings ----------------------------------------------------------------------------
+
 
 def test_ended_at_dates_what_ended_and_nothing_else(harness, provider):
     _needs(provider, DatesEndings)
@@ -113,6 +119,7 @@ def test_ended_at_dates_what_ended_and_nothing_else(harness, provider):
 
 
 # ---- ReadsBilledRate -------------------------------------------------------------------------
+
 
 def test_billed_rates_price_only_what_was_asked_and_alive(harness, provider):
     _needs(provider, ReadsBilledRate)
@@ -142,6 +149,7 @@ def test_billed_rates_name_the_rental_of_the_market_launched(harness, provider):
 
 # ---- LaunchesGroups --------------------------------------------------------------------------
 
+
 def test_a_group_launch_answers_each_request_in_order_and_is_idempotent(harness, provider):
     _needs(provider, LaunchesGroups)
     offers = [_offer(harness, Market.ON_DEMAND), _offer(harness, Market.SPOT)]
@@ -152,12 +160,13 @@ def test_a_group_launch_answers_each_request_in_order_and_is_idempotent(harness,
         assert len(result.instances) <= request.count
         assert all(i.pool == request.offer.pool and i.fleet == "alpha" for i in result.instances)
     made = {i.id for r in results for i in r.instances}
-    again = provider.launch_group(requests)                          # sized from what exists: nothing more
+    again = provider.launch_group(requests)  # sized from what exists: nothing more
     assert {i.id for r in again for i in r.instances if i.state is not InstanceState.TERMINATED} <= made
     assert {i.id for i in provider.list_instances("alpha")} == made
 
 
 # ---- RaisesBids -------------------------------------------------------------------------------
+
 
 def test_an_outbid_instance_bids_again_within_the_caps(harness, provider):
     _needs(provider, RaisesBids)

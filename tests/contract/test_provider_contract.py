@@ -35,6 +35,7 @@ def _ids(instances) -> list[str]:
 
 # ---- identity and offers ---------------------------------------------------------------
 
+
 def test_provider_satisfies_the_protocol(provider):
     assert isinstance(provider, Provider)
     assert provider.name in records()
@@ -79,6 +80,7 @@ def test_offer_query_filters(provider):
 
 
 # ---- launch ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
 def test_launch_tags_every_instance(harness, provider, market):
@@ -133,7 +135,7 @@ def test_partial_success_is_reported_not_raised(harness, provider, market):
     assert len(result.instances) == 2
     assert result.error_kind == "capacity" and result.error_code and result.error_message
     assert len(provider.list_instances("alpha")) == 2
-    retry = provider.launch(_request(offer, 5, "tok-partial"))   # the same request again: the same answer
+    retry = provider.launch(_request(offer, 5, "tok-partial"))  # the same request again: the same answer
     assert _ids(retry.instances) == _ids(result.instances) and retry.error_kind == "capacity"
 
 
@@ -172,8 +174,9 @@ def test_persistent_throttling_raises_rate_limited_after_retries(harness, provid
     assert provider.list_instances("alpha") == []
 
 
-@pytest.mark.parametrize("kind, error", [("server-error", TransientProviderError), ("quota", QuotaExceededError),
-                                         ("auth", AuthError)])
+@pytest.mark.parametrize(
+    "kind, error", [("server-error", TransientProviderError), ("quota", QuotaExceededError), ("auth", AuthError)]
+)
 def test_refusals_raise_their_error_class_and_create_nothing(harness, provider, kind, error):
     offer = _offer(harness)
     harness.inject(offer, kind, 1)
@@ -181,7 +184,7 @@ def test_refusals_raise_their_error_class_and_create_nothing(harness, provider, 
         provider.launch(_request(offer, 2, "tok-refused"))
     assert err.value.code and err.value.provider == provider.name
     assert provider.list_instances("alpha") == []
-    retry = provider.launch(_request(offer, 2, "tok-refused"))   # retrying the same token converges
+    retry = provider.launch(_request(offer, 2, "tok-refused"))  # retrying the same token converges
     assert len(retry.instances) == 2 and len(provider.list_instances("alpha")) == 2
 
 
@@ -194,6 +197,7 @@ def test_launch_into_another_providers_pool_is_refused(harness, provider):
 
 
 # ---- list and terminate ------------------------------------------------------------------
+
 
 def test_list_instances_returns_only_that_fleets(harness, provider):
     offer = _offer(harness)
@@ -217,7 +221,7 @@ def test_a_malformed_listing_is_an_error_never_an_empty_fleet(harness, provider,
         provider.list_instances("alpha")
     assert isinstance(err.value, ProviderError) and err.value.provider == provider.name
     assert "could not be read" in str(err.value) and "\n" not in str(err.value)
-    assert sorted(_ids(provider.list_instances("alpha"))) == sorted(ids)    # the next good answer is read
+    assert sorted(_ids(provider.list_instances("alpha"))) == sorted(ids)  # the next good answer is read
 
 
 @pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
@@ -227,8 +231,8 @@ def test_terminate_is_idempotent(harness, provider, market):
     provider.terminate(ids[:2])
     assert _ids(provider.list_instances("alpha")) == ids[2:]
     assert harness.alive(ids) == {ids[2]}
-    provider.terminate(ids[:2])                        # already gone: success
-    provider.terminate([harness.missing_id()])         # never existed: success
+    provider.terminate(ids[:2])  # already gone: success
+    provider.terminate([harness.missing_id()])  # never existed: success
     provider.terminate([])
     provider.terminate(ids)
     assert provider.list_instances("alpha") == [] and harness.alive(ids) == set()
@@ -247,12 +251,13 @@ def test_terminated_instances_leave_the_listing_for_good(harness, provider):
     offer = _offer(harness)
     ids = _ids(provider.launch(_request(offer, 2, "tok-gone")).instances)
     provider.terminate(ids)
-    again = provider.launch(_request(offer, 2, "tok-gone"))       # replaying the token resurrects nothing
+    again = provider.launch(_request(offer, 2, "tok-gone"))  # replaying the token resurrects nothing
     assert not any(i.state.alive for i in again.instances)
     assert provider.list_instances("alpha") == [] and harness.alive(ids) == set()
 
 
 # ---- optional abilities -------------------------------------------------------------------
+
 
 def test_console_output_is_text_for_the_fleets_instances(harness, provider):
     if not isinstance(provider, ReadsConsole):
@@ -263,6 +268,7 @@ def test_console_output_is_text_for_the_fleets_instances(harness, provider):
 
 
 # ---- storage -----------------------------------------------------------------------------
+
 
 def test_ensure_bucket_is_idempotent(provider):
     spec = StorageSpec(provider=provider.name, bucket="alpha-checkpoints", region="r1")

@@ -46,8 +46,14 @@ class AwsWorld:
 
     def direct(self, service: str, region: str = "us-east-1") -> Any:
         import boto3
-        return boto3.client(service, endpoint_url=self.moto_url, region_name=region,
-                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+        return boto3.client(
+            service,
+            endpoint_url=self.moto_url,
+            region_name=region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
     def reset(self) -> None:
         req = urllib.request.Request(f"{self.moto_url}/moto-api/reset", data=b"", method="POST")
@@ -57,8 +63,12 @@ class AwsWorld:
 
     def subnets(self, region: str, zone_id: str) -> tuple[str, ...]:
         """The default subnets of a zone ID (what the adapter launches into)."""
-        got = self.direct("ec2", region).describe_subnets(Filters=[
-            {"Name": "availability-zone-id", "Values": [zone_id]}, {"Name": "default-for-az", "Values": ["true"]}])
+        got = self.direct("ec2", region).describe_subnets(
+            Filters=[
+                {"Name": "availability-zone-id", "Values": [zone_id]},
+                {"Name": "default-for-az", "Values": ["true"]},
+            ]
+        )
         return tuple(s["SubnetId"] for s in got["Subnets"])
 
     @contextmanager

@@ -82,15 +82,15 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 try:
     import azure_vmss
-except ImportError:          # imported as tests.fakes.azure_arm
+except ImportError:  # imported as tests.fakes.azure_arm
     from tests.fakes import azure_vmss
 try:
     import malformed
-except ImportError:          # imported as tests.fakes.azure_arm
+except ImportError:  # imported as tests.fakes.azure_arm
     from tests.fakes import malformed
-try:                         # storage accounts, identities, role assignments
+try:  # storage accounts, identities, role assignments
     import azure_storage_arm
-except ImportError:          # imported as tests.fakes.azure_arm
+except ImportError:  # imported as tests.fakes.azure_arm
     from tests.fakes import azure_storage_arm
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000f1ee"
@@ -105,8 +105,11 @@ DEFAULT_SKUS: list[dict[str, Any]] = [
 ]
 
 #: Hourly (on-demand, spot) USD the fake's Retail Prices API answers per size (not the snapshot's).
-DEFAULT_PRICES = {"Standard_NC24ads_A100_v4": (3.5, 0.42), "Standard_ND96asr_v4": (27.0, 2.9),
-                  "Standard_NV36ads_A10_v5": (3.1, 0.7)}
+DEFAULT_PRICES = {
+    "Standard_NC24ads_A100_v4": (3.5, 0.42),
+    "Standard_ND96asr_v4": (27.0, 2.9),
+    "Standard_NV36ads_A10_v5": (3.1, 0.7),
+}
 PRICES_PAGE = 3
 #: vCPU limits of the compute usages unless a test sets one (``quota``: ``location/name``); roomy, so
 #: that only a test that means a quota to bind meets one.
@@ -118,8 +121,12 @@ WRONG_TYPES = {"vms": b'{"value": {"name": "sf-0", "tags": "spotfleet:fleet"}}'}
 
 #: Marketplace images the fake knows (publisher, offer, sku, all lower case; any version): Ubuntu-HPC
 #: 22.04 (NVIDIA driver, CUDA, OFED: github.com/Azure/azhpc-images) and Canonical's plain Ubuntu.
-IMAGES = {("microsoft-dsvm", "ubuntu-hpc", "2204"), ("microsoft-dsvm", "ubuntu-hpc", "2404"),
-          ("canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"), ("canonical", "ubuntu-24_04-lts", "server")}
+IMAGES = {
+    ("microsoft-dsvm", "ubuntu-hpc", "2204"),
+    ("microsoft-dsvm", "ubuntu-hpc", "2404"),
+    ("canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"),
+    ("canonical", "ubuntu-24_04-lts", "server"),
+}
 
 
 def price_items(skus: list[dict[str, Any]], table: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
@@ -131,28 +138,52 @@ def price_items(skus: list[dict[str, Any]], table: dict[str, tuple[float, float]
         od, spot = table[sku["name"]]
         short = sku["name"].split("_", 1)[1].replace("_", " ")
         for loc in sku["locations"]:
-            for product, factor in ((f"Virtual Machines {short} Series", 1.0),
-                                    (f"Virtual Machines {short} Series Windows", 1.4)):
+            for product, factor in (
+                (f"Virtual Machines {short} Series", 1.0),
+                (f"Virtual Machines {short} Series Windows", 1.4),
+            ):
                 for meter, price in ((short, od), (f"{short} Spot", spot), (f"{short} Low Priority", spot * 0.9)):
-                    items.append({"currencyCode": "USD", "retailPrice": round(price * factor, 4),
-                                  "unitPrice": round(price * factor, 4), "armRegionName": loc, "location": loc,
-                                  "meterName": meter, "skuName": meter, "productName": product,
-                                  "armSkuName": sku["name"], "serviceName": "Virtual Machines",
-                                  "serviceFamily": "Compute", "unitOfMeasure": "1 Hour", "type": "Consumption",
-                                  "isPrimaryMeterRegion": True})
+                    items.append(
+                        {
+                            "currencyCode": "USD",
+                            "retailPrice": round(price * factor, 4),
+                            "unitPrice": round(price * factor, 4),
+                            "armRegionName": loc,
+                            "location": loc,
+                            "meterName": meter,
+                            "skuName": meter,
+                            "productName": product,
+                            "armSkuName": sku["name"],
+                            "serviceName": "Virtual Machines",
+                            "serviceFamily": "Compute",
+                            "unitOfMeasure": "1 Hour",
+                            "type": "Consumption",
+                            "isPrimaryMeterRegion": True,
+                        }
+                    )
     return items
 
 
 #: Fault kind -> (HTTP status, ARM code, message); "capacity" fails the creation asynchronously.
 FAULTS = {
     "throttle": (429, "TooManyRequests", "The request is being throttled."),
-    "quota": (409, "OperationNotAllowed", "Operation could not be completed as it results in exceeding approved "
-              "LowPriorityCores quota. Location: {location}, Current Limit: 0, Additional Required: 24."),
-    "auth": (403, "AuthorizationFailed", "The client does not have authorization to perform action "
-             "'Microsoft.Compute/virtualMachines/write'."),
+    "quota": (
+        409,
+        "OperationNotAllowed",
+        "Operation could not be completed as it results in exceeding approved "
+        "LowPriorityCores quota. Location: {location}, Current Limit: 0, Additional Required: 24.",
+    ),
+    "auth": (
+        403,
+        "AuthorizationFailed",
+        "The client does not have authorization to perform action 'Microsoft.Compute/virtualMachines/write'.",
+    ),
     "server-error": (500, "InternalServerError", "An internal server error occurred."),
-    "sku": (409, "SkuNotAvailable", "The requested size for resource is currently not available in location "
-            "'{location}' for subscription."),
+    "sku": (
+        409,
+        "SkuNotAvailable",
+        "The requested size for resource is currently not available in location '{location}' for subscription.",
+    ),
 }
 
 
@@ -174,15 +205,34 @@ def sku_row(spec: dict[str, Any]) -> dict[str, Any]:
     name, location, zones = spec["name"], spec["location"], list(spec.get("zones") or [])
     restrictions = []
     if spec.get("restricted"):
-        restrictions.append({"type": "Location", "values": [location], "reasonCode": "NotAvailableForSubscription",
-                             "restrictionInfo": {"locations": [location]}})
+        restrictions.append(
+            {
+                "type": "Location",
+                "values": [location],
+                "reasonCode": "NotAvailableForSubscription",
+                "restrictionInfo": {"locations": [location]},
+            }
+        )
     if spec.get("restricted_zones"):
-        restrictions.append({"type": "Zone", "values": [location], "reasonCode": "NotAvailableForSubscription",
-                             "restrictionInfo": {"locations": [location], "zones": list(spec["restricted_zones"])}})
-    return {"resourceType": "virtualMachines", "name": name, "tier": "Standard", "size": name.split("_", 1)[1],
-            "family": family_of(name), "locations": [location],
-            "locationInfo": [{"location": location, "zones": zones, "zoneDetails": []}],
-            "capabilities": [{"name": "LowPriorityCapable", "value": "True"}], "restrictions": restrictions}
+        restrictions.append(
+            {
+                "type": "Zone",
+                "values": [location],
+                "reasonCode": "NotAvailableForSubscription",
+                "restrictionInfo": {"locations": [location], "zones": list(spec["restricted_zones"])},
+            }
+        )
+    return {
+        "resourceType": "virtualMachines",
+        "name": name,
+        "tier": "Standard",
+        "size": name.split("_", 1)[1],
+        "family": family_of(name),
+        "locations": [location],
+        "locationInfo": [{"location": location, "zones": zones, "zoneDetails": []}],
+        "capabilities": [{"name": "LowPriorityCapable", "value": "True"}],
+        "restrictions": restrictions,
+    }
 
 
 class ArmState:
@@ -198,8 +248,8 @@ class ArmState:
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("capacity") or {}).items()}
         self.quotas: dict[str, int] = {k.lower(): int(v) for k, v in (body.get("quotas") or {}).items()}
         self.groups: dict[str, dict[str, Any]] = {}
-        self.group_race: dict[str, str] = {}      # group -> the location a rival PUT gives it first
-        gate = int(body.get("group_gate") or 0)     # existence checks of a missing group held until this many
+        self.group_race: dict[str, str] = {}  # group -> the location a rival PUT gives it first
+        gate = int(body.get("group_gate") or 0)  # existence checks of a missing group held until this many
         self.group_gate = threading.Barrier(gate, timeout=3.0) if gate > 1 else None
         self.vnets: dict[tuple[str, str], dict[str, Any]] = {}
         self.nsgs: dict[tuple[str, str], dict[str, Any]] = {}
@@ -209,7 +259,7 @@ class ArmState:
         self.ppgs: dict[tuple[str, str], dict[str, Any]] = {}
         self.ops: dict[str, dict[str, Any]] = {}
         self.faults: list[dict[str, Any]] = []
-        self.broken: list[dict[str, Any]] = []      # "malformed 200" faults: {target, variant, count}
+        self.broken: list[dict[str, Any]] = []  # "malformed 200" faults: {target, variant, count}
         self.calls: dict[str, int] = {}
         self.deleted: list[str] = []
         self.activity: list[dict[str, Any]] = []
@@ -234,18 +284,17 @@ class Handler(BaseHTTPRequestHandler):
     def st(self) -> ArmState:
         return self.server.state  # type: ignore[attr-defined]
 
-    def log_message(self, fmt: str, *args: Any) -> None:   # quiet
+    def log_message(self, fmt: str, *args: Any) -> None:  # quiet
         pass
 
     def _body(self) -> dict[str, Any]:
         n = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(n) or b"{}") if n else {}
 
-    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
-              broken: str = "") -> None:
+    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None, broken: str = "") -> None:
         data, ctype = b"" if body is None else json.dumps(body).encode(), "application/json; charset=utf-8"
         variant = malformed.take(self.st.broken, broken) if broken else None
-        if variant is not None:       # a "malformed" fault on this target: a broken body instead
+        if variant is not None:  # a "malformed" fault on this target: a broken body instead
             data, ctype = malformed.body(variant, data, WRONG_TYPES[broken], ctype)
         self.send_response(status)
         self.send_header("Content-Type", ctype)
@@ -266,14 +315,25 @@ class Handler(BaseHTTPRequestHandler):
     def _op(self, location: str, outcome: dict[str, Any]) -> str:
         oid = str(uuid.uuid4())
         self.st.ops[oid] = {**outcome, "polls": 0}
-        return (f"{self._base()}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/{location}"
-                f"/operations/{oid}?api-version=2024-07-01")
+        return (
+            f"{self._base()}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/{location}"
+            f"/operations/{oid}?api-version=2024-07-01"
+        )
 
-    def do_GET(self) -> None: self._route("GET")      # noqa: E704
-    def do_PUT(self) -> None: self._route("PUT")      # noqa: E704
-    def do_POST(self) -> None: self._route("POST")    # noqa: E704
-    def do_DELETE(self) -> None: self._route("DELETE")  # noqa: E704
-    def do_HEAD(self) -> None: self._route("HEAD")    # noqa: E704
+    def do_GET(self) -> None:
+        self._route("GET")  # noqa: E704
+
+    def do_PUT(self) -> None:
+        self._route("PUT")  # noqa: E704
+
+    def do_POST(self) -> None:
+        self._route("POST")  # noqa: E704
+
+    def do_DELETE(self) -> None:
+        self._route("DELETE")  # noqa: E704
+
+    def do_HEAD(self) -> None:
+        self._route("HEAD")  # noqa: E704
 
     def _route(self, method: str) -> None:
         url = urlparse(self.path)
@@ -283,9 +343,14 @@ class Handler(BaseHTTPRequestHandler):
         if self.st.latency and low[:1] != ["_control"]:
             time.sleep(self.st.latency)
         gate = self.st.group_gate
-        if gate is not None and method in ("GET", "HEAD") and len(low) == 4 and low[2] == "resourcegroups" \
-                and low[3] not in self.st.groups:
-            try:                 # hold until that many callers looked (or 3 s passed): they all see it missing
+        if (
+            gate is not None
+            and method in ("GET", "HEAD")
+            and len(low) == 4
+            and low[2] == "resourcegroups"
+            and low[3] not in self.st.groups
+        ):
+            try:  # hold until that many callers looked (or 3 s passed): they all see it missing
                 gate.wait()
             except threading.BrokenBarrierError:
                 pass
@@ -321,20 +386,33 @@ class Handler(BaseHTTPRequestHandler):
                 kind = "/".join(rest[3:5])
                 if kind == "microsoft.compute/virtualmachines":
                     if len(rest) == 5:
-                        return self._send(200, {"value": [self._vm_view(v, "instanceview" in url.query.lower())
-                                                          for (g, _), v in sorted(self.st.vms.items()) if g == rg]},
-                                          broken="vms")
+                        return self._send(
+                            200,
+                            {
+                                "value": [
+                                    self._vm_view(v, "instanceview" in url.query.lower())
+                                    for (g, _), v in sorted(self.st.vms.items())
+                                    if g == rg
+                                ]
+                            },
+                            broken="vms",
+                        )
                     if len(rest) == 7 and rest[6] == "simulateeviction" and method == "POST":
                         vm = self.st.vms.get((rg, orig[5].lower()))
                         if vm is None or vm["properties"].get("priority") != "Spot":
-                            return self._error(409 if vm else 404, "OperationNotAllowed" if vm else "ResourceNotFound",
-                                               f"Virtual machine {orig[5]} is not an Azure Spot VM.")
+                            return self._error(
+                                409 if vm else 404,
+                                "OperationNotAllowed" if vm else "ResourceNotFound",
+                                f"Virtual machine {orig[5]} is not an Azure Spot VM.",
+                            )
                         self._evict(vm, time.time())
                         return self._send(204)
                     return self._vm(method, rg, orig[5], body, "instanceview" in url.query.lower())
-                tables = {"microsoft.network/networkinterfaces": self.st.nics,
-                          "microsoft.network/virtualnetworks": self.st.vnets,
-                          "microsoft.network/networksecuritygroups": self.st.nsgs}
+                tables = {
+                    "microsoft.network/networkinterfaces": self.st.nics,
+                    "microsoft.network/virtualnetworks": self.st.vnets,
+                    "microsoft.network/networksecuritygroups": self.st.nsgs,
+                }
                 if kind in tables and len(rest) == 5 and method == "GET":
                     return self._send(200, {"value": [n for (g, _), n in sorted(tables[kind].items()) if g == rg]})
                 if kind == "microsoft.compute/proximityplacementgroups":
@@ -356,16 +434,27 @@ class Handler(BaseHTTPRequestHandler):
         flt = (params.get("$filter") or [""])[0]
         regions = re.findall(r"armRegionName eq '([^']+)'", flt)
         sizes = re.findall(r"armSkuName eq '([^']+)'", flt)
-        rows = [i for i in self.st.prices if (not regions or i["armRegionName"] in regions)
-                and (not sizes or i["armSkuName"] in sizes)]
+        rows = [
+            i
+            for i in self.st.prices
+            if (not regions or i["armRegionName"] in regions) and (not sizes or i["armSkuName"] in sizes)
+        ]
         skip = int((params.get("$skip") or ["0"])[0])
-        page = rows[skip:skip + PRICES_PAGE]
+        page = rows[skip : skip + PRICES_PAGE]
         nxt = None
         if skip + PRICES_PAGE < len(rows):
             nxt = f"{self._base()}/api/retail/prices?" + urlencode({"$filter": flt, "$skip": skip + PRICES_PAGE})
-        return self._send(200, {"BillingCurrency": "USD", "CustomerEntityId": "Default",
-                                "CustomerEntityType": "Retail", "Items": page, "NextPageLink": nxt,
-                                "Count": len(page)})
+        return self._send(
+            200,
+            {
+                "BillingCurrency": "USD",
+                "CustomerEntityId": "Default",
+                "CustomerEntityType": "Retail",
+                "Items": page,
+                "NextPageLink": nxt,
+                "Count": len(page),
+            },
+        )
 
     # ---- resource groups, usages, operations -----------------------------------------------
     def _group(self, method: str, name: str, body: dict[str, Any]) -> None:
@@ -378,13 +467,17 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, self.st.groups[key])
         if method == "PUT":
             rival = self.st.group_race.pop(key, None)
-            if rival and key not in self.st.groups:     # another process made it first, in its own region
+            if rival and key not in self.st.groups:  # another process made it first, in its own region
                 self.st.groups[key] = _group_row(name, rival, {})
             old = self.st.groups.get(key)
             if old is not None and old["location"].lower() != str(body.get("location", "")).lower():
-                return self._error(409, "InvalidResourceGroupLocation", f"Invalid resource group location "
-                                   f"'{body.get('location', '')}'. The Resource group already exists in location "
-                                   f"'{old['location']}'.")
+                return self._error(
+                    409,
+                    "InvalidResourceGroupLocation",
+                    f"Invalid resource group location "
+                    f"'{body.get('location', '')}'. The Resource group already exists in location "
+                    f"'{old['location']}'.",
+                )
             self.st.groups[key] = _group_row(name, body.get("location", ""), body.get("tags") or {})
             return self._send(201 if old is None else 200, self.st.groups[key])
         return self._error(405, "MethodNotAllowed", method)
@@ -395,18 +488,32 @@ class Handler(BaseHTTPRequestHandler):
     def _usage_rows(self, location: str) -> list[dict[str, Any]]:
         """Compute usages in ``location``: Spot vCPUs (``lowPriorityCores``), regular vCPUs (``cores``)
         and regular vCPUs per VM family of the SKUs offered there; limits from ``quotas``."""
+
         def used(spot: bool, family: str = "") -> int:
-            return sum(vcpus_of(v["properties"]["hardwareProfile"]["vmSize"]) for v in self.st.vms.values()
-                       if v["location"] == location and (v["properties"].get("priority") == "Spot") == spot
-                       and v["properties"]["provisioningState"] != "Failed"
-                       and (not family or family_of(v["properties"]["hardwareProfile"]["vmSize"]) == family))
-        rows = [("lowPriorityCores", "Total Regional Low-priority vCPUs", used(True)),
-                ("cores", "Total Regional vCPUs", used(False))]
+            return sum(
+                vcpus_of(v["properties"]["hardwareProfile"]["vmSize"])
+                for v in self.st.vms.values()
+                if v["location"] == location
+                and (v["properties"].get("priority") == "Spot") == spot
+                and v["properties"]["provisioningState"] != "Failed"
+                and (not family or family_of(v["properties"]["hardwareProfile"]["vmSize"]) == family)
+            )
+
+        rows = [
+            ("lowPriorityCores", "Total Regional Low-priority vCPUs", used(True)),
+            ("cores", "Total Regional vCPUs", used(False)),
+        ]
         families = sorted({s["family"] for s in self.st.skus if location in s["locations"]})
         rows += [(f, f"Standard {f[8:-6]} Family vCPUs", used(False, f)) for f in families]
-        return [{"name": {"value": n, "localizedValue": text}, "currentValue": cur, "unit": "Count",
-                 "limit": self.st.quotas.get(f"{location}/{n}".lower(), DEFAULT_QUOTAS.get(n, DEFAULT_FAMILY_QUOTA))}
-                for n, text, cur in rows]
+        return [
+            {
+                "name": {"value": n, "localizedValue": text},
+                "currentValue": cur,
+                "unit": "Count",
+                "limit": self.st.quotas.get(f"{location}/{n}".lower(), DEFAULT_QUOTAS.get(n, DEFAULT_FAMILY_QUOTA)),
+            }
+            for n, text, cur in rows
+        ]
 
     def _over_quota(self, location: str, size: str, priority: str) -> str:
         """The name of the quota one more ``size`` VM would exceed, "" when none."""
@@ -443,55 +550,90 @@ class Handler(BaseHTTPRequestHandler):
         rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{orig[1]}/providers/{orig[3]}/{orig[4]}/{name}"
         if method == "GET":
             if key not in table:
-                return self._error(404, "ResourceNotFound", f"The Resource '{orig[3]}/{orig[4]}/{name}' under "
-                                   f"resource group '{orig[1]}' was not found.")
+                return self._error(
+                    404,
+                    "ResourceNotFound",
+                    f"The Resource '{orig[3]}/{orig[4]}/{name}' under resource group '{orig[1]}' was not found.",
+                )
             return self._send(200, table[key])
         if method == "PUT":
             created = key not in table
             props = dict(body.get("properties") or {})
             if orig[4].lower() == "networksecuritygroups":
-                props["securityRules"] = [{**r, "id": f"{rid}/securityRules/{r['name']}"}
-                                          for r in props.get("securityRules") or []]
+                props["securityRules"] = [
+                    {**r, "id": f"{rid}/securityRules/{r['name']}"} for r in props.get("securityRules") or []
+                ]
                 props["defaultSecurityRules"] = _default_rules(rid)
             elif orig[4].lower() == "virtualnetworks":
                 for s in props.get("subnets") or []:
                     nsg = ((s.get("properties") or {}).get("networkSecurityGroup") or {}).get("id", "")
-                    m = re.search(r"resourceGroups/([^/]+)/providers/Microsoft.Network/networkSecurityGroups/([^/]+)$",
-                                  nsg, re.I)
+                    m = re.search(
+                        r"resourceGroups/([^/]+)/providers/Microsoft.Network/networkSecurityGroups/([^/]+)$", nsg, re.I
+                    )
                     if nsg and (not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nsgs):
-                        return self._error(400, "InvalidResourceReference",
-                                           f"Resource {nsg} referenced by resource {rid} was not found.")
-                props["subnets"] = [{**s, "id": f"{rid}/subnets/{s['name']}",
-                                     "properties": {**(s.get("properties") or {}), "provisioningState": "Succeeded"}}
-                                    for s in props.get("subnets") or []]
+                        return self._error(
+                            400,
+                            "InvalidResourceReference",
+                            f"Resource {nsg} referenced by resource {rid} was not found.",
+                        )
+                props["subnets"] = [
+                    {
+                        **s,
+                        "id": f"{rid}/subnets/{s['name']}",
+                        "properties": {**(s.get("properties") or {}), "provisioningState": "Succeeded"},
+                    }
+                    for s in props.get("subnets") or []
+                ]
             else:
                 for cfg in props.get("ipConfigurations") or []:
                     subnet = ((cfg.get("properties") or {}).get("subnet") or {}).get("id", "")
-                    m = re.search(r"resourceGroups/([^/]+)/providers/Microsoft.Network/virtualNetworks/([^/]+)/",
-                                  subnet, re.I)
+                    m = re.search(
+                        r"resourceGroups/([^/]+)/providers/Microsoft.Network/virtualNetworks/([^/]+)/", subnet, re.I
+                    )
                     if not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.vnets:
-                        return self._error(400, "InvalidResourceReference",
-                                           f"Resource {subnet} referenced by resource {rid} was not found.")
+                        return self._error(
+                            400,
+                            "InvalidResourceReference",
+                            f"Resource {subnet} referenced by resource {rid} was not found.",
+                        )
                     cfg["id"] = f"{rid}/ipConfigurations/{cfg.get('name', 'ipconfig1')}"
             props["provisioningState"] = "Succeeded"
-            table[key] = {"id": rid, "name": name, "location": body.get("location", ""),
-                          "tags": body.get("tags") or {}, "properties": props}
+            table[key] = {
+                "id": rid,
+                "name": name,
+                "location": body.get("location", ""),
+                "tags": body.get("tags") or {},
+                "properties": props,
+            }
             op = self._op(body.get("location", "eastus"), {})
             return self._send(201 if created else 200, table[key], {"Azure-AsyncOperation": op})
         if method == "DELETE":
             if key not in table:
                 return self._send(204)
             if table is self.st.nics:
-                user = next((v["name"] for v in self.st.vms.values()
-                             if any(n["id"].lower() == rid.lower() for n in _nic_refs(v))), None)
+                user = next(
+                    (
+                        v["name"]
+                        for v in self.st.vms.values()
+                        if any(n["id"].lower() == rid.lower() for n in _nic_refs(v))
+                    ),
+                    None,
+                )
                 if user:
-                    return self._error(400, "NicInUse", f"Network Interface {rid} is used by existing resource "
-                                       f"{user}. In order to delete the network interface, it must be dissociated.")
+                    return self._error(
+                        400,
+                        "NicInUse",
+                        f"Network Interface {rid} is used by existing resource "
+                        f"{user}. In order to delete the network interface, it must be dissociated.",
+                    )
             if table is self.st.vnets and any(n for n in self.st.nics.values() if rid.lower() in json.dumps(n).lower()):
                 return self._error(400, "InUseSubnetCannotBeDeleted", f"Subnet of {rid} is in use.")
             if table is self.st.nsgs and any(rid.lower() in json.dumps(v).lower() for v in self.st.vnets.values()):
-                return self._error(400, "InUseNetworkSecurityGroupCannotBeDeleted",
-                                   f"Network security group {rid} cannot be deleted because it is in use by a subnet.")
+                return self._error(
+                    400,
+                    "InUseNetworkSecurityGroupCannotBeDeleted",
+                    f"Network security group {rid} cannot be deleted because it is in use by a subnet.",
+                )
             del table[key]
             self.st.deleted.append(rid)
             return self._send(202, None, {"Location": self._op("eastus", {}), "Retry-After": "0"})
@@ -501,11 +643,16 @@ class Handler(BaseHTTPRequestHandler):
     def _vm_view(self, vm: dict[str, Any], instance_view: bool, secrets: bool = False) -> dict[str, Any]:
         out = {k: v for k, v in vm.items() if not k.startswith("_")}
         props = dict(out["properties"])
-        if not secrets:      # ARM never returns customData; the control API shows it to tests
+        if not secrets:  # ARM never returns customData; the control API shows it to tests
             props.pop("osProfile", None)
         if instance_view:
-            statuses = [{"code": f"ProvisioningState/{props['provisioningState'].lower()}", "level": "Info",
-                         "time": vm.get("_status_time", props.get("timeCreated"))}]
+            statuses = [
+                {
+                    "code": f"ProvisioningState/{props['provisioningState'].lower()}",
+                    "level": "Info",
+                    "time": vm.get("_status_time", props.get("timeCreated")),
+                }
+            ]
             if vm.get("_power"):
                 statuses.append({"code": f"PowerState/{vm['_power']}"})
             props["instanceView"] = {"statuses": statuses}
@@ -535,8 +682,12 @@ class Handler(BaseHTTPRequestHandler):
         if fault and fault["kind"] != "capacity":
             fault["count"] -= 1
             status, code, message = FAULTS[fault["kind"]]
-            return self._error(status, code, message.format(location=location),
-                               {"Retry-After": str(self.st.retry_after)} if status == 429 else None)
+            return self._error(
+                status,
+                code,
+                message.format(location=location),
+                {"Retry-After": str(self.st.retry_after)} if status == 429 else None,
+            )
         if vm is not None:
             return self._send(200, self._vm_view(vm, False))
         refused = self.profile_refusal(props)
@@ -544,9 +695,13 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(*refused)
         over = self._over_quota(location, size, priority)
         if over:
-            return self._error(409, "OperationNotAllowed", f"Operation could not be completed as it results in "
-                               f"exceeding approved {over} quota. Location: {location}, Additional Required: "
-                               f"{vcpus_of(size)}.")
+            return self._error(
+                409,
+                "OperationNotAllowed",
+                f"Operation could not be completed as it results in "
+                f"exceeding approved {over} quota. Location: {location}, Additional Required: "
+                f"{vcpus_of(size)}.",
+            )
         for ref in _nic_refs(body):
             m = re.search(r"resourceGroups/([^/]+)/.*/networkInterfaces/([^/]+)$", ref["id"], re.I)
             if not m or (m.group(1).lower(), m.group(2).lower()) not in self.st.nics:
@@ -556,27 +711,45 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, "FailedIdentityOperation", problem)
         ppg_ref = (props.get("proximityPlacementGroup") or {}).get("id")
         if ppg_ref:
-            m = re.search(r"resourceGroups/([^/]+)/providers/Microsoft.Compute/proximityPlacementGroups/([^/]+)$",
-                          ppg_ref, re.I)
+            m = re.search(
+                r"resourceGroups/([^/]+)/providers/Microsoft.Compute/proximityPlacementGroups/([^/]+)$", ppg_ref, re.I
+            )
             ppg = self.st.ppgs.get((m.group(1).lower(), m.group(2).lower())) if m else None
             if ppg is None:
                 return self._error(404, "NotFound", f"Resource {ppg_ref} not found.")
             if ppg["location"] != location:
-                return self._error(400, "InvalidParameter", f"The proximity placement group {ppg['name']} is in "
-                                   f"location {ppg['location']}; a VM in {location} cannot be placed in it.")
+                return self._error(
+                    400,
+                    "InvalidParameter",
+                    f"The proximity placement group {ppg['name']} is in "
+                    f"location {ppg['location']}; a VM in {location} cannot be placed in it.",
+                )
         rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
-        vm = {"id": rid, "name": name, "type": "Microsoft.Compute/virtualMachines", "location": location,
-              "tags": body.get("tags") or {}, "zones": body.get("zones") or None,
-              **({"identity": identity} if identity else {}),
-              "properties": {**props, "vmId": str(uuid.uuid4()), "provisioningState": "Creating",
-                             "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}}
+        vm = {
+            "id": rid,
+            "name": name,
+            "type": "Microsoft.Compute/virtualMachines",
+            "location": location,
+            "tags": body.get("tags") or {},
+            "zones": body.get("zones") or None,
+            **({"identity": identity} if identity else {}),
+            "properties": {
+                **props,
+                "vmId": str(uuid.uuid4()),
+                "provisioningState": "Creating",
+                "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+            },
+        }
         error = None
         if fault is not None:
             fault["count"] -= 1
         if fault is not None or self.room(location, size, priority) <= 0:
             code = "ZonalAllocationFailed" if body.get("zones") else "AllocationFailed"
-            error = {"code": code, "message": f"Allocation failed. We do not have sufficient capacity for the "
-                     f"requested VM size {size} in this region."}
+            error = {
+                "code": code,
+                "message": f"Allocation failed. We do not have sufficient capacity for the "
+                f"requested VM size {size} in this region.",
+            }
         self.st.vms[key] = vm
         op = self._op(location, {"vm": key, "error": error})
         return self._send(201, self._vm_view(vm, False), {"Azure-AsyncOperation": op})
@@ -586,8 +759,9 @@ class Handler(BaseHTTPRequestHandler):
         if depth == 5:
             if method != "GET":
                 return self._error(405, "MethodNotAllowed", method)
-            return self._send(200, {"value": [self._ppg_view(g) for (r, _), g in sorted(self.st.ppgs.items())
-                                              if r == rg]})
+            return self._send(
+                200, {"value": [self._ppg_view(g) for (r, _), g in sorted(self.st.ppgs.items()) if r == rg]}
+            )
         name = orig[5]
         key = (rg, name.lower())
         group = self.st.ppgs.get(key)
@@ -599,45 +773,73 @@ class Handler(BaseHTTPRequestHandler):
             if group is None:
                 return self._send(204)
             if self._ppg_members(group):
-                return self._error(409, "OperationNotAllowed", f"Proximity placement group {name} cannot be deleted "
-                                   "while virtual machines are allocated in it.")
+                return self._error(
+                    409,
+                    "OperationNotAllowed",
+                    f"Proximity placement group {name} cannot be deleted while virtual machines are allocated in it.",
+                )
             del self.st.ppgs[key]
             return self._send(200)
         if method != "PUT":
             return self._error(405, "MethodNotAllowed", method)
         location = str(body.get("location") or "")
         if group is not None and group["location"] != location:
-            return self._error(409, "InvalidParameter", f"Proximity placement group {name} is in location "
-                               f"{group['location']}; its location cannot change to {location}.")
-        rid = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/"
-               f"proximityPlacementGroups/{name}")
+            return self._error(
+                409,
+                "InvalidParameter",
+                f"Proximity placement group {name} is in location "
+                f"{group['location']}; its location cannot change to {location}.",
+            )
+        rid = (
+            f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/"
+            f"proximityPlacementGroups/{name}"
+        )
         made = group is None
         props = body.get("properties") or {}
-        self.st.ppgs[key] = {"id": rid, "name": name, "type": "Microsoft.Compute/proximityPlacementGroups",
-                             "location": location, "tags": body.get("tags") or {},
-                             "properties": {"proximityPlacementGroupType":
-                                            props.get("proximityPlacementGroupType") or "Standard"}}
+        self.st.ppgs[key] = {
+            "id": rid,
+            "name": name,
+            "type": "Microsoft.Compute/proximityPlacementGroups",
+            "location": location,
+            "tags": body.get("tags") or {},
+            "properties": {"proximityPlacementGroupType": props.get("proximityPlacementGroupType") or "Standard"},
+        }
         return self._send(201 if made else 200, self._ppg_view(self.st.ppgs[key]))
 
     def _missing(self, kind: str, name: str, rg: str) -> None:
-        return self._error(404, "ResourceNotFound", f"The Resource 'Microsoft.Compute/{kind}/{name}' under resource "
-                           f"group '{rg}' was not found.")
+        return self._error(
+            404,
+            "ResourceNotFound",
+            f"The Resource 'Microsoft.Compute/{kind}/{name}' under resource group '{rg}' was not found.",
+        )
 
     def _ppg_members(self, group: dict[str, Any]) -> list[str]:
-        return [vm["id"] for vm in self.st.vms.values()
-                if ((vm["properties"].get("proximityPlacementGroup") or {}).get("id") or "").lower()
-                == group["id"].lower()]
+        return [
+            vm["id"]
+            for vm in self.st.vms.values()
+            if ((vm["properties"].get("proximityPlacementGroup") or {}).get("id") or "").lower() == group["id"].lower()
+        ]
 
     def _ppg_view(self, group: dict[str, Any]) -> dict[str, Any]:
-        return {**group, "properties": {**group["properties"],
-                                        "virtualMachines": [{"id": i} for i in self._ppg_members(group)]}}
+        return {
+            **group,
+            "properties": {**group["properties"], "virtualMachines": [{"id": i} for i in self._ppg_members(group)]},
+        }
 
     def room(self, location: str, size: str, priority: str) -> int:
         """How many more VMs of ``size`` and ``priority`` the test's capacity allows in ``location``."""
         target = _key(location, size, priority)
-        live = sum(1 for v in self.st.vms.values() if v["properties"]["provisioningState"] != "Failed"
-                   and _key(v["location"], v["properties"]["hardwareProfile"]["vmSize"],
-                            v["properties"].get("priority") or "Regular") == target)
+        live = sum(
+            1
+            for v in self.st.vms.values()
+            if v["properties"]["provisioningState"] != "Failed"
+            and _key(
+                v["location"],
+                v["properties"]["hardwareProfile"]["vmSize"],
+                v["properties"].get("priority") or "Regular",
+            )
+            == target
+        )
         return self.st.capacity.get(target, DEFAULT_CAPACITY) - live
 
     def profile_refusal(self, profile: dict[str, Any]) -> tuple[int, str, str] | None:
@@ -660,14 +862,23 @@ class Handler(BaseHTTPRequestHandler):
         vm = self.st.vms.pop(key)
         self.st.deleted.append(vm["id"])
         for status in ("Started", "Succeeded"):
-            self.st.activity.append({
-                "eventTimestamp": _iso(time.time() if at is None else at), "resourceGroupName": key[0],
-                "resourceId": vm["id"], "resourceProviderName": {"value": "Microsoft.Compute"},
-                "operationName": {"value": "Microsoft.Compute/virtualMachines/delete",
-                                  "localizedValue": "Delete Virtual Machine"},
-                "status": {"value": status, "localizedValue": status}, "category": {"value": "Administrative"},
-                "level": "Informational", "eventDataId": str(uuid.uuid4()),
-                "subscriptionId": SUBSCRIPTION})
+            self.st.activity.append(
+                {
+                    "eventTimestamp": _iso(time.time() if at is None else at),
+                    "resourceGroupName": key[0],
+                    "resourceId": vm["id"],
+                    "resourceProviderName": {"value": "Microsoft.Compute"},
+                    "operationName": {
+                        "value": "Microsoft.Compute/virtualMachines/delete",
+                        "localizedValue": "Delete Virtual Machine",
+                    },
+                    "status": {"value": status, "localizedValue": status},
+                    "category": {"value": "Administrative"},
+                    "level": "Informational",
+                    "eventDataId": str(uuid.uuid4()),
+                    "subscriptionId": SUBSCRIPTION,
+                }
+            )
         azure_vmss.member_removed(self.st, vm)
         for ref in _nic_refs(vm):
             if (ref.get("properties") or {}).get("deleteOption") == "Delete":
@@ -693,14 +904,19 @@ class Handler(BaseHTTPRequestHandler):
         if not since:
             return self._error(400, "BadRequest", "The filter must contain 'eventTimestamp ge'.")
         lo, hi = _epoch(since.group(1)), _epoch(until.group(1)) if until else time.time()
-        rows = [e for e in self.st.activity if lo <= _epoch(e["eventTimestamp"]) <= hi
-                and (not group or e["resourceGroupName"] == group.group(1).lower())]
+        rows = [
+            e
+            for e in self.st.activity
+            if lo <= _epoch(e["eventTimestamp"]) <= hi
+            and (not group or e["resourceGroupName"] == group.group(1).lower())
+        ]
         skip = int((params.get("$skip") or ["0"])[0])
-        page = rows[skip:skip + ACTIVITY_PAGE]
+        page = rows[skip : skip + ACTIVITY_PAGE]
         nxt = None
         if skip + ACTIVITY_PAGE < len(rows):
-            nxt = (f"{self._base()}{urlparse(self.path).path}?"
-                   + urlencode({"api-version": "2015-04-01", "$filter": flt, "$skip": skip + ACTIVITY_PAGE}))
+            nxt = f"{self._base()}{urlparse(self.path).path}?" + urlencode(
+                {"api-version": "2015-04-01", "$filter": flt, "$skip": skip + ACTIVITY_PAGE}
+            )
         return self._send(200, {"value": page, "nextLink": nxt})
 
     # ---- control -------------------------------------------------------------------------------
@@ -723,8 +939,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"ok": True})
         if what == "malformed":
             if body.get("target") not in WRONG_TYPES or body.get("variant") not in malformed.VARIANTS:
-                return self._error(400, "InvalidRequest", f"malformed needs target {', '.join(WRONG_TYPES)} and a "
-                                   f"variant of {', '.join(malformed.VARIANTS)}")
+                return self._error(
+                    400,
+                    "InvalidRequest",
+                    f"malformed needs target {', '.join(WRONG_TYPES)} and a variant of {', '.join(malformed.VARIANTS)}",
+                )
             st.broken.append({"target": body["target"], "variant": body["variant"], "count": int(body.get("count", 1))})
             return self._send(200, {"ok": True})
         if what == "faults":
@@ -732,17 +951,34 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"ok": True})
         if what == "foreign":
             rg = body.get("resource_group", "spotfleet").lower()
-            st.groups.setdefault(rg, {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}", "name": rg,
-                                      "location": body["location"], "tags": {}, "properties": {}})
+            st.groups.setdefault(
+                rg,
+                {
+                    "id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}",
+                    "name": rg,
+                    "location": body["location"],
+                    "tags": {},
+                    "properties": {},
+                },
+            )
             names = []
             for _ in range(int(body.get("count", 1))):
                 name = f"theirs-{next(st.ids)}"
                 rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
-                st.vms[(rg, name)] = {"id": rid, "name": name, "location": body["location"],
-                                      "tags": dict(body.get("tags") or {}), "zones": None, "_power": "running",
-                                      "properties": {"hardwareProfile": {"vmSize": body["size"]},
-                                                     "priority": body.get("priority", "Spot"),
-                                                     "provisioningState": "Succeeded", "vmId": str(uuid.uuid4())}}
+                st.vms[(rg, name)] = {
+                    "id": rid,
+                    "name": name,
+                    "location": body["location"],
+                    "tags": dict(body.get("tags") or {}),
+                    "zones": None,
+                    "_power": "running",
+                    "properties": {
+                        "hardwareProfile": {"vmSize": body["size"]},
+                        "priority": body.get("priority", "Spot"),
+                        "provisioningState": "Succeeded",
+                        "vmId": str(uuid.uuid4()),
+                    },
+                }
                 names.append(name)
             return self._send(200, {"names": names})
         if what == "evict":
@@ -754,12 +990,19 @@ class Handler(BaseHTTPRequestHandler):
         if what == "vmss_foreign":
             return azure_vmss.control_foreign(self, body)
         if what == "state":
-            return self._send(200, {"groups": list(st.groups.values()), "vnets": list(st.vnets.values()),
-                                    "nsgs": list(st.nsgs.values()), "scale_sets": list(st.vmss.values()),
-                                    "nics": list(st.nics.values()),
-                                    "ppgs": [self._ppg_view(g) for g in st.ppgs.values()],
-                                    "vms": [self._vm_view(v, True, secrets=True) for v in st.vms.values()],
-                                    "deleted": st.deleted})
+            return self._send(
+                200,
+                {
+                    "groups": list(st.groups.values()),
+                    "vnets": list(st.vnets.values()),
+                    "nsgs": list(st.nsgs.values()),
+                    "scale_sets": list(st.vmss.values()),
+                    "nics": list(st.nics.values()),
+                    "ppgs": [self._ppg_view(g) for g in st.ppgs.values()],
+                    "vms": [self._vm_view(v, True, secrets=True) for v in st.vms.values()],
+                    "deleted": st.deleted,
+                },
+            )
         if what == "calls":
             return self._send(200, {"calls": st.calls})
         return self._error(404, "NotFound", f"no control {what}")
@@ -768,17 +1011,32 @@ class Handler(BaseHTTPRequestHandler):
 def _default_rules(nsg_id: str) -> list[dict[str, Any]]:
     """The default rules Azure gives every NSG (priorities 65000-65500): in, the VNet and the load
     balancer, then deny all; out, the VNet and the internet, then deny all."""
-    rows = [("AllowVnetInBound", "Inbound", "VirtualNetwork", "Allow", 65000),
-            ("AllowAzureLoadBalancerInBound", "Inbound", "AzureLoadBalancer", "Allow", 65001),
-            ("DenyAllInBound", "Inbound", "*", "Deny", 65500),
-            ("AllowVnetOutBound", "Outbound", "VirtualNetwork", "Allow", 65000),
-            ("AllowInternetOutBound", "Outbound", "*", "Allow", 65001),
-            ("DenyAllOutBound", "Outbound", "*", "Deny", 65500)]
-    return [{"name": n, "id": f"{nsg_id}/defaultSecurityRules/{n}", "properties": {
-        "protocol": "*", "sourcePortRange": "*", "destinationPortRange": "*", "sourceAddressPrefix": src,
-        "destinationAddressPrefix": "Internet" if n == "AllowInternetOutBound" else src, "access": access,
-        "priority": prio, "direction": direction, "provisioningState": "Succeeded"}}
-        for n, direction, src, access, prio in rows]
+    rows = [
+        ("AllowVnetInBound", "Inbound", "VirtualNetwork", "Allow", 65000),
+        ("AllowAzureLoadBalancerInBound", "Inbound", "AzureLoadBalancer", "Allow", 65001),
+        ("DenyAllInBound", "Inbound", "*", "Deny", 65500),
+        ("AllowVnetOutBound", "Outbound", "VirtualNetwork", "Allow", 65000),
+        ("AllowInternetOutBound", "Outbound", "*", "Allow", 65001),
+        ("DenyAllOutBound", "Outbound", "*", "Deny", 65500),
+    ]
+    return [
+        {
+            "name": n,
+            "id": f"{nsg_id}/defaultSecurityRules/{n}",
+            "properties": {
+                "protocol": "*",
+                "sourcePortRange": "*",
+                "destinationPortRange": "*",
+                "sourceAddressPrefix": src,
+                "destinationAddressPrefix": "Internet" if n == "AllowInternetOutBound" else src,
+                "access": access,
+                "priority": prio,
+                "direction": direction,
+                "provisioningState": "Succeeded",
+            },
+        }
+        for n, direction, src, access, prio in rows
+    ]
 
 
 def os_refusal(profile: dict[str, Any]) -> tuple[str, str] | None:
@@ -793,15 +1051,21 @@ def os_refusal(profile: dict[str, Any]) -> tuple[str, str] | None:
     if linux is not None:
         keys = (linux.get("ssh") or {}).get("publicKeys") or []
         if linux.get("disablePasswordAuthentication") and not keys:
-            return ("linuxConfiguration", "Authentication using either SSH or by user name and password must be "
-                    "enabled in Linux profile.")
+            return (
+                "linuxConfiguration",
+                "Authentication using either SSH or by user name and password must be enabled in Linux profile.",
+            )
         for key in keys:
             if key.get("path") != f"/home/{os_profile.get('adminUsername', '')}/.ssh/authorized_keys":
-                return ("linuxConfiguration.ssh.publicKeys.path", "The value of parameter "
-                        "linuxConfiguration.ssh.publicKeys.path is invalid.")
+                return (
+                    "linuxConfiguration.ssh.publicKeys.path",
+                    "The value of parameter linuxConfiguration.ssh.publicKeys.path is invalid.",
+                )
             if not _ssh_key_ok(str(key.get("keyData") or "")):
-                return ("linuxConfiguration.ssh.publicKeys.keyData", "The value of parameter "
-                        "linuxConfiguration.ssh.publicKeys.keyData is invalid.")
+                return (
+                    "linuxConfiguration.ssh.publicKeys.keyData",
+                    "The value of parameter linuxConfiguration.ssh.publicKeys.keyData is invalid.",
+                )
     return None
 
 
@@ -809,12 +1073,16 @@ def image_refusal(profile: dict[str, Any]) -> tuple[int, str, str] | None:
     """(status, code, message) for an ``imageReference`` the fake's marketplace does not hold."""
     ref = (profile.get("storageProfile") or {}).get("imageReference") or {}
     if str(ref.get("id") or "").startswith("/subscriptions/"):
-        return None                     # a managed or gallery image: not modelled, taken as it is
+        return None  # a managed or gallery image: not modelled, taken as it is
     urn = tuple(str(ref.get(k) or "").lower() for k in ("publisher", "offer", "sku"))
     if urn in IMAGES:
         return None
-    return (404, "PlatformImageNotFound", f"The platform image '{':'.join(urn)}:{ref.get('version', '')}' is not "
-            "available. Verify that all fields in the storage profile are correct.")
+    return (
+        404,
+        "PlatformImageNotFound",
+        f"The platform image '{':'.join(urn)}:{ref.get('version', '')}' is not "
+        "available. Verify that all fields in the storage profile are correct.",
+    )
 
 
 def _ssh_key_ok(text: str) -> bool:
@@ -826,8 +1094,8 @@ def _ssh_key_ok(text: str) -> bool:
         return False
     fields, i = [], 0
     while i + 4 <= len(blob):
-        n = int.from_bytes(blob[i:i + 4], "big")
-        fields.append(blob[i + 4:i + 4 + n])
+        n = int.from_bytes(blob[i : i + 4], "big")
+        fields.append(blob[i + 4 : i + 4 + n])
         i += 4 + n
     if i != len(blob) or not fields or fields[0].decode(errors="replace") != kind:
         return False
@@ -837,8 +1105,13 @@ def _ssh_key_ok(text: str) -> bool:
 
 
 def _group_row(name: str, location: str, tags: dict[str, str]) -> dict[str, Any]:
-    return {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{name}", "name": name, "location": location,
-            "tags": tags, "properties": {"provisioningState": "Succeeded"}}
+    return {
+        "id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{name}",
+        "name": name,
+        "location": location,
+        "tags": tags,
+        "properties": {"provisioningState": "Succeeded"},
+    }
 
 
 def _iso(epoch: float) -> str:

@@ -34,16 +34,36 @@ try:
     import malformed
     from azure_arm import DEFAULT_PRICES, price_items
     from serving import BackgroundServer, JsonHandler, serve_main
-except ImportError:          # imported as tests.fakes.azure_prices_server
+except ImportError:  # imported as tests.fakes.azure_prices_server
     from . import malformed
     from .azure_arm import DEFAULT_PRICES, price_items
     from .serving import BackgroundServer, JsonHandler, serve_main
 
 #: The item fields a ``$filter`` may name (the documented response fields).
-FIELDS = {"currencyCode", "tierMinimumUnits", "retailPrice", "unitPrice", "armRegionName", "location",
-          "effectiveStartDate", "meterId", "meterName", "productId", "skuId", "productName", "skuName",
-          "serviceName", "serviceId", "serviceFamily", "unitOfMeasure", "type", "priceType",
-          "isPrimaryMeterRegion", "armSkuName", "reservationTerm"}
+FIELDS = {
+    "currencyCode",
+    "tierMinimumUnits",
+    "retailPrice",
+    "unitPrice",
+    "armRegionName",
+    "location",
+    "effectiveStartDate",
+    "meterId",
+    "meterName",
+    "productId",
+    "skuId",
+    "productName",
+    "skuName",
+    "serviceName",
+    "serviceId",
+    "serviceFamily",
+    "unitOfMeasure",
+    "type",
+    "priceType",
+    "isPrimaryMeterRegion",
+    "armSkuName",
+    "reservationTerm",
+}
 DEFAULT_REGIONS = ("eastus", "westeurope")
 CLAUSE = re.compile(r"^\(?\s*(\w+)\s+eq\s+'([^']*)'\s*\)?$")
 WRONG_TYPES = b'{"Items": {"retailPrice": "cheap"}, "NextPageLink": 7}'
@@ -88,6 +108,7 @@ def parse_filter(flt: str) -> list[list[tuple[str, str]]]:
 def _matches(item: dict[str, Any], groups: list[list[tuple[str, str]]]) -> bool:
     def value(field: str) -> str:
         return str(item.get("type") if field == "priceType" else item.get(field))
+
     return all(any(value(f) == v for f, v in options) for options in groups)
 
 
@@ -118,14 +139,20 @@ class Handler(JsonHandler):
             variant = malformed.take(self.state.faults, "prices")
             rows = [i for i in self.state.items if _matches(i, groups)]
             size = self.state.page_size
-        page = rows[skip:skip + size]
+        page = rows[skip : skip + size]
         host, port = self.server.server_address[:2]
         nxt = None
         if skip + size < len(rows):
             keep = {k: v[0] for k, v in params.items() if k != "$skip"}
             nxt = f"http://{host}:{port}/api/retail/prices?" + urlencode({**keep, "$skip": skip + size})
-        body = {"BillingCurrency": "USD", "CustomerEntityId": "Default", "CustomerEntityType": "Retail",
-                "Items": page, "NextPageLink": nxt, "Count": len(page)}
+        body = {
+            "BillingCurrency": "USD",
+            "CustomerEntityId": "Default",
+            "CustomerEntityType": "Retail",
+            "Items": page,
+            "NextPageLink": nxt,
+            "Count": len(page),
+        }
         self._send(200, body, broken={"target": "prices", "variant": variant} if variant else None)
 
     def _control(self, parts: list[str], body: dict[str, Any]) -> None:
@@ -133,8 +160,9 @@ class Handler(JsonHandler):
             if parts == ["reset"]:
                 self.state.reset(body)
             elif parts == ["faults"]:
-                self.state.faults.append({"target": "prices", "variant": body["variant"],
-                                          "count": int(body.get("count", 1))})
+                self.state.faults.append(
+                    {"target": "prices", "variant": body["variant"], "count": int(body.get("count", 1))}
+                )
             elif parts != ["calls"]:
                 return self._send(404, {"error": f"no control {'/'.join(parts)}"})
             return self._send(200, {"calls": self.state.calls})

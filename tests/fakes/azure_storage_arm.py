@@ -33,9 +33,11 @@ from typing import Any
 
 TENANT = "00000000-0000-0000-0000-0000000a11ce"
 #: Built-in role definition ids the fake knows (name for messages).
-ROLES = {"ba92f5b4-2d11-453d-a403-e96b0029c9fe": "Storage Blob Data Contributor",
-         "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1": "Storage Blob Data Reader",
-         "acdd72a7-3385-48ef-bd42-f606fba81ae7": "Reader"}
+ROLES = {
+    "ba92f5b4-2d11-453d-a403-e96b0029c9fe": "Storage Blob Data Contributor",
+    "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1": "Storage Blob Data Reader",
+    "acdd72a7-3385-48ef-bd42-f606fba81ae7": "Reader",
+}
 ACCOUNT_NAME = re.compile(r"^[a-z0-9]{3,24}$")
 CONTAINER_NAME = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 RULE_NAME = re.compile(r"^[A-Za-z0-9]{1,256}$")
@@ -46,19 +48,24 @@ class StorageState:
     """The storage-side tables of the fake (guarded by the ARM state's lock)."""
 
     def __init__(self) -> None:
-        self.accounts: dict[str, dict[str, Any]] = {}           # account name -> account (names are global)
+        self.accounts: dict[str, dict[str, Any]] = {}  # account name -> account (names are global)
         self.containers: dict[tuple[str, str], dict[str, Any]] = {}
         self.policies: dict[str, dict[str, Any]] = {}
         self.identities: dict[tuple[str, str], dict[str, Any]] = {}
-        self.assignments: dict[str, dict[str, Any]] = {}        # id (lower) -> assignment
+        self.assignments: dict[str, dict[str, Any]] = {}  # id (lower) -> assignment
         self.taken: set[str] = set()
         self.ops: dict[str, dict[str, Any]] = {}
         self.writes = 0
 
     def view(self) -> dict[str, Any]:
-        return {"accounts": [_public(a) for a in self.accounts.values()], "containers": list(self.containers.values()),
-                "policies": list(self.policies.values()), "identities": list(self.identities.values()),
-                "role_assignments": list(self.assignments.values()), "writes": self.writes}
+        return {
+            "accounts": [_public(a) for a in self.accounts.values()],
+            "containers": list(self.containers.values()),
+            "policies": list(self.policies.values()),
+            "identities": list(self.identities.values()),
+            "role_assignments": list(self.assignments.values()),
+            "writes": self.writes,
+        }
 
 
 def handles(rest: list[str]) -> bool:
@@ -77,11 +84,18 @@ def route(h: Any, method: str, orig: list[str], rest: list[str], body: dict[str,
     sub = h.path.split("/")[2]
     if rest == ["providers", "microsoft.storage", "checknameavailability"] and method == "POST":
         return h._send(200, _availability(st, str(body.get("name", ""))))
-    if rest[:4] == ["providers", "microsoft.storage", "locations", "asyncoperations"] or \
-            (len(rest) == 6 and rest[:3] == ["providers", "microsoft.storage", "locations"]):
+    if rest[:4] == ["providers", "microsoft.storage", "locations", "asyncoperations"] or (
+        len(rest) == 6 and rest[:3] == ["providers", "microsoft.storage", "locations"]
+    ):
         return _poll(h, st, orig[-1])
-    role_at = next((i for i in range(len(rest) - 2) if rest[i:i + 3] == ["providers", "microsoft.authorization",
-                                                                          "roleassignments"]), None)
+    role_at = next(
+        (
+            i
+            for i in range(len(rest) - 2)
+            if rest[i : i + 3] == ["providers", "microsoft.authorization", "roleassignments"]
+        ),
+        None,
+    )
     if role_at is not None:
         return _role(h, st, method, sub, orig, rest, role_at, body)
     if rest[:1] != ["resourcegroups"] or len(rest) < 6:
@@ -97,10 +111,14 @@ def route(h: Any, method: str, orig: list[str], rest: list[str], body: dict[str,
             return _account(h, st, method, sub, rg, orig[5], body)
         account = st.accounts.get(orig[5].lower())
         if account is None or account["_rg"] != rg.lower():
-            return h._error(404, "ParentResourceNotFound", f"Failed to perform '{method.lower()}' on resource(s) of "
-                            f"type 'storageAccounts/{'/'.join(orig[6:])}', because the parent resource "
-                            f"'/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Storage/storageAccounts/"
-                            f"{orig[5]}' could not be found.")
+            return h._error(
+                404,
+                "ParentResourceNotFound",
+                f"Failed to perform '{method.lower()}' on resource(s) of "
+                f"type 'storageAccounts/{'/'.join(orig[6:])}', because the parent resource "
+                f"'/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Storage/storageAccounts/"
+                f"{orig[5]}' could not be found.",
+            )
         if rest[6:9] == ["blobservices", "default", "containers"] and len(rest) == 10:
             return _container(h, st, method, account, orig[9], body)
         if rest[6:8] == ["managementpolicies", "default"] and len(rest) == 8:
@@ -111,12 +129,18 @@ def route(h: Any, method: str, orig: list[str], rest: list[str], body: dict[str,
 # ---- storage accounts -------------------------------------------------------------------------
 def _availability(st: StorageState, name: str) -> dict[str, Any]:
     if not ACCOUNT_NAME.match(name):
-        return {"nameAvailable": False, "reason": "AccountNameInvalid",
-                "message": f"{name} is not a valid storage account name. Storage account name must be between 3 "
-                           "and 24 characters in length and use numbers and lower-case letters only."}
+        return {
+            "nameAvailable": False,
+            "reason": "AccountNameInvalid",
+            "message": f"{name} is not a valid storage account name. Storage account name must be between 3 "
+            "and 24 characters in length and use numbers and lower-case letters only.",
+        }
     if name in st.accounts or name in st.taken:
-        return {"nameAvailable": False, "reason": "AlreadyExists",
-                "message": f"The storage account named {name} is already taken."}
+        return {
+            "nameAvailable": False,
+            "reason": "AlreadyExists",
+            "message": f"The storage account named {name} is already taken.",
+        }
     return {"nameAvailable": True}
 
 
@@ -129,9 +153,13 @@ def _account(h: Any, st: StorageState, method: str, sub: str, rg: str, name: str
     ours = found is not None and found["_rg"] == rg.lower()
     if method == "GET":
         if not ours:
-            return h._error(404, "ResourceNotFound", f"The Resource 'Microsoft.Storage/storageAccounts/{name}' "
-                            f"under resource group '{rg}' was not found. For more details please go to "
-                            "https://aka.ms/ARMResourceNotFoundFix")
+            return h._error(
+                404,
+                "ResourceNotFound",
+                f"The Resource 'Microsoft.Storage/storageAccounts/{name}' "
+                f"under resource group '{rg}' was not found. For more details please go to "
+                "https://aka.ms/ARMResourceNotFoundFix",
+            )
         return h._send(200, _public(found))
     if method != "PUT":
         return h._error(405, "MethodNotAllowed", method)
@@ -143,24 +171,36 @@ def _account(h: Any, st: StorageState, method: str, sub: str, rg: str, name: str
     props = body.get("properties") or {}
     account = {
         "id": f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Storage/storageAccounts/{name}",
-        "name": name, "type": "Microsoft.Storage/storageAccounts", "location": body.get("location", ""),
-        "tags": body.get("tags") or {}, "kind": body.get("kind", "StorageV2"),
+        "name": name,
+        "type": "Microsoft.Storage/storageAccounts",
+        "location": body.get("location", ""),
+        "tags": body.get("tags") or {},
+        "kind": body.get("kind", "StorageV2"),
         "sku": {**(body.get("sku") or {"name": "Standard_LRS"}), "tier": "Standard"},
-        "properties": {"provisioningState": "Succeeded", "creationTime": _now(),
-                       "supportsHttpsTrafficOnly": props.get("supportsHttpsTrafficOnly", True),
-                       "allowBlobPublicAccess": props.get("allowBlobPublicAccess", False),
-                       "minimumTlsVersion": props.get("minimumTlsVersion", "TLS1_0"),
-                       "accessTier": props.get("accessTier", "Hot"),
-                       "primaryEndpoints": {"blob": f"https://{name}.blob.core.windows.net/",
-                                            "dfs": f"https://{name}.dfs.core.windows.net/"},
-                       "primaryLocation": body.get("location", ""), "statusOfPrimary": "available"},
-        "_rg": rg.lower()}
+        "properties": {
+            "provisioningState": "Succeeded",
+            "creationTime": _now(),
+            "supportsHttpsTrafficOnly": props.get("supportsHttpsTrafficOnly", True),
+            "allowBlobPublicAccess": props.get("allowBlobPublicAccess", False),
+            "minimumTlsVersion": props.get("minimumTlsVersion", "TLS1_0"),
+            "accessTier": props.get("accessTier", "Hot"),
+            "primaryEndpoints": {
+                "blob": f"https://{name}.blob.core.windows.net/",
+                "dfs": f"https://{name}.dfs.core.windows.net/",
+            },
+            "primaryLocation": body.get("location", ""),
+            "statusOfPrimary": "available",
+        },
+        "_rg": rg.lower(),
+    }
     st.accounts[name] = account
     st.writes += 1
     oid = str(uuid.uuid4())
     st.ops[oid] = {"account": name, "polls": 0}
-    location = (f"http://{h.headers.get('Host')}/subscriptions/{sub}/providers/Microsoft.Storage/locations/"
-                f"{account['location']}/asyncoperations/{oid}?monitor=true&api-version=2023-05-01")
+    location = (
+        f"http://{h.headers.get('Host')}/subscriptions/{sub}/providers/Microsoft.Storage/locations/"
+        f"{account['location']}/asyncoperations/{oid}?monitor=true&api-version=2023-05-01"
+    )
     return h._send(202, None, {"Location": location, "Retry-After": "0"})
 
 
@@ -175,8 +215,7 @@ def _poll(h: Any, st: StorageState, oid: str) -> None:
 
 
 # ---- containers and lifecycle policies --------------------------------------------------------
-def _container(h: Any, st: StorageState, method: str, account: dict[str, Any], name: str,
-               body: dict[str, Any]) -> None:
+def _container(h: Any, st: StorageState, method: str, account: dict[str, Any], name: str, body: dict[str, Any]) -> None:
     key = (account["name"], name)
     if method == "GET":
         if key not in st.containers:
@@ -185,18 +224,27 @@ def _container(h: Any, st: StorageState, method: str, account: dict[str, Any], n
     if method != "PUT":
         return h._error(405, "MethodNotAllowed", method)
     if not CONTAINER_NAME.match(name):
-        return h._error(400, "ContainerOperationFailure", f"The specifed resource name '{name}' contains invalid "
-                        "characters.")
+        return h._error(
+            400, "ContainerOperationFailure", f"The specifed resource name '{name}' contains invalid characters."
+        )
     public = (body.get("properties") or {}).get("publicAccess") or "None"
     if public != "None" and not account["properties"]["allowBlobPublicAccess"]:
         return h._error(409, "PublicAccessNotPermitted", "Public access is not permitted on this storage account.")
     created = key not in st.containers
-    st.containers[key] = {"id": f"{account['id']}/blobServices/default/containers/{name}", "name": name,
-                          "type": "Microsoft.Storage/storageAccounts/blobServices/containers",
-                          "etag": f'"0x{uuid.uuid4().hex[:15].upper()}"',
-                          "properties": {"publicAccess": public, "leaseStatus": "Unlocked", "leaseState": "Available",
-                                         "hasImmutabilityPolicy": False, "hasLegalHold": False,
-                                         "lastModifiedTime": _now()}}
+    st.containers[key] = {
+        "id": f"{account['id']}/blobServices/default/containers/{name}",
+        "name": name,
+        "type": "Microsoft.Storage/storageAccounts/blobServices/containers",
+        "etag": f'"0x{uuid.uuid4().hex[:15].upper()}"',
+        "properties": {
+            "publicAccess": public,
+            "leaseStatus": "Unlocked",
+            "leaseState": "Available",
+            "hasImmutabilityPolicy": False,
+            "hasLegalHold": False,
+            "lastModifiedTime": _now(),
+        },
+    }
     st.writes += 1
     return h._send(201 if created else 200, st.containers[key])
 
@@ -218,11 +266,18 @@ def _policy(h: Any, st: StorageState, method: str, account: dict[str, Any], body
         return h._error(400, "InvalidManagementPolicyRules", "ManagementPolicy rules cannot be empty.")
     for rule in rules:
         if not RULE_NAME.match(str(rule.get("name", ""))) or rule.get("type") != "Lifecycle":
-            return h._error(400, "InvalidManagementPolicyRules", f"Rule name {rule.get('name')!r} is invalid: "
-                            "use alphanumeric characters only; rule type must be Lifecycle.")
-    st.policies[name] = {"id": f"{account['id']}/managementPolicies/default", "name": "DefaultManagementPolicy",
-                         "type": "Microsoft.Storage/storageAccounts/managementPolicies",
-                         "properties": {"lastModifiedTime": _now(), "policy": {"rules": rules}}}
+            return h._error(
+                400,
+                "InvalidManagementPolicyRules",
+                f"Rule name {rule.get('name')!r} is invalid: "
+                "use alphanumeric characters only; rule type must be Lifecycle.",
+            )
+    st.policies[name] = {
+        "id": f"{account['id']}/managementPolicies/default",
+        "name": "DefaultManagementPolicy",
+        "type": "Microsoft.Storage/storageAccounts/managementPolicies",
+        "properties": {"lastModifiedTime": _now(), "policy": {"rules": rules}},
+    }
     st.writes += 1
     return h._send(200, st.policies[name])
 
@@ -232,18 +287,30 @@ def _identity(h: Any, st: StorageState, method: str, sub: str, rg: str, name: st
     key = (rg.lower(), name.lower())
     if method == "GET":
         if key not in st.identities:
-            return h._error(404, "ResourceNotFound", f"The Resource 'Microsoft.ManagedIdentity/userAssignedIdentities/"
-                            f"{name}' under resource group '{rg}' was not found.")
+            return h._error(
+                404,
+                "ResourceNotFound",
+                f"The Resource 'Microsoft.ManagedIdentity/userAssignedIdentities/"
+                f"{name}' under resource group '{rg}' was not found.",
+            )
         return h._send(200, st.identities[key])
     if method != "PUT":
         return h._error(405, "MethodNotAllowed", method)
     old = st.identities.get(key)
-    ids = (old or {}).get("properties") or {"tenantId": TENANT, "principalId": str(uuid.uuid4()),
-                                             "clientId": str(uuid.uuid4())}
-    st.identities[key] = {"id": f"/subscriptions/{sub}/resourcegroups/{rg}/providers/Microsoft.ManagedIdentity/"
-                                f"userAssignedIdentities/{name}",
-                          "name": name, "type": "Microsoft.ManagedIdentity/userAssignedIdentities",
-                          "location": body.get("location", ""), "tags": body.get("tags") or {}, "properties": ids}
+    ids = (old or {}).get("properties") or {
+        "tenantId": TENANT,
+        "principalId": str(uuid.uuid4()),
+        "clientId": str(uuid.uuid4()),
+    }
+    st.identities[key] = {
+        "id": f"/subscriptions/{sub}/resourcegroups/{rg}/providers/Microsoft.ManagedIdentity/"
+        f"userAssignedIdentities/{name}",
+        "name": name,
+        "type": "Microsoft.ManagedIdentity/userAssignedIdentities",
+        "location": body.get("location", ""),
+        "tags": body.get("tags") or {},
+        "properties": ids,
+    }
     st.writes += 1
     return h._send(200 if old else 201, st.identities[key])
 
@@ -262,13 +329,17 @@ def _scope_exists(h: Any, st: StorageState, scope: list[str]) -> bool:
             return False
         if len(scope) == 6:
             return True
-        return scope[6:9] == ["blobservices", "default", "containers"] and len(scope) == 10 and \
-            (scope[5], scope[9]) in st.containers
+        return (
+            scope[6:9] == ["blobservices", "default", "containers"]
+            and len(scope) == 10
+            and (scope[5], scope[9]) in st.containers
+        )
     return False
 
 
-def _role(h: Any, st: StorageState, method: str, sub: str, orig: list[str], rest: list[str], at: int,
-          body: dict[str, Any]) -> None:
+def _role(
+    h: Any, st: StorageState, method: str, sub: str, orig: list[str], rest: list[str], at: int, body: dict[str, Any]
+) -> None:
     if len(rest) != at + 4:
         return h._error(404, "InvalidResourceType", f"no route {h.path}")
     name = orig[at + 3]
@@ -282,30 +353,54 @@ def _role(h: Any, st: StorageState, method: str, sub: str, orig: list[str], rest
     if method != "PUT":
         return h._error(405, "MethodNotAllowed", method)
     if not GUID.match(name):
-        return h._error(400, "InvalidRoleAssignmentId", f"The role assignment ID '{name}' is not valid. The role "
-                        "assignment ID must be a GUID.")
+        return h._error(
+            400,
+            "InvalidRoleAssignmentId",
+            f"The role assignment ID '{name}' is not valid. The role assignment ID must be a GUID.",
+        )
     if not _scope_exists(h, st, rest[:at]):
         return h._error(404, "ResourceNotFound", f"The scope '{scope}' does not exist.")
     props = body.get("properties") or {}
     role = str(props.get("roleDefinitionId", ""))
     if role.rsplit("/", 1)[-1].lower() not in ROLES:
-        return h._error(400, "RoleDefinitionDoesNotExist", f"The specified role definition with ID '{role}' does "
-                        "not exist.")
+        return h._error(
+            400, "RoleDefinitionDoesNotExist", f"The specified role definition with ID '{role}' does not exist."
+        )
     principal = str(props.get("principalId", ""))
     known = {i["properties"]["principalId"] for i in st.identities.values()}
-    if principal not in known or not props.get("principalType"):     # a new principal: not replicated yet
-        return h._error(400, "PrincipalNotFound", f"Principal {principal.replace('-', '')} does not exist in the "
-                        f"directory {TENANT}. Check that you have the correct principal ID.")
-    same = next((a for a in st.assignments.values() if a["properties"]["scope"].lower() == scope.lower()
-                 and a["properties"]["principalId"] == principal
-                 and a["properties"]["roleDefinitionId"].lower() == role.lower()), None)
+    if principal not in known or not props.get("principalType"):  # a new principal: not replicated yet
+        return h._error(
+            400,
+            "PrincipalNotFound",
+            f"Principal {principal.replace('-', '')} does not exist in the "
+            f"directory {TENANT}. Check that you have the correct principal ID.",
+        )
+    same = next(
+        (
+            a
+            for a in st.assignments.values()
+            if a["properties"]["scope"].lower() == scope.lower()
+            and a["properties"]["principalId"] == principal
+            and a["properties"]["roleDefinitionId"].lower() == role.lower()
+        ),
+        None,
+    )
     if same is not None:
         return h._error(409, "RoleAssignmentExists", "The role assignment already exists.")
     st.assignments[rid.lower()] = {
-        "id": rid, "name": name, "type": "Microsoft.Authorization/roleAssignments",
-        "properties": {"roleDefinitionId": role, "principalId": principal,
-                       "principalType": props.get("principalType", "ServicePrincipal"), "scope": scope,
-                       "condition": None, "createdOn": _now(), "updatedOn": _now()}}
+        "id": rid,
+        "name": name,
+        "type": "Microsoft.Authorization/roleAssignments",
+        "properties": {
+            "roleDefinitionId": role,
+            "principalId": principal,
+            "principalType": props.get("principalType", "ServicePrincipal"),
+            "scope": scope,
+            "condition": None,
+            "createdOn": _now(),
+            "updatedOn": _now(),
+        },
+    }
     st.writes += 1
     return h._send(201, st.assignments[rid.lower()])
 
@@ -321,8 +416,10 @@ def vm_identity(st: StorageState, body: dict[str, Any]) -> tuple[dict[str, Any] 
     for rid in ident.get("userAssignedIdentities") or {}:
         found = known.get(rid.lower())
         if found is None:
-            return None, (f"Identity operation for resource failed with error 'Failed to perform resource identity "
-                          f"operation. Status: 'NotFound'. Response: Resource '{rid}' does not exist.'")
+            return None, (
+                f"Identity operation for resource failed with error 'Failed to perform resource identity "
+                f"operation. Status: 'NotFound'. Response: Resource '{rid}' does not exist.'"
+            )
         out[rid] = {"principalId": found["properties"]["principalId"], "clientId": found["properties"]["clientId"]}
     return {"type": ident.get("type", "UserAssigned"), "userAssignedIdentities": out}, ""
 

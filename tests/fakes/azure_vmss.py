@@ -45,14 +45,19 @@ KIND = "microsoft.compute/virtualmachinescalesets"
 
 
 def _set_id(rg: str, name: str) -> str:
-    return f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{name}"
+    return (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{name}"
+    )
 
 
 def members(st: Any, rg: str, name: str) -> list[tuple[tuple[str, str], dict[str, Any]]]:
     """The VMs of set ``rg/name`` (oldest first)."""
     sid = _set_id(rg, name).lower()
-    return [(k, v) for k, v in st.vms.items()
-            if str((v["properties"].get("virtualMachineScaleSet") or {}).get("id") or "").lower() == sid]
+    return [
+        (k, v)
+        for k, v in st.vms.items()
+        if str((v["properties"].get("virtualMachineScaleSet") or {}).get("id") or "").lower() == sid
+    ]
 
 
 def _invalid(h: Any, target: str, message: str) -> None:
@@ -66,8 +71,12 @@ def _validate(h: Any, body: dict[str, Any]) -> bool:
         _invalid(h, "orchestrationMode", "This fake models only scale sets with orchestrationMode 'Flexible'.")
         return False
     if props.get("platformFaultDomainCount") is None:
-        _invalid(h, "platformFaultDomainCount", "Parameter 'platformFaultDomainCount' is required for a virtual "
-                 "machine scale set with orchestration mode 'Flexible'.")
+        _invalid(
+            h,
+            "platformFaultDomainCount",
+            "Parameter 'platformFaultDomainCount' is required for a virtual "
+            "machine scale set with orchestration mode 'Flexible'.",
+        )
         return False
     if props.get("skuProfile") and (body.get("sku") or {}).get("name") != "Mix":
         _invalid(h, "sku.name", "The value of parameter 'sku.name' must be 'Mix' when 'skuProfile' is specified.")
@@ -76,8 +85,11 @@ def _validate(h: Any, body: dict[str, Any]) -> bool:
         _invalid(h, "sku.name", "Required parameter 'sku.name' is missing (null).")
         return False
     if props.get("priorityMixPolicy") and profile.get("priority") != "Spot":
-        _invalid(h, "priorityMixPolicy", "'priorityMixPolicy' can only be specified when the virtual machine "
-                 "profile's priority is 'Spot'.")
+        _invalid(
+            h,
+            "priorityMixPolicy",
+            "'priorityMixPolicy' can only be specified when the virtual machine profile's priority is 'Spot'.",
+        )
         return False
     return True
 
@@ -105,7 +117,7 @@ def _scale(h: Any, rg: str, vmss: dict[str, Any]) -> tuple[list[tuple[str, str]]
     st = h.st
     have = members(st, rg, vmss["name"])
     want = int(vmss["sku"].get("capacity") or 0)
-    for key, _ in reversed(have[want:]):            # scale in: newest first
+    for key, _ in reversed(have[want:]):  # scale in: newest first
         h._remove_vm(key)
     props = vmss["properties"]
     profile = props.get("virtualMachineProfile") or {}
@@ -117,30 +129,50 @@ def _scale(h: Any, rg: str, vmss: dict[str, Any]) -> tuple[list[tuple[str, str]]
         priority = _new_priority(vms, mix) if mix else profile.get("priority") or "Regular"
         size = next((s for s in _sizes(vmss) if h.room(vmss["location"], s, priority) > 0), None)
         if size is None:
-            error = {"code": "AllocationFailed", "message": "Allocation failed. We do not have sufficient capacity "
-                     f"for the requested VM sizes {', '.join(_sizes(vmss))} with priority {priority} in this region. "
-                     "Read more about improving likelihood of allocation success at http://aka.ms/allocation-guidance"}
+            error = {
+                "code": "AllocationFailed",
+                "message": "Allocation failed. We do not have sufficient capacity "
+                f"for the requested VM sizes {', '.join(_sizes(vmss))} with priority {priority} in this region. "
+                "Read more about improving likelihood of allocation success at http://aka.ms/allocation-guidance",
+            }
             break
         name = f"{vmss['name']}_{uuid.uuid4().hex[:8]}"
         vm_props: dict[str, Any] = {
-            "hardwareProfile": {"vmSize": size}, "priority": priority,
-            "virtualMachineScaleSet": {"id": vmss["id"]}, "vmId": str(uuid.uuid4()), "provisioningState": "Creating",
+            "hardwareProfile": {"vmSize": size},
+            "priority": priority,
+            "virtualMachineScaleSet": {"id": vmss["id"]},
+            "vmId": str(uuid.uuid4()),
+            "provisioningState": "Creating",
             "timeCreated": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
             "storageProfile": profile.get("storageProfile") or {},
-            "networkProfile": {"networkInterfaceConfigurations":
-                               (profile.get("networkProfile") or {}).get("networkInterfaceConfigurations") or []},
-            "osProfile": {**(profile.get("osProfile") or {}),
-                          "computerName": f"{(profile.get('osProfile') or {}).get('computerNamePrefix', '')}"
-                                          f"{uuid.uuid4().hex[:6]}"},
+            "networkProfile": {
+                "networkInterfaceConfigurations": (profile.get("networkProfile") or {}).get(
+                    "networkInterfaceConfigurations"
+                )
+                or []
+            },
+            "osProfile": {
+                **(profile.get("osProfile") or {}),
+                "computerName": f"{(profile.get('osProfile') or {}).get('computerNamePrefix', '')}"
+                f"{uuid.uuid4().hex[:6]}",
+            },
         }
         if priority == "Spot":
-            vm_props.update(evictionPolicy=profile.get("evictionPolicy") or "Deallocate",
-                            billingProfile=profile.get("billingProfile") or {"maxPrice": -1})
-        vm = {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/"
-                    f"virtualMachines/{name}", "name": name, "type": "Microsoft.Compute/virtualMachines",
-              "location": vmss["location"], "tags": dict(vmss.get("tags") or {}) if st.vmss_tags_propagate else {},
-              "zones": vmss.get("zones") or None, "properties": vm_props,
-              **({"identity": vmss["identity"]} if vmss.get("identity") else {})}
+            vm_props.update(
+                evictionPolicy=profile.get("evictionPolicy") or "Deallocate",
+                billingProfile=profile.get("billingProfile") or {"maxPrice": -1},
+            )
+        vm = {
+            "id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/"
+            f"virtualMachines/{name}",
+            "name": name,
+            "type": "Microsoft.Compute/virtualMachines",
+            "location": vmss["location"],
+            "tags": dict(vmss.get("tags") or {}) if st.vmss_tags_propagate else {},
+            "zones": vmss.get("zones") or None,
+            "properties": vm_props,
+            **({"identity": vmss["identity"]} if vmss.get("identity") else {}),
+        }
         st.vms[(rg, name.lower())] = vm
         vms.append(vm)
         made.append((rg, name.lower()))
@@ -163,8 +195,12 @@ def route(h: Any, method: str, rg: str, orig: list[str], body: dict[str, Any]) -
     vmss = st.vmss.get(key)
     if method == "GET":
         if vmss is None:
-            return h._error(404, "ResourceNotFound", f"The Resource 'Microsoft.Compute/virtualMachineScaleSets/{name}' "
-                            f"under resource group '{orig[1]}' was not found.")
+            return h._error(
+                404,
+                "ResourceNotFound",
+                f"The Resource 'Microsoft.Compute/virtualMachineScaleSets/{name}' "
+                f"under resource group '{orig[1]}' was not found.",
+            )
         return h._send(200, _view(vmss))
     if method == "DELETE":
         if vmss is None:
@@ -176,13 +212,19 @@ def route(h: Any, method: str, rg: str, orig: list[str], body: dict[str, Any]) -
         return h._send(202, None, {"Location": h._op(vmss["location"], {}), "Retry-After": "0"})
     if method != "PUT":
         return h._error(405, "MethodNotAllowed", method)
-    aimed = {"vmss", "*"} | {f"{body.get('location', '')}/{s}/{p}".lower() for s in _sizes(body) for p in ("spot", "regular")}
+    aimed = {"vmss", "*"} | {
+        f"{body.get('location', '')}/{s}/{p}".lower() for s in _sizes(body) for p in ("spot", "regular")
+    }
     fault = next((f for f in st.faults if f["count"] > 0 and f["target"] in aimed), None)
     if fault and fault["kind"] != "capacity":
         fault["count"] -= 1
         status, code, message = h.fault(fault["kind"])
-        return h._error(status, code, message.format(location=body.get("location", "")),
-                        {"Retry-After": str(st.retry_after)} if status == 429 else None)
+        return h._error(
+            status,
+            code,
+            message.format(location=body.get("location", "")),
+            {"Retry-After": str(st.retry_after)} if status == 429 else None,
+        )
     if not _validate(h, body):
         return None
     refused = h.profile_refusal((body.get("properties") or {}).get("virtualMachineProfile") or {})
@@ -194,18 +236,34 @@ def route(h: Any, method: str, rg: str, orig: list[str], body: dict[str, Any]) -
     created = vmss is None
     props = dict(body.get("properties") or {})
     old = vmss or {}
-    vmss = {"id": _set_id(orig[1], name), "name": name, "type": "Microsoft.Compute/virtualMachineScaleSets",
-            "location": body.get("location", ""), "tags": body.get("tags") or {}, "sku": dict(body.get("sku") or {}),
-            "zones": body.get("zones") or None, **({"identity": identity} if identity else {}),
-            "properties": {**props, "provisioningState": "Updating",
-                           "uniqueId": (old.get("properties") or {}).get("uniqueId") or str(uuid.uuid4()),
-                           "timeCreated": (old.get("properties") or {}).get("timeCreated")
-                           or time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}}
+    vmss = {
+        "id": _set_id(orig[1], name),
+        "name": name,
+        "type": "Microsoft.Compute/virtualMachineScaleSets",
+        "location": body.get("location", ""),
+        "tags": body.get("tags") or {},
+        "sku": dict(body.get("sku") or {}),
+        "zones": body.get("zones") or None,
+        **({"identity": identity} if identity else {}),
+        "properties": {
+            **props,
+            "provisioningState": "Updating",
+            "uniqueId": (old.get("properties") or {}).get("uniqueId") or str(uuid.uuid4()),
+            "timeCreated": (old.get("properties") or {}).get("timeCreated")
+            or time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+        },
+    }
     st.vmss[key] = vmss
-    if fault is not None:           # a "capacity" fault: the scale-out fails and makes nothing
+    if fault is not None:  # a "capacity" fault: the scale-out fails and makes nothing
         fault["count"] -= 1
-        made, error = [], {"code": "AllocationFailed", "message": "Allocation failed. We do not have sufficient "
-                           "capacity for the requested VM sizes in this region."}
+        made, error = (
+            [],
+            {
+                "code": "AllocationFailed",
+                "message": "Allocation failed. We do not have sufficient "
+                "capacity for the requested VM sizes in this region.",
+            },
+        )
     else:
         made, error = _scale(h, rg, vmss)
     op = h._op(vmss["location"], {"vmss": key, "made": made, "error": error})
@@ -242,16 +300,32 @@ def control_foreign(h: Any, body: dict[str, Any]) -> None:
     """A set (and ``count`` VMs) that spotfleet did not make: no spotfleet tags."""
     st = h.st
     rg = body.get("resource_group", "spotfleet").lower()
-    st.groups.setdefault(rg, {"id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}", "name": rg,
-                              "location": body["location"], "tags": {}, "properties": {}})
+    st.groups.setdefault(
+        rg,
+        {
+            "id": f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}",
+            "name": rg,
+            "location": body["location"],
+            "tags": {},
+            "properties": {},
+        },
+    )
     name = body.get("name") or f"theirs-set-{next(st.ids)}"
-    vmss = {"id": _set_id(rg, name), "name": name, "type": "Microsoft.Compute/virtualMachineScaleSets",
-            "location": body["location"], "tags": dict(body.get("tags") or {}),
-            "sku": {"name": body["size"], "capacity": int(body.get("count", 1))}, "zones": None,
-            "properties": {"orchestrationMode": "Flexible", "platformFaultDomainCount": 1,
-                           "provisioningState": "Succeeded",
-                           "virtualMachineProfile": {"priority": body.get("priority", "Spot"),
-                                                     "evictionPolicy": "Delete"}}}
+    vmss = {
+        "id": _set_id(rg, name),
+        "name": name,
+        "type": "Microsoft.Compute/virtualMachineScaleSets",
+        "location": body["location"],
+        "tags": dict(body.get("tags") or {}),
+        "sku": {"name": body["size"], "capacity": int(body.get("count", 1))},
+        "zones": None,
+        "properties": {
+            "orchestrationMode": "Flexible",
+            "platformFaultDomainCount": 1,
+            "provisioningState": "Succeeded",
+            "virtualMachineProfile": {"priority": body.get("priority", "Spot"), "evictionPolicy": "Delete"},
+        },
+    }
     st.vmss[(rg, name.lower())] = vmss
     made, _ = _scale(h, rg, vmss)
     for key in made:

@@ -40,17 +40,26 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                        x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = directory / "azurite.pem", directory / "azurite.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
@@ -75,10 +84,29 @@ def start_azurite_oauth(timeout: float = 30.0) -> AzuriteOAuth:
     workdir = tempfile.mkdtemp(prefix="azurite-oauth-")
     cert, key = self_signed(Path(workdir))
     port = free_port()
-    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-                             "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry",
-                             "--cert", str(cert), "--key", str(key), "--oauth", "basic"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--loose",
+            "--silent",
+            "--disableTelemetry",
+            "--cert",
+            str(cert),
+            "--key",
+            str(key),
+            "--oauth",
+            "basic",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=workdir,
+    )
     endpoint = f"https://127.0.0.1:{port}"
     context = ssl.create_default_context(cafile=str(cert))
     deadline = time.monotonic() + timeout
@@ -90,15 +118,17 @@ def start_azurite_oauth(timeout: float = 30.0) -> AzuriteOAuth:
             urllib.request.urlopen(f"{endpoint}/{AZURITE_ACCOUNT}?comp=list", timeout=1, context=context).close()
             break
         except urllib.error.HTTPError:
-            break                                   # it answered (anonymous listing is refused)
+            break  # it answered (anonymous listing is refused)
         except OSError as err:
             if time.monotonic() > deadline:
                 _terminate(proc)
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise RuntimeError(f"azurite did not answer {endpoint} within {timeout:.0f} s") from err
             time.sleep(0.05)
-    conn = (f"DefaultEndpointsProtocol=https;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-            f"BlobEndpoint={endpoint}/{AZURITE_ACCOUNT};")
+    conn = (
+        f"DefaultEndpointsProtocol=https;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+        f"BlobEndpoint={endpoint}/{AZURITE_ACCOUNT};"
+    )
     return AzuriteOAuth(endpoint, cert, conn, proc, workdir)
 
 

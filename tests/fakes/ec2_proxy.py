@@ -62,38 +62,51 @@ from xml.sax.saxutils import escape
 
 try:
     import malformed
-except ImportError:          # imported as tests.fakes.ec2_proxy
+except ImportError:  # imported as tests.fakes.ec2_proxy
     from . import malformed
 
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
-REQUEST_ERRORS = {"throttle": (503, "RequestLimitExceeded", "Request limit exceeded."),
-                  "server-error": (500, "InternalError", "An internal error has occurred."),
-                  "auth": (401, "AuthFailure", "AWS was not able to validate the provided access credentials")}
-FLEET_ERRORS = {"capacity": ("InsufficientInstanceCapacity",
-                             "We currently do not have sufficient {type} capacity in the Availability Zone you "
-                             "requested. Our system will be working on provisioning additional capacity."),
-                "quota": ("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit "
-                          "allows for the instance bucket that the specified instance type belongs to.")}
+REQUEST_ERRORS = {
+    "throttle": (503, "RequestLimitExceeded", "Request limit exceeded."),
+    "server-error": (500, "InternalError", "An internal error has occurred."),
+    "auth": (401, "AuthFailure", "AWS was not able to validate the provided access credentials"),
+}
+FLEET_ERRORS = {
+    "capacity": (
+        "InsufficientInstanceCapacity",
+        "We currently do not have sufficient {type} capacity in the Availability Zone you "
+        "requested. Our system will be working on provisioning additional capacity.",
+    ),
+    "quota": (
+        "VcpuLimitExceeded",
+        "You have requested more vCPU capacity than your current vCPU limit "
+        "allows for the instance bucket that the specified instance type belongs to.",
+    ),
+}
 #: The "wrong-types" malformed body of DescribeInstances (see the module doc).
-WRONG_TYPES = (f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeInstancesResponse xmlns="{NS}">'
-               "<requestId>4ba4c2f1-0000-4000-8000-000000000000</requestId><reservationSet><item>"
-               "<reservationId>r-0123456789abcdef0</reservationId><instancesSet><item>"
-               "<instanceId><value>i-0123456789abcdef0</value></instanceId><instanceState>running</instanceState>"
-               "</item></instancesSet></item></reservationSet></DescribeInstancesResponse>").encode()
+WRONG_TYPES = (
+    f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeInstancesResponse xmlns="{NS}">'
+    "<requestId>4ba4c2f1-0000-4000-8000-000000000000</requestId><reservationSet><item>"
+    "<reservationId>r-0123456789abcdef0</reservationId><instancesSet><item>"
+    "<instanceId><value>i-0123456789abcdef0</value></instanceId><instanceState>running</instanceState>"
+    "</item></instancesSet></item></reservationSet></DescribeInstancesResponse>"
+).encode()
 
 
 @dataclass
 class Rule:
     instance_type: str
-    subnets: frozenset[str] = frozenset()       # empty: any subnet
-    kind: str = ""                              # a fault kind, or "" for a capacity limit
-    count: int = 0                              # faults left
-    limit: int | None = None                    # instances that may still launch
+    subnets: frozenset[str] = frozenset()  # empty: any subnet
+    kind: str = ""  # a fault kind, or "" for a capacity limit
+    count: int = 0  # faults left
+    limit: int | None = None  # instances that may still launch
     launched: int = 0
 
     def matches(self, overrides: list[dict[str, str]]) -> bool:
-        return any(o.get("InstanceType") == self.instance_type and (not self.subnets or o.get("SubnetId") in self.subnets)
-                   for o in overrides)
+        return any(
+            o.get("InstanceType") == self.instance_type and (not self.subnets or o.get("SubnetId") in self.subnets)
+            for o in overrides
+        )
 
 
 @dataclass
@@ -101,11 +114,11 @@ class ProxyState:
     upstream: str
     latency: float = 0.0
     rules: list[Rule] = field(default_factory=list)
-    spot_prices: dict[str, float] = field(default_factory=dict)    # "<type> <zone name>" -> USD/h
+    spot_prices: dict[str, float] = field(default_factory=dict)  # "<type> <zone name>" -> USD/h
     default_price: float | None = None
-    interrupted: dict[str, float] = field(default_factory=dict)    # instance id -> when AWS took it back
-    broken: list[dict] = field(default_factory=list)               # "malformed 200" faults: {target (an action), ...}
-    on_demand: dict[str, float] = field(default_factory=dict)      # "<region> <type>" -> USD/h
+    interrupted: dict[str, float] = field(default_factory=dict)  # instance id -> when AWS took it back
+    broken: list[dict] = field(default_factory=list)  # "malformed 200" faults: {target (an action), ...}
+    on_demand: dict[str, float] = field(default_factory=dict)  # "<region> <type>" -> USD/h
     stats: dict[str, int] = field(default_factory=dict)
     #: (region, name) -> {"id", "strategy", "tags": {k: v}, "instances": [ids], "subnets": set of subnet ids}
     groups: dict[tuple[str, str], dict] = field(default_factory=dict)
@@ -139,13 +152,16 @@ def _overrides(params: dict[str, str]) -> list[dict[str, str]]:
 
 
 def error_xml(code: str, message: str) -> bytes:
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
-            f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID>"
-            "</Response>").encode()
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
+        f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID>"
+        "</Response>"
+    ).encode()
 
 
-def error_set(code: str, message: str, lifecycle: str, overrides: list[dict[str, str]],
-              template: tuple[str, str]) -> str:
+def error_set(
+    code: str, message: str, lifecycle: str, overrides: list[dict[str, str]], template: tuple[str, str]
+) -> str:
     """EC2's ``errorSet`` of an instant fleet; ``template`` is (``launchTemplateId``|``launchTemplateName``, value)."""
     field_, value = template
     items = []
@@ -158,17 +174,21 @@ def error_set(code: str, message: str, lifecycle: str, overrides: list[dict[str,
             f"<subnetId>{escape(o.get('SubnetId', ''))}</subnetId>"
             f"<weightedCapacity>{escape(o.get('WeightedCapacity', '1'))}</weightedCapacity>"
             f"</overrides></launchTemplateAndOverrides><lifecycle>{lifecycle}</lifecycle>"
-            f"<errorCode>{code}</errorCode><errorMessage>{escape(message)}</errorMessage></item>")
+            f"<errorCode>{code}</errorCode><errorMessage>{escape(message)}</errorMessage></item>"
+        )
     return "<errorSet>" + "".join(items) + "</errorSet>"
 
 
 def _group_xml(name: str, group: dict) -> str:
     """A ``PlacementGroup`` structure as EC2's query API writes it."""
-    tags = "".join(f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
-                   for k, v in sorted(group["tags"].items()))
-    return (f"<groupName>{escape(name)}</groupName><state>available</state>"
-            f"<strategy>{escape(group['strategy'])}</strategy><groupId>{group['id']}</groupId>"
-            f"<tagSet>{tags}</tagSet>")
+    tags = "".join(
+        f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>" for k, v in sorted(group["tags"].items())
+    )
+    return (
+        f"<groupName>{escape(name)}</groupName><state>available</state>"
+        f"<strategy>{escape(group['strategy'])}</strategy><groupId>{group['id']}</groupId>"
+        f"<tagSet>{tags}</tagSet>"
+    )
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -193,8 +213,10 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path.startswith("/_proxy/placement-groups"):
             with self.state.lock:
-                groups = {f"{r}/{n}": {"strategy": g["strategy"], "tags": g["tags"], "instances": g["instances"]}
-                          for (r, n), g in self.state.groups.items()}
+                groups = {
+                    f"{r}/{n}": {"strategy": g["strategy"], "tags": g["tags"], "instances": g["instances"]}
+                    for (r, n), g in self.state.groups.items()
+                }
             self._reply(200, json.dumps(groups).encode(), "application/json")
             return
         self._forward(b"")
@@ -275,8 +297,11 @@ class Handler(BaseHTTPRequestHandler):
         key = f"{itype.group(1) if itype else ''} {zone.group(1) if zone else ''}"
         with self.state.lock:
             price = self.state.spot_prices.get(key, self.state.default_price)
-        return item if price is None else re.sub(r"<spotPrice>[^<]*</spotPrice>", f"<spotPrice>{price:.6f}</spotPrice>",
-                                                 item)
+        return (
+            item
+            if price is None
+            else re.sub(r"<spotPrice>[^<]*</spotPrice>", f"<spotPrice>{price:.6f}</spotPrice>", item)
+        )
 
     def _count(self, action: str) -> None:
         with self.state.lock:
@@ -294,14 +319,38 @@ class Handler(BaseHTTPRequestHandler):
             if want.get("regionCode", region) != region or (types and itype not in types):
                 continue
             sku = uuid.uuid5(uuid.NAMESPACE_DNS, key).hex[:16].upper()
-            docs.append(json.dumps({
-                "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
-                    "instanceType": itype, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
-                    "capacitystatus": "Used", "preInstalledSw": "NA"}},
-                "serviceCode": "AmazonEC2",
-                "terms": {"OnDemand": {f"{sku}.JRTCKXETXF": {"priceDimensions": {f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
-                    "unit": "Hrs", "pricePerUnit": {"USD": f"{usd:.10f}"},
-                    "description": f"${usd} per On Demand Linux {itype} Instance Hour"}}}}}}))
+            docs.append(
+                json.dumps(
+                    {
+                        "product": {
+                            "productFamily": "Compute Instance",
+                            "sku": sku,
+                            "attributes": {
+                                "instanceType": itype,
+                                "regionCode": region,
+                                "operatingSystem": "Linux",
+                                "tenancy": "Shared",
+                                "capacitystatus": "Used",
+                                "preInstalledSw": "NA",
+                            },
+                        },
+                        "serviceCode": "AmazonEC2",
+                        "terms": {
+                            "OnDemand": {
+                                f"{sku}.JRTCKXETXF": {
+                                    "priceDimensions": {
+                                        f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
+                                            "unit": "Hrs",
+                                            "pricePerUnit": {"USD": f"{usd:.10f}"},
+                                            "description": f"${usd} per On Demand Linux {itype} Instance Hour",
+                                        }
+                                    }
+                                }
+                            }
+                        },
+                    }
+                )
+            )
         return {"FormatVersion": "aws_v1", "PriceList": docs}
 
     def _control(self, verb: str, data: dict) -> None:
@@ -310,11 +359,18 @@ class Handler(BaseHTTPRequestHandler):
             if verb == "reset":
                 _clear(st)
             elif verb == "fault":
-                st.rules.append(Rule(data["instance_type"], frozenset(data.get("subnets") or ()), data["kind"],
-                                     int(data.get("count", 1))))
+                st.rules.append(
+                    Rule(
+                        data["instance_type"],
+                        frozenset(data.get("subnets") or ()),
+                        data["kind"],
+                        int(data.get("count", 1)),
+                    )
+                )
             elif verb == "capacity":
-                st.rules.append(Rule(data["instance_type"], frozenset(data.get("subnets") or ()),
-                                     limit=int(data["limit"])))
+                st.rules.append(
+                    Rule(data["instance_type"], frozenset(data.get("subnets") or ()), limit=int(data["limit"]))
+                )
             elif verb == "prices":
                 st.spot_prices.update({k: float(v) for k, v in data.get("prices", {}).items()})
                 if data.get("default") is not None:
@@ -326,8 +382,13 @@ class Handler(BaseHTTPRequestHandler):
             elif verb == "latency":
                 st.latency = float(data["seconds"])
             elif verb == "malformed" and data.get("variant") in malformed.VARIANTS:
-                st.broken.append({"target": data.get("action", "DescribeInstances"), "variant": data["variant"],
-                                  "count": int(data.get("count", 1))})
+                st.broken.append(
+                    {
+                        "target": data.get("action", "DescribeInstances"),
+                        "variant": data["variant"],
+                        "count": int(data.get("count", 1)),
+                    }
+                )
             else:
                 self._reply(404, b'{"error": "unknown control"}', "application/json")
                 return
@@ -350,16 +411,28 @@ class Handler(BaseHTTPRequestHandler):
                     tags[value] = params.get(f"TagSpecification.{m.group(1)}.Tag.{m.group(2)}.Value", "")
             with st.lock:
                 if (region, name) in st.groups:
-                    self._reply(400, error_xml("InvalidPlacementGroup.Duplicate",
-                                               f"The placement group '{name}' already exists."))
+                    self._reply(
+                        400,
+                        error_xml("InvalidPlacementGroup.Duplicate", f"The placement group '{name}' already exists."),
+                    )
                     return
-                group = {"id": f"pg-{uuid.uuid4().hex[:17]}", "strategy": params.get("Strategy", "cluster"),
-                         "tags": tags, "instances": [], "subnets": set()}
+                group = {
+                    "id": f"pg-{uuid.uuid4().hex[:17]}",
+                    "strategy": params.get("Strategy", "cluster"),
+                    "tags": tags,
+                    "instances": [],
+                    "subnets": set(),
+                }
                 st.groups[(region, name)] = group
                 item = _group_xml(name, group)
-            self._reply(200, (f'<?xml version="1.0" encoding="UTF-8"?>\n<CreatePlacementGroupResponse xmlns="{NS}">'
-                              f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
-                              f"<placementGroup>{item}</placementGroup></CreatePlacementGroupResponse>").encode())
+            self._reply(
+                200,
+                (
+                    f'<?xml version="1.0" encoding="UTF-8"?>\n<CreatePlacementGroupResponse xmlns="{NS}">'
+                    f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
+                    f"<placementGroup>{item}</placementGroup></CreatePlacementGroupResponse>"
+                ).encode(),
+            )
             return
         if action == "DescribePlacementGroups":
             names = [v for k, v in sorted(params.items()) if re.fullmatch(r"GroupName\.\d+", k)]
@@ -367,13 +440,16 @@ class Handler(BaseHTTPRequestHandler):
             for key, value in params.items():
                 m = re.fullmatch(r"Filter\.(\d+)\.Name", key)
                 if m:
-                    filters[value] = {v for k, v in params.items()
-                                      if re.fullmatch(rf"Filter\.{m.group(1)}\.Value\.\d+", k)}
+                    filters[value] = {
+                        v for k, v in params.items() if re.fullmatch(rf"Filter\.{m.group(1)}\.Value\.\d+", k)
+                    }
             with st.lock:
                 missing = [n for n in names if (region, n) not in st.groups]
                 if missing:
-                    self._reply(400, error_xml("InvalidPlacementGroup.Unknown",
-                                               f"The Placement Group '{missing[0]}' is unknown."))
+                    self._reply(
+                        400,
+                        error_xml("InvalidPlacementGroup.Unknown", f"The Placement Group '{missing[0]}' is unknown."),
+                    )
                     return
                 items = []
                 for (r, name), group in sorted(st.groups.items()):
@@ -381,13 +457,19 @@ class Handler(BaseHTTPRequestHandler):
                         continue
                     if "group-name" in filters and name not in filters["group-name"]:
                         continue
-                    if any(f.startswith("tag:") and group["tags"].get(f[4:]) not in values
-                           for f, values in filters.items()):
+                    if any(
+                        f.startswith("tag:") and group["tags"].get(f[4:]) not in values for f, values in filters.items()
+                    ):
                         continue
                     items.append(f"<item>{_group_xml(name, group)}</item>")
-            self._reply(200, (f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribePlacementGroupsResponse xmlns="{NS}">'
-                              f"<requestId>{uuid.uuid4()}</requestId><placementGroupSet>{''.join(items)}"
-                              "</placementGroupSet></DescribePlacementGroupsResponse>").encode())
+            self._reply(
+                200,
+                (
+                    f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribePlacementGroupsResponse xmlns="{NS}">'
+                    f"<requestId>{uuid.uuid4()}</requestId><placementGroupSet>{''.join(items)}"
+                    "</placementGroupSet></DescribePlacementGroupsResponse>"
+                ).encode(),
+            )
             return
         name = params.get("GroupName", "")
         with st.lock:
@@ -397,21 +479,35 @@ class Handler(BaseHTTPRequestHandler):
             self._reply(400, error_xml("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown."))
             return
         if self._live(ids):
-            self._reply(400, error_xml("InvalidPlacementGroup.InUse",
-                                       f"The placement group '{name}' is in use and may not be deleted."))
+            self._reply(
+                400,
+                error_xml(
+                    "InvalidPlacementGroup.InUse", f"The placement group '{name}' is in use and may not be deleted."
+                ),
+            )
             return
         with st.lock:
             st.groups.pop((region, name), None)
-        self._reply(200, (f'<?xml version="1.0" encoding="UTF-8"?>\n<DeletePlacementGroupResponse xmlns="{NS}">'
-                          f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
-                          "</DeletePlacementGroupResponse>").encode())
+        self._reply(
+            200,
+            (
+                f'<?xml version="1.0" encoding="UTF-8"?>\n<DeletePlacementGroupResponse xmlns="{NS}">'
+                f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
+                "</DeletePlacementGroupResponse>"
+            ).encode(),
+        )
 
     def _live(self, ids: list[str]) -> bool:
         """Whether moto has any of ``ids`` in a state other than terminated."""
         if not ids:
             return False
-        body = urlencode({"Action": "DescribeInstances", "Version": "2016-11-15",
-                          **{f"InstanceId.{k + 1}": i for k, i in enumerate(ids)}}).encode()
+        body = urlencode(
+            {
+                "Action": "DescribeInstances",
+                "Version": "2016-11-15",
+                **{f"InstanceId.{k + 1}": i for k, i in enumerate(ids)},
+            }
+        ).encode()
         status, _, payload = self._upstream("POST", body)
         states = re.findall(r"<instanceState>\s*<code>\d+</code>\s*<name>([a-z-]+)</name>", payload.decode())
         return status != 200 or any(s != "terminated" for s in states)
@@ -429,8 +525,9 @@ class Handler(BaseHTTPRequestHandler):
                 return None, error_xml("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
             subnets = {o.get("SubnetId", "") for o in overrides}
             if group["subnets"] and not subnets <= group["subnets"]:
-                return None, error_xml("InvalidParameterCombination",
-                                       f"The placement group '{name}' holds instances of another zone.")
+                return None, error_xml(
+                    "InvalidParameterCombination", f"The placement group '{name}' holds instances of another zone."
+                )
         return (region, name), None
 
     def _joined(self, key: tuple[str, str] | None, overrides: list[dict[str, str]], body: bytes) -> None:
@@ -452,8 +549,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         lifecycle = params.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
         spec = "LaunchTemplateConfigs.1.LaunchTemplateSpecification."
-        template = (("launchTemplateId", params[spec + "LaunchTemplateId"]) if spec + "LaunchTemplateId" in params
-                    else ("launchTemplateName", params.get(spec + "LaunchTemplateName", "")))
+        template = (
+            ("launchTemplateId", params[spec + "LaunchTemplateId"])
+            if spec + "LaunchTemplateId" in params
+            else ("launchTemplateName", params.get(spec + "LaunchTemplateName", ""))
+        )
         total = int(params.get("TargetCapacitySpecification.TotalTargetCapacity", "0"))
         fault, limited = None, None
         with self.state.lock:
@@ -489,9 +589,11 @@ class Handler(BaseHTTPRequestHandler):
         errors = error_set(code, message, "spot" if lifecycle == "spot" else "on-demand", overrides, template)
         if allowed == 0:
             time.sleep(self.state.latency)
-            body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<CreateFleetResponse xmlns="{NS}">'
-                    f"<requestId>{uuid.uuid4()}</requestId><fleetId>fleet-{uuid.uuid4()}</fleetId>"
-                    f"{errors}<fleetInstanceSet/></CreateFleetResponse>").encode()
+            body = (
+                f'<?xml version="1.0" encoding="UTF-8"?>\n<CreateFleetResponse xmlns="{NS}">'
+                f"<requestId>{uuid.uuid4()}</requestId><fleetId>fleet-{uuid.uuid4()}</fleetId>"
+                f"{errors}<fleetInstanceSet/></CreateFleetResponse>"
+            ).encode()
             self._reply(200, body)
             return
         for key in ("TotalTargetCapacity", "SpotTargetCapacity", "OnDemandTargetCapacity"):
@@ -582,8 +684,10 @@ class Ec2Proxy:
     def placement_groups(self) -> dict[str, dict]:
         """``"region/name"`` -> the group's strategy, tags and the instances launched into it."""
         with self.state.lock:
-            return {f"{r}/{n}": {"strategy": g["strategy"], "tags": dict(g["tags"]), "instances": list(g["instances"])}
-                    for (r, n), g in self.state.groups.items()}
+            return {
+                f"{r}/{n}": {"strategy": g["strategy"], "tags": dict(g["tags"]), "instances": list(g["instances"])}
+                for (r, n), g in self.state.groups.items()
+            }
 
     def reset(self) -> None:
         with self.state.lock:

@@ -68,7 +68,7 @@ from urllib.parse import parse_qs, urlsplit
 
 try:
     import malformed
-except ImportError:          # imported as tests.fakes.gce_server (or fakes.gce_server)
+except ImportError:  # imported as tests.fakes.gce_server (or fakes.gce_server)
     from . import malformed
 
 API = "/compute/v1/projects/"
@@ -78,17 +78,27 @@ WRONG_TYPES = b'{"kind": "compute#instanceAggregatedList", "items": [{"instances
 
 #: Accelerator-carrying machine types: name -> (vCPUs, memory MiB, accelerator type, count).
 GPU_MACHINES: dict[str, tuple[int, int, str, int]] = {
-    "a2-highgpu-1g": (12, 87040, "nvidia-tesla-a100", 1), "a2-highgpu-2g": (24, 174080, "nvidia-tesla-a100", 2),
-    "a2-highgpu-4g": (48, 348160, "nvidia-tesla-a100", 4), "a2-highgpu-8g": (96, 696320, "nvidia-tesla-a100", 8),
-    "a2-ultragpu-1g": (12, 174080, "nvidia-a100-80gb", 1), "a2-ultragpu-8g": (96, 1392640, "nvidia-a100-80gb", 8),
-    "a3-highgpu-1g": (26, 239616, "nvidia-h100-80gb", 1), "a3-highgpu-8g": (208, 1916928, "nvidia-h100-80gb", 8),
-    "g2-standard-4": (4, 16384, "nvidia-l4", 1), "g2-standard-8": (8, 32768, "nvidia-l4", 1),
-    "g2-standard-24": (24, 98304, "nvidia-l4", 2), "g2-standard-48": (48, 196608, "nvidia-l4", 4),
+    "a2-highgpu-1g": (12, 87040, "nvidia-tesla-a100", 1),
+    "a2-highgpu-2g": (24, 174080, "nvidia-tesla-a100", 2),
+    "a2-highgpu-4g": (48, 348160, "nvidia-tesla-a100", 4),
+    "a2-highgpu-8g": (96, 696320, "nvidia-tesla-a100", 8),
+    "a2-ultragpu-1g": (12, 174080, "nvidia-a100-80gb", 1),
+    "a2-ultragpu-8g": (96, 1392640, "nvidia-a100-80gb", 8),
+    "a3-highgpu-1g": (26, 239616, "nvidia-h100-80gb", 1),
+    "a3-highgpu-8g": (208, 1916928, "nvidia-h100-80gb", 8),
+    "g2-standard-4": (4, 16384, "nvidia-l4", 1),
+    "g2-standard-8": (8, 32768, "nvidia-l4", 1),
+    "g2-standard-24": (24, 98304, "nvidia-l4", 2),
+    "g2-standard-48": (48, 196608, "nvidia-l4", 4),
     "g2-standard-96": (96, 393216, "nvidia-l4", 8),
 }
 PLAIN_MACHINES: dict[str, tuple[int, int]] = {
-    "n1-standard-4": (4, 15360), "n1-standard-8": (8, 30720), "n1-standard-16": (16, 61440),
-    "n1-standard-32": (32, 122880), "n1-standard-64": (64, 245760), "e2-standard-4": (4, 16384),
+    "n1-standard-4": (4, 15360),
+    "n1-standard-8": (8, 30720),
+    "n1-standard-16": (16, 61440),
+    "n1-standard-32": (32, 122880),
+    "n1-standard-64": (64, 245760),
+    "e2-standard-4": (4, 16384),
 }
 #: Attachable accelerator types -> most cards per VM.
 ATTACHABLE = {"nvidia-tesla-t4": 4, "nvidia-tesla-v100": 8, "nvidia-tesla-p100": 4, "nvidia-tesla-p4": 4}
@@ -111,11 +121,22 @@ WORLD: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 DEFAULT_GPU_QUOTA = 512
 #: Cloud Billing Catalog stand-in: hourly (on-demand, Spot) price per vCPU and GiB of each family
 #: and per GPU, the same in every region of the world (list prices of us-central1, rounded).
-FAMILY_PRICES = {"N1": ((0.031611, 0.00663), (0.004237, 0.000889)), "A2": ((0.031611, 0.01264), (0.004237, 0.0017)),
-                 "A3": ((0.0291, 0.01164), (0.0039, 0.00156)), "G2": ((0.024988, 0.0099), (0.002927, 0.00116))}
-GPU_PRICES = {"Tesla T4": (0.35, 0.14), "Tesla V100": (2.48, 0.992), "Tesla P100": (1.46, 0.584),
-              "Tesla P4": (0.6, 0.24), "Tesla A100": (2.933908, 1.1472), "A100 80GB": (3.92808, 1.5712),
-              "H100 80GB": (9.79629, 2.253), "L4": (0.560040, 0.2231)}
+FAMILY_PRICES = {
+    "N1": ((0.031611, 0.00663), (0.004237, 0.000889)),
+    "A2": ((0.031611, 0.01264), (0.004237, 0.0017)),
+    "A3": ((0.0291, 0.01164), (0.0039, 0.00156)),
+    "G2": ((0.024988, 0.0099), (0.002927, 0.00116)),
+}
+GPU_PRICES = {
+    "Tesla T4": (0.35, 0.14),
+    "Tesla V100": (2.48, 0.992),
+    "Tesla P100": (1.46, 0.584),
+    "Tesla P4": (0.6, 0.24),
+    "Tesla A100": (2.933908, 1.1472),
+    "A100 80GB": (3.92808, 1.5712),
+    "H100 80GB": (9.79629, 2.253),
+    "L4": (0.560040, 0.2231),
+}
 BILLING_SKUS = "/v1/services/6F81-5844-456A/skus"
 PREEMPTED = "compute.instances.preempted"
 DEFAULT_CPU_QUOTA = 100_000
@@ -152,8 +173,13 @@ class ApiError(Exception):
         self.status, self.reason, self.message, self.headers = status, reason, message, headers or {}
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"code": self.status, "message": self.message,
-                          "errors": [{"message": self.message, "domain": "global", "reason": self.reason}]}}
+        return {
+            "error": {
+                "code": self.status,
+                "message": self.message,
+                "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
+            }
+        }
 
 
 class Fault(Exception):
@@ -166,8 +192,10 @@ class Fault(Exception):
 
 def _filter_terms(text: str) -> list[tuple[str, str, str]]:
     """``labels.a = "x" AND (name != y)`` -> [(field, op, value)]; enough of GCE's filter syntax."""
-    return [(f, "=" if op in ("=", "eq") else "!=", v.strip('"'))
-            for f, op, v in re.findall(r'([\w.\-]+)\s*(=|!=|\beq\b|\bne\b)\s*("[^"]*"|[^\s)]+)', text or "")]
+    return [
+        (f, "=" if op in ("=", "eq") else "!=", v.strip('"'))
+        for f, op, v in re.findall(r'([\w.\-]+)\s*(=|!=|\beq\b|\bne\b)\s*("[^"]*"|[^\s)]+)', text or "")
+    ]
 
 
 def _field(inst: dict[str, Any], path: str) -> str | None:
@@ -205,7 +233,7 @@ class GceWorld:
             self.requests: dict[tuple[str, str], str] = {}
             self.capacity: dict[tuple[str, str, str], int] = {}
             self.faults: list[dict[str, Any]] = []
-            self.broken: list[dict[str, Any]] = []      # "malformed 200" faults: {target (a call), variant, count}
+            self.broken: list[dict[str, Any]] = []  # "malformed 200" faults: {target (a call), variant, count}
             self.quotas: dict[tuple[str, str], float] = {}
             #: (region, name) -> the resource policy as GCE answers it, plus ``_zone`` (a compact
             #: policy's zone once a VM uses it)
@@ -227,16 +255,24 @@ class GceWorld:
         caps = [n for (z, m, p), n in self.capacity.items() if z == zone and m in (machine, "*") and p in (model, "*")]
         if not caps:
             return None
-        used = sum(1 for i in self.instances[zone].values() if i["status"] != "TERMINATED"
-                   and i["_machine"] == machine and i["_model"] == model)
+        used = sum(
+            1
+            for i in self.instances[zone].values()
+            if i["status"] != "TERMINATED" and i["_machine"] == machine and i["_model"] == model
+        )
         return max(0, min(caps) - used)
 
     # ---- resource policies ------------------------------------------------------------------
     def policy_users(self, region: str, name: str) -> list[tuple[str, str]]:
         """(zone, VM name) of the live VMs that name policy ``name`` of ``region``."""
-        return [(z, i["name"]) for z, vms in self.instances.items() if region_of(z) == region
-                for i in vms.values() if i["status"] != "TERMINATED"
-                and any(p.rsplit("/", 1)[-1] == name for p in i.get("resourcePolicies") or [])]
+        return [
+            (z, i["name"])
+            for z, vms in self.instances.items()
+            if region_of(z) == region
+            for i in vms.values()
+            if i["status"] != "TERMINATED"
+            and any(p.rsplit("/", 1)[-1] == name for p in i.get("resourcePolicies") or [])
+        ]
 
     def check_policies(self, project: str, zone: str, refs: list[str], n: int) -> list[str]:
         """The policies a new VM names (URLs or names), checked as GCE does; their URLs."""
@@ -247,18 +283,28 @@ class GceWorld:
             m = re.search(r"regions/([a-z0-9-]+)/resourcePolicies/", ref)
             region = m.group(1) if m else region_of(zone)
             if region != region_of(zone):
-                raise ApiError(400, "invalid", f"Invalid value for field 'resource.resourcePolicies[0]': '{ref}'. "
-                               f"Resource policy must be in the same region as the instance ({region_of(zone)}).")
+                raise ApiError(
+                    400,
+                    "invalid",
+                    f"Invalid value for field 'resource.resourcePolicies[0]': '{ref}'. "
+                    f"Resource policy must be in the same region as the instance ({region_of(zone)}).",
+                )
             policy = self.policies.get((region, name))
             if policy is None:
-                raise ApiError(404, "notFound",
-                               f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' "
-                               "was not found")
+                raise ApiError(
+                    404,
+                    "notFound",
+                    f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' was not found",
+                )
             group = policy.get("groupPlacementPolicy")
             if group:
                 if policy.get("_zone") and policy["_zone"] != zone:
-                    raise ApiError(400, "invalid", f"Compact placement policy {name} already places VMs in zone "
-                                   f"{policy['_zone']}; a VM in {zone} cannot use it.")
+                    raise ApiError(
+                        400,
+                        "invalid",
+                        f"Compact placement policy {name} already places VMs in zone "
+                        f"{policy['_zone']}; a VM in {zone} cannot use it.",
+                    )
                 most = group.get("vmCount")
                 if most and len(self.policy_users(region, name)) + n > int(most):
                     raise ApiError(400, "invalid", f"Compact placement policy {name} allows at most {most} VMs.")
@@ -283,8 +329,9 @@ class GceWorld:
         used = self.usage(region)
         metrics = {"CPUS": DEFAULT_CPU_QUOTA}
         accels = {a for z in WORLD if region_of(z) == region for a in WORLD[z][1]}
-        accels |= {GPU_MACHINES[m][2] for z in WORLD if region_of(z) == region for m in machines_in(z)
-                   if m in GPU_MACHINES}
+        accels |= {
+            GPU_MACHINES[m][2] for z in WORLD if region_of(z) == region for m in machines_in(z) if m in GPU_MACHINES
+        }
         for acc in sorted(accels):
             for spot in (False, True):
                 metrics[quota_metric(acc, spot)] = DEFAULT_GPU_QUOTA
@@ -310,7 +357,7 @@ class Handler(BaseHTTPRequestHandler):
     world: GceWorld
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, fmt: str, *args: Any) -> None:   # quiet
+    def log_message(self, fmt: str, *args: Any) -> None:  # quiet
         pass
 
     def do_GET(self) -> None:
@@ -331,7 +378,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw) if raw else {}
             if url.path.startswith("/_fake/"):
-                status, answer = 200, self._control(method, url.path[len("/_fake/"):], body)
+                status, answer = 200, self._control(method, url.path[len("/_fake/") :], body)
             elif url.path == BILLING_SKUS and method == "GET":
                 self.call = "billing.skus"
                 status, answer = 200, self._skus(query)
@@ -359,16 +406,24 @@ class Handler(BaseHTTPRequestHandler):
             if path == "reset":
                 w.reset()
             elif path == "capacity":
-                w.capacity[(body["zone"], body.get("machineType", "*"), body.get("provisioningModel", "*"))] = \
-                    int(body["count"])
+                w.capacity[(body["zone"], body.get("machineType", "*"), body.get("provisioningModel", "*"))] = int(
+                    body["count"]
+                )
             elif path == "fault":
-                w.faults.append({k: body[k] for k in ("zone", "machineType") if k in body}
-                                | {"kind": body["kind"], "count": int(body.get("count", 1))})
+                w.faults.append(
+                    {k: body[k] for k in ("zone", "machineType") if k in body}
+                    | {"kind": body["kind"], "count": int(body.get("count", 1))}
+                )
             elif path == "malformed":
                 if body.get("variant") not in malformed.VARIANTS:
                     raise ApiError(400, "invalid", f"variant must be one of {', '.join(malformed.VARIANTS)}")
-                w.broken.append({"target": body.get("call", "instances.aggregatedList"), "variant": body["variant"],
-                                 "count": int(body.get("count", 1))})
+                w.broken.append(
+                    {
+                        "target": body.get("call", "instances.aggregatedList"),
+                        "variant": body["variant"],
+                        "count": int(body.get("count", 1)),
+                    }
+                )
             elif path == "quota":
                 w.quotas[(body["region"], body["metric"])] = float(body["limit"])
             elif path == "billing":
@@ -381,10 +436,12 @@ class Handler(BaseHTTPRequestHandler):
                 inst = w.instances[body["zone"]][body["name"]]
                 inst["_console"] = inst.get("_console", "") + str(body["text"])
             elif path == "foreign":
-                shape = self._shape(body["zone"], body.get("machineType", "n1-standard-4"),
-                                    {"onHostMaintenance": "TERMINATE"}, [])
-                inst = self._create(body.get("project", "fake"), body["zone"], body["name"], shape,
-                                    {"name": body["name"]})
+                shape = self._shape(
+                    body["zone"], body.get("machineType", "n1-standard-4"), {"onHostMaintenance": "TERMINATE"}, []
+                )
+                inst = self._create(
+                    body.get("project", "fake"), body["zone"], body["name"], shape, {"name": body["name"]}
+                )
                 return _public(inst)
             elif path == "stats":
                 return dict(w.calls)
@@ -392,8 +449,10 @@ class Handler(BaseHTTPRequestHandler):
                 live = [_public(i) for vms in w.instances.values() for i in vms.values()]
                 return {"instances": live, "ended": [_public(i) for i in w.ended]}
             elif path == "policies":
-                return {f"{r}/{n}": {**_public(p), "users": [f"{z}/{v}" for z, v in w.policy_users(r, n)]}
-                        for (r, n), p in w.policies.items()}
+                return {
+                    f"{r}/{n}": {**_public(p), "users": [f"{z}/{v}" for z, v in w.policy_users(r, n)]}
+                    for (r, n), p in w.policies.items()
+                }
             else:
                 raise ApiError(404, "notFound", f"no control endpoint {path}")
         return {"ok": True}
@@ -420,8 +479,10 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(503, "backendError", "The service is currently unavailable.")
         regions = sorted({region_of(z) for z in WORLD})
         rows = []
-        for (name, prices), group in [*((kv, "CPU") for kv in FAMILY_PRICES.items()),
-                                      *((kv, "GPU") for kv in GPU_PRICES.items())]:
+        for (name, prices), group in [
+            *((kv, "CPU") for kv in FAMILY_PRICES.items()),
+            *((kv, "GPU") for kv in GPU_PRICES.items()),
+        ]:
             parts = [("Core", prices[0]), ("Ram", prices[1])] if group == "CPU" else [("", prices)]
             for part, (on_demand, spot) in parts:
                 what = f"{name} Instance {part}" if group == "CPU" else f"Nvidia {name} GPU"
@@ -429,20 +490,47 @@ class Handler(BaseHTTPRequestHandler):
                     what = f"N1 Predefined Instance {part}"
                 for usage, price, prefix in (("OnDemand", on_demand, ""), ("Preemptible", spot, "Spot Preemptible ")):
                     units, nanos = int(price), round((price - int(price)) * 1e9)
-                    rows.append({"name": f"services/6F81-5844-456A/skus/{len(rows):04X}", "skuId": f"{len(rows):04X}",
-                                 "description": f"{prefix}{what} running in Americas",
-                                 "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
-                                              "resourceGroup": group, "usageType": usage},
-                                 "serviceRegions": regions,
-                                 "pricingInfo": [{"pricingExpression": {
-                                     "usageUnit": "GiBy.h" if part == "Ram" else "h",
-                                     "tieredRates": [{"startUsageAmount": 0, "unitPrice": {
-                                         "currencyCode": "USD", "units": str(units), "nanos": nanos}}]}}]})
-        rows.append({"description": "Commitment v1: Nvidia Tesla T4 GPU in Americas for 1 Year",
-                     "category": {"resourceFamily": "Compute", "usageType": "Commit1Yr"}, "serviceRegions": regions})
+                    rows.append(
+                        {
+                            "name": f"services/6F81-5844-456A/skus/{len(rows):04X}",
+                            "skuId": f"{len(rows):04X}",
+                            "description": f"{prefix}{what} running in Americas",
+                            "category": {
+                                "serviceDisplayName": "Compute Engine",
+                                "resourceFamily": "Compute",
+                                "resourceGroup": group,
+                                "usageType": usage,
+                            },
+                            "serviceRegions": regions,
+                            "pricingInfo": [
+                                {
+                                    "pricingExpression": {
+                                        "usageUnit": "GiBy.h" if part == "Ram" else "h",
+                                        "tieredRates": [
+                                            {
+                                                "startUsageAmount": 0,
+                                                "unitPrice": {
+                                                    "currencyCode": "USD",
+                                                    "units": str(units),
+                                                    "nanos": nanos,
+                                                },
+                                            }
+                                        ],
+                                    }
+                                }
+                            ],
+                        }
+                    )
+        rows.append(
+            {
+                "description": "Commitment v1: Nvidia Tesla T4 GPU in Americas for 1 Year",
+                "category": {"resourceFamily": "Compute", "usageType": "Commit1Yr"},
+                "serviceRegions": regions,
+            }
+        )
         size = int(query.get("pageSize") or 5000)
         start = int(query.get("pageToken") or 0)
-        out: dict[str, Any] = {"skus": rows[start:start + size]}
+        out: dict[str, Any] = {"skus": rows[start : start + size]}
         if start + size < len(rows):
             out["nextPageToken"] = str(start + size)
         return out
@@ -451,7 +539,7 @@ class Handler(BaseHTTPRequestHandler):
     def _api(self, method: str, path: str, query: dict[str, str], body: dict[str, Any]) -> Any:
         if not path.startswith(API):
             raise ApiError(404, "notFound", f"unknown path {path}")
-        parts = path[len(API):].split("/")
+        parts = path[len(API) :].split("/")
         project, rest = parts[0], parts[1:]
         w = self.world
         with w.lock:
@@ -466,12 +554,17 @@ class Handler(BaseHTTPRequestHandler):
                 return self._accelerator_types(project)
             if key == "operations.aggregatedList":
                 terms = _filter_terms(query.get("filter", ""))
-                items = {f"zones/{z}": {"operations": ops} for z in sorted(WORLD)
-                         if (ops := [op for op in w.operations[z].values() if matches(op, terms)])}
+                items = {
+                    f"zones/{z}": {"operations": ops}
+                    for z in sorted(WORLD)
+                    if (ops := [op for op in w.operations[z].values() if matches(op, terms)])
+                }
                 return {"kind": "compute#operationAggregatedList", "items": items}
             if key == "regions.list":
-                return {"kind": "compute#regionList", "items": [self._region(project, r) for r in
-                                                                 sorted({region_of(z) for z in WORLD})]}
+                return {
+                    "kind": "compute#regionList",
+                    "items": [self._region(project, r) for r in sorted({region_of(z) for z in WORLD})],
+                }
             if key == "regions.get":
                 return self._region(project, rest[1])
             if key == "resourcePolicies.aggregatedList":
@@ -495,8 +588,11 @@ class Handler(BaseHTTPRequestHandler):
             if key in ("instances.get", "instances.delete", "instances.getSerialPortOutput"):
                 inst = w.instances[zone].get(rest[3])
                 if inst is None:
-                    raise ApiError(404, "notFound",
-                                   f"The resource 'projects/{project}/zones/{zone}/instances/{rest[3]}' was not found")
+                    raise ApiError(
+                        404,
+                        "notFound",
+                        f"The resource 'projects/{project}/zones/{zone}/instances/{rest[3]}' was not found",
+                    )
                 if key == "instances.get":
                     return _public(inst)
                 if key == "instances.getSerialPortOutput":
@@ -509,8 +605,10 @@ class Handler(BaseHTTPRequestHandler):
                 return op
             if key == "zoneOperations.list":
                 terms = _filter_terms(query.get("filter", ""))
-                return {"kind": "compute#operationList",
-                        "items": [op for op in w.operations[zone].values() if matches(op, terms)]}
+                return {
+                    "kind": "compute#operationList",
+                    "items": [op for op in w.operations[zone].values() if matches(op, terms)],
+                }
         raise ApiError(404, "notFound", f"unknown path {path}")
 
     @staticmethod
@@ -521,10 +619,13 @@ class Handler(BaseHTTPRequestHandler):
             ("GET", "aggregated/machineTypes"): "machineTypes.aggregatedList",
             ("GET", "aggregated/acceleratorTypes"): "acceleratorTypes.aggregatedList",
             ("GET", "aggregated/operations"): "operations.aggregatedList",
-            ("GET", "regions"): "regions.list", ("GET", "regions/*"): "regions.get",
-            ("POST", "zones/*/instances"): "instances.insert", ("GET", "zones/*/instances"): "instances.list",
+            ("GET", "regions"): "regions.list",
+            ("GET", "regions/*"): "regions.get",
+            ("POST", "zones/*/instances"): "instances.insert",
+            ("GET", "zones/*/instances"): "instances.list",
             ("POST", "zones/*/instances/*"): "instances.bulkInsert",
-            ("GET", "zones/*/instances/*"): "instances.get", ("DELETE", "zones/*/instances/*"): "instances.delete",
+            ("GET", "zones/*/instances/*"): "instances.get",
+            ("DELETE", "zones/*/instances/*"): "instances.delete",
             ("GET", "zones/*/instances/*/serialPort"): "instances.getSerialPortOutput",
             ("GET", "zones/*/operations/*"): "zoneOperations.get",
             ("POST", "zones/*/operations/*/wait"): "zoneOperations.wait",
@@ -558,28 +659,45 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, "notFound", f"The resource 'operations/{rest[3]}' was not found")
             return op
         if key == "resourcePolicies.list":
-            return {"kind": "compute#resourcePolicyList",
-                    "items": [_public(p) for (r, _), p in sorted(w.policies.items()) if r == region]}
+            return {
+                "kind": "compute#resourcePolicyList",
+                "items": [_public(p) for (r, _), p in sorted(w.policies.items()) if r == region],
+            }
         if key == "resourcePolicies.insert":
             name = str(body.get("name") or "")
             if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
                 raise ApiError(400, "invalid", f"Invalid value for field 'resource.name': '{name}'.")
             group = body.get("groupPlacementPolicy")
-            if group is not None and group.get("collocation", "COLLOCATED") not in ("COLLOCATED",
-                                                                                     "UNSPECIFIED_COLLOCATION"):
-                raise ApiError(400, "invalid", "Invalid value for field "
-                               f"'resource.groupPlacementPolicy.collocation': '{group.get('collocation')}'.")
+            if group is not None and group.get("collocation", "COLLOCATED") not in (
+                "COLLOCATED",
+                "UNSPECIFIED_COLLOCATION",
+            ):
+                raise ApiError(
+                    400,
+                    "invalid",
+                    "Invalid value for field "
+                    f"'resource.groupPlacementPolicy.collocation': '{group.get('collocation')}'.",
+                )
             prior = w.requests.get((region, query.get("requestId", ""))) if query.get("requestId") else None
             if prior is not None:
                 return w.region_operations[prior]
             if (region, name) in w.policies:
-                raise ApiError(409, "alreadyExists",
-                               f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' "
-                               "already exists")
+                raise ApiError(
+                    409,
+                    "alreadyExists",
+                    f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' already exists",
+                )
             link = f"{BASE}{project}/regions/{region}/resourcePolicies/{name}"
-            policy = {"kind": "compute#resourcePolicy", "id": str(next(w.ids)), "name": name,
-                      "creationTimestamp": rfc3339(time.time()), "region": f"{BASE}{project}/regions/{region}",
-                      "description": str(body.get("description") or ""), "status": "READY", "selfLink": link}
+            policy = {
+                "kind": "compute#resourcePolicy",
+                "id": str(next(w.ids)),
+                "name": name,
+                "creationTimestamp": rfc3339(time.time()),
+                "region": f"{BASE}{project}/regions/{region}",
+                "description": str(body.get("description") or ""),
+                "status": "READY",
+                "selfLink": link,
+            }
             if group is not None:
                 policy["groupPlacementPolicy"] = dict(group)
             w.policies[(region, name)] = policy
@@ -587,15 +705,21 @@ class Handler(BaseHTTPRequestHandler):
         name = rest[3]
         policy = w.policies.get((region, name))
         if policy is None:
-            raise ApiError(404, "notFound",
-                           f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' was not found")
+            raise ApiError(
+                404,
+                "notFound",
+                f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' was not found",
+            )
         if key == "resourcePolicies.get":
             return _public(policy)
         users = w.policy_users(region, name)
         if users:
-            raise ApiError(400, "resourceInUseByAnotherResource",
-                           f"The resource_policy resource '{policy['selfLink']}' is already being used by "
-                           f"'projects/{project}/zones/{users[0][0]}/instances/{users[0][1]}'")
+            raise ApiError(
+                400,
+                "resourceInUseByAnotherResource",
+                f"The resource_policy resource '{policy['selfLink']}' is already being used by "
+                f"'projects/{project}/zones/{users[0][0]}/instances/{users[0][1]}'",
+            )
         del w.policies[(region, name)]
         return self._region_operation(project, region, "delete", policy["selfLink"], query.get("requestId", ""))
 
@@ -604,52 +728,83 @@ class Handler(BaseHTTPRequestHandler):
         ident = str(next(w.ids))
         now = time.time()
         name = f"operation-{int(now * 1000)}-{ident}"
-        op = {"kind": "compute#operation", "id": ident, "name": name, "operationType": kind, "targetLink": target,
-              "region": f"{BASE}{project}/regions/{region}", "status": "DONE", "progress": 100,
-              "insertTime": rfc3339(now), "startTime": rfc3339(now), "endTime": rfc3339(now),
-              "selfLink": f"{BASE}{project}/regions/{region}/operations/{name}"}
+        op = {
+            "kind": "compute#operation",
+            "id": ident,
+            "name": name,
+            "operationType": kind,
+            "targetLink": target,
+            "region": f"{BASE}{project}/regions/{region}",
+            "status": "DONE",
+            "progress": 100,
+            "insertTime": rfc3339(now),
+            "startTime": rfc3339(now),
+            "endTime": rfc3339(now),
+            "selfLink": f"{BASE}{project}/regions/{region}/operations/{name}",
+        }
         w.region_operations[name] = op
         if request_id:
             w.requests[(region, request_id)] = name
         return {**op, "status": "RUNNING", "progress": 0}
 
     # ---- launch ---------------------------------------------------------------------------
-    def _shape(self, zone: str, machine: str, scheduling: dict[str, Any], accelerators: list[dict[str, Any]]
-               ) -> dict[str, Any]:
+    def _shape(
+        self, zone: str, machine: str, scheduling: dict[str, Any], accelerators: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         """What a VM of this shape is, validated like GCE does; raises ApiError 400 otherwise."""
         machine = machine.rsplit("/", 1)[-1]
         offered = machines_in(zone)
         if machine not in offered:
-            raise ApiError(400, "invalid", f"Invalid value for field 'resource.machineType': '{machine}'. "
-                           f"Machine type with name '{machine}' does not exist in zone '{zone}'.")
+            raise ApiError(
+                400,
+                "invalid",
+                f"Invalid value for field 'resource.machineType': '{machine}'. "
+                f"Machine type with name '{machine}' does not exist in zone '{zone}'.",
+            )
         cpus, mem, accel, gpus = offered[machine]
         for acc in accelerators:
             kind = str(acc.get("acceleratorType", "")).rsplit("/", 1)[-1]
             count = int(acc.get("acceleratorCount", 0))
             if accel or kind not in WORLD[zone][1] or not 0 < count <= ATTACHABLE[kind]:
-                raise ApiError(400, "invalid", f"Invalid value for field 'resource.guestAccelerators': "
-                               f"'{kind}' x{count} cannot be attached to {machine} in zone '{zone}'.")
+                raise ApiError(
+                    400,
+                    "invalid",
+                    f"Invalid value for field 'resource.guestAccelerators': "
+                    f"'{kind}' x{count} cannot be attached to {machine} in zone '{zone}'.",
+                )
             accel, gpus = kind, count
         model = str(scheduling.get("provisioningModel") or "STANDARD")
         if model not in ("SPOT", "STANDARD"):
-            raise ApiError(400, "invalid",
-                           f"Invalid value for field 'resource.scheduling.provisioningModel': '{model}'.")
+            raise ApiError(
+                400, "invalid", f"Invalid value for field 'resource.scheduling.provisioningModel': '{model}'."
+            )
         if gpus and scheduling.get("onHostMaintenance", "MIGRATE") != "TERMINATE":
-            raise ApiError(400, "invalid", "Instances with guest accelerators do not support live migration "
-                           "(scheduling.onHostMaintenance must be TERMINATE).")
+            raise ApiError(
+                400,
+                "invalid",
+                "Instances with guest accelerators do not support live migration "
+                "(scheduling.onHostMaintenance must be TERMINATE).",
+            )
         return {"_machine": machine, "_cpus": cpus, "_mem": mem, "_accel": accel, "_gpus": gpus, "_model": model}
 
     def _front_fault(self, zone: str, machine: str) -> str | None:
         """Synchronous faults raise here; capacity-like ones are returned to fail the operation."""
         kind = self.world.take_fault(zone, machine)
         if kind == "throttle":
-            raise ApiError(429, "rateLimitExceeded", "Rate Limit Exceeded: Quota exceeded for quota metric "
-                           "'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com'.")
+            raise ApiError(
+                429,
+                "rateLimitExceeded",
+                "Rate Limit Exceeded: Quota exceeded for quota metric "
+                "'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com'.",
+            )
         if kind == "server-error":
             raise ApiError(503, "backendError", "Internal error. Please try again or contact Google Support.")
         if kind == "auth":
-            raise ApiError(403, "forbidden", "Required 'compute.instances.create' permission for "
-                           f"'projects/fake/zones/{zone}/instances'")
+            raise ApiError(
+                403,
+                "forbidden",
+                f"Required 'compute.instances.create' permission for 'projects/fake/zones/{zone}/instances'",
+            )
         if kind == "quota":
             raise ApiError(403, "quotaExceeded", f"Quota 'CPUS' exceeded.  Limit: 0.0 in region {region_of(zone)}.")
         return kind
@@ -667,12 +822,14 @@ class Handler(BaseHTTPRequestHandler):
         name = str(body.get("name") or "")
         if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
             raise ApiError(400, "invalid", f"Invalid value for field 'resource.name': '{name}'.")
-        shape = self._shape(zone, str(body.get("machineType", "")), body.get("scheduling") or {},
-                            body.get("guestAccelerators") or [])
+        shape = self._shape(
+            zone, str(body.get("machineType", "")), body.get("scheduling") or {}, body.get("guestAccelerators") or []
+        )
         kind = self._front_fault(zone, shape["_machine"])
         if name in self.world.instances[zone]:
-            raise ApiError(409, "alreadyExists",
-                           f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists")
+            raise ApiError(
+                409, "alreadyExists", f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists"
+            )
         policies = self.world.check_policies(project, zone, body.get("resourcePolicies") or [], 1)
         body = {**body, "resourcePolicies": policies} if policies else body
         now = time.time()
@@ -693,30 +850,33 @@ class Handler(BaseHTTPRequestHandler):
         if prior is not None:
             return prior
         props = body.get("instanceProperties") or {}
-        shape = self._shape(zone, str(props.get("machineType", "")), props.get("scheduling") or {},
-                            props.get("guestAccelerators") or [])
+        shape = self._shape(
+            zone, str(props.get("machineType", "")), props.get("scheduling") or {}, props.get("guestAccelerators") or []
+        )
         count = int(body.get("count") or 0)
         min_count = int(body.get("minCount") or count)
         names = list(body.get("perInstanceProperties") or {})
         pattern = body.get("namePattern") or ""
         if count < 1 or not 1 <= min_count <= count or (not names and "#" not in pattern):
-            raise ApiError(400, "invalid", "bulkInsert needs count >= minCount >= 1 and a namePattern or "
-                           "perInstanceProperties")
+            raise ApiError(
+                400, "invalid", "bulkInsert needs count >= minCount >= 1 and a namePattern or perInstanceProperties"
+            )
         kind = self._front_fault(zone, shape["_machine"])
         vms = self.world.instances[zone]
-        policies = self.world.check_policies(project, zone, props.get("resourcePolicies") or [],
-                                             len([n for n in names if n not in vms]) or count)
+        policies = self.world.check_policies(
+            project, zone, props.get("resourcePolicies") or [], len([n for n in names if n not in vms]) or count
+        )
         props = {**props, "resourcePolicies": policies} if policies else props
         wanted = [n for n in names if n not in vms][:count] if names else []
         if pattern:
             hashes = re.search(r"#+", pattern)
             assert hashes is not None
-            regex = re.escape(pattern[:hashes.start()]) + r"(\d+)" + re.escape(pattern[hashes.end():])
+            regex = re.escape(pattern[: hashes.start()]) + r"(\d+)" + re.escape(pattern[hashes.end() :])
             taken = [int(m.group(1)) for n in vms if (m := re.fullmatch(regex, n))]
             start = max(taken, default=0) + 1
             width = hashes.end() - hashes.start()
             while len(wanted) < count:
-                wanted.append(f"{pattern[:hashes.start()]}{start:0{width}d}{pattern[hashes.end():]}")
+                wanted.append(f"{pattern[: hashes.start()]}{start:0{width}d}{pattern[hashes.end() :]}")
                 start += 1
         existing = len(names) - len([n for n in names if n not in vms]) if names else 0
         now = time.time()
@@ -729,36 +889,63 @@ class Handler(BaseHTTPRequestHandler):
             cause = _fault_of("capacity", zone, shape["_machine"])
         try:
             if fit + existing < min_count:
-                errors = [{"code": "VM_MIN_COUNT_NOT_REACHED",
-                           "message": f"Requested minimum count of {min_count} VMs could not be created."}]
+                errors = [
+                    {
+                        "code": "VM_MIN_COUNT_NOT_REACHED",
+                        "message": f"Requested minimum count of {min_count} VMs could not be created.",
+                    }
+                ]
                 raise Fault(errors + (cause.errors if cause else []), 503, "SERVICE UNAVAILABLE")
             self.world.check_quota(zone, shape, fit)
         except Fault as fault:
-            return self._operation(project, zone, "bulkInsert", {"name": pattern or names[0]}, fault, now,
-                                   request_id, status={"createdVmCount": 0, "failedToCreateVmCount": len(wanted),
-                                                       "targetVmCount": count})
+            return self._operation(
+                project,
+                zone,
+                "bulkInsert",
+                {"name": pattern or names[0]},
+                fault,
+                now,
+                request_id,
+                status={"createdVmCount": 0, "failedToCreateVmCount": len(wanted), "targetVmCount": count},
+            )
         for name in wanted[:fit]:
             per = (body.get("perInstanceProperties") or {}).get(name) or {}
             self._create(project, zone, name, shape, {**props, **per, "name": name})
-        return self._operation(project, zone, "bulkInsert", {"name": pattern or names[0]}, None, now, request_id,
-                               status={"createdVmCount": fit, "failedToCreateVmCount": len(wanted) - fit,
-                                       "targetVmCount": count})
+        return self._operation(
+            project,
+            zone,
+            "bulkInsert",
+            {"name": pattern or names[0]},
+            None,
+            now,
+            request_id,
+            status={"createdVmCount": fit, "failedToCreateVmCount": len(wanted) - fit, "targetVmCount": count},
+        )
 
-    def _create(self, project: str, zone: str, name: str, shape: dict[str, Any], body: dict[str, Any]
-                ) -> dict[str, Any]:
+    def _create(
+        self, project: str, zone: str, name: str, shape: dict[str, Any], body: dict[str, Any]
+    ) -> dict[str, Any]:
         now = time.time()
         ident = str(next(self.world.ids))
         inst = {
-            "kind": "compute#instance", "id": ident, "name": name, "creationTimestamp": rfc3339(now),
+            "kind": "compute#instance",
+            "id": ident,
+            "name": name,
+            "creationTimestamp": rfc3339(now),
             "zone": f"{BASE}{project}/zones/{zone}",
             "machineType": f"{BASE}{project}/zones/{zone}/machineTypes/{shape['_machine']}",
-            "status": "RUNNING", "labels": dict(body.get("labels") or {}),
-            "metadata": {"kind": "compute#metadata", "fingerprint": "AAAA",
-                         "items": list((body.get("metadata") or {}).get("items") or [])},
+            "status": "RUNNING",
+            "labels": dict(body.get("labels") or {}),
+            "metadata": {
+                "kind": "compute#metadata",
+                "fingerprint": "AAAA",
+                "items": list((body.get("metadata") or {}).get("items") or []),
+            },
             "scheduling": dict(body.get("scheduling") or {}),
             "guestAccelerators": list(body.get("guestAccelerators") or []),
             "labelFingerprint": "42WmSpB8rSM=",
-            "selfLink": f"{BASE}{project}/zones/{zone}/instances/{name}", **shape,
+            "selfLink": f"{BASE}{project}/zones/{zone}/instances/{name}",
+            **shape,
         }
         if body.get("resourcePolicies"):
             inst["resourcePolicies"] = list(body["resourcePolicies"])
@@ -778,16 +965,32 @@ class Handler(BaseHTTPRequestHandler):
         self.world.ended.append(self.world.instances[zone].pop(inst["name"]))
         return self._operation(project, zone, "delete", inst, None, now, request_id)
 
-    def _operation(self, project: str, zone: str, kind: str, target: dict[str, Any], fault: Fault | None,
-                   now: float, request_id: str = "", status: dict[str, int] | None = None) -> dict[str, Any]:
+    def _operation(
+        self,
+        project: str,
+        zone: str,
+        kind: str,
+        target: dict[str, Any],
+        fault: Fault | None,
+        now: float,
+        request_id: str = "",
+        status: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
         ident = str(next(self.world.ids))
         name = f"operation-{int(now * 1000)}-{ident}"
         op: dict[str, Any] = {
-            "kind": "compute#operation", "id": ident, "name": name, "operationType": kind,
+            "kind": "compute#operation",
+            "id": ident,
+            "name": name,
+            "operationType": kind,
             "zone": f"{BASE}{project}/zones/{zone}",
             "targetLink": f"{BASE}{project}/zones/{zone}/instances/{target.get('name', '')}",
-            "status": "DONE", "progress": 100, "user": "fake@spotfleet.test",
-            "insertTime": rfc3339(now), "startTime": rfc3339(now), "endTime": rfc3339(time.time()),
+            "status": "DONE",
+            "progress": 100,
+            "user": "fake@spotfleet.test",
+            "insertTime": rfc3339(now),
+            "startTime": rfc3339(now),
+            "endTime": rfc3339(time.time()),
             "selfLink": f"{BASE}{project}/zones/{zone}/operations/{name}",
         }
         if "id" in target:
@@ -796,16 +999,29 @@ class Handler(BaseHTTPRequestHandler):
             op["error"] = {"errors": fault.errors}
             op["httpErrorStatusCode"], op["httpErrorMessage"] = fault.http_status, fault.http_message
         if status is not None:
-            op["instancesBulkInsertOperationMetadata"] = {"perLocationStatus": {
-                f"zones/{zone}": {**status, "status": "DONE" if fault is None else "FAILED", "deletedVmCount": 0}}}
+            op["instancesBulkInsertOperationMetadata"] = {
+                "perLocationStatus": {
+                    f"zones/{zone}": {**status, "status": "DONE" if fault is None else "FAILED", "deletedVmCount": 0}
+                }
+            }
         self.world.operations[zone][name] = op
         if request_id:
             self.world.requests[(zone, request_id)] = name
         if kind == PREEMPTED:
             return op
         # the call itself answers while the operation still runs: clients must wait for it
-        running = {k: v for k, v in op.items() if k not in ("error", "httpErrorStatusCode", "httpErrorMessage",
-                                                              "endTime", "instancesBulkInsertOperationMetadata")}
+        running = {
+            k: v
+            for k, v in op.items()
+            if k
+            not in (
+                "error",
+                "httpErrorStatusCode",
+                "httpErrorMessage",
+                "endTime",
+                "instancesBulkInsertOperationMetadata",
+            )
+        }
         return {**running, "status": "RUNNING", "progress": 0}
 
     # ---- lists ------------------------------------------------------------------------------
@@ -814,13 +1030,16 @@ class Handler(BaseHTTPRequestHandler):
         rows = [(z, _public(i)) for z in sorted(WORLD) for i in self.world.instances[z].values() if matches(i, terms)]
         size = int(query.get("maxResults") or 500)
         start = int(query.get("pageToken") or 0)
-        page = rows[start:start + size]
+        page = rows[start : start + size]
         items: dict[str, Any] = {}
         for zone, inst in page:
             items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(inst)
-        out: dict[str, Any] = {"kind": "compute#instanceAggregatedList",
-                               "id": f"projects/{project}/aggregated/instances",
-                               "items": items, "selfLink": f"{BASE}{project}/aggregated/instances"}
+        out: dict[str, Any] = {
+            "kind": "compute#instanceAggregatedList",
+            "id": f"projects/{project}/aggregated/instances",
+            "items": items,
+            "selfLink": f"{BASE}{project}/aggregated/instances",
+        }
         if start + size < len(rows):
             out["nextPageToken"] = str(start + size)
         return out
@@ -830,9 +1049,15 @@ class Handler(BaseHTTPRequestHandler):
         for zone in sorted(WORLD):
             rows = []
             for name, (cpus, mem, accel, gpus) in sorted(machines_in(zone).items()):
-                row: dict[str, Any] = {"kind": "compute#machineType", "id": str(abs(hash(name)) % 10**9),
-                                       "name": name, "guestCpus": cpus, "memoryMb": mem, "zone": zone,
-                                       "selfLink": f"{BASE}{project}/zones/{zone}/machineTypes/{name}"}
+                row: dict[str, Any] = {
+                    "kind": "compute#machineType",
+                    "id": str(abs(hash(name)) % 10**9),
+                    "name": name,
+                    "guestCpus": cpus,
+                    "memoryMb": mem,
+                    "zone": zone,
+                    "selfLink": f"{BASE}{project}/zones/{zone}/machineTypes/{name}",
+                }
                 if accel:
                     row["accelerators"] = [{"guestAcceleratorType": accel, "guestAcceleratorCount": gpus}]
                 rows.append(row)
@@ -842,9 +1067,18 @@ class Handler(BaseHTTPRequestHandler):
     def _accelerator_types(self, project: str) -> dict[str, Any]:
         items: dict[str, Any] = {}
         for zone in sorted(WORLD):
-            rows = [{"kind": "compute#acceleratorType", "id": str(abs(hash(name)) % 10**9), "name": name,
-                     "description": name, "maximumCardsPerInstance": most, "zone": f"{BASE}{project}/zones/{zone}"}
-                    for name, most in sorted(ATTACHABLE.items()) if name in WORLD[zone][1]]
+            rows = [
+                {
+                    "kind": "compute#acceleratorType",
+                    "id": str(abs(hash(name)) % 10**9),
+                    "name": name,
+                    "description": name,
+                    "maximumCardsPerInstance": most,
+                    "zone": f"{BASE}{project}/zones/{zone}",
+                }
+                for name, most in sorted(ATTACHABLE.items())
+                if name in WORLD[zone][1]
+            ]
             items[f"zones/{zone}"] = {"acceleratorTypes": rows}
         return {"kind": "compute#acceleratorTypeAggregatedList", "items": items}
 
@@ -852,20 +1086,36 @@ class Handler(BaseHTTPRequestHandler):
         zones = [z for z in sorted(WORLD) if region_of(z) == region]
         if not zones:
             raise ApiError(404, "notFound", f"The resource 'projects/{project}/regions/{region}' was not found")
-        return {"kind": "compute#region", "id": str(abs(hash(region)) % 10**9), "name": region, "status": "UP",
-                "zones": [f"{BASE}{project}/zones/{z}" for z in zones], "quotas": self.world.quota_list(region),
-                "selfLink": f"{BASE}{project}/regions/{region}"}
+        return {
+            "kind": "compute#region",
+            "id": str(abs(hash(region)) % 10**9),
+            "name": region,
+            "status": "UP",
+            "zones": [f"{BASE}{project}/zones/{z}" for z in zones],
+            "quotas": self.world.quota_list(region),
+            "selfLink": f"{BASE}{project}/regions/{region}",
+        }
 
 
 def _fault_of(kind: str, zone: str, machine: str) -> Fault:
     if kind == "quota-op":
         metric = "GPUS_ALL_REGIONS"
-        return Fault([{"code": "QUOTA_EXCEEDED", "message": f"Quota '{metric}' exceeded.  Limit: 0.0 globally."}],
-                     403, "FORBIDDEN")
-    return Fault([{"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
-                   "message": f"The zone 'projects/fake/zones/{zone}' does not have enough resources available "
-                              f"to fulfill the request.  Try a different zone, or try again later. ({machine})"}],
-                 503, "SERVICE UNAVAILABLE")
+        return Fault(
+            [{"code": "QUOTA_EXCEEDED", "message": f"Quota '{metric}' exceeded.  Limit: 0.0 globally."}],
+            403,
+            "FORBIDDEN",
+        )
+    return Fault(
+        [
+            {
+                "code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+                "message": f"The zone 'projects/fake/zones/{zone}' does not have enough resources available "
+                f"to fulfill the request.  Try a different zone, or try again later. ({machine})",
+            }
+        ],
+        503,
+        "SERVICE UNAVAILABLE",
+    )
 
 
 def _serial_port(project: str, zone: str, inst: dict[str, Any], query: dict[str, str]) -> dict[str, Any]:
@@ -874,14 +1124,24 @@ def _serial_port(project: str, zone: str, inst: dict[str, Any], query: dict[str,
     port = int(query.get("port", "1") or 1)
     if not 1 <= port <= 4:
         raise ApiError(400, "invalid", f"Invalid value for field 'port': '{port}'. Must be between 1 and 4.")
-    text = (f"[    0.000000] Linux version 6.8.0-gcp (fake)\n[    1.200000] {inst['name']} login:\n"
-            + inst.get("_console", "")) if port == 1 else ""
+    text = (
+        (
+            f"[    0.000000] Linux version 6.8.0-gcp (fake)\n[    1.200000] {inst['name']} login:\n"
+            + inst.get("_console", "")
+        )
+        if port == 1
+        else ""
+    )
     data = text.encode()
     start = int(query.get("start", "0") or 0)
     start = max(0, len(data) + start) if start < 0 else min(start, len(data))
-    return {"kind": "compute#serialPortOutput", "contents": data[start:].decode(errors="replace"),
-            "start": str(start), "next": str(len(data)),
-            "selfLink": f"{BASE}{project}/zones/{zone}/instances/{inst['name']}/serialPort"}
+    return {
+        "kind": "compute#serialPortOutput",
+        "contents": data[start:].decode(errors="replace"),
+        "start": str(start),
+        "next": str(len(data)),
+        "selfLink": f"{BASE}{project}/zones/{zone}/instances/{inst['name']}/serialPort",
+    }
 
 
 def _public(inst: dict[str, Any]) -> dict[str, Any]:
@@ -913,8 +1173,12 @@ def control(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
     import urllib.request
 
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{url}/_fake/{path}", data=data, method="GET" if body is None else "POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{url}/_fake/{path}",
+        data=data,
+        method="GET" if body is None else "POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())
 

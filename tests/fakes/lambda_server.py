@@ -68,7 +68,7 @@ from typing import Any
 try:
     import malformed
     from serving import BackgroundServer, JsonHandler, serve_main
-except ImportError:          # imported as tests.fakes.lambda_server
+except ImportError:  # imported as tests.fakes.lambda_server
     from . import malformed
     from .serving import BackgroundServer, JsonHandler, serve_main
 
@@ -76,57 +76,119 @@ API_KEY = "secret_fake-lambda_0123456789abcdef"
 
 #: ``PublicRegionCode`` of the reference (1.8.3), with the descriptions its examples use.
 REGIONS: dict[str, str] = {
-    "europe-central-1": "Germany", "asia-south-1": "India", "australia-east-1": "Australia",
-    "me-west-1": "Israel", "asia-northeast-1": "Tokyo, Japan", "asia-northeast-2": "Seoul, South Korea",
-    "us-east-1": "Virginia, USA", "us-west-2": "Arizona, USA", "us-west-1": "California, USA",
-    "us-south-1": "Texas, USA", "us-west-3": "Utah, USA", "us-midwest-1": "Illinois, USA",
-    "us-east-2": "Washington DC, USA", "us-south-2": "North Texas, USA", "us-south-3": "Central Texas, USA",
-    "us-east-3": "Virginia 2, USA", "us-midwest-2": "Ohio, USA",
+    "europe-central-1": "Germany",
+    "asia-south-1": "India",
+    "australia-east-1": "Australia",
+    "me-west-1": "Israel",
+    "asia-northeast-1": "Tokyo, Japan",
+    "asia-northeast-2": "Seoul, South Korea",
+    "us-east-1": "Virginia, USA",
+    "us-west-2": "Arizona, USA",
+    "us-west-1": "California, USA",
+    "us-south-1": "Texas, USA",
+    "us-west-3": "Utah, USA",
+    "us-midwest-1": "Illinois, USA",
+    "us-east-2": "Washington DC, USA",
+    "us-south-2": "North Texas, USA",
+    "us-south-3": "Central Texas, USA",
+    "us-east-3": "Virginia 2, USA",
+    "us-midwest-2": "Ohio, USA",
 }
 
 #: Instance types served when none are configured (prices as Lambda lists them, in cents/hour).
 SEED_TYPES: list[dict[str, Any]] = [
-    {"name": "gpu_1x_a10", "description": "1x A10 (24 GB PCIe)", "gpu_description": "A10 (24 GB PCIe)",
-     "price_cents_per_hour": 75, "specs": {"vcpus": 30, "memory_gib": 200, "storage_gib": 1400, "gpus": 1}},
-    {"name": "gpu_1x_h100_pcie", "description": "1x H100 (80 GB PCIe)", "gpu_description": "H100 (80 GB PCIe)",
-     "price_cents_per_hour": 249, "specs": {"vcpus": 26, "memory_gib": 200, "storage_gib": 1000, "gpus": 1}},
-    {"name": "gpu_8x_h100_sxm5", "description": "8x H100 (80 GB SXM5)", "gpu_description": "H100 (80 GB SXM5)",
-     "price_cents_per_hour": 2392, "specs": {"vcpus": 208, "memory_gib": 1800, "storage_gib": 24780, "gpus": 8}},
-    {"name": "gpu_1x_gh200", "description": "1x GH200 (96 GB)", "gpu_description": "GH200 (96 GB)",
-     "price_cents_per_hour": 149, "specs": {"vcpus": 64, "memory_gib": 432, "storage_gib": 4096, "gpus": 1}},
-    {"name": "gpu_8x_a100_80gb_sxm4", "description": "8x A100 (80 GB SXM4)",
-     "gpu_description": "A100 (80 GB SXM4)", "price_cents_per_hour": 1432,
-     "specs": {"vcpus": 240, "memory_gib": 1800, "storage_gib": 19500, "gpus": 8}},
+    {
+        "name": "gpu_1x_a10",
+        "description": "1x A10 (24 GB PCIe)",
+        "gpu_description": "A10 (24 GB PCIe)",
+        "price_cents_per_hour": 75,
+        "specs": {"vcpus": 30, "memory_gib": 200, "storage_gib": 1400, "gpus": 1},
+    },
+    {
+        "name": "gpu_1x_h100_pcie",
+        "description": "1x H100 (80 GB PCIe)",
+        "gpu_description": "H100 (80 GB PCIe)",
+        "price_cents_per_hour": 249,
+        "specs": {"vcpus": 26, "memory_gib": 200, "storage_gib": 1000, "gpus": 1},
+    },
+    {
+        "name": "gpu_8x_h100_sxm5",
+        "description": "8x H100 (80 GB SXM5)",
+        "gpu_description": "H100 (80 GB SXM5)",
+        "price_cents_per_hour": 2392,
+        "specs": {"vcpus": 208, "memory_gib": 1800, "storage_gib": 24780, "gpus": 8},
+    },
+    {
+        "name": "gpu_1x_gh200",
+        "description": "1x GH200 (96 GB)",
+        "gpu_description": "GH200 (96 GB)",
+        "price_cents_per_hour": 149,
+        "specs": {"vcpus": 64, "memory_gib": 432, "storage_gib": 4096, "gpus": 1},
+    },
+    {
+        "name": "gpu_8x_a100_80gb_sxm4",
+        "description": "8x A100 (80 GB SXM4)",
+        "gpu_description": "A100 (80 GB SXM4)",
+        "price_cents_per_hour": 1432,
+        "specs": {"vcpus": 240, "memory_gib": 1800, "storage_gib": 19500, "gpus": 8},
+    },
 ]
 
 #: (type, region) -> instances that pool can still take, when none is configured.
 SEED_CAPACITY: dict[str, int] = {
-    "gpu_1x_a10/us-east-1": 30, "gpu_1x_a10/us-west-1": 4, "gpu_1x_h100_pcie/us-west-3": 30,
-    "gpu_1x_h100_pcie/us-south-1": 2, "gpu_8x_h100_sxm5/us-east-3": 3, "gpu_1x_gh200/us-east-3": 30,
+    "gpu_1x_a10/us-east-1": 30,
+    "gpu_1x_a10/us-west-1": 4,
+    "gpu_1x_h100_pcie/us-west-3": 30,
+    "gpu_1x_h100_pcie/us-south-1": 2,
+    "gpu_8x_h100_sxm5/us-east-3": 3,
+    "gpu_1x_gh200/us-east-3": 30,
     "gpu_8x_a100_80gb_sxm4/europe-central-1": 1,
 }
 
-ERRORS: dict[str, tuple[int, str, str, str]] = {   # fault kind -> status, code, message, suggestion
+ERRORS: dict[str, tuple[int, str, str, str]] = {  # fault kind -> status, code, message, suggestion
     "throttle": (429, "global/too-many-requests", "Too many requests.", "Slow down and try again."),
-    "server-error": (500, "global/internal-error", "An internal server error occurred.",
-                     "Try again later. Contact Support if the problem persists."),
+    "server-error": (
+        500,
+        "global/internal-error",
+        "An internal server error occurred.",
+        "Try again later. Contact Support if the problem persists.",
+    ),
     "unavailable": (503, "provider/internal-unavailable", "Provider unavailable", "Try again shortly"),
-    "auth": (401, "global/invalid-api-key", "API key was invalid, expired, or deleted.",
-             "Check your API key or create a new one, then try again."),
-    "inactive": (403, "global/account-inactive", "Your account is inactive.",
-                 "Make sure you have verified your email address and have a valid payment method."),
+    "auth": (
+        401,
+        "global/invalid-api-key",
+        "API key was invalid, expired, or deleted.",
+        "Check your API key or create a new one, then try again.",
+    ),
+    "inactive": (
+        403,
+        "global/account-inactive",
+        "Your account is inactive.",
+        "Make sure you have verified your email address and have a valid payment method.",
+    ),
     "quota": (400, "global/quota-exceeded", "Quota exceeded.", "Contact Support to increase your quota."),
-    "capacity": (400, "instance-operations/launch/insufficient-capacity",
-                 "Not enough capacity to fulfill launch request.", "Try a different region or instance type."),
-    "hostile": (400, "global/invalid-parameters", "rejected request with Authorization: {authorization} (key {key})"
-                "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up", ""),
+    "capacity": (
+        400,
+        "instance-operations/launch/insufficient-capacity",
+        "Not enough capacity to fulfill launch request.",
+        "Try a different region or instance type.",
+    ),
+    "hostile": (
+        400,
+        "global/invalid-parameters",
+        "rejected request with Authorization: {authorization} (key {key})"
+        "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up",
+        "",
+    ),
 }
 
 #: The "wrong-types" malformed body per target: the answer's shape with a wrong type inside.
-WRONG_TYPES = {"list": b'{"data": {"id": "0920582c7ff041399e34823a0be62549", "status": "active"}}',
-               "types": b'{"data": [{"instance_type": "gpu_1x_a10"}]}',
-               "launch": b'{"data": {"instance_ids": "0920582c7ff041399e34823a0be62549"}}',
-               "keys": b'{"data": {"name": "spotfleet"}}'}
+WRONG_TYPES = {
+    "list": b'{"data": {"id": "0920582c7ff041399e34823a0be62549", "status": "active"}}',
+    "types": b'{"data": [{"instance_type": "gpu_1x_a10"}]}',
+    "launch": b'{"data": {"instance_ids": "0920582c7ff041399e34823a0be62549"}}',
+    "keys": b'{"data": {"name": "spotfleet"}}',
+}
 
 TAG_KEY = re.compile(r"^[a-z][a-z0-9-:]+$")
 HOSTNAME = re.compile(r"^[a-z0-9][0-9a-z-]{0,62}$")
@@ -178,28 +240,37 @@ class State:
 
     def row(self, inst: dict[str, Any]) -> dict[str, Any]:
         row = {k: v for k, v in inst.items() if not k.startswith("_")}
-        if inst["status"] == "booting":       # no address until the machine is up
+        if inst["status"] == "booting":  # no address until the machine is up
             row.pop("ip", None)
             row.pop("private_ip", None)
         return row
 
-    def make_instance(self, type_name: str, region: str, name: str | None, key: str,
-                      tags: list[dict[str, str]], body: dict[str, Any]) -> str:
+    def make_instance(
+        self, type_name: str, region: str, name: str | None, key: str, tags: list[dict[str, str]], body: dict[str, Any]
+    ) -> str:
         iid = secrets.token_hex(16)
         n = len(self.instances) + 2
         t = self.types[type_name]
         alive = {"available": True}
         self.instances[iid] = {
-            "id": iid, **({"name": name} if name is not None else {}), "ip": f"198.51.100.{n % 250}",
-            "private_ip": f"10.0.{n // 250}.{n % 250}", "status": "booting", "ssh_key_names": [key],
+            "id": iid,
+            **({"name": name} if name is not None else {}),
+            "ip": f"198.51.100.{n % 250}",
+            "private_ip": f"10.0.{n // 250}.{n % 250}",
+            "status": "booting",
+            "ssh_key_names": [key],
             "file_system_names": list(body.get("file_system_names") or []),
             "region": {"name": region, "description": REGIONS[region]},
-            "instance_type": dict(t), "hostname": body.get("hostname") or f"198-51-100-{n % 250}",
-            "jupyter_token": secrets.token_hex(16), "jupyter_url": f"https://jupyter-{iid}.lambdaspaces.com/",
+            "instance_type": dict(t),
+            "hostname": body.get("hostname") or f"198-51-100-{n % 250}",
+            "jupyter_token": secrets.token_hex(16),
+            "jupyter_url": f"https://jupyter-{iid}.lambdaspaces.com/",
             "is_reserved": False,
             "actions": {a: dict(alive) for a in ("migrate", "rebuild", "restart", "cold_reboot", "terminate")},
             "tags": [{"key": x["key"], "value": x["value"]} for x in tags],
-            "_launched": time.time(), "_ended": None, "_body": body,
+            "_launched": time.time(),
+            "_ended": None,
+            "_body": body,
         }
         return iid
 
@@ -208,7 +279,7 @@ def _basic_key(value: str) -> str:
     try:
         decoded = base64.b64decode(value, validate=True).decode()
     except (ValueError, UnicodeDecodeError):
-        return value                       # the reference also accepts the bare key after "Basic "
+        return value  # the reference also accepts the bare key after "Basic "
     return decoded[:-1] if decoded.endswith(":") else decoded
 
 
@@ -301,8 +372,10 @@ class Handler(JsonHandler):
         data = {}
         for name, t in self.state.types.items():
             regions = [r for r in REGIONS if self.state.capacity.get(f"{name}/{r}", 0) > 0]
-            data[name] = {"instance_type": dict(t),
-                          "regions_with_capacity_available": [{"name": r, "description": REGIONS[r]} for r in regions]}
+            data[name] = {
+                "instance_type": dict(t),
+                "regions_with_capacity_available": [{"name": r, "description": REGIONS[r]} for r in regions],
+            }
         self._ok(data, fault)
 
     def _launch(self, body: Any) -> None:
@@ -336,16 +409,32 @@ class Handler(JsonHandler):
             return self._invalid("Field 'user_data' must be plain text of at most 1MB.")
         tags = body.get("tags") or []
         if not isinstance(tags, list) or not all(
-                isinstance(t, dict) and isinstance(t.get("key"), str) and isinstance(t.get("value"), str)
-                and TAG_KEY.match(t["key"]) and len(t["key"]) <= 55 and len(t["value"]) <= 128 for t in tags):
-            return self._invalid("Field 'tags': each tag needs a key matching ^[a-z][a-z0-9-:]+$ (at most 55 "
-                                 "characters) and a value of at most 128 characters.")
+            isinstance(t, dict)
+            and isinstance(t.get("key"), str)
+            and isinstance(t.get("value"), str)
+            and TAG_KEY.match(t["key"])
+            and len(t["key"]) <= 55
+            and len(t["value"]) <= 128
+            for t in tags
+        ):
+            return self._invalid(
+                "Field 'tags': each tag needs a key matching ^[a-z][a-z0-9-:]+$ (at most 55 "
+                "characters) and a value of at most 128 characters."
+            )
         if type_name not in st.types:
-            return self._error(404, "global/object-does-not-exist", f"Instance type '{type_name}' does not exist.",
-                               "Choose an instance type from the list of available instance types.")
+            return self._error(
+                404,
+                "global/object-does-not-exist",
+                f"Instance type '{type_name}' does not exist.",
+                "Choose an instance type from the list of available instance types.",
+            )
         if not any(k["name"] == keys[0] for k in st.keys.values()):
-            return self._error(404, "global/object-does-not-exist", f"SSH key '{keys[0]}' does not exist.",
-                               "Add the SSH key to your account, or choose one of your SSH keys.")
+            return self._error(
+                404,
+                "global/object-does-not-exist",
+                f"SSH key '{keys[0]}' does not exist.",
+                "Add the SSH key to your account, or choose one of your SSH keys.",
+            )
         if fault is None or fault["kind"] != "malformed":
             if len(st.live()) + quantity > st.quota:
                 return self._fault({"kind": "quota"})
@@ -411,13 +500,19 @@ class Handler(JsonHandler):
         generated = public is None
         if generated:
             public = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA" + secrets.token_urlsafe(32) + " generated"
-        if not isinstance(public, str) or not 1 <= len(public) <= 4096 or \
-                public.split(" ", 1)[0] not in ("ssh-rsa", "ssh-ed25519", "ecdsa-sha2-nistp256"):
+        if (
+            not isinstance(public, str)
+            or not 1 <= len(public) <= 4096
+            or public.split(" ", 1)[0] not in ("ssh-rsa", "ssh-ed25519", "ecdsa-sha2-nistp256")
+        ):
             return self._invalid("Field 'public_key' is not a valid SSH public key.")
         key = {"id": secrets.token_hex(16), "name": name, "public_key": public}
         self.state.keys[key["id"]] = key
-        answer = {**key, "private_key": "-----BEGIN RSA PRIVATE KEY-----\nfake\n-----END RSA PRIVATE KEY-----\n"} \
-            if generated else key
+        answer = (
+            {**key, "private_key": "-----BEGIN RSA PRIVATE KEY-----\nfake\n-----END RSA PRIVATE KEY-----\n"}
+            if generated
+            else key
+        )
         self._ok(answer)
 
     def _delete_key(self, key_id: str) -> None:
@@ -443,9 +538,14 @@ class Handler(JsonHandler):
                 fault = {"target": "*", "count": 1, **body}
                 if fault["kind"] == "malformed":
                     if fault["target"] not in WRONG_TYPES or fault.get("variant") not in malformed.VARIANTS:
-                        return self._send(400, {"error": f"a malformed fault needs a target of "
-                                                f"{', '.join(WRONG_TYPES)} and a variant of "
-                                                f"{', '.join(malformed.VARIANTS)}"})
+                        return self._send(
+                            400,
+                            {
+                                "error": f"a malformed fault needs a target of "
+                                f"{', '.join(WRONG_TYPES)} and a variant of "
+                                f"{', '.join(malformed.VARIANTS)}"
+                            },
+                        )
                 elif fault["kind"] not in ERRORS:
                     return self._send(400, {"error": f"unknown fault {fault['kind']}"})
                 st.faults.append(fault)
@@ -458,9 +558,14 @@ class Handler(JsonHandler):
             if parts == ["foreign"]:
                 made = []
                 for _ in range(int(body.get("count", 1))):
-                    iid = st.make_instance(body.get("type", "gpu_1x_a10"), body.get("region", "us-east-1"),
-                                           body.get("name", "my-notebook"), "someone-elses-key",
-                                           body.get("tags", []), {})
+                    iid = st.make_instance(
+                        body.get("type", "gpu_1x_a10"),
+                        body.get("region", "us-east-1"),
+                        body.get("name", "my-notebook"),
+                        "someone-elses-key",
+                        body.get("tags", []),
+                        {},
+                    )
                     st.instances[iid]["status"] = "active"
                     made.append(iid)
                 return self._send(200, {"ids": made})

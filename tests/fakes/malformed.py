@@ -19,15 +19,17 @@ from __future__ import annotations
 
 VARIANTS = ("truncated", "html", "empty", "wrong-types")
 
-GATEWAY_PAGE = (b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
-                b"<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n")
+GATEWAY_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
+    b"<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"
+)
 
 
 def body(variant: str, real: bytes, wrong_types: bytes, content_type: str) -> tuple[bytes, str]:
     """The (body, content type) a fake sends for ``variant``; ``real`` is the answer it would
     have sent, ``wrong_types`` its vendor's shape with wrong types. ValueError for an unknown variant."""
     if variant == "truncated":
-        return real[:max(1, len(real) // 2)], content_type
+        return real[: max(1, len(real) // 2)], content_type
     if variant == "html":
         return GATEWAY_PAGE, "text/html"
     if variant == "empty":
@@ -35,7 +37,6 @@ def body(variant: str, real: bytes, wrong_types: bytes, content_type: str) -> tu
     if variant == "wrong-types":
         return wrong_types, content_type
     raise ValueError(f"unknown malformed variant {variant!r}: use one of {', '.join(VARIANTS)}")
-
 
 
 def take(faults: list[dict], target: str) -> str | None:

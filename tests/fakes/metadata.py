@@ -64,8 +64,13 @@ class FakeServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 url = urlsplit(self.path)
-                seen = Seen(self.command, url.path, {k: v[-1] for k, v in parse_qs(url.query).items()},
-                            {k.lower(): v for k, v in self.headers.items()}, body)
+                seen = Seen(
+                    self.command,
+                    url.path,
+                    {k: v[-1] for k, v in parse_qs(url.query).items()},
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
                 status, headers, data = fake._dispatch(seen)
                 try:
                     self.send_response(status)
@@ -210,9 +215,11 @@ class FakeImds(FakeServer):
             expiry = self.tokens.get(seen.headers.get("x-aws-ec2-metadata-token", ""), 0.0)
             if expiry <= time.time():
                 return _text(401, "Unauthorized")
-            doc = {"/latest/meta-data/spot/instance-action": self.instance_action,
-                   "/latest/meta-data/events/recommendations/rebalance": self.rebalance,
-                   "/latest/meta-data/instance-id": self.instance_id}.get(seen.path)
+            doc = {
+                "/latest/meta-data/spot/instance-action": self.instance_action,
+                "/latest/meta-data/events/recommendations/rebalance": self.rebalance,
+                "/latest/meta-data/instance-id": self.instance_id,
+            }.get(seen.path)
         if doc is None:
             return _text(404, "Not Found")
         return _text(200, doc) if isinstance(doc, str) else _json(200, doc)
@@ -272,10 +279,10 @@ class FakeAzure(FakeServer):
         self.incarnation = 1
         self.events: list[dict[str, Any]] = []
         self.acks: list[str] = []
-        self.identities: dict[str, str] = {}          # client id -> principal (object) id
+        self.identities: dict[str, str] = {}  # client id -> principal (object) id
         self.tenant = "00000000-0000-0000-0000-0000000a11ce"
         self.token_seconds = 3600
-        self.audience = ""                              # tokens for another audience, when set
+        self.audience = ""  # tokens for another audience, when set
 
     def __init__(self) -> None:
         super().__init__()
@@ -286,17 +293,26 @@ class FakeAzure(FakeServer):
         with self._lock:
             self.identities[client_id] = principal_id or str(uuid.uuid4())
 
-    def schedule(self, event_type: str = "Preempt", *, resources: list[str] | None = None,
-                 not_before_in: float = 30.0) -> str:
+    def schedule(
+        self, event_type: str = "Preempt", *, resources: list[str] | None = None, not_before_in: float = 30.0
+    ) -> str:
         """Publish a Scheduled event; returns its EventId."""
         event_id = str(uuid.uuid4()).upper()
         when = datetime.fromtimestamp(int(time.time() + not_before_in), tz=timezone.utc)
         with self._lock:
-            self.events.append({
-                "EventId": event_id, "EventType": event_type, "ResourceType": "VirtualMachine",
-                "Resources": [self.vm_name] if resources is None else resources, "EventStatus": "Scheduled",
-                "NotBefore": format_datetime(when, usegmt=True), "Description": "", "EventSource": "Platform",
-                "DurationInSeconds": -1})
+            self.events.append(
+                {
+                    "EventId": event_id,
+                    "EventType": event_type,
+                    "ResourceType": "VirtualMachine",
+                    "Resources": [self.vm_name] if resources is None else resources,
+                    "EventStatus": "Scheduled",
+                    "NotBefore": format_datetime(when, usegmt=True),
+                    "Description": "",
+                    "EventSource": "Platform",
+                    "DurationInSeconds": -1,
+                }
+            )
             self.incarnation += 1
             self._publish()
         return event_id
@@ -322,28 +338,52 @@ class FakeAzure(FakeServer):
         """A managed-identity token, in IMDS's wire format (string numbers, ``expires_on`` epoch)."""
         resource = query.get("resource", "")
         if not resource:
-            return _json(400, {"error": "invalid_request", "error_description": "Required query variable "
-                               "'resource' is missing"})
+            return _json(
+                400, {"error": "invalid_request", "error_description": "Required query variable 'resource' is missing"}
+            )
         client_id = query.get("client_id", "")
         if not self.identities or (client_id and client_id not in self.identities):
             return _json(400, {"error": "invalid_request", "error_description": "Identity not found"})
         if not client_id:
             if len(self.identities) > 1:
-                return _json(400, {"error": "invalid_request", "error_description": "Multiple user assigned "
-                                   "identities exist, please specify the clientId / resourceId of the identity "
-                                   "in the token request"})
+                return _json(
+                    400,
+                    {
+                        "error": "invalid_request",
+                        "error_description": "Multiple user assigned "
+                        "identities exist, please specify the clientId / resourceId of the identity "
+                        "in the token request",
+                    },
+                )
             client_id = next(iter(self.identities))
         now = int(time.time())
-        claims = {"aud": self.audience or resource.rstrip("/"), "iss": f"https://sts.windows.net/{self.tenant}/", "iat": now - 5,
-                  "nbf": now - 5, "exp": now + self.token_seconds, "appid": client_id,
-                  "oid": self.identities[client_id], "sub": self.identities[client_id], "tid": self.tenant,
-                  "xms_mirid": f"/subscriptions/x/resourcegroups/x/providers/Microsoft.ManagedIdentity/"
-                               f"userAssignedIdentities/{client_id}"}
+        claims = {
+            "aud": self.audience or resource.rstrip("/"),
+            "iss": f"https://sts.windows.net/{self.tenant}/",
+            "iat": now - 5,
+            "nbf": now - 5,
+            "exp": now + self.token_seconds,
+            "appid": client_id,
+            "oid": self.identities[client_id],
+            "sub": self.identities[client_id],
+            "tid": self.tenant,
+            "xms_mirid": f"/subscriptions/x/resourcegroups/x/providers/Microsoft.ManagedIdentity/"
+            f"userAssignedIdentities/{client_id}",
+        }
         token = ".".join(_b64url(json.dumps(part).encode()) for part in ({"typ": "JWT", "alg": "RS256"}, claims))
-        return _json(200, {"access_token": f"{token}.{_b64url(uuid.uuid4().bytes)}", "client_id": client_id,
-                           "expires_in": str(self.token_seconds), "expires_on": str(now + self.token_seconds),
-                           "ext_expires_in": str(self.token_seconds), "not_before": str(now - 5),
-                           "resource": resource, "token_type": "Bearer"})
+        return _json(
+            200,
+            {
+                "access_token": f"{token}.{_b64url(uuid.uuid4().bytes)}",
+                "client_id": client_id,
+                "expires_in": str(self.token_seconds),
+                "expires_on": str(now + self.token_seconds),
+                "ext_expires_in": str(self.token_seconds),
+                "not_before": str(now - 5),
+                "resource": resource,
+                "token_type": "Bearer",
+            },
+        )
 
     def _start(self, body: bytes) -> Answer:
         try:
@@ -370,9 +410,19 @@ class FakeVast(FakeServer):
         self._reset()
 
     def add_instance(self, instance_id: str, *, is_bid: bool = True) -> None:
-        row = {"id": int(instance_id), "label": "spotfleet", "is_bid": is_bid, "min_bid": 0.9, "dph_total": 1.1,
-               "actual_status": "running", "intended_status": "running", "cur_state": "running",
-               "next_state": "running", "status_msg": "success, running", "start_date": time.time()}
+        row = {
+            "id": int(instance_id),
+            "label": "spotfleet",
+            "is_bid": is_bid,
+            "min_bid": 0.9,
+            "dph_total": 1.1,
+            "actual_status": "running",
+            "intended_status": "running",
+            "cur_state": "running",
+            "next_state": "running",
+            "status_msg": "success, running",
+            "start_date": time.time(),
+        }
         with self._lock:
             self.instances[instance_id] = row
 
@@ -385,8 +435,13 @@ class FakeVast(FakeServer):
     def outbid(self, instance_id: str) -> None:
         """Outbid and stopped: cur_state == intended_status == next_state == "stopped"."""
         with self._lock:
-            self.instances[instance_id].update(intended_status="stopped", next_state="stopped", cur_state="stopped",
-                                               actual_status="exited", status_msg="outbid, stopped")
+            self.instances[instance_id].update(
+                intended_status="stopped",
+                next_state="stopped",
+                cur_state="stopped",
+                actual_status="exited",
+                status_msg="outbid, stopped",
+            )
             self._publish()
 
     def destroy(self, instance_id: str) -> None:
@@ -403,8 +458,9 @@ class FakeVast(FakeServer):
         with self._lock:
             row = self.instances.get(parts[3])
             if row is None:
-                return _json(404, {"success": False, "error": "no_such_instance",
-                                   "msg": f"Instance {parts[3]} not found."})
+                return _json(
+                    404, {"success": False, "error": "no_such_instance", "msg": f"Instance {parts[3]} not found."}
+                )
             return _json(200, {"instances": dict(row)})
 
 
@@ -412,8 +468,12 @@ class FakeOciImds(FakeServer):
     """OCI instance metadata v2: the instance document and its fields; nothing announces preemption."""
 
     def _reset(self) -> None:
-        self.instance = {"id": "ocid1.instance.oc1.iad.fakenode", "shape": "VM.GPU.A10.1",
-                         "availabilityDomain": "Uocm:US-ASHBURN-AD-1", "region": "iad"}
+        self.instance = {
+            "id": "ocid1.instance.oc1.iad.fakenode",
+            "shape": "VM.GPU.A10.1",
+            "availabilityDomain": "Uocm:US-ASHBURN-AD-1",
+            "region": "iad",
+        }
 
     def __init__(self) -> None:
         super().__init__()

@@ -62,7 +62,7 @@ from urllib.parse import parse_qs, urlsplit
 try:
     import malformed
     from serving import BackgroundServer, JsonHandler
-except ImportError:          # imported as tests.fakes.oci_server
+except ImportError:  # imported as tests.fakes.oci_server
     from . import malformed
     from .serving import BackgroundServer, JsonHandler
 
@@ -89,19 +89,31 @@ SHAPES: dict[str, dict[str, Any]] = {
 FAULTS = {
     "throttle": (429, "TooManyRequests", "Too many requests for the user"),
     "server-error": (500, "InternalServerError", "Internal server error"),
-    "auth": (401, "NotAuthenticated", "The required information to complete authentication was not provided "
-             "or was incorrect."),
+    "auth": (
+        401,
+        "NotAuthenticated",
+        "The required information to complete authentication was not provided or was incorrect.",
+    ),
     "capacity": (500, "InternalError", "Out of host capacity."),
-    "limit": (400, "LimitExceeded", "The following service limits were exceeded: gpu-count. Request a service "
-              "limit increase from the service limits page in the console."),
+    "limit": (
+        400,
+        "LimitExceeded",
+        "The following service limits were exceeded: gpu-count. Request a service "
+        "limit increase from the service limits page in the console.",
+    ),
     "quota": (400, "QuotaExceeded", "The following compartment quotas were exceeded: gpu-count."),
-    "hostile": (400, "InvalidParameter", "rejected request with Authorization: {authorization}"
-                "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up"),
+    "hostile": (
+        400,
+        "InvalidParameter",
+        "rejected request with Authorization: {authorization}\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up",
+    ),
 }
 
 #: The "wrong-types" malformed body per target: an object where the answer's list belongs.
-WRONG_TYPES = {"list": b'{"id": "ocid1.instance.oc1..x", "lifecycleState": 7, "freeformTags": "spotfleet"}',
-               "shapes": b'{"shape": "BM.GPU.H100.8", "gpus": "eight"}'}
+WRONG_TYPES = {
+    "list": b'{"id": "ocid1.instance.oc1..x", "lifecycleState": 7, "freeformTags": "spotfleet"}',
+    "shapes": b'{"shape": "BM.GPU.H100.8", "gpus": "eight"}',
+}
 
 #: Metadata is at most 32,000 bytes in all (LaunchInstanceDetails.metadata in the API reference).
 METADATA_LIMIT = 32_000
@@ -126,7 +138,7 @@ class State:
 
     def __init__(self, fingerprint: str = "") -> None:
         self.lock = threading.RLock()
-        self.fingerprint = fingerprint          # "" accepts any key of the fake's tenancy and user
+        self.fingerprint = fingerprint  # "" accepts any key of the fake's tenancy and user
         self.latency = 0.0
         self.boot_seconds = 0.0
         self.stop_seconds = 0.0
@@ -136,9 +148,9 @@ class State:
         with self.lock:
             self.instances: dict[str, dict[str, Any]] = {}
             self.order: list[str] = []
-            self.tokens: dict[str, tuple[str, str]] = {}      # retry token -> (body digest, instance id)
-            self.capacity: dict[tuple[str, str], int] = {}    # (ad, shape) -> most live instances it holds
-            self.limits: dict[str, int] = {}                  # shape -> live instances allowed
+            self.tokens: dict[str, tuple[str, str]] = {}  # retry token -> (body digest, instance id)
+            self.capacity: dict[tuple[str, str], int] = {}  # (ad, shape) -> most live instances it holds
+            self.limits: dict[str, int] = {}  # shape -> live instances allowed
             self.faults: list[dict[str, Any]] = []
             self.calls: dict[str, int] = {}
 
@@ -159,25 +171,43 @@ class State:
         return {k: v for k, v in inst.items() if not k.startswith("_")}
 
     def live(self, shape: str, ad: str = "") -> int:
-        return sum(1 for i in self.instances.values() if i["shape"] == shape and i["lifecycleState"] in LIVE
-                   and (not ad or i["availabilityDomain"] == ad))
+        return sum(
+            1
+            for i in self.instances.values()
+            if i["shape"] == shape and i["lifecycleState"] in LIVE and (not ad or i["availabilityDomain"] == ad)
+        )
 
     def new_instance(self, body: dict[str, Any], *, foreign: bool = False) -> dict[str, Any]:
         iid = f"ocid1.instance.oc1.iad.{uuid.uuid4().hex}"
         now = time.time()
         shape = SHAPES[body["shape"]]
         inst = {
-            "id": iid, "compartmentId": body.get("compartmentId", COMPARTMENT),
-            "availabilityDomain": body["availabilityDomain"], "faultDomain": "FAULT-DOMAIN-1",
-            "displayName": body.get("displayName") or f"instance-{iid[-8:]}", "region": "iad",
-            "shape": body["shape"], "lifecycleState": "RUNNING" if foreign else "PROVISIONING",
-            "timeCreated": rfc3339(now), "freeformTags": dict(body.get("freeformTags") or {}), "definedTags": {},
-            "metadata": dict(body.get("metadata") or {}), "imageId": (body.get("sourceDetails") or {}).get("imageId"),
+            "id": iid,
+            "compartmentId": body.get("compartmentId", COMPARTMENT),
+            "availabilityDomain": body["availabilityDomain"],
+            "faultDomain": "FAULT-DOMAIN-1",
+            "displayName": body.get("displayName") or f"instance-{iid[-8:]}",
+            "region": "iad",
+            "shape": body["shape"],
+            "lifecycleState": "RUNNING" if foreign else "PROVISIONING",
+            "timeCreated": rfc3339(now),
+            "freeformTags": dict(body.get("freeformTags") or {}),
+            "definedTags": {},
+            "metadata": dict(body.get("metadata") or {}),
+            "imageId": (body.get("sourceDetails") or {}).get("imageId"),
             "sourceDetails": body.get("sourceDetails") or {"sourceType": "image", "imageId": IMAGE},
-            "preemptibleInstanceConfig": body.get("preemptibleInstanceConfig"), "launchMode": "NATIVE",
-            "shapeConfig": {"ocpus": shape["ocpus"], "memoryInGBs": shape["memoryInGBs"], "gpus": shape["gpus"],
-                            "gpuDescription": shape["gpuDescription"]},
-            "_created": now, "_ended": None, "_body": body, "_preempted": False,
+            "preemptibleInstanceConfig": body.get("preemptibleInstanceConfig"),
+            "launchMode": "NATIVE",
+            "shapeConfig": {
+                "ocpus": shape["ocpus"],
+                "memoryInGBs": shape["memoryInGBs"],
+                "gpus": shape["gpus"],
+                "gpuDescription": shape["gpuDescription"],
+            },
+            "_created": now,
+            "_ended": None,
+            "_body": body,
+            "_preempted": False,
         }
         self.instances[iid] = inst
         self.order.append(iid)
@@ -206,12 +236,20 @@ class Handler(JsonHandler):
         auth = self.headers.get("Authorization") or ""
         found = _KEY_ID.search(auth)
         want = f"{TENANCY}/{USER}/"
-        ok = (auth.startswith("Signature ") and 'version="1"' in auth and "signature=" in auth
-              and found is not None and found.group(1).startswith(want)
-              and (not self.state.fingerprint or found.group(1) == want + self.state.fingerprint))
+        ok = (
+            auth.startswith("Signature ")
+            and 'version="1"' in auth
+            and "signature=" in auth
+            and found is not None
+            and found.group(1).startswith(want)
+            and (not self.state.fingerprint or found.group(1) == want + self.state.fingerprint)
+        )
         if not ok:
-            self._error(401, "NotAuthenticated", "The required information to complete authentication was not "
-                        "provided or was incorrect.")
+            self._error(
+                401,
+                "NotAuthenticated",
+                "The required information to complete authentication was not provided or was incorrect.",
+            )
         return ok
 
     def _route(self, method: str) -> None:
@@ -248,8 +286,13 @@ class Handler(JsonHandler):
         rest = parts[1:]
         if method == "GET" and rest == ["availabilityDomains"]:
             self._compartment(query)
-            return self._send(200, [{"name": ad, "id": f"ocid1.availabilitydomain.oc1..{i}",
-                                     "compartmentId": TENANCY} for i, ad in enumerate(ADS)])
+            return self._send(
+                200,
+                [
+                    {"name": ad, "id": f"ocid1.availabilitydomain.oc1..{i}", "compartmentId": TENANCY}
+                    for i, ad in enumerate(ADS)
+                ],
+            )
         if method == "GET" and rest == ["shapes"]:
             return self._shapes(query)
         if method == "POST" and rest == ["instances"]:
@@ -283,7 +326,7 @@ class Handler(JsonHandler):
             limit = max(1, min(1000, int(query.get("limit") or 100)))
         except ValueError:
             raise ApiError(400, "InvalidParameter", "page and limit must be numbers") from None
-        page = rows[start:start + limit]
+        page = rows[start : start + limit]
         headers = {"opc-next-page": str(start + limit)} if start + limit < len(rows) else {}
         self._send(200, page, headers, broken=broken)
 
@@ -295,9 +338,18 @@ class Handler(JsonHandler):
         ad = query.get("availabilityDomain")
         if ad and ad not in ADS:
             raise ApiError(400, "InvalidParameter", f"availabilityDomain {ad} is not valid")
-        rows = [{"shape": name, "processorDescription": "fake", "networkingBandwidthInGbps": 50.0,
-                 "isLiveMigrationSupported": name.startswith("VM."), "billingType": "PAID",
-                 "quotaNames": [f"{name.lower()}-count"], **shape} for name, shape in SHAPES.items()]
+        rows = [
+            {
+                "shape": name,
+                "processorDescription": "fake",
+                "networkingBandwidthInGbps": 50.0,
+                "isLiveMigrationSupported": name.startswith("VM."),
+                "billingType": "PAID",
+                "quotaNames": [f"{name.lower()}-count"],
+                **shape,
+            }
+            for name, shape in SHAPES.items()
+        ]
         self._page(rows, query, fault if fault is not None else None)
 
     def _launch(self, raw: bytes) -> None:
@@ -307,7 +359,9 @@ class Handler(JsonHandler):
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            raise ApiError(400, "CannotParseRequest", "Incorrectly formatted request. Please refer to the documentation.")
+            raise ApiError(
+                400, "CannotParseRequest", "Incorrectly formatted request. Please refer to the documentation."
+            )
         token = self.headers.get("opc-retry-token")
         digest = hashlib.sha256(raw).hexdigest()
         if token:
@@ -316,8 +370,11 @@ class Handler(JsonHandler):
             seen = st.tokens.get(token)
             if seen is not None:
                 if seen[0] != digest:
-                    raise ApiError(409, "IncorrectState", "The retry token was used in an earlier request with "
-                                   "different parameters.")
+                    raise ApiError(
+                        409,
+                        "IncorrectState",
+                        "The retry token was used in an earlier request with different parameters.",
+                    )
                 return self._send(200, st.advance(st.instances[seen[1]]))
         fault = st.take_fault(("launch",))
         if fault is not None:
@@ -345,9 +402,13 @@ class Handler(JsonHandler):
         if pre is not None:
             action = pre.get("preemptionAction") if isinstance(pre, dict) else None
             if not isinstance(action, dict) or action.get("type") != "TERMINATE":
-                raise ApiError(400, "InvalidParameter", "preemptibleInstanceConfig.preemptionAction.type must be TERMINATE")
+                raise ApiError(
+                    400, "InvalidParameter", "preemptibleInstanceConfig.preemptionAction.type must be TERMINATE"
+                )
             if body["shape"].startswith("BM."):
-                raise ApiError(400, "InvalidParameter", f"Preemptible capacity is not supported for shape {body['shape']}")
+                raise ApiError(
+                    400, "InvalidParameter", f"Preemptible capacity is not supported for shape {body['shape']}"
+                )
         meta = body.get("metadata") or {}
         if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
             raise ApiError(400, "InvalidParameter", "metadata values must be strings")
@@ -356,13 +417,21 @@ class Handler(JsonHandler):
         tags = body.get("freeformTags") or {}
         for key, value in tags.items() if isinstance(tags, dict) else [(None, None)]:
             if not isinstance(key, str) or not TAG_KEY.match(key) or not isinstance(value, str) or len(value) > 256:
-                raise ApiError(400, "InvalidParameter", f"freeform tag {key!r}: keys are 1-100 characters without "
-                               "spaces or periods, values strings of at most 256")
+                raise ApiError(
+                    400,
+                    "InvalidParameter",
+                    f"freeform tag {key!r}: keys are 1-100 characters without "
+                    "spaces or periods, values strings of at most 256",
+                )
         limit = st.limits.get(body["shape"])
         if limit is not None and st.live(body["shape"]) + 1 > limit:
-            raise ApiError(400, "LimitExceeded", f"The following service limits were exceeded: "
-                           f"{body['shape'].lower()}-count. Request a service limit increase from the service "
-                           "limits page in the console.")
+            raise ApiError(
+                400,
+                "LimitExceeded",
+                f"The following service limits were exceeded: "
+                f"{body['shape'].lower()}-count. Request a service limit increase from the service "
+                "limits page in the console.",
+            )
         cap = st.capacity.get((body["availabilityDomain"], body["shape"]))
         if cap is not None and st.live(body["shape"], body["availabilityDomain"]) >= cap:
             raise ApiError(500, "InternalError", "Out of host capacity.")
@@ -404,8 +473,12 @@ class Handler(JsonHandler):
                 fault = {"target": "*", "count": 1, **body}
                 if fault["kind"] == "malformed":
                     if fault["target"] not in WRONG_TYPES or fault.get("variant") not in malformed.VARIANTS:
-                        return self._error(400, "InvalidParameter", "a malformed fault needs target list|shapes and "
-                                           f"a variant of {', '.join(malformed.VARIANTS)}")
+                        return self._error(
+                            400,
+                            "InvalidParameter",
+                            "a malformed fault needs target list|shapes and "
+                            f"a variant of {', '.join(malformed.VARIANTS)}",
+                        )
                 elif fault["kind"] not in FAULTS:
                     return self._error(400, "InvalidParameter", f"unknown fault {fault['kind']}")
                 st.faults.append(fault)
@@ -420,10 +493,15 @@ class Handler(JsonHandler):
             if parts == ["foreign"]:
                 made = []
                 for _ in range(int(body.get("count", 1))):
-                    inst = st.new_instance({"shape": body.get("shape", "VM.GPU.A10.1"),
-                                            "availabilityDomain": body.get("ad", ADS[0]),
-                                            "displayName": body.get("displayName", "my-notebook"),
-                                            "freeformTags": body.get("freeformTags", {})}, foreign=True)
+                    inst = st.new_instance(
+                        {
+                            "shape": body.get("shape", "VM.GPU.A10.1"),
+                            "availabilityDomain": body.get("ad", ADS[0]),
+                            "displayName": body.get("displayName", "my-notebook"),
+                            "freeformTags": body.get("freeformTags", {}),
+                        },
+                        foreign=True,
+                    )
                     made.append(inst["id"])
                 return self._send(200, {"ids": made})
             if parts == ["config"]:
@@ -432,8 +510,10 @@ class Handler(JsonHandler):
                         setattr(st, key, float(body[key]))
                 return self._send(200, {"ok": True})
             if parts == ["instances"]:
-                rows = [{**st.advance(i), "preempted": i["_preempted"], "launch_body": i["_body"]}
-                        for i in st.instances.values()]
+                rows = [
+                    {**st.advance(i), "preempted": i["_preempted"], "launch_body": i["_body"]}
+                    for i in st.instances.values()
+                ]
                 return self._send(200, {"instances": rows})
             if parts == ["calls"]:
                 return self._send(200, {"calls": dict(st.calls), "total": sum(st.calls.values())})
@@ -455,17 +535,19 @@ class OciServer(BackgroundServer):
 
         folder.mkdir(parents=True, exist_ok=True)
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-        der = key.public_key().public_bytes(serialization.Encoding.DER,
-                                            serialization.PublicFormat.SubjectPublicKeyInfo)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        der = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
         digest = hashlib.md5(der).hexdigest()  # noqa: S324 (OCI's key fingerprint is an MD5 of the public key)
-        fingerprint = ":".join(digest[i:i + 2] for i in range(0, 32, 2))
+        fingerprint = ":".join(digest[i : i + 2] for i in range(0, 32, 2))
         (folder / "oci_api_key.pem").write_bytes(pem)
         (folder / "oci_api_key.pem").chmod(0o600)
         config = folder / "config"
-        config.write_text(f"[{profile}]\nuser={USER}\nfingerprint={fingerprint}\ntenancy={TENANCY}\n"
-                          f"region={REGION}\nkey_file={folder / 'oci_api_key.pem'}\n")
+        config.write_text(
+            f"[{profile}]\nuser={USER}\nfingerprint={fingerprint}\ntenancy={TENANCY}\n"
+            f"region={REGION}\nkey_file={folder / 'oci_api_key.pem'}\n"
+        )
         config.chmod(0o600)
         return {"SPOTFLEET_OCI_CONFIG": str(config), "SPOTFLEET_OCI_ENDPOINT": self.url}
 
@@ -477,8 +559,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every API answer")
     args = parser.parse_args()
     server = OciServer(args.port, args.host, args.latency)
-    print(f"fake OCI API on {server.url} (tenancy {TENANCY}, compartment {COMPARTMENT}, subnet {SUBNET}, "
-          f"image {IMAGE}); control API under /_control/", flush=True)
+    print(
+        f"fake OCI API on {server.url} (tenancy {TENANCY}, compartment {COMPARTMENT}, subnet {SUBNET}, "
+        f"image {IMAGE}); control API under /_control/",
+        flush=True,
+    )
     try:
         server.httpd.serve_forever()
     except KeyboardInterrupt:

@@ -54,31 +54,61 @@ from urllib.parse import parse_qs, urlsplit
 try:
     import malformed
     from serving import BackgroundServer, JsonHandler, serve_main
-except ImportError:          # imported as tests.fakes.runpod_server
+except ImportError:  # imported as tests.fakes.runpod_server
     from . import malformed
     from .serving import BackgroundServer, JsonHandler, serve_main
 
 API_KEY = "fake-runpod-key"
 CLOUDS = ("SECURE", "COMMUNITY")
-LEVELS = ((0, "NONE"), (2, "LOW"), (5, "MEDIUM"))       # free pods below the bound -> level; else HIGH
+LEVELS = ((0, "NONE"), (2, "LOW"), (5, "MEDIUM"))  # free pods below the bound -> level; else HIGH
 
 #: GPU types (ids as RunPod names them), per-GPU list prices per cloud, largest pod per cloud.
 SEED_GPUS: list[dict[str, Any]] = [
-    {"id": "NVIDIA H100 80GB HBM3", "name": "H100 SXM", "memory": 80, "price": {"secure": 2.99, "community": 2.69},
-     "maxCount": {"secure": 8, "community": 8}},
-    {"id": "NVIDIA H100 PCIe", "name": "H100 PCIe", "memory": 80, "price": {"secure": 2.39, "community": 1.99},
-     "maxCount": {"secure": 8, "community": 4}},
-    {"id": "NVIDIA H200", "name": "H200 SXM", "memory": 141, "price": {"secure": 3.99, "community": 3.59},
-     "maxCount": {"secure": 8, "community": 0}},
-    {"id": "NVIDIA A100-SXM4-80GB", "name": "A100 SXM", "memory": 80, "price": {"secure": 1.89, "community": 1.39},
-     "maxCount": {"secure": 8, "community": 8}},
-    {"id": "NVIDIA GeForce RTX 4090", "name": "RTX 4090", "memory": 24, "price": {"secure": 0.69, "community": 0.34},
-     "maxCount": {"secure": 8, "community": 4}},
+    {
+        "id": "NVIDIA H100 80GB HBM3",
+        "name": "H100 SXM",
+        "memory": 80,
+        "price": {"secure": 2.99, "community": 2.69},
+        "maxCount": {"secure": 8, "community": 8},
+    },
+    {
+        "id": "NVIDIA H100 PCIe",
+        "name": "H100 PCIe",
+        "memory": 80,
+        "price": {"secure": 2.39, "community": 1.99},
+        "maxCount": {"secure": 8, "community": 4},
+    },
+    {
+        "id": "NVIDIA H200",
+        "name": "H200 SXM",
+        "memory": 141,
+        "price": {"secure": 3.99, "community": 3.59},
+        "maxCount": {"secure": 8, "community": 0},
+    },
+    {
+        "id": "NVIDIA A100-SXM4-80GB",
+        "name": "A100 SXM",
+        "memory": 80,
+        "price": {"secure": 1.89, "community": 1.39},
+        "maxCount": {"secure": 8, "community": 8},
+    },
+    {
+        "id": "NVIDIA GeForce RTX 4090",
+        "name": "RTX 4090",
+        "memory": 24,
+        "price": {"secure": 0.69, "community": 0.34},
+        "maxCount": {"secure": 8, "community": 4},
+    },
 ]
 #: Data centers: id -> continental region (DataCenterRegion).
-SEED_DATACENTERS = {"US-KS-2": "NORTH_AMERICA", "US-TX-3": "NORTH_AMERICA", "CA-MTL-1": "NORTH_AMERICA",
-                    "EU-RO-1": "EUROPE", "EUR-IS-1": "EUROPE"}
-DEFAULT_FREE = 6             # pods each (GPU, data center, cloud) can place unless told otherwise
+SEED_DATACENTERS = {
+    "US-KS-2": "NORTH_AMERICA",
+    "US-TX-3": "NORTH_AMERICA",
+    "CA-MTL-1": "NORTH_AMERICA",
+    "EU-RO-1": "EUROPE",
+    "EUR-IS-1": "EUROPE",
+}
+DEFAULT_FREE = 6  # pods each (GPU, data center, cloud) can place unless told otherwise
 
 FAULTS = {
     "throttle": (429, "Too Many Requests", "rate limit exceeded for window 10s; retry after the indicated delay"),
@@ -86,15 +116,24 @@ FAULTS = {
     "auth": (401, "Unauthorized", "invalid or expired API key"),
     "balance": (402, "Payment Required", "insufficient balance to deploy this pod"),
     "forbidden": (403, "Forbidden", "access denied"),
-    "capacity": (400, "Bad Request",
-                 "There are no instances available with the requested specifications. Please try again later."),
+    "capacity": (
+        400,
+        "Bad Request",
+        "There are no instances available with the requested specifications. Please try again later.",
+    ),
     # a hostile or careless gateway: it echoes the request's Authorization header, sets the terminal
     # title, clears the screen and forges a line of spotfleet's own output
-    "hostile": (400, "Bad Request", "rejected request with Authorization: {authorization} (key {key})"
-                "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up"),
+    "hostile": (
+        400,
+        "Bad Request",
+        "rejected request with Authorization: {authorization} (key {key})"
+        "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up",
+    ),
 }
-WRONG_TYPES = {"list": b'{"pods": {"id": "abc123", "name": "spotfleet"}}',
-               "catalog": b'{"gpus": {"id": "NVIDIA H200", "price": "cheap"}}'}
+WRONG_TYPES = {
+    "list": b'{"pods": {"id": "abc123", "name": "spotfleet"}}',
+    "catalog": b'{"gpus": {"id": "NVIDIA H200", "price": "cheap"}}',
+}
 
 
 def _level(free: int) -> str:
@@ -115,9 +154,16 @@ class State:
 
     def reset(self) -> None:
         with self.lock:
-            self.gpus = {g["id"]: {**g, "manufacturer": "AMD" if "AMD" in g["id"] else "NVIDIA", "pool": None,
-                                   "secure": g["maxCount"]["secure"] > 0, "community": g["maxCount"]["community"] > 0}
-                         for g in SEED_GPUS}
+            self.gpus = {
+                g["id"]: {
+                    **g,
+                    "manufacturer": "AMD" if "AMD" in g["id"] else "NVIDIA",
+                    "pool": None,
+                    "secure": g["maxCount"]["secure"] > 0,
+                    "community": g["maxCount"]["community"] > 0,
+                }
+                for g in SEED_GPUS
+            }
             self.datacenters = dict(SEED_DATACENTERS)
             self.free: dict[tuple[str, str, str], int] = {}
             self.pods: dict[str, dict[str, Any]] = {}
@@ -129,8 +175,15 @@ class State:
     def stock(self, gpu: str, dc: str, cloud: str) -> int:
         if self.gpus[gpu]["maxCount"][cloud.lower()] == 0:
             return 0
-        used = sum(1 for p in self.pods.values() if not p["_gone"] and p["gpu"]["id"] == gpu
-                   and p["dataCenterId"] == dc and p["cloud"] == cloud and p["status"] != "EXITED")
+        used = sum(
+            1
+            for p in self.pods.values()
+            if not p["_gone"]
+            and p["gpu"]["id"] == gpu
+            and p["dataCenterId"] == dc
+            and p["cloud"] == cloud
+            and p["status"] != "EXITED"
+        )
         return max(0, self.free.get((gpu, dc, cloud), DEFAULT_FREE) - used)
 
     def take_fault(self, targets: tuple[str, ...]) -> dict[str, Any] | None:
@@ -152,10 +205,24 @@ class State:
         running = pod["status"] == "RUNNING"
         row = {k: v for k, v in pod.items() if not k.startswith("_")}
         row["actions"] = {"RUNNING": ["stop", "restart", "terminate"], "EXITED": ["start", "terminate"]}.get(
-            pod["status"], ["terminate"])
+            pod["status"], ["terminate"]
+        )
         row["cost"] = pod["_rate"] if pod["status"] not in ("EXITED", "TERMINATED") else 0.0
-        row["runtime"] = {"uptime": int(age), "ports": [{"private": 22, "public": 30000 + pod["_n"], "type": "tcp",
-                                                       "ip": f"203.0.113.{pod['_n'] % 250 + 1}"}]} if running else None
+        row["runtime"] = (
+            {
+                "uptime": int(age),
+                "ports": [
+                    {
+                        "private": 22,
+                        "public": 30000 + pod["_n"],
+                        "type": "tcp",
+                        "ip": f"203.0.113.{pod['_n'] % 250 + 1}",
+                    }
+                ],
+            }
+            if running
+            else None
+        )
         return row
 
 
@@ -171,8 +238,14 @@ class Handler(JsonHandler):
     def _headers(self) -> dict[str, str]:
         return {"RateLimit": '"user";r=99;t=10', "RateLimit-Policy": '"user";q=100;w=10'}
 
-    def _problem(self, status: int, title: str, detail: str, errors: list[str] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def _problem(
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        errors: list[str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         body: dict[str, Any] = {"title": title, "status": status, "detail": detail}
         if errors:
             body["errors"] = errors
@@ -217,9 +290,22 @@ class Handler(JsonHandler):
             if parts == ["v2", "catalog", "gpus"] and method == "GET":
                 return self._catalog(query)
             if parts == ["v2", "catalog", "datacenters"] and method == "GET":
-                return self._send(200, {"dataCenters": [
-                    {"id": dc, "name": dc, "region": region, "globalNetwork": False, "networkVolumeTypes": [],
-                     "compliance": []} for dc, region in sorted(self.state.datacenters.items())]})
+                return self._send(
+                    200,
+                    {
+                        "dataCenters": [
+                            {
+                                "id": dc,
+                                "name": dc,
+                                "region": region,
+                                "globalNetwork": False,
+                                "networkVolumeTypes": [],
+                                "compliance": [],
+                            }
+                            for dc, region in sorted(self.state.datacenters.items())
+                        ]
+                    },
+                )
             if parts == ["v2", "pods"] and method == "GET":
                 return self._list()
             if parts == ["v2", "pods"] and method == "POST":
@@ -241,12 +327,14 @@ class Handler(JsonHandler):
             return self._fault(fault)
         include, product = query.get("include"), query.get("product")
         if bool(include) != bool(product):
-            return self._problem(400, "Bad Request", "product is required with include=AVAILABILITY, "
-                                 "and valid only with it")
+            return self._problem(
+                400, "Bad Request", "product is required with include=AVAILABILITY, and valid only with it"
+            )
         cloud = query.get("cloud", "SECURE")
         if cloud not in CLOUDS:
-            return self._problem(422, "Unprocessable Entity", "validation failed",
-                                 [f"cloud: must be one of {', '.join(CLOUDS)}"])
+            return self._problem(
+                422, "Unprocessable Entity", "validation failed", [f"cloud: must be one of {', '.join(CLOUDS)}"]
+            )
         try:
             count = int(query.get("count", "1"))
         except ValueError:
@@ -255,12 +343,18 @@ class Handler(JsonHandler):
         for gpu in st.gpus.values():
             row = {k: v for k, v in gpu.items()}
             if include:
-                dcs = [] if count > gpu["maxCount"][cloud.lower()] else [
-                    {"id": dc, "name": dc, "availability": _level(st.stock(gpu["id"], dc, cloud))}
-                    for dc in sorted(st.datacenters)]
+                dcs = (
+                    []
+                    if count > gpu["maxCount"][cloud.lower()]
+                    else [
+                        {"id": dc, "name": dc, "availability": _level(st.stock(gpu["id"], dc, cloud))}
+                        for dc in sorted(st.datacenters)
+                    ]
+                )
                 dcs = [d for d in dcs if d["availability"] != "NONE"]
-                row["availability"] = max((d["availability"] for d in dcs),
-                                          key=["NONE", "LOW", "MEDIUM", "HIGH"].index, default="NONE")
+                row["availability"] = max(
+                    (d["availability"] for d in dcs), key=["NONE", "LOW", "MEDIUM", "HIGH"].index, default="NONE"
+                )
                 if dcs:
                     row["dataCenters"] = dcs
             rows.append(row)
@@ -303,9 +397,27 @@ class Handler(JsonHandler):
         env = body.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             errors.append("env: must map names to strings")
-        unknown = sorted(set(body) - {"name", "image", "gpu", "cpu", "cloud", "dataCenterIds", "env", "args", "disk",
-                                      "ports", "registry", "mounts", "globalNetworking", "startSsh", "startJupyter",
-                                      "templateId"})
+        unknown = sorted(
+            set(body)
+            - {
+                "name",
+                "image",
+                "gpu",
+                "cpu",
+                "cloud",
+                "dataCenterIds",
+                "env",
+                "args",
+                "disk",
+                "ports",
+                "registry",
+                "mounts",
+                "globalNetworking",
+                "startSsh",
+                "startJupyter",
+                "templateId",
+            }
+        )
         errors += [f"{k}: unknown property" for k in unknown]
         if errors:
             return self._problem(422, "Unprocessable Entity", "validation failed", errors)
@@ -315,8 +427,11 @@ class Handler(JsonHandler):
         if info is None:
             return self._problem(400, "Bad Request", f"GPU type {gpu['id']} is not a valid GPU type id")
         if count > info["maxCount"][cloud.lower()]:
-            return self._problem(400, "Bad Request", f"{count} x {gpu['id']} exceeds the largest {cloud} pod "
-                                 f"({info['maxCount'][cloud.lower()]})")
+            return self._problem(
+                400,
+                "Bad Request",
+                f"{count} x {gpu['id']} exceeds the largest {cloud} pod ({info['maxCount'][cloud.lower()]})",
+            )
         wanted = body.get("dataCenterIds") or sorted(st.datacenters)
         bad = [dc for dc in wanted if dc not in st.datacenters]
         if bad:
@@ -329,15 +444,39 @@ class Handler(JsonHandler):
         now = time.time()
         rate = round(float(info["price"][cloud.lower()]) * count, 6)
         st.pods[pod_id] = {
-            "id": pod_id, "name": body["name"], "image": body["image"], "args": body.get("args", ""),
-            "disk": body.get("disk", 20), "ports": body.get("ports", []), "env": dict(env), "registry": None,
-            "status": "PROVISIONING", "mounts": body.get("mounts", {}), "gpu": {"id": gpu["id"], "count": count},
-            "cloud": cloud, "dataCenterId": placed, "cudaVersion": "12.8",
-            "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{pod_id}-64411eb2",
-                              "command": f"ssh {pod_id}-64411eb2@ssh.runpod.io"}, "direct": None},
-            "template": None, "locked": False, "globalNetworking": {"enabled": False},
-            "createdAt": _iso(now), "startedAt": None,
-            "_created": now, "_rate": rate, "_gone": False, "_body": body, "_n": st.next_id,
+            "id": pod_id,
+            "name": body["name"],
+            "image": body["image"],
+            "args": body.get("args", ""),
+            "disk": body.get("disk", 20),
+            "ports": body.get("ports", []),
+            "env": dict(env),
+            "registry": None,
+            "status": "PROVISIONING",
+            "mounts": body.get("mounts", {}),
+            "gpu": {"id": gpu["id"], "count": count},
+            "cloud": cloud,
+            "dataCenterId": placed,
+            "cudaVersion": "12.8",
+            "ssh": {
+                "proxy": {
+                    "host": "ssh.runpod.io",
+                    "port": 22,
+                    "username": f"{pod_id}-64411eb2",
+                    "command": f"ssh {pod_id}-64411eb2@ssh.runpod.io",
+                },
+                "direct": None,
+            },
+            "template": None,
+            "locked": False,
+            "globalNetworking": {"enabled": False},
+            "createdAt": _iso(now),
+            "startedAt": None,
+            "_created": now,
+            "_rate": rate,
+            "_gone": False,
+            "_body": body,
+            "_n": st.next_id,
         }
         self._send(201, st.view(st.pods[pod_id]))
 
@@ -353,8 +492,12 @@ class Handler(JsonHandler):
         pod = self.state.pods.get(pod_id)
         action = body.get("action")
         if action not in ("start", "stop", "restart", "terminate") or set(body) != {"action"}:
-            return self._problem(422, "Unprocessable Entity", "validation failed",
-                                 ["action: must be one of start, stop, restart, terminate"])
+            return self._problem(
+                422,
+                "Unprocessable Entity",
+                "validation failed",
+                ["action: must be one of start, stop, restart, terminate"],
+            )
         if pod is None or pod["_gone"]:
             return self._problem(404, "Not Found", "The requested Pod does not exist.")
         if action == "terminate":
@@ -381,8 +524,12 @@ class Handler(JsonHandler):
                 fault = {"target": "*", "count": 1, **body}
                 if fault["kind"] == "malformed":
                     if fault["target"] not in WRONG_TYPES or fault.get("variant") not in malformed.VARIANTS:
-                        return self._problem(400, "Bad Request", "a malformed fault needs target list|catalog and a "
-                                             f"variant of {', '.join(malformed.VARIANTS)}")
+                        return self._problem(
+                            400,
+                            "Bad Request",
+                            "a malformed fault needs target list|catalog and a "
+                            f"variant of {', '.join(malformed.VARIANTS)}",
+                        )
                 elif fault["kind"] not in FAULTS:
                     return self._problem(400, "Bad Request", f"unknown fault {fault['kind']}")
                 st.faults.append(fault)
@@ -401,13 +548,32 @@ class Handler(JsonHandler):
                     pod_id = f"rp{st.next_id:08d}"
                     st.next_id += 1
                     st.pods[pod_id] = {
-                        "id": pod_id, "name": body.get("name", "my-notebook"), "image": "runpod/pytorch", "args": "",
-                        "disk": 20, "ports": [], "env": {}, "registry": None, "status": "RUNNING", "mounts": {},
-                        "gpu": {"id": body.get("gpu", "NVIDIA GeForce RTX 4090"), "count": 1}, "cloud": "COMMUNITY",
-                        "dataCenterId": "US-KS-2", "cudaVersion": "12.8", "ssh": {"proxy": None, "direct": None},
-                        "template": None, "locked": False, "globalNetworking": {"enabled": False},
-                        "createdAt": _iso(time.time()), "startedAt": _iso(time.time()), "_created": time.time(),
-                        "_rate": 0.34, "_gone": False, "_body": {}, "_n": st.next_id}
+                        "id": pod_id,
+                        "name": body.get("name", "my-notebook"),
+                        "image": "runpod/pytorch",
+                        "args": "",
+                        "disk": 20,
+                        "ports": [],
+                        "env": {},
+                        "registry": None,
+                        "status": "RUNNING",
+                        "mounts": {},
+                        "gpu": {"id": body.get("gpu", "NVIDIA GeForce RTX 4090"), "count": 1},
+                        "cloud": "COMMUNITY",
+                        "dataCenterId": "US-KS-2",
+                        "cudaVersion": "12.8",
+                        "ssh": {"proxy": None, "direct": None},
+                        "template": None,
+                        "locked": False,
+                        "globalNetworking": {"enabled": False},
+                        "createdAt": _iso(time.time()),
+                        "startedAt": _iso(time.time()),
+                        "_created": time.time(),
+                        "_rate": 0.34,
+                        "_gone": False,
+                        "_body": {},
+                        "_n": st.next_id,
+                    }
                     made.append(pod_id)
                 return self._send(200, {"ids": made})
             if parts == ["config"]:

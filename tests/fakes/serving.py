@@ -18,7 +18,7 @@ from typing import Any
 
 try:
     import malformed
-except ImportError:          # imported as tests.fakes.serving
+except ImportError:  # imported as tests.fakes.serving
     from . import malformed
 
 
@@ -47,11 +47,17 @@ class JsonHandler(BaseHTTPRequestHandler):
     def _headers(self) -> dict[str, str]:
         return {}
 
-    def _send(self, status: int, data: Any = None, headers: dict[str, str] | None = None,
-              broken: dict[str, Any] | None = None, ctype: str = "application/json") -> None:
+    def _send(
+        self,
+        status: int,
+        data: Any = None,
+        headers: dict[str, str] | None = None,
+        broken: dict[str, Any] | None = None,
+        ctype: str = "application/json",
+    ) -> None:
         """``data`` as JSON (``None``: no body, as for a 204), with ``headers`` after ``_headers()``."""
         raw = json.dumps(data).encode() if data is not None else b""
-        if broken is not None:       # a "malformed" fault: this body instead of the real one
+        if broken is not None:  # a "malformed" fault: this body instead of the real one
             raw, ctype = malformed.body(broken["variant"], raw, self.WRONG_TYPES[broken["target"]], ctype)
         self.send_response(status)
         if raw:

@@ -40,7 +40,7 @@ class Emulator:
     """A running emulator: its URI scheme, client environment, and how to make a bucket."""
 
     name: str
-    scheme: str                           # "s3", "gs", "az"
+    scheme: str  # "s3", "gs", "az"
     env: dict[str, str]
     make_bucket: Callable[[str], None]
     stop: Callable[[], None]
@@ -69,7 +69,7 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = 
             urllib.request.urlopen(url, timeout=1).close()
             return
         except urllib.error.HTTPError:
-            return                       # it answered (Azurite says 400 to a bare GET)
+            return  # it answered (Azurite says 400 to a bare GET)
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"emulator did not answer {url} within {timeout:.0f} s")
@@ -94,13 +94,23 @@ def _require_moto() -> None:
 
 
 def _moto(name: str, url: str, stop: Callable[[], None]) -> Emulator:
-    env = {"AWS_ENDPOINT_URL_S3": url, "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        "AWS_ENDPOINT_URL_S3": url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
 
     def make_bucket(bucket: str) -> None:
         import boto3
-        boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+
+        boto3.client(
+            "s3",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_bucket(Bucket=bucket)
 
     return Emulator(name, "s3", env, make_bucket, stop)
 
@@ -110,7 +120,7 @@ def start_moto() -> Emulator:
     _require_moto()
     from moto.server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)     # one access-log line per request
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -121,10 +131,12 @@ def start_moto_process() -> Emulator:
     """moto's S3 server in a child process (benchmarks: it then does not share our GIL)."""
     _require_moto()
     port = free_port()
-    code = ("import logging, threading; logging.getLogger('werkzeug').setLevel(logging.ERROR);"
-            "from moto.server import ThreadedMotoServer;"
-            f"ThreadedMotoServer(ip_address='127.0.0.1', port={port}, verbose=False).start();"
-            "threading.Event().wait()")
+    code = (
+        "import logging, threading; logging.getLogger('werkzeug').setLevel(logging.ERROR);"
+        "from moto.server import ThreadedMotoServer;"
+        f"ThreadedMotoServer(ip_address='127.0.0.1', port={port}, verbose=False).start();"
+        "threading.Event().wait()"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -152,9 +164,25 @@ def start_fake_gcs() -> Emulator:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # the wrapper's own launcher pipes stderr without reading it; run the binary directly and quietly
-    proc = subprocess.Popen([str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
-                             "-backend", "memory", "-external-url", url, "-log-level", "error"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-backend",
+            "memory",
+            "-external-url",
+            url,
+            "-log-level",
+            "error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_http(f"{url}/storage/v1/b", 15, proc)
     except RuntimeError:
@@ -162,13 +190,21 @@ def start_fake_gcs() -> Emulator:
         raise
 
     def make_bucket(name: str) -> None:
-        req = urllib.request.Request(f"{url}/storage/v1/b?project=test", method="POST",
-                                     data=f'{{"name": "{name}"}}'.encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{url}/storage/v1/b?project=test",
+            method="POST",
+            data=f'{{"name": "{name}"}}'.encode(),
+            headers={"Content-Type": "application/json"},
+        )
         urllib.request.urlopen(req, timeout=10).close()
 
-    return Emulator("fake-gcs-server", "gs", {"STORAGE_EMULATOR_HOST": url, "GOOGLE_CLOUD_PROJECT": "test"},
-                    make_bucket, lambda: _terminate(proc))
+    return Emulator(
+        "fake-gcs-server",
+        "gs",
+        {"STORAGE_EMULATOR_HOST": url, "GOOGLE_CLOUD_PROJECT": "test"},
+        make_bucket,
+        lambda: _terminate(proc),
+    )
 
 
 def azurite_binary() -> str:
@@ -190,17 +226,32 @@ def start_azurite() -> Emulator:
         raise EmulatorUnavailable("azure-storage-blob not installed: pip install -e '.[test]'") from err
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="azurite-")
-    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", str(port),
-                             "--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--silent",
-                             "--disableTelemetry"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--loose",
+            "--silent",
+            "--disableTelemetry",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=workdir,
+    )
     try:
         _wait_http(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}?comp=list", 30, proc)
     except RuntimeError:
         _terminate(proc)
         raise
-    conn = (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-            f"BlobEndpoint=http://127.0.0.1:{port}/{AZURITE_ACCOUNT};")
+    conn = (
+        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{port}/{AZURITE_ACCOUNT};"
+    )
 
     def make_bucket(name: str) -> None:
         BlobServiceClient.from_connection_string(conn).create_container(name)

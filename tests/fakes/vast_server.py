@@ -53,7 +53,7 @@ from urllib.parse import parse_qs, urlsplit
 try:
     import malformed
     from serving import BackgroundServer, JsonHandler, serve_main
-except ImportError:          # imported as tests.fakes.vast_server
+except ImportError:  # imported as tests.fakes.vast_server
     from . import malformed
     from .serving import BackgroundServer, JsonHandler, serve_main
 
@@ -62,28 +62,110 @@ HOURS_PER_MONTH = 730.0
 
 #: Asks served when none are configured: a spread of GPUs, hosts and prices.
 SEED_ASKS: list[dict[str, Any]] = [
-    {"id": 1001, "machine_id": 501, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 2.20,
-     "min_bid": 1.10, "reliability2": 0.995, "geolocation": "Texas, US"},
-    {"id": 1002, "machine_id": 502, "num_gpus": 2, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 4.30,
-     "min_bid": 2.00, "reliability2": 0.99, "geolocation": "Quebec, CA"},
-    {"id": 1003, "machine_id": 503, "num_gpus": 8, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 17.0,
-     "min_bid": 8.50, "reliability2": 0.985, "geolocation": "Oregon, US"},
-    {"id": 1004, "machine_id": 504, "num_gpus": 1, "gpu_name": "RTX 4090", "gpu_ram": 24564, "dph_base": 0.40,
-     "min_bid": 0.18, "reliability2": 0.97, "geolocation": "Bavaria, DE"},
-    {"id": 1005, "machine_id": 505, "num_gpus": 4, "gpu_name": "RTX 4090", "gpu_ram": 24564, "dph_base": 1.55,
-     "min_bid": 0.70, "reliability2": 0.98, "geolocation": "Ontario, CA"},
-    {"id": 1006, "machine_id": 506, "num_gpus": 2, "gpu_name": "A100 SXM4", "gpu_ram": 81920, "dph_base": 2.40,
-     "min_bid": 1.05, "reliability2": 0.99, "geolocation": "Texas, US"},
-    {"id": 1007, "machine_id": 507, "num_gpus": 1, "gpu_name": "H200", "gpu_ram": 143771, "dph_base": 3.10,
-     "min_bid": None, "reliability2": 0.995, "geolocation": "Utah, US"},
-    {"id": 1008, "machine_id": 508, "num_gpus": 1, "gpu_name": "RTX 4090", "gpu_ram": 24564, "dph_base": 0.35,
-     "min_bid": 0.15, "reliability2": 0.80, "geolocation": "Guangdong, CN"},
+    {
+        "id": 1001,
+        "machine_id": 501,
+        "num_gpus": 1,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 2.20,
+        "min_bid": 1.10,
+        "reliability2": 0.995,
+        "geolocation": "Texas, US",
+    },
+    {
+        "id": 1002,
+        "machine_id": 502,
+        "num_gpus": 2,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 4.30,
+        "min_bid": 2.00,
+        "reliability2": 0.99,
+        "geolocation": "Quebec, CA",
+    },
+    {
+        "id": 1003,
+        "machine_id": 503,
+        "num_gpus": 8,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 17.0,
+        "min_bid": 8.50,
+        "reliability2": 0.985,
+        "geolocation": "Oregon, US",
+    },
+    {
+        "id": 1004,
+        "machine_id": 504,
+        "num_gpus": 1,
+        "gpu_name": "RTX 4090",
+        "gpu_ram": 24564,
+        "dph_base": 0.40,
+        "min_bid": 0.18,
+        "reliability2": 0.97,
+        "geolocation": "Bavaria, DE",
+    },
+    {
+        "id": 1005,
+        "machine_id": 505,
+        "num_gpus": 4,
+        "gpu_name": "RTX 4090",
+        "gpu_ram": 24564,
+        "dph_base": 1.55,
+        "min_bid": 0.70,
+        "reliability2": 0.98,
+        "geolocation": "Ontario, CA",
+    },
+    {
+        "id": 1006,
+        "machine_id": 506,
+        "num_gpus": 2,
+        "gpu_name": "A100 SXM4",
+        "gpu_ram": 81920,
+        "dph_base": 2.40,
+        "min_bid": 1.05,
+        "reliability2": 0.99,
+        "geolocation": "Texas, US",
+    },
+    {
+        "id": 1007,
+        "machine_id": 507,
+        "num_gpus": 1,
+        "gpu_name": "H200",
+        "gpu_ram": 143771,
+        "dph_base": 3.10,
+        "min_bid": None,
+        "reliability2": 0.995,
+        "geolocation": "Utah, US",
+    },
+    {
+        "id": 1008,
+        "machine_id": 508,
+        "num_gpus": 1,
+        "gpu_name": "RTX 4090",
+        "gpu_ram": 24564,
+        "dph_base": 0.35,
+        "min_bid": 0.15,
+        "reliability2": 0.80,
+        "geolocation": "Guangdong, CN",
+    },
 ]
 
 ASK_DEFAULTS: dict[str, Any] = {
-    "capacity": 1, "storage_cost": 0.15, "inet_down": 800.0, "inet_up": 500.0, "cuda_max_good": 12.4,
-    "verification": "verified", "verified": True, "external": False, "disk_space": 500.0, "cpu_cores_effective": 16.0,
-    "cpu_ram": 128_000, "min_bid": None, "reliability2": 0.99,
+    "capacity": 1,
+    "storage_cost": 0.15,
+    "inet_down": 800.0,
+    "inet_up": 500.0,
+    "cuda_max_good": 12.4,
+    "verification": "verified",
+    "verified": True,
+    "external": False,
+    "disk_space": 500.0,
+    "cpu_cores_effective": 16.0,
+    "cpu_ram": 128_000,
+    "min_bid": None,
+    "reliability2": 0.99,
 }
 
 FAULTS = {
@@ -95,13 +177,19 @@ FAULTS = {
     "capacity": (404, "no_such_ask", "Instance type no longer available"),
     # a hostile or careless gateway: it echoes the request's Authorization header and the key,
     # sets the terminal title, clears the screen and forges a line of spotfleet's own output
-    "hostile": (400, "invalid_args", "rejected request with Authorization: {authorization} (key {key})"
-                "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up"),
+    "hostile": (
+        400,
+        "invalid_args",
+        "rejected request with Authorization: {authorization} (key {key})"
+        "\x1b]0;pwned\x07\x1b[2J\r\nfake line: fleet is up",
+    ),
 }
 
 #: The "wrong-types" malformed body per target: a mapping where the answer's list belongs.
-WRONG_TYPES = {"list": b'{"instances": {"id": 9000001, "label": "spotfleet"}, "next_token": null}',
-               "search": b'{"offers": {"id": 1001, "num_gpus": "one"}}'}
+WRONG_TYPES = {
+    "list": b'{"instances": {"id": 9000001, "label": "spotfleet"}, "next_token": null}',
+    "search": b'{"offers": {"id": 1001, "num_gpus": "one"}}',
+}
 
 
 class State:
@@ -130,8 +218,11 @@ class State:
         self.asks[int(row["id"])] = row
 
     def live_on(self, ask_id: int) -> int:
-        return sum(1 for i in self.instances.values()
-                   if i["_ask"] == ask_id and not i["_destroyed"] and i["cur_state"] == "running")
+        return sum(
+            1
+            for i in self.instances.values()
+            if i["_ask"] == ask_id and not i["_destroyed"] and i["cur_state"] == "running"
+        )
 
     def rentable(self, ask: dict[str, Any]) -> bool:
         return self.live_on(int(ask["id"])) < int(ask["capacity"])
@@ -146,14 +237,19 @@ class State:
     def offer_row(self, ask: dict[str, Any], storage_gb: float) -> dict[str, Any]:
         storage = float(ask["storage_cost"]) * storage_gb / HOURS_PER_MONTH
         row = {k: v for k, v in ask.items() if k not in ("capacity", "drops_bid", "bill_markup")}
-        row.update(ask_contract_id=ask["id"], dph_total=round(float(ask["dph_base"]) + storage, 6),
-                   rentable=self.rentable(ask), rented=False, storage_total_cost=round(storage, 6))
+        row.update(
+            ask_contract_id=ask["id"],
+            dph_total=round(float(ask["dph_base"]) + storage, 6),
+            rentable=self.rentable(ask),
+            rented=False,
+            storage_total_cost=round(storage, 6),
+        )
         return row
 
     def instance_row(self, inst: dict[str, Any]) -> dict[str, Any]:
         row = {k: v for k, v in inst.items() if not k.startswith("_")}
         ask = self.asks.get(inst["_ask"])
-        if ask is not None:          # the machine's current price to beat
+        if ask is not None:  # the machine's current price to beat
             row["min_bid"] = ask.get("min_bid")
         if row["actual_status"] == "loading" and time.time() - row["start_date"] >= self.boot_seconds:
             inst["actual_status"] = row["actual_status"] = "running"
@@ -165,10 +261,16 @@ def _match(value: Any, cond: Any) -> bool:
         return value == cond
     for op, want in cond.items():
         try:
-            ok = {"eq": lambda: value == want, "neq": lambda: value != want,
-                  "gt": lambda: value is not None and value > want, "gte": lambda: value is not None and value >= want,
-                  "lt": lambda: value is not None and value < want, "lte": lambda: value is not None and value <= want,
-                  "in": lambda: value in want, "notin": lambda: value not in want}[op]()
+            ok = {
+                "eq": lambda: value == want,
+                "neq": lambda: value != want,
+                "gt": lambda: value is not None and value > want,
+                "gte": lambda: value is not None and value >= want,
+                "lt": lambda: value is not None and value < want,
+                "lte": lambda: value is not None and value <= want,
+                "in": lambda: value in want,
+                "notin": lambda: value not in want,
+            }[op]()
         except (KeyError, TypeError):
             return False
         if not ok:
@@ -254,7 +356,7 @@ class Handler(JsonHandler):
                 rows.append(row)
         for col, direction in reversed(body.get("order") or []):
             rows.sort(key=lambda r: (r.get(col) is None, r.get(col) or 0), reverse=direction == "desc")
-        self._send(200, {"offers": rows[:int(body.get("limit") or 64)]}, broken=fault)
+        self._send(200, {"offers": rows[: int(body.get("limit") or 64)]}, broken=fault)
 
     def _create(self, ask_id: int, body: dict[str, Any]) -> None:
         st = self.state
@@ -273,28 +375,59 @@ class Handler(JsonHandler):
         forced = fault is not None and fault["kind"] == "failed-bid"
         below = is_bid and (float(price) < float(ask["min_bid"]) or forced)
         if below and body.get("cancel_unavail") and not forced:
-            return self._send(200, {"success": False, "error": "invalid_price",
-                                    "msg": f"bid {price} is below the minimum {ask['min_bid']}"})
+            return self._send(
+                200,
+                {
+                    "success": False,
+                    "error": "invalid_price",
+                    "msg": f"bid {price} is below the minimum {ask['min_bid']}",
+                },
+            )
         iid = st.next_id
         st.next_id += 1
         disk = float(body.get("disk") or 10)
         env = body.get("env") or {}
         st.instances[iid] = {
-            "id": iid, "machine_id": ask["machine_id"], "num_gpus": ask["num_gpus"], "gpu_name": ask["gpu_name"],
-            "gpu_ram": ask["gpu_ram"], "label": body.get("label"), "is_bid": is_bid, "min_bid": ask.get("min_bid"),
+            "id": iid,
+            "machine_id": ask["machine_id"],
+            "num_gpus": ask["num_gpus"],
+            "gpu_name": ask["gpu_name"],
+            "gpu_ram": ask["gpu_ram"],
+            "label": body.get("label"),
+            "is_bid": is_bid,
+            "min_bid": ask.get("min_bid"),
             "reliability2": ask["reliability2"],
-            "dph_base": ask["dph_base"], "dph_total": round(float(price) if is_bid else float(ask["dph_base"]), 6)
-            + round(float(ask["storage_cost"]) * disk / HOURS_PER_MONTH, 6) + float(ask.get("bill_markup") or 0),
-            "storage_cost": ask["storage_cost"], "disk_space": disk, "geolocation": ask["geolocation"],
-            "image_uuid": body.get("image"), "actual_status": "stopped" if below else "loading",
-            "intended_status": "stopped" if below else "running", "cur_state": "stopped" if below else "running",
-            "next_state": "stopped" if below else "running", "status_msg": "bid below minimum" if below else "",
-            "start_date": time.time(), "extra_env": [[k, v] for k, v in env.items()], "ports": {},
-            "_ask": ask_id, "_bid": price, "_destroyed": False, "_body": body,
+            "dph_base": ask["dph_base"],
+            "dph_total": round(float(price) if is_bid else float(ask["dph_base"]), 6)
+            + round(float(ask["storage_cost"]) * disk / HOURS_PER_MONTH, 6)
+            + float(ask.get("bill_markup") or 0),
+            "storage_cost": ask["storage_cost"],
+            "disk_space": disk,
+            "geolocation": ask["geolocation"],
+            "image_uuid": body.get("image"),
+            "actual_status": "stopped" if below else "loading",
+            "intended_status": "stopped" if below else "running",
+            "cur_state": "stopped" if below else "running",
+            "next_state": "stopped" if below else "running",
+            "status_msg": "bid below minimum" if below else "",
+            "start_date": time.time(),
+            "extra_env": [[k, v] for k, v in env.items()],
+            "ports": {},
+            "_ask": ask_id,
+            "_bid": price,
+            "_destroyed": False,
+            "_body": body,
         }
         if below:
-            return self._send(200, {"success": False, "new_contract": iid, "error": "invalid_price",
-                                    "msg": f"bid {price} is below the minimum {ask['min_bid']}"})
+            return self._send(
+                200,
+                {
+                    "success": False,
+                    "new_contract": iid,
+                    "error": "invalid_price",
+                    "msg": f"bid {price} is below the minimum {ask['min_bid']}",
+                },
+            )
         self._send(200, {"success": True, "new_contract": iid})
 
     def _mine(self) -> list[dict[str, Any]]:
@@ -341,8 +474,13 @@ class Handler(JsonHandler):
         inst["_bid"] = price
         inst["dph_total"] = round(price + float(inst["storage_cost"]) * inst["disk_space"] / HOURS_PER_MONTH, 6)
         if ask.get("min_bid") is not None and price >= float(ask["min_bid"]):
-            inst.update(cur_state="running", intended_status="running", next_state="running",
-                        actual_status="running", status_msg="")
+            inst.update(
+                cur_state="running",
+                intended_status="running",
+                next_state="running",
+                actual_status="running",
+                status_msg="",
+            )
         self._send(200, {"success": True})
 
     def _destroy(self, iid: int) -> None:
@@ -379,8 +517,12 @@ class Handler(JsonHandler):
                 fault = {"target": "*", "count": 1, **body}
                 if fault["kind"] == "malformed":
                     if fault["target"] not in WRONG_TYPES or fault.get("variant") not in malformed.VARIANTS:
-                        return self._error(400, "invalid_args", "a malformed fault needs target list|search and a "
-                                           f"variant of {', '.join(malformed.VARIANTS)}")
+                        return self._error(
+                            400,
+                            "invalid_args",
+                            "a malformed fault needs target list|search and a "
+                            f"variant of {', '.join(malformed.VARIANTS)}",
+                        )
                 elif fault["kind"] not in FAULTS and fault["kind"] != "failed-bid":
                     return self._error(400, "invalid_args", f"unknown fault {fault['kind']}")
                 st.faults.append(fault)
@@ -388,8 +530,13 @@ class Handler(JsonHandler):
             if parts == ["outbid"]:
                 for iid in body.get("ids", []):
                     inst = st.instances[int(iid)]
-                    inst.update(cur_state="stopped", intended_status="stopped", next_state="stopped",
-                                actual_status="stopped", status_msg="outbid by a higher bid")
+                    inst.update(
+                        cur_state="stopped",
+                        intended_status="stopped",
+                        next_state="stopped",
+                        actual_status="stopped",
+                        status_msg="outbid by a higher bid",
+                    )
                     ask = st.asks.get(inst["_ask"])
                     if ask is not None and body.get("min_bid") is not None:
                         ask["min_bid"] = body["min_bid"]
@@ -401,14 +548,32 @@ class Handler(JsonHandler):
                     iid = st.next_id
                     st.next_id += 1
                     st.instances[iid] = {
-                        "id": iid, "machine_id": ask["machine_id"], "num_gpus": ask["num_gpus"],
-                        "gpu_name": ask["gpu_name"], "gpu_ram": ask["gpu_ram"],
+                        "id": iid,
+                        "machine_id": ask["machine_id"],
+                        "num_gpus": ask["num_gpus"],
+                        "gpu_name": ask["gpu_name"],
+                        "gpu_ram": ask["gpu_ram"],
                         "label": body.get("label", "my-notebook"),
-                        "is_bid": False, "min_bid": ask.get("min_bid"), "dph_base": ask["dph_base"],
-                        "dph_total": ask["dph_base"], "storage_cost": ask["storage_cost"], "disk_space": 20.0,
-                        "geolocation": ask["geolocation"], "actual_status": "running", "intended_status": "running",
-                        "cur_state": "running", "next_state": "running", "status_msg": "", "start_date": time.time(),
-                        "extra_env": [], "ports": {}, "_ask": -1, "_bid": None, "_destroyed": False, "_body": {}}
+                        "is_bid": False,
+                        "min_bid": ask.get("min_bid"),
+                        "dph_base": ask["dph_base"],
+                        "dph_total": ask["dph_base"],
+                        "storage_cost": ask["storage_cost"],
+                        "disk_space": 20.0,
+                        "geolocation": ask["geolocation"],
+                        "actual_status": "running",
+                        "intended_status": "running",
+                        "cur_state": "running",
+                        "next_state": "running",
+                        "status_msg": "",
+                        "start_date": time.time(),
+                        "extra_env": [],
+                        "ports": {},
+                        "_ask": -1,
+                        "_bid": None,
+                        "_destroyed": False,
+                        "_body": {},
+                    }
                     made.append(iid)
                 return self._send(200, {"ids": made})
             if parts == ["config"]:
@@ -417,8 +582,16 @@ class Handler(JsonHandler):
                         setattr(st, key, body[key])
                 return self._send(200, {"ok": True})
             if parts == ["instances"]:
-                rows = [{**st.instance_row(i), "destroyed": i["_destroyed"], "ask": i["_ask"], "bid": i["_bid"],
-                         "create_body": i["_body"]} for i in st.instances.values()]
+                rows = [
+                    {
+                        **st.instance_row(i),
+                        "destroyed": i["_destroyed"],
+                        "ask": i["_ask"],
+                        "bid": i["_bid"],
+                        "create_body": i["_body"],
+                    }
+                    for i in st.instances.values()
+                ]
                 return self._send(200, {"instances": rows})
             if parts == ["calls"]:
                 return self._send(200, {"calls": dict(st.calls), "total": sum(st.calls.values())})

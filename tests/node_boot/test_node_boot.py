@@ -66,14 +66,17 @@ def bare_python(version: str) -> str:
 
 
 def cli_env(root: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_", "VAST_", "LAMBDA_", "RUNPOD_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SPOTFLEET_", "AWS_", "VAST_", "LAMBDA_", "RUNPOD_"))
+    }
     env.update(SPOTFLEET_HOME=str(root / "home"), COLUMNS="200", NO_COLOR="1", **extra)
     return env
 
 
 def fleet(root: Path, env: dict[str, str], *args: str) -> None:
-    done = subprocess.run([FLEET_BIN, *args], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=300, cwd=root)
+    done = subprocess.run(
+        [FLEET_BIN, *args], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, cwd=root
+    )
     assert done.returncode == 0, f"fleet {' '.join(args)} -> {done.returncode}\n{done.stdout}\n{done.stderr}"
 
 
@@ -93,14 +96,27 @@ class Node:
         self.script.write_text(script)
         keep = ("PIP_", "SSL_", "REQUESTS_CA_BUNDLE")
         self.env = {k: v for k, v in os.environ.items() if k.startswith(keep)}
-        self.env.update(env, PATH=f"{bin_dir}:/usr/bin:/bin", HOME=str(self.root), LANG="C.UTF-8",
-                        SPOTFLEET_PREFIX=str(self.prefix), SPOTFLEET_NODE_LOG=str(self.log),
-                        SPOTFLEET_PYTHON=python, MARKER=str(self.marker))
+        self.env.update(
+            env,
+            PATH=f"{bin_dir}:/usr/bin:/bin",
+            HOME=str(self.root),
+            LANG="C.UTF-8",
+            SPOTFLEET_PREFIX=str(self.prefix),
+            SPOTFLEET_NODE_LOG=str(self.log),
+            SPOTFLEET_PYTHON=python,
+            MARKER=str(self.marker),
+        )
         self.procs: list[subprocess.Popen] = []
 
     def boot(self) -> int:
-        proc = subprocess.Popen(["bash", str(self.script)], env=self.env, cwd=self.root, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            ["bash", str(self.script)],
+            env=self.env,
+            cwd=self.root,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.procs.append(proc)
         return proc.wait(timeout=900)
 
@@ -136,7 +152,8 @@ class Node:
 #: The user's command: says it ran under ``fleet run`` (which sets the resume step), then works on.
 STARTUP = """'echo "resume=${{SPOTFLEET_RESUME_STEP:-none}} fleet=$SPOTFLEET_FLEET" > "$MARKER"; exec sleep 600'"""
 
-SPEC_AWS = """
+SPEC_AWS = (
+    """
 name: bootaws
 backend: cloud
 capacity: {{gpus: 1, accelerators: [T4], gpus_per_node: {{min: 1, max: 1}}}}
@@ -144,9 +161,13 @@ providers:
   aws: {{regions: [us-east-1], ami: {ami}, on_demand: false}}
 checkpoint: {{provider: s3}}
 node:
-  startup: """ + STARTUP + "\n"
+  startup: """
+    + STARTUP
+    + "\n"
+)
 
-SPEC_VAST = """
+SPEC_VAST = (
+    """
 name: bootvast
 backend: cloud
 capacity: {{gpus: 1, accelerators: [H100], gpus_per_node: {{min: 1, max: 1}}}}
@@ -155,20 +176,34 @@ providers:
   aws: {{regions: [us-east-1], ami: {ami}, spot: false, on_demand: false}}
 checkpoint: {{provider: s3}}
 node:
-  startup: """ + STARTUP + "\n"
+  startup: """
+    + STARTUP
+    + "\n"
+)
 
-SPEC_OCI = """
+SPEC_OCI = (
+    """
 name: bootoci
 backend: cloud
 capacity: {{gpus: 1, accelerators: [A10], gpus_per_node: {{min: 1, max: 1}}}}
 providers:
-  oci: {{compartment_id: """ + COMPARTMENT + ", subnet_id: " + SUBNET + ", image_id: " + IMAGE + """}}
+  oci: {{compartment_id: """
+    + COMPARTMENT
+    + ", subnet_id: "
+    + SUBNET
+    + ", image_id: "
+    + IMAGE
+    + """}}
   aws: {{regions: [us-east-1], ami: {ami}, spot: false, on_demand: false}}
 checkpoint: {{provider: s3}}
 node:
-  startup: """ + STARTUP + "\n"
+  startup: """
+    + STARTUP
+    + "\n"
+)
 
-SPEC_LAMBDA = """
+SPEC_LAMBDA = (
+    """
 name: bootlambda
 backend: cloud
 capacity: {{gpus: 1, accelerators: [A10], gpus_per_node: {{min: 1, max: 1}}}}
@@ -177,9 +212,13 @@ providers:
   aws: {{regions: [us-east-1], ami: {ami}, spot: false, on_demand: false}}
 checkpoint: {{provider: s3}}
 node:
-  startup: """ + STARTUP + "\n"
+  startup: """
+    + STARTUP
+    + "\n"
+)
 
-SPEC_RUNPOD = """
+SPEC_RUNPOD = (
+    """
 name: bootrunpod
 backend: cloud
 capacity: {{gpus: 1, accelerators: [H100], gpus_per_node: {{min: 1, max: 1}}}}
@@ -188,7 +227,10 @@ providers:
   aws: {{regions: [us-east-1], ami: {ami}, spot: false, on_demand: false}}
 checkpoint: {{provider: s3}}
 node:
-  startup: """ + STARTUP + "\n"
+  startup: """
+    + STARTUP
+    + "\n"
+)
 
 #: What a launch gives the sandboxed node: the start-up script and the environment the cloud sets.
 Launched = tuple[str, dict[str, str]]
@@ -201,8 +243,12 @@ def launched_on_aws(root: Path, world: aws_world.AwsWorld) -> Iterator[Launched]
     spec.write_text(SPEC_AWS.format(ami=aws_world.MOTO_AMI))
     fleet(root, cli_env(root, **world.env), "up", str(spec), "--yes", "--json")
     ec2 = world.direct("ec2")
-    ids = [i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
-           if {"Key": "spotfleet:fleet", "Value": "bootaws"} in i.get("Tags", [])]
+    ids = [
+        i["InstanceId"]
+        for r in ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if {"Key": "spotfleet:fleet", "Value": "bootaws"} in i.get("Tags", [])
+    ]
     assert len(ids) == 1
     data = ec2.describe_instance_attribute(InstanceId=ids[0], Attribute="userData")["UserData"]["Value"]
     imds = FakeImds().start()
@@ -219,19 +265,42 @@ def launched_on_vast(root: Path, world: aws_world.AwsWorld) -> Iterator[Launched
     """``fleet up`` on the fake Vast API (bucket on moto); the script is the ask's ``onstart``."""
     server = VastServer(port=0).start()
     try:
-        server.state.reset([{"id": 4000, "machine_id": 900, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559,
-                             "dph_base": 2.0, "min_bid": 1.0, "reliability2": 0.99, "geolocation": "Texas, US"}])
+        server.state.reset(
+            [
+                {
+                    "id": 4000,
+                    "machine_id": 900,
+                    "num_gpus": 1,
+                    "gpu_name": "H100 SXM",
+                    "gpu_ram": 81559,
+                    "dph_base": 2.0,
+                    "min_bid": 1.0,
+                    "reliability2": 0.99,
+                    "geolocation": "Texas, US",
+                }
+            ]
+        )
         spec = root / "spec.yaml"
         spec.write_text(SPEC_VAST.format(ami=aws_world.MOTO_AMI))
-        fleet(root, cli_env(root, **world.env, SPOTFLEET_VAST_URL=server.url, VAST_API_KEY=API_KEY),
-              "up", str(spec), "--yes", "--json")
+        fleet(
+            root,
+            cli_env(root, **world.env, SPOTFLEET_VAST_URL=server.url, VAST_API_KEY=API_KEY),
+            "up",
+            str(spec),
+            "--yes",
+            "--json",
+        )
         made = list(server.state.instances.values())
         assert len(made) == 1
         body = made[0]["_body"]
         # what Vast sets in every container (its id and an instance API key), plus the loopback
         # stand-ins for the names of Vast's API and of S3; the bucket's keys come in the body's env
-        cloud = {"CONTAINER_ID": str(made[0]["id"]), "CONTAINER_API_KEY": API_KEY, "SPOTFLEET_VAST_URL": server.url,
-                 "AWS_ENDPOINT_URL": world.env["AWS_ENDPOINT_URL"]}
+        cloud = {
+            "CONTAINER_ID": str(made[0]["id"]),
+            "CONTAINER_API_KEY": API_KEY,
+            "SPOTFLEET_VAST_URL": server.url,
+            "AWS_ENDPOINT_URL": world.env["AWS_ENDPOINT_URL"],
+        }
         yield body["onstart"], {**{k: str(v) for k, v in body["env"].items()}, **cloud}
     finally:
         server.stop()
@@ -265,8 +334,14 @@ def launched_on_lambda(root: Path, world: aws_world.AwsWorld) -> Iterator[Launch
     try:
         spec = root / "spec.yaml"
         spec.write_text(SPEC_LAMBDA.format(ami=aws_world.MOTO_AMI))
-        fleet(root, cli_env(root, **world.env, SPOTFLEET_LAMBDA_URL=server.url, LAMBDA_API_KEY=LAMBDA_KEY),
-              "up", str(spec), "--yes", "--json")
+        fleet(
+            root,
+            cli_env(root, **world.env, SPOTFLEET_LAMBDA_URL=server.url, LAMBDA_API_KEY=LAMBDA_KEY),
+            "up",
+            str(spec),
+            "--yes",
+            "--json",
+        )
         made = list(server.state.instances.values())
         assert len(made) == 1
         # the loopback stand-in for the name of S3
@@ -283,8 +358,14 @@ def launched_on_runpod(root: Path, world: aws_world.AwsWorld) -> Iterator[Launch
     try:
         spec = root / "spec.yaml"
         spec.write_text(SPEC_RUNPOD.format(ami=aws_world.MOTO_AMI))
-        fleet(root, cli_env(root, **world.env, SPOTFLEET_RUNPOD_URL=server.url, RUNPOD_API_KEY=RUNPOD_KEY),
-              "up", str(spec), "--yes", "--json")
+        fleet(
+            root,
+            cli_env(root, **world.env, SPOTFLEET_RUNPOD_URL=server.url, RUNPOD_API_KEY=RUNPOD_KEY),
+            "up",
+            str(spec),
+            "--yes",
+            "--json",
+        )
         made = list(server.state.pods.values())
         assert len(made) == 1
         body = made[0]["_body"]
@@ -296,8 +377,12 @@ def launched_on_runpod(root: Path, world: aws_world.AwsWorld) -> Iterator[Launch
 
 
 LAUNCHES: dict[str, Callable[[Path, aws_world.AwsWorld], AbstractContextManager[Launched]]] = {
-    "aws": launched_on_aws, "vast": launched_on_vast, "oci": launched_on_oci, "lambda": launched_on_lambda,
-    "runpod": launched_on_runpod}
+    "aws": launched_on_aws,
+    "vast": launched_on_vast,
+    "oci": launched_on_oci,
+    "lambda": launched_on_lambda,
+    "runpod": launched_on_runpod,
+}
 
 
 @pytest.fixture(scope="session")
@@ -308,10 +393,13 @@ def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 # the image's Python: 3.10 as on Ubuntu 22.04 (the AWS/GCP/Azure default images and Lambda Stack 22.04),
 # 3.11 as in pytorch/pytorch, 3.12 as in RunPod's PyTorch image (Ubuntu 24.04)
-@pytest.mark.parametrize("provider, python_version", [("aws", "3.10"), ("vast", "3.11"), ("oci", "3.11"),
-                                                      ("lambda", "3.10"), ("runpod", "3.12")])
-def test_a_node_boots_from_the_script_its_adapter_sent(provider: str, python_version: str, tmp_path: Path,
-                                                       pip_cache: str):
+@pytest.mark.parametrize(
+    "provider, python_version",
+    [("aws", "3.10"), ("vast", "3.11"), ("oci", "3.11"), ("lambda", "3.10"), ("runpod", "3.12")],
+)
+def test_a_node_boots_from_the_script_its_adapter_sent(
+    provider: str, python_version: str, tmp_path: Path, pip_cache: str
+):
     python = bare_python(python_version)
     world = aws_world.fresh()
     with LAUNCHES[provider](tmp_path, world) as (script, env):
@@ -321,12 +409,12 @@ def test_a_node_boots_from_the_script_its_adapter_sent(provider: str, python_ver
             assert node.boot() == 0, node.tail()
             ran = node.wait_for_marker()
             print(f"{provider}: boot -> job under fleet run in {time.monotonic() - started:.0f}s")
-            assert "resume=" in ran and f"fleet=boot{provider}" in ran   # under `fleet run` (it sets the resume step)
+            assert "resume=" in ran and f"fleet=boot{provider}" in ran  # under `fleet run` (it sets the resume step)
             log = node.log.read_text()
             assert "spotfleet-boot: installing spotfleet-" in log
-            assert "NVIDIA H100 80GB HBM3" in log       # the agent's first lines name the GPUs it sees
+            assert "NVIDIA H100 80GB HBM3" in log  # the agent's first lines name the GPUs it sees
             installs = log.count("spotfleet-boot: installing")
-            assert node.boot() == 0                     # a reboot: nothing reinstalled, no second agent
+            assert node.boot() == 0  # a reboot: nothing reinstalled, no second agent
             again = node.log.read_text()
             assert again.count("spotfleet-boot: installing") == installs
             assert "already runs" in again

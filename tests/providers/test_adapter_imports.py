@@ -39,8 +39,10 @@ print(json.dumps({{"loaded": loaded, "sdks": [m for m in {SDKS!r} if m in sys.mo
     assert got == {"loaded": {"aws": True, "azure": True, "vast": True, "oci": True}, "sdks": []}
 
 
-@pytest.mark.parametrize("name, module, extra", [("aws", "boto3", "aws"), ("azure", "azure.core", "azure-vm"),
-                                                 ("vast", "httpx", "vast"), ("oci", "oci", "oci")])
+@pytest.mark.parametrize(
+    "name, module, extra",
+    [("aws", "boto3", "aws"), ("azure", "azure.core", "azure-vm"), ("vast", "httpx", "vast"), ("oci", "oci", "oci")],
+)
 def test_a_missing_sdk_is_named_when_the_adapter_loads(name, module, extra):
     got = _run(f"""
 import json, sys

@@ -28,26 +28,40 @@ def world(aws_moto):
 
 def _provider():
     from providers.aws.provider import AwsProvider
+
     return AwsProvider(AwsSettings(regions=["us-east-1"]))
 
 
-ZONE_NAMES = {"use1-az1": "us-east-1b", "use1-az2": "us-east-1c"}       # on moto
+ZONE_NAMES = {"use1-az1": "us-east-1b", "use1-az2": "us-east-1c"}  # on moto
 
 
 def _instance(world, zone: str, market: Market, itype: str = "g4dn.xlarge", price: float = 0.2) -> Instance:
     """One instance running in moto, as the adapter reports it."""
     ec2 = world.direct("ec2", "us-east-1")
-    iid = ec2.run_instances(ImageId=aws_world.MOTO_AMI, InstanceType=itype, MinCount=1, MaxCount=1,
-                            Placement={"AvailabilityZone": ZONE_NAMES[zone]})["Instances"][0]["InstanceId"]
+    iid = ec2.run_instances(
+        ImageId=aws_world.MOTO_AMI,
+        InstanceType=itype,
+        MinCount=1,
+        MaxCount=1,
+        Placement={"AvailabilityZone": ZONE_NAMES[zone]},
+    )["Instances"][0]["InstanceId"]
     pool = PoolKey(provider="aws", region="us-east-1", zone=zone, instance_type=itype, market=market)
-    return Instance(id=iid, fleet="alpha", pool=pool, state=InstanceState.RUNNING, accelerator="T4", gpus=1,
-                    price_per_hour=price, launched_at=time.time() - 60)
+    return Instance(
+        id=iid,
+        fleet="alpha",
+        pool=pool,
+        state=InstanceState.RUNNING,
+        accelerator="T4",
+        gpus=1,
+        price_per_hour=price,
+        launched_at=time.time() - 60,
+    )
 
 
 def test_spot_bills_its_zones_price_at_launch_and_on_demand_its_list_price(world):
     provider = _provider()
     assert isinstance(provider, ReadsBilledRate)
-    world.proxy.prices({"g4dn.xlarge us-east-1b": 0.31, "g4dn.xlarge us-east-1c": 0.25})   # moved since the plan
+    world.proxy.prices({"g4dn.xlarge us-east-1b": 0.31, "g4dn.xlarge us-east-1c": 0.25})  # moved since the plan
     spot_b = _instance(world, "use1-az1", Market.SPOT)
     spot_c = _instance(world, "use1-az2", Market.SPOT)
     od = _instance(world, "use1-az1", Market.ON_DEMAND, price=0.526)
@@ -56,10 +70,12 @@ def test_spot_bills_its_zones_price_at_launch_and_on_demand_its_list_price(world
     rates = provider.billed_rates([spot_b, spot_c, od, gone])
     listed = on_demand_reference([od.pool.id])[od.pool.id]
     assert {k: (r.per_hour, r.source, r.rental) for k, r in rates.items()} == {
-        spot_b.id: (0.31, "spot-history", "spot"), spot_c.id: (0.25, "spot-history", "spot"),
-        od.id: (listed, "list", "on-demand")}                                                # gone: left out
+        spot_b.id: (0.31, "spot-history", "spot"),
+        spot_c.id: (0.25, "spot-history", "spot"),
+        od.id: (listed, "list", "on-demand"),
+    }  # gone: left out
     calls = world.proxy.stats()
-    assert calls.get("DescribeSpotPriceHistory", 0) == 1                                   # one call per region
+    assert calls.get("DescribeSpotPriceHistory", 0) == 1  # one call per region
 
 
 def test_a_type_without_history_is_left_out_not_priced(world):
@@ -78,9 +94,21 @@ def test_an_entry_without_a_readable_price_is_malformed():
     from fleet.errors import MalformedResponseError
     from providers.aws.billing import _entry
 
-    for row in ({"InstanceType": "g4dn.xlarge", "AvailabilityZone": "us-east-1b", "ProductDescription": "Linux/UNIX",
-                 "Timestamp": 1.0}, {"InstanceType": "g4dn.xlarge", "AvailabilityZone": "us-east-1b",
-                                     "ProductDescription": "Linux/UNIX", "Timestamp": 1.0, "SpotPrice": "n/a"}):
+    for row in (
+        {
+            "InstanceType": "g4dn.xlarge",
+            "AvailabilityZone": "us-east-1b",
+            "ProductDescription": "Linux/UNIX",
+            "Timestamp": 1.0,
+        },
+        {
+            "InstanceType": "g4dn.xlarge",
+            "AvailabilityZone": "us-east-1b",
+            "ProductDescription": "Linux/UNIX",
+            "Timestamp": 1.0,
+            "SpotPrice": "n/a",
+        },
+    ):
         with pytest.raises(MalformedResponseError):
             _entry(row, "us-east-1")
 

@@ -32,27 +32,44 @@ def aws(monkeypatch, tmp_path):
     from providers.aws.provider import AwsProvider
     from providers.aws.session import Aws
 
-    return world, AwsProvider(AwsSettings(regions=[REGION], ami=aws_world.MOTO_AMI),
-                              aws=Aws(retry_delays=(0.01, 0.02)))
+    return world, AwsProvider(AwsSettings(regions=[REGION], ami=aws_world.MOTO_AMI), aws=Aws(retry_delays=(0.01, 0.02)))
 
 
 def zone_plan(provider, fleet: str, counts: tuple[int, int], interconnect: bool = True) -> Plan:
     """Two spot pools of one zone, as a zone-level coupled plan names them."""
-    spot = sorted((o for o in provider.list_offers(OfferQuery(regions=(REGION,))) if o.market is Market.SPOT),
-                  key=lambda o: o.pool.id)
+    spot = sorted(
+        (o for o in provider.list_offers(OfferQuery(regions=(REGION,))) if o.market is Market.SPOT),
+        key=lambda o: o.pool.id,
+    )
     zone = spot[0].pool.zone
     offers = [o for o in spot if o.pool.zone == zone][:2]
     assert len(offers) == 2
-    allocs = tuple(Allocation(offer=o, count=n, weighted_gpus=float(n * o.gpus), true_cost_per_hour=n * o.price_per_hour)
-                   for o, n in zip(offers, counts))
+    allocs = tuple(
+        Allocation(offer=o, count=n, weighted_gpus=float(n * o.gpus), true_cost_per_hour=n * o.price_per_hour)
+        for o, n in zip(offers, counts)
+    )
     gpus = sum(a.count * a.offer.gpus for a in allocs)
     price = sum(a.true_cost_per_hour for a in allocs)
-    totals = PlanTotals(gpus=gpus, weighted_gpus=gpus, target_weighted_gpus=gpus, on_demand_weighted_gpus=0,
-                        price_per_hour=price, true_cost_per_hour=price, true_cost_per_weighted_gpu_hour=1.0,
-                        expected_interruptions_per_day=0.0)
+    totals = PlanTotals(
+        gpus=gpus,
+        weighted_gpus=gpus,
+        target_weighted_gpus=gpus,
+        on_demand_weighted_gpus=0,
+        price_per_hour=price,
+        true_cost_per_hour=price,
+        true_cost_per_weighted_gpu_hour=1.0,
+        expected_interruptions_per_day=0.0,
+    )
     domain = f"aws/{REGION}/{zone}"
-    choice = PlacementChoice(level="zone", domain=domain, metric="true cost $/h", objective=price, domains=1, solved=1,
-                             interconnect=INTERCONNECT["aws"] if interconnect else "")
+    choice = PlacementChoice(
+        level="zone",
+        domain=domain,
+        metric="true cost $/h",
+        objective=price,
+        domains=1,
+        solved=1,
+        interconnect=INTERCONNECT["aws"] if interconnect else "",
+    )
     return Plan(fleet=fleet, spec_hash="test", strategy="hand", allocations=allocs, totals=totals, placement=choice)
 
 
@@ -74,7 +91,7 @@ def test_a_zone_level_coupled_plan_launches_into_one_cluster_group_that_down_rem
         # a rerun of the same plan launches nothing and makes no second group
         apply(plan, {"aws": provider}, store)
         assert sorted(world.proxy.placement_groups()[f"{REGION}/{name}"]["instances"]) == alive
-        assert len(world.proxy.placement_groups()) == 2          # alpha's and beta's
+        assert len(world.proxy.placement_groups()) == 2  # alpha's and beta's
         # while instances run, EC2 refuses to delete the group; once they are gone it goes, beta's stays
         provider.terminate(alive)
         assert name in provider.teardown("alpha")
@@ -94,8 +111,16 @@ def test_a_group_still_holding_instances_makes_teardown_fail_to_be_run_again(aws
 
     offer = plan.allocations[0].offer
     name = interconnect_group("alpha", plan.placement.domain)
-    provider.launch(LaunchRequest(fleet="alpha", offer=offer, count=1, token="tok-held", interconnect=name,
-                                  tags=fleet_tags("alpha", offer.pool)))
+    provider.launch(
+        LaunchRequest(
+            fleet="alpha",
+            offer=offer,
+            count=1,
+            token="tok-held",
+            interconnect=name,
+            tags=fleet_tags("alpha", offer.pool),
+        )
+    )
     with pytest.raises(ProviderError, match="InUse|in use"):
         provider.teardown("alpha")
     assert f"{REGION}/{name}" in world.proxy.placement_groups()

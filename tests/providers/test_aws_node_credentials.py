@@ -35,13 +35,17 @@ def moto_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server.start()
     host, port = server.get_host_and_port()
     url = f"http://{host}:{port}"
-    for name, value in {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "operator-admin-key",
-                        "AWS_SECRET_ACCESS_KEY": "operator-admin-secret", "AWS_DEFAULT_REGION": REGION}.items():
+    for name, value in {
+        "AWS_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": "operator-admin-key",
+        "AWS_SECRET_ACCESS_KEY": "operator-admin-secret",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(name, value)
     try:
         yield url
     finally:
-        _checks(url, on=False)         # moto's switch is process-wide: leave it as found
+        _checks(url, on=False)  # moto's switch is process-wide: leave it as found
         server.stop()
 
 
@@ -63,7 +67,7 @@ def test_a_nodes_credentials_reach_its_fleet_prefix_and_nothing_else(moto_url: s
     spec = StorageSpec(provider="aws", bucket="ckpt", prefix="alpha", fleet="alpha", region=REGION)
     env = provider.grant_node_credentials(spec)
     assert env["AWS_ACCESS_KEY_ID"] not in ("operator-admin-key",) and "operator-admin-secret" not in json.dumps(env)
-    assert provider.grant_node_credentials(spec) == env                  # a rerun finds the same key
+    assert provider.grant_node_credentials(spec) == env  # a rerun finds the same key
     iam = boto3.client("iam", region_name=REGION, endpoint_url=moto_url)
     assert len(iam.list_access_keys(UserName=user_name("alpha"))["AccessKeyMetadata"]) == 1
 
@@ -73,30 +77,38 @@ def test_a_nodes_credentials_reach_its_fleet_prefix_and_nothing_else(moto_url: s
     assert mine.read("step-1/data") == b"weights"
     mine.delete("step-1/data")
     assert mine.read("step-1/data") is None
-    for bucket, prefix, key in [("ckpt", "other-fleet", "secret.bin"), ("ckpt", ".spotfleet", "node-credentials/alpha.json"),
-                                ("elsewhere", "alpha", "x")]:
+    for bucket, prefix, key in [
+        ("ckpt", "other-fleet", "secret.bin"),
+        ("ckpt", ".spotfleet", "node-credentials/alpha.json"),
+        ("elsewhere", "alpha", "x"),
+    ]:
         other = _node_store(moto_url, env, bucket, prefix)
         with pytest.raises(CheckpointError, match="AccessDenied"):
             other.read(key)
         with pytest.raises(CheckpointError, match="AccessDenied"):
             other.create("planted", b"x")
-    node_iam = boto3.client("iam", region_name=REGION, endpoint_url=moto_url, aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+    node_iam = boto3.client(
+        "iam",
+        region_name=REGION,
+        endpoint_url=moto_url,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
     with pytest.raises(iam.exceptions.ClientError, match="AccessDenied"):
-        node_iam.create_access_key(UserName=user_name("alpha"))          # it cannot mint itself more
+        node_iam.create_access_key(UserName=user_name("alpha"))  # it cannot mint itself more
     _checks(moto_url, on=False)
 
     assert provider.revoke_node_credentials(spec) == [f"iam user {user_name('alpha')}"]
-    assert provider.revoke_node_credentials(spec) == []               # idempotent
+    assert provider.revoke_node_credentials(spec) == []  # idempotent
     assert "Contents" not in admin.list_objects_v2(Bucket="ckpt", Prefix=KEPT_PREFIX)
     _checks(moto_url, on=True)
     with pytest.raises(CheckpointError, match="InvalidAccessKeyId"):
-        mine.read("step-1/data")                                          # revoked
+        mine.read("step-1/data")  # revoked
 
 
 def test_a_user_of_that_name_not_made_for_the_fleet_is_left_alone(moto_url: str):
     iam = boto3.client("iam", region_name=REGION, endpoint_url=moto_url)
-    iam.create_user(UserName=user_name("beta"))                           # someone else's, untagged
+    iam.create_user(UserName=user_name("beta"))  # someone else's, untagged
     boto3.client("s3", region_name=REGION, endpoint_url=moto_url).create_bucket(Bucket="ckpt")
     provider = AwsProvider(aws=Aws())
     spec = StorageSpec(provider="aws", bucket="ckpt", prefix="beta", fleet="beta", region=REGION)

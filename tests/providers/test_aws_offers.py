@@ -26,6 +26,7 @@ def world(aws_moto):
 
 def _provider(**settings):
     from providers.aws.provider import AwsProvider
+
     return AwsProvider(AwsSettings(regions=["us-east-1"], **settings))
 
 
@@ -37,18 +38,18 @@ def test_live_prices_per_zone_id_with_on_demand_from_the_price_list(world):
     world.proxy.prices({"g4dn.xlarge us-east-1b": 0.2, "g4dn.xlarge us-east-1c": 0.25})
     world.proxy.on_demand_prices({"us-east-1 g4dn.xlarge": 0.526})
     offers = _by_pool(_provider().list_offers(T4))
-    spot_b = offers["aws/us-east-1/use1-az1/g4dn.xlarge/spot"]            # us-east-1b is use1-az1 on moto
+    spot_b = offers["aws/us-east-1/use1-az1/g4dn.xlarge/spot"]  # us-east-1b is use1-az1 on moto
     assert spot_b.price_per_hour == 0.2 and spot_b.on_demand_price == 0.526 and spot_b.gpus == 1
     assert offers["aws/us-east-1/use1-az2/g4dn.xlarge/spot"].price_per_hour == 0.25
     od = offers["aws/us-east-1/use1-az1/g4dn.xlarge/on-demand"]
     assert od.price_per_hour == 0.526 and od.interruptions_per_hour == 0
-    assert spot_b.interruption_source is InterruptionSource.PROVIDER_PRIOR    # no Spot Advisor behind an emulator
+    assert spot_b.interruption_source is InterruptionSource.PROVIDER_PRIOR  # no Spot Advisor behind an emulator
     assert {o.source for o in offers.values() if o.pool.instance_type == "g4dn.xlarge"} == {"live"}
     assert all(o.accelerator == "T4" for o in offers.values())
 
 
 def test_a_failed_part_comes_from_the_snapshot_and_says_so(world):
-    offers = _provider().list_offers(T4)                   # moto has no Price List API: on-demand from the snapshot
+    offers = _provider().list_offers(T4)  # moto has no Price List API: on-demand from the snapshot
     assert offers and {o.source for o in offers} == {"live (snapshot for on-demand prices)"}
     od = [o for o in offers if o.market is Market.ON_DEMAND and o.pool.instance_type == "g4dn.xlarge"]
     assert od and od[0].price_per_hour > 0.3
@@ -60,11 +61,14 @@ def test_a_complete_answer_is_cached_on_disk_until_its_ttl(world):
     world.proxy.on_demand_prices({"us-east-1 g4dn.xlarge": 0.526})
     first = _provider().list_offers(T4)
     calls = dict(world.proxy.stats())
-    again = _provider().list_offers(T4)                    # a new process would see the same file
+    again = _provider().list_offers(T4)  # a new process would see the same file
     assert again == first and world.proxy.stats() == calls
     from providers.aws.provider import AwsProvider
+
     refreshed = AwsProvider(AwsSettings(regions=["us-east-1"]), refresh_offers=True).list_offers(T4)
-    assert refreshed == first and world.proxy.stats()["DescribeSpotPriceHistory"] == calls["DescribeSpotPriceHistory"] + 1
+    assert (
+        refreshed == first and world.proxy.stats()["DescribeSpotPriceHistory"] == calls["DescribeSpotPriceHistory"] + 1
+    )
 
 
 def test_zone_rules_of_the_spec_filter_live_offers(world):

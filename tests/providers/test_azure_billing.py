@@ -30,9 +30,16 @@ def bills(fake):
 
 
 def _inst(iid: str, market: Market, region: str = "eastus", size: str = SIZE) -> Instance:
-    return Instance(id=iid, fleet="az", pool=PoolKey(provider="azure", region=region, zone="", instance_type=size,
-                                                     market=market),
-                    accelerator="A100", gpus=1, state=InstanceState.RUNNING, price_per_hour=0.0, launched_at=0.0)
+    return Instance(
+        id=iid,
+        fleet="az",
+        pool=PoolKey(provider="azure", region=region, zone="", instance_type=size, market=market),
+        accelerator="A100",
+        gpus=1,
+        state=InstanceState.RUNNING,
+        price_per_hour=0.0,
+        launched_at=0.0,
+    )
 
 
 def test_the_setting_defaults_to_the_public_endpoint():
@@ -43,12 +50,15 @@ def test_the_linux_spot_and_on_demand_rows_of_the_exact_size_and_region_across_p
     # the fake lists 6 rows for the size in eastus (Linux/Windows x on-demand/Spot/Low Priority), 2 a page
     assert bills.rate("eastus", SIZE, Market.SPOT) == 0.42
     assert bills.rate("eastus", SIZE, Market.ON_DEMAND) == 3.5
-    assert httpx.post(f"{fake.url}/_control/calls").json()["calls"] == 6          # 3 pages each
-    rates = billed_rates(bills, [_inst("a", Market.SPOT), _inst("b", Market.ON_DEMAND), _inst("c", Market.SPOT)],
-                         now=100.0)
+    assert httpx.post(f"{fake.url}/_control/calls").json()["calls"] == 6  # 3 pages each
+    rates = billed_rates(
+        bills, [_inst("a", Market.SPOT), _inst("b", Market.ON_DEMAND), _inst("c", Market.SPOT)], now=100.0
+    )
     assert {k: (r.per_hour, r.source, r.rental, r.at) for k, r in rates.items()} == {
-        "a": (0.42, "price-api", "spot", 100.0), "b": (3.5, "price-api", "on-demand", 100.0),
-        "c": (0.42, "price-api", "spot", 100.0)}
+        "a": (0.42, "price-api", "spot", 100.0),
+        "b": (3.5, "price-api", "on-demand", 100.0),
+        "c": (0.42, "price-api", "spot", 100.0),
+    }
 
 
 def test_a_size_or_region_it_does_not_list_is_left_out(bills):
@@ -57,13 +67,30 @@ def test_a_size_or_region_it_does_not_list_is_left_out(bills):
 
 
 def test_the_newest_row_wins_and_windows_and_low_priority_rows_never_do(bills, fake):
-    row = {"retailPrice": 1.0, "unitPrice": 1.0, "armSkuName": SIZE, "armRegionName": "eastus", "skuName": "X Spot",
-           "meterName": "X Spot", "productName": "Virtual Machines X Series", "serviceName": "Virtual Machines",
-           "type": "Consumption", "unitOfMeasure": "1 Hour", "effectiveStartDate": "2025-01-01T00:00:00Z"}
-    items = [row, {**row, "retailPrice": 1.2, "effectiveStartDate": "2026-06-01T00:00:00Z"},
-             {**row, "retailPrice": 0.1, "productName": "Virtual Machines X Series Windows",
-              "effectiveStartDate": "2027-01-01T00:00:00Z"},
-             {**row, "retailPrice": 0.05, "skuName": "X Low Priority", "meterName": "X Low Priority"}]
+    row = {
+        "retailPrice": 1.0,
+        "unitPrice": 1.0,
+        "armSkuName": SIZE,
+        "armRegionName": "eastus",
+        "skuName": "X Spot",
+        "meterName": "X Spot",
+        "productName": "Virtual Machines X Series",
+        "serviceName": "Virtual Machines",
+        "type": "Consumption",
+        "unitOfMeasure": "1 Hour",
+        "effectiveStartDate": "2025-01-01T00:00:00Z",
+    }
+    items = [
+        row,
+        {**row, "retailPrice": 1.2, "effectiveStartDate": "2026-06-01T00:00:00Z"},
+        {
+            **row,
+            "retailPrice": 0.1,
+            "productName": "Virtual Machines X Series Windows",
+            "effectiveStartDate": "2027-01-01T00:00:00Z",
+        },
+        {**row, "retailPrice": 0.05, "skuName": "X Low Priority", "meterName": "X Low Priority"},
+    ]
     httpx.post(f"{fake.url}/_control/reset", json={"items": items}).raise_for_status()
     assert bills.rate("eastus", SIZE, Market.SPOT) == 1.2
     assert bills.rate("eastus", SIZE, Market.ON_DEMAND) is None
@@ -77,9 +104,21 @@ def test_an_unreadable_answer_is_an_error_never_no_price(bills, fake, variant):
 
 
 def test_an_item_without_a_price_is_malformed(bills, fake):
-    httpx.post(f"{fake.url}/_control/reset", json={"items": [{"armSkuName": SIZE, "armRegionName": "eastus",
-                                                              "skuName": "X", "productName": "X",
-                                                              "serviceName": "Virtual Machines", "type": "Consumption"}]})
+    httpx.post(
+        f"{fake.url}/_control/reset",
+        json={
+            "items": [
+                {
+                    "armSkuName": SIZE,
+                    "armRegionName": "eastus",
+                    "skuName": "X",
+                    "productName": "X",
+                    "serviceName": "Virtual Machines",
+                    "type": "Consumption",
+                }
+            ]
+        },
+    )
     with pytest.raises(MalformedResponseError):
         bills.rate("eastus", SIZE, Market.ON_DEMAND)
 

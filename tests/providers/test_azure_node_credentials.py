@@ -54,7 +54,7 @@ def test_a_nodes_sas_reaches_its_fleets_container_only_and_down_revokes_it(azuri
     mine = _store(env, "az-checkpoints")
     assert mine.create("step-1/data", b"weights") and mine.read("step-1/data") == b"weights"
     assert mine.list("step-1/") == ["step-1/data"]
-    renewed = provider.grant_node_credentials(SPEC)           # a later pass renews the policy: old SAS still works
+    renewed = provider.grant_node_credentials(SPEC)  # a later pass renews the policy: old SAS still works
     assert mine.read("step-1/data") == b"weights" and _store(renewed, "az-checkpoints").read("step-1/data")
     theirs = _store(env, "someone-elses")
     with pytest.raises(CheckpointError):
@@ -63,10 +63,10 @@ def test_a_nodes_sas_reaches_its_fleets_container_only_and_down_revokes_it(azuri
         theirs.create("planted", b"x")
 
     assert provider.revoke_node_credentials(SPEC) == [f"access policy {POLICY_ID} of container az-checkpoints"]
-    assert provider.revoke_node_credentials(SPEC) == []       # idempotent
+    assert provider.revoke_node_credentials(SPEC) == []  # idempotent
     with pytest.raises(CheckpointError):
-        mine.read("step-1/data")                               # every SAS under the policy is dead
-    assert _store(operator, "az-checkpoints").read("step-1/data") == b"weights"   # the data is kept
+        mine.read("step-1/data")  # every SAS under the policy is dead
+    assert _store(operator, "az-checkpoints").read("step-1/data") == b"weights"  # the data is kept
 
 
 def test_without_an_account_key_no_sas_is_made_and_the_fix_is_named(azurite: emu.Emulator):

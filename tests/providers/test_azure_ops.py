@@ -15,7 +15,7 @@ from providers.azure.instances import OS_DISK_PER_HOUR
 from providers.azure.settings import AzureSettings
 from providers.base import OfferQuery
 
-EVICTED_AT = int(time.time()) - 3600      # the epoch second the fake dates an eviction with
+EVICTED_AT = int(time.time()) - 3600  # the epoch second the fake dates an eviction with
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_a_deallocated_eviction_is_an_interruption_dated_by_azure_and_terminate_
     evicted = listed[gone]
     assert evicted.state is InstanceState.STOPPED and not evicted.state.alive and evicted.reason == "evicted"
     assert evicted.ended_at == EVICTED_AT and evicted.price_per_hour == OS_DISK_PER_HOUR
-    assert gone in {v["name"] for v in fake.control("state")["vms"]}            # Azure kept it, deallocated
+    assert gone in {v["name"] for v in fake.control("state")["vms"]}  # Azure kept it, deallocated
     provider.terminate([gone])
     state = fake.control("state")
     assert [v["name"] for v in state["vms"]] == [kept]
@@ -53,9 +53,9 @@ def test_a_deleted_eviction_is_dated_from_the_activity_log(fake):
     gone, kept = [i.id for i in provider.launch(_request(offer, 2)).instances]
     fake.control("evict", {"name": gone, "at": EVICTED_AT})
     assert [i.id for i in provider.list_instances("alpha")] == [kept]
-    assert [n["name"] for n in fake.control("state")["nics"]] == [f"{kept}-nic"]      # the NIC went with it
+    assert [n["name"] for n in fake.control("state")["nics"]] == [f"{kept}-nic"]  # the NIC went with it
     assert provider.ended_at([gone, kept, "sf-000000000000-0"]) == {gone: EVICTED_AT}
-    fake.control("evict", {"name": kept, "at": EVICTED_AT - 30 * 86400})       # older than the log is read
+    fake.control("evict", {"name": kept, "at": EVICTED_AT - 30 * 86400})  # older than the log is read
     assert provider.ended_at([gone, kept]) == {gone: EVICTED_AT}
 
 
@@ -78,7 +78,7 @@ def test_the_subnet_sits_behind_a_tagged_nsg_without_inbound_rules(fake):
     state = fake.control("state")
     nsg = _nsg(state)
     assert nsg["name"] == "spotfleet-alpha-westus2-nsg" and nsg["location"] == "westus2"
-    assert nsg["properties"]["securityRules"] == []          # Azure's DenyAllInBound refuses the rest
+    assert nsg["properties"]["securityRules"] == []  # Azure's DenyAllInBound refuses the rest
     assert "DenyAllInBound" in {r["name"] for r in nsg["properties"]["defaultSecurityRules"]}
     [vnet] = state["vnets"]
     [subnet] = vnet["properties"]["subnets"]
@@ -91,22 +91,26 @@ def test_an_ssh_key_opens_tcp_22_and_only_that_and_a_rerun_converges(fake):
     provider.launch(_request(offer, 1, token="no-key"))
     assert _nsg(fake.control("state"))["properties"]["securityRules"] == []
     keyed = _request(offer, 1, token="key", node=NodeConfig(ssh_key=USER_KEY))
-    fake.provider().launch(keyed)                                # a new process with the key in the spec
+    fake.provider().launch(keyed)  # a new process with the key in the spec
     [rule] = _nsg(fake.control("state"))["properties"]["securityRules"]
     props = rule["properties"]
-    assert (props["direction"], props["access"], props["protocol"], props["destinationPortRange"]) == \
-        ("Inbound", "Allow", "Tcp", "22")
+    assert (props["direction"], props["access"], props["protocol"], props["destinationPortRange"]) == (
+        "Inbound",
+        "Allow",
+        "Tcp",
+        "22",
+    )
     puts = fake.control("calls")["calls"]
     fake.provider().launch(keyed.model_copy(update={"token": "key2"}))
     again = fake.control("calls")["calls"]
     nsg_puts = "PUT providers/microsoft.network/networksecuritygroups"
     vnet_puts = "PUT providers/microsoft.network/virtualnetworks"
-    assert again[nsg_puts] == puts[nsg_puts] == 2 and again[vnet_puts] == 1     # found as it should be: no PUT
+    assert again[nsg_puts] == puts[nsg_puts] == 2 and again[vnet_puts] == 1  # found as it should be: no PUT
 
 
 def test_teardown_removes_the_fleets_network_only_where_none_of_its_vms_is_left(fake):
     provider = fake.provider()
-    assert provider.teardown("alpha") == []                                  # no resource group yet: nothing
+    assert provider.teardown("alpha") == []  # no resource group yet: nothing
     west = _offer(provider)
     east = next(o for o in provider.list_offers(OfferQuery()) if o.pool.region == "eastus" and o.market is Market.SPOT)
     [w] = [i.id for i in provider.launch(_request(west, 1, token="w")).instances]
@@ -114,8 +118,10 @@ def test_teardown_removes_the_fleets_network_only_where_none_of_its_vms_is_left(
     theirs = LaunchRequest(fleet="beta", offer=west, count=1, token="b", tags=fleet_tags("beta", west.pool))
     provider.launch(theirs)
     group = f"{fake.url}/subscriptions/{SUBSCRIPTION}/resourceGroups/{RG}/providers/Microsoft.Network"
-    httpx.put(f"{group}/networkSecurityGroups/spotfleet-alpha-westus3-nsg?api-version=2024-05-01",
-              json={"location": "westus3", "properties": {}}).raise_for_status()     # untagged: not ours
+    httpx.put(
+        f"{group}/networkSecurityGroups/spotfleet-alpha-westus3-nsg?api-version=2024-05-01",
+        json={"location": "westus3", "properties": {}},
+    ).raise_for_status()  # untagged: not ours
     [e] = [i.id for i in provider.list_instances("alpha") if i.pool.region == "eastus"]
     provider.terminate([e])
     assert provider.teardown("alpha") == ["spotfleet-alpha-eastus", "spotfleet-alpha-eastus-nsg"]
@@ -128,7 +134,7 @@ def test_teardown_removes_the_fleets_network_only_where_none_of_its_vms_is_left(
     state = fake.control("state")
     assert [v["name"] for v in state["vnets"]] == ["spotfleet-beta-westus2"]
     assert sorted(n["name"] for n in state["nsgs"]) == ["spotfleet-alpha-westus3-nsg", "spotfleet-beta-westus2-nsg"]
-    assert len(provider.launch(_request(west, 1, token="w2")).instances) == 1    # the same process rebuilds it
+    assert len(provider.launch(_request(west, 1, token="w2")).instances) == 1  # the same process rebuilds it
 
 
 def test_quotas_per_region_spot_regional_and_on_demand_per_family_from_the_usage_api(fake):
@@ -137,12 +143,17 @@ def test_quotas_per_region_spot_regional_and_on_demand_per_family_from_the_usage
     provider.launch(_request(_offer(provider), 1))
     quotas = {(q.region, q.name): q for q in provider.quotas()}
     spot = quotas[("westus2", "lowPriorityCores")]
-    assert (spot.market, spot.unit.value, spot.limit, spot.in_use, spot.instance_types) == \
-        (Market.SPOT, "vcpus", 48, 24, ())
+    assert (spot.market, spot.unit.value, spot.limit, spot.in_use, spot.instance_types) == (
+        Market.SPOT,
+        "vcpus",
+        48,
+        24,
+        (),
+    )
     family = quotas[("eastus", "standardNCADSA100v4Family")]
     assert family.market is Market.ON_DEMAND and family.instance_types == ("Standard_NC24ads_A100_v4",)
     assert quotas[("eastus", "cores")].market is Market.ON_DEMAND
-    assert {r for r, _ in quotas} == {"eastus", "westus2"}             # the regions with a GPU size offered
+    assert {r for r, _ in quotas} == {"eastus", "westus2"}  # the regions with a GPU size offered
     only = fake.provider(regions=["westus2"]).quotas()
     assert {q.region for q in only} == {"westus2"}
     offers = provider.list_offers(OfferQuery(regions=("westus2",), on_demand=False))
@@ -156,4 +167,4 @@ def test_a_launch_past_the_spot_vcpu_quota_stops_there_as_a_quota_shortfall(fake
     assert len(result.instances) == 1 and result.error_kind == "quota" and result.error_code == "OperationNotAllowed"
     assert "lowPriorityCores" in result.error_message
     state = fake.control("state")
-    assert len(state["vms"]) == 1 and len(state["nics"]) == 1                  # the refused VM's NIC is gone
+    assert len(state["vms"]) == 1 and len(state["nics"]) == 1  # the refused VM's NIC is gone

@@ -32,8 +32,12 @@ def fake(arm_server, tmp_path) -> Fake:
 
 
 def test_the_spec_chooses_the_mode_and_refuses_an_unknown_one():
-    spec = {"name": "mixfleet", "backend": "cloud", "capacity": {"gpus": 1, "accelerators": ["A100-80GB"]},
-            "providers": {"azure": {"subscription_id": SUBSCRIPTION, "launch_mode": "scale-set"}}}
+    spec = {
+        "name": "mixfleet",
+        "backend": "cloud",
+        "capacity": {"gpus": 1, "accelerators": ["A100-80GB"]},
+        "providers": {"azure": {"subscription_id": SUBSCRIPTION, "launch_mode": "scale-set"}},
+    }
     parsed = FleetSpec.model_validate(spec)
     assert isinstance(build(parsed, parsed.providers["azure"]), AzureScaleSetProvider)
     spec["providers"]["azure"]["launch_mode"] = "fleet"
@@ -53,8 +57,11 @@ def test_one_priority_mix_set_per_region_meets_the_request(fake):
     prov = fake.provider()
     spot, od, nd = _offer(prov), _offer(prov, market=Market.ON_DEMAND), _offer(prov, size=ND)
     node = NodeConfig(startup="python train.py")
-    requests = [_request(spot, 5, "s1", max_price=1.25, node=node), _request(od, 2, "o1", node=node),
-                _request(nd, 1, "n1", max_price=3.0, node=node)]
+    requests = [
+        _request(spot, 5, "s1", max_price=1.25, node=node),
+        _request(od, 2, "o1", node=node),
+        _request(nd, 1, "n1", max_price=3.0, node=node),
+    ]
     results = prov.launch_group(requests)
     assert [len(r.instances) for r in results] == [5, 2, 1]
     assert all(not r.error_kind for r in results)
@@ -128,7 +135,7 @@ def test_terminate_deletes_one_vm_and_down_deletes_the_empty_set_never_a_foreign
     assert sorted(v["name"] for v in fake.members(name)) == sorted(ids[1:])
     assert next(s for s in fake.sets() if s["name"] == name)["sku"]["capacity"] == 2
     assert sorted(i.id for i in prov.list_instances("alpha")) == sorted(ids[1:])
-    prov.terminate(ids[1:] + foreign["vms"])       # foreign VMs are refused, the empty set goes
+    prov.terminate(ids[1:] + foreign["vms"])  # foreign VMs are refused, the empty set goes
     assert [s["name"] for s in fake.sets()] == [foreign["name"]]
     assert sorted(v["name"] for v in fake.members(foreign["name"])) == sorted(foreign["vms"])
     assert prov.list_instances("alpha") == []
@@ -147,11 +154,20 @@ def test_a_bad_scale_set_body_gets_the_arm_error(fake):
     arm = Arm(SUBSCRIPTION, fake.url, polling_interval=0)
     arm.resources.resource_groups.create_or_update(RG, {"location": "eastus"})
     with pytest.raises(Exception) as err:
-        arm.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "bad", {
-            "location": "eastus", "sku": {"name": A100, "capacity": 1},
-            "properties": {"orchestrationMode": "Flexible", "platformFaultDomainCount": 1,
-                           "priorityMixPolicy": {"baseRegularPriorityCount": 1},
-                           "virtualMachineProfile": {"priority": "Regular"}}}).result()
+        arm.compute.virtual_machine_scale_sets.begin_create_or_update(
+            RG,
+            "bad",
+            {
+                "location": "eastus",
+                "sku": {"name": A100, "capacity": 1},
+                "properties": {
+                    "orchestrationMode": "Flexible",
+                    "platformFaultDomainCount": 1,
+                    "priorityMixPolicy": {"baseRegularPriorityCount": 1},
+                    "virtualMachineProfile": {"priority": "Regular"},
+                },
+            },
+        ).result()
     assert "InvalidParameter" in str(err.value) and "priorityMixPolicy" in str(err.value)
 
 
@@ -163,11 +179,11 @@ def test_teardown_removes_a_set_whose_vms_were_all_evicted_then_the_network(fake
     assert len(result.instances) == 2
     nsg = next(n for n in fake.control("state")["nsgs"])
     assert any(r["properties"]["destinationPortRange"] == "22" for r in nsg["properties"]["securityRules"])
-    for inst in result.instances:          # Azure evicts them all: nothing is left for `down` to terminate
+    for inst in result.instances:  # Azure evicts them all: nothing is left for `down` to terminate
         fake.control("evict", {"name": inst.id.rsplit("/", 1)[-1]})
     assert [i for i in prov.list_instances("alpha") if i.state.alive] == []
     gone = prov.teardown("alpha")
     assert set_name("alpha", "eastus") in gone
     state = fake.control("state")
     assert state["scale_sets"] == [] and state["vnets"] == [] and state["nsgs"] == []
-    assert prov.teardown("alpha") == []      # idempotent
+    assert prov.teardown("alpha") == []  # idempotent

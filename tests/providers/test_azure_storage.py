@@ -59,13 +59,13 @@ def test_ensure_bucket_makes_a_private_account_container_lifecycle_identity_and_
     [identity] = st["identities"]
     assert identity["name"] == f"spotfleet-{account}-af-checkpoints" and identity["tags"]["spotfleet:fleet"] == "af"
     [grant] = st["role_assignments"]
-    assert grant["properties"]["scope"] == container["id"]                       # the container only
+    assert grant["properties"]["scope"] == container["id"]  # the container only
     assert grant["properties"]["roleDefinitionId"].endswith(f"/roleDefinitions/{ba.BLOB_CONTRIBUTOR}")
     assert grant["properties"]["principalId"] == identity["properties"]["principalId"]
     assert grant["properties"]["principalType"] == "ServicePrincipal"
     writes = st["writes"]
-    assert fake.provider().ensure_bucket(SPEC) == ref                             # another process, same answer
-    assert fake.storage()["writes"] == writes                                     # and nothing written
+    assert fake.provider().ensure_bucket(SPEC) == ref  # another process, same answer
+    assert fake.storage()["writes"] == writes  # and nothing written
 
 
 def test_the_lifecycle_rule_follows_expire_days_and_keeps_other_rules(fake):
@@ -75,20 +75,23 @@ def test_the_lifecycle_rule_follows_expire_days_and_keeps_other_rules(fake):
     [policy] = fake.storage()["policies"]
     rules = {r["definition"]["filters"]["prefixMatch"][0]: r for r in policy["properties"]["policy"]["rules"]}
     assert set(rules) == {"one-ckpt/one/", "two-ckpt/two/"}
-    assert rules["two-ckpt/two/"]["definition"]["actions"]["baseBlob"]["delete"]["daysAfterModificationGreaterThan"] == 30
+    assert (
+        rules["two-ckpt/two/"]["definition"]["actions"]["baseBlob"]["delete"]["daysAfterModificationGreaterThan"] == 30
+    )
     assert len(fake.storage()["role_assignments"]) == 2 and len(fake.storage()["identities"]) == 2
     provider.ensure_bucket(SPEC.model_copy(update={"bucket": "one-ckpt", "prefix": "one", "expire_days": None}))
     [policy] = fake.storage()["policies"]
-    assert [r["definition"]["filters"]["prefixMatch"] for r in policy["properties"]["policy"]["rules"]] == \
-        [["two-ckpt/two/"]]
+    assert [r["definition"]["filters"]["prefixMatch"] for r in policy["properties"]["policy"]["rules"]] == [
+        ["two-ckpt/two/"]
+    ]
     provider.ensure_bucket(SPEC.model_copy(update={"bucket": "two-ckpt", "prefix": "two", "expire_days": None}))
-    assert fake.storage()["policies"] == []                                       # no rule left: no policy
+    assert fake.storage()["policies"] == []  # no rule left: no policy
 
 
 def test_refusals_name_the_fix_in_one_line(fake):
     taken = ba.account_name(SUBSCRIPTION, RG, "af-checkpoints")
     fake.control("storage/taken", {"names": [taken]})
-    with pytest.raises(ProviderError) as err:                                     # another subscription's name
+    with pytest.raises(ProviderError) as err:  # another subscription's name
         fake.provider().ensure_bucket(SPEC)
     assert err.value.code == "storage-account-taken" and "providers.azure.storage_account" in str(err.value)
     messages = [str(err.value)]
@@ -116,10 +119,19 @@ def test_refusals_name_the_fix_in_one_line(fake):
 
 
 def _launch(provider: AzureProvider, uri: str, token: str = "t1"):
-    offer = next(o for o in provider.list_offers(OfferQuery()) if o.market is Market.SPOT and o.pool.region == "westus2")
-    return provider.launch(LaunchRequest(fleet="af", offer=offer, count=1, token=token,
-                                         tags=fleet_tags("af", offer.pool, "p1"),
-                                         node=NodeConfig(checkpoint_uri=uri)))
+    offer = next(
+        o for o in provider.list_offers(OfferQuery()) if o.market is Market.SPOT and o.pool.region == "westus2"
+    )
+    return provider.launch(
+        LaunchRequest(
+            fleet="af",
+            offer=offer,
+            count=1,
+            token=token,
+            tags=fleet_tags("af", offer.pool, "p1"),
+            node=NodeConfig(checkpoint_uri=uri),
+        )
+    )
 
 
 def test_vms_writing_to_the_account_carry_the_node_identity_and_its_client_id(fake):
@@ -133,16 +145,20 @@ def test_vms_writing_to_the_account_carry_the_node_identity_and_its_client_id(fa
     assert rid.lower() == identity["id"].lower() and ids["clientId"] == identity["properties"]["clientId"]
     script = base64.b64decode(vm["properties"]["osProfile"]["customData"]).decode()
     assert f"{ref.uri}/af" in script and identity["properties"]["clientId"] in script and "AZURE_CLIENT_ID" in script
-    with pytest.raises(ProviderError) as err:                                     # an account we made no identity for
+    with pytest.raises(ProviderError) as err:  # an account we made no identity for
         _launch(provider, "az://af-checkpoints@elsewhere/af", token="t2")
     assert err.value.code == "no-node-identity" and len(fake.vms()) == 1
 
 
 def test_a_connection_string_keeps_the_container_in_its_account(fake, tmp_path):
     arm = Arm(SUBSCRIPTION, fake.url, polling_interval=0)
-    provider = AzureProvider(AzureSettings(resource_group=RG), arm=arm, live_prices=False,
-                             environ={"AZURE_STORAGE_CONNECTION_STRING": "not a connection string"})
-    with pytest.raises(ProviderError) as err:                                     # the Blob API path, not ARM
+    provider = AzureProvider(
+        AzureSettings(resource_group=RG),
+        arm=arm,
+        live_prices=False,
+        environ={"AZURE_STORAGE_CONNECTION_STRING": "not a connection string"},
+    )
+    with pytest.raises(ProviderError) as err:  # the Blob API path, not ARM
         provider.ensure_bucket(SPEC)
     assert err.value.code == "bad-connection-string" and fake.storage()["accounts"] == []
 
@@ -151,14 +167,28 @@ def test_a_scale_set_writing_to_the_account_carries_the_node_identity(fake):
     from providers.azure.scaleset_provider import AzureScaleSetProvider
 
     arm = Arm(SUBSCRIPTION, fake.url, polling_interval=0)
-    provider = AzureScaleSetProvider(AzureSettings(resource_group=RG, launch_mode="scale-set",
-                                                      eviction_policy="Deallocate"),
-                                     arm=arm, environ={}, cache_seconds=0, live_prices=False, home=fake.home)
+    provider = AzureScaleSetProvider(
+        AzureSettings(resource_group=RG, launch_mode="scale-set", eviction_policy="Deallocate"),
+        arm=arm,
+        environ={},
+        cache_seconds=0,
+        live_prices=False,
+        home=fake.home,
+    )
     ref = provider.ensure_bucket(SPEC)
     offer = next(o for o in provider.list_offers(OfferQuery()) if o.market is Market.SPOT)
-    (result,) = provider.launch_group([LaunchRequest(fleet="af", offer=offer, count=2, token="mix",
-                                                     tags=fleet_tags("af", offer.pool, "p1"),
-                                                     node=NodeConfig(checkpoint_uri=f"{ref.uri}/af"))])
+    (result,) = provider.launch_group(
+        [
+            LaunchRequest(
+                fleet="af",
+                offer=offer,
+                count=2,
+                token="mix",
+                tags=fleet_tags("af", offer.pool, "p1"),
+                node=NodeConfig(checkpoint_uri=f"{ref.uri}/af"),
+            )
+        ]
+    )
     assert len(result.instances) == 2
     [identity] = fake.storage()["identities"]
     [vmss] = fake.control("state")["scale_sets"]

@@ -44,13 +44,19 @@ def gcp(server) -> GcpProvider:
 
 
 def _offer(gcp: GcpProvider, instance_type: str, market: Market = Market.SPOT, zone: str = "us-central1-a"):
-    return next(o for o in gcp.list_offers(OfferQuery()) if o.pool.instance_type == instance_type
-                and o.market is market and o.pool.zone == zone)
+    return next(
+        o
+        for o in gcp.list_offers(OfferQuery())
+        if o.pool.instance_type == instance_type and o.market is market and o.pool.zone == zone
+    )
 
 
 def _launch(gcp: GcpProvider, offer, count: int, token: str, **extra):
-    return gcp.launch(LaunchRequest(fleet="alpha", offer=offer, count=count, token=token,
-                                    tags=fleet_tags("alpha", offer.pool, "plan1"), **extra))
+    return gcp.launch(
+        LaunchRequest(
+            fleet="alpha", offer=offer, count=count, token=token, tags=fleet_tags("alpha", offer.pool, "plan1"), **extra
+        )
+    )
 
 
 def _vms(server) -> dict[str, dict]:
@@ -58,6 +64,7 @@ def _vms(server) -> dict[str, dict]:
 
 
 # ---- offers ----------------------------------------------------------------------------
+
 
 def test_offers_cover_gpu_families_and_attachable_gpus_only_on_n1(gcp):
     offers = gcp.list_offers(OfferQuery())
@@ -76,7 +83,7 @@ def test_offers_cover_gpu_families_and_attachable_gpus_only_on_n1(gcp):
 def test_n1_price_is_the_gpu_rows_plus_the_host(gcp):
     t4 = _offer(gcp, "n1-standard-4+nvidia-tesla-t4x1", Market.ON_DEMAND)
     a2 = _offer(gcp, "a2-highgpu-1g", Market.ON_DEMAND)
-    assert t4.price_per_hour > 0.35            # the snapshot's T4 card alone is $0.35/h in us-central1
+    assert t4.price_per_hour > 0.35  # the snapshot's T4 card alone is $0.35/h in us-central1
     assert t4.price_per_hour < a2.price_per_hour
     spot = _offer(gcp, "n1-standard-4+nvidia-tesla-t4x1")
     assert spot.price_per_hour < t4.price_per_hour and spot.on_demand_price == t4.price_per_hour
@@ -111,21 +118,33 @@ def test_parse_skus_keeps_machine_parts_and_gpus_only():
 
     def sku(description, usage, price, regions=("us-central1",), family="Compute"):
         units, nanos = int(price), round((price - int(price)) * 1e9)
-        return {"description": description, "serviceRegions": list(regions),
-                "category": {"resourceFamily": family, "usageType": usage},
-                "pricingInfo": [{"pricingExpression": {"tieredRates": [
-                    {"startUsageAmount": 0, "unitPrice": {"units": str(units), "nanos": nanos}}]}}]}
+        return {
+            "description": description,
+            "serviceRegions": list(regions),
+            "category": {"resourceFamily": family, "usageType": usage},
+            "pricingInfo": [
+                {
+                    "pricingExpression": {
+                        "tieredRates": [{"startUsageAmount": 0, "unitPrice": {"units": str(units), "nanos": nanos}}]
+                    }
+                }
+            ],
+        }
 
-    table = parse_skus([
-        sku("G2 Instance Core running in Americas", "OnDemand", 0.024988),
-        sku("Spot Preemptible G2 Instance Ram running in Americas", "Preemptible", 0.00116),
-        sku("Nvidia L4 GPU running in Americas", "OnDemand", 0.56004),
-        sku("Commitment v1: Nvidia L4 GPU running in Americas", "Commit1Yr", 0.3),
-        sku("Nvidia L4 GPU running in Americas", "OnDemand", 0.1, family="Storage"),
-    ])
-    assert table.units == {("us-central1", "g2:core", Market.ON_DEMAND): pytest.approx(0.024988),
-                           ("us-central1", "g2:ram", Market.SPOT): pytest.approx(0.00116),
-                           ("us-central1", "nvidia-l4", Market.ON_DEMAND): pytest.approx(0.56004)}
+    table = parse_skus(
+        [
+            sku("G2 Instance Core running in Americas", "OnDemand", 0.024988),
+            sku("Spot Preemptible G2 Instance Ram running in Americas", "Preemptible", 0.00116),
+            sku("Nvidia L4 GPU running in Americas", "OnDemand", 0.56004),
+            sku("Commitment v1: Nvidia L4 GPU running in Americas", "Commit1Yr", 0.3),
+            sku("Nvidia L4 GPU running in Americas", "OnDemand", 0.1, family="Storage"),
+        ]
+    )
+    assert table.units == {
+        ("us-central1", "g2:core", Market.ON_DEMAND): pytest.approx(0.024988),
+        ("us-central1", "g2:ram", Market.SPOT): pytest.approx(0.00116),
+        ("us-central1", "nvidia-l4", Market.ON_DEMAND): pytest.approx(0.56004),
+    }
     assert table.price("us-central1", Market.SPOT, "g2-standard-4", 4, 16, "nvidia-l4", 1) is None
 
 
@@ -147,14 +166,19 @@ def test_parse_instance_type_round_trips_n1_shapes():
 
 # ---- what a launch asks GCE for ----------------------------------------------------------------
 
+
 def test_spot_vm_carries_scheduling_labels_and_bootstrap(server, gcp):
     offer = _offer(gcp, "n1-standard-4+nvidia-tesla-t4x1")
     node = NodeConfig(startup="python train.py", checkpoint_uri="gs://b/alpha")
     result = _launch(gcp, offer, 2, "tok-body", node=node)
     assert len(result.instances) == 2
     vm = _vms(server)[result.instances[0].id.split("/")[1]]
-    assert vm["scheduling"] == {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE",
-                                "onHostMaintenance": "TERMINATE", "automaticRestart": False}
+    assert vm["scheduling"] == {
+        "provisioningModel": "SPOT",
+        "instanceTerminationAction": "DELETE",
+        "onHostMaintenance": "TERMINATE",
+        "automaticRestart": False,
+    }
     assert vm["guestAccelerators"][0]["acceleratorType"].endswith("/nvidia-tesla-t4")
     assert vm["labels"]["spotfleet-fleet"] == "alpha" and vm["labels"]["spotfleet-plan"] == "plan1"
     assert vm["labels"]["spotfleet-pool"] == offer.pool.short_hash and vm["labels"]["spotfleet-token"]
@@ -169,8 +193,11 @@ def test_on_demand_vm_is_standard_and_restarts(server, gcp):
     offer = _offer(gcp, "a2-highgpu-1g", Market.ON_DEMAND)
     inst = _launch(gcp, offer, 1, "tok-od").instances[0]
     vm = _vms(server)[inst.id.split("/")[1]]
-    assert vm["scheduling"] == {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE",
-                                "automaticRestart": True}
+    assert vm["scheduling"] == {
+        "provisioningModel": "STANDARD",
+        "onHostMaintenance": "TERMINATE",
+        "automaticRestart": True,
+    }
     assert vm["guestAccelerators"] == [] and vm["machineType"].endswith("/a2-highgpu-1g")
 
 
@@ -208,16 +235,19 @@ def test_a_quota_failed_operation_raises_quota_with_the_metric(server, gcp):
 
 
 def test_operation_errors_prefer_the_cause_over_min_count():
-    err = errors.from_operation([("VM_MIN_COUNT_NOT_REACHED", "min count"),
-                                 ("ZONE_RESOURCE_POOL_EXHAUSTED", "no room")], region="us-central1")
+    err = errors.from_operation(
+        [("VM_MIN_COUNT_NOT_REACHED", "min count"), ("ZONE_RESOURCE_POOL_EXHAUSTED", "no room")], region="us-central1"
+    )
     assert err.code == "ZONE_RESOURCE_POOL_EXHAUSTED" and errors.kind_of(err) == "capacity"
     assert "min count" in err.message and "no room" in err.message
-    assert isinstance(errors.from_operation([("QUOTA_EXCEEDED", "Quota 'GPUS_ALL_REGIONS' exceeded")]),
-                      QuotaExceededError)
+    assert isinstance(
+        errors.from_operation([("QUOTA_EXCEEDED", "Quota 'GPUS_ALL_REGIONS' exceeded")]), QuotaExceededError
+    )
     assert type(errors.to_error("", "x", status=503)).__name__ == "TransientProviderError"
 
 
 # ---- preemption ------------------------------------------------------------------------------
+
 
 def test_a_stopped_preempted_vm_is_reported_at_gces_time(server, gcp):
     gcp.termination_action = "STOP"
@@ -248,6 +278,7 @@ def test_a_deleted_preempted_vm_is_reported_from_the_preemption_operation(server
 
 # ---- storage -----------------------------------------------------------------------------------
 
+
 def test_bucket_settings_are_set_once():
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
@@ -260,10 +291,11 @@ def test_bucket_settings_are_set_once():
     assert bucket.iam_configuration.public_access_prevention == "enforced"
     assert bucket.labels == {"managed-by": "spotfleet"}
     assert [dict(r) for r in bucket.lifecycle_rules] == [{"action": {"type": "Delete"}, "condition": {"age": 7}}]
-    assert _settle(bucket, spec) is False          # nothing left to change: no patch on a rerun
+    assert _settle(bucket, spec) is False  # nothing left to change: no patch on a rerun
 
 
 # ---- project and fleet check -------------------------------------------------------------------
+
 
 def test_project_comes_from_the_spec_then_the_environment(monkeypatch):
     monkeypatch.setenv("SPOTFLEET_GCE_ENDPOINT", "http://127.0.0.1:9")
@@ -280,8 +312,9 @@ def test_project_comes_from_the_spec_then_the_environment(monkeypatch):
 def _check(server, tmp_path, *args, **env):
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "CLOUDSDK_"))}
     base.update(SPOTFLEET_HOME=str(tmp_path), SPOTFLEET_GCE_ENDPOINT=server.url, **env)
-    return subprocess.run([FLEET_BIN, "check", "gcp", "--json", *args], env=base, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [FLEET_BIN, "check", "gcp", "--json", *args], env=base, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_fleet_check_reports_project_and_gpu_quotas(server, tmp_path):
@@ -298,8 +331,10 @@ def test_fleet_check_reports_project_and_gpu_quotas(server, tmp_path):
 def test_fleet_check_reads_the_quotas_of_the_specs_regions(server, tmp_path):
     control(server.url, "reset", {})
     spec = tmp_path / "spec.yaml"
-    spec.write_text("name: quotas\nbackend: cloud\ncapacity: {gpus: 8, accelerators: [H100]}\n"
-                    "providers:\n  gcp: {project: spec-proj, regions: [us-east4]}\n")
+    spec.write_text(
+        "name: quotas\nbackend: cloud\ncapacity: {gpus: 8, accelerators: [H100]}\n"
+        "providers:\n  gcp: {project: spec-proj, regions: [us-east4]}\n"
+    )
     proc = _check(server, tmp_path, "--spec", str(spec))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (result,) = json.loads(proc.stdout)
@@ -319,15 +354,21 @@ def test_the_fake_runs_on_its_own(tmp_path):
     from fakes.storage_emulators import free_port
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parents[1] / "fakes" / "gce_server.py"),
-                             "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve().parents[1] / "fakes" / "gce_server.py"), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert f"127.0.0.1:{port}" in proc.stdout.readline()
         url = f"http://127.0.0.1:{port}"
         gcp = GcpProvider("solo", api=GceApi("solo", endpoint=url))
         assert any(o.accelerator == "H100" for o in gcp.list_offers(OfferQuery(accelerators=("H100",))))
-        assert control(url, "stats") == {"machineTypes.aggregatedList": 1, "acceleratorTypes.aggregatedList": 1,
-                                         "regions.list": 1}
+        assert control(url, "stats") == {
+            "machineTypes.aggregatedList": 1,
+            "acceleratorTypes.aggregatedList": 1,
+            "regions.list": 1,
+        }
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -335,20 +376,26 @@ def test_the_fake_runs_on_its_own(tmp_path):
 
 # ---- compact placement (LaunchRequest.interconnect) ---------------------------------------
 
+
 def test_an_interconnect_launch_puts_every_vm_under_one_compact_policy(gcp, server):
     from fleet.model import interconnect_group
 
     offer = _offer(gcp, "a2-highgpu-1g")
     name = interconnect_group("alpha", "gcp/us-central1/us-central1-a")
-    _launch(gcp, offer, 2, "tok-cp-1", interconnect=name)          # bulkInsert: bare policy names
-    _launch(gcp, offer, 1, "tok-cp-2", interconnect=name)          # insert: the policy's URL
+    _launch(gcp, offer, 2, "tok-cp-1", interconnect=name)  # bulkInsert: bare policy names
+    _launch(gcp, offer, 1, "tok-cp-2", interconnect=name)  # insert: the policy's URL
     policy = control(server.url, "policies")[f"us-central1/{name}"]
-    assert policy["groupPlacementPolicy"] == {"collocation": "COLLOCATED"} and "vmCount" not in policy["groupPlacementPolicy"]
+    assert (
+        policy["groupPlacementPolicy"] == {"collocation": "COLLOCATED"}
+        and "vmCount" not in policy["groupPlacementPolicy"]
+    )
     assert len(policy["users"]) == 3
-    assert all(vm["resourcePolicies"][0].endswith(f"/regions/us-central1/resourcePolicies/{name}")
-               for vm in _vms(server).values())
+    assert all(
+        vm["resourcePolicies"][0].endswith(f"/regions/us-central1/resourcePolicies/{name}")
+        for vm in _vms(server).values()
+    )
     with pytest.raises(FleetError, match="resourceInUse|already being used"):
-        gcp.teardown("alpha")                                        # GCE refuses while VMs use it
+        gcp.teardown("alpha")  # GCE refuses while VMs use it
     gcp.terminate([i.id for i in gcp.list_instances("alpha")])
     assert gcp.teardown("alpha") == [name] and gcp.teardown("alpha") == []
 
@@ -362,21 +409,35 @@ def test_the_fake_refuses_a_compact_policy_across_zones_or_past_its_vm_count(ser
     from google.cloud import compute_v1 as c
 
     control(server.url, "reset", {})
-    kw = dict(transport="rest", client_options=ClientOptions(api_endpoint=server.url),
-              credentials=AnonymousCredentials())
+    kw = dict(
+        transport="rest", client_options=ClientOptions(api_endpoint=server.url), credentials=AnonymousCredentials()
+    )
     policies, vms = c.ResourcePoliciesClient(**kw), c.InstancesClient(**kw)
-    policies.insert(project="p", region="us-central1", resource_policy_resource=c.ResourcePolicy(
-        name="two", group_placement_policy=c.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED", vm_count=2)))
+    policies.insert(
+        project="p",
+        region="us-central1",
+        resource_policy_resource=c.ResourcePolicy(
+            name="two",
+            group_placement_policy=c.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED", vm_count=2),
+        ),
+    )
     link = "projects/p/regions/us-central1/resourcePolicies/two"
 
     def vm(name: str, zone: str, policy: str = link) -> None:
-        vms.insert(project="p", zone=zone, instance_resource=c.Instance(
-            name=name, machine_type=f"zones/{zone}/machineTypes/a2-highgpu-1g", resource_policies=[policy],
-            scheduling=c.Scheduling(on_host_maintenance="TERMINATE")))
+        vms.insert(
+            project="p",
+            zone=zone,
+            instance_resource=c.Instance(
+                name=name,
+                machine_type=f"zones/{zone}/machineTypes/a2-highgpu-1g",
+                resource_policies=[policy],
+                scheduling=c.Scheduling(on_host_maintenance="TERMINATE"),
+            ),
+        )
 
     vm("a", "us-central1-a")
     with pytest.raises(gexc.BadRequest, match="zone us-central1-a"):
-        vm("b", "us-central1-c")                                    # the policy holds us-central1-a now
+        vm("b", "us-central1-c")  # the policy holds us-central1-a now
     vm("c", "us-central1-a")
     with pytest.raises(gexc.BadRequest, match="at most 2"):
         vm("d", "us-central1-a")
@@ -384,5 +445,4 @@ def test_the_fake_refuses_a_compact_policy_across_zones_or_past_its_vm_count(ser
         vm("e", "us-central1-a", "projects/p/regions/us-central1/resourcePolicies/none")
     with pytest.raises(gexc.BadRequest, match="same region"):
         vm("f", "us-east1-c")
-    assert sorted(control(server.url, "policies")["us-central1/two"]["users"]) == ["us-central1-a/a",
-                                                                                   "us-central1-a/c"]
+    assert sorted(control(server.url, "policies")["us-central1/two"]["users"]) == ["us-central1-a/a", "us-central1-a/c"]

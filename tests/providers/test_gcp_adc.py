@@ -39,7 +39,7 @@ def test_gclouds_application_default_file_counts_in_home_and_in_cloudsdk_config(
     config = tmp_path / "cfg"
     config.mkdir()
     env = {**bare, "CLOUDSDK_CONFIG": str(config)}
-    assert adc.may_exist(env, dmi_product=tmp_path / "dmi") is False   # CLOUDSDK_CONFIG replaces ~/.config/gcloud
+    assert adc.may_exist(env, dmi_product=tmp_path / "dmi") is False  # CLOUDSDK_CONFIG replaces ~/.config/gcloud
     (config / "application_default_credentials.json").write_text("{}")
     assert adc.may_exist(env, dmi_product=tmp_path / "dmi") is True
 
@@ -51,16 +51,18 @@ def test_a_google_vm_counts_by_its_dmi_product_name(bare: dict[str, str], tmp_pa
 
 def test_without_credentials_the_project_error_comes_without_importing_google_auth(tmp_path: Path):
     """What `fleet plan` pays for a GCP entry on a machine with no Google credentials."""
-    code = ("import sys\n"
-            "from providers.gcp.provider import resolve_project\n"
-            "from providers.gcp.settings import GcpSettings\n"
-            "from fleet.errors import FleetError\n"
-            "try:\n    resolve_project(GcpSettings())\nexcept FleetError as err:\n    print('error:', err)\n"
-            "print('google.auth' in sys.modules)\n")
+    code = (
+        "import sys\n"
+        "from providers.gcp.provider import resolve_project\n"
+        "from providers.gcp.settings import GcpSettings\n"
+        "from fleet.errors import FleetError\n"
+        "try:\n    resolve_project(GcpSettings())\nexcept FleetError as err:\n    print('error:', err)\n"
+        "print('google.auth' in sys.modules)\n"
+    )
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("error: no GCP project")
-    if not adc.may_exist(env):    # a CI machine that is itself a Google VM asks google.auth, rightly
+    if not adc.may_exist(env):  # a CI machine that is itself a Google VM asks google.auth, rightly
         assert lines[1] == "False"

@@ -25,17 +25,22 @@ def server():
 @pytest.fixture
 def gcp(server) -> GcpProvider:
     control(server.url, "reset", {})
-    provider = GcpProvider("proj", api=GceApi("proj", endpoint=server.url, retry_delays=(0.01, 0.02)),
-                           settings=GcpSettings(billing_url=server.url))
-    provider.bills = CatalogBills(server.url, page_size=3, sleep=lambda s: None)       # several pages
+    provider = GcpProvider(
+        "proj",
+        api=GceApi("proj", endpoint=server.url, retry_delays=(0.01, 0.02)),
+        settings=GcpSettings(billing_url=server.url),
+    )
+    provider.bills = CatalogBills(server.url, page_size=3, sleep=lambda s: None)  # several pages
     return provider
 
 
 def _launch(gcp: GcpProvider, instance_type: str, market: Market, token: str):
-    offer = next(o for o in gcp.list_offers(OfferQuery()) if o.pool.instance_type == instance_type
-                 and o.market is market)
-    request = LaunchRequest(fleet="gb", offer=offer, count=1, token=token, tags=fleet_tags("gb", offer.pool, "p"),
-                            node=NodeConfig())
+    offer = next(
+        o for o in gcp.list_offers(OfferQuery()) if o.pool.instance_type == instance_type and o.market is market
+    )
+    request = LaunchRequest(
+        fleet="gb", offer=offer, count=1, token=token, tags=fleet_tags("gb", offer.pool, "p"), node=NodeConfig()
+    )
     return gcp.launch(request).instances[0]
 
 

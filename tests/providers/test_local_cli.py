@@ -29,8 +29,19 @@ def _ours(root, count: int = 2, pool: str = POOL) -> list[str]:
     return [i.id for i in cloud.provider("aws").launch(req).instances]
 
 
-@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("15m", 900), ("2h", 7200), ("1d", 86400),
-                                           ("1h30m", 5400), ("1h 30m", 5400), ("0.5h", 1800)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("90", 90),
+        ("90s", 90),
+        ("15m", 900),
+        ("2h", 7200),
+        ("1d", 86400),
+        ("1h30m", 5400),
+        ("1h 30m", 5400),
+        ("0.5h", 1800),
+    ],
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -69,7 +80,7 @@ def test_advance_preempt_and_foreign(root):
     ids = _ours(root)
     moved = json.loads(fleet("local", "advance", "2h", "--json").stdout)
     assert moved["elapsed_seconds"] == 7200 and moved["ended"] == []
-    refused = fleet("local", "preempt", ids[0])           # providers never preempt on-demand capacity
+    refused = fleet("local", "preempt", ids[0])  # providers never preempt on-demand capacity
     assert refused.exit_code == 1 and "is an on-demand instance" in refused.stderr
     LocalCloud.open(root).set_capacity(SPOT, 4)
     spot = _ours(root, 1, SPOT)
@@ -94,10 +105,12 @@ def test_inject_and_capacity_are_visible_to_the_provider(root):
 
 def test_bad_input_is_one_line_with_the_fix(root):
     fleet("local", "reset", "--yes")
-    for args, expected in [(("local", "preempt", "i-0nope"), "does not exist"),
-                           (("local", "foreign", "aws/nowhere"), "see `fleet offers`"),
-                           (("local", "inject", "nocloud/x", "capacity"), "must start with a provider name"),
-                           (("local", "advance", "soon"), "cannot read duration")]:
+    for args, expected in [
+        (("local", "preempt", "i-0nope"), "does not exist"),
+        (("local", "foreign", "aws/nowhere"), "see `fleet offers`"),
+        (("local", "inject", "nocloud/x", "capacity"), "must start with a provider name"),
+        (("local", "advance", "soon"), "cannot read duration"),
+    ]:
         result = fleet(*args)
         assert result.exit_code == 1
         assert result.stderr.count("\n") == 1 and expected in result.stderr
@@ -124,6 +137,11 @@ def test_a_real_fleet_process_sees_what_this_one_did(root):
     fleet("local", "reset", "--yes", "--time-scale", "0")
     ids = _ours(root, 3)
     env = {**os.environ, "SPOTFLEET_LOCAL_CLOUD": str(root)}
-    out = subprocess.run([sys.executable, "-m", "fleet.cli.main", "local", "status", "--json"], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "fleet.cli.main", "local", "status", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert [i["id"] for i in json.loads(out)["instances"]] == ids

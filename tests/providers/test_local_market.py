@@ -20,7 +20,7 @@ from providers.base import OfferQuery
 from providers.local import LocalCloud
 from providers.local.vendors import VENDORS
 
-GCP_ZONE = "us-west1-b"                      # the scarcest recorded zone: 24% available
+GCP_ZONE = "us-west1-b"  # the scarcest recorded zone: 24% available
 GCP_POOLS = [f"gcp/us-west1/{GCP_ZONE}/a3-highgpu-8g/spot", f"gcp/us-west1/{GCP_ZONE}/a3-highgpu-1g/spot"]
 ON_DEMAND = "aws/us-east-1/use1-az4/p5.48xlarge/on-demand"
 
@@ -50,10 +50,11 @@ def _advance_until(cloud: LocalCloud, pool_id: str, available: bool, step: float
 
 # ---- the market follows the traces ---------------------------------------------------------
 
+
 def test_gcp_h100_capacity_follows_its_zones_trace(tmp_path):
     cloud = _frozen(tmp_path)
     trace = trace_for_zone(GCP_ZONE)
-    cloud.advance(trace.gap_seconds / 2)             # sample mid-tick
+    cloud.advance(trace.gap_seconds / 2)  # sample mid-tick
     seen = []
     for _ in range(300):
         seen.append(tuple(cloud.free_capacity(p) > 0 for p in GCP_POOLS))
@@ -71,7 +72,8 @@ def test_spot_offers_carry_trace_derived_risk_and_capacity(tmp_path):
     offer = gcp[GCP_POOLS[0]]
     assert offer.source == "local" and offer.interruption_source is InterruptionSource.TRACE
     assert offer.interruptions_per_hour == pytest.approx(
-        trace_for_zone(GCP_ZONE).preemptions_per_hour + VENDORS["gcp"].hazard_per_hour)
+        trace_for_zone(GCP_ZONE).preemptions_per_hour + VENDORS["gcp"].hazard_per_hour
+    )
     aws = cloud.provider("aws").list_offers(OfferQuery(on_demand=False))
     rates = {round(o.interruptions_per_hour, 9) for o in aws}
     allowed = {round(t.preemptions_per_hour + VENDORS["aws"].hazard_per_hour, 9) for t in all_traces()}
@@ -121,8 +123,11 @@ def test_on_demand_instances_are_never_preempted(tmp_path):
 def test_notices_precede_natural_preemptions_by_the_vendor_window(tmp_path):
     cloud = _frozen(tmp_path)
     aws = cloud.provider("aws")
-    pool = next(o.pool.id for o in sorted(aws.list_offers(OfferQuery(on_demand=False)),
-                                          key=lambda o: -o.interruptions_per_hour) if (o.capacity_hint or 0) >= 10)
+    pool = next(
+        o.pool.id
+        for o in sorted(aws.list_offers(OfferQuery(on_demand=False)), key=lambda o: -o.interruptions_per_hour)
+        if (o.capacity_hint or 0) >= 10
+    )
     ids = [i.id for i in _launch(cloud, pool, 10, "t1").instances]
     preempted: set[str] = set()
     for _ in range(5000):
@@ -141,7 +146,9 @@ def test_notices_precede_natural_preemptions_by_the_vendor_window(tmp_path):
     ended = {i.id: i for i in cloud.all_instances()}
     for iid in preempted:
         assert ended[iid].state is InstanceState.PREEMPTED
-        assert json.loads((cloud.notices / f"{iid}.json").read_text())["time"] == pytest.approx(ended[iid].ended_at, abs=1)
+        assert json.loads((cloud.notices / f"{iid}.json").read_text())["time"] == pytest.approx(
+            ended[iid].ended_at, abs=1
+        )
 
 
 @pytest.mark.parametrize("provider, window", [("aws", 120), ("gcp", 30), ("azure", 30)])
@@ -176,17 +183,26 @@ def test_preempting_an_unknown_instance_names_the_fix(tmp_path):
 
 # ---- determinism -----------------------------------------------------------------------------
 
+
 def _history(cloud: LocalCloud) -> list[tuple]:
     for n, provider in enumerate(("aws", "gcp", "azure", "vast")):
-        offers = sorted((o for o in cloud.provider(provider).list_offers(OfferQuery(on_demand=False))
-                         if (o.capacity_hint or 0) >= 4), key=lambda o: o.pool.id)[:3]
+        offers = sorted(
+            (
+                o
+                for o in cloud.provider(provider).list_offers(OfferQuery(on_demand=False))
+                if (o.capacity_hint or 0) >= 4
+            ),
+            key=lambda o: o.pool.id,
+        )[:3]
         for k, offer in enumerate(offers):
             _launch(cloud, offer.pool.id, 4, f"t{n}-{k}")
     for _ in range(48):
         cloud.advance(1800)
     hints = [o.capacity_hint for o in cloud.provider("aws").list_offers(OfferQuery(accelerators=("A10G",)))]
-    return [(i.id, i.pool.id, i.state.value, None if i.ended_at is None else i.ended_at - cloud.start)
-            for i in cloud.all_instances()] + [tuple(hints)]
+    return [
+        (i.id, i.pool.id, i.state.value, None if i.ended_at is None else i.ended_at - cloud.start)
+        for i in cloud.all_instances()
+    ] + [tuple(hints)]
 
 
 def test_same_seed_same_market_and_history(tmp_path):
@@ -255,7 +271,7 @@ def test_concurrent_threads_never_overfill_a_pool_or_duplicate_a_token(tmp_path)
     results: list[tuple[str, list[str]]] = []
 
     def work(n: int) -> None:
-        token = f"tok-{n % 3}"                                   # three tokens, eight callers
+        token = f"tok-{n % 3}"  # three tokens, eight callers
         results.append((token, [i.id for i in _launch(cloud, ON_DEMAND, 4, token).instances]))
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
@@ -273,12 +289,15 @@ def test_concurrent_threads_never_overfill_a_pool_or_duplicate_a_token(tmp_path)
 
 # ---- the clock and settings ---------------------------------------------------------------
 
+
 def test_clock_runs_at_the_time_scale(tmp_path):
     cloud = LocalCloud.open(tmp_path / "c", time_scale=3600)
     real_before = time.time()
     sim = cloud.now()
     real_after = time.time()
-    assert cloud.start + (real_before - cloud.created) * 3600 <= sim <= cloud.start + (real_after - cloud.created) * 3600
+    assert (
+        cloud.start + (real_before - cloud.created) * 3600 <= sim <= cloud.start + (real_after - cloud.created) * 3600
+    )
     cloud.advance(500)
     real_before = time.time()
     sim = cloud.now()
@@ -328,10 +347,14 @@ def test_notice_carries_the_preemption_on_the_wall_clock(tmp_path):
 
     cloud = LocalCloud.open(tmp_path / "c", time_scale=60.0, seed=3)
     aws = cloud.provider("aws")
-    offer = next(o for o in aws.list_offers(OfferQuery(accelerators=("H100",)))
-                 if o.market is Market.SPOT and (o.capacity_hint or 0) > 0)
-    launched = aws.launch(LaunchRequest(fleet="f1", offer=offer, count=1, token="t-wall",
-                                        tags=fleet_tags("f1", offer.pool)))
+    offer = next(
+        o
+        for o in aws.list_offers(OfferQuery(accelerators=("H100",)))
+        if o.market is Market.SPOT and (o.capacity_hint or 0) > 0
+    )
+    launched = aws.launch(
+        LaunchRequest(fleet="f1", offer=offer, count=1, token="t-wall", tags=fleet_tags("f1", offer.pool))
+    )
     iid = launched.instances[0].id
     cloud.preempt(iid, notice=True)
     doc = json.loads((cloud.notices / f"{iid}.json").read_text())

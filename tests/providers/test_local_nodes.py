@@ -40,12 +40,17 @@ def test_nodes_run_get_notices_sigterm_and_kill(tmp_path):
     aws = cloud.provider("aws")
     offer = next(o for o in aws.list_offers(OfferQuery()) if o.pool.id == POOL)
     node = NodeConfig(startup=STARTUP, env={"EXTRA": "yes"})
-    ids = [i.id for i in aws.launch(LaunchRequest(fleet="demo", offer=offer, count=2, token="t", node=node,
-                                                  tags=fleet_tags("demo", offer.pool))).instances]
+    ids = [
+        i.id
+        for i in aws.launch(
+            LaunchRequest(fleet="demo", offer=offer, count=2, token="t", node=node, tags=fleet_tags("demo", offer.pool))
+        ).instances
+    ]
     try:
         dirs = [node_dir(cloud.root, i) for i in ids]
-        envs = [_wait_for(lambda d=d: (d / "env.txt").exists() and (d / "env.txt").read_text().strip(), "env")
-                for d in dirs]
+        envs = [
+            _wait_for(lambda d=d: (d / "env.txt").exists() and (d / "env.txt").read_text().strip(), "env") for d in dirs
+        ]
         iid, fleet, notice, uri, extra = envs[0].split("|")
         assert (iid, fleet, extra) == (ids[0], "demo", "yes")
         assert notice == str(cloud.notices / f"{ids[0]}.json") and uri.startswith("file://")
@@ -55,8 +60,9 @@ def test_nodes_run_get_notices_sigterm_and_kill(tmp_path):
         assert not (dirs[0] / "got-term").exists(), "the notice comes before the SIGTERM"
         cloud.advance(121)
         _wait_for(lambda: (dirs[0] / "got-term").exists(), "SIGTERM after the notice window")
-        outcome = _wait_for(lambda: (dirs[0] / "exit.json").exists()
-                            and json.loads((dirs[0] / "exit.json").read_text()), "exit record")
+        outcome = _wait_for(
+            lambda: (dirs[0] / "exit.json").exists() and json.loads((dirs[0] / "exit.json").read_text()), "exit record"
+        )
         assert outcome == {"reason": "preempted", "returncode": 0}
 
         pid = cloud.db.read("SELECT pid FROM instances WHERE id=?", (ids[1],))[0]["pid"]
@@ -72,8 +78,16 @@ def test_nodes_stay_off_unless_asked(tmp_path):
     cloud = LocalCloud.open(tmp_path / "cloud", time_scale=0)
     aws = cloud.provider("aws")
     offer = next(o for o in aws.list_offers(OfferQuery()) if o.pool.id == POOL)
-    inst = aws.launch(LaunchRequest(fleet="demo", offer=offer, count=1, token="t",
-                                    node=NodeConfig(startup="touch ran"), tags=fleet_tags("demo", offer.pool)))
+    inst = aws.launch(
+        LaunchRequest(
+            fleet="demo",
+            offer=offer,
+            count=1,
+            token="t",
+            node=NodeConfig(startup="touch ran"),
+            tags=fleet_tags("demo", offer.pool),
+        )
+    )
     assert not node_dir(cloud.root, inst.instances[0].id).exists()
     assert cloud.db.read("SELECT pid FROM instances")[0]["pid"] is None
     assert os.listdir(cloud.root) and not (cloud.root / "nodes").exists()

@@ -24,28 +24,42 @@ diversification: {max_pool_share: 0.5}
 
 def _h100_spot(cloud: LocalCloud):
     offers = cloud.provider("gcp").list_offers(OfferQuery(accelerators=("H100",)))
-    return max((o for o in offers if o.market is Market.SPOT and o.gpus == 8),
-               key=lambda o: (o.capacity_hint or 0, o.pool.id))
+    return max(
+        (o for o in offers if o.market is Market.SPOT and o.gpus == 8), key=lambda o: (o.capacity_hint or 0, o.pool.id)
+    )
 
 
 def test_launch_past_a_quota_is_cut_and_answered_as_quota(root):
     cloud = LocalCloud.open(root)
     offer = _h100_spot(cloud)
-    assert fleet("local", "quota", f"gcp/{offer.pool.region}", "16", "--market", "spot",
-                 "--accelerator", "H100").exit_code == 0
+    assert (
+        fleet("local", "quota", f"gcp/{offer.pool.region}", "16", "--market", "spot", "--accelerator", "H100").exit_code
+        == 0
+    )
     provider = cloud.provider("gcp")
-    result = provider.launch(LaunchRequest(fleet="q", offer=offer, count=3, token="q1",
-                                           tags=fleet_tags("q", offer.pool)))
+    result = provider.launch(
+        LaunchRequest(fleet="q", offer=offer, count=3, token="q1", tags=fleet_tags("q", offer.pool))
+    )
     assert len(result.instances) == 2 and result.error_kind == "quota"
     assert result.error_code == "QUOTA_EXCEEDED" and "allows 2 of 3" in result.error_message
     [quota] = provider.quotas()
-    assert (quota.region, quota.market, quota.accelerator, quota.limit, quota.in_use) == \
-        (offer.pool.region, Market.SPOT, "H100", 16, 16)
-    again = provider.launch(LaunchRequest(fleet="q", offer=offer, count=1, token="q2",
-                                          tags=fleet_tags("q", offer.pool)))
+    assert (quota.region, quota.market, quota.accelerator, quota.limit, quota.in_use) == (
+        offer.pool.region,
+        Market.SPOT,
+        "H100",
+        16,
+        16,
+    )
+    again = provider.launch(
+        LaunchRequest(fleet="q", offer=offer, count=1, token="q2", tags=fleet_tags("q", offer.pool))
+    )
     assert not again.instances and again.error_kind == "quota"
-    assert fleet("local", "quota", f"gcp/{offer.pool.region}", "--market", "spot", "--accelerator", "H100",
-                 "--remove").exit_code == 0
+    assert (
+        fleet(
+            "local", "quota", f"gcp/{offer.pool.region}", "--market", "spot", "--accelerator", "H100", "--remove"
+        ).exit_code
+        == 0
+    )
     assert provider.quotas() == [] and cloud.provider("aws").quotas() == []
 
 

@@ -51,8 +51,11 @@ def test_cloud_backend_says_what_to_do(tmp_path, monkeypatch):
     without an adapter (a record with no factory) points at the local cloud."""
     with pytest.raises(FleetError, match="providers.gcp.project"):
         registry.providers_for(parse_spec(SPEC.format(backend="cloud") + "providers: [gcp]\n"), tmp_path)
-    monkeypatch.setattr(registry, "_records", {name: replace(rec, factory=None) if name == "oci" else rec
-                                               for name, rec in registry.records().items()})
+    monkeypatch.setattr(
+        registry,
+        "_records",
+        {name: replace(rec, factory=None) if name == "oci" else rec for name, rec in registry.records().items()},
+    )
     with pytest.raises(FleetError, match="backend: local") as err:
         registry.providers_for(parse_spec(SPEC.format(backend="cloud") + "providers: [oci]\n"), tmp_path)
     assert "no cloud adapter for" in str(err.value)
@@ -60,10 +63,14 @@ def test_cloud_backend_says_what_to_do(tmp_path, monkeypatch):
 
 def test_registered_cloud_adapters_plug_in_by_name(tmp_path, monkeypatch):
     cloud = LocalCloud.open(tmp_path / "stand-in", time_scale=0)
-    stand_ins = {name: replace(rec, factory=lambda spec, settings, n=name: cloud.provider(n), sdk_modules=(),
-                               preflight=None)      # the stand-in needs no project
-                 if name in ("aws", "gcp") else replace(rec, factory=None)
-                 for name, rec in registry.records().items()}
+    stand_ins = {
+        name: replace(
+            rec, factory=lambda spec, settings, n=name: cloud.provider(n), sdk_modules=(), preflight=None
+        )  # the stand-in needs no project
+        if name in ("aws", "gcp")
+        else replace(rec, factory=None)
+        for name, rec in registry.records().items()
+    }
     monkeypatch.setattr(registry, "_records", stand_ins)
     spec = parse_spec(SPEC.format(backend="cloud") + "providers: [aws, gcp]\n")
     assert sorted(registry.providers_for(spec, tmp_path)) == ["aws", "gcp"]

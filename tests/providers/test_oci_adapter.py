@@ -46,8 +46,11 @@ def server():
 
 
 def control(srv: OciServer, path: str, body: dict | None = None) -> dict:
-    resp = httpx.post(f"{srv.url}/_control/{path}", json=body) if body is not None else \
-        httpx.get(f"{srv.url}/_control/{path}")
+    resp = (
+        httpx.post(f"{srv.url}/_control/{path}", json=body)
+        if body is not None
+        else httpx.get(f"{srv.url}/_control/{path}")
+    )
     resp.raise_for_status()
     return resp.json()
 
@@ -57,8 +60,11 @@ def keys(server, tmp_path_factory):
     """One API key and one SDK client pair for the module (RSA keys take a while to make)."""
     root = tmp_path_factory.mktemp("oci")
     env = server.write_config(root / "oci")
-    api = OciApi(load_config(env["SPOTFLEET_OCI_CONFIG"]), endpoint=server.url,
-                 retrier=Retrier(RULES.with_delays((0.0, 0.0, 0.0))))
+    api = OciApi(
+        load_config(env["SPOTFLEET_OCI_CONFIG"]),
+        endpoint=server.url,
+        retrier=Retrier(RULES.with_delays((0.0, 0.0, 0.0))),
+    )
     return env, api, root / "home"
 
 
@@ -75,13 +81,22 @@ def make(server, env, tmp_path, settings: OciSettings = SETTINGS) -> OciProvider
 
 
 def offer_of(provider: OciProvider, shape: str, market: Market, zone: str = ADS[0]):
-    return next(o for o in provider.list_offers(OfferQuery())
-                if o.pool.instance_type == shape and o.market is market and o.pool.zone == zone)
+    return next(
+        o
+        for o in provider.list_offers(OfferQuery())
+        if o.pool.instance_type == shape and o.market is market and o.pool.zone == zone
+    )
 
 
 def request(offer, count: int, token: str, fleet: str = "ocf", **node) -> LaunchRequest:
-    return LaunchRequest(fleet=fleet, offer=offer, count=count, token=token, tags=fleet_tags(fleet, offer.pool),
-                         node=NodeConfig(startup="python train.py", **node))
+    return LaunchRequest(
+        fleet=fleet,
+        offer=offer,
+        count=count,
+        token=token,
+        tags=fleet_tags(fleet, offer.pool),
+        node=NodeConfig(startup="python train.py", **node),
+    )
 
 
 def ours(server) -> list[dict]:
@@ -114,13 +129,14 @@ def test_a_preemptible_launch_carries_the_bootstrap_the_fleet_key_and_the_fleet_
     assert all(i.pool == offer.pool and i.fleet == "ocf" and i.accelerator == "A10" for i in result.instances)
     body = ours(server)[0]["launch_body"]
     assert body["availabilityDomain"] == ADS[1] and body["shape"] == "VM.GPU.A10.1"
-    assert body["preemptibleInstanceConfig"] == {"preemptionAction": {"type": "TERMINATE",
-                                                                      "preserveBootVolume": False}}
+    assert body["preemptibleInstanceConfig"] == {"preemptionAction": {"type": "TERMINATE", "preserveBootVolume": False}}
     assert body["createVnicDetails"]["subnetId"] == SUBNET and body["sourceDetails"]["imageId"] == IMAGE
     script = base64.b64decode(body["metadata"]["user_data"]).decode()
     assert "--cloud oci" in script and "python train.py" in script
-    assert body["metadata"]["ssh_authorized_keys"].startswith("ssh-rsa ") and "spotfleet-ocf" in \
-        body["metadata"]["ssh_authorized_keys"]
+    assert (
+        body["metadata"]["ssh_authorized_keys"].startswith("ssh-rsa ")
+        and "spotfleet-ocf" in body["metadata"]["ssh_authorized_keys"]
+    )
     tags = body["freeformTags"]
     assert tags["spotfleet_fleet"] == "ocf" and tags["spotfleet_pool"] == offer.pool.id
     assert all("." not in k and ":" not in k for k in tags)
@@ -138,7 +154,7 @@ def test_a_rerun_in_another_process_finds_by_tag_and_makes_only_the_rest(server,
     first = make(server, env, tmp_path)
     offer = offer_of(first, "VM.GPU.A10.1", Market.ON_DEMAND)
     made = first.launch(request(offer, 2, "tok-crash"))
-    again = make(server, env, tmp_path).launch(request(offer, 2, "tok-crash"))      # a fresh process
+    again = make(server, env, tmp_path).launch(request(offer, 2, "tok-crash"))  # a fresh process
     assert sorted(i.id for i in again.instances) == sorted(i.id for i in made.instances)
     # one of them ends; a larger rerun makes new slots, never a retry token whose instance ended
     first.terminate([made.instances[0].id])
@@ -258,7 +274,6 @@ def test_a_refused_key_is_an_auth_error(server, env, tmp_path):
     control(server, "faults", {"target": "*", "kind": "auth", "count": 1})
     with pytest.raises(AuthError):
         make(server, env, tmp_path).list_instances("ocf")
-
 
 
 def test_billed_rates_are_the_shapes_list_price_preemptible_or_on_demand(server, env, tmp_path):

@@ -66,16 +66,26 @@ def make(fake: RunPodServer, **kw) -> RunPodProvider:
 
 
 def offer(provider: RunPodProvider, itype: str = "1x_H100-SXM_SECURE", zone: str = "US-KS-2"):
-    return next(o for o in provider.list_offers(OfferQuery()) if o.pool.instance_type == itype
-                and o.pool.zone == zone and o.market is Market.ON_DEMAND)
+    return next(
+        o
+        for o in provider.list_offers(OfferQuery())
+        if o.pool.instance_type == itype and o.pool.zone == zone and o.market is Market.ON_DEMAND
+    )
 
 
 def request(o, token: str = "tok-1", count: int = 1, node: NodeConfig | None = None) -> LaunchRequest:
-    return LaunchRequest(fleet="alpha", offer=o, count=count, token=token, tags=fleet_tags("alpha", o.pool, "p1"),
-                         node=node or NodeConfig())
+    return LaunchRequest(
+        fleet="alpha",
+        offer=o,
+        count=count,
+        token=token,
+        tags=fleet_tags("alpha", o.pool, "p1"),
+        node=node or NodeConfig(),
+    )
 
 
 # ---- the client ----------------------------------------------------------------------------
+
 
 def test_the_key_comes_from_the_environment_or_the_official_config(tmp_path: Path):
     assert find_api_key({"RUNPOD_API_KEY": "k1"}, tmp_path) == "k1"
@@ -96,7 +106,7 @@ def test_refusals_are_our_error_classes(fake):
         control(fake, "faults", {"target": "create", "kind": kind})
         with pytest.raises(cls):
             client.request("POST", "/v2/pods", body=pod, what="create")
-    with pytest.raises(ProviderError) as err:    # the contract refused: named, never retried
+    with pytest.raises(ProviderError) as err:  # the contract refused: named, never retried
         client.request("POST", "/v2/pods", body={"name": "x", "gpu": {"id": H100}}, what="create")
     assert err.value.code == "invalid-request" and "image" in str(err.value)
 
@@ -118,13 +128,15 @@ def test_throttling_is_retried_after_retry_after_and_5xx_only_for_reads(fake):
     control(fake, "faults/clear", {})
     control(fake, "faults", {"target": "create", "kind": "server-error"})
     calls = client.calls
-    with pytest.raises(ProviderError):      # a create that failed so may have made a pod: raised, not retried
+    with pytest.raises(ProviderError):  # a create that failed so may have made a pod: raised, not retried
         client.request("POST", "/v2/pods", body={"name": "x", "image": "i", "gpu": {"id": H100}}, what="create")
     assert client.calls == calls + 1
 
 
 @pytest.mark.parametrize("variant", ["truncated", "html", "empty", "wrong-types"])
-@pytest.mark.parametrize("target, path, schema", [("list", "/v2/pods", PodList), ("catalog", "/v2/catalog/gpus", GpuList)])
+@pytest.mark.parametrize(
+    "target, path, schema", [("list", "/v2/pods", PodList), ("catalog", "/v2/catalog/gpus", GpuList)]
+)
 def test_a_malformed_200_is_an_error_never_an_empty_answer(fake, variant, target, path, schema):
     control(fake, "faults", {"target": target, "kind": "malformed", "variant": variant, "count": 50})
     with pytest.raises(MalformedResponseError):
@@ -142,6 +154,7 @@ def test_hostile_provider_text_is_scrubbed_and_the_key_never_shows(fake):
 
 # ---- offers --------------------------------------------------------------------------------
 
+
 def test_every_snapshot_runpod_type_parses_and_maps_to_its_accelerator():
     rows = [o for o in snapshot_offers() if o.pool.provider == "runpod"]
     assert rows
@@ -149,7 +162,12 @@ def test_every_snapshot_runpod_type_parses_and_maps_to_its_accelerator():
         shape = parse_instance_type(o.pool.instance_type)
         assert shape is not None, o.pool.instance_type
         assert GPU_TYPES[shape.gpu_id][1] == o.accelerator and shape.count == o.gpus
-    assert (country("US-KS-2"), country("EU-RO-1"), country("EUR-IS-1"), country("CA-MTL-1")) == ("US", "RO", "IS", "CA")
+    assert (country("US-KS-2"), country("EU-RO-1"), country("EUR-IS-1"), country("CA-MTL-1")) == (
+        "US",
+        "RO",
+        "IS",
+        "CA",
+    )
 
 
 def test_offers_are_on_demand_per_data_center(fake):
@@ -160,13 +178,14 @@ def test_offers_are_on_demand_per_data_center(fake):
     ks = next(o for o in live if o.pool.id == "runpod/US/US-KS-2/2x_H100-SXM_SECURE/on-demand")
     assert ks.price_per_hour == pytest.approx(2 * 2.99) and ks.source == "live"
     assert not any(o.pool.zone == "EU-RO-1" and o.pool.instance_type.endswith("H100-SXM_SECURE") for o in live)
-    assert "8x_H100_COMMUNITY" not in {o.pool.instance_type for o in live}       # over the community maxCount
-    assert not [o for o in offers if o.market is Market.SPOT]            # RunPod's API sells none
+    assert "8x_H100_COMMUNITY" not in {o.pool.instance_type for o in live}  # over the community maxCount
+    assert not [o for o in offers if o.market is Market.SPOT]  # RunPod's API sells none
 
 
 def test_snapshot_spot_rows_are_not_for_sale_and_the_planner_never_picks_them(fake):
-    spec = FleetSpec.model_validate({"name": "floor", "capacity": {"gpus": 8, "accelerators": ["H100"]},
-                                     "providers": {"runpod": {}}})
+    spec = FleetSpec.model_validate(
+        {"name": "floor", "capacity": {"gpus": 8, "accelerators": ["H100"]}, "providers": {"runpod": {}}}
+    )
     catalog = Catalog({"runpod": make(fake)})
     live, _ = catalog.offers(OfferQuery(accelerators=("H100",)))
     assert live and all(o.market is Market.ON_DEMAND for o in live)
@@ -181,17 +200,20 @@ def test_snapshot_spot_rows_are_not_for_sale_and_the_planner_never_picks_them(fa
 
 # ---- launch, list, terminate ---------------------------------------------------------------
 
+
 def test_launch_is_idempotent_and_pinned_to_the_pools_data_center(fake):
     provider = make(fake)
     o = offer(provider)
     first = provider.launch(request(o, count=2))
     assert len(first.instances) == 2 and not first.error_kind
-    again = make(fake).launch(request(o, count=2))     # a new process: found by label, nothing created
+    again = make(fake).launch(request(o, count=2))  # a new process: found by label, nothing created
     assert {i.id for i in again.instances} == {i.id for i in first.instances}
     made = [p for p in control(fake, "pods")["pods"] if not p["terminated"]]
     assert len(made) == 2 and {p["dataCenterId"] for p in made} == {"US-KS-2"}
     body = made[0]["create_body"]
-    assert body["gpu"] == {"id": H100, "count": 1} and body["cloud"] == "SECURE" and body["dataCenterIds"] == ["US-KS-2"]
+    assert (
+        body["gpu"] == {"id": H100, "count": 1} and body["cloud"] == "SECURE" and body["dataCenterIds"] == ["US-KS-2"]
+    )
     script = base64.b64decode(body["env"]["SPOTFLEET_BOOT"]).decode()
     assert "fleet" in script and "run" in script and "SPOTFLEET_BOOT" in body["args"]
 
@@ -248,6 +270,7 @@ def test_a_spot_pool_is_refused_by_name(fake):
 
 # ---- what RunPod bills (ReadsBilledRate) -------------------------------------------------
 
+
 def test_the_billed_rate_is_the_pods_cost_and_follows_a_reprice(fake):
     from providers.base import ReadsBilledRate
 
@@ -255,15 +278,16 @@ def test_the_billed_rate_is_the_pods_cost_and_follows_a_reprice(fake):
     assert isinstance(provider, ReadsBilledRate)
     o = offer(provider)
     a, b = provider.launch(request(o, count=2)).instances
-    assert a.price_per_hour == pytest.approx(o.price_per_hour)              # the planned rate
+    assert a.price_per_hour == pytest.approx(o.price_per_hour)  # the planned rate
     rates = provider.billed_rates([a, b])
     pods = {p["id"]: p for p in control(fake, "pods")["pods"]}
     assert {k: (r.per_hour, r.source, r.rental) for k, r in rates.items()} == {
         a.id: (pytest.approx(pods[a.id]["cost"]), "instance", "on-demand"),
-        b.id: (pytest.approx(pods[b.id]["cost"]), "instance", "on-demand")}
+        b.id: (pytest.approx(pods[b.id]["cost"]), "instance", "on-demand"),
+    }
     control(fake, "reprice", {"ids": [b.id], "rate": 4.25})
     control(fake, "lose", {"ids": [a.id]})
-    assert {k: r.per_hour for k, r in provider.billed_rates([a, b]).items()} == {b.id: 4.25}   # lost: left out
+    assert {k: r.per_hour for k, r in provider.billed_rates([a, b]).items()} == {b.id: 4.25}  # lost: left out
 
 
 @pytest.mark.parametrize("variant", ["truncated", "html", "empty", "wrong-types"])

@@ -25,16 +25,62 @@ from providers.vast.provider import VastProvider  # noqa: E402
 from providers.vast.settings import VastSettings  # noqa: E402
 
 ASKS = [
-    {"id": 11, "machine_id": 1, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 2.0,
-     "min_bid": 1.0, "reliability2": 0.99, "geolocation": "Texas, US", "capacity": 4},
-    {"id": 12, "machine_id": 2, "num_gpus": 2, "gpu_name": "A100 SXM4", "gpu_ram": 81920, "dph_base": 2.4,
-     "min_bid": 1.0, "reliability2": 0.98, "geolocation": "Bavaria, DE"},
-    {"id": 13, "machine_id": 3, "num_gpus": 1, "gpu_name": "RTX 4090", "gpu_ram": 24564, "dph_base": 0.4,
-     "min_bid": 0.2, "reliability2": 0.80, "geolocation": "Guangdong, CN"},
-    {"id": 14, "machine_id": 4, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 2.0,
-     "min_bid": 1.7, "reliability2": 0.99, "geolocation": "Quebec, CA"},
-    {"id": 15, "machine_id": 5, "num_gpus": 1, "gpu_name": "Some New GPU", "gpu_ram": 1000, "dph_base": 0.1,
-     "min_bid": 0.05, "reliability2": 0.99, "geolocation": "Texas, US"},
+    {
+        "id": 11,
+        "machine_id": 1,
+        "num_gpus": 1,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 2.0,
+        "min_bid": 1.0,
+        "reliability2": 0.99,
+        "geolocation": "Texas, US",
+        "capacity": 4,
+    },
+    {
+        "id": 12,
+        "machine_id": 2,
+        "num_gpus": 2,
+        "gpu_name": "A100 SXM4",
+        "gpu_ram": 81920,
+        "dph_base": 2.4,
+        "min_bid": 1.0,
+        "reliability2": 0.98,
+        "geolocation": "Bavaria, DE",
+    },
+    {
+        "id": 13,
+        "machine_id": 3,
+        "num_gpus": 1,
+        "gpu_name": "RTX 4090",
+        "gpu_ram": 24564,
+        "dph_base": 0.4,
+        "min_bid": 0.2,
+        "reliability2": 0.80,
+        "geolocation": "Guangdong, CN",
+    },
+    {
+        "id": 14,
+        "machine_id": 4,
+        "num_gpus": 1,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 2.0,
+        "min_bid": 1.7,
+        "reliability2": 0.99,
+        "geolocation": "Quebec, CA",
+    },
+    {
+        "id": 15,
+        "machine_id": 5,
+        "num_gpus": 1,
+        "gpu_name": "Some New GPU",
+        "gpu_ram": 1000,
+        "dph_base": 0.1,
+        "min_bid": 0.05,
+        "reliability2": 0.99,
+        "geolocation": "Texas, US",
+    },
 ]
 
 
@@ -65,16 +111,26 @@ def make(fake: VastServer, key: str | None = API_KEY, **kw) -> VastProvider:
 
 
 def request(offer, token: str = "tok-1", count: int = 1, node: NodeConfig | None = None) -> LaunchRequest:
-    return LaunchRequest(fleet="alpha", offer=offer, count=count, token=token,
-                         tags=fleet_tags("alpha", offer.pool, "p1"), node=node or NodeConfig())
+    return LaunchRequest(
+        fleet="alpha",
+        offer=offer,
+        count=count,
+        token=token,
+        tags=fleet_tags("alpha", offer.pool, "p1"),
+        node=node or NodeConfig(),
+    )
 
 
 def pick(provider: VastProvider, machine: int, market: Market = Market.SPOT):
-    return next(o for o in provider.list_offers(OfferQuery()) if o.pool.instance_type.endswith(f"-m{machine}")
-                and o.market is market)
+    return next(
+        o
+        for o in provider.list_offers(OfferQuery())
+        if o.pool.instance_type.endswith(f"-m{machine}") and o.market is market
+    )
 
 
 # ---- offers ------------------------------------------------------------------------------
+
 
 def test_every_vast_gpu_name_maps_to_a_catalog_accelerator():
     for name in GPU_NAMES:
@@ -115,10 +171,11 @@ def test_bids_respect_the_on_demand_fraction_and_the_gpu_hour_cap(fake):
     capped = pick(make(fake), 4)
     storage = storage_per_hour(0.15, 50)
     assert capped.price_per_hour == pytest.approx(1.8 + storage, abs=1e-4)
-    assert capped.interruptions_per_hour > pick(make(fake), 1).interruptions_per_hour   # a thinner margin
+    assert capped.interruptions_per_hour > pick(make(fake), 1).interruptions_per_hour  # a thinner margin
     tight = make(fake, settings=VastSettings(min_reliability=0.9, bid=VastBid(max_fraction_of_on_demand=0.8)))
-    assert not any(o.pool.instance_type.endswith("-m4") and o.market is Market.SPOT
-                   for o in tight.list_offers(OfferQuery()))                            # 0.8 x 2.0 < min_bid
+    assert not any(
+        o.pool.instance_type.endswith("-m4") and o.market is Market.SPOT for o in tight.list_offers(OfferQuery())
+    )  # 0.8 x 2.0 < min_bid
     gpu_cap = make(fake, max_per_gpu_hour=1.1).list_offers(OfferQuery(on_demand=False))
     assert {o.pool.instance_type for o in gpu_cap} == {"1x-H100_SXM-m1", "2x-A100_SXM4-m2"}
     assert all(o.price_per_hour <= 1.1 * o.gpus + 1e-9 for o in gpu_cap)
@@ -161,6 +218,7 @@ def test_throttling_honours_retry_after_and_search_quota_is_not_retried(fake):
 
 # ---- launch, list, remedies ------------------------------------------------------------------
 
+
 def test_a_refused_bid_leaves_nothing_behind(fake):
     provider = make(fake)
     control(fake, "faults", {"target": "ask:11", "kind": "failed-bid", "count": 1})
@@ -174,10 +232,10 @@ def test_a_refused_bid_leaves_nothing_behind(fake):
 def test_a_bid_overtaken_before_create_is_a_capacity_shortfall(fake):
     provider = make(fake)
     offer = pick(provider, 1)
-    control(fake, "asks/11", {"min_bid": 1.5})                 # the price to beat rose after the search
+    control(fake, "asks/11", {"min_bid": 1.5})  # the price to beat rose after the search
     result = provider.launch(request(offer))
     assert result.instances == () and result.error_kind == "capacity" and result.error_code == "invalid_price"
-    assert control(fake, "instances")["instances"] == []       # cancel_unavail: nothing was left behind
+    assert control(fake, "instances")["instances"] == []  # cancel_unavail: nothing was left behind
 
 
 def test_outbid_is_listed_stopped_and_can_be_rebid_or_destroyed(fake):
@@ -187,17 +245,17 @@ def test_outbid_is_listed_stopped_and_can_be_rebid_or_destroyed(fake):
     listed = {i.id: i for i in provider.list_instances("alpha")}
     stopped = listed[ids[0]]
     assert stopped.state is InstanceState.STOPPED and stopped.reason == "outbid" and stopped.ended_at is not None
-    assert stopped.price_per_hour == pytest.approx(storage_per_hour(0.15, 50), abs=1e-6)     # storage only
+    assert stopped.price_per_hour == pytest.approx(storage_per_hour(0.15, 50), abs=1e-6)  # storage only
     assert listed[ids[1]].state.alive and [i.id for i in provider.outbid("alpha")] == [ids[0]]
     bid = provider.raise_bid(ids[0])
     assert bid == pytest.approx(1.2 * 1.15, abs=1e-4)
     assert {i.id: i.state for i in provider.list_instances("alpha")}[ids[0]] is InstanceState.RUNNING
-    control(fake, "outbid", {"ids": [int(ids[0])], "min_bid": 1.95})                  # over 0.9 x on-demand
+    control(fake, "outbid", {"ids": [int(ids[0])], "min_bid": 1.95})  # over 0.9 x on-demand
     with pytest.raises(ProviderError) as err:
         provider.raise_bid(ids[0])
     assert err.value.code == "bid-over-cap"
     provider.destroy(ids[0])
-    provider.destroy(ids[0])                                                           # gone is success
+    provider.destroy(ids[0])  # gone is success
     assert [i.id for i in provider.list_instances("alpha")] == [ids[1]]
 
 
@@ -209,17 +267,24 @@ def test_listing_follows_next_token_across_pages(fake):
     control(fake, "foreign", {"ask": 12, "count": 3})
     before = control(fake, "calls")["calls"].get("GET /api/v1/instances/", 0)
     assert sorted(i.id for i in provider.list_instances("alpha")) == sorted(i.id for i in made)
-    assert control(fake, "calls")["calls"]["GET /api/v1/instances/"] - before == 3          # 63 rows, 25 a page
+    assert control(fake, "calls")["calls"]["GET /api/v1/instances/"] - before == 3  # 63 rows, 25 a page
 
 
 def test_only_the_granted_scoped_credentials_reach_the_instance_env(fake):
     own = "operator-own-long-lived-secret"
     secret = "s3cr3t-value-for-test"
-    provider = make(fake, environ={"AWS_ACCESS_KEY_ID": "AKIAOPERATOR", "AWS_SECRET_ACCESS_KEY": own, "PATH": "/x",
-                                   "AWS_REGION": "eu-west-1"})
+    provider = make(
+        fake,
+        environ={
+            "AWS_ACCESS_KEY_ID": "AKIAOPERATOR",
+            "AWS_SECRET_ACCESS_KEY": own,
+            "PATH": "/x",
+            "AWS_REGION": "eu-west-1",
+        },
+    )
     assert isinstance(provider, NodesWithoutIdentity)
     node = NodeConfig(checkpoint_uri="s3://ckpt/alpha", env={"WANDB_MODE": "offline"})
-    with pytest.raises(ProviderError, match="no scoped credentials") as err:     # never the operator's keys
+    with pytest.raises(ProviderError, match="no scoped credentials") as err:  # never the operator's keys
         provider.launch(request(pick(provider, 1), node=node))
     assert err.value.code == "no-node-credentials" and control(fake, "instances")["instances"] == []
     provider.use_node_credentials({"AWS_ACCESS_KEY_ID": "AKIASCOPED", "AWS_SECRET_ACCESS_KEY": secret})
@@ -246,6 +311,7 @@ def test_without_a_key_search_works_and_launching_names_the_fix(fake):
 
 # ---- what Vast bills (ReadsBilledRate) ---------------------------------------------------
 
+
 def test_the_billed_rate_is_the_rows_dph_total_and_its_rental_kind(fake):
     from providers.base import ReadsBilledRate
 
@@ -253,7 +319,7 @@ def test_the_billed_rate_is_the_rows_dph_total_and_its_rental_kind(fake):
     assert isinstance(provider, ReadsBilledRate)
     offer = pick(provider, 1)
     bid = provider.launch(request(offer, count=1)).instances[0]
-    control(fake, "asks/11", {"drops_bid": True})                       # the bid does not reach the host
+    control(fake, "asks/11", {"drops_bid": True})  # the bid does not reach the host
     od = provider.launch(request(offer, token="tok-2", count=1)).instances[0]
     control(fake, "asks/11", {"drops_bid": False, "bill_markup": 0.5})  # the host repriced under us
     dear = provider.launch(request(offer, token="tok-3", count=1)).instances[0]
@@ -263,12 +329,13 @@ def test_the_billed_rate_is_the_rows_dph_total_and_its_rental_kind(fake):
     assert {iid: (r.per_hour, r.source, r.rental) for iid, r in rates.items()} == {
         bid.id: (pytest.approx(rows[bid.id]["dph_total"]), "instance", "bid"),
         od.id: (pytest.approx(rows[od.id]["dph_total"]), "instance", "on-demand"),
-        dear.id: (pytest.approx(rows[dear.id]["dph_total"]), "instance", "bid")}
-    assert rates[bid.id].per_hour == pytest.approx(bid.price_per_hour, abs=1e-6)       # as planned
-    assert rates[od.id].per_hour > od.price_per_hour                                    # on-demand, not the bid
+        dear.id: (pytest.approx(rows[dear.id]["dph_total"]), "instance", "bid"),
+    }
+    assert rates[bid.id].per_hour == pytest.approx(bid.price_per_hour, abs=1e-6)  # as planned
+    assert rates[od.id].per_hour > od.price_per_hour  # on-demand, not the bid
     assert rates[dear.id].per_hour == pytest.approx(dear.price_per_hour + 0.5, abs=1e-6)
     provider.destroy(bid.id)
-    assert bid.id not in provider.billed_rates([bid, od])                               # gone: left out
+    assert bid.id not in provider.billed_rates([bid, od])  # gone: left out
     assert provider.billed_rates([]) == {}
 
 
@@ -287,7 +354,11 @@ def test_a_row_without_a_price_is_malformed_not_free():
     from fleet.errors import MalformedResponseError
     from providers.vast.instances import billed_rate
 
-    for row in ({"id": 1, "is_bid": True}, {"id": 1, "dph_total": "1.2", "is_bid": True},
-                {"id": 1, "dph_total": float("nan"), "is_bid": False}, {"id": 1, "dph_total": 1.0}):
+    for row in (
+        {"id": 1, "is_bid": True},
+        {"id": 1, "dph_total": "1.2", "is_bid": True},
+        {"id": 1, "dph_total": float("nan"), "is_bid": False},
+        {"id": 1, "dph_total": 1.0},
+    ):
         with pytest.raises(MalformedResponseError):
             billed_rate(row, 0.0)

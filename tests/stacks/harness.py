@@ -40,9 +40,18 @@ class EngineMocks(pulumi.runtime.Mocks):
         echoed = dict(args.inputs)
         identity = echoed.get("identity")
         if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
-            echoed["identity"] = {**identity, "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]}}
-        outs = {**echoed, "arn": f"arn:mock:{args.name}", "email": f"{args.name}@mock.iam",
-                "latestVersion": 1, "selfLinkUnique": f"https://mock/{args.name}", "principalId": f"pid-{args.name}"}
+            echoed["identity"] = {
+                **identity,
+                "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]},
+            }
+        outs = {
+            **echoed,
+            "arn": f"arn:mock:{args.name}",
+            "email": f"{args.name}@mock.iam",
+            "latestVersion": 1,
+            "selfLinkUnique": f"https://mock/{args.name}",
+            "principalId": f"pid-{args.name}",
+        }
         if args.typ == "pulumi-python:dynamic:Resource":
             outs["instance_ids"] = []
         return f"{args.name}-id", outs
@@ -60,10 +69,19 @@ def declare(build: Callable[[], Any]) -> tuple[list[Declared], Any]:
     def record(args: pulumi.ResourceTransformationArgs):
         opts = args.opts
         parent = opts.parent
-        seen.append((Declared(type=args.type_, name=args.name, ignore_changes=list(opts.ignore_changes or []),
-                              protect=bool(opts.protect), retain_on_delete=bool(opts.retain_on_delete),
-                              parent_type=getattr(parent, "_type", "") if parent is not None else ""),
-                     args.resource))
+        seen.append(
+            (
+                Declared(
+                    type=args.type_,
+                    name=args.name,
+                    ignore_changes=list(opts.ignore_changes or []),
+                    protect=bool(opts.protect),
+                    retain_on_delete=bool(opts.retain_on_delete),
+                    parent_type=getattr(parent, "_type", "") if parent is not None else "",
+                ),
+                args.resource,
+            )
+        )
         return None
 
     result: dict[str, Any] = {}

@@ -8,8 +8,10 @@ import base64
 import pytest
 
 pytest.importorskip("pulumi", reason="the Pulumi SDK is not installed: pip install -e '.[pulumi]'")
-pytest.importorskip("pulumi_azure_native", reason="pulumi-azure-native is not installed (it is not in CI's install): "
-                    "pip install -e '.[pulumi]'")
+pytest.importorskip(
+    "pulumi_azure_native",
+    reason="pulumi-azure-native is not installed (it is not in CI's install): pip install -e '.[pulumi]'",
+)
 
 from harness import declare, of_type, one  # noqa: E402
 from support.stack_specs import AZURE, fleet_plan  # noqa: E402
@@ -39,16 +41,25 @@ def test_one_flexible_scale_set_per_region_with_priority_mix_and_sizes(built):
     s = one(declared, VMSS)
     assert s.inputs["orchestrationMode"] == "Flexible"
     assert s.inputs["sku"] == {"name": "Mix", "capacity": sum(a.count for a in allocs)}
-    assert s.inputs["priorityMixPolicy"] == {"baseRegularPriorityCount": baseline,
-                                             "regularPriorityPercentageAboveBase": 0}
+    assert s.inputs["priorityMixPolicy"] == {
+        "baseRegularPriorityCount": baseline,
+        "regularPriorityPercentageAboveBase": 0,
+    }
     sizes = [v["name"] for v in s.inputs["skuProfile"]["vmSizes"]]
     assert sorted(sizes) == sorted({a.offer.pool.instance_type for a in allocs})
     profile = s.inputs["virtualMachineProfile"]
     assert profile["priority"] == "Spot" and profile["evictionPolicy"] == "Delete"
     script = base64.b64decode(profile["osProfile"]["customData"]).decode()
-    assert script == render(NodeBoot(fleet="azfleet", pool="azure/eastus/-/mix/spot", provider="azure",
-                                     command="python train.py", checkpoint_uri="az://azfleet-checkpoints@azfleetckpt/azfleet",
-                                     spotfleet="preinstalled"))
+    assert script == render(
+        NodeBoot(
+            fleet="azfleet",
+            pool="azure/eastus/-/mix/spot",
+            provider="azure",
+            command="python train.py",
+            checkpoint_uri="az://azfleet-checkpoints@azfleetckpt/azfleet",
+            spotfleet="preinstalled",
+        )
+    )
     assert s.inputs["tags"]["spotfleet:fleet"] == "azfleet" and s.inputs["tags"]["spotfleet:plan"] == plan.id
     assert s.inputs["identity"]["type"] == "UserAssigned"
 
@@ -63,7 +74,7 @@ def test_storage_is_private_protected_with_lifecycle_and_a_scoped_role(built):
     [rule] = one(declared, "azure-native:storage:ManagementPolicy").inputs["policy"]["rules"]
     assert rule["definition"]["actions"]["baseBlob"]["delete"]["daysAfterModificationGreaterThan"] == 7
     role = one(declared, "azure-native:authorization:RoleAssignment")
-    assert role.inputs["scope"] == "azfleet-checkpoints-id"       # the container, not the account
+    assert role.inputs["scope"] == "azfleet-checkpoints-id"  # the container, not the account
     assert len(of_type(declared, "azure-native:managedidentity:UserAssignedIdentity")) == 1
 
 

@@ -20,19 +20,32 @@ def test_logical_names_depend_on_the_pool_only():
     assert logical_name(other) != logical_name(pool)
 
 
-@pytest.mark.parametrize("store,uri", [("s3", "s3://demo-checkpoints/demo"), ("gcs", "gs://demo-checkpoints/demo"),
-                                       ("azure", "az://demo-checkpoints@demockpt/demo"), ("local", "")])
+@pytest.mark.parametrize(
+    "store,uri",
+    [
+        ("s3", "s3://demo-checkpoints/demo"),
+        ("gcs", "gs://demo-checkpoints/demo"),
+        ("azure", "az://demo-checkpoints@demockpt/demo"),
+        ("local", ""),
+    ],
+)
 def test_checkpoint_uri_is_the_one_nodes_get_from_fleet_up(store, uri):
     spec = parse_spec(SPEC + f"checkpoint: {{provider: {store}}}\n")
     assert checkpoint_uri(spec) == uri
 
 
 def test_gcp_labels_carry_the_fleet_tags_in_label_syntax():
-    tags = {"spotfleet:fleet": "demo", "spotfleet:pool": "gcp/us-central1/us-central1-a/a3-highgpu-8g/spot",
-            "spotfleet:plan": "abc123"}
+    tags = {
+        "spotfleet:fleet": "demo",
+        "spotfleet:pool": "gcp/us-central1/us-central1-a/a3-highgpu-8g/spot",
+        "spotfleet:plan": "abc123",
+    }
     labels = gcp_labels(tags)
-    assert labels == {"spotfleet_fleet": "demo", "spotfleet_plan": "abc123",
-                      "spotfleet_pool_hash": PoolKey.from_id(tags["spotfleet:pool"]).short_hash}
+    assert labels == {
+        "spotfleet_fleet": "demo",
+        "spotfleet_plan": "abc123",
+        "spotfleet_pool_hash": PoolKey.from_id(tags["spotfleet:pool"]).short_hash,
+    }
 
 
 def test_only_spot_holders_ignore_counts():
@@ -47,8 +60,16 @@ def test_a_plan_for_another_fleet_is_refused():
     from stacks.layout import pools
 
     spec = parse_spec(SPEC)
-    totals = PlanTotals(gpus=0, weighted_gpus=0, target_weighted_gpus=8, on_demand_weighted_gpus=0, price_per_hour=0,
-                        true_cost_per_hour=0, true_cost_per_weighted_gpu_hour=0, expected_interruptions_per_day=0)
+    totals = PlanTotals(
+        gpus=0,
+        weighted_gpus=0,
+        target_weighted_gpus=8,
+        on_demand_weighted_gpus=0,
+        price_per_hour=0,
+        true_cost_per_hour=0,
+        true_cost_per_weighted_gpu_hour=0,
+        expected_interruptions_per_day=0,
+    )
     plan = Plan(fleet="other", spec_hash=spec.spec_hash(), strategy="x", allocations=(), totals=totals)
     with pytest.raises(FleetError, match="plan is for fleet 'other'"):
         pools(spec, plan)
@@ -58,9 +79,17 @@ def test_a_stack_refuses_to_ship_spotfleet_and_names_the_setting():
     from fleet.model import Plan, PlanTotals
     from stacks.layout import pools
 
-    spec = parse_spec(SPEC)            # node.spotfleet: ship, the default: its URL would expire in a template
-    totals = PlanTotals(gpus=0, weighted_gpus=0, target_weighted_gpus=8, on_demand_weighted_gpus=0, price_per_hour=0,
-                        true_cost_per_hour=0, true_cost_per_weighted_gpu_hour=0, expected_interruptions_per_day=0)
+    spec = parse_spec(SPEC)  # node.spotfleet: ship, the default: its URL would expire in a template
+    totals = PlanTotals(
+        gpus=0,
+        weighted_gpus=0,
+        target_weighted_gpus=8,
+        on_demand_weighted_gpus=0,
+        price_per_hour=0,
+        true_cost_per_hour=0,
+        true_cost_per_weighted_gpu_hour=0,
+        expected_interruptions_per_day=0,
+    )
     plan = Plan(fleet="demo", spec_hash=spec.spec_hash(), strategy="x", allocations=(), totals=totals)
     with pytest.raises(FleetError, match="node.spotfleet is 'ship'.*'preinstalled'"):
         pools(spec, plan)

@@ -22,8 +22,12 @@ from stacks.fleet import SpotFleet  # noqa: E402
 from stacks.layout import logical_name  # noqa: E402
 from stacks.ownership import REBALANCER_OWNS  # noqa: E402
 
-DATA_TYPES = ("aws:s3/bucket:Bucket", "gcp:storage/bucket:Bucket", "azure-native:storage:StorageAccount",
-              "azure-native:storage:BlobContainer")
+DATA_TYPES = (
+    "aws:s3/bucket:Bucket",
+    "gcp:storage/bucket:Bucket",
+    "azure-native:storage:StorageAccount",
+    "azure-native:storage:BlobContainer",
+)
 
 
 def holds_spot(d, plan: Plan) -> bool:
@@ -70,8 +74,10 @@ def test_multi_cloud_stack_follows_the_rule(multi):
     assert counted == len(fleets) + sum(1 for p in plan.counts() if not p.startswith("aws/"))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pulumi_azure_native") is None,
-                    reason="pulumi-azure-native is not installed (it is not in CI's install)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("pulumi_azure_native") is None,
+    reason="pulumi-azure-native is not installed (it is not in CI's install)",
+)
 def test_azure_stack_follows_the_rule(tmp_path):
     spec_path, plan_path = fleet_plan(tmp_path, AZURE)
     spec, plan = load_spec(spec_path), Plan.from_json(plan_path.read_text())

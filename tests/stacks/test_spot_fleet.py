@@ -36,10 +36,14 @@ def built(multi):
 
 def fleet_up_script(spec, plan, alloc, provider: str) -> str:
     """The start-up script `fleet up` renders for this allocation (the adapters' boot_for)."""
-    request = LaunchRequest(fleet=spec.name, offer=alloc.offer, count=alloc.count, token="t",
-                            tags=fleet_tags(spec.name, alloc.offer.pool, plan.id),
-                            node=NodeConfig(startup=spec.node.startup, env=ENV, checkpoint_uri=URI,
-                                            spotfleet=spec.node.spotfleet))
+    request = LaunchRequest(
+        fleet=spec.name,
+        offer=alloc.offer,
+        count=alloc.count,
+        token="t",
+        tags=fleet_tags(spec.name, alloc.offer.pool, plan.id),
+        node=NodeConfig(startup=spec.node.startup, env=ENV, checkpoint_uri=URI, spotfleet=spec.node.spotfleet),
+    )
     return render(boot_for(provider, request))
 
 
@@ -72,8 +76,14 @@ def test_aws_fleets_split_spot_and_baseline_with_weights(built):
     fleets = {d.name: d for d in of_type(declared, "aws:ec2/fleet:Fleet")}
     for region in {a.offer.pool.region for a in plan.allocations if a.offer.pool.provider == "aws"}:
         for market in Market:
-            allocs = [a for a in plan.allocations if a.offer.pool.provider == "aws" and a.offer.pool.region == region
-                      and a.offer.market is market and a.count]
+            allocs = [
+                a
+                for a in plan.allocations
+                if a.offer.pool.provider == "aws"
+                and a.offer.pool.region == region
+                and a.offer.market is market
+                and a.count
+            ]
             name = f"multi-{region}-{market.value}"
             if not allocs:
                 assert name not in fleets
@@ -87,7 +97,8 @@ def test_aws_fleets_split_spot_and_baseline_with_weights(built):
             assert cap["defaultTargetCapacityType"] == market.value
             overrides = [o for c in f.inputs["launchTemplateConfigs"] for o in c["overrides"]]
             assert sorted(o["subnetId"] for o in overrides) == sorted(
-                f"subnet-{a.offer.pool.zone.replace('-az', '')}" for a in allocs)
+                f"subnet-{a.offer.pool.zone.replace('-az', '')}" for a in allocs
+            )
             assert all(o["weightedCapacity"] == weights[o["instanceType"]] for o in overrides)
             if market is Market.SPOT:
                 assert cap["spotTargetCapacity"] == target
@@ -103,12 +114,16 @@ def test_s3_bucket_private_encrypted_with_lifecycle_and_protected(built):
     assert bucket.inputs["bucket"] == "multi-checkpoints"
     assert bucket.protect and bucket.retain_on_delete
     block = one(declared, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
-    assert all(block.inputs[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
-                                                  "restrictPublicBuckets"))
+    assert all(
+        block.inputs[k] is True
+        for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    )
     sse = one(declared, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
     assert sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
-    rules = {r["id"]: r for r in one(declared, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
-                                     ).inputs["rules"]}
+    rules = {
+        r["id"]: r
+        for r in one(declared, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]
+    }
     assert rules["expire-checkpoints"]["expiration"]["days"] == 14
     assert rules["abort-incomplete-uploads"]["abortIncompleteMultipartUpload"]["daysAfterInitiation"] == 1
 
@@ -138,8 +153,11 @@ def test_gcp_spot_templates_and_groups_per_pool(built):
         assert secret and script == fleet_up_script(spec, plan, alloc, "gcp")
         assert "export HF_TOKEN=hf-secret-value" in script
         assert metadata["spotfleet-pool"] == alloc.offer.pool.id
-        assert t.inputs["labels"] == {"spotfleet_fleet": "multi", "spotfleet_pool_hash": alloc.offer.pool.short_hash,
-                                      "spotfleet_plan": plan.id}
+        assert t.inputs["labels"] == {
+            "spotfleet_fleet": "multi",
+            "spotfleet_pool_hash": alloc.offer.pool.short_hash,
+            "spotfleet_plan": plan.id,
+        }
         g = one(declared, "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager", name)
         assert g.inputs["targetSize"] == alloc.count
         assert g.inputs["distributionPolicyZones"] == [alloc.offer.pool.zone]
@@ -161,9 +179,19 @@ def test_without_secret_references_the_script_is_plain(multi):
 def test_same_plan_same_pools_and_counts_as_the_cli(built, multi):
     _, plan, declared, fleet = built
     printed = json.loads(multi[1].read_text())
-    cli_counts = {"/".join((a["offer"]["pool"]["provider"], a["offer"]["pool"]["region"],
-                            a["offer"]["pool"]["zone"] or "-", a["offer"]["pool"]["instance_type"],
-                            a["offer"]["pool"]["market"])): a["count"] for a in printed["allocations"] if a["count"]}
+    cli_counts = {
+        "/".join(
+            (
+                a["offer"]["pool"]["provider"],
+                a["offer"]["pool"]["region"],
+                a["offer"]["pool"]["zone"] or "-",
+                a["offer"]["pool"]["instance_type"],
+                a["offer"]["pool"]["market"],
+            )
+        ): a["count"]
+        for a in printed["allocations"]
+        if a["count"]
+    }
     assert fleet.counts == cli_counts == plan.counts()
     declared_counts = {}
     for g in of_type(declared, "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"):
@@ -180,8 +208,9 @@ def test_same_plan_same_pools_and_counts_as_the_cli(built, multi):
 
 def test_new_counts_update_in_place_under_the_same_names(built):
     spec, plan, declared, _ = built
-    doubled = plan.model_copy(update={"allocations": tuple(a.model_copy(update={"count": a.count * 2})
-                                                           for a in plan.allocations)})
+    doubled = plan.model_copy(
+        update={"allocations": tuple(a.model_copy(update={"count": a.count * 2}) for a in plan.allocations)}
+    )
     again, _ = declare(lambda: SpotFleet("multi", spec, doubled, env=ENV))
     assert sorted((d.type, d.name) for d in again) == sorted((d.type, d.name) for d in declared)
 

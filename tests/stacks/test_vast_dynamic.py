@@ -28,10 +28,30 @@ from stacks.ownership import REBALANCER_OWNS  # noqa: E402
 from stacks.vast import DYNAMIC_TYPE, VastFleet, VastPoolProvider, pool_inputs  # noqa: E402
 
 ASKS = [
-    {"id": 11, "machine_id": 1, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 2.0,
-     "min_bid": 1.0, "reliability2": 0.99, "geolocation": "Texas, US", "capacity": 6},
-    {"id": 12, "machine_id": 2, "num_gpus": 1, "gpu_name": "H100 SXM", "gpu_ram": 81559, "dph_base": 2.1,
-     "min_bid": 1.1, "reliability2": 0.99, "geolocation": "Quebec, CA", "capacity": 6},
+    {
+        "id": 11,
+        "machine_id": 1,
+        "num_gpus": 1,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 2.0,
+        "min_bid": 1.0,
+        "reliability2": 0.99,
+        "geolocation": "Texas, US",
+        "capacity": 6,
+    },
+    {
+        "id": 12,
+        "machine_id": 2,
+        "num_gpus": 1,
+        "gpu_name": "H100 SXM",
+        "gpu_ram": 81559,
+        "dph_base": 2.1,
+        "min_bid": 1.1,
+        "reliability2": 0.99,
+        "geolocation": "Quebec, CA",
+        "capacity": 6,
+    },
 ]
 SPEC = """\
 name: vastfleet
@@ -82,12 +102,17 @@ def test_create_rents_the_planned_count_through_the_adapter(fake, planned):
     assert result.id == props["token"] and len(result.outs["instance_ids"]) == p.count
     made = live(fake)
     assert sorted(str(r["id"]) for r in made) == sorted(result.outs["instance_ids"])
-    request = LaunchRequest(fleet=spec.name, offer=p.offer, count=p.count, token=props["token"], tags=dict(p.tags),
-                            node=NodeConfig(startup=spec.node.startup, env={"WANDB_MODE": "offline"},
-                                            spotfleet="preinstalled"))
+    request = LaunchRequest(
+        fleet=spec.name,
+        offer=p.offer,
+        count=p.count,
+        token=props["token"],
+        tags=dict(p.tags),
+        node=NodeConfig(startup=spec.node.startup, env={"WANDB_MODE": "offline"}, spotfleet="preinstalled"),
+    )
     for row in made:
         body = row["create_body"]
-        assert body["onstart"] == render(boot_for("vast", request))      # the fleet up script
+        assert body["onstart"] == render(boot_for("vast", request))  # the fleet up script
         assert "price" in body and body["env"]["WANDB_MODE"] == "offline"  # an interruptible bid
 
 
@@ -95,7 +120,7 @@ def test_create_again_with_the_same_token_rents_nothing_more(fake, planned):
     spec, _, planned_pools = planned
     props = pool_inputs(spec, planned_pools[0])
     first = VastPoolProvider().create(props)
-    again = VastPoolProvider().create(props)   # a rerun after a crash: a new process, the same token
+    again = VastPoolProvider().create(props)  # a rerun after a crash: a new process, the same token
     assert sorted(again.outs["instance_ids"]) == sorted(first.outs["instance_ids"])
     assert len(live(fake)) == planned_pools[0].count
 

@@ -28,7 +28,7 @@ USER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOJeJRx056DrxjM6IzS+i13fiJZqj9l2
 class Fake:
     def __init__(self, url: str, home: Path):
         self.url = url
-        self.home = home               # the state folder: where the fleets' own SSH key pairs go
+        self.home = home  # the state folder: where the fleets' own SSH key pairs go
         self.sleeps: list[float] = []
         self.control("reset", {})
 
@@ -37,8 +37,14 @@ class Fake:
 
     def provider(self, cache: Path | None = None, **settings) -> AzureProvider:
         arm = Arm(SUBSCRIPTION, self.url, polling_interval=0, sleep=self.sleeps.append)
-        return AzureProvider(AzureSettings(resource_group=RG, **settings), arm=arm, environ={}, cache_seconds=0,
-                             prices=RetailPrices(f"{self.url}/api/retail/prices", cache), home=self.home)
+        return AzureProvider(
+            AzureSettings(resource_group=RG, **settings),
+            arm=arm,
+            environ={},
+            cache_seconds=0,
+            prices=RetailPrices(f"{self.url}/api/retail/prices", cache),
+            home=self.home,
+        )
 
 
 def _offer(provider: AzureProvider, market=Market.SPOT, region="westus2"):
@@ -46,8 +52,9 @@ def _offer(provider: AzureProvider, market=Market.SPOT, region="westus2"):
 
 
 def _request(offer, count=2, token="t1", **extra) -> LaunchRequest:
-    return LaunchRequest(fleet="alpha", offer=offer, count=count, token=token,
-                         tags=fleet_tags("alpha", offer.pool, "plan9"), **extra)
+    return LaunchRequest(
+        fleet="alpha", offer=offer, count=count, token=token, tags=fleet_tags("alpha", offer.pool, "plan9"), **extra
+    )
 
 
 #: The scale-set tests' resource group and sizes.
@@ -59,22 +66,35 @@ ND = "Standard_ND96asr_v4"
 class ScaleSetFake(Fake):
     def provider(self) -> AzureScaleSetProvider:
         arm = Arm(SUBSCRIPTION, self.url, polling_interval=0)
-        return AzureScaleSetProvider(AzureSettings(resource_group=SET_RG, launch_mode="scale-set"), arm=arm,
-                                     environ={}, cache_seconds=0, live_prices=False, home=self.home)
+        return AzureScaleSetProvider(
+            AzureSettings(resource_group=SET_RG, launch_mode="scale-set"),
+            arm=arm,
+            environ={},
+            cache_seconds=0,
+            live_prices=False,
+            home=self.home,
+        )
 
     def sets(self) -> list[dict]:
         return self.control("state")["scale_sets"]
 
     def members(self, name: str) -> list[dict]:
-        return [v for v in self.control("state")["vms"]
-                if (v["properties"].get("virtualMachineScaleSet") or {}).get("id", "").endswith(f"/{name}")]
+        return [
+            v
+            for v in self.control("state")["vms"]
+            if (v["properties"].get("virtualMachineScaleSet") or {}).get("id", "").endswith(f"/{name}")
+        ]
 
 
 def set_offer(provider, size=A100, market=Market.SPOT, region="eastus"):
-    return next(o for o in provider.list_offers(OfferQuery()) if o.market is market and o.pool.region == region
-                and o.pool.instance_type == size)
+    return next(
+        o
+        for o in provider.list_offers(OfferQuery())
+        if o.market is market and o.pool.region == region and o.pool.instance_type == size
+    )
 
 
 def set_request(offer, count, token, fleet="alpha", **extra) -> LaunchRequest:
-    return LaunchRequest(fleet=fleet, offer=offer, count=count, token=token,
-                         tags=fleet_tags(fleet, offer.pool, "plan9"), **extra)
+    return LaunchRequest(
+        fleet=fleet, offer=offer, count=count, token=token, tags=fleet_tags(fleet, offer.pool, "plan9"), **extra
+    )

@@ -8,13 +8,21 @@ from providers.local import LocalCloud
 
 
 def make_plan(offers: list[Offer], counts: list[int], fleet: str = "demo") -> Plan:
-    allocs = tuple(Allocation(offer=o, count=n, weighted_gpus=float(n * o.gpus), true_cost_per_hour=n * o.price_per_hour)
-                   for o, n in zip(offers, counts))
+    allocs = tuple(
+        Allocation(offer=o, count=n, weighted_gpus=float(n * o.gpus), true_cost_per_hour=n * o.price_per_hour)
+        for o, n in zip(offers, counts)
+    )
     gpus = sum(a.count * a.offer.gpus for a in allocs)
-    totals = PlanTotals(gpus=gpus, weighted_gpus=gpus, target_weighted_gpus=gpus, on_demand_weighted_gpus=0,
-                        price_per_hour=sum(a.true_cost_per_hour for a in allocs),
-                        true_cost_per_hour=sum(a.true_cost_per_hour for a in allocs),
-                        true_cost_per_weighted_gpu_hour=1.0, expected_interruptions_per_day=0.0)
+    totals = PlanTotals(
+        gpus=gpus,
+        weighted_gpus=gpus,
+        target_weighted_gpus=gpus,
+        on_demand_weighted_gpus=0,
+        price_per_hour=sum(a.true_cost_per_hour for a in allocs),
+        true_cost_per_hour=sum(a.true_cost_per_hour for a in allocs),
+        true_cost_per_weighted_gpu_hour=1.0,
+        expected_interruptions_per_day=0.0,
+    )
     return Plan(fleet=fleet, spec_hash="test", strategy="hand", allocations=allocs, totals=totals)
 
 

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 #: Zone ID -> subnet for every AWS zone the snapshot can pick in the test regions.
-SUBNETS = {f"use1-az{i}": f"subnet-use1{i}" for i in range(1, 7)} | {f"usw2-az{i}": f"subnet-usw2{i}" for i in range(1, 5)}
+SUBNETS = {f"use1-az{i}": f"subnet-use1{i}" for i in range(1, 7)} | {
+    f"usw2-az{i}": f"subnet-usw2{i}" for i in range(1, 5)
+}
 
 MULTI = """\
 name: multi
@@ -45,7 +47,11 @@ def fleet_plan(tmp: Path, text: str, name: str = "spec.yaml") -> tuple[Path, Pat
     spec, plan = tmp / name, tmp / "plan.json"
     spec.write_text(text)
     fleet = Path(sys.executable).with_name("fleet")
-    done = subprocess.run([str(fleet), "--home", str(tmp / "home"), "plan", str(spec), "--out", str(plan), "--json"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(fleet), "--home", str(tmp / "home"), "plan", str(spec), "--out", str(plan), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return spec, plan

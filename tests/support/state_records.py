@@ -11,5 +11,14 @@ def running_instance(iid: str, launched: float = 1000.0, plan: str = "") -> Inst
     tags = {"spotfleet:fleet": "demo", "spotfleet:pool": POOL.id}
     if plan:
         tags["spotfleet:plan"] = plan
-    return Instance(id=iid, fleet="demo", pool=POOL, state=InstanceState.RUNNING, accelerator="H100", gpus=8,
-                    price_per_hour=30.0, launched_at=launched, tags=tags)
+    return Instance(
+        id=iid,
+        fleet="demo",
+        pool=POOL,
+        state=InstanceState.RUNNING,
+        accelerator="H100",
+        gpus=8,
+        price_per_hour=30.0,
+        launched_at=launched,
+        tags=tags,
+    )

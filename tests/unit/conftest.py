@@ -36,8 +36,9 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
 def pools(providers: dict[str, Provider]) -> list[Offer]:
     """Six roomy H100 pools over two providers: five spot, one on-demand."""
     offers = [o for p in ("aws", "gcp") for o in providers[p].list_offers(OfferQuery(accelerators=("H100",)))]
-    spot = sorted((o for o in offers if o.market is Market.SPOT and (o.capacity_hint or 0) >= 8),
-                  key=lambda o: o.pool.id)
+    spot = sorted(
+        (o for o in offers if o.market is Market.SPOT and (o.capacity_hint or 0) >= 8), key=lambda o: o.pool.id
+    )
     od = sorted((o for o in offers if o.market is Market.ON_DEMAND), key=lambda o: o.pool.id)
     chosen = spot[:3] + [o for o in spot if o.pool.provider == "gcp"][:2] + od[:1]
     assert len({o.pool.id for o in chosen}) == 6

@@ -16,13 +16,29 @@ from fleet.spec import FleetSpec, Strategy, WorkloadKind
 EPS = 1e-6
 
 
-def offer(provider: str = "aws", region: str = "r1", zone: str = "z1", itype: str = "t", *, spot: bool = True,
-          acc: str = "H100", gpus: int = 1, price: float = 1.0, rate: float = 0.1, hint: int | None = None) -> Offer:
+def offer(
+    provider: str = "aws",
+    region: str = "r1",
+    zone: str = "z1",
+    itype: str = "t",
+    *,
+    spot: bool = True,
+    acc: str = "H100",
+    gpus: int = 1,
+    price: float = 1.0,
+    rate: float = 0.1,
+    hint: int | None = None,
+) -> Offer:
     """A hand-built offer; on-demand offers get rate 0."""
     market = Market.SPOT if spot else Market.ON_DEMAND
-    return Offer(pool=PoolKey(provider=provider, region=region, zone=zone, instance_type=itype, market=market),
-                 accelerator=acc, gpus=gpus, price_per_hour=price, interruptions_per_hour=rate if spot else 0.0,
-                 capacity_hint=hint)
+    return Offer(
+        pool=PoolKey(provider=provider, region=region, zone=zone, instance_type=itype, market=market),
+        accelerator=acc,
+        gpus=gpus,
+        price_per_hour=price,
+        interruptions_per_hour=rate if spot else 0.0,
+        capacity_hint=hint,
+    )
 
 
 def allowed(spec: FleetSpec, o: Offer, blocked: tuple[str, ...] = ()) -> bool:
@@ -69,8 +85,12 @@ def cap(spec: FleetSpec, o: Offer, limit: float) -> float:
 
 def domain_of(o: Offer, level: str) -> str:
     p = o.pool
-    return {"pool": p.id, "zone": f"{p.provider}/{p.region}/{p.zone or '-'}",
-            "region": f"{p.provider}/{p.region}", "provider": p.provider}[level]
+    return {
+        "pool": p.id,
+        "zone": f"{p.provider}/{p.region}/{p.zone or '-'}",
+        "region": f"{p.provider}/{p.region}",
+        "provider": p.provider,
+    }[level]
 
 
 def placement_of(spec: FleetSpec) -> str:
@@ -90,8 +110,9 @@ def within_placement(spec: FleetSpec, pools: list[Offer], grid: np.ndarray) -> n
     return np.sum(used, axis=0) <= 1
 
 
-def within_caps(spec: FleetSpec, pools: list[Offer], grid: np.ndarray, w: np.ndarray, spot: np.ndarray,
-                od: np.ndarray) -> np.ndarray:
+def within_caps(
+    spec: FleetSpec, pools: list[Offer], grid: np.ndarray, w: np.ndarray, spot: np.ndarray, od: np.ndarray
+) -> np.ndarray:
     """Rows of ``grid`` where every spot pool, zone, region and provider holds at most its
     share of (target - on-demand planned), or the smallest spot node if that is more. Caps at
     the placement level and coarser are off (every node shares one such domain)."""
@@ -120,8 +141,9 @@ def within_quotas(pools: list[Offer], grid: np.ndarray, quotas) -> np.ndarray:
     return ok
 
 
-def brute_force(spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] = (),
-                od_cap: float | None = None, quotas=()) -> tuple[list[Offer], Best | None]:
+def brute_force(
+    spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] = (), od_cap: float | None = None, quotas=()
+) -> tuple[list[Offer], Best | None]:
     """The allowed offers (by pool id) and the best count vector (``None``: infeasible), by
     enumerating every vector up to the caps. ``od_cap`` limits on-demand weighted GPUs (the
     market split of capacity-optimized / diversified); ``quotas`` are account limits."""
@@ -169,8 +191,9 @@ def brute_force(spec: FleetSpec, offers: list[Offer], blocked: tuple[str, ...] =
     return pools, Best(tuple(int(x) for x in grid[best]), tuple(float(np.round(k[best], 6)) for k in keys))
 
 
-def _true_costs(spec: FleetSpec, grid: np.ndarray, price: np.ndarray, rate: np.ndarray, cost: np.ndarray,
-                fleet_rate: np.ndarray) -> np.ndarray:
+def _true_costs(
+    spec: FleetSpec, grid: np.ndarray, price: np.ndarray, rate: np.ndarray, cost: np.ndarray, fleet_rate: np.ndarray
+) -> np.ndarray:
     factor = np.vectorize(lambda r: economics.overhead_factor(float(r), spec.workload))
     if spec.workload.kind is WorkloadKind.COUPLED:
         rates, inverse = np.unique(fleet_rate, return_inverse=True)
@@ -180,7 +203,8 @@ def _true_costs(spec: FleetSpec, grid: np.ndarray, price: np.ndarray, rate: np.n
 
 def true_cost(spec: FleetSpec, offers: list[Offer], counts: tuple[int, ...]) -> float:
     return economics.fleet_true_cost_per_hour(
-        ((n, o.price_per_hour, o.interruptions_per_hour) for o, n in zip(offers, counts)), spec.workload)
+        ((n, o.price_per_hour, o.interruptions_per_hour) for o, n in zip(offers, counts)), spec.workload
+    )
 
 
 @dataclass

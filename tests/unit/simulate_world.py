@@ -10,16 +10,25 @@ GAP = 600
 
 
 def spot(zone: str, price: float, rate: float = 0.2) -> Offer:
-    return Offer(pool=PoolKey(provider="gcp", region="r1", zone=zone, instance_type="a3-highgpu-1g",
-                              market=Market.SPOT),
-                 accelerator="H100", gpus=1, price_per_hour=price, on_demand_price=10.0,
-                 interruptions_per_hour=rate, interruption_source=InterruptionSource.TRACE)
+    return Offer(
+        pool=PoolKey(provider="gcp", region="r1", zone=zone, instance_type="a3-highgpu-1g", market=Market.SPOT),
+        accelerator="H100",
+        gpus=1,
+        price_per_hour=price,
+        on_demand_price=10.0,
+        interruptions_per_hour=rate,
+        interruption_source=InterruptionSource.TRACE,
+    )
 
 
 def on_demand(price: float = 10.0) -> Offer:
-    return Offer(pool=PoolKey(provider="gcp", region="r1", zone="", instance_type="a3-highgpu-1g",
-                              market=Market.ON_DEMAND),
-                 accelerator="H100", gpus=1, price_per_hour=price, on_demand_price=price)
+    return Offer(
+        pool=PoolKey(provider="gcp", region="r1", zone="", instance_type="a3-highgpu-1g", market=Market.ON_DEMAND),
+        accelerator="H100",
+        gpus=1,
+        price_per_hour=price,
+        on_demand_price=price,
+    )
 
 
 def trace(zone: str, data: list[int], meaning: ValueMeaning = ValueMeaning.ZERO) -> ZoneTrace:

@@ -12,12 +12,26 @@ from fleet.spec import parse_spec
 SPEC = "name: names\ncapacity:\n  gpus: 8\n  accelerators: {accelerators}\n"
 
 
-@pytest.mark.parametrize("typed, name", [
-    ("h100", "H100"), ("H100-SXM", "H100"), ("H100 SXM", "H100"), ("H100_SXM5", "H100"), ("H100-PCIe", "H100"),
-    ("RTX 4090", "RTX4090"), ("rtx4090", "RTX4090"), ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
-    ("A100 80G", "A100-80GB"), ("RTX 6000 Ada", "RTX6000-ADA"), ("H100 NVL", "H100-NVL"), ("Tesla T4", "T4"),
-    ("l40s", "L40S"), ("V100 32GB", "V100-32GB"), ("MI300X", "MI300X"),
-])
+@pytest.mark.parametrize(
+    "typed, name",
+    [
+        ("h100", "H100"),
+        ("H100-SXM", "H100"),
+        ("H100 SXM", "H100"),
+        ("H100_SXM5", "H100"),
+        ("H100-PCIe", "H100"),
+        ("RTX 4090", "RTX4090"),
+        ("rtx4090", "RTX4090"),
+        ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
+        ("A100 80G", "A100-80GB"),
+        ("RTX 6000 Ada", "RTX6000-ADA"),
+        ("H100 NVL", "H100-NVL"),
+        ("Tesla T4", "T4"),
+        ("l40s", "L40S"),
+        ("V100 32GB", "V100-32GB"),
+        ("MI300X", "MI300X"),
+    ],
+)
 def test_common_spellings_resolve_to_the_catalog_name(typed, name):
     assert canonical(typed) == name
 
@@ -55,4 +69,4 @@ def test_plan_of_one_listed_accelerator_counts_its_gpus():
     spec = parse_spec(SPEC.format(accelerators="[A100-80GB]"))
     result = plan(spec, filter_for_spec(snapshot_offers(), spec))
     assert result.feasible and result.totals.weighted_gpus == result.totals.gpus >= 8
-    assert result.totals.gpus < 16        # not the 16 GPUs that a weight of 0.6 made it take
+    assert result.totals.gpus < 16  # not the 16 GPUs that a weight of 0.6 made it take

@@ -11,19 +11,38 @@ SPOT = "aws/us-east-1/use1-az1/p5.48xlarge/spot"
 OD = "gcp/us-central1/us-central1-a/a3-highgpu-8g/on-demand"
 
 
-def rec(iid: str, pool: str, price: float, start: float, end: float | None = None, *, od: float | None = None,
-        reason: str = "", gpus: int = 8) -> InstanceRecord:
+def rec(
+    iid: str,
+    pool: str,
+    price: float,
+    start: float,
+    end: float | None = None,
+    *,
+    od: float | None = None,
+    reason: str = "",
+    gpus: int = 8,
+) -> InstanceRecord:
     market = pool.rsplit("/", 1)[1]
-    return InstanceRecord(fleet="f", id=iid, pool=pool, market=market, accelerator="H100", gpus=gpus,
-                          price_per_hour=price, launched_at=start, on_demand_price=od, ended_at=end,
-                          end_reason=reason)
+    return InstanceRecord(
+        fleet="f",
+        id=iid,
+        pool=pool,
+        market=market,
+        accelerator="H100",
+        gpus=gpus,
+        price_per_hour=price,
+        launched_at=start,
+        on_demand_price=od,
+        ended_at=end,
+        end_reason=reason,
+    )
 
 
 def test_cost_rate_and_savings():
     records = [
         rec("a", SPOT, 30.0, 0, 7200, od=90.0, reason="preempted"),  # 2 h spot: 60, od-equiv 180
-        rec("b", SPOT, 30.0, 3600, od=90.0),                          # alive 1 h at now=7200: 30, od-equiv 90
-        rec("c", OD, 100.0, 0),                                       # alive 2 h on-demand: 200
+        rec("b", SPOT, 30.0, 3600, od=90.0),  # alive 1 h at now=7200: 30, od-equiv 90
+        rec("c", OD, 100.0, 0),  # alive 2 h on-demand: 200
     ]
     s = summarize(records, 7200.0)
     assert s.cost_so_far == pytest.approx(290.0)
@@ -49,10 +68,11 @@ def test_unknown_on_demand_price_is_left_out_of_savings():
 
 def test_per_provider_clocks_and_non_negative_hours():
     records = [rec("a", SPOT, 36.0, 1000), rec("b", OD, 36.0, 5000)]
-    s = summarize(records, {"aws": 1000 + 3600, "gcp": 4000})   # gcp clock behind its launch: 0 h
+    s = summarize(records, {"aws": 1000 + 3600, "gcp": 4000})  # gcp clock behind its launch: 0 h
     assert s.cost_so_far == pytest.approx(36.0)
-    assert summarize(records, lambda provider: 1000 + 3600 if provider == "aws" else 5000 + 1800).cost_so_far \
-        == pytest.approx(54.0)
+    assert summarize(
+        records, lambda provider: 1000 + 3600 if provider == "aws" else 5000 + 1800
+    ).cost_so_far == pytest.approx(54.0)
     assert hours_run(rec("x", SPOT, 1, 100, 50), 0) == 0.0
 
 

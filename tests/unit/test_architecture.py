@@ -19,8 +19,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PURE_MODULES = ["fleet/planning/planner.py", "fleet/planning/economics.py", "fleet/spec.py", "fleet/model.py"]
 PURE_MODULES += [f"fleet/rebalance/{m}.py" for m in ("decision", "types", "learning", "backoff", "bidding", "bills")]
-IMPURE = {"time", "random", "socket", "subprocess", "sqlite3", "httpx", "requests", "urllib", "threading",
-          "datetime", "os", "shutil"}
+IMPURE = {
+    "time",
+    "random",
+    "socket",
+    "subprocess",
+    "sqlite3",
+    "httpx",
+    "requests",
+    "urllib",
+    "threading",
+    "datetime",
+    "os",
+    "shutil",
+}
 CLOUD_SDKS = ("boto3", "botocore", "google.cloud", "azure", "pulumi")
 
 
@@ -48,7 +60,7 @@ def test_cloud_sdks_only_at_the_edges():
     offenders = []
     for path in sorted(ROOT.glob("fleet/**/*.py")) + sorted(ROOT.glob("providers/**/*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        in_adapter = rel.startswith("providers/") and rel.count("/") >= 2   # providers/<name>/...
+        in_adapter = rel.startswith("providers/") and rel.count("/") >= 2  # providers/<name>/...
         if in_adapter or rel.startswith("fleet/checkpoint/"):
             continue
         for name in imported_modules(path):

@@ -35,7 +35,7 @@ def run_script(tmp_path: Path, boot: NodeBoot) -> tuple[list[str], dict[str, str
     done = subprocess.run(["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     deadline = time.monotonic() + 20
-    while not record.exists() and time.monotonic() < deadline:   # the job starts in the background
+    while not record.exists() and time.monotonic() < deadline:  # the job starts in the background
         time.sleep(0.05)
     argv, _, env_text = record.read_text().partition("---\n")
     env = dict(line.split("=", 1) for line in env_text.splitlines() if "=" in line)
@@ -43,9 +43,18 @@ def run_script(tmp_path: Path, boot: NodeBoot) -> tuple[list[str], dict[str, str
 
 
 def boot_for(tmp_path: Path, **kw) -> NodeBoot:
-    base = dict(fleet="train", pool="aws/use1-az1/p5.48xlarge", provider="aws", command="python train.py",
-                checkpoint_uri="s3://ckpt/train", env={"MODE": "fast"}, secret_env={"API_TOKEN": "s3cr3t"},
-                prefix=str(tmp_path / "opt"), log_path=str(tmp_path / "node.log"), spotfleet="preinstalled")
+    base = dict(
+        fleet="train",
+        pool="aws/use1-az1/p5.48xlarge",
+        provider="aws",
+        command="python train.py",
+        checkpoint_uri="s3://ckpt/train",
+        env={"MODE": "fast"},
+        secret_env={"API_TOKEN": "s3cr3t"},
+        prefix=str(tmp_path / "opt"),
+        log_path=str(tmp_path / "node.log"),
+        spotfleet="preinstalled",
+    )
     return NodeBoot(**{**base, **kw})
 
 
@@ -58,8 +67,9 @@ def test_node_runs_the_job_under_fleet_run_with_identity_and_checkpoint_uri(tmp_
     assert env["MODE"] == "fast" and env["API_TOKEN"] == "s3cr3t"
     saved = Path(tmp_path / "opt" / "env")
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
-    probe = subprocess.run(["bash", "-c", f". {saved}; echo \"$SPOTFLEET_FLEET|$MODE\""],
-                           capture_output=True, text=True, check=True)
+    probe = subprocess.run(
+        ["bash", "-c", f'. {saved}; echo "$SPOTFLEET_FLEET|$MODE"'], capture_output=True, text=True, check=True
+    )
     assert probe.stdout.strip() == "train|fast"
 
 
@@ -68,8 +78,13 @@ def test_hostile_values_are_data_not_commands(tmp_path):
     argv, env = run_script(tmp_path, boot)
     assert not list(tmp_path.glob("PWNED*"))
     assert argv[-1] == HOSTILE.split("\n")[0] or "\n".join(argv[6:]) == HOSTILE
-    saved = subprocess.run(["bash", "-c", f". {tmp_path / 'opt' / 'env'}; printf %s \"$MODE\""],
-                           capture_output=True, text=True, check=True, cwd=tmp_path)
+    saved = subprocess.run(
+        ["bash", "-c", f'. {tmp_path / "opt" / "env"}; printf %s "$MODE"'],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
     assert saved.stdout == HOSTILE
     assert not list(tmp_path.glob("PWNED*"))
 
@@ -106,10 +121,21 @@ def test_boot_for_a_launch_request_carries_pool_command_and_checkpoint():
     from fleet.bootstrap import boot_for
     from fleet.model import LaunchRequest, Market, NodeConfig, Offer, PoolKey
 
-    offer = Offer(pool=PoolKey(provider="aws", region="us-east-1", zone="use1-az1", instance_type="p5.48xlarge",
-                               market=Market.SPOT), accelerator="H100", gpus=8, price_per_hour=30.0)
-    request = LaunchRequest(fleet="train", offer=offer, count=2, token="t1",
-                            node=NodeConfig(startup="python train.py", env={"A": "1"}, checkpoint_uri="s3://b/train"))
+    offer = Offer(
+        pool=PoolKey(
+            provider="aws", region="us-east-1", zone="use1-az1", instance_type="p5.48xlarge", market=Market.SPOT
+        ),
+        accelerator="H100",
+        gpus=8,
+        price_per_hour=30.0,
+    )
+    request = LaunchRequest(
+        fleet="train",
+        offer=offer,
+        count=2,
+        token="t1",
+        node=NodeConfig(startup="python train.py", env={"A": "1"}, checkpoint_uri="s3://b/train"),
+    )
     boot = boot_for("aws", request, secret_env={"K": "v"})
     assert (boot.pool, boot.command, boot.checkpoint_uri) == (offer.pool.id, "python train.py", "s3://b/train")
     assert boot.variables()["K"] == "v" and boot.env == {"A": "1"}

@@ -45,9 +45,14 @@ def test_snapshot_marks_spot_risk_and_on_demand_safety():
 
 
 def test_gcp_h100_zones_with_a_trace_use_the_trace_rate():
-    offers = [o for o in snapshot_offers()
-              if o.pool.provider == "gcp" and o.market is Market.SPOT and o.pool.zone == "us-west1-b"
-              and o.accelerator == "H100"]
+    offers = [
+        o
+        for o in snapshot_offers()
+        if o.pool.provider == "gcp"
+        and o.market is Market.SPOT
+        and o.pool.zone == "us-west1-b"
+        and o.accelerator == "H100"
+    ]
     assert offers
     trace = trace_for_zone("us-west1-b")
     for o in offers:
@@ -89,8 +94,9 @@ def test_offers_cli_filters_and_says_where_prices_come_from():
 
     from fleet.cli.main import cli
 
-    res = CliRunner().invoke(cli, ["offers", "-a", "h100", "--spot", "-p", "gcp", "--gpus", "8",
-                                   "--limit", "0", "--json"])
+    res = CliRunner().invoke(
+        cli, ["offers", "-a", "h100", "--spot", "-p", "gcp", "--gpus", "8", "--limit", "0", "--json"]
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["source"] == "snapshot" and "2026-11-29" in data["detail"]

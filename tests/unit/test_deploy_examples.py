@@ -24,7 +24,7 @@ def assert_fleet_command(argv: list[str], *, every: bool) -> None:
     args = argv[1:]
     assert args[0] == "rebalance", argv
     command = cli.get_command(click.Context(cli), "rebalance")
-    ctx = command.make_context("rebalance", list(args[1:]))          # raises on an unknown or bad option
+    ctx = command.make_context("rebalance", list(args[1:]))  # raises on an unknown or bad option
     assert re.fullmatch(r"[a-z][a-z0-9-]{0,38}[a-z0-9]", ctx.params["name"])
     assert (ctx.params["every"] is not None) is every
 
@@ -34,7 +34,9 @@ def manifests(name: str) -> list[dict]:
 
 
 def test_cron_line():
-    lines = [line for line in (DEPLOY / "crontab").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    lines = [
+        line for line in (DEPLOY / "crontab").read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
     jobs = [line for line in lines if not re.match(r"^[A-Z_]+=", line)]
     assert len(jobs) == 1
     fields = jobs[0].split(None, 5)
@@ -92,8 +94,14 @@ def test_secret_carries_the_shared_state_url():
     assert secret["stringData"]["SPOTFLEET_STATE"].startswith("postgresql://")
 
 
-@pytest.mark.parametrize("argv", [["fleet", "rebalance", "training", "--every"], ["fleet", "rebalance"],
-                                  ["fleet", "rebalance", "training", "--metrics-port", "x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fleet", "rebalance", "training", "--every"],
+        ["fleet", "rebalance"],
+        ["fleet", "rebalance", "training", "--metrics-port", "x"],
+    ],
+)
 def test_the_checker_rejects_broken_commands(argv):
     with pytest.raises(click.UsageError):
         assert_fleet_command(argv, every=False)

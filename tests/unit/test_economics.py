@@ -14,8 +14,9 @@ COUPLED = Workload(kind=WorkloadKind.COUPLED, checkpoint_write_seconds=60, resta
 
 
 def test_seed_004_example_holds_exactly():
-    result = ec.compare_spot_on_demand(compute_hours=1000, spot_price=2.25, on_demand_price=4.50,
-                                       overhead_fraction=0.10, storage_cost=50)
+    result = ec.compare_spot_on_demand(
+        compute_hours=1000, spot_price=2.25, on_demand_price=4.50, overhead_fraction=0.10, storage_cost=50
+    )
     assert result.spot_cost == pytest.approx(2525.0, abs=1e-9)
     assert result.on_demand_cost == pytest.approx(4500.0, abs=1e-9)
     assert result.savings == pytest.approx(1975.0, abs=1e-9)
@@ -92,7 +93,7 @@ def test_overhead_slope_matches_a_finite_difference(rate):
 
 
 def test_coupled_fleet_pays_for_every_nodes_interruptions():
-    nodes = [(4, 2.0, 0.2)]          # four nodes at $2/h, each interrupted 0.2 times an hour
+    nodes = [(4, 2.0, 0.2)]  # four nodes at $2/h, each interrupted 0.2 times an hour
     independent = ec.fleet_true_cost_per_hour(nodes, INDEPENDENT)
     coupled = ec.fleet_true_cost_per_hour(nodes, COUPLED)
     assert independent == pytest.approx(4 * 2.0 * ec.overhead_factor(0.2, INDEPENDENT))

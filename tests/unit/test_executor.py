@@ -36,8 +36,17 @@ def test_launches_every_pool_and_a_rerun_changes_nothing(cloud, providers, store
 def test_launch_tokens_are_deterministic_and_distinct():
     a = launch_token("demo", "p1", "aws/r/z/t/spot", 1)
     assert a == launch_token("demo", "p1", "aws/r/z/t/spot", 1) and len(a) <= 64 and a.isascii()
-    assert len({a, launch_token("demo", "p1", "aws/r/z/t/spot", 2), launch_token("demo", "p2", "aws/r/z/t/spot", 1),
-                launch_token("other", "p1", "aws/r/z/t/spot", 1)}) == 4
+    assert (
+        len(
+            {
+                a,
+                launch_token("demo", "p1", "aws/r/z/t/spot", 2),
+                launch_token("demo", "p2", "aws/r/z/t/spot", 1),
+                launch_token("other", "p1", "aws/r/z/t/spot", 1),
+            }
+        )
+        == 4
+    )
 
 
 def test_surplus_of_this_fleet_only_is_terminated(cloud, providers, store, pools):
@@ -73,11 +82,16 @@ def test_a_launch_sent_but_not_recorded_is_not_duplicated(cloud, providers, stor
     plan = make_plan(pools[:2], [3, 2])
     pool = pools[0]
     # what a crash right after the provider call leaves: instances exist, the launch row says REQUESTED
-    pending = store.begin_launch("demo", plan.id, pool.pool.id, 3,
-                                 lambda seq: launch_token("demo", plan.id, pool.pool.id, seq))
+    pending = store.begin_launch(
+        "demo", plan.id, pool.pool.id, 3, lambda seq: launch_token("demo", plan.id, pool.pool.id, seq)
+    )
     from fleet.model import LaunchRequest
-    made = providers[pool.pool.provider].launch(LaunchRequest(
-        fleet="demo", offer=pool, count=3, token=pending.token, tags=fleet_tags("demo", pool.pool, plan.id)))
+
+    made = providers[pool.pool.provider].launch(
+        LaunchRequest(
+            fleet="demo", offer=pool, count=3, token=pending.token, tags=fleet_tags("demo", pool.pool, plan.id)
+        )
+    )
     assert len(made.instances) == 3
     report = apply(plan, providers, store)
     assert report.ok and alive(cloud) == plan.counts()
@@ -85,7 +99,9 @@ def test_a_launch_sent_but_not_recorded_is_not_duplicated(cloud, providers, stor
     discovered = {e.instance_id for e in store.events("demo", kinds={EventKind.DISCOVERED})}
     assert discovered == {i.id for i in made.instances}
     # the pool is full, so the unfinished launch is closed without another call
-    assert [launch.status for launch in store.launches("demo") if launch.pool == pool.pool.id] == [LaunchStatus.ABANDONED]
+    assert [launch.status for launch in store.launches("demo") if launch.pool == pool.pool.id] == [
+        LaunchStatus.ABANDONED
+    ]
 
 
 def test_capacity_shortfall_blocks_the_pool_and_reports_it(cloud, providers, store, pools):
@@ -119,7 +135,7 @@ def test_quota_blocks_the_region_and_auth_the_provider(cloud, providers, store, 
 def test_throttling_and_5xx_are_reported_and_replayed_next_run(cloud, providers, store, pools, kind, word):
     plan = make_plan(pools[:2], [2, 2])
     pool = pools[1].pool.id
-    cloud.inject_fault(pool, kind, 10 if kind == "throttle" else 1)   # throttle: more than the adapter retries
+    cloud.inject_fault(pool, kind, 10 if kind == "throttle" else 1)  # throttle: more than the adapter retries
     report = apply(plan, providers, store)
     assert [f.error_kind for f in report.failures] == [word]
     assert report.blocked == [] and len(report.notes) == 1 and pool in report.notes[0]

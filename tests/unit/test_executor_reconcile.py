@@ -53,11 +53,15 @@ def test_a_notice_deadline_dates_the_preemption(cloud, providers, store, pools, 
     victim, other = report.launched
     cloud.advance(600)
     deadline = cloud.now() + 120
-    if shape == "cloud":   # a real cloud's notice: the deadline is on the wall clock, which is its clock
+    if shape == "cloud":  # a real cloud's notice: the deadline is on the wall clock, which is its clock
         detail = {"cloud": "aws", "kind": "terminate", "deadline": deadline}
-    else:                  # the local cloud's notice file: its own (simulated) time, and the wall clock's
-        detail = {"cloud": "local", "kind": "terminate", "deadline": 1.0e9,
-                  "detail": {"action": "terminate", "time": deadline, "wall_deadline": 1.0e9}}
+    else:  # the local cloud's notice file: its own (simulated) time, and the wall clock's
+        detail = {
+            "cloud": "local",
+            "kind": "terminate",
+            "deadline": 1.0e9,
+            "detail": {"action": "terminate", "time": deadline, "wall_deadline": 1.0e9},
+        }
     store.record_event("demo", EventKind.NOTICE, instance_id=victim.id, detail=detail)
     cloud.advance(120)
     cloud.preempt(victim.id)
@@ -68,7 +72,7 @@ def test_a_notice_deadline_dates_the_preemption(cloud, providers, store, pools, 
     assert sorted(r.id for r, _ in result.ended) == sorted([victim.id, other.id])
     ended = {r.id: r.ended_at for r in store.instances("demo")}
     assert ended[victim.id] == pytest.approx(deadline, abs=1)
-    assert ended[other.id] == pytest.approx(taken, abs=1)     # the provider says when, not when we looked
+    assert ended[other.id] == pytest.approx(taken, abs=1)  # the provider says when, not when we looked
 
 
 def test_a_rebalance_recommendation_dates_nothing(cloud, providers, store, pools):
@@ -76,9 +80,10 @@ def test_a_rebalance_recommendation_dates_nothing(cloud, providers, store, pools
     (victim,) = report.launched
     cloud.advance(600)
     early = cloud.now() + 120
-    store.record_event("demo", EventKind.NOTICE, instance_id=victim.id,
-                       detail={"cloud": "aws", "kind": "rebalance", "deadline": early})
-    cloud.advance(900)           # the instance lived on well past the advice's window
+    store.record_event(
+        "demo", EventKind.NOTICE, instance_id=victim.id, detail={"cloud": "aws", "kind": "rebalance", "deadline": early}
+    )
+    cloud.advance(900)  # the instance lived on well past the advice's window
     cloud.preempt(victim.id)
     taken = cloud.now()
     result = sync(store, observe(providers, "demo"))
@@ -90,8 +95,9 @@ def test_a_rebalance_recommendation_dates_nothing(cloud, providers, store, pools
 def test_instances_found_by_tag_are_recorded_once(cloud, providers, store, pools):
     offer = pools[0]
     aws = providers[offer.pool.provider]
-    made = aws.launch(LaunchRequest(fleet="demo", offer=offer, count=2, token="by-hand",
-                                    tags=fleet_tags("demo", offer.pool, "p0")))
+    made = aws.launch(
+        LaunchRequest(fleet="demo", offer=offer, count=2, token="by-hand", tags=fleet_tags("demo", offer.pool, "p0"))
+    )
     aws.launch(LaunchRequest(fleet="other", offer=offer, count=1, token="theirs", tags=fleet_tags("other", offer.pool)))
     cloud.launch_foreign(offer.pool.id, 1)
     first = sync(store, observe(providers, "demo"))

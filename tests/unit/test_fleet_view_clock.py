@@ -12,8 +12,9 @@ from fleet.state import FleetRecord
 
 
 def view(obs: Observation) -> FleetView:
-    record = FleetRecord(name="f", status="up", spec_json=None, spec_hash="", backend="local",
-                         created_at=0.0, updated_at=0.0)
+    record = FleetRecord(
+        name="f", status="up", spec_json=None, spec_hash="", backend="local", created_at=0.0, updated_at=0.0
+    )
     return FleetView(record=record, providers={}, obs=obs, synced=False, result=None, plan=None)
 
 

@@ -51,8 +51,7 @@ def test_head_is_the_cheapest_on_demand_cpu_type_next_to_the_largest_worker_shar
     assert (o.pool.provider, o.pool.region) == heads.anchor(heads.worker_shares(p))
     fitting = [c for c in cpu_offers() if c.pool.region == "us-east-1" and heads.fits(spec.head, c)]
     assert o.price_per_hour == min(c.price_per_hour for c in fitting)
-    assert p.totals.price_per_hour == pytest.approx(
-        sum(a.offer.price_per_hour * a.count for a in p.allocations))
+    assert p.totals.price_per_hour == pytest.approx(sum(a.offer.price_per_hour * a.count for a in p.allocations))
     workers = plan(parse_spec(BASE + "providers: {aws: {regions: [us-east-1]}}\n"), offers_for(spec))
     assert {a.offer.pool.id: a.count for a in p.role_allocations("worker")} == workers.counts()
 
@@ -63,8 +62,10 @@ def test_pinned_head_and_widening_say_where_it_went():
     (head,) = p.role_allocations(HEAD)
     assert head.count == 2 and head.offer.pool.region == "europe-west4" and head.offer.gpus == 0
     # workers in a region without a CPU type: the head takes a CPU type elsewhere, not a GPU node
-    spec = parse_spec(BASE + "providers: {aws: {regions: [ap-south-1, us-east-1]}}\n"
-                      "diversification: {max_region_share: 1}\nhead: {}\n")
+    spec = parse_spec(
+        BASE + "providers: {aws: {regions: [ap-south-1, us-east-1]}}\n"
+        "diversification: {max_region_share: 1}\nhead: {}\n"
+    )
     offers = [o for o in offers_for(spec) if o.accelerator == CPU or o.pool.region == "ap-south-1"]
     p = plan(spec, offers)
     (head,) = p.role_allocations(HEAD)
@@ -85,8 +86,11 @@ def test_a_replan_keeps_the_running_head():
     spec = parse_spec(BASE + "providers: {aws: {regions: [us-east-1]}}\nhead: {}\n")
     first = plan(spec, offers_for(spec))
     (head,) = first.role_allocations(HEAD)
-    other = next(o for o in cpu_offers() if o.pool.region == "us-east-1" and o.pool.id != head.offer.pool.id
-                 and heads.fits(spec.head, o))
+    other = next(
+        o
+        for o in cpu_offers()
+        if o.pool.region == "us-east-1" and o.pool.id != head.offer.pool.id and heads.fits(spec.head, o)
+    )
     running = {a.offer.pool.id: a.count for a in first.role_allocations("worker")}
     again = plan(spec, offers_for(spec), current={**running, other.pool.id: 1})
     assert again.role_allocations(HEAD)[0].offer.pool.id == other.pool.id
@@ -106,18 +110,33 @@ def test_the_node_bootstrap_exports_the_head_address_to_workers():
     spec = parse_spec(BASE + "head: {port: 6379, startup: 'ray start --head --block'}\n")
     p = plan(spec, offers_for(spec))
     head_offer = p.role_allocations(HEAD)[0].offer
-    head = Instance(id="i-head", fleet="roles", pool=head_offer.pool, state=InstanceState.RUNNING,
-                    accelerator=CPU, gpus=0, price_per_hour=head_offer.price_per_hour, launched_at=0.0,
-                    address="10.0.0.5")
+    head = Instance(
+        id="i-head",
+        fleet="roles",
+        pool=head_offer.pool,
+        state=InstanceState.RUNNING,
+        accelerator=CPU,
+        gpus=0,
+        price_per_hour=head_offer.price_per_hour,
+        launched_at=0.0,
+        address="10.0.0.5",
+    )
     worker = p.role_allocations("worker")[0].offer
-    request = LaunchRequest(fleet="roles", offer=worker, count=1, token="t",
-                            node=worker_node(spec, NodeConfig(startup="train"), head))
+    request = LaunchRequest(
+        fleet="roles", offer=worker, count=1, token="t", node=worker_node(spec, NodeConfig(startup="train"), head)
+    )
     script = render(boot_for("aws", request))
-    for line in ("export SPOTFLEET_HEAD_ADDR=10.0.0.5", "export SPOTFLEET_HEAD_PORT=6379",
-                 "export SPOTFLEET_ROLE=worker"):
+    for line in (
+        "export SPOTFLEET_HEAD_ADDR=10.0.0.5",
+        "export SPOTFLEET_HEAD_PORT=6379",
+        "export SPOTFLEET_ROLE=worker",
+    ):
         assert line in script
-    head_script = render(boot_for("aws", LaunchRequest(fleet="roles", offer=head_offer, count=1, token="h",
-                                                       node=head_node(spec, {}, ""))))
+    head_script = render(
+        boot_for(
+            "aws", LaunchRequest(fleet="roles", offer=head_offer, count=1, token="h", node=head_node(spec, {}, ""))
+        )
+    )
     assert "export SPOTFLEET_ROLE=head" in head_script and "SPOTFLEET_HEAD_ADDR" not in head_script
     assert "ray start --head --block" in head_script
 

@@ -17,14 +17,17 @@ def test_home_comes_from_the_variable_or_the_users_folder(tmp_path: Path):
 
 def test_the_home_option_is_the_home_of_everything_the_command_does(tmp_path: Path):
     """Adapters and caches read ``$SPOTFLEET_HOME``: ``fleet --home`` must set it for them."""
-    probe = ("import os, sys; from fleet.cli.main import cli; from fleet.home import spotfleet_home\n"
-             "import click\n"
-             "@cli.command('probe-home')\n"
-             "def probe():\n"
-             "    click.echo(spotfleet_home())\n"
-             "cli(['--home', sys.argv[1], 'probe-home'], standalone_mode=True)\n")
+    probe = (
+        "import os, sys; from fleet.cli.main import cli; from fleet.home import spotfleet_home\n"
+        "import click\n"
+        "@cli.command('probe-home')\n"
+        "def probe():\n"
+        "    click.echo(spotfleet_home())\n"
+        "cli(['--home', sys.argv[1], 'probe-home'], standalone_mode=True)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "SPOTFLEET_HOME"}
-    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "h")], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "h")], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(tmp_path / "h")

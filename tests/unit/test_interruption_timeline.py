@@ -11,44 +11,87 @@ W = "aws/us-east-1/use1-az1/p5.48xlarge/spot"
 H = "aws/us-east-1/use1-az1/m5.xlarge/on-demand"
 
 
-def rec(id: str, pool: str, launched: float, ended: float | None = None, reason: str = "",
-        gpus: int = 8, price: float = 10.0) -> InstanceRecord:
-    return InstanceRecord(fleet="f", id=id, pool=pool, market=pool.rsplit("/", 1)[1], accelerator="H100",
-                          gpus=gpus, price_per_hour=price, launched_at=launched, ended_at=ended, end_reason=reason)
+def rec(
+    id: str,
+    pool: str,
+    launched: float,
+    ended: float | None = None,
+    reason: str = "",
+    gpus: int = 8,
+    price: float = 10.0,
+) -> InstanceRecord:
+    return InstanceRecord(
+        fleet="f",
+        id=id,
+        pool=pool,
+        market=pool.rsplit("/", 1)[1],
+        accelerator="H100",
+        gpus=gpus,
+        price_per_hour=price,
+        launched_at=launched,
+        ended_at=ended,
+        end_reason=reason,
+    )
 
 
 def ev(id: int, event: str, instance: str, ts: float, **detail) -> EventRecord:
     return EventRecord(id=id, fleet="f", ts=ts, kind=event, instance_id=instance, detail=detail)
 
 
-
 def test_replacement_in_the_same_role_and_unknowns():
-    records = [rec("w1", W, 0, 1000, "preempted"), rec("h1", H, 0, 1100, "lost", gpus=0, price=0.2),
-               rec("h2", H, 1150, gpus=0, price=0.2), rec("w2", W, 1300)]
-    events = [ev(1, "interruption-notice", "w1", 900, kind="rebalance", deadline=2000.0, received_at=900.0),
-              ev(2, "preempted", "w1", 1000, detected_at=1030.0), ev(3, "lost", "h1", 1100)]
-    items = {i.instance_id: i for i in timeline(records, events, roles={H: "head"}, restart_seconds=120,
-                                                checkpoint_interval_seconds=600.0)}
+    records = [
+        rec("w1", W, 0, 1000, "preempted"),
+        rec("h1", H, 0, 1100, "lost", gpus=0, price=0.2),
+        rec("h2", H, 1150, gpus=0, price=0.2),
+        rec("w2", W, 1300),
+    ]
+    events = [
+        ev(1, "interruption-notice", "w1", 900, kind="rebalance", deadline=2000.0, received_at=900.0),
+        ev(2, "preempted", "w1", 1000, detected_at=1030.0),
+        ev(3, "lost", "h1", 1100),
+    ]
+    items = {
+        i.instance_id: i
+        for i in timeline(records, events, roles={H: "head"}, restart_seconds=120, checkpoint_interval_seconds=600.0)
+    }
     w, h = items["w1"], items["h1"]
-    assert w.notice_kind is None                       # a rebalance recommendation is advice, not a notice
+    assert w.notice_kind is None  # a rebalance recommendation is advice, not a notice
     assert (w.detect_seconds, w.replacement_id, w.replace_seconds) == (30.0, "w2", 300.0)
     assert (h.role, h.replacement_id, h.replace_seconds, h.detect_seconds) == ("head", "h2", 50.0, None)
-    assert w.checkpoint_committed is None and w.committed_before_deadline_s is None     # no report: unknown
+    assert w.checkpoint_committed is None and w.committed_before_deadline_s is None  # no report: unknown
     assert w.lost_seconds == 600 / 2 + 120 and abs(w.lost_dollars - 420 / 3600 * 10) < 1e-12
     assert totals(items.values())["replaced"] == 2
 
 
 def test_final_notice_and_committed_checkpoint_lose_only_the_restart():
     records = [rec("w1", W, 0, 1000, "preempted")]
-    events = [ev(1, "interruption-notice", "w1", 880, kind="spot-interruption", deadline=1000.0, received_at=880.0,
-                 checkpoint_committed=True, checkpoint_new=True, checkpoint_wait_s=20.0, hook_latency_s=0.0,
-                 watched_checkpoints=True, checkpoint_step=7)]
+    events = [
+        ev(
+            1,
+            "interruption-notice",
+            "w1",
+            880,
+            kind="spot-interruption",
+            deadline=1000.0,
+            received_at=880.0,
+            checkpoint_committed=True,
+            checkpoint_new=True,
+            checkpoint_wait_s=20.0,
+            hook_latency_s=0.0,
+            watched_checkpoints=True,
+            checkpoint_step=7,
+        )
+    ]
     (i,) = timeline(records, events, roles={}, restart_seconds=60, checkpoint_interval_seconds=None)
-    assert (i.notice_kind, i.lead_seconds, i.checkpoint_step, i.committed_before_deadline_s) == \
-        ("spot-interruption", 120.0, 7, 100.0)
+    assert (i.notice_kind, i.lead_seconds, i.checkpoint_step, i.committed_before_deadline_s) == (
+        "spot-interruption",
+        120.0,
+        7,
+        100.0,
+    )
     assert i.lost_seconds == 60 and i.replacement_id is None and i.replace_seconds is None
     (j,) = timeline(records, events[:0], roles={}, restart_seconds=60, checkpoint_interval_seconds=None)
-    assert j.lost_seconds == 60 and "unknown" in j.model       # no planned interval: only the restart counted
+    assert j.lost_seconds == 60 and "unknown" in j.model  # no planned interval: only the restart counted
 
 
 def test_series_ends_at_the_cost_status_shows():

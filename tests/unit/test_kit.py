@@ -45,6 +45,7 @@ def failing(errors: list[ProviderError], result: str = "ok"):
         if errors:
             raise errors.pop(0)
         return result
+
     return fn, calls
 
 
@@ -53,6 +54,7 @@ def retrier(rules: RetryRules, clock: Clock) -> Retrier:
 
 
 # ---- retry engine ----------------------------------------------------------------------------
+
 
 def test_throttling_is_retried_with_full_jitter_below_an_exponential_cap():
     clock = Clock()
@@ -109,15 +111,25 @@ def test_explicit_delays_set_the_attempts():
 
 # ---- error table -------------------------------------------------------------------------------
 
-TABLE = ErrorTable("acme", codes={"no_room": NoCapacityError, "broke": QuotaExceededError},
-                   statuses={410: NoCapacityError})
+TABLE = ErrorTable(
+    "acme", codes={"no_room": NoCapacityError, "broke": QuotaExceededError}, statuses={410: NoCapacityError}
+)
 
 
-@pytest.mark.parametrize("code, status, cls", [
-    ("no_room", 400, NoCapacityError), ("broke", 402, QuotaExceededError), ("", 410, NoCapacityError),
-    ("", 401, AuthError), ("", 404, InstanceNotFoundError), ("", 429, RateLimitedError),
-    ("", 599, TransientProviderError), ("", 400, ProviderError), ("unknown", None, ProviderError),
-])
+@pytest.mark.parametrize(
+    "code, status, cls",
+    [
+        ("no_room", 400, NoCapacityError),
+        ("broke", 402, QuotaExceededError),
+        ("", 410, NoCapacityError),
+        ("", 401, AuthError),
+        ("", 404, InstanceNotFoundError),
+        ("", 429, RateLimitedError),
+        ("", 599, TransientProviderError),
+        ("", 400, ProviderError),
+        ("unknown", None, ProviderError),
+    ],
+)
 def test_the_code_decides_then_the_status(code, status, cls):
     err = TABLE.error("why", code=code, status=status, region="r1")
     assert type(err) is cls and err.provider == "acme" and err.region == "r1"
@@ -160,9 +172,18 @@ class World:
         made = []
         for _ in range(min(n, self.room)):
             self.room -= 1
-            made.append(Instance(id=f"i-{sum(map(len, self.held.values()))}", fleet="f", pool=POOL,
-                                 state=InstanceState.PENDING, accelerator="H100", gpus=1, price_per_hour=2.0,
-                                 launched_at=0.0))
+            made.append(
+                Instance(
+                    id=f"i-{sum(map(len, self.held.values()))}",
+                    fleet="f",
+                    pool=POOL,
+                    state=InstanceState.PENDING,
+                    accelerator="H100",
+                    gpus=1,
+                    price_per_hour=2.0,
+                    launched_at=0.0,
+                )
+            )
             self.held.setdefault(token, []).append(made[-1])
         return Created(made, None if len(made) == n else Shortfall("capacity", "no_room", "full"))
 
@@ -177,17 +198,22 @@ def launches() -> TokenLaunches:
 
 def test_found_instances_count_and_only_the_rest_is_created():
     world, kit = World(), launches()
-    world.create("t1", 2)                                     # a crashed run made two
-    result = kit.launch(request(5), fingerprint="p", find=lambda: world.find("t1"),
-                        create=lambda n: world.create("t1", n))
+    world.create("t1", 2)  # a crashed run made two
+    result = kit.launch(
+        request(5), fingerprint="p", find=lambda: world.find("t1"), create=lambda n: world.create("t1", n)
+    )
     assert len(result.instances) == 5 and len(world.held["t1"]) == 5 and not result.error_kind
 
 
 def test_a_replay_returns_the_same_instances_and_marks_the_gone_ones():
     world, kit = World(), launches()
-    first = kit.launch(request(2), fingerprint="p", find=lambda: world.find("t1"), create=lambda n: world.create("t1", n))
+    first = kit.launch(
+        request(2), fingerprint="p", find=lambda: world.find("t1"), create=lambda n: world.create("t1", n)
+    )
     world.held["t1"][0] = world.held["t1"][0].model_copy(update={"state": InstanceState.TERMINATED})
-    again = kit.launch(request(2), fingerprint="p", find=lambda: world.find("t1"), create=lambda n: world.create("t1", n))
+    again = kit.launch(
+        request(2), fingerprint="p", find=lambda: world.find("t1"), create=lambda n: world.create("t1", n)
+    )
     assert [i.id for i in again.instances] == [i.id for i in first.instances] and world.creates == 1
     assert again.instances[0].state is InstanceState.TERMINATED and again.instances[0].ended_at == 100.0
     with pytest.raises(ProviderError, match="different parameters"):
@@ -196,7 +222,9 @@ def test_a_replay_returns_the_same_instances_and_marks_the_gone_ones():
 
 def test_a_shortfall_is_reported_and_an_error_after_progress_becomes_one():
     world, kit = World(room=3), launches()
-    short = kit.launch(request(5), fingerprint="p", find=lambda: world.find("t1"), create=lambda n: world.create("t1", n))
+    short = kit.launch(
+        request(5), fingerprint="p", find=lambda: world.find("t1"), create=lambda n: world.create("t1", n)
+    )
     assert len(short.instances) == 3 and short.error_kind == "capacity"
     made: list[int] = []
 
@@ -205,11 +233,16 @@ def test_a_shortfall_is_reported_and_an_error_after_progress_becomes_one():
             raise QuotaExceededError("acme", "over quota", code="broke")
         made.append(1)
         return World().create("t2", 1)
+
     partial = kit.launch(request(4, "t2"), fingerprint="p", find=lambda: [], create=create)
     assert len(partial.instances) == 1 and (partial.error_kind, partial.error_code) == ("quota", "broke")
     with pytest.raises(AuthError):
-        kit.launch(request(1, "t3"), fingerprint="p", find=lambda: [],
-                   create=lambda n: World().create("t3", n, AuthError("acme", "bad key")))
+        kit.launch(
+            request(1, "t3"),
+            fingerprint="p",
+            find=lambda: [],
+            create=lambda n: World().create("t3", n, AuthError("acme", "bad key")),
+        )
 
 
 def test_one_token_never_creates_twice_from_two_threads():
@@ -219,6 +252,7 @@ def test_one_token_never_creates_twice_from_two_threads():
     def go():
         gate.wait()
         kit.launch(request(3), fingerprint="p", find=lambda: world.find("t1"), create=lambda n: world.create("t1", n))
+
     threads = [threading.Thread(target=go) for _ in range(4)]
     for t in threads:
         t.start()
@@ -229,11 +263,12 @@ def test_one_token_never_creates_twice_from_two_threads():
 
 # ---- registration records -----------------------------------------------------------------------
 
+
 def test_a_record_refuses_what_cannot_work():
     with pytest.raises(TypeError, match="settings"):
-        ProviderRecord("acme", settings=dict)          # type: ignore[arg-type]
+        ProviderRecord("acme", settings=dict)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="extra"):
-        ProviderRecord("acme", factory=lambda spec, settings: None)   # type: ignore[arg-type,return-value]
+        ProviderRecord("acme", factory=lambda spec, settings: None)  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="not both"):
         ProviderRecord("acme", pulumi_stack="stacks.acme:Acme", pulumi_refusal="no")
     assert ProviderRecord("acme").settings is ProviderSettings and not ProviderRecord("acme").has_adapter

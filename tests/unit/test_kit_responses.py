@@ -13,9 +13,16 @@ class Page(BaseModel):
     items: list[int]
 
 
-@pytest.mark.parametrize("body, why", [
-    (b'{"items": [1, 2', "not JSON"), (b"<html><body>502</body></html>", "not JSON"), (b"{}", "items: Field required"),
-    (b'{"items": {"a": 1}}', "items: Input should"), (b"", "empty body")])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        (b'{"items": [1, 2', "not JSON"),
+        (b"<html><body>502</body></html>", "not JSON"),
+        (b"{}", "items: Field required"),
+        (b'{"items": {"a": 1}}', "items: Input should"),
+        (b"", "empty body"),
+    ],
+)
 def test_anything_but_the_schema_is_a_malformed_response_naming_provider_and_call(body, why):
     with pytest.raises(MalformedResponseError) as err:
         read_json(Page, body, provider="vast", what="list instances")

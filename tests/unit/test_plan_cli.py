@@ -25,6 +25,7 @@ def run(tmp_path, monkeypatch):
 
     def invoke(*args: str):
         return runner.invoke(cli, list(args), catch_exceptions=False)
+
     return invoke
 
 
@@ -38,9 +39,19 @@ def test_plan_prints_allocations_totals_exclusions_and_source(run):
     result = run("plan", EXAMPLE)
     assert result.exit_code == 0, result.output
     out = result.output
-    for text in ("fleet h100-multicloud", "weighted GPUs   6", "of 64", "true cost", "interruptions",
-                 "vs on-demand", "saves", "checkpoint      every", "region not allowed", "offers: snapshot",
-                 "2026-11-29"):
+    for text in (
+        "fleet h100-multicloud",
+        "weighted GPUs   6",
+        "of 64",
+        "true cost",
+        "interruptions",
+        "vs on-demand",
+        "saves",
+        "checkpoint      every",
+        "region not allowed",
+        "offers: snapshot",
+        "2026-11-29",
+    ):
         assert text in out, text
 
 
@@ -68,7 +79,7 @@ def test_infeasible_spec_exits_3_with_the_binding_limit_and_partial_plan(run, tm
     result = run("plan", spec)
     assert result.exit_code == 3
     assert "infeasible: budget $20.00/h allows" in result.output and "of 64 weighted GPUs" in result.output
-    assert "weighted GPUs   " in result.output          # the partial plan is still shown
+    assert "weighted GPUs   " in result.output  # the partial plan is still shown
     as_json = run("plan", spec, "--json")
     assert as_json.exit_code == 3
     partial = Plan.from_json(as_json.output)
@@ -82,8 +93,10 @@ def test_spec_errors_are_one_line_with_exit_2(run, tmp_path):
 
 
 def test_no_offer_left_names_the_filter(run, tmp_path):
-    spec = write(tmp_path, "name: nowhere\ncapacity: {gpus: 8, accelerators: [H100]}\n"
-                           "providers:\n  aws: {regions: [mars-north-1]}\n")
+    spec = write(
+        tmp_path,
+        "name: nowhere\ncapacity: {gpus: 8, accelerators: [H100]}\nproviders:\n  aws: {regions: [mars-north-1]}\n",
+    )
     result = run("plan", spec)
     assert result.exit_code == 1
     assert result.output.startswith("error: none of the") and "region not allowed" in result.output
@@ -95,8 +108,9 @@ def test_unwritable_out_path_is_a_clear_error(run, tmp_path):
 
 
 def test_local_backend_plans_from_the_local_cloud(run, tmp_path):
-    spec = write(tmp_path, "name: local-demo\nbackend: local\ncapacity: {gpus: 8, accelerators: [H100], "
-                           "on_demand_gpus: 2}\n")
+    spec = write(
+        tmp_path, "name: local-demo\nbackend: local\ncapacity: {gpus: 8, accelerators: [H100], on_demand_gpus: 2}\n"
+    )
     result = run("plan", spec)
     assert result.exit_code == 0, result.output
     assert "offers: local" in result.output
@@ -122,22 +136,22 @@ def test_plan_marks_a_provider_without_an_adapter_and_up_refuses_it_in_one_line(
     plan = Plan.from_json(run("plan", spec, "--json").output)
     (mark,) = [n for n in plan.notes if n.startswith("cannot launch here: ")]
     assert mark.startswith(f"cannot launch here: {name} (no cloud adapter for {name} in this version of spotfleet)")
-    assert any(a.offer.pool.provider == name for a in plan.allocations)          # priced from the snapshot
+    assert any(a.offer.pool.provider == name for a in plan.allocations)  # priced from the snapshot
     up = run("up", spec, "--yes")
     assert up.exit_code == 1 and up.output.count("\n") == 1
     assert up.output.startswith(f"error: cannot launch on {name}: no cloud adapter for {name}")
-    assert not (tmp_path / "home" / "state.db").exists()          # refused before anything was recorded
+    assert not (tmp_path / "home" / "state.db").exists()  # refused before anything was recorded
 
 
 def test_a_provider_whose_sdk_is_missing_is_marked_with_the_extra_to_install(run, tmp_path, monkeypatch):
 
     for mod in [m for m in sys.modules if m == "providers.gcp" or m.startswith("providers.gcp.")]:
         monkeypatch.delitem(sys.modules, mod)
-    monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)      # the SDK is not importable
+    monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)  # the SDK is not importable
     monkeypatch.setitem(sys.modules, "google.api_core", None)
     monkeypatch.setitem(sys.modules, "google", None)
     result = run("plan", write(tmp_path, NEOCLOUD.format(name="runpod")))
     assert "cannot launch here: gcp (the gcp adapter needs a package" in " ".join(result.output.split())
     from fleet.distribution import install_command
 
-    assert install_command("gcp") in " ".join(result.output.split())     # a command that works for this install
+    assert install_command("gcp") in " ".join(result.output.split())  # a command that works for this install

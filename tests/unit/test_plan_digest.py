@@ -55,17 +55,21 @@ def test_the_digest_says_what_the_plan_says(planned, tmp_path):
     assert digest.on_demand == on_demand_prices([planned])
 
 
-@pytest.mark.parametrize("damage", [
-    lambda d: "{not json",
-    lambda d: json.dumps([d]),
-    lambda d: json.dumps({**d, "allocations": "none"}),
-    lambda d: json.dumps({**d, "totals": {**d["totals"], "price_per_hour": "cheap"}}),
-    lambda d: json.dumps({**d, "allocations": [{**d["allocations"][0], "count": "two"}]}),
-    lambda d: json.dumps({**d, "allocations": [{**d["allocations"][0], "count": -1}]}),
-    lambda d: json.dumps({**d, "allocations": [{**d["allocations"][0], "offer": {**d["allocations"][0]["offer"],
-                                                                                  "pool": "aws/x"}}]}),
-    lambda d: json.dumps({key: value for key, value in d.items() if key != "spec_hash"}),
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: "{not json",
+        lambda d: json.dumps([d]),
+        lambda d: json.dumps({**d, "allocations": "none"}),
+        lambda d: json.dumps({**d, "totals": {**d["totals"], "price_per_hour": "cheap"}}),
+        lambda d: json.dumps({**d, "allocations": [{**d["allocations"][0], "count": "two"}]}),
+        lambda d: json.dumps({**d, "allocations": [{**d["allocations"][0], "count": -1}]}),
+        lambda d: json.dumps(
+            {**d, "allocations": [{**d["allocations"][0], "offer": {**d["allocations"][0]["offer"], "pool": "aws/x"}}]}
+        ),
+        lambda d: json.dumps({key: value for key, value in d.items() if key != "spec_hash"}),
+    ],
+)
 def test_a_damaged_body_is_a_damaged_row(planned, tmp_path, damage):
     store = open_store(str(tmp_path / "state.db"))
     try:
@@ -73,7 +77,7 @@ def test_a_damaged_body_is_a_damaged_row(planned, tmp_path, damage):
         body = damage(json.loads(planned.to_json()))
     finally:
         store.close()
-    with sqlite3.connect(tmp_path / "state.db") as conn:       # a torn or hand-edited row
+    with sqlite3.connect(tmp_path / "state.db") as conn:  # a torn or hand-edited row
         conn.execute("UPDATE plans SET body = ? WHERE fleet = ?", (body, "digest"))
     store = open_store(str(tmp_path / "state.db"))
     try:

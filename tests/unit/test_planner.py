@@ -18,8 +18,10 @@ from fleet.spec import parse_spec
 
 
 def spec_of(text: str = "", *, gpus: int = 8, accelerators: str = "[H100]", on_demand: int = 0):
-    return parse_spec(f"name: test-fleet\ncapacity: {{gpus: {gpus}, accelerators: {accelerators}, "
-                      f"on_demand_gpus: {on_demand}}}\n{text}")
+    return parse_spec(
+        f"name: test-fleet\ncapacity: {{gpus: {gpus}, accelerators: {accelerators}, "
+        f"on_demand_gpus: {on_demand}}}\n{text}"
+    )
 
 
 def counts(p: Plan) -> dict[str, int]:
@@ -28,9 +30,13 @@ def counts(p: Plan) -> dict[str, int]:
 
 # ---- choosing pools -------------------------------------------------------------------
 
+
 def test_cheapest_true_cost_pool_wins_and_totals_add_up():
-    offers = [offer(zone="a", price=2.0, rate=0.05), offer(zone="b", price=1.9, rate=2.0),
-              offer(zone="c", spot=False, price=4.0)]
+    offers = [
+        offer(zone="a", price=2.0, rate=0.05),
+        offer(zone="b", price=1.9, rate=2.0),
+        offer(zone="c", spot=False, price=4.0),
+    ]
     p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers)
     assert p.feasible and counts(p) == {"aws/r1/a/t/spot": 8}
     t = p.totals
@@ -56,9 +62,14 @@ def test_lowest_price_ignores_interruptions():
 
 
 def test_capacity_optimized_prefers_the_steadiest_pools_at_any_price():
-    offers = [offer(zone="a", price=1.0, rate=0.3), offer(zone="b", price=3.0, rate=0.01, gpus=8),
-              offer(zone="c", price=2.0, rate=0.01)]
-    p = plan(spec_of("strategy: capacity-optimized\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers)
+    offers = [
+        offer(zone="a", price=1.0, rate=0.3),
+        offer(zone="b", price=3.0, rate=0.01, gpus=8),
+        offer(zone="c", price=2.0, rate=0.01),
+    ]
+    p = plan(
+        spec_of("strategy: capacity-optimized\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}"), offers
+    )
     # one 8-GPU node interrupted 0.01/h beats eight 1-GPU nodes at 0.01/h each
     assert counts(p) == {"aws/r1/b/t/spot": 1}
 
@@ -81,18 +92,25 @@ def test_coupled_job_prefers_fewer_steadier_nodes():
 
 
 def test_on_demand_baseline_comes_from_on_demand_pools():
-    offers = [offer(zone="a", price=1.0), offer(zone="b", price=1.0),
-              offer(zone="od", spot=False, price=3.0, gpus=2)]
+    offers = [offer(zone="a", price=1.0), offer(zone="b", price=1.0), offer(zone="od", spot=False, price=3.0, gpus=2)]
     p = plan(spec_of(on_demand=4), offers)
     assert counts(p)["aws/r1/od/t/on-demand"] == 2
     assert p.totals.on_demand_weighted_gpus == 4 and p.totals.weighted_gpus >= 8
 
 
 def test_weights_count_throughput():
-    offers = [offer(zone="a", acc="A100-80GB", gpus=8, price=8.0, rate=0.1),
-              offer(zone="b", acc="H200", gpus=8, price=20.0, rate=0.1)]
-    p = plan(spec_of("diversification: {max_pool_share: 1.0, max_zone_share: 1.0}", gpus=16, accelerators="{H200: 1.3, A100-80GB: 0.6}"),
-             offers)
+    offers = [
+        offer(zone="a", acc="A100-80GB", gpus=8, price=8.0, rate=0.1),
+        offer(zone="b", acc="H200", gpus=8, price=20.0, rate=0.1),
+    ]
+    p = plan(
+        spec_of(
+            "diversification: {max_pool_share: 1.0, max_zone_share: 1.0}",
+            gpus=16,
+            accelerators="{H200: 1.3, A100-80GB: 0.6}",
+        ),
+        offers,
+    )
     # 4 A100 nodes (19.2 weighted) would exceed the whole spot part (16) in one pool, so at
     # most 3; 2 x 4.8 + 1 x 10.4 = 20 for $36/h beats 3 x 4.8 + 10.4 for $44/h
     assert counts(p) == {"aws/r1/a/t/spot": 2, "aws/r1/b/t/spot": 1}
@@ -100,6 +118,7 @@ def test_weights_count_throughput():
 
 
 # ---- diversification -------------------------------------------------------------------
+
 
 def test_no_spot_pool_holds_more_than_its_share():
     offers = [offer(zone=z, price=1.0 + i / 100, rate=0.1) for i, z in enumerate("abcd")]
@@ -134,6 +153,7 @@ def test_capacity_hint_bounds_a_pool_and_zero_excludes_it():
 
 # ---- rules and exclusions ----------------------------------------------------------------
 
+
 def test_every_rule_is_applied_and_reported():
     spec = spec_of("""providers:
   aws: {regions: [r1], exclude_zones: [bad]}
@@ -143,13 +163,13 @@ diversification: {max_pool_share: 1.0, max_zone_share: 1.0}
 """)
     offers = [
         offer(zone="ok", price=1.0),
-        offer(zone="ok2", acc="T4", price=0.1),                   # accelerator
-        offer(zone="ok3", gpus=16, price=1.0),                    # node size
-        offer(provider="azure", price=0.1),                       # provider not listed
-        offer(provider="gcp", price=0.1),                         # market disabled
-        offer(region="r2", price=0.1),                            # region
-        offer(zone="bad", price=0.1),                             # zone
-        offer(zone="pricey", price=3.5),                          # price cap
+        offer(zone="ok2", acc="T4", price=0.1),  # accelerator
+        offer(zone="ok3", gpus=16, price=1.0),  # node size
+        offer(provider="azure", price=0.1),  # provider not listed
+        offer(provider="gcp", price=0.1),  # market disabled
+        offer(region="r2", price=0.1),  # region
+        offer(zone="bad", price=0.1),  # zone
+        offer(zone="pricey", price=3.5),  # price cap
     ]
     p = plan(spec, offers)
     reasons = {e.reason: (e.pools, e.example) for e in p.exclusions}
@@ -191,8 +211,15 @@ def test_error_names_the_filters_that_removed_everything():
 
 def test_result_does_not_depend_on_offer_order():
     rng = random.Random(7)
-    offers = [offer(zone=f"z{i}", price=round(rng.uniform(1, 3), 2), rate=round(rng.uniform(0.01, 0.5), 3),
-                    gpus=rng.choice([1, 2, 4])) for i in range(30)]
+    offers = [
+        offer(
+            zone=f"z{i}",
+            price=round(rng.uniform(1, 3), 2),
+            rate=round(rng.uniform(0.01, 0.5), 3),
+            gpus=rng.choice([1, 2, 4]),
+        )
+        for i in range(30)
+    ]
     offers += [offer(zone=f"o{i}", spot=False, price=round(rng.uniform(3, 5), 2)) for i in range(5)]
     spec = spec_of("diversification: {max_pool_share: 0.3, min_pools: 3}", gpus=24, on_demand=4)
     first = plan(spec, offers)
@@ -203,9 +230,13 @@ def test_result_does_not_depend_on_offer_order():
 
 # ---- infeasible specs ------------------------------------------------------------------
 
+
 def test_budget_shortfall_names_the_budget_and_the_gap():
     offers = [offer(zone=z, price=2.0) for z in "abcd"]
-    p = plan(spec_of("budget: {max_per_hour: 54}\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}", gpus=32), offers)
+    p = plan(
+        spec_of("budget: {max_per_hour: 54}\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}", gpus=32),
+        offers,
+    )
     assert not p.feasible
     assert p.shortfall.startswith("budget $54.00/h allows 27 of 32 weighted GPUs")
     assert "needs $64.00/h" in p.shortfall
@@ -216,8 +247,10 @@ def test_budget_shortfall_names_the_budget_and_the_gap():
 def test_budget_shortfall_rounds_the_need_up_so_it_never_equals_the_failing_budget():
     # 32 GPUs at $3.223875/h cost $103.164/h: to the nearest cent that is the budget itself
     offers = [offer(zone=z, price=3.223875) for z in "abcd"]
-    p = plan(spec_of("budget: {max_per_hour: 103.16}\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}",
-                     gpus=32), offers)
+    p = plan(
+        spec_of("budget: {max_per_hour: 103.16}\ndiversification: {max_pool_share: 1.0, max_zone_share: 1.0}", gpus=32),
+        offers,
+    )
     assert not p.feasible and p.shortfall.startswith("budget $103.16/h allows ")
     assert p.shortfall.endswith("needs $103.17/h")
 
@@ -242,15 +275,26 @@ def test_capacity_hint_shortfall():
 
 # ---- re-plans ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("strategy", ["price-capacity-optimized", "lowest-price", "capacity-optimized", "diversified"])
 @pytest.mark.parametrize("kind", ["independent", "coupled"])
 def test_replan_of_an_unchanged_fleet_changes_nothing(strategy, kind):
     rng = random.Random(3)
-    offers = [offer(zone=f"z{i}", price=round(rng.uniform(1, 3), 1), rate=round(rng.uniform(0.05, 0.5), 2),
-                    gpus=rng.choice([1, 2, 4])) for i in range(20)]
+    offers = [
+        offer(
+            zone=f"z{i}",
+            price=round(rng.uniform(1, 3), 1),
+            rate=round(rng.uniform(0.05, 0.5), 2),
+            gpus=rng.choice([1, 2, 4]),
+        )
+        for i in range(20)
+    ]
     offers += [offer(zone=f"o{i}", spot=False, price=3.0 + i / 10) for i in range(3)]
-    spec = spec_of(f"strategy: {strategy}\nworkload: {{kind: {kind}}}\n"
-                   "diversification: {max_pool_share: 0.4, min_pools: 2}", gpus=16, on_demand=2)
+    spec = spec_of(
+        f"strategy: {strategy}\nworkload: {{kind: {kind}}}\ndiversification: {{max_pool_share: 0.4, min_pools: 2}}",
+        gpus=16,
+        on_demand=2,
+    )
     first = plan(spec, offers)
     again = plan(spec, offers, current=first.counts())
     assert again.counts() == first.counts()
@@ -297,12 +341,14 @@ def test_plan_round_trips_through_json():
 
 def test_planning_does_not_import_scipy():
     """`fleet plan` reaches HiGHS through highspy; scipy (half a second to import) stays off its path."""
-    code = ("import sys\nfrom fleet.catalog import filter_for_spec, snapshot_offers\n"
-            "from fleet.planning.planner import plan\nfrom fleet.spec import load_spec\n"
-            "spec = load_spec('examples/h100-multicloud.yaml')\n"
-            "p = plan(spec, filter_for_spec(snapshot_offers(), spec))\n"
-            "assert p.allocations, p\n"
-            "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith('scipy.')))\n")
+    code = (
+        "import sys\nfrom fleet.catalog import filter_for_spec, snapshot_offers\n"
+        "from fleet.planning.planner import plan\nfrom fleet.spec import load_spec\n"
+        "spec = load_spec('examples/h100-multicloud.yaml')\n"
+        "p = plan(spec, filter_for_spec(snapshot_offers(), spec))\n"
+        "assert p.allocations, p\n"
+        "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith('scipy.')))\n"
+    )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -13,9 +13,15 @@ from fleet.spec import Workload, WorkloadKind
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(write=st.floats(0, 1800), restart=st.floats(0, 3600), hi=st.floats(1e-4, 20.0),
-       beat=st.floats(1.0, 1e4), fraction=st.one_of(st.just(0.0), st.floats(1e-9, 1.0)), margin=st.floats(1e-6, 0.5),
-       band=st.one_of(st.just(0.0), st.floats(0.0, 0.99)))
+@given(
+    write=st.floats(0, 1800),
+    restart=st.floats(0, 3600),
+    hi=st.floats(1e-4, 20.0),
+    beat=st.floats(1.0, 1e4),
+    fraction=st.one_of(st.just(0.0), st.floats(1e-9, 1.0)),
+    margin=st.floats(1e-6, 0.5),
+    band=st.one_of(st.just(0.0), st.floats(0.0, 0.99)),
+)
 def test_every_plan_worth_less_than_the_best_meets_the_cut(write, restart, hi, beat, fraction, margin, band):
     """Over ``[0, hi]`` (the walk) and over a band ``[lo, hi]`` (the screen)."""
     workload = Workload(kind=WorkloadKind.COUPLED, checkpoint_write_seconds=write, restart_seconds=restart)
@@ -27,7 +33,7 @@ def test_every_plan_worth_less_than_the_best_meets_the_cut(write, restart, hi, b
     slope, bound = cut_row(hi, beat, factor, lo=lo)
     assert slope >= 0
     rate = lo + fraction * (hi - lo)
-    price = beat / factor(rate) * (1 - margin)     # the dearest price still worth less than beat
+    price = beat / factor(rate) * (1 - margin)  # the dearest price still worth less than beat
     assert price + slope * rate < bound
 
 

@@ -30,11 +30,21 @@ COUPLED_EXAMPLE = ROOT / "examples" / "llm-pretrain-coupled.yaml"
 SETTINGS = settings(max_examples=50, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
-def spec_of(level: str | None, kind: str = "coupled", gpus: int = 8, on_demand: int = 0,
-            strategy: str = "price-capacity-optimized", extra: str = "") -> object:
-    lines = [f"name: placed\ncapacity: {{gpus: {gpus}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
-             f"on_demand_gpus: {on_demand}}}", f"workload: {{kind: {kind}, restart_seconds: 600}}",
-             f"strategy: {strategy}", "diversification: {max_pool_share: 0.5, min_pools: 2}"]
+def spec_of(
+    level: str | None,
+    kind: str = "coupled",
+    gpus: int = 8,
+    on_demand: int = 0,
+    strategy: str = "price-capacity-optimized",
+    extra: str = "",
+) -> object:
+    lines = [
+        f"name: placed\ncapacity: {{gpus: {gpus}, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
+        f"on_demand_gpus: {on_demand}}}",
+        f"workload: {{kind: {kind}, restart_seconds: 600}}",
+        f"strategy: {strategy}",
+        "diversification: {max_pool_share: 0.5, min_pools: 2}",
+    ]
     if level is not None:
         lines.append(f"placement: {level}")
     return parse_spec("\n".join(lines) + "\n" + extra)
@@ -46,16 +56,28 @@ def instances(draw):
     every level hold several pools."""
     pools = []
     for i in range(draw(st.integers(1, 5))):
-        pools.append(offer(provider=draw(st.sampled_from(["aws", "gcp"])), region=draw(st.sampled_from(["r1", "r2"])),
-                           zone=draw(st.sampled_from(["a", "b"])), itype=f"t{i}", spot=draw(st.booleans()),
-                           acc=draw(st.sampled_from(["H100", "A100-80GB"])), gpus=draw(st.sampled_from([1, 2, 4])),
-                           price=draw(st.integers(5, 200)) / 20, rate=draw(st.integers(0, 150)) / 100,
-                           hint=draw(st.one_of(st.none(), st.integers(0, 3)))))
+        pools.append(
+            offer(
+                provider=draw(st.sampled_from(["aws", "gcp"])),
+                region=draw(st.sampled_from(["r1", "r2"])),
+                zone=draw(st.sampled_from(["a", "b"])),
+                itype=f"t{i}",
+                spot=draw(st.booleans()),
+                acc=draw(st.sampled_from(["H100", "A100-80GB"])),
+                gpus=draw(st.sampled_from([1, 2, 4])),
+                price=draw(st.integers(5, 200)) / 20,
+                rate=draw(st.integers(0, 150)) / 100,
+                hint=draw(st.one_of(st.none(), st.integers(0, 3))),
+            )
+        )
     target = draw(st.integers(1, 6))
-    spec = spec_of(draw(st.sampled_from([None, "zone", "region", "provider"])),
-                   kind=draw(st.sampled_from(["coupled", "coupled", "independent"])), gpus=target,
-                   on_demand=draw(st.integers(0, target)) if draw(st.booleans()) else 0,
-                   strategy=draw(st.sampled_from(["price-capacity-optimized", "lowest-price"])))
+    spec = spec_of(
+        draw(st.sampled_from([None, "zone", "region", "provider"])),
+        kind=draw(st.sampled_from(["coupled", "coupled", "independent"])),
+        gpus=target,
+        on_demand=draw(st.integers(0, target)) if draw(st.booleans()) else 0,
+        strategy=draw(st.sampled_from(["price-capacity-optimized", "lowest-price"])),
+    )
     return spec, pools
 
 
@@ -88,10 +110,20 @@ def synthetic(rng: random.Random, n: int) -> list:
         provider, region = rng.choice(["aws", "gcp"]), f"r{rng.randrange(6)}"
         spot = rng.random() < 0.7
         gpus = rng.choice([4, 8])
-        out.append(offer(provider=provider, region=region, zone=f"{region}-{rng.randrange(2)}", itype=f"t{i}",
-                         spot=spot, gpus=gpus, acc=rng.choice(["H100", "A100-80GB"]),
-                         price=round(gpus * rng.uniform(1.0, 4.0) * (0.5 if spot else 1.2), 2),
-                         rate=round(rng.uniform(0.02, 0.8), 3), hint=rng.choice([None, 1, 2, 4])))
+        out.append(
+            offer(
+                provider=provider,
+                region=region,
+                zone=f"{region}-{rng.randrange(2)}",
+                itype=f"t{i}",
+                spot=spot,
+                gpus=gpus,
+                acc=rng.choice(["H100", "A100-80GB"]),
+                price=round(gpus * rng.uniform(1.0, 4.0) * (0.5 if spot else 1.2), 2),
+                rate=round(rng.uniform(0.02, 0.8), 3),
+                hint=rng.choice([None, 1, 2, 4]),
+            )
+        )
     return out
 
 
@@ -108,8 +140,9 @@ def _plain_milp_per_region(spec, offers: list, quotas: list = ()) -> tuple[list[
         model = milp.Model(sub, 32.0, 8.0, None, 2, reduce=False, limits=limits)
         out = strategies.solve(spec.strategy, model, spec.workload, replan=False)
         if out.counts is not None:
-            values[name] = placement.value_of(spec, sub, out.counts, 0.0,
-                                              placement.independent_costs(sub, spec.workload))[0]
+            values[name] = placement.value_of(
+                spec, sub, out.counts, 0.0, placement.independent_costs(sub, spec.workload)
+            )[0]
     return sorted(values.items(), key=lambda kv: (kv[1], kv[0])), len(names)
 
 
@@ -130,14 +163,19 @@ def test_the_bounded_search_matches_the_plain_milp_in_every_domain(seed, kind):
 
 def _capped_spec(kind: str) -> object:
     """One region per plan, a zone cap below it and (with ``_quotas``) per-provider quotas."""
-    return parse_spec("name: placed\ncapacity: {gpus: 32, accelerators: {H100: 1.0, A100-80GB: 0.6}, "
-                      f"on_demand_gpus: 8}}\nworkload: {{kind: {kind}, restart_seconds: 600}}\n"
-                      "diversification: {max_pool_share: 0.5, min_pools: 2, max_zone_share: 0.5}\nplacement: region\n")
+    return parse_spec(
+        "name: placed\ncapacity: {gpus: 32, accelerators: {H100: 1.0, A100-80GB: 0.6}, "
+        f"on_demand_gpus: 8}}\nworkload: {{kind: {kind}, restart_seconds: 600}}\n"
+        "diversification: {max_pool_share: 0.5, min_pools: 2, max_zone_share: 0.5}\nplacement: region\n"
+    )
 
 
 def _quotas() -> list:
-    return [Quota(provider=p, market=m, limit=lim) for p in ("aws", "gcp", "azure")
-            for m, lim in ((Market.SPOT, 12), (Market.ON_DEMAND, 24))]
+    return [
+        Quota(provider=p, market=m, limit=lim)
+        for p in ("aws", "gcp", "azure")
+        for m, lim in ((Market.SPOT, 12), (Market.ON_DEMAND, 24))
+    ]
 
 
 @pytest.mark.parametrize("seed,kind", [(3, "coupled"), (4, "coupled"), (5, "independent")])
@@ -176,29 +214,33 @@ def test_quotas_and_caps_only_tighten_a_domain_bound():
     assert (tight[finite] > plain[finite] * (1 + 1e-6)).any()
 
 
-@pytest.mark.parametrize("level,caps,quota", [("zone", "", 0), ("region", ", max_zone_share: 0.25", 12),
-                                               ("provider", ", max_region_share: 0.5", 20)])
+@pytest.mark.parametrize(
+    "level,caps,quota",
+    [("zone", "", 0), ("region", ", max_zone_share: 0.25", 12), ("provider", ", max_region_share: 0.5", 20)],
+)
 def test_lower_bounds_never_exceed_a_domain_optimum(level, caps, quota):
     """Also with a cap over finer domains and a quota in the bound (``Spread``, ``QuotaRows``)."""
     rng = random.Random(5)
     offers = synthetic(rng, 120)
-    spec = parse_spec(f"name: placed\ncapacity: {{gpus: 16, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
-                      f"on_demand_gpus: 4}}\nworkload: {{kind: coupled, restart_seconds: 600}}\n"
-                      f"diversification: {{max_pool_share: 0.5, min_pools: 2{caps}}}\nplacement: {level}\n")
+    spec = parse_spec(
+        f"name: placed\ncapacity: {{gpus: 16, accelerators: {{H100: 1.0, A100-80GB: 0.6}}, "
+        f"on_demand_gpus: 4}}\nworkload: {{kind: coupled, restart_seconds: 600}}\n"
+        f"diversification: {{max_pool_share: 0.5, min_pools: 2{caps}}}\nplacement: {level}\n"
+    )
     quotas = [Quota(provider="aws", market=Market.SPOT, limit=quota)] if quota else []
     cand = select(spec, offers)
     limits = limits_for(spec, cand.weighted[cand.spot], quotas)
     members, _ = placement.domains_of(cand, level)
     bound = Domains.bind(limits, cand)
     inner = [(lv, s) for lv, s in limits.shares if lv != "pool"]
-    spread = (placement.Spread(bound.keys[inner[0][0]], max(inner[0][1] * 12, limits.floor)) if inner else None)
-    bounds = placement.lower_bounds(spec, cand, members, placement.QuotaRows(bound.quota_units, bound.headroom),
-                                    spread)
+    spread = placement.Spread(bound.keys[inner[0][0]], max(inner[0][1] * 12, limits.floor)) if inner else None
+    bounds = placement.lower_bounds(spec, cand, members, placement.QuotaRows(bound.quota_units, bound.headroom), spread)
     solved = 0
     for b, m in zip(bounds, members):
         sub = cand.subset(m)
-        out = strategies.solve(spec.strategy, milp.Model(sub, 16.0, 4.0, None, 2, reduce=False, limits=limits),
-                               spec.workload, replan=False)
+        out = strategies.solve(
+            spec.strategy, milp.Model(sub, 16.0, 4.0, None, 2, reduce=False, limits=limits), spec.workload, replan=False
+        )
         if out.counts is not None:
             solved += 1
             value = placement.value_of(spec, sub, out.counts, 0.0, placement.independent_costs(sub, spec.workload))
@@ -211,11 +253,15 @@ def test_a_domain_that_cannot_cover_leaves_the_other_domains_bounds_as_they_are(
     cannot hold the target (infinite bound) must not disturb the others'."""
     rng = random.Random(9)
     offers = synthetic(rng, 120)
-    small = [o.model_copy(update={"pool": o.pool.model_copy(update={"region": "tiny"}), "capacity_hint": 1})
-             for o in offers[:3]]
-    spec = parse_spec("name: placed\ncapacity: {gpus: 16, accelerators: {H100: 1.0, A100-80GB: 0.6}, "
-                      "on_demand_gpus: 4}\nworkload: {kind: coupled, restart_seconds: 600}\n"
-                      "diversification: {max_pool_share: 0.5, min_pools: 2}\nplacement: region\n")
+    small = [
+        o.model_copy(update={"pool": o.pool.model_copy(update={"region": "tiny"}), "capacity_hint": 1})
+        for o in offers[:3]
+    ]
+    spec = parse_spec(
+        "name: placed\ncapacity: {gpus: 16, accelerators: {H100: 1.0, A100-80GB: 0.6}, "
+        "on_demand_gpus: 4}\nworkload: {kind: coupled, restart_seconds: 600}\n"
+        "diversification: {max_pool_share: 0.5, min_pools: 2}\nplacement: region\n"
+    )
     cand = select(spec, offers + small)
     members, names = placement.domains_of(cand, "region")
     together = placement.Bounds(spec, cand, members)
@@ -261,11 +307,14 @@ def test_independent_work_is_not_placed_unless_asked():
     assert placed.placement is not None and len({a.offer.pool.region for a in placed.allocations}) == 1
 
 
-@pytest.mark.parametrize("level,field", [("region", "max_region_share"), ("zone", "max_zone_share"),
-                                         ("region", "max_provider_share")])
+@pytest.mark.parametrize(
+    "level,field", [("region", "max_region_share"), ("zone", "max_zone_share"), ("region", "max_provider_share")]
+)
 def test_a_cap_that_cannot_hold_under_the_placement_is_a_spec_error(level, field):
-    text = (f"name: xy\ncapacity: {{gpus: 8, accelerators: [H100]}}\nplacement: {level}\n"
-            f"diversification: {{{field}: 0.5}}\n")
+    text = (
+        f"name: xy\ncapacity: {{gpus: 8, accelerators: [H100]}}\nplacement: {level}\n"
+        f"diversification: {{{field}: 0.5}}\n"
+    )
     with pytest.raises(SpecError, match=rf"diversification.{field} 0.5 cannot hold with placement {level}"):
         parse_spec(text)
     parse_spec(text.replace(f"placement: {level}", "placement: any"))

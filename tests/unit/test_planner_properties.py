@@ -16,8 +16,7 @@ from fleet.model import Market
 from fleet.planning.planner import plan
 from fleet.spec import Strategy, parse_spec
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 TOL = 1e-6
 
 
@@ -26,11 +25,20 @@ def offers(draw):
     out = []
     for i in range(draw(st.integers(1, 4))):
         spot = draw(st.booleans())
-        out.append(offer(provider=draw(st.sampled_from(["aws", "gcp"])), region=draw(st.sampled_from(["r1", "r2"])),
-                         zone=f"z{i}", itype=f"t{i}", spot=spot, acc=draw(st.sampled_from(["H100", "A100-80GB"])),
-                         gpus=draw(st.sampled_from([1, 2, 4, 8])), price=draw(st.integers(5, 400)) / 20,
-                         rate=draw(st.integers(0, 150)) / 100,
-                         hint=draw(st.one_of(st.none(), st.integers(0, 4)))))
+        out.append(
+            offer(
+                provider=draw(st.sampled_from(["aws", "gcp"])),
+                region=draw(st.sampled_from(["r1", "r2"])),
+                zone=f"z{i}",
+                itype=f"t{i}",
+                spot=spot,
+                acc=draw(st.sampled_from(["H100", "A100-80GB"])),
+                gpus=draw(st.sampled_from([1, 2, 4, 8])),
+                price=draw(st.integers(5, 400)) / 20,
+                rate=draw(st.integers(0, 150)) / 100,
+                hint=draw(st.one_of(st.none(), st.integers(0, 4))),
+            )
+        )
     return out
 
 
@@ -74,14 +82,17 @@ def check_rules(spec, offers_, blocked, p):
         o = by_id[a.offer.pool.id]
         assert allowed(spec, o, tuple(blocked)), f"{o.pool.id} breaks a rule"
         assert a.count <= cap(spec, o, limit)
-        if o.pool.market is Market.SPOT:   # no pool holds more than the share (or one smallest node)
+        if o.pool.market is Market.SPOT:  # no pool holds more than the share (or one smallest node)
             assert a.weighted_gpus <= limit + TOL
         assert a.weighted_gpus == pytest.approx(a.count * weighted(spec, o))
     spot_pools = sum(1 for a in p.allocations if a.offer.market is Market.SPOT)
     level = placement_of(spec)
     domain = (lambda o: domain_of(o, level)) if level != "any" else (lambda o: "")
-    allowed_spot = Counter(domain(o) for o in offers_ if allowed(spec, o, tuple(blocked))
-                           and o.pool.market is Market.SPOT and cap(spec, o, limit) > 0)
+    allowed_spot = Counter(
+        domain(o)
+        for o in offers_
+        if allowed(spec, o, tuple(blocked)) and o.pool.market is Market.SPOT and cap(spec, o, limit) > 0
+    )
     assert spot_pools == 0 or spot_pools >= min(spec.diversification.min_pools, max(allowed_spot.values()))
     assert len({domain(a.offer) for a in p.allocations if a.count}) <= 1, "the plan spans two placement domains"
 
@@ -123,8 +134,9 @@ def test_plans_keep_every_rule_and_are_optimal(spec, offers_, blocked):
 @SETTINGS
 @given(spec=specs(strategy="capacity-optimized"), offers_=offers(), blocked=blocked_lists)
 def test_capacity_optimized_minimises_interruptions_then_price(spec, offers_, blocked):
-    split_and_compare(spec, offers_, blocked, lambda p: (p.totals.expected_interruptions_per_day / 24,
-                                                         p.totals.price_per_hour))
+    split_and_compare(
+        spec, offers_, blocked, lambda p: (p.totals.expected_interruptions_per_day / 24, p.totals.price_per_hour)
+    )
 
 
 @SETTINGS
@@ -133,6 +145,7 @@ def test_diversified_minimises_the_largest_spot_pool_then_price(spec, offers_, b
     def key(p):
         largest = max((a.weighted_gpus for a in p.allocations if a.offer.market is Market.SPOT), default=0.0)
         return largest, p.totals.price_per_hour
+
     split_and_compare(spec, offers_, blocked, key)
 
 

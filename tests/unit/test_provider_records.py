@@ -59,17 +59,21 @@ def test_every_adapter_has_every_piece(name):
     assert (ROOT / "tests/fakes" / fake).is_file(), f"{name}: no fake tests/fakes/{fake}"
     assert (ROOT / "tests/cli" / lifecycle).is_file(), f"{name}: no CLI lifecycle test tests/cli/{lifecycle}"
     contract = (ROOT / "tests/contract/conftest.py").read_text()
-    assert re.search(rf'"{re.escape(name)}(:[\w-]+)?"', contract.split("TARGETS", 1)[1].split("]", 1)[0]), \
+    assert re.search(rf'"{re.escape(name)}(:[\w-]+)?"', contract.split("TARGETS", 1)[1].split("]", 1)[0]), (
         f"{name}: add it to TARGETS in tests/contract/conftest.py"
+    )
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert rec.extra in extras, f"{name}: pyproject.toml has no extra {rec.extra!r}"
     assert any(rec.extra in dep for dep in extras["test"]), f"{name}: the `test` extra does not bring {rec.extra!r}"
     page = ROOT / "docs/providers" / f"{name}.md"
     assert page.is_file(), f"{name}: no docs page docs/providers/{name}.md (what it needs, what a node gets)"
-    assert page.read_text().startswith(f"# Running on {rec.display}\n"), f"{name}: title the page '# Running on {rec.display}'"
+    assert page.read_text().startswith(f"# Running on {rec.display}\n"), (
+        f"{name}: title the page '# Running on {rec.display}'"
+    )
     listed = (ROOT / "mkdocs.yml").read_text() + (ROOT / "docs/providers/index.md").read_text()
-    assert f"providers/{name}.md" in listed and f"]({name}.md)" in listed, \
+    assert f"providers/{name}.md" in listed and f"]({name}.md)" in listed, (
         f"{name}: list docs/providers/{name}.md in mkdocs.yml's nav and in docs/providers/index.md"
+    )
 
 
 @pytest.mark.parametrize("name", ADAPTERS)
@@ -88,7 +92,9 @@ def test_the_node_side_knows_the_provider(name):
 @pytest.mark.parametrize("name", ADAPTERS)
 def test_the_pulumi_story_is_told(name):
     rec = records()[name]
-    assert rec.pulumi_stack or rec.pulumi_refusal, f"{name}: name its Pulumi stack or why `fleet export pulumi` refuses it"
+    assert rec.pulumi_stack or rec.pulumi_refusal, (
+        f"{name}: name its Pulumi stack or why `fleet export pulumi` refuses it"
+    )
     if rec.pulumi_stack:
         module, _, cls = rec.pulumi_stack.partition(":")
         assert (ROOT / (module.replace(".", "/") + ".py")).is_file() and cls, f"{name}: no stack {rec.pulumi_stack}"
@@ -113,13 +119,25 @@ def test_the_template_package_is_a_complete_start():
     package = ROOT / "providers/_template"
     assert not [role for role in ROLES if not (package / role).is_file()]
     assert RECORD.name not in records() and RECORD.settings is not ProviderSettings
-    provider = RECORD.factory(None, RECORD.settings())            # type: ignore[arg-type,misc]
+    provider = RECORD.factory(None, RECORD.settings())  # type: ignore[arg-type,misc]
     assert isinstance(provider, Provider) and provider.name == RECORD.name
 
 
 def test_the_adding_a_provider_page_names_every_piece_this_test_checks():
     page = (ROOT / "docs/adding-a-provider.md").read_text()
-    for piece in (*ROLES, "PACKAGES", "RECORD", "tests/fakes/", "tests/contract/conftest.py", "TARGETS",
-                  "tests/cli/", "pyproject.toml", "# Running on", "docs/providers/", "mkdocs.yml",
-                  "providers/local/vendors.py", "FILES"):
+    for piece in (
+        *ROLES,
+        "PACKAGES",
+        "RECORD",
+        "tests/fakes/",
+        "tests/contract/conftest.py",
+        "TARGETS",
+        "tests/cli/",
+        "pyproject.toml",
+        "# Running on",
+        "docs/providers/",
+        "mkdocs.yml",
+        "providers/local/vendors.py",
+        "FILES",
+    ):
         assert piece in page, f"docs/adding-a-provider.md does not mention {piece}"

@@ -18,8 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The page that holds the measured figures (it was the README's "Measured figures" section).
 FIGURES = ROOT / "docs" / "figures.md"
 RESULTS = json.loads((ROOT / "benchmarks" / "results" / "planner.json").read_text())
-ROW = re.compile(r"^\| `(?P<spec>[a-z0-9-]+)` \| \$(?P<ours>[\d,.]+)/h \| \$(?P<greedy>[\d,.]+)/h \| "
-                 r"\$(?P<od>[\d,.]+)/h \((?:we save )?(?P<save>\d+)%\) \|$", re.M)
+ROW = re.compile(
+    r"^\| `(?P<spec>[a-z0-9-]+)` \| \$(?P<ours>[\d,.]+)/h \| \$(?P<greedy>[\d,.]+)/h \| "
+    r"\$(?P<od>[\d,.]+)/h \((?:we save )?(?P<save>\d+)%\) \|$",
+    re.M,
+)
 
 
 def _readme_rows() -> dict[str, dict[str, str]]:
@@ -42,8 +45,9 @@ def test_readme_row_matches_the_benchmark_result(name):
     row, bench = _readme_rows()[name], QUALITY[name]
     ours = bench["fleets"][f"spotfleet ({bench['plan']['strategy']})"]
     assert _money(row["ours"]) == pytest.approx(ours["true_cost_per_hour"], abs=0.005)
-    assert _money(row["greedy"]) == pytest.approx(bench["fleets"]["greedy within the spec's caps"]["true_cost_per_hour"],
-                                                  abs=0.005)
+    assert _money(row["greedy"]) == pytest.approx(
+        bench["fleets"]["greedy within the spec's caps"]["true_cost_per_hour"], abs=0.005
+    )
     assert _money(row["od"]) == pytest.approx(bench["plan"]["on_demand_alternative_per_hour"], abs=0.005)
     assert int(row["save"]) == round(100 * bench["plan"]["savings_fraction"])
 
@@ -64,10 +68,15 @@ def test_readme_start_up_figures_are_the_benchmark_result():
     startup = json.loads((ROOT / "benchmarks" / "results" / "startup.json").read_text())
     figures = startup["figures"]
     text = " ".join(FIGURES.read_text().split())
-    for phrase, key in [("`fleet --help` {} s", "fleet_help_s"), ("`python -c pass` {} s", "python_bare_s"),
-                        ("`fleet status` {} s", "fleet_status_s"), ("on the snapshot {} s", "fleet_plan_snapshot_s"),
-                        ("importing scipy ({} s", "import_scipy_optimize_s"), ("import in {} s", "import_highspy_s")]:
-        if figures[key] is None:        # highspy is measured only where it is installed
+    for phrase, key in [
+        ("`fleet --help` {} s", "fleet_help_s"),
+        ("`python -c pass` {} s", "python_bare_s"),
+        ("`fleet status` {} s", "fleet_status_s"),
+        ("on the snapshot {} s", "fleet_plan_snapshot_s"),
+        ("importing scipy ({} s", "import_scipy_optimize_s"),
+        ("import in {} s", "import_highspy_s"),
+    ]:
+        if figures[key] is None:  # highspy is measured only where it is installed
             continue
         assert phrase.format(f"{figures[key]:.2f}") in text, phrase
     assert f"load average of {startup['load_average_1m']:g} on {startup['cores']} cores" in text
@@ -87,8 +96,10 @@ def checkpoint_torch_row(size: str, r: dict) -> str:
     def share(part: dict | None) -> str:
         return f"{100 * part['async_block_share']:.1f}%" if part else "-"
 
-    return (f"| {r['bytes'] / 1e9:.1f} GB | {pair(local)} | {mem['peak_ratio']:.2f} | {pair(dcp)} | {pair(s3)} | "
-            f"{share(local)} / {share(s3)} | {fits(local)}; {fits(s3)} |")
+    return (
+        f"| {r['bytes'] / 1e9:.1f} GB | {pair(local)} | {mem['peak_ratio']:.2f} | {pair(dcp)} | {pair(s3)} | "
+        f"{share(local)} / {share(s3)} | {fits(local)}; {fits(s3)} |"
+    )
 
 
 def test_readme_pytorch_checkpoint_figures_are_the_benchmark_result():

@@ -23,7 +23,7 @@ def test_the_python_requirement_is_the_one_pyproject_declares():
 
 def test_node_npm_and_the_metrics_extra_are_stated_at_the_top():
     assert "Node.js and npm" in TOP
-    assert "pip install -e '.[metrics]'" in TOP          # from the checkout: spotfleet is on no index
+    assert "pip install -e '.[metrics]'" in TOP  # from the checkout: spotfleet is on no index
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert "metrics" in extras
 

@@ -43,13 +43,26 @@ def spec(baseline: int = 0, critical: int = 16, moves: int = 2, extra: str = "")
     return parse_spec(SPEC.format(baseline=baseline, critical=critical, moves=moves, extra=extra))
 
 
-def offer(name: str, market: Market = Market.SPOT, price: float = 10.0, rate: float = 0.01,
-          hint: int | None = None, provider: str = "aws", od: float | None = 30.0) -> Offer:
+def offer(
+    name: str,
+    market: Market = Market.SPOT,
+    price: float = 10.0,
+    rate: float = 0.01,
+    hint: int | None = None,
+    provider: str = "aws",
+    od: float | None = 30.0,
+) -> Offer:
     pool = PoolKey(provider=provider, region="r1", zone=name, instance_type="p5.48xlarge", market=market)
-    return Offer(pool=pool, accelerator="H100", gpus=8, price_per_hour=price, on_demand_price=od,
-                 interruptions_per_hour=rate if market is Market.SPOT else 0.0,
-                 interruption_source=InterruptionSource.PROVIDER_PRIOR if market is Market.SPOT
-                 else InterruptionSource.NONE, capacity_hint=hint)
+    return Offer(
+        pool=pool,
+        accelerator="H100",
+        gpus=8,
+        price_per_hour=price,
+        on_demand_price=od,
+        interruptions_per_hour=rate if market is Market.SPOT else 0.0,
+        interruption_source=InterruptionSource.PROVIDER_PRIOR if market is Market.SPOT else InterruptionSource.NONE,
+        capacity_hint=hint,
+    )
 
 
 SPOT = [offer("a"), offer("b", price=10.5), offer("c", price=11.0), offer("d", price=11.5)]
@@ -59,11 +72,27 @@ OFFERS = SPOT + [OD]
 _seq = iter(range(1_000_000))
 
 
-def inst(o: Offer, *, age: float = 5 * HOUR, ours: bool = True, notice: str = "", outbid: bool = False,
-         price: float | None = None) -> ObservedInstance:
-    return ObservedInstance(id=f"i-{next(_seq)}", pool=o.pool.id, market=o.market, accelerator="H100", gpus=8,
-                            price_per_hour=o.price_per_hour if price is None else price,
-                            launched_at=NOW - age, ours=ours, notice=notice, outbid=outbid)
+def inst(
+    o: Offer,
+    *,
+    age: float = 5 * HOUR,
+    ours: bool = True,
+    notice: str = "",
+    outbid: bool = False,
+    price: float | None = None,
+) -> ObservedInstance:
+    return ObservedInstance(
+        id=f"i-{next(_seq)}",
+        pool=o.pool.id,
+        market=o.market,
+        accelerator="H100",
+        gpus=8,
+        price_per_hour=o.price_per_hour if price is None else price,
+        launched_at=NOW - age,
+        ours=ours,
+        notice=notice,
+        outbid=outbid,
+    )
 
 
 def launched(d: Decision) -> dict[str, int]:
@@ -79,6 +108,7 @@ def weighted_launched(d: Decision, market: Market | None = None) -> float:
 
 # ---- nothing to do ----------------------------------------------------------------------
 
+
 def test_a_fleet_at_target_needs_no_action():
     running = [inst(SPOT[0]), inst(SPOT[0]), inst(SPOT[1]), inst(SPOT[1])]
     d = decide(spec(), OFFERS, running, [], NOW)
@@ -87,14 +117,15 @@ def test_a_fleet_at_target_needs_no_action():
 
 # ---- replace lost spot, avoiding pools that just failed us ---------------------------------
 
+
 def test_lost_spot_is_replaced_away_from_the_pool_that_interrupted():
-    running = [inst(SPOT[0]), inst(SPOT[1]), inst(SPOT[1])]           # one node of pool a was preempted
+    running = [inst(SPOT[0]), inst(SPOT[1]), inst(SPOT[1])]  # one node of pool a was preempted
     events = [PoolEvent(SPOT[0].pool.id, "interrupted", NOW - 60)]
     d = decide(spec(), OFFERS, running, events, NOW)
     assert weighted_launched(d) == 8 and SPOT[0].pool.id not in launched(d)
     assert all(a.reason == "replace-lost" and a.offer.market is Market.SPOT for a in d.launches)
     assert SPOT[0].pool.id in d.blocked or d.short_weighted_gpus == 0
-    assert not d.terminations        # the healthy node in the interrupted pool stays
+    assert not d.terminations  # the healthy node in the interrupted pool stays
 
 
 def test_a_pool_that_answered_no_capacity_is_avoided_too():
@@ -106,15 +137,15 @@ def test_a_pool_that_answered_no_capacity_is_avoided_too():
 
 
 def test_backoff_doubles_per_event_and_decays():
-    policy = spec().rebalance             # 600 s, doubling, 6 h cap, 24 h memory
+    policy = spec().rebalance  # 600 s, doubling, 6 h cap, 24 h memory
     pool = SPOT[0].pool.id
     one = [PoolEvent(pool, "interrupted", NOW - 500)]
     assert backoff_until(one, NOW, policy) == {pool: NOW - 500 + 600}
-    assert backoff_until(one, NOW + 200, policy) == {}                     # expired
+    assert backoff_until(one, NOW + 200, policy) == {}  # expired
     three = [PoolEvent(pool, "interrupted", NOW - t) for t in (3000, 2000, 1000)]
     assert backoff_until(three, NOW, policy) == {pool: NOW - 1000 + 2400}  # 600 * 2**2
     many = [PoolEvent(pool, "no-capacity", NOW - 60 * k) for k in range(1, 20)]
-    assert backoff_until(many, NOW, policy)[pool] == NOW - 60 + 6 * HOUR   # capped
+    assert backoff_until(many, NOW, policy)[pool] == NOW - 60 + 6 * HOUR  # capped
     # a day later the old events are forgotten: one new event gives the short back-off again
     later = NOW + 25 * HOUR
     again = three + [PoolEvent(pool, "interrupted", later - 10)]
@@ -125,10 +156,11 @@ def test_backed_off_pool_is_used_again_once_the_backoff_decays():
     running = [inst(SPOT[1]), inst(SPOT[1]), inst(SPOT[0])]
     events = [PoolEvent(SPOT[0].pool.id, "interrupted", NOW - 2 * HOUR)]
     d = decide(spec(), OFFERS, running, events, NOW)
-    assert launched(d) == {SPOT[0].pool.id: 1}        # cheapest pool again
+    assert launched(d) == {SPOT[0].pool.id: 1}  # cheapest pool again
 
 
 # ---- on-demand fallback up to the critical level ------------------------------------------
+
 
 def test_spot_lost_everywhere_falls_back_to_on_demand_up_to_the_critical_level_only():
     no_spot = [offer(o.pool.zone, price=o.price_per_hour, hint=0) for o in SPOT] + [OD]
@@ -145,13 +177,14 @@ def test_spot_short_fills_what_spot_can_and_on_demand_only_up_to_the_level():
     got = launched(d)
     assert got[scarce[0].pool.id] == 1
     assert weighted_launched(d, Market.ON_DEMAND) <= 16
-    assert weighted_launched(d) == 24      # 8 spot + 16 on-demand; the last 8 stay missing
+    assert weighted_launched(d) == 24  # 8 spot + 16 on-demand; the last 8 stay missing
     assert d.short_weighted_gpus == 8
 
 
 def test_default_critical_level_is_the_baseline():
-    s = parse_spec("name: rb\ncapacity: {gpus: 32, accelerators: [H100], gpus_per_node: {min: 8, max: 8},"
-                   " on_demand_gpus: 8}\n")
+    s = parse_spec(
+        "name: rb\ncapacity: {gpus: 32, accelerators: [H100], gpus_per_node: {min: 8, max: 8}, on_demand_gpus: 8}\n"
+    )
     assert s.critical_gpus == 8
     no_spot = [offer(o.pool.zone, hint=0) for o in SPOT] + [OD]
     d = decide(s, no_spot, [], [], NOW)
@@ -160,6 +193,7 @@ def test_default_critical_level_is_the_baseline():
 
 def test_critical_level_outside_baseline_and_target_is_a_clear_spec_error():
     from fleet.errors import SpecError
+
     with pytest.raises(SpecError, match="critical_gpus"):
         spec(baseline=8, critical=4)
     with pytest.raises(SpecError, match="critical_gpus"):
@@ -167,6 +201,7 @@ def test_critical_level_outside_baseline_and_target_is_a_clear_spec_error():
 
 
 # ---- return to spot, with hysteresis and a disruption budget --------------------------------
+
 
 def fallback_fleet(age: float) -> list[ObservedInstance]:
     return [inst(OD, age=age) for _ in range(4)]
@@ -189,7 +224,7 @@ def test_young_fallback_is_not_returned():
 
 
 def test_return_needs_the_minimum_saving():
-    dear_spot = [offer(o.pool.zone, price=27.0) for o in SPOT] + [OD]    # saves 10% < 20%
+    dear_spot = [offer(o.pool.zone, price=27.0) for o in SPOT] + [OD]  # saves 10% < 20%
     assert decide(spec(), dear_spot, fallback_fleet(age=2 * HOUR), [], NOW).actions == ()
 
 
@@ -203,7 +238,7 @@ def test_return_cooldown_waits_after_the_last_return():
 def test_return_never_goes_below_the_baseline():
     fleet = fallback_fleet(age=2 * HOUR)
     d = decide(spec(baseline=24, critical=24, moves=5), OFFERS, fleet, [], NOW)
-    assert len(d.terminations) == 1        # 32 on-demand, baseline 24: one node may go
+    assert len(d.terminations) == 1  # 32 on-demand, baseline 24: one node may go
 
 
 def test_a_flapping_pool_causes_no_churn_beyond_the_budget():
@@ -217,7 +252,7 @@ def test_a_flapping_pool_causes_no_churn_beyond_the_budget():
     for k in range(12):
         now += HOUR
         available = k % 2 == 0
-        if not available:      # the market takes every spot node back
+        if not available:  # the market takes every spot node back
             events += [PoolEvent(i.pool, "interrupted", now - 60) for i in fleet if i.market is Market.SPOT]
             fleet = [i for i in fleet if i.market is not Market.SPOT]
         offers = [offer(o.pool.zone, price=o.price_per_hour, hint=None if available else 0) for o in SPOT] + [OD]
@@ -229,15 +264,25 @@ def test_a_flapping_pool_causes_no_churn_beyond_the_budget():
         gone = {t.instance_id for t in d.terminations}
         fleet = [i for i in fleet if i.id not in gone]
         for a in d.launches:
-            fleet += [ObservedInstance(id=f"n-{next(_seq)}", pool=a.pool, market=a.offer.market, accelerator="H100",
-                                       gpus=8, price_per_hour=a.offer.price_per_hour, launched_at=now)
-                      for _ in range(a.count)]
-        assert sum(8 for _ in fleet) <= 32 + 8     # never over-filled by more than one node in flight
+            fleet += [
+                ObservedInstance(
+                    id=f"n-{next(_seq)}",
+                    pool=a.pool,
+                    market=a.offer.market,
+                    accelerator="H100",
+                    gpus=8,
+                    price_per_hour=a.offer.price_per_hour,
+                    launched_at=now,
+                )
+                for _ in range(a.count)
+            ]
+        assert sum(8 for _ in fleet) <= 32 + 8  # never over-filled by more than one node in flight
         assert sum(8 for i in fleet if i.market is Market.ON_DEMAND) <= 32
     assert sum(moves) <= 6
 
 
 # ---- warnings: act before the node dies -------------------------------------------------
+
 
 def test_rebalance_recommendation_starts_a_replacement_then_retires_the_old_node():
     warned = inst(SPOT[0], notice="rebalance")
@@ -275,7 +320,7 @@ def test_outbid_instance_gets_a_raised_bid_within_the_cap_when_the_provider_bids
 
 
 def test_outbid_beyond_the_cap_or_without_bidding_is_replaced():
-    pricey = offer("host1", price=3.9, provider="vast", od=4.0)       # min bid above 0.9 x on-demand
+    pricey = offer("host1", price=3.9, provider="vast", od=4.0)  # min bid above 0.9 x on-demand
     running = [inst(pricey, outbid=True, price=1.8)] + [inst(VAST_ALT) for _ in range(3)]
     d = decide(spec(), [pricey, VAST_ALT], running, [], NOW, bidding={"vast"})
     assert not d.bids and launched(d) == {VAST_ALT.pool.id: 1}
@@ -295,6 +340,7 @@ def test_capability_check():
 
 # ---- baseline, budget, foreign instances ------------------------------------------------
 
+
 def test_lost_baseline_comes_back_on_demand():
     running = [inst(SPOT[0]), inst(SPOT[0]), inst(SPOT[1])]
     d = decide(spec(baseline=8, critical=8), OFFERS, running, [], NOW)
@@ -303,7 +349,7 @@ def test_lost_baseline_comes_back_on_demand():
 
 def test_launches_never_exceed_the_budget():
     s = spec(extra="budget: {max_per_hour: 25}")
-    running = [inst(SPOT[0])]        # $10/h alive; two more spot nodes would pass $25/h
+    running = [inst(SPOT[0])]  # $10/h alive; two more spot nodes would pass $25/h
     d = decide(s, OFFERS, running, [], NOW)
     spend = 10 + sum(a.offer.price_per_hour * a.count for a in d.launches)
     assert spend <= 25 and weighted_launched(d) == 8
@@ -326,6 +372,7 @@ def test_a_pool_gone_from_the_offers_keeps_its_nodes_and_gets_no_more():
 
 # ---- learning -------------------------------------------------------------------------
 
+
 def test_gamma_poisson_posterior():
     assert posterior_rate(0.01, 100, Exposure(hours=0, interruptions=0)) == pytest.approx(0.01)
     assert posterior_rate(0.01, 100, Exposure(hours=100, interruptions=20)) == pytest.approx(21 / 200)
@@ -347,8 +394,8 @@ def test_learned_rates_reach_the_planner():
     running = [inst(SPOT[1]), inst(SPOT[1]), inst(SPOT[2])]
     calm = decide(spec(), OFFERS, running, [], NOW)
     burned = decide(spec(), OFFERS, running, [], NOW, exposure=flaky)
-    assert launched(calm) == {SPOT[0].pool.id: 1}             # cheapest while its record is clean
-    assert SPOT[0].pool.id not in launched(burned)            # avoided once this fleet saw it fail
+    assert launched(calm) == {SPOT[0].pool.id: 1}  # cheapest while its record is clean
+    assert SPOT[0].pool.id not in launched(burned)  # avoided once this fleet saw it fail
     assert any(o.interruption_source is InterruptionSource.OBSERVED for o in burned.offers)
 
 
@@ -361,14 +408,27 @@ def test_decision_serialises():
 
 # ---- the head: never moved to spot, a lost head is an incident ------------------------------
 
-CPU_HEAD = Offer(pool=PoolKey(provider="aws", region="r1", zone="h", instance_type="m5zn.large",
-                              market=Market.ON_DEMAND), accelerator="CPU", gpus=0, vcpus=2, memory_gib=8,
-                 price_per_hour=0.17)
+CPU_HEAD = Offer(
+    pool=PoolKey(provider="aws", region="r1", zone="h", instance_type="m5zn.large", market=Market.ON_DEMAND),
+    accelerator="CPU",
+    gpus=0,
+    vcpus=2,
+    memory_gib=8,
+    price_per_hour=0.17,
+)
 
 
 def head_inst(age: float = 5 * HOUR) -> ObservedInstance:
-    return ObservedInstance(id=f"h-{next(_seq)}", pool=CPU_HEAD.pool.id, market=Market.ON_DEMAND, accelerator="CPU",
-                            gpus=0, price_per_hour=0.17, launched_at=NOW - age, role="head")
+    return ObservedInstance(
+        id=f"h-{next(_seq)}",
+        pool=CPU_HEAD.pool.id,
+        market=Market.ON_DEMAND,
+        accelerator="CPU",
+        gpus=0,
+        price_per_hour=0.17,
+        launched_at=NOW - age,
+        role="head",
+    )
 
 
 def test_a_running_head_is_neither_capacity_nor_moved_to_spot():
@@ -422,7 +482,7 @@ def test_a_pool_backed_off_for_an_interruption_is_used_again_when_nothing_else_c
     if kind == "interrupted":
         assert launched(d) == {SPOT[0].pool.id: 1} and d.short_weighted_gpus == 0
         assert any("back-off lifted" in n for n in d.notes) and not any("critical level" in n for n in d.notes)
-    else:                                     # asking a pool that just had no capacity again would be refused
+    else:  # asking a pool that just had no capacity again would be refused
         assert launched(d) == {} and d.short_weighted_gpus == 8
 
 
@@ -438,19 +498,38 @@ def machine(m: int, market: Market) -> Offer:
     """A one-GPU Vast machine's pool: every machine in one geolocation, so one zone."""
     pool = PoolKey(provider="vast", region="us-texas", zone="", instance_type=f"1x-H100_SXM-m{m}", market=market)
     spot = market is Market.SPOT
-    return Offer(pool=pool, accelerator="H100", gpus=1, price_per_hour=0.585 if spot else 1.51, on_demand_price=1.51,
-                 interruptions_per_hour=0.05 if spot else 0.0, capacity_hint=1,
-                 interruption_source=InterruptionSource.PROVIDER_PRIOR if spot else InterruptionSource.NONE)
+    return Offer(
+        pool=pool,
+        accelerator="H100",
+        gpus=1,
+        price_per_hour=0.585 if spot else 1.51,
+        on_demand_price=1.51,
+        interruptions_per_hour=0.05 if spot else 0.0,
+        capacity_hint=1,
+        interruption_source=InterruptionSource.PROVIDER_PRIOR if spot else InterruptionSource.NONE,
+    )
 
 
 def test_a_lost_node_the_zone_cap_made_on_demand_is_replaced_though_the_critical_level_is_zero():
     # the zone cap (half the spot part, at least one node) lets one zone hold one spot GPU of two,
     # so the planned fleet is one spot and one on-demand node; the on-demand machine went away
     kept = machine(901, Market.SPOT)
-    running = [ObservedInstance(id="v-1", pool=kept.pool.id, market=Market.SPOT, accelerator="H100", gpus=1,
-                                price_per_hour=kept.price_per_hour, launched_at=NOW - HOUR)]
-    offers = [machine(901, Market.SPOT).model_copy(update={"capacity_hint": 0}),
-              machine(902, Market.SPOT), machine(902, Market.ON_DEMAND)]
+    running = [
+        ObservedInstance(
+            id="v-1",
+            pool=kept.pool.id,
+            market=Market.SPOT,
+            accelerator="H100",
+            gpus=1,
+            price_per_hour=kept.price_per_hour,
+            launched_at=NOW - HOUR,
+        )
+    ]
+    offers = [
+        machine(901, Market.SPOT).model_copy(update={"capacity_hint": 0}),
+        machine(902, Market.SPOT),
+        machine(902, Market.ON_DEMAND),
+    ]
     events = [PoolEvent(machine(900, Market.ON_DEMAND).pool.id, "interrupted", NOW - 60)]
     assert ONE_ZONE.critical_gpus == 0
     d = decide(ONE_ZONE, offers, running, events, NOW)
@@ -460,23 +539,40 @@ def test_a_lost_node_the_zone_cap_made_on_demand_is_replaced_though_the_critical
 
 # ---- the bridge (rule 9) and spot moves (rule 11) ---------------------------------------
 
+
 def test_the_bridge_covers_a_loss_with_on_demand_at_once_and_releases_it_once_spot_is_ready():
     s = spec(critical=32, extra="  bridge: true")
     running = [inst(SPOT[0]), inst(SPOT[0]), inst(SPOT[1])]
     d = decide(s, OFFERS, running, [], NOW)
     reasons = {(a.offer.market, a.reason): a.count for a in d.launches}
     assert reasons == {(Market.SPOT, "replace-lost"): 1, (Market.ON_DEMAND, "bridge"): 1}
-    replacement = ObservedInstance(id="i-new", pool=d.launches[0].pool, market=Market.SPOT, accelerator="H100",
-                                   gpus=8, price_per_hour=10.0, launched_at=NOW, starting=True)
-    bridge = ObservedInstance(id="i-od", pool=OD.pool.id, market=Market.ON_DEMAND, accelerator="H100", gpus=8,
-                              price_per_hour=30.0, launched_at=NOW, starting=True)
-    assert decide(s, OFFERS, [*running, replacement, bridge], [], NOW + 60).actions == ()   # still starting
+    replacement = ObservedInstance(
+        id="i-new",
+        pool=d.launches[0].pool,
+        market=Market.SPOT,
+        accelerator="H100",
+        gpus=8,
+        price_per_hour=10.0,
+        launched_at=NOW,
+        starting=True,
+    )
+    bridge = ObservedInstance(
+        id="i-od",
+        pool=OD.pool.id,
+        market=Market.ON_DEMAND,
+        accelerator="H100",
+        gpus=8,
+        price_per_hour=30.0,
+        launched_at=NOW,
+        starting=True,
+    )
+    assert decide(s, OFFERS, [*running, replacement, bridge], [], NOW + 60).actions == ()  # still starting
     ready = [*running, replace_starting(replacement), replace_starting(bridge)]
     d = decide(s, OFFERS, ready, [], NOW + 600)
     assert [(t.instance_id, t.reason, t.after) for t in d.terminations] == [("i-od", "bridge-released", ())]
     assert not d.launches
     assert decide(spec(critical=32), OFFERS, running, [], NOW).launches[0].reason == "replace-lost"
-    assert len(decide(spec(critical=32), OFFERS, running, [], NOW).launches) == 1     # no bridge unless asked
+    assert len(decide(spec(critical=32), OFFERS, running, [], NOW).launches) == 1  # no bridge unless asked
 
 
 def replace_starting(i: ObservedInstance) -> ObservedInstance:
@@ -486,10 +582,10 @@ def replace_starting(i: ObservedInstance) -> ObservedInstance:
 
 
 def test_spot_moves_take_ready_nodes_to_a_cheaper_pool_make_before_break():
-    dear = [inst(SPOT[3]) for _ in range(4)]                  # 11.5/h; pool a offers 10.0/h
+    dear = [inst(SPOT[3]) for _ in range(4)]  # 11.5/h; pool a offers 10.0/h
     s = spec(extra="  spot_moves: true\n  min_saving: 0.1")
     d = decide(s, OFFERS, dear, [], NOW)
-    assert launched(d) == {SPOT[0].pool.id: 2}                 # max_moves_per_pass 2
+    assert launched(d) == {SPOT[0].pool.id: 2}  # max_moves_per_pass 2
     assert len(d.terminations) == 2 and all(t.after == (SPOT[0].pool.id,) for t in d.terminations)
-    assert decide(spec(), OFFERS, dear, [], NOW).actions == ()                             # off by default
-    assert decide(spec(extra="  spot_moves: true"), OFFERS, dear, [], NOW).actions == ()   # saves 13% < 20%
+    assert decide(spec(), OFFERS, dear, [], NOW).actions == ()  # off by default
+    assert decide(spec(extra="  spot_moves: true"), OFFERS, dear, [], NOW).actions == ()  # saves 13% < 20%

@@ -11,7 +11,7 @@ from fleet.spec import known_providers, parse_spec
 
 BASE = "name: rec\nbackend: {backend}\ncapacity: {{gpus: 8, accelerators: [H100]}}\n"
 PROVIDERS = [
-    "",                                                         # none listed: every provider
+    "",  # none listed: every provider
     "providers: [aws, gcp]\n",
     "providers: {aws: {}, vast: null}\n",
     "providers: {aws: {enabled: false}, gcp: {regions: [us-central1]}}\n",
@@ -29,10 +29,20 @@ def test_it_allows_the_providers_the_spec_allows(backend, providers):
         assert where.allows(name) == (spec.provider_settings(name) is not None), name
 
 
-@pytest.mark.parametrize("text", [
-    "", "not json", "[]", "null", '{"backend": "local"}', '{"backend": "moon", "providers": {}}',
-    '{"backend": "local", "providers": []}', '{"backend": "local", "providers": {"aws": null}}',
-    '{"backend": "local", "providers": {"aws": {}}}', '{"backend": "local", "providers": {"aws": {"enabled": "yes"}}}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "not json",
+        "[]",
+        "null",
+        '{"backend": "local"}',
+        '{"backend": "moon", "providers": {}}',
+        '{"backend": "local", "providers": []}',
+        '{"backend": "local", "providers": {"aws": null}}',
+        '{"backend": "local", "providers": {"aws": {}}}',
+        '{"backend": "local", "providers": {"aws": {"enabled": "yes"}}}',
+    ],
+)
 def test_json_in_another_shape_is_left_to_the_full_validation(text):
     assert where_recorded(text) is None

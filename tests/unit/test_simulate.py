@@ -46,7 +46,7 @@ def test_count_trace_loses_the_excess_and_refills_when_capacity_returns():
     replay = build_replay([spot("z1", 2.0)], [trace("z1", [2, 2, 1, 1, 2, 2], ValueMeaning.COUNT)])
     out = run(CheapestFirst(spec, replay.offers), spec, replay, cold_ticks=1)
     assert out.interruptions == 1
-    assert out.failed_launches == 2          # ticks 2 and 3: the pool holds only the survivor
+    assert out.failed_launches == 2  # ticks 2 and 3: the pool holds only the survivor
     assert out.at_target == pytest.approx(2 / 5)
     assert out.cost == pytest.approx(dollars(2.0, 2 + 2 + 1 + 1 + 2 + 2))
 
@@ -57,7 +57,7 @@ def test_even_spread_and_single_pool_on_known_traces():
     replay = build_replay(offers, [trace("z1", [0] * 4 + [1] * 4), trace("z2", [0] * 8)])
     even = run(EvenSpread(spec, replay.offers), spec, replay, cold_ticks=1)
     assert even.interruptions == 1 and even.at_target == pytest.approx(6 / 7)
-    assert even.cost == pytest.approx(dollars(2.0, 4) + dollars(3.0, 8 + 4))   # z1 refuses at 4: z2 takes it
+    assert even.cost == pytest.approx(dollars(2.0, 4) + dollars(3.0, 8 + 4))  # z1 refuses at 4: z2 takes it
     single = run(SinglePool(spec, replay.offers), spec, replay, cold_ticks=1)
     assert single.interruptions == 2 and single.on_demand_node_hours == pytest.approx(2 * 4 * 600 / 3600)
     od = run(AllOnDemand(spec, replay.offers), spec, replay, cold_ticks=1)
@@ -65,18 +65,24 @@ def test_even_spread_and_single_pool_on_known_traces():
 
 
 def test_return_to_spot_waits_for_the_replacement_to_be_ready():
-    spec = fleet_spec(1, "rebalance: {critical_gpus: 1, min_fallback_age_seconds: 0, backoff_seconds: 600}\n"
-                     "diversification: {max_pool_share: 1, max_zone_share: 1}")
+    spec = fleet_spec(
+        1,
+        "rebalance: {critical_gpus: 1, min_fallback_age_seconds: 0, backoff_seconds: 600}\n"
+        "diversification: {max_pool_share: 1, max_zone_share: 1}",
+    )
     offers = [spot("z1", 2.0), on_demand(10.0)]
     replay = build_replay(offers, [trace("z1", [0] * 3 + [1] * 3 + [0] * 14)])
     out = run(Rebalancer(spec, replay.offers), spec, replay, cold_ticks=2)
-    assert out.at_target == pytest.approx(1 - 2 / 18)      # only the loss at tick 3 (cold start 2 ticks)
+    assert out.at_target == pytest.approx(1 - 2 / 18)  # only the loss at tick 3 (cold start 2 ticks)
     assert out.on_demand_node_hours > 0 and out.interruptions == 1
 
 
 def test_parse_trace_reads_values_and_names_bad_fields():
     assert parse_trace({"metadata": {"gap_seconds": 60}, "data": [0, 1]}, "z").capacity == (UNLIMITED, 0)
-    assert parse_trace({"metadata": {"gap_seconds": 60}, "data": [0, 1]}, "z", ValueMeaning.ONE).capacity == (0, UNLIMITED)
+    assert parse_trace({"metadata": {"gap_seconds": 60}, "data": [0, 1]}, "z", ValueMeaning.ONE).capacity == (
+        0,
+        UNLIMITED,
+    )
     assert parse_trace({"data": [3]}, "z", ValueMeaning.COUNT, gap_seconds=60).capacity == (3,)
     with pytest.raises(FleetError, match="gap_seconds.*--tick"):
         parse_trace({"data": [0]}, "z")
@@ -108,8 +114,10 @@ def test_shipped_traces_load_with_no_options_and_map_onto_the_catalog():
 def test_the_same_seed_gives_the_same_result():
     spec = fleet_spec(3)
     counts = [3, 3, 2, 1, 3, 2, 2, 3, 1, 0, 3, 3]
-    replay = build_replay([spot("z1", 2.0), spot("z2", 2.5), on_demand()],
-                          [trace("z1", counts, ValueMeaning.COUNT), trace("z2", counts[::-1], ValueMeaning.COUNT)])
+    replay = build_replay(
+        [spot("z1", 2.0), spot("z2", 2.5), on_demand()],
+        [trace("z1", counts, ValueMeaning.COUNT), trace("z2", counts[::-1], ValueMeaning.COUNT)],
+    )
     runs = [run(Rebalancer(spec, replay.offers), spec, replay, seed=7, keep_series=True) for _ in range(2)]
     assert runs[0] == runs[1]
     assert runs[0].interruptions > 0
@@ -117,8 +125,9 @@ def test_the_same_seed_gives_the_same_result():
 
 def test_budget_is_never_exceeded_over_a_whole_trace():
     spec = fleet_spec(8, SHIPPED_SPEC + "\nbudget: {max_per_hour: 30}")
-    report = simulate(spec, snapshot_offers(), load_traces(shipped_trace_dir()),
-                      SimOptions(baselines=False, optimum=False))
+    report = simulate(
+        spec, snapshot_offers(), load_traces(shipped_trace_dir()), SimOptions(baselines=False, optimum=False)
+    )
     ours = report.outcomes[0]
     assert report.replay.ticks == 2114
     assert ours.launches > 8 and 0 < ours.max_spend_per_hour <= 30 + 1e-9

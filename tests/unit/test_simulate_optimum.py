@@ -37,8 +37,9 @@ def brute_force(spec, replay, cold: int, target: float) -> float | None:
                 break
         if not ok:
             continue
-        cost = sum(price * GAP / 3600 * combo[p * T + t] for p, (_pid, _w, price, _cap) in enumerate(pools)
-                   for t in range(T))
+        cost = sum(
+            price * GAP / 3600 * combo[p * T + t] for p, (_pid, _w, price, _cap) in enumerate(pools) for t in range(T)
+        )
         if best is None or cost < best:
             best = cost
     return best
@@ -52,11 +53,15 @@ def test_optimum_equals_brute_force_on_tiny_traces(case):
     cold = case % 2
     offers = [spot("z1", 2.0), spot("z2", 3.0), on_demand(10.0)]
     if case % 3 == 2:
-        traces = [trace("z1", [rnd.randint(0, 2) for _ in range(ticks)], ValueMeaning.COUNT),
-                  trace("z2", [rnd.randint(0, 1) for _ in range(ticks)], ValueMeaning.COUNT)]
+        traces = [
+            trace("z1", [rnd.randint(0, 2) for _ in range(ticks)], ValueMeaning.COUNT),
+            trace("z2", [rnd.randint(0, 1) for _ in range(ticks)], ValueMeaning.COUNT),
+        ]
     else:
-        traces = [trace("z1", [rnd.randint(0, 1) for _ in range(ticks)]),
-                  trace("z2", [rnd.randint(0, 1) for _ in range(ticks)])]
+        traces = [
+            trace("z1", [rnd.randint(0, 1) for _ in range(ticks)]),
+            trace("z2", [rnd.randint(0, 1) for _ in range(ticks)]),
+        ]
     spec = fleet_spec(target)
     replay = build_replay(offers, traces)
     got = solve(spec, replay, cold_ticks=cold)
@@ -67,8 +72,7 @@ def test_optimum_equals_brute_force_on_tiny_traces(case):
 def test_optimum_is_a_lower_bound_of_policies_at_full_availability():
     spec = fleet_spec(2)
     a = [0] * 6 + [1] * 6 + [0] * 8
-    replay = build_replay([spot("z1", 2.0), spot("z2", 3.0), on_demand(10.0)],
-                          [trace("z1", a), trace("z2", [0] * 20)])
+    replay = build_replay([spot("z1", 2.0), spot("z2", 3.0), on_demand(10.0)], [trace("z1", a), trace("z2", [0] * 20)])
     best = solve(spec, replay, cold_ticks=1)
     assert best.status == "optimal"
     od = run(AllOnDemand(spec, replay.offers), spec, replay, cold_ticks=1)

@@ -25,7 +25,7 @@ def test_greedy_bridge_covers_every_cold_start_with_on_demand_and_releases_it_wh
     out = run(GreedyBridge(spec, replay.offers), spec, replay, cold_ticks=1)
     # spot z1 ticks 0-4, lost at 5, z2 from 5; 2 on-demand bridge nodes at ticks 0 and 5 only
     assert out.interruptions == 2 and out.failed_launches == 2
-    assert out.at_target == pytest.approx(8 / 9)          # tick 5: the bridge is starting too
+    assert out.at_target == pytest.approx(8 / 9)  # tick 5: the bridge is starting too
     assert out.on_demand_node_hours == pytest.approx(4 * 600 / 3600)
     assert out.cost == pytest.approx(dollars(2.0, 10) + dollars(3.0, 10) + dollars(10.0, 4))
 
@@ -71,14 +71,21 @@ def test_single_pool_holds_twice_the_target_only_for_the_cold_start_of_each_retu
 
 
 def test_ours_with_the_bridge_covers_a_loss_at_once_and_releases_on_demand_when_spot_is_ready():
-    spec = fleet_spec(2, "rebalance: {critical_gpus: 2, bridge: true}\n"
-                     "diversification: {max_pool_share: 1, max_zone_share: 1}")
+    spec = fleet_spec(
+        2, "rebalance: {critical_gpus: 2, bridge: true}\ndiversification: {max_pool_share: 1, max_zone_share: 1}"
+    )
     offers = [spot("z1", 2.0), spot("z2", 3.0), on_demand(10.0)]
     replay = build_replay(offers, [trace("z1", [0] * 5 + [1] * 5), trace("z2", [0] * 10)])
     out = run(Rebalancer(spec, replay.offers), spec, replay, cold_ticks=1)
-    assert out.on_demand_node_hours == pytest.approx(4 * 600 / 3600)    # 2 nodes for one tick at 0 and at 5
+    assert out.on_demand_node_hours == pytest.approx(4 * 600 / 3600)  # 2 nodes for one tick at 0 and at 5
     assert out.at_target == pytest.approx(8 / 9)
-    plain = run(Rebalancer(fleet_spec(2, "rebalance: {critical_gpus: 2}\n"
-                                         "diversification: {max_pool_share: 1, max_zone_share: 1}"),
-                           replay.offers), spec, replay, cold_ticks=1)
+    plain = run(
+        Rebalancer(
+            fleet_spec(2, "rebalance: {critical_gpus: 2}\ndiversification: {max_pool_share: 1, max_zone_share: 1}"),
+            replay.offers,
+        ),
+        spec,
+        replay,
+        cold_ticks=1,
+    )
     assert plain.on_demand_node_hours == 0

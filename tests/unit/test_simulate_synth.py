@@ -22,8 +22,8 @@ def test_generated_traces_are_seeded_and_keep_each_zones_runs():
     assert a == synth.generate(model, 200, seed=7) and a != synth.generate(model, 200, seed=8)
     z1, z2 = a
     assert z1.name == "z1" and z1.gap_seconds == 600 and len(z1.capacity) == 200
-    assert all(z2.available)                                     # a zone that never dropped never drops
-    runs = {n for n, _ in run_lengths(z1.available)[1:-1]}   # whole runs: only recorded lengths
+    assert all(z2.available)  # a zone that never dropped never drops
+    runs = {n for n, _ in run_lengths(z1.available)[1:-1]}  # whole runs: only recorded lengths
     assert runs <= {3, 6}
     downs = {n for n, _ in run_lengths([not x for x in z1.available])[1:-1]}
     assert downs <= {1, 2}
@@ -46,16 +46,33 @@ def test_count_traces_stay_within_the_asked_range():
 
 
 def test_hedge_plans_spares_no_zone_holds_more_than_they_cover():
-    spec = fleet_spec(4, "rebalance: {hedge: true, cold_start_seconds: 3600}\n"
-                     "diversification: {max_pool_share: 1, max_zone_share: 1}")
-    offers = [spot("z1", 2.0, rate=0.5), spot("z2", 2.1, rate=0.5), spot("z3", 2.2, rate=0.5),
-              spot("z4", 2.3, rate=0.5), spot("z5", 2.4, rate=0.5), on_demand(10.0)]
-    running = [ObservedInstance(id=f"i{k}", pool=offers[0].pool.id, market=offers[0].market, accelerator="H100",
-                                gpus=1, price_per_hour=2.0, launched_at=0.0) for k in range(4)]
-    assert spares(spec, offers, running) == 2                     # 4 nodes x 0.5/h x 1 h
+    spec = fleet_spec(
+        4, "rebalance: {hedge: true, cold_start_seconds: 3600}\ndiversification: {max_pool_share: 1, max_zone_share: 1}"
+    )
+    offers = [
+        spot("z1", 2.0, rate=0.5),
+        spot("z2", 2.1, rate=0.5),
+        spot("z3", 2.2, rate=0.5),
+        spot("z4", 2.3, rate=0.5),
+        spot("z5", 2.4, rate=0.5),
+        on_demand(10.0),
+    ]
+    running = [
+        ObservedInstance(
+            id=f"i{k}",
+            pool=offers[0].pool.id,
+            market=offers[0].market,
+            accelerator="H100",
+            gpus=1,
+            price_per_hour=2.0,
+            launched_at=0.0,
+        )
+        for k in range(4)
+    ]
+    assert spares(spec, offers, running) == 2  # 4 nodes x 0.5/h x 1 h
     assert hedged(spec, 2).diversification.max_zone_share == 2 / 6
     d = decide(spec, offers, [], [], 0.0)
     counts: dict[str, int] = {}
     for launch in d.launches:
         counts[launch.pool] = counts.get(launch.pool, 0) + launch.count
-    assert sum(counts.values()) == 5 and max(counts.values()) <= 1   # nothing runs yet: one spare node
+    assert sum(counts.values()) == 5 and max(counts.values()) <= 1  # nothing runs yet: one spare node

@@ -80,7 +80,11 @@ def test_spec_hash_is_stable_and_sensitive():
         (MINIMAL + "budget: {max_per_hour: 0}\n", "budget.max_per_hour", "greater than 0"),
         (MINIMAL + "workload: {kind: batch}\n", "workload.kind", "'independent' or 'coupled'"),
         (MINIMAL + "checkpoint: {provider: dropbox}\n", "checkpoint.provider", "'s3'"),
-        (MINIMAL + "diversification: {max_pool_share: 1.5}\n", "diversification.max_pool_share", "less than or equal to 1"),
+        (
+            MINIMAL + "diversification: {max_pool_share: 1.5}\n",
+            "diversification.max_pool_share",
+            "less than or equal to 1",
+        ),
         (MINIMAL + "capacity_target: 3\n", "capacity_target", "unknown key"),
     ],
 )

@@ -31,8 +31,9 @@ def fleet(*args: str, timeout: float = 30, home: Path | None = None) -> subproce
     env.update(COLUMNS="200", NO_COLOR="1")
     if home is not None:
         env["SPOTFLEET_HOME"] = str(home)
-    return subprocess.run([FLEET_BIN, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env=env)
+    return subprocess.run(
+        [FLEET_BIN, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
@@ -58,6 +59,7 @@ def bomb(levels: int = 9) -> str:
 
 
 # ---- alias bombs, nesting, duplicate keys ---------------------------------------------------
+
 
 def test_an_alias_bomb_in_a_legal_field_is_refused_before_validation(tmp_path):
     text = bomb() + MINIMAL + f"node:\n  env: *l{8}\n"
@@ -95,12 +97,15 @@ def test_a_thousand_bad_items_list_twenty_and_count_the_rest():
     assert len(info.value.problems) == 21 and "980 more" in info.value.problems[-1][1]
 
 
-@pytest.mark.parametrize("text, key, lines", [
-    (MINIMAL + "name: other\n", "'name'", "lines 1 and 6"),
-    (MINIMAL + "capacity:\n  gpus: 64\n  accelerators: [H100]\n", "'capacity'", "lines 3 and 6"),
-    (MINIMAL.replace("gpus: 8", "gpus: 8\n  gpus: 64"), "'gpus'", "lines 4 and 5"),
-    ("{name: a, name: b}\n", "'name'", "twice on line 1"),
-])
+@pytest.mark.parametrize(
+    "text, key, lines",
+    [
+        (MINIMAL + "name: other\n", "'name'", "lines 1 and 6"),
+        (MINIMAL + "capacity:\n  gpus: 64\n  accelerators: [H100]\n", "'capacity'", "lines 3 and 6"),
+        (MINIMAL.replace("gpus: 8", "gpus: 8\n  gpus: 64"), "'gpus'", "lines 4 and 5"),
+        ("{name: a, name: b}\n", "'name'", "twice on line 1"),
+    ],
+)
 def test_duplicate_keys_are_refused_naming_both_lines(text, key, lines):
     with pytest.raises(SpecError) as info:
         parse_spec(text)
@@ -108,18 +113,22 @@ def test_duplicate_keys_are_refused_naming_both_lines(text, key, lines):
 
 
 def test_merge_keys_may_override_what_they_merge():
-    spec = parse_spec(MINIMAL + "providers:\n  aws: &p {regions: [us-east-1], spot: false}\n"
-                      "  gcp:\n    <<: *p\n    spot: true\n")
+    spec = parse_spec(
+        MINIMAL + "providers:\n  aws: &p {regions: [us-east-1], spot: false}\n  gcp:\n    <<: *p\n    spot: true\n"
+    )
     assert spec.providers["gcp"].spot is True and spec.providers["gcp"].regions == ["us-east-1"]
 
 
 def test_duplicate_keys_never_reach_up(tmp_path):
-    one_line_error(fleet("up", str(spec_file(tmp_path, MINIMAL + "name: other\n")), "--yes", home=tmp_path / "home"),
-                   "duplicate key 'name'")
+    one_line_error(
+        fleet("up", str(spec_file(tmp_path, MINIMAL + "name: other\n")), "--yes", home=tmp_path / "home"),
+        "duplicate key 'name'",
+    )
     assert not (tmp_path / "home" / "state.db").exists()
 
 
 # ---- what is read -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("command", [["spec", "check"], ["plan"], ["up", "--yes"]])
 def test_a_fifo_is_refused_without_blocking(tmp_path, command):
@@ -169,24 +178,73 @@ def test_an_endless_writer_cannot_make_load_spec_grow(tmp_path):
 
 # ---- property: SpecError or a valid spec, never another exception -----------------------------
 
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20),
-                    st.sampled_from(["H100", "aws", "local", "spot", "us-east-1", "-1", "1e400", "~", ".nan"]))
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12) | st.sampled_from(
-        ["name", "capacity", "gpus", "accelerators", "providers", "node", "env", "regions", "budget"]), inner,
-        max_size=4)), max_leaves=20)
-FIELDS = st.fixed_dictionaries({}, optional={
-    "name": st.one_of(st.sampled_from(["quickstart", "a", "ok-fleet"]), VALUES),
-    "backend": st.one_of(st.sampled_from(["local", "cloud"]), VALUES),
-    "capacity": st.one_of(st.fixed_dictionaries({"gpus": st.one_of(st.integers(-5, 200), VALUES),
-                                                 "accelerators": st.one_of(st.just(["H100"]), VALUES)}), VALUES),
-    "providers": VALUES, "budget": VALUES, "node": VALUES, "diversification": VALUES, "workload": VALUES,
-    "checkpoint": VALUES, "strategy": VALUES, "local": VALUES})
-HOSTILE = st.sampled_from([
-    bomb(4), "&a [*a]", "[" * 300, "{" * 50 + "}" * 50, "a: !!python/object:os.system x", "- !!binary ###",
-    "name: 1\nname: 2", "? [a, b]\n: c", "x: " + "9" * 5000, "a: &x 1\nb: *y", "%YAML 9.9\n---\na", "\x00", "\ufeff:",
-    "!!set {a, b}", "<<: [1, 2]", "a: !!timestamp 2020-99-99", "key: '\\x'", '"\\ud800"', "---\n---\n",
-])
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.sampled_from(["H100", "aws", "local", "spot", "us-east-1", "-1", "1e400", "~", ".nan"]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(
+            st.text(max_size=12)
+            | st.sampled_from(
+                ["name", "capacity", "gpus", "accelerators", "providers", "node", "env", "regions", "budget"]
+            ),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=20,
+)
+FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.one_of(st.sampled_from(["quickstart", "a", "ok-fleet"]), VALUES),
+        "backend": st.one_of(st.sampled_from(["local", "cloud"]), VALUES),
+        "capacity": st.one_of(
+            st.fixed_dictionaries(
+                {"gpus": st.one_of(st.integers(-5, 200), VALUES), "accelerators": st.one_of(st.just(["H100"]), VALUES)}
+            ),
+            VALUES,
+        ),
+        "providers": VALUES,
+        "budget": VALUES,
+        "node": VALUES,
+        "diversification": VALUES,
+        "workload": VALUES,
+        "checkpoint": VALUES,
+        "strategy": VALUES,
+        "local": VALUES,
+    },
+)
+HOSTILE = st.sampled_from(
+    [
+        bomb(4),
+        "&a [*a]",
+        "[" * 300,
+        "{" * 50 + "}" * 50,
+        "a: !!python/object:os.system x",
+        "- !!binary ###",
+        "name: 1\nname: 2",
+        "? [a, b]\n: c",
+        "x: " + "9" * 5000,
+        "a: &x 1\nb: *y",
+        "%YAML 9.9\n---\na",
+        "\x00",
+        "\ufeff:",
+        "!!set {a, b}",
+        "<<: [1, 2]",
+        "a: !!timestamp 2020-99-99",
+        "key: '\\x'",
+        '"\\ud800"',
+        "---\n---\n",
+    ]
+)
 
 
 def assert_spec_or_spec_error(text: str) -> None:
@@ -205,16 +263,24 @@ def test_random_specs_give_a_spec_error_or_a_valid_spec(fields):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(st.text(max_size=200), st.lists(st.one_of(HOSTILE, st.text(max_size=30)), max_size=4).map("\n".join),
-                 st.builds(lambda a, b: MINIMAL[:a] + b + MINIMAL[a:], st.integers(0, len(MINIMAL)), HOSTILE)))
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.lists(st.one_of(HOSTILE, st.text(max_size=30)), max_size=4).map("\n".join),
+        st.builds(lambda a, b: MINIMAL[:a] + b + MINIMAL[a:], st.integers(0, len(MINIMAL)), HOSTILE),
+    )
+)
 def test_hostile_text_gives_a_spec_error_or_a_valid_spec(text):
     assert_spec_or_spec_error(text)
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.binary(max_size=300)
-       | st.one_of(HOSTILE, st.text(max_size=100)).map(lambda t: t.encode("utf-8", "surrogatepass")))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.binary(max_size=300)
+    | st.one_of(HOSTILE, st.text(max_size=100)).map(lambda t: t.encode("utf-8", "surrogatepass"))
+)
 def test_hostile_bytes_through_load_spec(tmp_path, raw):
     path = tmp_path / "prop.yaml"
     path.write_bytes(raw)
@@ -230,8 +296,9 @@ def test_hostile_text_through_the_cli_is_exit_2(tmp_path, text):
     one_line_error(fleet("spec", "check", str(spec_file(tmp_path, raw))))
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.one_of(FIELDS.map(lambda f: yaml.safe_dump(f, allow_unicode=True)), HOSTILE, st.text(max_size=100)))
 def test_random_specs_through_the_cli_exit_0_or_2(tmp_path, text):
     from click.testing import CliRunner

@@ -21,7 +21,7 @@ BASE = "name: ab\ncapacity: {gpus: 8, accelerators: [H100]}\n"
 
 
 def validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads(CliRunner().invoke(cli, ["spec", "schema"]).output)   # what the user's editor reads
+    schema = json.loads(CliRunner().invoke(cli, ["spec", "schema"]).output)  # what the user's editor reads
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 
@@ -32,13 +32,20 @@ def test_there_are_examples_to_check():
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_every_shipped_example_validates_against_the_schema(path: Path):
-    load_spec(path)                                                  # the spec is valid ...
+    load_spec(path)  # the spec is valid ...
     errors = [f"{list(e.path)}: {e.message}" for e in validator().iter_errors(yaml.safe_load(path.read_text()))]
-    assert errors == []                                              # ... and the schema says so too
+    assert errors == []  # ... and the schema says so too
 
 
-@pytest.mark.parametrize("extra", ["providers: [aws, gcp]", "providers: []", "providers: {aws: , gcp: {spot: false}}",
-                                   "capacity: {gpus: 8, accelerators: {H100: 1.0, H200: 1.3}}"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "providers: [aws, gcp]",
+        "providers: []",
+        "providers: {aws: , gcp: {spot: false}}",
+        "capacity: {gpus: 8, accelerators: {H100: 1.0, H200: 1.3}}",
+    ],
+)
 def test_documented_shorthands_validate_as_the_loader_takes_them(extra: str):
     text = BASE + extra if not extra.startswith("capacity") else "name: ab\n" + extra
     parse_spec(text)

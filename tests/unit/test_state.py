@@ -49,15 +49,28 @@ def test_launch_sequence_numbers_and_tokens_are_recorded_before_the_call(store):
     second = store.begin_launch("demo", "plan1", POOL.id, 2, lambda seq: f"tok-{seq}")
     other = store.begin_launch("demo", "plan2", POOL.id, 2, lambda seq: f"other-{seq}")
     assert (first.seq, second.seq, other.seq) == (1, 2, 1)
-    assert [launch.token for launch in store.launches("demo", status=LaunchStatus.REQUESTED)] == ["tok-1", "tok-2", "other-1"]
+    assert [launch.token for launch in store.launches("demo", status=LaunchStatus.REQUESTED)] == [
+        "tok-1",
+        "tok-2",
+        "other-1",
+    ]
     store.finish_launch(first.id, status=LaunchStatus.DONE, launched=3, error_kind="capacity", error_message="x")
     done = store.launches("demo", status=LaunchStatus.DONE)
-    assert [(launch.launched, launch.error_kind, launch.finished_at is not None) for launch in done] == [(3, "capacity", True)]
+    assert [(launch.launched, launch.error_kind, launch.finished_at is not None) for launch in done] == [
+        (3, "capacity", True)
+    ]
 
 
 def test_instances_are_recorded_once_and_ended_once(store):
-    assert store.record_instances("demo", [running_instance("i-1", plan="p9"), running_instance("i-2")],
-                                  on_demand_prices={POOL.id: 98.0}, plan_id="p1") == 2
+    assert (
+        store.record_instances(
+            "demo",
+            [running_instance("i-1", plan="p9"), running_instance("i-2")],
+            on_demand_prices={POOL.id: 98.0},
+            plan_id="p1",
+        )
+        == 2
+    )
     assert store.record_instances("demo", [running_instance("i-1"), running_instance("i-3")]) == 1
     store.end_instances("demo", {"i-1": (2000.0, EventKind.PREEMPTED)})
     store.end_instances("demo", {"i-1": (3000.0, EventKind.TERMINATED)})
@@ -71,13 +84,18 @@ def test_instances_are_recorded_once_and_ended_once(store):
 def test_billed_rates_are_recorded_beside_the_planned_price_and_replaced_by_a_later_reading(store):
     store.record_instances("demo", [running_instance("i-1"), running_instance("i-2")])
     assert [(r.billed_per_hour, r.billed_source, r.rental) for r in store.instances("demo")] == [(None, "", "")] * 2
-    store.record_billed("demo", {"i-1": BilledRate(per_hour=33.5, source="spot-history", rental="spot"),
-                                 "i-9": BilledRate(per_hour=1.0, source="instance")})     # not recorded: ignored
+    store.record_billed(
+        "demo",
+        {
+            "i-1": BilledRate(per_hour=33.5, source="spot-history", rental="spot"),
+            "i-9": BilledRate(per_hour=1.0, source="instance"),
+        },
+    )  # not recorded: ignored
     store.record_billed("other", {"i-2": BilledRate(per_hour=7.0, source="instance")})  # another fleet's id
     store.record_billed("demo", {"i-1": BilledRate(per_hour=34.0, source="spot-history\x1b[2J", rental="spot")})
     rows = {r.id: r for r in store.instances("demo")}
     assert (rows["i-1"].price_per_hour, rows["i-1"].billed_per_hour, rows["i-1"].rental) == (30.0, 34.0, "spot")
-    assert "\x1b" not in rows["i-1"].billed_source          # provider text is stored made safe
+    assert "\x1b" not in rows["i-1"].billed_source  # provider text is stored made safe
     assert rows["i-2"].billed_per_hour is None
 
 
@@ -85,17 +103,25 @@ def test_a_v1_store_migrates_to_billed_columns_keeping_its_instances(state_url, 
     from fleet.state.migrations import postgres as pg_migrations
 
     table = pg_migrations.MIGRATIONS if state_url.startswith("postgresql") else state_db.MIGRATIONS
-    with monkeypatch.context() as m:          # a store as spotfleet v1 wrote it
+    with monkeypatch.context() as m:  # a store as spotfleet v1 wrote it
         m.delitem(table, 2)
         s = open_store(state_url)
-        s._exec("INSERT INTO instances (fleet, id, pool, market, accelerator, gpus, price_per_hour, launched_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ("demo", "i-old", POOL.id, "spot", "H100", 8, 30.0, 1000.0))
+        s._exec(
+            "INSERT INTO instances (fleet, id, pool, market, accelerator, gpus, price_per_hour, launched_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            ("demo", "i-old", POOL.id, "spot", "H100", 8, 30.0, 1000.0),
+        )
         s.close()
     s = open_store(state_url)
     try:
         (old,) = s.instances("demo")
-        assert (old.id, old.price_per_hour, old.billed_per_hour, old.billed_source, old.rental) == \
-            ("i-old", 30.0, None, "", "")
+        assert (old.id, old.price_per_hour, old.billed_per_hour, old.billed_source, old.rental) == (
+            "i-old",
+            30.0,
+            None,
+            "",
+            "",
+        )
         s.record_billed("demo", {"i-old": BilledRate(per_hour=31.0, source="spot-history", rental="spot")})
         assert s.instances("demo")[0].billed_per_hour == 31.0
         assert state_db.latest_version() == max(pg_migrations.MIGRATIONS) == 2
@@ -126,12 +152,26 @@ def test_plans_round_trip_and_applied_flag(store, tmp_path):
 
     def plan(count: int) -> Plan:
         offer = Offer(pool=POOL, accelerator="H100", gpus=8, price_per_hour=30.0, on_demand_price=98.0)
-        totals = PlanTotals(gpus=8 * count, weighted_gpus=8.0 * count, target_weighted_gpus=16, on_demand_weighted_gpus=0,
-                            price_per_hour=30.0 * count, true_cost_per_hour=31.0 * count,
-                            true_cost_per_weighted_gpu_hour=3.9, expected_interruptions_per_day=0.5)
-        return Plan(fleet="demo", spec_hash="h", strategy="s", totals=totals,
-                    allocations=(Allocation(offer=offer, count=count, weighted_gpus=8.0 * count,
-                                            true_cost_per_hour=31.0 * count),))
+        totals = PlanTotals(
+            gpus=8 * count,
+            weighted_gpus=8.0 * count,
+            target_weighted_gpus=16,
+            on_demand_weighted_gpus=0,
+            price_per_hour=30.0 * count,
+            true_cost_per_hour=31.0 * count,
+            true_cost_per_weighted_gpu_hour=3.9,
+            expected_interruptions_per_day=0.5,
+        )
+        return Plan(
+            fleet="demo",
+            spec_hash="h",
+            strategy="s",
+            totals=totals,
+            allocations=(
+                Allocation(offer=offer, count=count, weighted_gpus=8.0 * count, true_cost_per_hour=31.0 * count),
+            ),
+        )
+
     one, two = plan(1), plan(2)
     store.save_plan(one)
     store.save_plan(two)
@@ -147,7 +187,9 @@ def test_blocks_keep_the_longer_deadline(store):
     store.block("aws/us-east-1", until=50.0, reason="quota again")
     store.block(POOL.id, until=10.0, reason="capacity")
     assert [(b.prefix, b.until, b.provider) for b in store.blocks()] == [
-        ("aws/us-east-1", 100.0, "aws"), (POOL.id, 10.0, "aws")]
+        ("aws/us-east-1", 100.0, "aws"),
+        (POOL.id, 10.0, "aws"),
+    ]
     store.unblock([POOL.id])
     assert [b.prefix for b in store.blocks()] == ["aws/us-east-1"]
 
@@ -157,6 +199,7 @@ def test_concurrent_writers_from_threads(store):
         for k in range(20):
             store.record_event("demo", EventKind.LAUNCHED, instance_id=f"{n}-{k}")
             store.begin_launch("demo", "p", f"pool-{n}", 1, lambda seq, n=n: f"t-{n}-{seq}")
+
     threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
@@ -167,6 +210,7 @@ def test_concurrent_writers_from_threads(store):
 
 
 # ---- files: missing, corrupt, foreign, migrations -------------------------------------
+
 
 def test_missing_store_without_create_points_to_repair(tmp_path):
     with pytest.raises(StateError, match=r"no state store at .*fleet up SPEC.*fleet repair"):
@@ -188,7 +232,7 @@ def test_truncated_store_is_a_clear_error(tmp_path):
         s.record_event("demo", EventKind.LAUNCHED, instance_id=f"i-{n}", detail={"pad": "x" * 200})
     s.close()
     data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 3] + b"\0" * 100)
+    path.write_bytes(data[: len(data) // 3] + b"\0" * 100)
     with pytest.raises(StateError, match="fleet repair"):
         s = open_store(str(path))
         s.events("demo")
@@ -231,10 +275,14 @@ def test_a_v2_step_migrates_existing_stores_and_keeps_data(tmp_path, monkeypatch
     s.save_fleet("demo", status="up", spec_json="{}", spec_hash="h")
     s.close()
     nxt = state_db.latest_version() + 1
-    monkeypatch.setitem(state_db.MIGRATIONS, nxt, (
-        "ALTER TABLE fleets ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
-        lambda conn: conn.execute("UPDATE fleets SET owner = 'team-a'"),
-    ))
+    monkeypatch.setitem(
+        state_db.MIGRATIONS,
+        nxt,
+        (
+            "ALTER TABLE fleets ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+            lambda conn: conn.execute("UPDATE fleets SET owner = 'team-a'"),
+        ),
+    )
     s = open_store(str(path))
     assert s.get_fleet("demo").status == "up"
     s.close()
@@ -312,20 +360,27 @@ def test_lock_is_per_fleet_and_reentrant_for_its_owner(tmp_path, store):
 
 
 def _can_unshare_pid() -> bool:
-    return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "true"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "true"], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(not _can_unshare_pid(), reason="needs PID namespaces (unshare --pid)")
 def test_a_holder_in_another_pid_namespace_keeps_its_lock(store):
     """A rebalancer in a container (own PID namespace, same hostname, shared state) is alive
     though this namespace's /proc has no such process (or another one under its pid)."""
-    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
-                             sys.executable, "-c", HOLDER, store.url, "600"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-c", HOLDER, store.url, "600"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
         held = store.lock_holder("demo")
-        assert held is not None and held.pid == 1          # pid 1 in its namespace: our init here
+        assert held is not None and held.pid == 1  # pid 1 in its namespace: our init here
         with pytest.raises(FleetLockedError, match=r"fleet 'demo' is busy: `fleet up` \(pid 1 on "):
             with store.lock("demo", "rebalance"):
                 pass
@@ -346,8 +401,7 @@ HEARTBEAT_HOLDER = textwrap.dedent("""
 
 
 def test_a_holder_renews_its_lease_with_a_heartbeat(store):
-    proc = subprocess.Popen([sys.executable, "-c", HEARTBEAT_HOLDER, store.url, "2"], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([sys.executable, "-c", HEARTBEAT_HOLDER, store.url, "2"], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
         first = store.lock_holder("demo")
@@ -359,20 +413,20 @@ def test_a_holder_renews_its_lease_with_a_heartbeat(store):
     finally:
         proc.kill()
         proc.wait()
-    with store.lock("demo", "down") as info:           # a dead holder in this namespace: taken at once
+    with store.lock("demo", "down") as info:  # a dead holder in this namespace: taken at once
         assert info.command == "down"
 
 
 def test_a_lock_taken_over_after_expiry_stops_its_old_holder(tmp_path, store):
     store.acquire_lock("demo", "up", ttl=0.05)
     time.sleep(0.1)
-    proc = _holder(store.url, ttl=600)     # takes the expired lock over
+    proc = _holder(store.url, ttl=600)  # takes the expired lock over
     try:
         with pytest.raises(FleetLockedError, match=rf"lock expired and `fleet up` \(pid {proc.pid} on "):
             store.refresh_lock("demo")
-        store.release_lock("demo")                      # releasing never frees someone else's lock
+        store.release_lock("demo")  # releasing never frees someone else's lock
         assert store.lock_holder("demo").pid == proc.pid
     finally:
         proc.kill()
         proc.wait()
-    store.refresh_lock("other")                         # nobody holds it: nothing to extend, no error
+    store.refresh_lock("other")  # nobody holds it: nothing to extend, no error

@@ -44,7 +44,7 @@ def read_only(folder: Path) -> Iterator[None]:
             pytest.skip("cannot remount read-only here")
         yield
     finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)   # lazy: a failed open may hold a file
+        subprocess.run(["umount", "-l", str(folder)], check=True)  # lazy: a failed open may hold a file
 
 
 @pytest.fixture
@@ -62,23 +62,30 @@ def poke(path: Path, sql: str, *args: object) -> None:
         assert conn.execute(sql, args).rowcount >= 1
 
 
-@pytest.mark.parametrize("sql, read, table", [
-    ("UPDATE instances SET gpus = 'eight' WHERE id = 'i-2'", lambda s: s.instances("demo"), "instances"),
-    ("UPDATE instances SET ended_at = x'00ff' WHERE id = 'i-1'", lambda s: s.instances("demo"), "instances"),
-    ("UPDATE events SET detail = '{' ", lambda s: s.events("demo"), "events"),
-    ("UPDATE events SET detail = '[1]' ", lambda s: s.events("demo"), "events"),
-    ("UPDATE fleets SET spec_json = 'not json'", lambda s: s.get_fleet("demo"), "fleets"),
-    ("UPDATE fleets SET updated_at = 'later'", lambda s: s.list_fleets(), "fleets"),
-    ("INSERT INTO plans VALUES ('demo', 'p1', '{\"fleet\": 1}', 1.0, 2.0)", lambda s: s.latest_plan("demo"), "plans"),
-    ("INSERT INTO blocked_pools VALUES ('aws', 'soon', 'r', 1.0)", lambda s: s.blocks(), "blocked_pools"),
-])
+@pytest.mark.parametrize(
+    "sql, read, table",
+    [
+        ("UPDATE instances SET gpus = 'eight' WHERE id = 'i-2'", lambda s: s.instances("demo"), "instances"),
+        ("UPDATE instances SET ended_at = x'00ff' WHERE id = 'i-1'", lambda s: s.instances("demo"), "instances"),
+        ("UPDATE events SET detail = '{' ", lambda s: s.events("demo"), "events"),
+        ("UPDATE events SET detail = '[1]' ", lambda s: s.events("demo"), "events"),
+        ("UPDATE fleets SET spec_json = 'not json'", lambda s: s.get_fleet("demo"), "fleets"),
+        ("UPDATE fleets SET updated_at = 'later'", lambda s: s.list_fleets(), "fleets"),
+        (
+            "INSERT INTO plans VALUES ('demo', 'p1', '{\"fleet\": 1}', 1.0, 2.0)",
+            lambda s: s.latest_plan("demo"),
+            "plans",
+        ),
+        ("INSERT INTO blocked_pools VALUES ('aws', 'soon', 'r', 1.0)", lambda s: s.blocks(), "blocked_pools"),
+    ],
+)
 def test_a_garbage_row_is_a_damaged_row_error_and_repair_drops_only_it(path, sql, read, table):
     poke(path, sql)
     store = open_store(str(path), create=False)
     with pytest.raises(DamagedRowError) as info:
         read(store)
     assert f"{table} row" in str(info.value) and "fleet repair" in str(info.value)
-    store.verify()   # the file itself is fine: repair must not move it aside
+    store.verify()  # the file itself is fine: repair must not move it aside
     (damage,) = store.damage()
     assert damage.table == table
     store.rebuild_rows([damage])
@@ -102,12 +109,19 @@ def test_tokens_never_repeat_after_the_store_is_lost(cloud, providers, pools, tm
     first_store = open_store(str(tmp_path / "one.db"))
     first = apply(plan, providers, first_store)
     for provider in {i.pool.provider for i in first.launched}:
-        terminate("demo", providers[provider], [i for i in first.launched if i.pool.provider == provider],
-                  first_store, reason="down")
-    second_store = open_store(str(tmp_path / "two.db"))   # the record is gone: sequence numbers restart
+        terminate(
+            "demo",
+            providers[provider],
+            [i for i in first.launched if i.pool.provider == provider],
+            first_store,
+            reason="down",
+        )
+    second_store = open_store(str(tmp_path / "two.db"))  # the record is gone: sequence numbers restart
     second = apply(plan, providers, second_store)
     assert second.ok and len(second.launched) == 3 and alive(cloud) == plan.counts()
-    assert not {launch.token for launch in first_store.launches("demo")} & {launch.token for launch in second_store.launches("demo")}
+    assert not {launch.token for launch in first_store.launches("demo")} & {
+        launch.token for launch in second_store.launches("demo")
+    }
 
 
 def test_the_store_and_a_folder_it_creates_are_private(tmp_path):
@@ -161,6 +175,7 @@ def test_a_corrupt_local_cloud_says_reset_deletes_every_instance(tmp_path):
 
 # ---- links never carry a mode change outside the state folder ---------------------------
 
+
 def _victim(tmp_path: Path, name: str = "passwd") -> Path:
     victim = tmp_path / "elsewhere" / name
     victim.parent.mkdir(exist_ok=True)
@@ -192,7 +207,7 @@ def test_private_helpers_never_change_a_mode_through_a_link(tmp_path):
     (tmp_path / "home-link").symlink_to(folder)
     (tmp_path / "file-link").symlink_to(victim)
     hard = tmp_path / "hard"
-    os.link(victim, hard)                       # the same inode under a second name
+    os.link(victim, hard)  # the same inode under a second name
     private_dir(tmp_path / "home-link")
     private_file(tmp_path / "file-link")
     private_file(hard)

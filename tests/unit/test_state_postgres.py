@@ -64,11 +64,14 @@ def test_an_unreachable_server_is_one_clear_line_without_the_password(postgres_c
 def test_the_lock_of_a_holder_on_another_machine_holds_until_its_lease_ends(url):
     store = open_store(url)
     now = float(_sql(url, "SELECT extract(epoch from clock_timestamp())")[0][0])
-    _sql(url, "INSERT INTO locks VALUES (%s, %s, %s, %s, %s, %s, %s)",
-         ("demo", "build-7:4242:99", 4242, "build-7", "rebalance", now, now + 600))
+    _sql(
+        url,
+        "INSERT INTO locks VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        ("demo", "build-7:4242:99", 4242, "build-7", "rebalance", now, now + 600),
+    )
     with pytest.raises(FleetLockedError, match=r"`fleet rebalance` \(pid 4242 on build-7\)"):
         store.acquire_lock("demo", "up")
-    _sql(url, "UPDATE locks SET expires_at = %s", (now - 1,))     # its lease ran out: taken over
+    _sql(url, "UPDATE locks SET expires_at = %s", (now - 1,))  # its lease ran out: taken over
     with store.lock("demo", "up") as info:
         assert store.lock_holder("demo").owner == info.owner
     assert store.lock_holder("demo") is None

@@ -48,12 +48,18 @@ class ElasticSampler(DistributedSampler):
     pads a whole epoch.
     """
 
-    def __init__(self, dataset: Dataset, num_replicas: int | None = None, rank: int | None = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False):
-        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,
-                         drop_last=drop_last)
-        self.start = 0          # global samples of this epoch consumed before the current iteration
-        self.consumed = 0       # samples this rank consumed since (``advance``)
+    def __init__(
+        self,
+        dataset: Dataset,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ):
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        self.start = 0  # global samples of this epoch consumed before the current iteration
+        self.consumed = 0  # samples this rank consumed since (``advance``)
 
     @property
     def size(self) -> int:
@@ -84,28 +90,35 @@ class ElasticSampler(DistributedSampler):
         return torch.randperm(self.size, generator=g).tolist()
 
     def _rest(self) -> list[int]:
-        rest = self.order()[self.position:]
+        rest = self.order()[self.position :]
         if self.drop_last:
-            return rest[:len(rest) - len(rest) % self.num_replicas]
+            return rest[: len(rest) - len(rest) % self.num_replicas]
         pad = -len(rest) % self.num_replicas
         return rest + (rest * math.ceil(pad / len(rest)))[:pad] if rest and pad else rest
 
     def __iter__(self) -> Iterator[int]:
         rest = self._rest()
         self.start, self.consumed = self.position, 0
-        return iter(rest[self.rank::self.num_replicas])
+        return iter(rest[self.rank :: self.num_replicas])
 
     def __len__(self) -> int:
         return len(self._rest()) // self.num_replicas
 
     def state_dict(self) -> dict[str, Any]:
-        return {"size": self.size, "seed": self.seed, "shuffle": self.shuffle, "epoch": self.epoch,
-                "position": self.position}
+        return {
+            "size": self.size,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "epoch": self.epoch,
+            "position": self.position,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue at a saved position; raises ValueError when the dataset or the order changed."""
         for key in ("size", "seed", "shuffle"):
             if state[key] != getattr(self, key):
-                raise ValueError(f"the sampler position was saved with {key}={state[key]!r}, "
-                                 f"this run has {key}={getattr(self, key)!r}")
+                raise ValueError(
+                    f"the sampler position was saved with {key}={state[key]!r}, "
+                    f"this run has {key}={getattr(self, key)!r}"
+                )
         self.epoch, self.start, self.consumed = int(state["epoch"]), int(state["position"]), 0

@@ -72,8 +72,9 @@ class FleetTrainerCallback(TrainerCallback):
     Create it in the main thread (it installs the signal handlers; ``signals=()`` installs none).
     """
 
-    def __init__(self, mgr: CheckpointManager | None = None, *, keep_last: int = 3,
-                 signals: Iterable[int] = DEFAULT_SIGNALS):
+    def __init__(
+        self, mgr: CheckpointManager | None = None, *, keep_last: int = 3, signals: Iterable[int] = DEFAULT_SIGNALS
+    ):
         self.mgr = mgr if mgr is not None else CheckpointManager(keep_last=keep_last)
         signals = tuple(signals)
         self.stop: StopRequest | None = install_signal_handler(signals=signals) if signals else None
@@ -89,15 +90,18 @@ class FleetTrainerCallback(TrainerCallback):
         state, info = found
         files = state.get(FILES) if isinstance(state, dict) else None
         if not isinstance(files, dict) or not files:
-            raise CheckpointError(f"{self.mgr.uri}: step {info.step} is not a Trainer checkpoint "
-                                  "(saved by something else than FleetTrainerCallback)")
+            raise CheckpointError(
+                f"{self.mgr.uri}: step {info.step} is not a Trainer checkpoint "
+                "(saved by something else than FleetTrainerCallback)"
+            )
         folder = Path(output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{info.step}"
         write_folder(folder, files)
         log.info("%s: restored step %d into %s", self.mgr.uri, info.step, folder)
         return str(folder)
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    **kwargs: Any) -> TrainerControl:
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> TrainerControl:
         if self.stop:
             control.should_save = True
             control.should_training_stop = True
@@ -105,8 +109,9 @@ class FleetTrainerCallback(TrainerCallback):
             log.info("%s: interruption signal: saving step %d and stopping", self.mgr.uri, state.global_step)
         return control
 
-    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                **kwargs: Any) -> TrainerControl:
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> TrainerControl:
         if state.is_world_process_zero and state.global_step != self.last_step:
             folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             if not folder.is_dir():

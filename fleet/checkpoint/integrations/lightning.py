@@ -48,8 +48,9 @@ except ImportError:  # pragma: no cover - the unified package instead of pytorch
         import lightning.pytorch as pl  # type: ignore[no-redef]
         from lightning.pytorch.plugins import CheckpointIO, TorchCheckpointIO  # type: ignore[no-redef]
     except ImportError as _err:
-        raise ImportError("fleet.checkpoint.integrations.lightning needs PyTorch Lightning: "
-                          "pip install 'spotfleet[lightning]'") from _err
+        raise ImportError(
+            "fleet.checkpoint.integrations.lightning needs PyTorch Lightning: pip install 'spotfleet[lightning]'"
+        ) from _err
 
 from fleet.checkpoint.tensors import from_storable, to_storable  # noqa: E402  (needs torch)
 
@@ -89,8 +90,7 @@ class FleetCheckpointIO(CheckpointIO):
             self.mgr.save(state, step)
         self.last_step = step
 
-    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None
-                        ) -> dict[str, Any]:
+    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
         where = str(path)
         match = _STEP_PATH.match(where)
         if where == LATEST:
@@ -104,8 +104,10 @@ class FleetCheckpointIO(CheckpointIO):
                 raise CheckpointError(f"{self.mgr.uri}: no committed checkpoint at step {match.group(1)}")
             state = self.mgr.load(info)
         else:
-            raise CheckpointError(f"ckpt_path {where!r} is not a fleet checkpoint; use {LATEST!r} or "
-                                  "'fleet:step=N' (FleetCheckpoint.resume_path)")
+            raise CheckpointError(
+                f"ckpt_path {where!r} is not a fleet checkpoint; use {LATEST!r} or "
+                "'fleet:step=N' (FleetCheckpoint.resume_path)"
+            )
         log.info("%s: resuming from step %d", self.mgr.uri, info.step)
         self.last_step = info.step
         return from_storable(state, map_location if map_location is not None else "cpu")
@@ -125,8 +127,15 @@ class FleetCheckpoint(pl.Callback):
     the signal handlers; ``signals=()`` installs none).
     """
 
-    def __init__(self, mgr: CheckpointManager | None = None, *, every_n_train_steps: int = 0,
-                 keep_last: int = 3, background: bool = False, signals: Iterable[int] = DEFAULT_SIGNALS):
+    def __init__(
+        self,
+        mgr: CheckpointManager | None = None,
+        *,
+        every_n_train_steps: int = 0,
+        keep_last: int = 3,
+        background: bool = False,
+        signals: Iterable[int] = DEFAULT_SIGNALS,
+    ):
         if every_n_train_steps < 0:
             raise CheckpointError(f"every_n_train_steps must be >= 0, got {every_n_train_steps!r}")
         self.mgr = mgr if mgr is not None else CheckpointManager(keep_last=keep_last)
@@ -142,27 +151,30 @@ class FleetCheckpoint(pl.Callback):
         return LATEST if self.mgr.latest() is not None else None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        current = trainer.strategy._checkpoint_io     # None until something asks for the default
+        current = trainer.strategy._checkpoint_io  # None until something asks for the default
         if current is not None and current is not self.io and type(current) is not TorchCheckpointIO:
-            raise CheckpointError(f"FleetCheckpoint saves through its own CheckpointIO; remove the "
-                                  f"{type(current).__name__} plugin from the Trainer")
+            raise CheckpointError(
+                f"FleetCheckpoint saves through its own CheckpointIO; remove the "
+                f"{type(current).__name__} plugin from the Trainer"
+            )
         trainer.strategy.checkpoint_io = self.io
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any,
-                           batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         signalled = bool(self.stop) or trainer.received_sigterm
         stopping = trainer.strategy.reduce_boolean_decision(signalled, all=False)
         step = trainer.global_step
         if stopping or (self.every and step % self.every == 0):
             trainer.save_checkpoint(step_path(step))
         if stopping:
-            self.mgr.wait()                     # committed before the agent's deadline, not behind it
+            self.mgr.wait()  # committed before the agent's deadline, not behind it
             self.notice_step = step
             trainer.should_stop = True
             log.info("%s: interruption signal: saved step %d, stopping", self.mgr.uri, step)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        trainer.save_checkpoint(step_path(trainer.global_step))     # the finished state (a no-op if just saved)
+        trainer.save_checkpoint(step_path(trainer.global_step))  # the finished state (a no-op if just saved)
         self.mgr.wait()
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:

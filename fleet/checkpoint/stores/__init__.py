@@ -28,8 +28,9 @@ _BACKENDS = {
 SCHEMES = "file:///dir, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"
 
 
-def open_store(uri: str, *, env: Mapping[str, str] | None = None,
-               transfer: TransferSettings | None = None) -> ObjectStore:
+def open_store(
+    uri: str, *, env: Mapping[str, str] | None = None, transfer: TransferSettings | None = None
+) -> ObjectStore:
     """The store for ``uri``; endpoints and credentials are read from ``env`` (default ``os.environ``).
 
     Raises :class:`CheckpointError` for an unknown scheme, a URI without a bucket, or a missing SDK
@@ -59,7 +60,8 @@ def open_store(uri: str, *, env: Mapping[str, str] | None = None,
         module = importlib.import_module(module_name)
     except ImportError as err:
         if (err.name or "").startswith("fleet"):
-            raise                                  # our own bug, not a missing SDK
-        raise CheckpointError(f"{uri}: {scheme}:// checkpoints need {dist} ({err.name} is missing): "
-                              f"pip install 'spotfleet[{extra}]'") from err
+            raise  # our own bug, not a missing SDK
+        raise CheckpointError(
+            f"{uri}: {scheme}:// checkpoints need {dist} ({err.name} is missing): pip install 'spotfleet[{extra}]'"
+        ) from err
     return getattr(module, class_name)(parsed.netloc, parsed.path, env, transfer)

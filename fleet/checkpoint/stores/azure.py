@@ -56,8 +56,9 @@ def _credential(env: Mapping[str, str]) -> Any:
     try:
         from azure.identity import DefaultAzureCredential
     except ImportError as err:
-        raise CheckpointError("az://container@account checkpoints sign in with azure-identity: "
-                              "pip install 'spotfleet[azure]'") from err
+        raise CheckpointError(
+            "az://container@account checkpoints sign in with azure-identity: pip install 'spotfleet[azure]'"
+        ) from err
     client_id = env.get("AZURE_CLIENT_ID") or None
     return DefaultAzureCredential(managed_identity_client_id=client_id)
 
@@ -65,16 +66,21 @@ def _credential(env: Mapping[str, str]) -> Any:
 class AzureStore:
     """Checkpoints under ``az://container[@account]/prefix``."""
 
-    def __init__(self, container: str, prefix: str, env: Mapping[str, str],
-                 transfer: TransferSettings = TransferSettings()):
+    def __init__(
+        self, container: str, prefix: str, env: Mapping[str, str], transfer: TransferSettings = TransferSettings()
+    ):
         self.prefix = prefix.strip("/")
         self.uri = f"az://{container}/{self.prefix}".rstrip("/")
         self.transfer = transfer
         container, _, named = container.partition("@")
         conn = env.get(CONNECTION_ENV, "")
         account = named or ("" if conn else env.get(ACCOUNT_ENV, ""))
-        sizes = dict(max_single_put_size=transfer.part_size, max_block_size=transfer.part_size,
-                     max_single_get_size=transfer.part_size, max_chunk_get_size=transfer.part_size)
+        sizes = dict(
+            max_single_put_size=transfer.part_size,
+            max_block_size=transfer.part_size,
+            max_single_get_size=transfer.part_size,
+            max_chunk_get_size=transfer.part_size,
+        )
         if conn and (not account or _conn_account(conn) == account.lower()):
             try:
                 service = BlobServiceClient.from_connection_string(conn, **sizes)
@@ -83,8 +89,10 @@ class AzureStore:
         elif account:
             service = BlobServiceClient(account_url(account, env), credential=_credential(env), **sizes)
         else:
-            raise CheckpointError(f"{self.uri}: az:// checkpoints need the storage account: use "
-                                  f"az://container@account/prefix, or set {CONNECTION_ENV} or {ACCOUNT_ENV}")
+            raise CheckpointError(
+                f"{self.uri}: az:// checkpoints need the storage account: use "
+                f"az://container@account/prefix, or set {CONNECTION_ENV} or {ACCOUNT_ENV}"
+            )
         self.container = service.get_container_client(container)
         self.service = service
 
@@ -94,8 +102,10 @@ class AzureStore:
             yield
         except ResourceNotFoundError as err:
             if getattr(err, "error_code", "") == "ContainerNotFound":
-                raise CheckpointError(f"{self.uri}: container does not exist; create it (fleet up "
-                                      "creates the fleet's container) or fix the URI") from err
+                raise CheckpointError(
+                    f"{self.uri}: container does not exist; create it (fleet up "
+                    "creates the fleet's container) or fix the URI"
+                ) from err
             raise
         except ResourceExistsError:
             raise
@@ -105,8 +115,13 @@ class AzureStore:
 
     def upload(self, key: str, payload: Payload) -> None:
         with self._errors("upload", key):
-            self.container.upload_blob(join(self.prefix, key), payload.reader(), length=payload.size,
-                                       overwrite=True, max_concurrency=self.transfer.concurrency)
+            self.container.upload_blob(
+                join(self.prefix, key),
+                payload.reader(),
+                length=payload.size,
+                overwrite=True,
+                max_concurrency=self.transfer.concurrency,
+            )
 
     def create(self, key: str, data: bytes) -> bool:
         try:
@@ -126,8 +141,7 @@ class AzureStore:
     def download(self, key: str, size: int, into: Any = None) -> Any:
         try:
             with self._errors("download", key):
-                stream = self.container.download_blob(join(self.prefix, key),
-                                                      max_concurrency=self.transfer.concurrency)
+                stream = self.container.download_blob(join(self.prefix, key), max_concurrency=self.transfer.concurrency)
                 return download_sized(key, size, stream.size, stream.readinto, into)
         except ResourceNotFoundError:
             return None
@@ -156,14 +170,26 @@ class AzureStore:
             credential = self.service.credential
             account_key = getattr(credential, "account_key", None)
             if account_key:
-                sas = generate_blob_sas(blob.account_name, self.container.container_name, name,
-                                        account_key=account_key, permission=BlobSasPermissions(read=True),
-                                        expiry=expiry, start=start)
+                sas = generate_blob_sas(
+                    blob.account_name,
+                    self.container.container_name,
+                    name,
+                    account_key=account_key,
+                    permission=BlobSasPermissions(read=True),
+                    expiry=expiry,
+                    start=start,
+                )
             else:
                 delegation = self.service.get_user_delegation_key(start, expiry)
-                sas = generate_blob_sas(blob.account_name, self.container.container_name, name,
-                                        user_delegation_key=delegation, permission=BlobSasPermissions(read=True),
-                                        expiry=expiry, start=start)
+                sas = generate_blob_sas(
+                    blob.account_name,
+                    self.container.container_name,
+                    name,
+                    user_delegation_key=delegation,
+                    permission=BlobSasPermissions(read=True),
+                    expiry=expiry,
+                    start=start,
+                )
         return f"{blob.url}?{sas}"
 
     def delete(self, key: str) -> None:

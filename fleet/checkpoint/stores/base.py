@@ -72,11 +72,10 @@ def join(prefix: str, key: str) -> str:
 
 def relative(prefix: str, full: str) -> str:
     prefix = prefix.strip("/")
-    return full[len(prefix) + 1:] if prefix else full
+    return full[len(prefix) + 1 :] if prefix else full
 
 
-def download_sized(key: str, size: int, actual: int | None, fetch: Callable[[Any], Any],
-                   into: Any = None) -> Any:
+def download_sized(key: str, size: int, actual: int | None, fetch: Callable[[Any], Any], into: Any = None) -> Any:
     """``fetch`` an object of ``actual`` stored bytes into ``into`` (default a fresh buffer, which
     is returned), if it has the expected ``size``.
 

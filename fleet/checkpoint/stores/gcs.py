@@ -29,15 +29,16 @@ from fleet.checkpoint.errors import CheckpointError
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import TransferSettings, download_sized, join, relative
 
-_MAX_COMPONENTS = 32          # GCS compose limit per request
-_CHUNK_GRANULE = 256 * 1024   # resumable chunk sizes must be multiples of 256 KiB
+_MAX_COMPONENTS = 32  # GCS compose limit per request
+_CHUNK_GRANULE = 256 * 1024  # resumable chunk sizes must be multiples of 256 KiB
 
 
 class GCSStore:
     """Checkpoints under ``gs://bucket/prefix``."""
 
-    def __init__(self, bucket: str, prefix: str, env: Mapping[str, str],
-                 transfer: TransferSettings = TransferSettings()):
+    def __init__(
+        self, bucket: str, prefix: str, env: Mapping[str, str], transfer: TransferSettings = TransferSettings()
+    ):
         self.prefix = prefix.strip("/")
         self.uri = f"gs://{bucket}/{self.prefix}".rstrip("/")
         self.transfer = transfer
@@ -45,8 +46,11 @@ class GCSStore:
         project = env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT")
         with self._errors("connect to", bucket):
             if host:
-                client = storage.Client(project=project or "emulator", credentials=AnonymousCredentials(),
-                                        client_options={"api_endpoint": host})
+                client = storage.Client(
+                    project=project or "emulator",
+                    credentials=AnonymousCredentials(),
+                    client_options={"api_endpoint": host},
+                )
             else:
                 client = storage.Client(project=project)
         self.bucket = client.bucket(bucket)
@@ -57,13 +61,14 @@ class GCSStore:
         try:
             yield
         except auth_exc.DefaultCredentialsError as err:
-            raise CheckpointError(f"{self.uri}: no Google credentials; run with a service account or "
-                                  "set GOOGLE_APPLICATION_CREDENTIALS") from err
+            raise CheckpointError(
+                f"{self.uri}: no Google credentials; run with a service account or set GOOGLE_APPLICATION_CREDENTIALS"
+            ) from err
         except gexc.NotFound as err:
-            raise CheckpointError(f"{self.uri}: cannot {op} {key}: not found (does the bucket "
-                                  "exist? fleet up creates the fleet's bucket)") from err
-        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, media.InvalidResponse,
-                requests.RequestException) as err:
+            raise CheckpointError(
+                f"{self.uri}: cannot {op} {key}: not found (does the bucket exist? fleet up creates the fleet's bucket)"
+            ) from err
+        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, media.InvalidResponse, requests.RequestException) as err:
             raise CheckpointError(f"{self.uri}: cannot {op} {key}: {err}") from err
 
     def _blob(self, key: str, chunk_size: int | None = None) -> storage.Blob:
@@ -136,16 +141,23 @@ class GCSStore:
         token with ``iam.serviceAccounts.signBlob`` (what a GCE VM's default credentials use)."""
         name = join(self.prefix, key)
         if self.emulator:
-            return (f"{self.emulator.rstrip('/')}/download/storage/v1/b/{self.bucket.name}/o/"
-                    f"{quote(name, safe='')}?alt=media")
+            return (
+                f"{self.emulator.rstrip('/')}/download/storage/v1/b/{self.bucket.name}/o/"
+                f"{quote(name, safe='')}?alt=media"
+            )
         with self._errors("sign a URL for", key):
             try:
-                return str(self._blob(key).generate_signed_url(version="v4", expiration=timedelta(seconds=seconds),
-                                                               method="GET"))
-            except AttributeError as err:       # user credentials (gcloud auth login) cannot sign
-                raise CheckpointError(f"{self.uri}: cannot sign a URL for {key}: these Google credentials "
-                                      "cannot sign; use a service account (GOOGLE_APPLICATION_CREDENTIALS="
-                                      "key.json)") from err
+                return str(
+                    self._blob(key).generate_signed_url(
+                        version="v4", expiration=timedelta(seconds=seconds), method="GET"
+                    )
+                )
+            except AttributeError as err:  # user credentials (gcloud auth login) cannot sign
+                raise CheckpointError(
+                    f"{self.uri}: cannot sign a URL for {key}: these Google credentials "
+                    "cannot sign; use a service account (GOOGLE_APPLICATION_CREDENTIALS="
+                    "key.json)"
+                ) from err
 
     def delete(self, key: str) -> None:
         try:

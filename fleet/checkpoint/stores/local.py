@@ -31,8 +31,11 @@ from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import MiB
 
 _BLOCK = 4 * MiB
-_OUT_OF_ROOM = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-                errno.EFBIG: "file size limit exceeded"}
+_OUT_OF_ROOM = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file size limit exceeded",
+}
 
 
 class LocalStore:
@@ -57,9 +60,11 @@ class LocalStore:
                 continue
             here = here / name
             if here.is_symlink():
-                raise CheckpointError(f"{self.uri}: {here.relative_to(self.root)}/ is a symbolic link (to "
-                                      f"{os.readlink(here)}); a checkpoint location never follows links out of "
-                                      "itself: make it a real folder")
+                raise CheckpointError(
+                    f"{self.uri}: {here.relative_to(self.root)}/ is a symbolic link (to "
+                    f"{os.readlink(here)}); a checkpoint location never follows links out of "
+                    "itself: make it a real folder"
+                )
 
     def upload(self, key: str, payload: Payload) -> None:
         final = self._path(key)
@@ -67,7 +72,7 @@ class LocalStore:
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             with _create_nofollow(tmp) as f:
-                for piece in payload.blocks(4 * _BLOCK):         # straight from the payload's buffers
+                for piece in payload.blocks(4 * _BLOCK):  # straight from the payload's buffers
                     write_all(f.fileno(), piece)
                 os.fsync(f.fileno())
             os.replace(tmp, final)
@@ -103,9 +108,11 @@ class LocalStore:
     def _write_error(self, key: str, err: OSError, size: int, op: str = "write") -> CheckpointError:
         """One line naming the resource that ran out (disk space, quota, file size) when one did."""
         if err.errno in _OUT_OF_ROOM:
-            return CheckpointError(f"{self.uri}: cannot {op} {key}: {_OUT_OF_ROOM[err.errno]} "
-                                   f"(the checkpoint needs {size} bytes; keeping N checkpoints needs room "
-                                   f"for N + 1 while saving)")
+            return CheckpointError(
+                f"{self.uri}: cannot {op} {key}: {_OUT_OF_ROOM[err.errno]} "
+                f"(the checkpoint needs {size} bytes; keeping N checkpoints needs room "
+                f"for N + 1 while saving)"
+            )
         return CheckpointError(f"{self.uri}: cannot {op} {key}: {err.strerror or err}")
 
     def read(self, key: str) -> bytes | None:
@@ -143,7 +150,7 @@ class LocalStore:
                 out = bytearray(size)
                 view = memoryview(out)
                 got = 0
-                while got < size and (n := f.readinto(view[got:got + _BLOCK])):
+                while got < size and (n := f.readinto(view[got : got + _BLOCK])):
                     got += n
                 return out
         except FileNotFoundError:
@@ -163,19 +170,24 @@ class LocalStore:
         """Keys under ``prefix``; none when its directory does not exist yet. A directory that
         cannot be read (permissions, a file where a directory should be, I/O errors) raises
         CheckpointError: it is never taken for an empty location."""
-        folder = prefix[:prefix.rfind("/") + 1]
+        folder = prefix[: prefix.rfind("/") + 1]
         self._no_links(folder.split("/"))
         directory = self.root / folder
 
         def refuse(err: OSError) -> None:
             if isinstance(err, FileNotFoundError):
-                return                   # not written yet, or removed while we walked: nothing there
-            raise CheckpointError(f"{self.uri}: cannot list {err.filename or directory}: {err.strerror or err}") from err
+                return  # not written yet, or removed while we walked: nothing there
+            raise CheckpointError(
+                f"{self.uri}: cannot list {err.filename or directory}: {err.strerror or err}"
+            ) from err
 
         if directory.exists() and not directory.is_dir():
             refuse(NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(directory)))
-        keys = [(Path(d) / f).relative_to(self.root).as_posix()
-                for d, _, files in os.walk(directory, onerror=refuse) for f in files]
+        keys = [
+            (Path(d) / f).relative_to(self.root).as_posix()
+            for d, _, files in os.walk(directory, onerror=refuse)
+            for f in files
+        ]
         return sorted(k for k in keys if k.startswith(prefix))
 
     def delete(self, key: str) -> None:

@@ -28,8 +28,9 @@ _MISSING = {"404", "NoSuchKey", "NotFound"}
 class S3Store:
     """Checkpoints under ``s3://bucket/prefix``."""
 
-    def __init__(self, bucket: str, prefix: str, env: Mapping[str, str],
-                 transfer: TransferSettings = TransferSettings()):
+    def __init__(
+        self, bucket: str, prefix: str, env: Mapping[str, str], transfer: TransferSettings = TransferSettings()
+    ):
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
         session = boto3.session.Session(
@@ -40,12 +41,17 @@ class S3Store:
         )
         self._session, self._endpoint = session, env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
         self.client = session.client(
-            "s3", endpoint_url=self._endpoint,
-            config=Config(max_pool_connections=transfer.concurrency + 4, retries={"mode": "standard"},
-                          signature_version="s3v4"))
-        self.transfer = TransferConfig(multipart_threshold=transfer.part_size,
-                                       multipart_chunksize=transfer.part_size,
-                                       max_concurrency=transfer.concurrency)
+            "s3",
+            endpoint_url=self._endpoint,
+            config=Config(
+                max_pool_connections=transfer.concurrency + 4, retries={"mode": "standard"}, signature_version="s3v4"
+            ),
+        )
+        self.transfer = TransferConfig(
+            multipart_threshold=transfer.part_size,
+            multipart_chunksize=transfer.part_size,
+            max_concurrency=transfer.concurrency,
+        )
 
     @contextmanager
     def _errors(self, op: str, key: str) -> Iterator[None]:
@@ -54,8 +60,10 @@ class S3Store:
         except ClientError as err:
             code = err.response.get("Error", {}).get("Code", "")
             if code == "NoSuchBucket":
-                raise CheckpointError(f"{self.uri}: bucket {self.bucket!r} does not exist; create it "
-                                      "(fleet up creates the fleet's bucket) or fix the URI") from err
+                raise CheckpointError(
+                    f"{self.uri}: bucket {self.bucket!r} does not exist; create it "
+                    "(fleet up creates the fleet's bucket) or fix the URI"
+                ) from err
             msg = err.response.get("Error", {}).get("Message", "") or str(err)
             raise CheckpointError(f"{self.uri}: cannot {op} {key}: {msg} [{code}]") from err
         except BotoCoreError as err:
@@ -63,15 +71,13 @@ class S3Store:
 
     def upload(self, key: str, payload: Payload) -> None:
         with self._errors("upload", key):
-            self.client.upload_fileobj(payload.reader(), self.bucket, join(self.prefix, key),
-                                       Config=self.transfer)
+            self.client.upload_fileobj(payload.reader(), self.bucket, join(self.prefix, key), Config=self.transfer)
 
     def create(self, key: str, data: bytes) -> bool:
         for attempt in range(5):
             try:
                 with self._errors("commit", key):
-                    self.client.put_object(Bucket=self.bucket, Key=join(self.prefix, key), Body=data,
-                                           IfNoneMatch="*")
+                    self.client.put_object(Bucket=self.bucket, Key=join(self.prefix, key), Body=data, IfNoneMatch="*")
                 return True
             except CheckpointError as err:
                 code = _code(err.__cause__)
@@ -79,7 +85,7 @@ class S3Store:
                     return False
                 if code != "ConditionalRequestConflict" or attempt == 4:
                     raise
-                time.sleep(0.05 * 2 ** attempt)   # a racing conditional write is in flight
+                time.sleep(0.05 * 2**attempt)  # a racing conditional write is in flight
         raise AssertionError("unreachable")
 
     def read(self, key: str) -> bytes | None:
@@ -102,8 +108,7 @@ class S3Store:
     def size(self, key: str) -> int | None:
         try:
             with self._errors("inspect", key):
-                return int(self.client.head_object(Bucket=self.bucket,
-                                                   Key=join(self.prefix, key))["ContentLength"])
+                return int(self.client.head_object(Bucket=self.bucket, Key=join(self.prefix, key))["ContentLength"])
         except CheckpointError as err:
             if _code(err.__cause__) in _MISSING:
                 return None
@@ -113,7 +118,8 @@ class S3Store:
         keys: list[str] = []
         with self._errors("list", prefix):
             pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=join(self.prefix, prefix))
+                Bucket=self.bucket, Prefix=join(self.prefix, prefix)
+            )
             for page in pages:
                 keys.extend(relative(self.prefix, o["Key"]) for o in page.get("Contents", []))
         return sorted(keys)
@@ -129,10 +135,14 @@ class S3Store:
             region = self.client.get_bucket_location(Bucket=self.bucket).get("LocationConstraint") or "us-east-1"
             signer = self.client
             if region != self.client.meta.region_name:
-                signer = self._session.client("s3", region_name=region, endpoint_url=self._endpoint,
-                                              config=Config(signature_version="s3v4"))
-            return str(signer.generate_presigned_url(
-                "get_object", Params={"Bucket": self.bucket, "Key": join(self.prefix, key)}, ExpiresIn=seconds))
+                signer = self._session.client(
+                    "s3", region_name=region, endpoint_url=self._endpoint, config=Config(signature_version="s3v4")
+                )
+            return str(
+                signer.generate_presigned_url(
+                    "get_object", Params={"Bucket": self.bucket, "Key": join(self.prefix, key)}, ExpiresIn=seconds
+                )
+            )
 
 
 def _code(err: Any) -> str:

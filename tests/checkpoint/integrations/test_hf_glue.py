@@ -43,9 +43,19 @@ def run(out, *callbacks, resume: str | None = None) -> transformers.Trainer:
     transformers.set_seed(0)
     model = transformers.GPT2LMHeadModel(config)
     args = transformers.TrainingArguments(
-        output_dir=str(out), max_steps=STEPS, per_device_train_batch_size=4, learning_rate=1e-2,
-        save_strategy="steps", save_steps=3, report_to=[], use_cpu=True, seed=0, logging_strategy="no",
-        dataloader_num_workers=0, disable_tqdm=True)
+        output_dir=str(out),
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        learning_rate=1e-2,
+        save_strategy="steps",
+        save_steps=3,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        logging_strategy="no",
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
     trainer = transformers.Trainer(model=model, args=args, train_dataset=dataset(), callbacks=list(callbacks))
     trainer.train(resume_from_checkpoint=resume)
     return trainer
@@ -55,25 +65,23 @@ def weights(trainer) -> list:
     return [p.detach().clone() for p in trainer.model.parameters()]
 
 
-
-
 def test_notice_saves_and_stops_then_a_restart_on_a_fresh_disk_resumes_bit_identically(tmp_path, glue):
     straight = run(tmp_path / "straight")
 
     uri = f"file://{tmp_path}/store"
     first = glue(FleetTrainerCallback, uri)
-    assert first.restore(tmp_path / "node1") is None          # a fresh start: nothing to resume
+    assert first.restore(tmp_path / "node1") is None  # a fresh start: nothing to resume
     stopped = run(tmp_path / "node1", first, Notice(at=4))
     assert first.notice_step == stopped.state.global_step == 5
-    assert [i.step for i in first.mgr.list()] == [3, 5]       # periodic 3, the notice's 5
+    assert [i.step for i in first.mgr.list()] == [3, 5]  # periodic 3, the notice's 5
 
-    second = glue(FleetTrainerCallback, uri)                  # the replacement node: empty output_dir
+    second = glue(FleetTrainerCallback, uri)  # the replacement node: empty output_dir
     folder = second.restore(tmp_path / "node2")
     assert folder is not None and folder.endswith("checkpoint-5")
     resumed = run(tmp_path / "node2", second, resume=folder)
     assert resumed.state.global_step == STEPS and second.notice_step is None
     assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(straight)))
-    assert [i.step for i in second.mgr.list()] == [6, 8]      # keep-N is the manager's
+    assert [i.step for i in second.mgr.list()] == [6, 8]  # keep-N is the manager's
 
 
 def test_restore_skips_a_corrupt_newest_and_refuses_a_foreign_checkpoint(tmp_path, glue):

@@ -24,6 +24,16 @@ def server() -> Iterator[LambdaServer]:
 @pytest.fixture
 def fake(server: LambdaServer) -> LambdaServer:
     control(server, "reset", {})
-    control(server, "config", {"latency": 0, "boot_seconds": 0, "terminate_seconds": 0, "launch_interval": 0,
-                               "retry_after": None, "quota": 50})
+    control(
+        server,
+        "config",
+        {
+            "latency": 0,
+            "boot_seconds": 0,
+            "terminate_seconds": 0,
+            "launch_interval": 0,
+            "retry_after": None,
+            "quota": 50,
+        },
+    )
     return server

@@ -28,18 +28,28 @@ PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+
 
 def make(fake: LambdaServer, tmp_path: Path, **kw) -> LambdaProvider:
     api = LambdaApi(fake.url, API_KEY, retry_delays=(0.01, 0.02), launch_interval=0.01)
-    return LambdaProvider(kw.pop("settings", LambdaSettings()), api=api, cache_seconds=0, home=tmp_path,
-                          environ={}, **kw)
+    return LambdaProvider(
+        kw.pop("settings", LambdaSettings()), api=api, cache_seconds=0, home=tmp_path, environ={}, **kw
+    )
 
 
 def offer_in(provider: LambdaProvider, region: str, instance_type: str):
-    return next(o for o in provider.list_offers(OfferQuery()) if o.pool.region == region
-                and o.pool.instance_type == instance_type)
+    return next(
+        o
+        for o in provider.list_offers(OfferQuery())
+        if o.pool.region == region and o.pool.instance_type == instance_type
+    )
 
 
 def request(offer, token: str = "tok-1", count: int = 1, node: NodeConfig | None = None) -> LaunchRequest:
-    return LaunchRequest(fleet="alpha", offer=offer, count=count, token=token,
-                         tags=fleet_tags("alpha", offer.pool, "p1"), node=node or NodeConfig(ssh_key=PUBLIC))
+    return LaunchRequest(
+        fleet="alpha",
+        offer=offer,
+        count=count,
+        token=token,
+        tags=fleet_tags("alpha", offer.pool, "p1"),
+        node=node or NodeConfig(ssh_key=PUBLIC),
+    )
 
 
 def launched(fake: LambdaServer) -> list[dict]:
@@ -47,6 +57,7 @@ def launched(fake: LambdaServer) -> list[dict]:
 
 
 # ---- offers ------------------------------------------------------------------------------
+
 
 def test_offers_are_the_regions_with_capacity_now(fake, tmp_path):
     provider = make(fake, tmp_path)
@@ -65,7 +76,7 @@ def test_settings_regions_limit_the_offers(fake, tmp_path):
 
 def test_a_pool_the_fleet_holds_stays_offered_with_no_capacity_left(fake, tmp_path):
     provider = make(fake, tmp_path)
-    offer = offer_in(provider, "us-south-1", "gpu_1x_h100_pcie")           # the pool holds 2
+    offer = offer_in(provider, "us-south-1", "gpu_1x_h100_pcie")  # the pool holds 2
     assert len(provider.launch(request(offer, count=2)).instances) == 2
     held = [o for o in provider.list_offers(OfferQuery()) if o.pool.id == offer.pool.id]
     assert len(held) == 1 and held[0].capacity_hint == 0
@@ -73,11 +84,18 @@ def test_a_pool_the_fleet_holds_stays_offered_with_no_capacity_left(fake, tmp_pa
 
 def test_every_snapshot_lambda_type_maps_to_its_catalog_accelerator():
     """The snapshot and the adapter name Lambda's GPUs alike (the descriptions are Lambda's)."""
-    descriptions = {"gpu_1x_a10": "A10 (24 GB PCIe)", "gpu_1x_a100": "A100 (40 GB PCIe)",
-                    "gpu_1x_a100_sxm4": "A100 (40 GB SXM4)", "gpu_1x_a6000": "RTX A6000 (48 GB)",
-                    "gpu_1x_gh200": "GH200 (96 GB)", "gpu_1x_h100_pcie": "H100 (80 GB PCIe)",
-                    "gpu_1x_h100_sxm5": "H100 (80 GB SXM5)", "gpu_1x_rtx6000": "Quadro RTX 6000 (24 GB)",
-                    "gpu_8x_a100_80gb_sxm4": "A100 (80 GB SXM4)", "gpu_8x_v100": "Tesla V100 (16 GB)"}
+    descriptions = {
+        "gpu_1x_a10": "A10 (24 GB PCIe)",
+        "gpu_1x_a100": "A100 (40 GB PCIe)",
+        "gpu_1x_a100_sxm4": "A100 (40 GB SXM4)",
+        "gpu_1x_a6000": "RTX A6000 (48 GB)",
+        "gpu_1x_gh200": "GH200 (96 GB)",
+        "gpu_1x_h100_pcie": "H100 (80 GB PCIe)",
+        "gpu_1x_h100_sxm5": "H100 (80 GB SXM5)",
+        "gpu_1x_rtx6000": "Quadro RTX 6000 (24 GB)",
+        "gpu_8x_a100_80gb_sxm4": "A100 (80 GB SXM4)",
+        "gpu_8x_v100": "Tesla V100 (16 GB)",
+    }
     rows = [o for o in snapshot_offers() if o.pool.provider == "lambda"]
     assert rows and all(o.pool.market is Market.ON_DEMAND for o in rows)
     for o in rows:
@@ -99,6 +117,7 @@ def test_the_local_clouds_lambda_codes_are_the_adapters():
 
 
 # ---- launch ------------------------------------------------------------------------------
+
 
 def test_launch_tags_names_and_boots_the_nodes(fake, tmp_path):
     provider = make(fake, tmp_path)
@@ -152,7 +171,7 @@ def test_a_rerun_with_the_same_token_launches_nothing_more(fake, tmp_path):
     first = provider.launch(request(offer, count=2))
     again = provider.launch(request(offer, count=2))
     assert [i.id for i in again.instances] == [i.id for i in first.instances]
-    after_crash = make(fake, tmp_path).launch(request(offer, count=2))      # a new process: found by tag
+    after_crash = make(fake, tmp_path).launch(request(offer, count=2))  # a new process: found by tag
     assert {i.id for i in after_crash.instances} == {i.id for i in first.instances}
     assert len(launched(fake)) == 2
     with pytest.raises(ProviderError, match="different parameters"):
@@ -170,7 +189,7 @@ def test_a_rerun_after_a_partial_crash_starts_only_what_is_missing(fake, tmp_pat
 
 def test_an_all_or_nothing_launch_still_gets_what_the_pool_holds(fake, tmp_path):
     provider = make(fake, tmp_path)
-    offer = offer_in(provider, "us-west-1", "gpu_1x_a10")        # holds 4
+    offer = offer_in(provider, "us-west-1", "gpu_1x_a10")  # holds 4
     result = provider.launch(request(offer, count=7))
     assert len(result.instances) == 4 and result.error_kind == "capacity"
     assert result.error_code == "instance-operations/launch/insufficient-capacity"
@@ -204,8 +223,9 @@ def test_a_spot_pool_or_another_providers_pool_is_refused(fake, tmp_path):
     spot = offer.model_copy(update={"pool": offer.pool.model_copy(update={"market": Market.SPOT})})
     with pytest.raises(ProviderError, match="on-demand"):
         provider.launch(request(spot))
-    other = offer.model_copy(update={"pool": PoolKey(provider="vast", region="us-texas", instance_type="x",
-                                                     market=Market.ON_DEMAND)})
+    other = offer.model_copy(
+        update={"pool": PoolKey(provider="vast", region="us-texas", instance_type="x", market=Market.ON_DEMAND)}
+    )
     with pytest.raises(ProviderError, match="belongs to vast"):
         provider.launch(request(other))
 
@@ -226,6 +246,7 @@ def test_nodes_get_scoped_store_credentials_only_in_the_user_data(fake, tmp_path
 
 # ---- list, terminate, teardown --------------------------------------------------------------
 
+
 def test_a_malformed_listing_is_an_error_never_no_instances(fake, tmp_path):
     control(fake, "faults", {"target": "list", "kind": "malformed", "variant": "empty"})
     with pytest.raises(MalformedResponseError):
@@ -237,12 +258,22 @@ def test_terminate_is_idempotent_and_never_touches_foreign_instances(fake, tmp_p
     offer = offer_in(provider, "us-east-1", "gpu_1x_a10")
     mine = [i.id for i in provider.launch(request(offer, count=2)).instances]
     foreign = control(fake, "foreign", {"name": "spotfleet-alpha-0000000000", "count": 1})["ids"]
-    other_fleet = [i.id for i in provider.launch(LaunchRequest(
-        fleet="beta", offer=offer, count=1, token="t-b", tags=fleet_tags("beta", offer.pool),
-        node=NodeConfig(ssh_key=PUBLIC))).instances]
-    assert {i.id for i in provider.list_instances("alpha")} == set(mine)       # the name is not ownership
+    other_fleet = [
+        i.id
+        for i in provider.launch(
+            LaunchRequest(
+                fleet="beta",
+                offer=offer,
+                count=1,
+                token="t-b",
+                tags=fleet_tags("beta", offer.pool),
+                node=NodeConfig(ssh_key=PUBLIC),
+            )
+        ).instances
+    ]
+    assert {i.id for i in provider.list_instances("alpha")} == set(mine)  # the name is not ownership
     provider.terminate(mine + foreign + ["0" * 32])
-    provider.terminate(mine)                                                 # gone is success
+    provider.terminate(mine)  # gone is success
     live = {r["id"] for r in launched(fake) if r["status"] not in ("terminated", "terminating")}
     assert live == set(foreign) | set(other_fleet)
     assert provider.list_instances("alpha") == []
@@ -253,7 +284,7 @@ def test_terminate_survives_an_instance_going_meanwhile(fake, tmp_path):
     control(fake, "config", {"terminate_seconds": 3600})
     offer = offer_in(provider, "us-east-1", "gpu_1x_a10")
     ids = [i.id for i in provider.launch(request(offer, count=2)).instances]
-    LambdaApi(fake.url, API_KEY).terminate(ids[:1])          # someone ends one first; it is "terminating"
+    LambdaApi(fake.url, API_KEY).terminate(ids[:1])  # someone ends one first; it is "terminating"
     provider.terminate(ids)
     assert {r["status"] for r in launched(fake)} == {"terminating"}
 
@@ -276,8 +307,10 @@ def test_the_spec_takes_lambdas_own_settings_and_refuses_others():
     from fleet.spec import parse_spec
 
     base = "name: tt\ncapacity: {gpus: 1, accelerators: [A10]}\nproviders:\n  lambda: %s\n"
-    assert parse_spec(base % "{image_family: lambda-stack-22-04}").provider_settings("lambda").image_family \
+    assert (
+        parse_spec(base % "{image_family: lambda-stack-22-04}").provider_settings("lambda").image_family
         == "lambda-stack-22-04"
+    )
     with pytest.raises(SpecError, match="'project' is a setting of gcp, not of lambda"):
         parse_spec(base % "{project: x}")
 
@@ -287,18 +320,35 @@ def test_two_fleets_with_one_spec_key_each_register_their_own(fake, tmp_path):
     provider = make(fake, tmp_path)
     offer = offer_in(provider, "us-east-1", "gpu_1x_a10")
     provider.launch(request(offer, token="a"))
-    provider.launch(LaunchRequest(fleet="beta", offer=offer, count=1, token="b", tags=fleet_tags("beta", offer.pool),
-                                  node=NodeConfig(ssh_key=PUBLIC)))
+    provider.launch(
+        LaunchRequest(
+            fleet="beta",
+            offer=offer,
+            count=1,
+            token="b",
+            tags=fleet_tags("beta", offer.pool),
+            node=NodeConfig(ssh_key=PUBLIC),
+        )
+    )
     names = sorted(k.name for k in LambdaApi(fake.url, API_KEY).ssh_keys())
     assert len(names) == 2 and names[0].startswith("spotfleet-alpha-") and names[1].startswith("spotfleet-beta-")
     LambdaApi(fake.url, API_KEY).add_ssh_key("laptop", PUBLIC.replace("user@laptop", "me"))
-    fresh = make(fake, tmp_path)          # a user's own key with that public key: used as it is
-    fresh.launch(LaunchRequest(fleet="gamma", offer=offer, count=1, token="c", tags=fleet_tags("gamma", offer.pool),
-                               node=NodeConfig(ssh_key=PUBLIC)))
+    fresh = make(fake, tmp_path)  # a user's own key with that public key: used as it is
+    fresh.launch(
+        LaunchRequest(
+            fleet="gamma",
+            offer=offer,
+            count=1,
+            token="c",
+            tags=fleet_tags("gamma", offer.pool),
+            node=NodeConfig(ssh_key=PUBLIC),
+        )
+    )
     assert launched(fake)[-1]["ssh_key_names"] == ["laptop"]
 
 
 # ---- billed rates ------------------------------------------------------------------------
+
 
 def test_billed_rates_are_each_instance_types_listed_price_and_leave_out_the_gone(fake, tmp_path):
     provider = make(fake, tmp_path)
@@ -307,7 +357,7 @@ def test_billed_rates_are_each_instance_types_listed_price_and_leave_out_the_gon
     provider.terminate([gone.id])
     rates = provider.billed_rates([kept, gone])
     assert set(rates) == {kept.id}
-    assert rates[kept.id].per_hour == offer.price_per_hour == 0.75       # the fake lists 75 cents/hour
+    assert rates[kept.id].per_hour == offer.price_per_hour == 0.75  # the fake lists 75 cents/hour
     assert (rates[kept.id].source, rates[kept.id].rental) == ("list", "on-demand")
     assert provider.billed_rates([]) == {}
 

@@ -33,8 +33,7 @@ def api(fake: LambdaServer, key: str = API_KEY) -> LambdaApi:
 
 
 def launch_body(key: str = "k", **kw) -> dict:
-    return {"region_name": "us-east-1", "instance_type_name": "gpu_1x_a10", "ssh_key_names": [key], "quantity": 1,
-            **kw}
+    return {"region_name": "us-east-1", "instance_type_name": "gpu_1x_a10", "ssh_key_names": [key], "quantity": 1, **kw}
 
 
 def test_instance_types_list_only_regions_with_capacity_now(fake):
@@ -48,8 +47,14 @@ def test_instance_types_list_only_regions_with_capacity_now(fake):
 def test_launch_list_and_terminate_round_trip(fake):
     client = api(fake)
     client.add_ssh_key("k", PUBLIC)
-    ids = client.launch(launch_body(quantity=2, name="spotfleet-alpha-1",
-                                    tags=[{"key": "spotfleet:fleet", "value": "alpha"}], user_data="#cloud-config\n"))
+    ids = client.launch(
+        launch_body(
+            quantity=2,
+            name="spotfleet-alpha-1",
+            tags=[{"key": "spotfleet:fleet", "value": "alpha"}],
+            user_data="#cloud-config\n",
+        )
+    )
     assert len(ids) == 2
     rows = {i.id: i for i in client.instances()}
     assert set(rows) == set(ids)
@@ -58,7 +63,7 @@ def test_launch_list_and_terminate_round_trip(fake):
     assert {i.id for i in gone} == set(ids)
     assert client.instances() == []
     with pytest.raises(InstanceNotFoundError):
-        client.terminate(ids)          # already gone: the whole call is refused
+        client.terminate(ids)  # already gone: the whole call is refused
 
 
 def test_launch_without_an_ssh_key_is_the_vendors_refusal(fake):
@@ -66,17 +71,20 @@ def test_launch_without_an_ssh_key_is_the_vendors_refusal(fake):
     with pytest.raises(ProviderError) as err:
         client.launch({"region_name": "us-east-1", "instance_type_name": "gpu_1x_a10", "ssh_key_names": []})
     assert err.value.code == "global/invalid-parameters"
-    with pytest.raises(ProviderError) as err:        # a key the account does not have
+    with pytest.raises(ProviderError) as err:  # a key the account does not have
         client.launch(launch_body("nobody"))
     assert err.value.code == "global/object-does-not-exist" and not isinstance(err.value, InstanceNotFoundError)
 
 
-@pytest.mark.parametrize("body, code", [
-    (launch_body(region_name="mars-1"), "global/invalid-parameters"),
-    (launch_body(instance_type_name="gpu_99x_nothing"), "global/object-does-not-exist"),
-    (launch_body(tags=[{"key": "Bad Key", "value": "x"}]), "global/invalid-parameters"),
-    (launch_body(name="n" * 65), "global/invalid-parameters"),
-])
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        (launch_body(region_name="mars-1"), "global/invalid-parameters"),
+        (launch_body(instance_type_name="gpu_99x_nothing"), "global/object-does-not-exist"),
+        (launch_body(tags=[{"key": "Bad Key", "value": "x"}]), "global/invalid-parameters"),
+        (launch_body(name="n" * 65), "global/invalid-parameters"),
+    ],
+)
 def test_invalid_launches_are_refused_with_the_vendor_code(fake, body, code):
     client = api(fake)
     client.add_ssh_key("k", PUBLIC)
@@ -89,15 +97,17 @@ def test_capacity_and_quota_refusals(fake):
     client = api(fake)
     client.add_ssh_key("k", PUBLIC)
     with pytest.raises(NoCapacityError):
-        client.launch(launch_body(region_name="us-west-1", quantity=5))      # the pool holds 4
-    assert client.instances() == []                                           # all or nothing
+        client.launch(launch_body(region_name="us-west-1", quantity=5))  # the pool holds 4
+    assert client.instances() == []  # all or nothing
     control(fake, "config", {"quota": 1})
     with pytest.raises(QuotaExceededError):
         client.launch(launch_body(quantity=2))
 
 
-@pytest.mark.parametrize("kind, cls", [("auth", AuthError), ("inactive", AuthError),
-                                       ("capacity", NoCapacityError), ("quota", QuotaExceededError)])
+@pytest.mark.parametrize(
+    "kind, cls",
+    [("auth", AuthError), ("inactive", AuthError), ("capacity", NoCapacityError), ("quota", QuotaExceededError)],
+)
 def test_faults_map_to_our_classes(fake, kind, cls):
     control(fake, "faults", {"target": "launch", "kind": kind})
     client = api(fake)
@@ -140,7 +150,7 @@ def test_a_launch_is_retried_after_429_but_never_after_a_5xx(fake):
     client.add_ssh_key("k", PUBLIC)
     control(fake, "config", {"launch_interval": 3600})
     client.launch(launch_body())
-    with pytest.raises(RateLimitedError):       # the 12-second launch limit, here an hour
+    with pytest.raises(RateLimitedError):  # the 12-second launch limit, here an hour
         client.launch(launch_body())
     control(fake, "config", {"launch_interval": 0})
     control(fake, "faults", {"target": "launch", "kind": "throttle", "count": 1})
@@ -152,8 +162,11 @@ def test_a_launch_is_retried_after_429_but_never_after_a_5xx(fake):
     assert client.calls == before + 1
 
 
-@pytest.mark.parametrize("target, call", [("list", LambdaApi.instances), ("types", LambdaApi.instance_types),
-                                          ("keys", LambdaApi.ssh_keys)], ids=["list", "types", "keys"])
+@pytest.mark.parametrize(
+    "target, call",
+    [("list", LambdaApi.instances), ("types", LambdaApi.instance_types), ("keys", LambdaApi.ssh_keys)],
+    ids=["list", "types", "keys"],
+)
 @pytest.mark.parametrize("variant", ["truncated", "html", "empty", "wrong-types"])
 def test_a_malformed_200_is_an_error_never_an_empty_answer(fake, target, call, variant):
     control(fake, "faults", {"target": target, "kind": "malformed", "variant": variant})
