@@ -11,6 +11,10 @@ say they charge for the running instances whose bill was read back
 same instances (``billed_per_hour`` against their planned prices, and how many were read) and
 lists the instances that bill beyond the spec's budget (``fleet.views.bills``). Each
 instance carries its planned and billed rate, the billed rate's source and the rental kind.
+``cost.cost_so_far`` is at the billed rate where one was read and the planned price otherwise
+(``cost_basis``: ``billed``, ``planned`` or ``mixed``; ``planned_cost_so_far`` at planned prices
+alone, ``fleet.views.bills.accrued``); the rest of ``cost`` (spot/on-demand split, savings) stays
+at planned prices.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ def snapshot(app: Workspace, store: StateStore, name: str) -> tuple[dict[str, An
     by_id = {r.id: r for r in records}
     alive = [by_id[i.id] for i in instances if i.id in by_id]
     bill = bills.summary(alive, Limits.of(view.record.to_dict()["spec"]))  # the spec is not built: status stays light
+    accrued = bills.accrued(records, view.clock)  # cost so far at the billed rate where one was read
     data = {
         "fleet": name,
         "status": condition(view.record.status, running, desired, unread),
@@ -73,7 +78,9 @@ def snapshot(app: Workspace, store: StateStore, name: str) -> tuple[dict[str, An
         "run_started_at": run.started_at,
         "running": sum(running.values()),
         "planned": sum(desired.values()) if view.plan else None,
-        "cost": cost.to_dict(),
+        "cost": {**cost.to_dict(), "cost_so_far": accrued["cost_so_far"]},
+        "cost_basis": accrued["cost_basis"],
+        "planned_cost_so_far": accrued["planned_cost_so_far"],
         "pools": pools,
         "planned_per_hour": view.plan.price_per_hour if view.plan else None,
         "billed_per_hour": bill["billed_per_hour"],
@@ -172,6 +179,7 @@ def overview(app: Workspace, *, include_down: bool) -> tuple[list[dict[str, Any]
                         "gpus": None,
                         "price_per_hour": None,
                         "cost_so_far": None,
+                        "cost_basis": None,
                         "provider_errors": {},
                         "planned_per_hour": None,
                         "billed_per_hour": None,
@@ -196,6 +204,7 @@ def overview(app: Workspace, *, include_down: bool) -> tuple[list[dict[str, Any]
                     "gpus": cost["running_gpus"],
                     "price_per_hour": cost["rate_per_hour"],
                     "cost_so_far": cost["cost_so_far"],
+                    "cost_basis": data["cost_basis"],
                     "provider_errors": data["provider_errors"],
                     "planned_per_hour": data["planned_per_hour"],
                     "billed_per_hour": data["billed_per_hour"],

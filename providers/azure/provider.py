@@ -34,11 +34,12 @@ from typing import Any
 
 from fleet.catalog import snapshot_offers
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import TAG_FLEET, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Quota
+from fleet.model import TAG_FLEET, BilledRate, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Quota
 from fleet.spec import FleetSpec
 from providers.azure import interconnect, node_credentials
 from providers.azure.activity import deletions
 from providers.azure.arm import Arm, wire
+from providers.azure.billing import RetailBills, billed_rates
 from providers.azure.group import ensure_group
 from providers.azure.instances import to_instance
 from providers.azure.launch import (
@@ -54,7 +55,7 @@ from providers.azure.launch import (
 )
 from providers.azure.network import ensure_network, fleet_networks, remove_network
 from providers.azure.offers import sku_places, to_offers, wanted_sizes
-from providers.azure.prices import RetailPrices
+from providers.azure.prices import PRICES_URL_ENV, RetailPrices
 from providers.azure.quotas import to_quotas
 from providers.azure.settings import AzureSettings
 from providers.azure.storage import AccountStorage, ensure_container, uses_connection_string
@@ -87,6 +88,11 @@ class AzureProvider:
         self._environ = environ if environ is not None else os.environ
         self._home = home or default_home(self._environ)  # where a fleet's own SSH key pair is kept
         self.prices = prices or (RetailPrices.from_env(self._environ) if live_prices else None)
+        self.bills = RetailBills(
+            self.settings.prices_url
+            if "prices_url" in self.settings.model_fields_set
+            else self._environ.get(PRICES_URL_ENV) or self.settings.prices_url
+        )
         self._arm = arm
         self.resource_group = self.settings.resource_group or DEFAULT_RESOURCE_GROUP
         self.cache_seconds = cache_seconds
@@ -187,6 +193,15 @@ class AzureProvider:
             if inst is not None and inst.state is not InstanceState.TERMINATED:
                 out.append(inst)
         return out
+
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """What Azure bills for these VMs of ours: the Retail Prices API's Linux Spot or on-demand
+        consumption price of each one's size in its region (``providers.azure.billing``; the
+        endpoint is the ``prices_url`` setting). A VM that is gone, or whose size has no such
+        price, is left out; one listing of the fleets' VMs, one price query per size."""
+        fleets = sorted({i.fleet for i in instances})
+        alive = {i.id for fleet in fleets for i in self.list_instances(fleet)}
+        return billed_rates(self.bills, [i for i in instances if i.id in alive], self.now())
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Delete these VMs and their tagged NICs; gone is success; untagged VMs are left alone."""

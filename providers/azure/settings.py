@@ -31,3 +31,11 @@ class AzureSettings(ProviderSettings):
             "resource group and container."
         ),
     )
+    prices_url: str = Field(
+        default="https://prices.azure.com/api/retail/prices",
+        description=(
+            "Azure: the Retail Prices API endpoint the billed rate of each VM is read from (its size's Linux "
+            "Spot or on-demand consumption price in its region); $SPOTFLEET_AZURE_PRICES_URL stands in when this "
+            "is not set."
+        ),
+    )

@@ -18,6 +18,7 @@ Default Credentials against the real API.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from fleet.errors import AuthError, ProviderError, TransientProviderError
-from fleet.model import Instance, LaunchRequest, LaunchResult, Offer
+from fleet.model import BilledRate, Instance, LaunchRequest, LaunchResult, Offer
 from fleet.spec import FleetSpec
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.gcp import errors
@@ -230,6 +231,14 @@ class GcpProvider:
         self.bulk = bulk
         self.api = api or GceApi(project)
         self.storage_host = storage_host
+        from providers.gcp.billing import CatalogBills
+        from providers.gcp.pricing import ENDPOINT_ENV as BILLING_ENV
+
+        self.bills = CatalogBills(
+            self.settings.billing_url
+            if "billing_url" in self.settings.model_fields_set
+            else os.environ.get(BILLING_ENV) or self.settings.billing_url
+        )
 
     def __repr__(self) -> str:
         where = self.api.endpoint or "compute.googleapis.com"
@@ -258,6 +267,16 @@ class GcpProvider:
         from providers.gcp.instances import list_fleet
 
         return list_fleet(self.api, fleet)
+
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """What GCE bills for these VMs of ours: composed from the Cloud Billing Catalog's SKUs of
+        each one's machine type (``providers.gcp.billing``: cores, memory, GPUs; no disk or
+        network); a VM that is gone is left out."""
+        from providers.gcp.billing import billed_rates
+
+        fleets = sorted({i.fleet for i in instances})
+        alive = {i.id for fleet in fleets for i in self.list_instances(fleet)}
+        return billed_rates(self.bills, self.api, [i for i in instances if i.id in alive], self.now())
 
     def terminate(self, ids: Sequence[str]) -> None:
         from providers.gcp.instances import terminate

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError, QuotaExceededError
-from fleet.model import Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer
+from fleet.model import BilledRate, Instance, InstanceState, LaunchRequest, LaunchResult, Market, Offer
 from fleet.spec import FleetSpec
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
@@ -141,6 +141,24 @@ class LambdaProvider:
         """This fleet's instances that are not terminated (found by the fleet's tag)."""
         now = self.now()
         return [self._instance(r, now) for r in self._rows() if owner(r) == fleet and _alive(r)]
+
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """What Lambda lists for these instances of ours (``providers.base.ReadsBilledRate``): the
+        ``price_cents_per_hour`` of the instance type each one's own ``GET /instances`` row carries
+        (the same object ``GET /instance-types`` answers; Lambda sells on-demand only and bills the
+        listed price), source ``list``, rental ``on-demand``; one listing. An instance that is gone,
+        terminating or not ours is left out; an unreadable listing raises MalformedResponseError."""
+        wanted = {i.id for i in instances}
+        if not wanted:
+            return {}
+        now = self.now()
+        return {
+            r.id: BilledRate(
+                per_hour=round(r.instance_type.price_cents_per_hour / 100, 4), source="list", rental="on-demand", at=now
+            )
+            for r in self._rows()
+            if r.id in wanted and owner(r) and _alive(r)
+        }
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances; gone (or going) is success; an untagged one is left alone."""

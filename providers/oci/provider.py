@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.errors import InstanceNotFoundError, NoCapacityError, ProviderError
-from fleet.model import Instance, LaunchRequest, LaunchResult, Market, Offer
+from fleet.model import BilledRate, Instance, LaunchRequest, LaunchResult, Market, Offer
 from providers.base import BucketRef, OfferQuery, StorageSpec
 from providers.kit.launch import Created, Shortfall, TokenLaunches
 from providers.kit.node_store import missing_credentials, store_settings
@@ -169,6 +169,28 @@ class OciProvider:
             for r in self.api.instances(self.settings.compartment_id)
             if fleet_of(r) == fleet and alive(r)
         ]
+
+    def billed_rates(self, instances: Sequence[Instance]) -> dict[str, BilledRate]:
+        """What Oracle lists for these instances of ours (``providers.base.ReadsBilledRate``): OCI
+        has no per-instance rate nor a price API in its SDK, so it is the shape's list price from
+        the shipped catalog (``providers.oci.offers.shape_prices``; preemptible when the instance
+        has a ``preemptibleInstanceConfig``, which OCI bills at its preemptible price), source
+        ``list``, rental ``spot``/``on-demand``; one ListInstances. An instance that is gone,
+        terminating or not ours, or a shape the catalog does not price, is left out."""
+        wanted = {i.id for i in instances}
+        if not wanted:
+            return {}
+        now = self.now()
+        out: dict[str, BilledRate] = {}
+        for row in self.api.instances(self.settings.compartment_id):
+            price = self._prices.get(row.shape)
+            if row.id not in wanted or not fleet_of(row) or not alive(row) or price is None:
+                continue
+            spot = row.preemptible_instance_config is not None
+            rate = price.preemptible if spot else price.on_demand
+            if rate is not None:
+                out[row.id] = BilledRate(per_hour=rate, source="list", rental="spot" if spot else "on-demand", at=now)
+        return out
 
     def terminate(self, ids: Sequence[str]) -> None:
         """Terminate these instances with their boot volumes; gone is success; untagged ones are left alone."""

@@ -90,6 +90,8 @@ def test_status_and_history_show_planned_against_billed_read_back_after_up(tmp_p
     assert bill["planned_per_hour"] == pytest.approx(sum(i["planned_per_hour"] for i in status["instances"]))
     assert bill["billed_per_hour"] - bill["planned_per_hour"] == pytest.approx(0.05, abs=1e-4)
     assert status["billed_per_hour"] == bill["billed_per_hour"]
+    assert status["cost_basis"] == "billed"  # every instance read: cost so far at what Vast bills
+    assert status["cost"]["cost_so_far"] >= status["planned_cost_so_far"] > 0
     text = world.fleet("status", "vb").stdout
     assert "billed" in text and "for 4 of 4 instance(s)" in text and "over budget" not in text
     history = world.fleet_json("history", "vb")
@@ -98,6 +100,7 @@ def test_status_and_history_show_planned_against_billed_read_back_after_up(tmp_p
     }
     listed = world.fleet_json("status")
     assert listed[0]["billed_per_hour"] == pytest.approx(bill["billed_per_hour"]) and listed[0]["bill_read"] == 4
+    assert listed[0]["cost_basis"] == "billed"
 
 
 def test_a_bid_that_came_up_on_demand_is_caught_and_destroyed_and_replaced(tmp_path, server):

@@ -145,7 +145,9 @@ def azure_harness(launch_mode: str = "vms") -> AzureHarness:
 
     cls = AzureScaleSetProvider if launch_mode == "scale-set" else AzureProvider
     provider = cls(
-        AzureSettings(resource_group=RESOURCE_GROUP, launch_mode=launch_mode),
+        AzureSettings(
+            resource_group=RESOURCE_GROUP, launch_mode=launch_mode, prices_url=f"{srv.url}/api/retail/prices"
+        ),
         arm=arm,
         environ=storage_env(),
         cache_seconds=0.0,

@@ -25,6 +25,7 @@ from fleet.model import Market, Offer  # noqa: E402
 from providers.base import OfferQuery  # noqa: E402
 from providers.gcp.offers import parse_instance_type  # noqa: E402
 from providers.gcp.provider import GceApi, GcpProvider  # noqa: E402
+from providers.gcp.settings import GcpSettings  # noqa: E402
 
 #: The pool shape the suite launches into: an a2 type carries its GPU, so nothing is attached.
 SHAPE = "a2-highgpu-1g"
@@ -138,4 +139,7 @@ def make_gcp_harness() -> GcpHarness:
     server = gce_server()
     control(server.url, "reset", {})
     api = GceApi("contract-test", endpoint=server.url, retry_delays=(0.01, 0.02, 0.04, 0.08))
-    return GcpHarness(server.url, GcpProvider("contract-test", api=api, storage_host=gcs_host()))
+    return GcpHarness(
+        server.url,
+        GcpProvider("contract-test", api=api, storage_host=gcs_host(), settings=GcpSettings(billing_url=server.url)),
+    )

@@ -133,6 +133,20 @@ def test_billed_rates_price_only_what_was_asked_and_alive(harness, provider):
     assert provider.billed_rates([]) == {}
 
 
+def test_billed_rates_name_the_rental_of_the_market_launched(harness, provider):
+    """A fresh instance of ours is priced, at a non-negative rate whose rental is that of the
+    market it was launched into (a bid is how Vast rents spot)."""
+    _needs(provider, ReadsBilledRate)
+    for market in (Market.ON_DEMAND, Market.SPOT):
+        offer = harness.offer(market)
+        if offer is None:
+            continue
+        inst = provider.launch(_request(offer, 1, f"tok-billed-{market.value}")).instances[0]
+        rate = provider.billed_rates([inst])[inst.id]
+        assert rate.rental in ({"on-demand"} if market is Market.ON_DEMAND else {"spot", "bid"})
+        provider.terminate([inst.id])
+
+
 # ---- LaunchesGroups --------------------------------------------------------------------------
 
 

@@ -18,7 +18,10 @@ There is no Compute Engine emulator, so this speaks the wire format the real
 * ``aggregated/machineTypes`` and ``aggregated/acceleratorTypes`` from a built-in world of 12
   zones; ``regions`` (get, list) with quotas whose usage counts the live VMs;
 * the Cloud Billing Catalog's ``GET /v1/services/6F81-5844-456A/skus`` (pages of Compute Engine
-  SKUs: family cores and RAM, GPUs, on-demand and Spot), for ``SPOTFLEET_GCP_BILLING_ENDPOINT``;
+  SKUs: family cores and RAM, GPUs, on-demand and Spot; ``pageSize``/``pageToken``/``nextPageToken``),
+  for ``SPOTFLEET_GCP_BILLING_ENDPOINT``, from https://cloud.google.com/billing/v1/how-tos/catalog-api
+  and https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list; the ``malformed``
+  lever with ``call: billing.skus`` breaks its answers;
 * synchronous refusals with Google's JSON error body: 429 ``rateLimitExceeded``, 403
   ``quotaExceeded`` / ``forbidden``, 503 ``backendError``, 404 ``notFound``, 409 ``alreadyExists``.
 
@@ -377,6 +380,7 @@ class Handler(BaseHTTPRequestHandler):
             if url.path.startswith("/_fake/"):
                 status, answer = 200, self._control(method, url.path[len("/_fake/") :], body)
             elif url.path == BILLING_SKUS and method == "GET":
+                self.call = "billing.skus"
                 status, answer = 200, self._skus(query)
             else:
                 if self.world.latency > 0:

@@ -274,3 +274,20 @@ def test_a_refused_key_is_an_auth_error(server, env, tmp_path):
     control(server, "faults", {"target": "*", "kind": "auth", "count": 1})
     with pytest.raises(AuthError):
         make(server, env, tmp_path).list_instances("ocf")
+
+
+def test_billed_rates_are_the_shapes_list_price_preemptible_or_on_demand(server, env, tmp_path):
+    provider = make(server, env, tmp_path)
+    spot = offer_of(provider, "VM.GPU.A10.1", Market.SPOT)
+    od = offer_of(provider, "BM.GPU.H100.8", Market.ON_DEMAND)
+    a, b = provider.launch(request(spot, 2, "tok-bill-s")).instances
+    h = provider.launch(request(od, 1, "tok-bill-od")).instances[0]
+    provider.terminate([b.id])
+    rates = provider.billed_rates([a, b, h])
+    assert set(rates) == {a.id, h.id}
+    assert (rates[a.id].per_hour, rates[a.id].rental, rates[a.id].source) == (1.0, "spot", "list")
+    assert (rates[h.id].per_hour, rates[h.id].rental, rates[h.id].source) == (80.0, "on-demand", "list")
+    control(server, "faults", {"target": "list", "kind": "malformed", "variant": "empty", "count": 10})
+    with pytest.raises(MalformedResponseError):
+        provider.billed_rates([a])
+    control(server, "faults/clear", {})

@@ -65,3 +65,24 @@ def test_one_breach_per_instance_the_first_rule_that_holds():
     found = {b.instance_id: b.why for b in breaches(records, Limits(tolerance=0.10, max_per_node=3.0))}
     assert found == {"2": "over-plan", "3": "rental-mismatch", "4": "over-cap", "7": "over-plan"}
     assert [(b.instance_id, b.why) for b in breaches(records, Limits(tolerance=10.0))] == [("3", "rental-mismatch")]
+
+
+def test_cost_so_far_is_at_the_billed_rate_where_read_and_the_planned_price_elsewhere():
+    from fleet.views.bills import accrued
+
+    read = _rec("1", planned=2.0, billed=2.5)  # 2 h at 2.5 billed (planned 2.0)
+    unread = _rec("2", planned=1.0, billed=None)  # 2 h at 1.0 planned
+    ended = _rec("3", planned=4.0, billed=3.0, ended=3600.0)  # 1 h at 3.0 billed, then ended
+    assert accrued([read, unread, ended], 7200.0) == {
+        "cost_so_far": pytest.approx(5.0 + 2.0 + 3.0),
+        "planned_cost_so_far": pytest.approx(4.0 + 2.0 + 4.0),
+        "cost_basis": "mixed",
+    }
+    assert accrued([read, ended], 7200.0)["cost_basis"] == "billed"
+    assert accrued([unread], 7200.0) == {
+        "cost_so_far": pytest.approx(2.0),
+        "planned_cost_so_far": pytest.approx(2.0),
+        "cost_basis": "planned",
+    }
+    assert accrued([read, unread], 0.0)["cost_basis"] == "planned"  # nothing has run yet: nothing billed
+    assert accrued([], {"vast": 10.0})["cost_so_far"] == 0.0

@@ -345,3 +345,26 @@ def test_two_fleets_with_one_spec_key_each_register_their_own(fake, tmp_path):
         )
     )
     assert launched(fake)[-1]["ssh_key_names"] == ["laptop"]
+
+
+# ---- billed rates ------------------------------------------------------------------------
+
+
+def test_billed_rates_are_each_instance_types_listed_price_and_leave_out_the_gone(fake, tmp_path):
+    provider = make(fake, tmp_path)
+    offer = offer_in(provider, "us-east-1", "gpu_1x_a10")
+    kept, gone = provider.launch(request(offer, token="tok-bill", count=2)).instances
+    provider.terminate([gone.id])
+    rates = provider.billed_rates([kept, gone])
+    assert set(rates) == {kept.id}
+    assert rates[kept.id].per_hour == offer.price_per_hour == 0.75  # the fake lists 75 cents/hour
+    assert (rates[kept.id].source, rates[kept.id].rental) == ("list", "on-demand")
+    assert provider.billed_rates([]) == {}
+
+
+def test_an_unreadable_listing_is_an_error_when_reading_the_bill(fake, tmp_path):
+    provider = make(fake, tmp_path)
+    kept = provider.launch(request(offer_in(provider, "us-east-1", "gpu_1x_a10"), token="tok-bill-m")).instances
+    control(fake, "faults", {"target": "list", "kind": "malformed", "variant": "truncated"})
+    with pytest.raises(MalformedResponseError):
+        provider.billed_rates(kept)
