@@ -53,6 +53,7 @@ EMULATOR_PARAMS = {
     "state_url": ("postgresql",),
     "location": ("s3", "gs", "az"),
     "harness": ("aws", "gcp", "azure"),  # tests/contract: moto, fake-gcs-server, Azurite (prefixes)
+    "cli_world": ("aws", "gcp", "azure"),  # tests/cli/test_provider_lifecycle.py: the same emulators
 }
 #: Modules (or single tests) whose tests start an emulator themselves.
 EMULATOR_PATHS = (
@@ -82,6 +83,7 @@ SLOW_PATHS = (
     "tests/cli/test_azure_first_contact_cli.py",
     "tests/cli/test_azure_scaleset_cli.py",
     "tests/cli/test_gcp_lifecycle.py",
+    "tests/cli/test_provider_lifecycle.py",
     "tests/cli/test_lambda_cli.py",
     "tests/cli/test_runpod_cli.py",
     "tests/cli/test_oci_lifecycle.py",
