@@ -3,9 +3,8 @@
 The fake runs on a thread of the test process; the ``fleet`` command runs as a real subprocess
 with a fresh home, reaching the fake through the provider's URL variable and key. Subclasses
 (one per provider: ``*_world.py``) add what they read from the fake's control API and the
-lifecycle interface ``tests/cli/test_provider_lifecycle.py`` drives: the fleet's ``fleet_name``
-and ``size``, ``ours()`` (what the fake holds for the fleet), ``foreign_alive()`` (someone
-else's resource), ``crash_points`` and the ``check_*`` hooks for provider-specific checks.
+lifecycle interface (tests/cli/lifecycle_world.py) that ``tests/cli/test_provider_lifecycle.py``
+drives.
 """
 
 from __future__ import annotations
@@ -19,19 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from cli.lifecycle_world import LifecycleWorld
 
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 
 
-class ApiWorld:
+class ApiWorld(LifecycleWorld):
     """``spec`` written under ``root``; ``env_vars`` (URL, key) point `fleet` at the fake at ``url``;
     variables starting with ``strip`` are dropped from the caller's environment first."""
 
-    #: The spec's fleet name and the number of one-GPU nodes it asks for.
-    fleet_name: str = ""
-    size: int = 0
-    #: ``SPOTFLEET_TEST_CRASH_AT`` points the kill -9 mid-up case runs at.
-    crash_points: tuple[str, ...] = ()
     #: Seconds one ``fleet`` command may take.
     timeout: int = 180
 
@@ -79,36 +74,6 @@ class ApiWorld:
         proc = self.fleet(*args, "--json")
         assert proc.returncode in ok, f"fleet {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return json.loads(proc.stdout)
-
-    # The lifecycle interface: what the fake holds, and the provider's own checks at each step.
-
-    def ours(self, *, live: bool = True) -> list[dict]:
-        """The fleet's resources the fake holds: those alive, or (``live=False``) all ever created."""
-        raise NotImplementedError
-
-    def foreign_alive(self) -> bool:
-        """Whether the resource that is not the fleet's is still alive."""
-        raise NotImplementedError
-
-    def ids(self, items: list[dict]) -> list[str]:
-        """The ids ``fleet`` reports for ``items`` of :meth:`ours`."""
-        return sorted(str(i["id"]) for i in items)
-
-    def before_up(self) -> None:
-        """Set the fake up for the up-rerun-down case."""
-
-    def check_up(self, report: dict, ours: list[dict]) -> None:
-        """The provider's own checks on the first ``up`` report and what it made."""
-
-    def check_status(self, status: dict) -> None:
-        """The provider's checks on ``status --json`` once the fleet is up."""
-        assert status["running"] == self.size and status["planned"] == self.size
-
-    def check_rerun(self, report: dict, first: dict | None = None) -> None:
-        """The provider's checks on a second ``up``: after the ``first`` one, or (None) after a kill -9 mid-up."""
-
-    def check_down(self, down: dict, ours: list[dict], outputs: list[subprocess.CompletedProcess[str]]) -> None:
-        """The provider's checks once ``down`` ended ``ours``; ``outputs`` are the commands the case ran."""
 
 
 def assert_key_nowhere(world: ApiWorld, key: str, fleet: str) -> None:

@@ -1,18 +1,20 @@
 """The provider worlds ``tests/cli/test_provider_lifecycle.py`` runs its cases in: provider ->
-(its world class, the fixture of its fake server in tests/cli/conftest.py). Add a provider's CLI
-lifecycle by adding its world here (an ``ApiWorld`` subclass with the lifecycle interface)."""
+(its world class, the fixture in tests/cli/conftest.py that starts its fake or emulator). Add a
+provider's CLI lifecycle by adding its world here (a ``LifecycleWorld``, tests/cli/lifecycle_world.py)."""
 
 from __future__ import annotations
 
-from cli.api_world import ApiWorld
+from cli.aws_cli_world import AwsLifecycle
 from cli.lambda_world import LambdaWorld
+from cli.lifecycle_world import LifecycleWorld
 from cli.oci_world import OciWorld
 from cli.runpod_world import RunPodWorld
 from cli.vast_world import VastWorld
 
-WORLDS: dict[str, tuple[type[ApiWorld], str]] = {
+WORLDS: dict[str, tuple[type[LifecycleWorld], str]] = {
     "lambda": (LambdaWorld, "lambda_server"),
     "runpod": (RunPodWorld, "runpod_server"),
     "vast": (VastWorld, "vast_server"),
     "oci": (OciWorld, "oci_server"),
+    "aws": (AwsLifecycle, "aws_cli"),  # moto behind the EC2 fault proxy
 }

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli.api_world import ApiWorld
+from cli.lifecycle_world import LifecycleWorld
 from cli.lifecycle_worlds import WORLDS
 
 from fleet.state import LaunchStatus, open_store
@@ -19,7 +19,7 @@ from fleet.state import LaunchStatus, open_store
 CRASHES = [(name, point) for name, (cls, _) in WORLDS.items() for point in cls.crash_points]
 
 
-def _world(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> ApiWorld:
+def _world(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> LifecycleWorld:
     cls, server = WORLDS[name]
     if name == "oci":
         pytest.importorskip("oci")
