@@ -148,7 +148,7 @@ class AwsLifecycle(LifecycleWorld):
     def check_rerun(self, report: dict, first: dict | None = None) -> None:
         assert self.cli.alive_bypool_of(self.fleet_name) == report["desired"]
 
-    def check_status(self, status: dict) -> None:
+    def check_status(self, status: dict, planned: int) -> None:
         assert json.dumps(status).count("running") >= 4
 
     def check_down(self, down, ours, outputs) -> None:

@@ -1,5 +1,5 @@
 """What ``tests/cli/test_provider_lifecycle.py`` needs of a provider's CLI world: the spec file and
-home ``fleet`` runs with, ``fleet`` / ``fleet_json``, the fleet's ``fleet_name`` and ``size``,
+home ``fleet`` runs with, ``fleet`` / ``fleet_json``, the fleet's ``fleet_name`` and ``size`` (or ``check_planned``),
 ``ours()`` (what the provider's fake or emulator holds for the fleet), ``foreign_alive()``
 (someone else's resource), ``crash_points`` and the ``check_*`` hooks where a provider's own
 assertions go. ``ApiWorld`` (HTTP fakes) and the AWS world implement it."""
@@ -45,9 +45,13 @@ class LifecycleWorld:
     def check_up(self, report: dict, ours: list[dict]) -> None:
         """The provider's own checks on the first ``up`` report and what it made."""
 
-    def check_status(self, status: dict) -> None:
-        """The provider's checks on ``status --json`` once the fleet is up."""
-        assert status["running"] == self.size and status["planned"] == self.size
+    def check_planned(self, planned: int) -> None:
+        """The number of nodes an ``up`` report plans is what the spec asks for."""
+        assert planned == self.size
+
+    def check_status(self, status: dict, planned: int) -> None:
+        """The provider's checks on ``status --json`` once the fleet of ``planned`` nodes is up."""
+        assert status["running"] == planned and status["planned"] == planned
 
     def check_rerun(self, report: dict, first: dict | None = None) -> None:
         """The provider's checks on a second ``up``: after the ``first`` one, or (None) after a kill -9 mid-up."""

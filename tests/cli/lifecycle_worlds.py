@@ -5,6 +5,7 @@ provider's CLI lifecycle by adding its world here (a ``LifecycleWorld``, tests/c
 from __future__ import annotations
 
 from cli.aws_cli_world import AwsLifecycle
+from cli.azure_world import AzureWorld
 from cli.lambda_world import LambdaWorld
 from cli.lifecycle_world import LifecycleWorld
 from cli.oci_world import OciWorld
@@ -17,4 +18,5 @@ WORLDS: dict[str, tuple[type[LifecycleWorld], str]] = {
     "vast": (VastWorld, "vast_server"),
     "oci": (OciWorld, "oci_server"),
     "aws": (AwsLifecycle, "aws_cli"),  # moto behind the EC2 fault proxy
+    "azure": (AzureWorld, "arm_server"),
 }

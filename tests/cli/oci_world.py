@@ -84,7 +84,7 @@ class OciWorld(ApiWorld):
             assert report["desired"] == first["desired"]
             assert self.control("calls")["calls"].get(LAUNCH, 0) == self._launches
 
-    def check_status(self, status: dict) -> None:
+    def check_status(self, status: dict, planned: int) -> None:
         assert "Traceback" not in json.dumps(status)
         assert {i["lifecycleState"] for i in self.instances() if i["id"] not in self.foreign} == {"PROVISIONING"}
 

@@ -60,8 +60,8 @@ class RunPodWorld(ApiWorld):
         assert all(p["cloud"] == "SECURE" for p in ours)
         assert all(pool.endswith("/on-demand") for pool in report["desired"])  # RunPod sells no spot pods
 
-    def check_status(self, status: dict) -> None:
-        super().check_status(status)
+    def check_status(self, status: dict, planned: int) -> None:
+        super().check_status(status, planned)
         self._status_text = self.fleet("status", "rf")
 
     def check_down(self, down, ours, outputs) -> None:

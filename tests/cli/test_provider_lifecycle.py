@@ -33,15 +33,17 @@ def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(request,
     up = world.fleet("up", str(world.spec), "--yes", "--json")
     assert up.returncode == 0, up.stderr
     report = json.loads(up.stdout)
-    assert report["ok"] and sum(report["desired"].values()) == world.size
+    planned = sum(report["desired"].values())
+    assert report["ok"]
+    world.check_planned(planned)
     ours = world.ours()
-    assert len(ours) == world.size
+    assert len(ours) == planned
     world.check_up(report, ours)
     again = world.fleet_json("up", str(world.spec), "--yes")
     assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert len(world.ours(live=False)) == world.size  # nothing created twice
+    assert len(world.ours(live=False)) == planned  # nothing created twice
     world.check_rerun(again, report)
-    world.check_status(world.fleet_json("status", world.fleet_name))
+    world.check_status(world.fleet_json("status", world.fleet_name), planned)
     down_run = world.fleet("down", world.fleet_name, "--yes", "--json")
     assert down_run.returncode == 0, down_run.stderr
     down = json.loads(down_run.stdout)
@@ -57,7 +59,9 @@ def test_killed_mid_up_a_rerun_converges_without_duplicates(request, tmp_path, c
     assert crashed.returncode == 137, crashed.stderr
     rerun = world.fleet_json("up", str(world.spec), "--yes")
     assert rerun["ok"], rerun
-    assert len(world.ours()) == world.size and len(world.ours(live=False)) == world.size
+    planned = sum(rerun["desired"].values())
+    world.check_planned(planned)
+    assert len(world.ours()) == planned and len(world.ours(live=False)) == planned
     world.check_rerun(rerun)
     store = open_store(str(world.home / "state.db"), create=False)
     try:

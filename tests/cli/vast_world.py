@@ -78,6 +78,6 @@ class VastWorld(ApiWorld):
         assert all(i["is_bid"] for i in ours)
         assert {i["label"].split("|")[2] for i in ours} == set(report["desired"])  # one machine per pool
 
-    def check_status(self, status: dict) -> None:
-        super().check_status(status)
+    def check_status(self, status: dict, planned: int) -> None:
+        super().check_status(status, planned)
         assert status["stopped"] == []

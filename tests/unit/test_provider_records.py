@@ -34,7 +34,7 @@ FILES = {
 }
 #: Providers whose CLI lifecycle is still a module of its own under tests/cli/, not a world of
 #: tests/cli/lifecycle_worlds.py (WORLDS) that tests/cli/test_provider_lifecycle.py runs.
-OWN_LIFECYCLE = {"gcp": "test_gcp_lifecycle.py", "azure": "test_azure_cli.py"}
+OWN_LIFECYCLE = {"gcp": "test_gcp_lifecycle.py"}
 #: Files every adapter package has, each with the same role in every provider (docs/adding-a-provider.md).
 ROLES = ("__init__.py", "settings.py", "provider.py", "errors.py", "check.py")
 ADAPTERS = [name for name, rec in records().items() if rec.has_adapter]
