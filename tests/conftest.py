@@ -41,7 +41,7 @@ EMULATOR_FIXTURES = frozenset(
         "postgres_cluster",  # this file: a throwaway PostgreSQL cluster
         "location_factory",  # tests/checkpoint: stores on moto S3, fake-gcs-server, Azurite
         "aws_cli",  # tests/cli: moto behind the EC2 fault proxy
-        "gcs",  # tests/cli/test_gcp_lifecycle.py: fake-gcs-server
+        "gcs",  # tests/cli/conftest.py: fake-gcs-server
         "moto",
         "moto_url",  # tests/agent/test_run_guards.py, tests/providers/test_aws_node_credentials.py
         "azurite",  # tests/checkpoint/test_azure_token.py, tests/providers/test_azure_node_credentials.py

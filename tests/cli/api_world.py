@@ -12,15 +12,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
-from cli.lifecycle_world import LifecycleWorld
-
-FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
+from cli.lifecycle_world import FLEET_BIN, LifecycleWorld
 
 
 class ApiWorld(LifecycleWorld):

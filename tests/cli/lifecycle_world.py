@@ -7,8 +7,11 @@ assertions go. ``ApiWorld`` (HTTP fakes) and the AWS world implement it."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+
+FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 
 
 class LifecycleWorld:
@@ -58,3 +61,12 @@ class LifecycleWorld:
 
     def check_down(self, down: dict, ours: list[dict], outputs: list[subprocess.CompletedProcess[str]]) -> None:
         """The provider's checks once ``down`` ended ``ours``; ``outputs`` are the commands the case ran."""
+
+
+def desired_zones(report: dict) -> dict[str, int]:
+    """An ``up`` report's desired nodes per zone (the pool name's third part)."""
+    out: dict[str, int] = {}
+    for pool, n in report["desired"].items():
+        zone = pool.split("/")[2]
+        out[zone] = out.get(zone, 0) + n
+    return out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cli.api_world import ApiWorld  # noqa: E402
+from cli.lifecycle_world import desired_zones  # noqa: E402
 from fakes.oci_server import ADS, COMPARTMENT, IMAGE, SUBNET, OciServer  # noqa: E402
 
 SPEC = f"""
@@ -91,12 +92,3 @@ class OciWorld(ApiWorld):
     def check_down(self, down, ours, outputs) -> None:
         live = [i["id"] for i in self.instances() if i["lifecycleState"] in ("RUNNING", "PROVISIONING")]
         assert live == self.foreign
-
-
-def desired_zones(report: dict) -> dict[str, int]:
-    """The report's desired nodes per availability domain."""
-    out: dict[str, int] = {}
-    for pool, n in report["desired"].items():
-        zone = pool.split("/")[2]
-        out[zone] = out.get(zone, 0) + n
-    return out

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli.lifecycle_world import LifecycleWorld
-from cli.lifecycle_worlds import WORLDS
+from cli.lifecycle_worlds import EXTRA_FIXTURES, WORLDS
 
 from fleet.state import LaunchStatus, open_store
 
@@ -23,7 +23,8 @@ def _world(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> Lifecyc
     cls, server = WORLDS[name]
     if name == "oci":
         pytest.importorskip("oci")
-    return cls(tmp_path, request.getfixturevalue(server))
+    servers = [request.getfixturevalue(f) for f in (server, *EXTRA_FIXTURES.get(name, ()))]
+    return cls(tmp_path, *servers)
 
 
 @pytest.mark.parametrize("cli_world", list(WORLDS))

@@ -1,7 +1,7 @@
 """Every registered provider has every piece ``docs/adding-a-provider.md`` lists: forgetting a step
 fails here, not at a user's launch. The pieces are found on disk by the page's conventions;
-:data:`FILES` names each provider's fake, and the CLI lifecycle is a world in
-``tests/cli/lifecycle_worlds.py`` (or, for the providers not moved there yet, :data:`OWN_LIFECYCLE`)."""
+:data:`FILES` names each provider's fake, and its CLI lifecycle is a world in ``WORLDS``
+(tests/cli/lifecycle_worlds.py), which tests/cli/test_provider_lifecycle.py runs."""
 
 from __future__ import annotations
 
@@ -32,9 +32,7 @@ FILES = {
     "lambda": "lambda_server.py",
     "runpod": "runpod_server.py",
 }
-#: Providers whose CLI lifecycle is still a module of its own under tests/cli/, not a world of
-#: tests/cli/lifecycle_worlds.py (WORLDS) that tests/cli/test_provider_lifecycle.py runs.
-OWN_LIFECYCLE = {"gcp": "test_gcp_lifecycle.py"}
+
 #: Files every adapter package has, each with the same role in every provider (docs/adding-a-provider.md).
 ROLES = ("__init__.py", "settings.py", "provider.py", "errors.py", "check.py")
 ADAPTERS = [name for name, rec in records().items() if rec.has_adapter]
@@ -64,9 +62,7 @@ def test_every_adapter_has_every_piece(name):
     assert rec.title and rec.summary, f"{name}: the record has a title and a one-line summary"
     assert name in FILES, f"{name}: add its fake to FILES in {Path(__file__).name}"
     assert (ROOT / "tests/fakes" / FILES[name]).is_file(), f"{name}: no fake tests/fakes/{FILES[name]}"
-    assert name in WORLDS or (ROOT / "tests/cli" / OWN_LIFECYCLE.get(name, "-")).is_file(), (
-        f"{name}: add a world to WORLDS in tests/cli/lifecycle_worlds.py (the CLI lifecycle suite)"
-    )
+    assert name in WORLDS, f"{name}: add a world to WORLDS in tests/cli/lifecycle_worlds.py (the CLI lifecycle suite)"
     contract = (ROOT / "tests/contract/conftest.py").read_text()
     assert re.search(rf'"{re.escape(name)}(:[\w-]+)?"', contract.split("TARGETS", 1)[1].split("]", 1)[0]), (
         f"{name}: add it to TARGETS in tests/contract/conftest.py"
