@@ -41,7 +41,7 @@ EMULATOR_FIXTURES = frozenset(
         "postgres_cluster",  # this file: a throwaway PostgreSQL cluster
         "location_factory",  # tests/checkpoint: stores on moto S3, fake-gcs-server, Azurite
         "aws_cli",  # tests/cli: moto behind the EC2 fault proxy
-        "gcs",  # tests/cli/test_gcp_lifecycle.py: fake-gcs-server
+        "gcs",  # tests/cli/conftest.py: fake-gcs-server
         "moto",
         "moto_url",  # tests/agent/test_run_guards.py, tests/providers/test_aws_node_credentials.py
         "azurite",  # tests/checkpoint/test_azure_token.py, tests/providers/test_azure_node_credentials.py
@@ -53,6 +53,7 @@ EMULATOR_PARAMS = {
     "state_url": ("postgresql",),
     "location": ("s3", "gs", "az"),
     "harness": ("aws", "gcp", "azure"),  # tests/contract: moto, fake-gcs-server, Azurite (prefixes)
+    "cli_world": ("aws", "gcp", "azure"),  # tests/cli/test_provider_lifecycle.py: the same emulators
 }
 #: Modules (or single tests) whose tests start an emulator themselves.
 EMULATOR_PATHS = (
@@ -82,6 +83,7 @@ SLOW_PATHS = (
     "tests/cli/test_azure_first_contact_cli.py",
     "tests/cli/test_azure_scaleset_cli.py",
     "tests/cli/test_gcp_lifecycle.py",
+    "tests/cli/test_provider_lifecycle.py",
     "tests/cli/test_lambda_cli.py",
     "tests/cli/test_runpod_cli.py",
     "tests/cli/test_oci_lifecycle.py",

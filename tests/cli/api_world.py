@@ -2,7 +2,9 @@
 
 The fake runs on a thread of the test process; the ``fleet`` command runs as a real subprocess
 with a fresh home, reaching the fake through the provider's URL variable and key. Subclasses
-(one per provider test) add what they read from the fake's control API.
+(one per provider: ``*_world.py``) add what they read from the fake's control API and the
+lifecycle interface (tests/cli/lifecycle_world.py) that ``tests/cli/test_provider_lifecycle.py``
+drives.
 """
 
 from __future__ import annotations
@@ -10,19 +12,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
+from cli.lifecycle_world import FLEET_BIN, LifecycleWorld
 
-FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
 
-
-class ApiWorld:
+class ApiWorld(LifecycleWorld):
     """``spec`` written under ``root``; ``env_vars`` (URL, key) point `fleet` at the fake at ``url``;
     variables starting with ``strip`` are dropped from the caller's environment first."""
+
+    #: Seconds one ``fleet`` command may take.
+    timeout: int = 180
 
     def __init__(
         self, root: Path, url: str, *, spec: str, name: str, env_vars: Mapping[str, str], strip: tuple[str, ...] = ()
@@ -61,7 +64,7 @@ class ApiWorld:
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
-            timeout=180,
+            timeout=self.timeout,
         )
 
     def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> Any:

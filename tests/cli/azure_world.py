@@ -1,6 +1,7 @@
 """The CLI's Azure world: ``fleet`` as a subprocess reaching the fake ARM server
 (tests/fakes/azure_arm.py) through ``SPOTFLEET_AZURE_ARM_ENDPOINT``, operation polling at 0 s,
-with the real azure-mgmt clients. The server is the ``arm_server`` fixture (tests/cli/conftest.py)."""
+with the real azure-mgmt clients. The server is the ``arm_server`` fixture (tests/cli/conftest.py).
+It is also a ``LifecycleWorld``: the shared lifecycle suite runs in it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
+from cli.lifecycle_world import LifecycleWorld  # noqa: E402
 from support.fake_control import control  # noqa: E402
 
 FLEET_BIN = str(Path(sys.executable).with_name("fleet"))
@@ -51,12 +54,16 @@ node:
 """
 
 
-class AzureWorld:
+class AzureWorld(LifecycleWorld):
+    fleet_name = "af"
+    crash_points = ("launch-sent:2", "instances-recorded:2")
+
     def __init__(self, root: Path, server: ArmServer):
         self.root, self.server = root, server
         self.home = root / "home"
         self.spec = root / "af.yaml"
         self.spec.write_text(SPEC)
+        self._names: set[str] = set()
         self.control("reset", {})
         self.foreign = self.control(
             "foreign", {"resource_group": RG, "location": "eastus", "count": 1, "size": "Standard_NC24ads_A100_v4"}
@@ -91,7 +98,7 @@ class AzureWorld:
             timeout=180,
         )
 
-    def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> dict:
+    def fleet_json(self, *args: str, ok: tuple[int, ...] = (0,)) -> Any:
         proc = self.fleet(*args, "--json")
         assert proc.returncode in ok, f"fleet {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         return json.loads(proc.stdout)
@@ -99,8 +106,40 @@ class AzureWorld:
     def state(self) -> dict:
         return self.control("state")
 
-    def ours(self) -> list[dict]:
+    def ours(self, *, live: bool = True) -> list[dict]:
+        """The fleet's VMs (ARM deletes a VM outright: those alive are all there are)."""
         return [v for v in self.state()["vms"] if (v.get("tags") or {}).get("spotfleet:fleet") == "af"]
 
     def foreign_alive(self) -> bool:
         return set(self.foreign) <= {v["name"] for v in self.state()["vms"]}
+
+    def ids(self, items: list[dict]) -> list[str]:
+        return sorted(v["name"] for v in items)
+
+    def check_planned(self, planned: int) -> None:
+        assert planned >= 4  # gpus count H100-equivalents: an A100 weighs 0.6
+
+    def check_up(self, report: dict, ours: list[dict]) -> None:
+        assert all(v["properties"]["provisioningState"] == "Succeeded" for v in ours)
+        assert {v["tags"]["spotfleet:pool"] for v in ours} == set(report["desired"])
+        for vm in ours:
+            props = vm["properties"]
+            if vm["tags"]["spotfleet:pool"].endswith("/spot"):
+                assert props["priority"] == "Spot" and props["evictionPolicy"] == "Delete"
+                assert props["billingProfile"]["maxPrice"] == -1
+            assert props["osProfile"]["customData"]  # the node bootstrap
+        state = self.state()
+        assert len(state["nics"]) == len(ours) and len(state["vnets"]) >= 1
+        assert all(n["tags"]["spotfleet:fleet"] == "af" for n in state["nics"] + state["vnets"] + state["nsgs"])
+        self._names = {v["name"] for v in ours}
+
+    def check_rerun(self, report: dict, first: dict | None = None) -> None:
+        ours = self.ours()
+        if first is not None:
+            assert {v["name"] for v in ours} == self._names  # nothing created twice
+        else:
+            assert sorted(n["name"] for n in self.state()["nics"]) == sorted(f"{v['name']}-nic" for v in ours)
+
+    def check_down(self, down, ours, outputs) -> None:
+        state = self.state()
+        assert state["nics"] == [] and state["vnets"] == [] and state["nsgs"] == []  # the fleet's network went too

@@ -1,6 +1,8 @@
 """`fleet up / status / down` on `backend: cloud` with AWS: the real CLI as a subprocess, boto3 over
 HTTP to moto behind the EC2 fault proxy (spot prices set per zone there, since moto's are one
-constant). What counts is what EC2 holds: instances by fleet tag, in any state."""
+constant). What counts is what EC2 holds: instances by fleet tag, in any state. What only AWS has;
+the lifecycle every provider shares (up, rerun, kill -9 mid-up, down) is
+tests/cli/test_provider_lifecycle.py, in ``AwsLifecycle`` (tests/cli/aws_cli_world.py)."""
 
 from __future__ import annotations
 
@@ -10,70 +12,19 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 
 import aws_world  # noqa: E402
-from cli.aws_cli_world import FLEET_BIN, REGION, AwsCli  # noqa: E402
-
-
-def _pool(zone_name: str) -> str:
-    zone_id = {"us-east-1b": "use1-az1", "us-east-1c": "use1-az2", "us-east-1d": "use1-az4"}[zone_name]
-    return f"aws/{REGION}/{zone_id}/g4dn.xlarge/spot"
-
-
-def test_up_status_down_meet_the_spec_and_a_rerun_changes_nothing(aws_cli: AwsCli):
-    spec = aws_cli.spec()
-    theirs = aws_cli.world.direct("ec2", REGION).run_instances(
-        ImageId=aws_world.MOTO_AMI, InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1
-    )["Instances"][0]["InstanceId"]
-    report = aws_cli.fleet_json("up", spec, "--yes")
-    assert report["ok"] and report["desired"] == {_pool("us-east-1b"): 2, _pool("us-east-1c"): 2}
-    assert aws_cli.alive_by_pool("awsfleet") == report["desired"]
-    for inst in aws_cli.ec2_instances("awsfleet"):
-        tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
-        assert inst["InstanceLifecycle"] == "spot" and tags["spotfleet:plan"] == report["plan_id"]
-    # the checkpoint bucket exists, locked down, and nodes get its URI
-    s3 = aws_cli.world.direct("s3")
-    assert s3.get_public_access_block(Bucket="awsfleet-checkpoints")["PublicAccessBlockConfiguration"][
-        "BlockPublicAcls"
-    ]
-    assert aws_cli.world.direct("iam").get_instance_profile(InstanceProfileName="spotfleet-awsfleet-checkpoints")
-
-    again = aws_cli.fleet_json("up", spec, "--yes")
-    assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert len(aws_cli.ec2_instances("awsfleet")) == 4
-
-    status = aws_cli.fleet_json("status", "awsfleet")
-    assert json.dumps(status).count("running") >= 4
-
-    down = aws_cli.fleet("down", "awsfleet", "--yes")
-    assert down.returncode == 0, down.stderr
-    assert aws_cli.alive_by_pool("awsfleet") == {}
-    foreign = [i for i in aws_cli.ec2_instances() if i["InstanceId"] == theirs]
-    assert foreign[0]["State"]["Name"] == "running"  # someone else's instance is untouched
-    launch_templates = aws_cli.world.direct("ec2", REGION).describe_launch_templates()["LaunchTemplates"]
-    assert launch_templates == []  # nothing left behind
-
-
-@pytest.mark.parametrize("crash_at", ["launch-recorded", "launch-sent", "instances-recorded"])
-def test_killed_mid_up_a_rerun_converges_without_duplicates(aws_cli: AwsCli, crash_at: str):
-    spec = aws_cli.spec()
-    crashed = aws_cli.fleet("up", spec, "--yes", SPOTFLEET_TEST_CRASH_AT=crash_at)
-    assert crashed.returncode == 137, crashed.stderr
-    rerun = aws_cli.fleet_json("up", spec, "--yes")
-    assert rerun["ok"] and aws_cli.alive_by_pool("awsfleet") == rerun["desired"]
-    assert len(aws_cli.ec2_instances("awsfleet")) == sum(rerun["desired"].values())  # nothing launched twice
+from cli.aws_cli_world import FLEET_BIN, REGION, AwsCli, pool_of  # noqa: E402
 
 
 def test_a_pool_out_of_capacity_is_replanned_to_another(aws_cli: AwsCli):
     aws_cli.world.proxy.capacity("g4dn.xlarge", 0, aws_cli.world.subnets(REGION, "use1-az1"))  # us-east-1b is empty
     report = aws_cli.fleet_json("up", aws_cli.spec(), "--yes")
     assert report["ok"]
-    assert report["counts"] == {_pool("us-east-1c"): 2, _pool("us-east-1d"): 2}
+    assert report["counts"] == {pool_of("us-east-1c"): 2, pool_of("us-east-1d"): 2}
     assert [f["error_code"] for f in report["failures"]] == ["InsufficientInstanceCapacity"]
-    assert aws_cli.alive_by_pool("awsfleet") == report["counts"]
+    assert aws_cli.alive_bypool_of("awsfleet") == report["counts"]
 
 
 def test_a_spot_instance_aws_took_back_is_dated_by_aws(aws_cli: AwsCli):
@@ -141,7 +92,7 @@ def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_
             proc.wait()
     assert proc.returncode == 0, err
     assert "early-replace" in out and ": done" in out, out
-    assert sum(aws_cli.alive_by_pool("awsfleet").values()) == 5  # 4 healthy and the one AWS is about to take
+    assert sum(aws_cli.alive_bypool_of("awsfleet").values()) == 5  # 4 healthy and the one AWS is about to take
     history = aws_cli.fleet_json("history", "awsfleet")
     noticed = [e for e in history["events"] if e["kind"] == "interruption-notice"]
     assert [(e["instance_id"], e["detail"]["source"]) for e in noticed] == [(ours[0], "queue")]

@@ -2,7 +2,8 @@
 
 The fake (tests/fakes/azure_arm.py) runs on a thread of the test process; the ``fleet`` command
 reaches it through ``SPOTFLEET_AZURE_ARM_ENDPOINT`` with operation polling at 0 s, using the real
-azure-mgmt clients.
+azure-mgmt clients. What only Azure has; the lifecycle every provider shares (up, rerun, kill -9
+mid-up, down) is tests/cli/test_provider_lifecycle.py, in ``AzureWorld``.
 """
 
 from __future__ import annotations
@@ -18,39 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
 from azure_arm import SUBSCRIPTION, ArmServer  # noqa: E402
 from cli.azure_world import SPEC, AzureWorld  # noqa: E402
 
-from fleet.state import LaunchStatus, open_store  # noqa: E402
-
 
 @pytest.fixture
 def world(tmp_path: Path, arm_server: ArmServer) -> AzureWorld:
     return AzureWorld(tmp_path, arm_server)
-
-
-def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: AzureWorld):
-    report = world.fleet_json("up", str(world.spec), "--yes")
-    planned = sum(report["desired"].values())  # gpus count H100-equivalents: an A100 weighs 0.6
-    assert report["ok"] and planned >= 4
-    ours = world.ours()
-    assert len(ours) == planned and all(v["properties"]["provisioningState"] == "Succeeded" for v in ours)
-    assert {v["tags"]["spotfleet:pool"] for v in ours} == set(report["desired"])
-    for vm in ours:
-        props = vm["properties"]
-        if vm["tags"]["spotfleet:pool"].endswith("/spot"):
-            assert props["priority"] == "Spot" and props["evictionPolicy"] == "Delete"
-            assert props["billingProfile"]["maxPrice"] == -1
-        assert props["osProfile"]["customData"]  # the node bootstrap
-    state = world.state()
-    assert len(state["nics"]) == planned and len(state["vnets"]) >= 1
-    assert all(n["tags"]["spotfleet:fleet"] == "af" for n in state["nics"] + state["vnets"] + state["nsgs"])
-    again = world.fleet_json("up", str(world.spec), "--yes")
-    assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert {v["name"] for v in world.ours()} == {v["name"] for v in ours}  # nothing created twice
-    status = world.fleet_json("status", "af")
-    assert status["running"] == planned and status["planned"] == planned
-    down = world.fleet_json("down", "af", "--yes")
-    assert sorted(down["terminated"]) == sorted(v["name"] for v in ours) and down["remaining"] == []
-    assert world.ours() == [] and world.state()["nics"] == [] and world.foreign_alive()
-    assert world.state()["vnets"] == [] and world.state()["nsgs"] == []  # the fleet's network went too
 
 
 def test_an_allocation_failure_re_plans_and_leaves_nothing_half_created(world: AzureWorld):
@@ -80,25 +52,6 @@ def test_fleet_check_azure_reports_identity_and_quota(world: AzureWorld):
     assert bare.returncode == 1 and "Traceback" not in bare.stderr
     [res] = json.loads(bare.stdout)
     assert not res["ok"] and "AZURE_SUBSCRIPTION_ID" in res["fix"] + res["detail"]
-
-
-@pytest.mark.parametrize("point", ["launch-sent:2", "instances-recorded:2"])
-def test_killed_mid_up_a_rerun_converges_without_duplicates(world: AzureWorld, point: str):
-    crashed = world.fleet("up", str(world.spec), "--yes", SPOTFLEET_TEST_CRASH_AT=point)
-    assert crashed.returncode == 137, crashed.stderr
-    rerun = world.fleet_json("up", str(world.spec), "--yes")
-    assert rerun["ok"], rerun
-    ours = world.ours()
-    assert len(ours) == sum(rerun["desired"].values())
-    assert sorted(n["name"] for n in world.state()["nics"]) == sorted(f"{v['name']}-nic" for v in ours)
-    store = open_store(str(world.home / "state.db"), create=False)
-    try:
-        assert {r.id for r in store.instances("af", alive_only=True)} == {v["name"] for v in ours}
-        assert store.launches("af", status=LaunchStatus.REQUESTED) == []
-    finally:
-        store.close()
-    world.fleet_json("down", "af", "--yes")
-    assert world.ours() == [] and world.foreign_alive()
 
 
 def test_up_with_azure_checkpoints_gives_nodes_the_account_uri_and_the_identity(world: AzureWorld):

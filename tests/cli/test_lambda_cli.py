@@ -1,4 +1,6 @@
-"""``fleet up / status / check / down`` as subprocesses against the fake Lambda server (backend: cloud).
+"""``fleet up / check / plan`` as subprocesses against the fake Lambda server (backend: cloud): what
+only Lambda has. Its world is tests/cli/lambda_world.py; the lifecycle every provider shares (up,
+rerun, kill -9 mid-up, down) is tests/cli/test_provider_lifecycle.py.
 
 The fake (tests/fakes/lambda_server.py) runs on a thread of the test process; the ``fleet``
 command reaches it through ``SPOTFLEET_LAMBDA_URL`` with the fake's key in ``LAMBDA_API_KEY``.
@@ -13,107 +15,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
-from cli.api_world import ApiWorld, assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
+from cli.api_world import assert_check_reports_the_key, assert_key_nowhere  # noqa: E402
+from cli.lambda_world import LambdaWorld  # noqa: E402
 from lambda_server import API_KEY, LambdaServer  # noqa: E402
-
-from fleet.state import LaunchStatus, open_store  # noqa: E402
-from providers.lambda_cloud.api import LambdaApi  # noqa: E402
-
-SPEC = """
-name: lf
-backend: cloud
-capacity:
-  gpus: 6
-  accelerators: [A10, H100]
-  gpus_per_node: {min: 1, max: 1}
-providers:
-  lambda: {}
-node:
-  spotfleet: preinstalled   # no checkpoint bucket here to ship spotfleet's wheel through
-"""
-
-#: A10s in three regions (capacity 2, 2, 8), an H100 nowhere with capacity.
-CAPACITY = {
-    "gpu_1x_a10/us-east-1": 2,
-    "gpu_1x_a10/us-west-1": 2,
-    "gpu_1x_a10/europe-central-1": 8,
-    "gpu_1x_h100_pcie/us-west-3": 0,
-}
-
-
-class LambdaWorld(ApiWorld):
-    def __init__(self, root: Path, server: LambdaServer):
-        super().__init__(
-            root,
-            server.url,
-            spec=SPEC,
-            name="lf",
-            strip=("LAMBDA_",),
-            env_vars={"SPOTFLEET_LAMBDA_URL": server.url, "LAMBDA_API_KEY": API_KEY},
-        )
-        self.control("reset", {"capacity": CAPACITY})
-        self.control("config", {"boot_seconds": 0, "terminate_seconds": 0, "launch_interval": 0, "quota": 50})
-        self.foreign = self.control("foreign", {"name": "spotfleet-lf-0000000000", "count": 1})["ids"]
-
-    def instances(self) -> list[dict]:
-        return self.control("instances")["instances"]
-
-    def ours(self, *, live: bool = True) -> list[dict]:
-        return [
-            i
-            for i in self.instances()
-            if {"key": "spotfleet:fleet", "value": "lf"} in i["tags"]
-            and (not live or i["status"] not in ("terminated", "terminating"))
-        ]
-
-    def foreign_alive(self) -> bool:
-        return all(i["status"] == "active" for i in self.instances() if i["id"] in self.foreign)
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = LambdaServer(port=0).start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture
-def world(tmp_path: Path, server: LambdaServer) -> LambdaWorld:
-    return LambdaWorld(tmp_path, server)
-
-
-def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: LambdaWorld):
-    report = world.fleet_json("up", str(world.spec), "--yes")
-    assert report["ok"] and sum(report["desired"].values()) == 6
-    assert all("/gpu_1x_a10/" in pool for pool in report["desired"])  # no H100 capacity now
-    ours = world.ours()
-    assert len(ours) == 6 and all(i["launch_body"]["user_data"].startswith("#!/bin/bash") for i in ours)
-    again = world.fleet_json("up", str(world.spec), "--yes")
-    assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert len(world.ours(live=False)) == 6  # nothing created twice
-    status = world.fleet_json("status", "lf")
-    assert status["running"] == 6 and status["planned"] == 6
-    down = world.fleet_json("down", "lf", "--yes")
-    assert sorted(down["terminated"]) == sorted(i["id"] for i in ours) and down["remaining"] == []
-    assert world.ours() == [] and world.foreign_alive()
-    assert LambdaApi(world.url, API_KEY).ssh_keys() == []  # the fleet's key went too
-
-
-@pytest.mark.parametrize("point", ["launch-recorded", "launch-sent:2"])
-def test_killed_mid_up_a_rerun_converges_without_duplicates(world: LambdaWorld, point: str):
-    crashed = world.fleet("up", str(world.spec), "--yes", SPOTFLEET_TEST_CRASH_AT=point)
-    assert crashed.returncode == 137, crashed.stderr
-    rerun = world.fleet_json("up", str(world.spec), "--yes")
-    assert rerun["ok"], rerun
-    assert len(world.ours()) == 6 and len(world.ours(live=False)) == 6
-    store = open_store(str(world.home / "state.db"), create=False)
-    try:
-        assert {r.id for r in store.instances("lf", alive_only=True)} == {i["id"] for i in world.ours()}
-        assert store.launches("lf", status=LaunchStatus.REQUESTED) == []
-    finally:
-        store.close()
-    world.fleet_json("down", "lf", "--yes")
-    assert world.ours() == [] and world.foreign_alive()
+def world(tmp_path: Path, lambda_server: LambdaServer) -> LambdaWorld:
+    return LambdaWorld(tmp_path, lambda_server)
 
 
 def test_a_capacity_refusal_is_re_planned_around(world: LambdaWorld):

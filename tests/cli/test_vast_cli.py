@@ -1,4 +1,6 @@
-"""``fleet up / status / down`` as subprocesses against the fake Vast server (backend: cloud).
+"""``fleet up / status / down`` as subprocesses against the fake Vast server (backend: cloud): what
+only Vast has (refused bids, outbid machines). Its world is tests/cli/vast_world.py; the lifecycle
+every provider shares (up, rerun, kill -9 mid-up, down) is tests/cli/test_provider_lifecycle.py.
 
 The fake (tests/fakes/vast_server.py) runs on a thread of the test process; the ``fleet``
 command reaches it through ``SPOTFLEET_VAST_URL`` with the fake's key in ``VAST_API_KEY``.
@@ -16,44 +18,10 @@ from cli.api_world import assert_check_reports_the_key, assert_key_nowhere  # no
 from cli.vast_world import ASKS, VastWorld  # noqa: E402
 from vast_server import API_KEY, VastServer  # noqa: E402
 
-from fleet.state import LaunchStatus, open_store  # noqa: E402
-
 
 @pytest.fixture
 def world(tmp_path: Path, vast_server: VastServer) -> VastWorld:
     return VastWorld(tmp_path, vast_server)
-
-
-def test_up_meets_the_spec_rerun_is_idempotent_and_down_ends_everything(world: VastWorld):
-    report = world.fleet_json("up", str(world.spec), "--yes")
-    assert report["ok"] and sum(report["desired"].values()) == 4
-    ours = world.ours()
-    assert len(ours) == 4 and all(i["is_bid"] for i in ours)
-    assert {i["label"].split("|")[2] for i in ours} == set(report["desired"])  # one machine per pool
-    again = world.fleet_json("up", str(world.spec), "--yes")
-    assert again["ok"] and again["launched"] == [] and again["terminated"] == []
-    assert len(world.ours(live=False)) == 4  # nothing created twice
-    status = world.fleet_json("status", "vf")
-    assert status["running"] == 4 and status["planned"] == 4 and status["stopped"] == []
-    down = world.fleet_json("down", "vf", "--yes")
-    assert sorted(down["terminated"]) == sorted(str(i["id"]) for i in ours) and down["remaining"] == []
-    assert world.ours() == [] and world.foreign_alive()
-
-
-@pytest.mark.parametrize("point", ["launch-recorded", "launch-sent:2", "instances-recorded:3"])
-def test_killed_mid_up_a_rerun_converges_without_duplicates(world: VastWorld, point: str):
-    crashed = world.fleet("up", str(world.spec), "--yes", SPOTFLEET_TEST_CRASH_AT=point)
-    assert crashed.returncode == 137, crashed.stderr
-    rerun = world.fleet_json("up", str(world.spec), "--yes")
-    assert rerun["ok"], rerun
-    assert len(world.ours()) == 4 and len(world.ours(live=False)) == 4
-    store = open_store(str(world.home / "state.db"), create=False)
-    try:
-        assert {r.id for r in store.instances("vf", alive_only=True)} == {str(i["id"]) for i in world.ours()}
-        assert store.launches("vf", status=LaunchStatus.REQUESTED) == []
-    finally:
-        store.close()
-    assert world.foreign_alive()
 
 
 def test_a_refused_bid_is_destroyed_at_once_and_the_pool_replaced(world: VastWorld):

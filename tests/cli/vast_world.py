@@ -45,6 +45,9 @@ node:
 
 
 class VastWorld(ApiWorld):
+    fleet_name, size = "vf", 4
+    crash_points = ("launch-recorded", "launch-sent:2", "instances-recorded:3")
+
     def __init__(self, root: Path, server: VastServer):
         super().__init__(
             root,
@@ -70,3 +73,11 @@ class VastWorld(ApiWorld):
 
     def foreign_alive(self) -> bool:
         return all(not i["destroyed"] for i in self.instances() if i["id"] in self.foreign)
+
+    def check_up(self, report: dict, ours: list[dict]) -> None:
+        assert all(i["is_bid"] for i in ours)
+        assert {i["label"].split("|")[2] for i in ours} == set(report["desired"])  # one machine per pool
+
+    def check_status(self, status: dict, planned: int) -> None:
+        super().check_status(status, planned)
+        assert status["stopped"] == []

@@ -1,11 +1,13 @@
 """Every registered provider has every piece ``docs/adding-a-provider.md`` lists: forgetting a step
 fails here, not at a user's launch. The pieces are found on disk by the page's conventions;
-where a provider's file names differ (older adapters), :data:`FILES` names them."""
+:data:`FILES` names each provider's fake, and its CLI lifecycle is a world in ``WORLDS``
+(tests/cli/lifecycle_worlds.py), which tests/cli/test_provider_lifecycle.py runs."""
 
 from __future__ import annotations
 
 import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,17 +18,21 @@ from providers.kit.record import ProviderRecord
 from providers.local.vendors import VENDORS
 from providers.registry import PACKAGES, records
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from cli.lifecycle_worlds import WORLDS  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
-#: Provider -> (its fake under tests/fakes/, its CLI lifecycle test under tests/cli/).
+#: Provider -> its fake under tests/fakes/.
 FILES = {
-    "aws": ("aws_world.py", "test_aws_cli.py"),
-    "gcp": ("gce_server.py", "test_gcp_lifecycle.py"),
-    "azure": ("azure_arm.py", "test_azure_cli.py"),
-    "vast": ("vast_server.py", "test_vast_cli.py"),
-    "oci": ("oci_server.py", "test_oci_lifecycle.py"),
-    "lambda": ("lambda_server.py", "test_lambda_cli.py"),
-    "runpod": ("runpod_server.py", "test_runpod_cli.py"),
+    "aws": "aws_world.py",
+    "gcp": "gce_server.py",
+    "azure": "azure_arm.py",
+    "vast": "vast_server.py",
+    "oci": "oci_server.py",
+    "lambda": "lambda_server.py",
+    "runpod": "runpod_server.py",
 }
+
 #: Files every adapter package has, each with the same role in every provider (docs/adding-a-provider.md).
 ROLES = ("__init__.py", "settings.py", "provider.py", "errors.py", "check.py")
 ADAPTERS = [name for name, rec in records().items() if rec.has_adapter]
@@ -54,10 +60,9 @@ def test_every_adapter_has_every_piece(name):
     assert rec.check is not None, f"{name}: the record names no `fleet check` function"
     assert rec.checkpoint_scheme, f"{name}: the record says where checkpoints go (checkpoint_scheme)"
     assert rec.title and rec.summary, f"{name}: the record has a title and a one-line summary"
-    assert name in FILES, f"{name}: add its fake and CLI lifecycle test to FILES in {Path(__file__).name}"
-    fake, lifecycle = FILES[name]
-    assert (ROOT / "tests/fakes" / fake).is_file(), f"{name}: no fake tests/fakes/{fake}"
-    assert (ROOT / "tests/cli" / lifecycle).is_file(), f"{name}: no CLI lifecycle test tests/cli/{lifecycle}"
+    assert name in FILES, f"{name}: add its fake to FILES in {Path(__file__).name}"
+    assert (ROOT / "tests/fakes" / FILES[name]).is_file(), f"{name}: no fake tests/fakes/{FILES[name]}"
+    assert name in WORLDS, f"{name}: add a world to WORLDS in tests/cli/lifecycle_worlds.py (the CLI lifecycle suite)"
     contract = (ROOT / "tests/contract/conftest.py").read_text()
     assert re.search(rf'"{re.escape(name)}(:[\w-]+)?"', contract.split("TARGETS", 1)[1].split("]", 1)[0]), (
         f"{name}: add it to TARGETS in tests/contract/conftest.py"
@@ -139,5 +144,7 @@ def test_the_adding_a_provider_page_names_every_piece_this_test_checks():
         "mkdocs.yml",
         "providers/local/vendors.py",
         "FILES",
+        "WORLDS",
+        "tests/cli/lifecycle_worlds.py",
     ):
         assert piece in page, f"docs/adding-a-provider.md does not mention {piece}"
