@@ -31,7 +31,8 @@ node:
 
 class RunPodWorld(ApiWorld):
     fleet_name, size = "rf", 4
-    crash_points = ("launch-sent:2",)
+    # one pool holds the whole plan (see LambdaWorld), so killed once its one launch is sent
+    crash_points = ("launch-sent",)
 
     def __init__(self, root: Path, server: RunPodServer):
         super().__init__(
