@@ -84,7 +84,7 @@ class AwsCli:
         got = self.world.direct("ec2", REGION).describe_instances(Filters=filters)
         return [i for r in got["Reservations"] for i in r["Instances"]]
 
-    def alive_bypool_of(self, fleet: str) -> dict[str, int]:
+    def alive_by_pool(self, fleet: str) -> dict[str, int]:
         out: dict[str, int] = {}
         for i in self.ec2_instances(fleet):
             if i["State"]["Name"] in ("pending", "running"):
@@ -135,7 +135,7 @@ class AwsLifecycle(LifecycleWorld):
 
     def check_up(self, report: dict, ours: list[dict]) -> None:
         assert report["desired"] == {pool_of("us-east-1b"): 2, pool_of("us-east-1c"): 2}
-        assert self.cli.alive_bypool_of(self.fleet_name) == report["desired"]
+        assert self.cli.alive_by_pool(self.fleet_name) == report["desired"]
         for inst in ours:
             tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
             assert inst["InstanceLifecycle"] == "spot" and tags["spotfleet:plan"] == report["plan_id"]
@@ -146,7 +146,7 @@ class AwsLifecycle(LifecycleWorld):
         assert self.cli.world.direct("iam").get_instance_profile(InstanceProfileName="spotfleet-awsfleet-checkpoints")
 
     def check_rerun(self, report: dict, first: dict | None = None) -> None:
-        assert self.cli.alive_bypool_of(self.fleet_name) == report["desired"]
+        assert self.cli.alive_by_pool(self.fleet_name) == report["desired"]
 
     def check_status(self, status: dict, planned: int) -> None:
         assert json.dumps(status).count("running") >= 4

@@ -24,7 +24,7 @@ def test_a_pool_out_of_capacity_is_replanned_to_another(aws_cli: AwsCli):
     assert report["ok"]
     assert report["counts"] == {pool_of("us-east-1c"): 2, pool_of("us-east-1d"): 2}
     assert [f["error_code"] for f in report["failures"]] == ["InsufficientInstanceCapacity"]
-    assert aws_cli.alive_bypool_of("awsfleet") == report["counts"]
+    assert aws_cli.alive_by_pool("awsfleet") == report["counts"]
 
 
 def test_a_spot_instance_aws_took_back_is_dated_by_aws(aws_cli: AwsCli):
@@ -92,7 +92,7 @@ def test_watch_replaces_a_node_at_once_when_its_interruption_notice_reaches_the_
             proc.wait()
     assert proc.returncode == 0, err
     assert "early-replace" in out and ": done" in out, out
-    assert sum(aws_cli.alive_bypool_of("awsfleet").values()) == 5  # 4 healthy and the one AWS is about to take
+    assert sum(aws_cli.alive_by_pool("awsfleet").values()) == 5  # 4 healthy and the one AWS is about to take
     history = aws_cli.fleet_json("history", "awsfleet")
     noticed = [e for e in history["events"] if e["kind"] == "interruption-notice"]
     assert [(e["instance_id"], e["detail"]["source"]) for e in noticed] == [(ours[0], "queue")]
