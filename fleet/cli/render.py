@@ -138,7 +138,7 @@ def placement_lines(p: Plan) -> list[str]:
     else:
         lines.append(f"next best       none: no other {c.level} can meet the spec")
     if c.interconnect:
-        lines.append(f"interconnect    wants a {c.interconnect}")
+        lines.append(f"interconnect    `fleet up` creates the {c.interconnect} these nodes share")
     return lines
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from fleet.errors import PlanError
 from fleet.model import Allocation, Exclusion, Market, Offer, PlacementChoice, Plan, PlanTotals, Quota
-from fleet.planning import economics, heads, placement, strategies
+from fleet.planning import economics, heads, placement, relaxation, strategies
 from fleet.planning.candidates import OVER_BUDGET, PRICE_CAP, Candidates, arrays, select
 from fleet.planning.domains import Domains, Limits, limits_for
 from fleet.planning.milp import Model
@@ -107,14 +107,14 @@ def _plan(
     else:
         members, _ = placement.domains_of(cand_all, level)
         min_pools = _effective_min_pools(spec, [cand_all.spot[m] for m in members], level, notes)
-        quota_rows, spread = placement.NO_QUOTAS, None
+        quota_rows, spread = relaxation.NO_QUOTAS, None
         if len(limits.shares) > 1 or limits.quotas:
             bound = Domains.bind(limits, cand_all)
-            quota_rows = placement.QuotaRows(bound.quota_units, bound.headroom)
+            quota_rows = relaxation.QuotaRows(bound.quota_units, bound.headroom)
             inner = [(lv, s) for lv, s in limits.shares if lv != "pool"]
             if inner:  # the finest cap left below the placement level
                 lv, share = inner[0]
-                spread = placement.Spread(
+                spread = relaxation.Spread(
                     bound.keys[lv],
                     max(share * (limits.target - limits.baseline), limits.floor),
                     None if limits.fixed(share) else (share, limits.target, limits.floor, bound.od_node),
@@ -319,7 +319,7 @@ def on_demand_alternative(spec: FleetSpec, cand: Candidates) -> float | None:
     target = float(spec.capacity.gpus)
     level = spec.placement_level
     groups = [np.arange(len(od))] if level == "any" else placement.domains_of(od, level)[0]
-    bounds = placement.grouped_cover_bounds(od.price, od.weighted, od.spot, od.upper, target, 0.0, groups)
+    bounds = relaxation.grouped_cover_bounds(od.price, od.weighted, od.spot, od.upper, target, 0.0, groups)
     best = None
     for d in sorted(range(len(groups)), key=lambda k: bounds[k]):  # one domain when placed
         if not np.isfinite(bounds[d]) or (best is not None and bounds[d] >= best):

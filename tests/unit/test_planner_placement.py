@@ -17,9 +17,10 @@ from planner_oracle import brute_force, domain_of, offer
 
 from fleet.catalog import filter_for_spec, snapshot_offers
 from fleet.cli.main import cli
+from fleet.cli.render import placement_lines
 from fleet.errors import SpecError
 from fleet.model import Market, Plan, Quota
-from fleet.planning import milp, placement, strategies
+from fleet.planning import domain_bounds, milp, placement, relaxation, strategies
 from fleet.planning.candidates import select
 from fleet.planning.domains import Domains, limits_for
 from fleet.planning.planner import plan
@@ -204,10 +205,10 @@ def test_quotas_and_caps_only_tighten_a_domain_bound():
     limits = limits_for(spec, cand.weighted[cand.spot], quotas)
     members, _ = placement.domains_of(cand, "region")
     bound = Domains.bind(limits, cand)
-    rows = placement.QuotaRows(bound.quota_units, bound.headroom)
-    spread = placement.Spread(bound.keys["zone"], max(0.5 * 24, limits.floor))
-    plain = placement.lower_bounds(spec, cand, members)
-    tight = placement.lower_bounds(spec, cand, members, rows, spread)
+    rows = relaxation.QuotaRows(bound.quota_units, bound.headroom)
+    spread = relaxation.Spread(bound.keys["zone"], max(0.5 * 24, limits.floor))
+    plain = domain_bounds.lower_bounds(spec, cand, members)
+    tight = domain_bounds.lower_bounds(spec, cand, members, rows, spread)
     finite = np.isfinite(plain)
     assert finite.sum() >= 3
     assert (tight[finite] >= plain[finite] * (1 - 1e-9)).all()
@@ -233,8 +234,10 @@ def test_lower_bounds_never_exceed_a_domain_optimum(level, caps, quota):
     members, _ = placement.domains_of(cand, level)
     bound = Domains.bind(limits, cand)
     inner = [(lv, s) for lv, s in limits.shares if lv != "pool"]
-    spread = placement.Spread(bound.keys[inner[0][0]], max(inner[0][1] * 12, limits.floor)) if inner else None
-    bounds = placement.lower_bounds(spec, cand, members, placement.QuotaRows(bound.quota_units, bound.headroom), spread)
+    spread = relaxation.Spread(bound.keys[inner[0][0]], max(inner[0][1] * 12, limits.floor)) if inner else None
+    bounds = domain_bounds.lower_bounds(
+        spec, cand, members, relaxation.QuotaRows(bound.quota_units, bound.headroom), spread
+    )
     solved = 0
     for b, m in zip(bounds, members):
         sub = cand.subset(m)
@@ -264,10 +267,10 @@ def test_a_domain_that_cannot_cover_leaves_the_other_domains_bounds_as_they_are(
     )
     cand = select(spec, offers + small)
     members, names = placement.domains_of(cand, "region")
-    together = placement.Bounds(spec, cand, members)
+    together = domain_bounds.Bounds(spec, cand, members)
     assert any(not np.isfinite(b) for b in together.first)
     for d, m in enumerate(members):
-        alone = placement.Bounds(spec, cand, [m])
+        alone = domain_bounds.Bounds(spec, cand, [m])
         assert together.first[d] == pytest.approx(alone.first[0], rel=1e-9) or together.first[d] == alone.first[0]
         assert together.refine(d) == pytest.approx(alone.refine(0), rel=1e-9) or together.refine(d) == alone.refine(0)
 
@@ -297,6 +300,9 @@ def test_a_zone_level_coupled_plan_asks_for_the_providers_interconnect():
     provider = next(iter(zones)).split("/")[0]
     assert p.placement.interconnect == placement.INTERCONNECT.get(provider, "")
     assert any("max_zone_share 0.5 does not apply under placement zone" in n for n in p.notes)
+    if p.placement.interconnect:  # `fleet plan` says that `fleet up` makes it, not that it is wanted
+        shown = "\n".join(placement_lines(p))
+        assert f"`fleet up` creates the {p.placement.interconnect} these nodes share" in shown
 
 
 def test_independent_work_is_not_placed_unless_asked():

@@ -298,7 +298,7 @@ def test_capacity_pruning_keeps_only_the_pools_that_can_hold_the_target():
 
 
 def test_grouped_cover_bounds_equal_the_greedy_per_domain():
-    from fleet.planning.placement import cover_bound, grouped_cover_bounds
+    from fleet.planning.relaxation import cover_bound, grouped_cover_bounds
 
     rng = np.random.default_rng(0)
     for _ in range(200):
