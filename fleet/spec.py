@@ -437,7 +437,17 @@ class Rebalance(Section):
         ),
     )
     cold_start_seconds: float = Field(
-        default=600, ge=0, le=86_400, description="How long a new node takes to do work (sizes the hedge)."
+        default=600,
+        ge=0,
+        le=86_400,
+        description="How long a new node takes to do work (sizes the hedge; see charge_cold_start).",
+    )
+    charge_cold_start: bool = Field(
+        default=False,
+        description=(
+            "Price a pool's learned interruptions at workload.restart_seconds plus cold_start_seconds (a lost "
+            "node's replacement boots first), so the rebalancer leaves zones that drop often; fleet plan is unchanged."
+        ),
     )
     spot_moves: bool = Field(
         default=False,

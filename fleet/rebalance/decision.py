@@ -8,7 +8,8 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 1. **Never touch what the fleet did not create**: instances with ``ours=False`` are ignored.
 2. **Learn**: spot offers' interruption rates are updated from ``exposure`` by a
    Gamma-Poisson update of the catalog's prior (``fleet.rebalance.learning``); every plan
-   below uses the learned rates.
+   below uses the learned rates. With ``rebalance.charge_cold_start`` the plans charge a lost
+   node its restart plus ``cold_start_seconds`` (``learning.loss_priced``).
 3. **Warnings**: an instance with a notice (AWS rebalance recommendation, Azure eviction,
    any final notice) no longer counts, so its replacement is planned now; an advisory one is
    terminated once the healthy rest covers the target (``replaced-early``). An outbid Vast
@@ -60,7 +61,7 @@ from fleet.rebalance import bridge, hedge
 from fleet.rebalance.backoff import backoff_until
 from fleet.rebalance.bidding import outbid_action
 from fleet.rebalance.head_rule import decide_with_head
-from fleet.rebalance.learning import learned_offers
+from fleet.rebalance.learning import learned_offers, loss_priced
 from fleet.rebalance.types import (
     Action,
     Decision,
@@ -107,6 +108,7 @@ def decide(
             lambda s, o, i: decide(s, o, i, events, now, state, exposure=exposure, bidding=bidding),
         )
     learned = learned_offers(offers, exposure or {}, spec.rebalance.prior_hours)
+    spec = loss_priced(spec)
     if spec.rebalance.hedge:
         spec = hedge.hedged(spec, hedge.spares(spec, learned, [i for i in instances if i.ours and not i.notice]))
     ctx = _Context(spec, learned, now)

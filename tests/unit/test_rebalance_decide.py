@@ -399,6 +399,22 @@ def test_learned_rates_reach_the_planner():
     assert any(o.interruption_source is InterruptionSource.OBSERVED for o in burned.offers)
 
 
+def test_charging_the_cold_start_leaves_a_pool_that_drops_often_which_the_restart_alone_keeps():
+    # pool a: 10.0/h, seen losing 17 nodes in 100 node-hours (0.09/h learned); b: 10.5/h at the catalog's 0.01/h
+    flaky = {SPOT[0].pool.id: Exposure(hours=100, interruptions=17)}
+    running = [inst(SPOT[1]), inst(SPOT[1]), inst(SPOT[2])]
+    plain = decide(spec(), OFFERS, running, [], NOW, exposure=flaky)
+    charged = spec(extra="  charge_cold_start: true\n  cold_start_seconds: 600")
+    assert launched(plain) == {SPOT[0].pool.id: 1}  # 300 s a loss: 4.4% dearer in true cost, still cheapest
+    assert launched(decide(charged, OFFERS, running, [], NOW, exposure=flaky)) == {SPOT[1].pool.id: 1}
+    # without a record the catalog's rates decide, charged or not; fleet plan keeps the workload's restart
+    assert launched(decide(charged, OFFERS, running, [], NOW)) == {SPOT[0].pool.id: 1}
+    from fleet.planning import plan
+
+    learned = learned_offers(OFFERS, flaky, 100)
+    assert plan(charged, learned).counts() == plan(spec(), learned).counts()
+
+
 def test_decision_serialises():
     d = decide(spec(), OFFERS, [inst(SPOT[0])], [], NOW)
     data = d.to_dict()
