@@ -108,25 +108,24 @@ def frontier(
     return [(float(lam), float(r), float(c / optimum_cost)) for lam, r, c in zip(lambdas, risk, cost)]
 
 
-def at_cost(points: list[tuple[float, float, float]], cost_ratio: float) -> float | None:
-    """The least expected ticks below target within ``cost_ratio`` of the optimum, on the
-    frontier's lower hull (two lambdas can share the ticks); ``None`` when nothing is that cheap."""
-    pts = sorted((c, r) for _lam, r, c in points)
-    if not pts or pts[0][0] > cost_ratio:
+def _along(pts: list[tuple[float, float]], x: float) -> float | None:
+    """``y`` at ``x`` on the line through ``pts`` (sorted by ``x``): the lower hull, as two
+    lambdas can share the ticks; the least ``y`` past the last point, ``None`` before the first."""
+    if not pts or pts[0][0] > x:
         return None
-    for (c0, r0), (c1, r1) in zip(pts, pts[1:]):
-        if c0 <= cost_ratio <= c1:
-            return r0 + (r1 - r0) * (cost_ratio - c0) / (c1 - c0) if c1 > c0 else min(r0, r1)
-    return min(r for _c, r in pts)
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        if x0 <= x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else min(y0, y1)
+    return min(y for _x, y in pts)
+
+
+def at_cost(points: list[tuple[float, float, float]], cost_ratio: float) -> float | None:
+    """The least expected ticks below target within ``cost_ratio`` of the optimum (``None`` when
+    nothing is that cheap)."""
+    return _along(sorted((c, r) for _lam, r, c in points), cost_ratio)
 
 
 def cost_for(points: list[tuple[float, float, float]], ticks_below: float) -> float | None:
-    """The least cost (x optimum) with at most ``ticks_below`` expected ticks below target, on the
-    lower hull; ``None`` when no point is that available."""
-    pts = sorted((r, c) for _lam, r, c in points)
-    if not pts or pts[0][0] > ticks_below:
-        return None
-    for (r0, c0), (r1, c1) in zip(pts, pts[1:]):
-        if r0 <= ticks_below <= r1:
-            return c0 + (c1 - c0) * (ticks_below - r0) / (r1 - r0) if r1 > r0 else min(c0, c1)
-    return min(c for _r, c in pts)
+    """The least cost (x optimum) with at most ``ticks_below`` expected ticks below target
+    (``None`` when no point is that available)."""
+    return _along(sorted((r, c) for _lam, r, c in points), ticks_below)
