@@ -4,7 +4,8 @@ A zone is lost whole and without notice (10-minute ticks; a node is lost at the 
 tick its zone drops), and a replacement takes a cold start (one tick) to be ready. So a spot
 node lost where no spare covers it costs at least one tick below target, and 99.9% at target
 over 14 days (2,015 measured ticks) allows 2 such ticks. The relaxation below is kinder to the
-policy than the simulator in every respect:
+policy than the simulator (docs/simulate.md says what it leaves out: signals beyond a zone's run
+age, layouts with one zone uncovered and others spared):
 
 * it knows each zone's **hazard** exactly: ``h_z(age)``, the chance the zone drops at the next
   tick given how long it has been up (run ages bucketed by powers of two), fitted on the very
