@@ -625,6 +625,7 @@ _ADDED_LATER: tuple[tuple[tuple[str, ...], Callable[[Any], bool]], ...] = (
     (("node", "forward_credentials"), lambda v: not v),
     (("node", "spotfleet"), lambda v: v == SHIP),
     (("rebalance", "interruption_queue"), lambda v: not v),
+    (("rebalance", "charge_cold_start"), lambda v: not v),
     (("budget", "cap_action"), lambda v: v == DEFAULT_CAP_ACTION),
     (("budget", "bill_tolerance"), lambda v: v == DEFAULT_BILL_TOLERANCE),
     (("budget", "max_per_node"), lambda v: v is None),
