@@ -299,9 +299,12 @@ class Quota(Frozen):
     (``None`` = both markets count against it), whose accelerator is ``accelerator`` ("" =
     any) and whose instance type matches one of the shell patterns ``instance_types``
     (``()`` = any; ``p*`` for AWS's "All P Spot Instance Requests", ``Standard_NDs*`` for an
-    Azure VM family). ``in_use`` is what the whole account runs in its scope now, this fleet's
-    instances included, so the fleet may hold ``limit - in_use`` plus what it already runs
-    there. ``name`` is the vendor's name for the quota, shown when it binds.
+    Azure VM family). ``zones`` (qualified ``provider/region/zone``, ``-`` for a provider
+    without zones; ``()`` = any) narrows it to pools in those zones: the rebalancer's hedge caps
+    a group of zones that failed together this way (``fleet.rebalance.hedge``). ``in_use`` is
+    what the whole account runs in its scope now, this fleet's instances included, so the fleet
+    may hold ``limit - in_use`` plus what it already runs there. ``name`` is the vendor's name
+    for the quota, shown when it binds.
     """
 
     provider: str
@@ -313,11 +316,14 @@ class Quota(Frozen):
     limit: float = Field(ge=0)
     in_use: float = Field(default=0.0, ge=0)
     name: str = ""
+    zones: tuple[str, ...] = ()
 
     def covers(self, offer: Offer) -> bool:
         """Whether ``offer``'s pool counts against this quota."""
         pool = offer.pool
         if pool.provider != self.provider or (self.region and pool.region != self.region):
+            return False
+        if self.zones and f"{pool.provider}/{pool.region}/{pool.zone or '-'}" not in self.zones:
             return False
         if self.market is not None and pool.market is not self.market:
             return False
@@ -333,6 +339,7 @@ class Quota(Frozen):
     def label(self) -> str:
         """Short description: ``gcp/us-east4 spot H100 GPUs (PREEMPTIBLE_NVIDIA_H100_GPUS)``."""
         scope = "/".join(x for x in (self.provider, self.region) if x)
+        scope += f" zones {'+'.join(self.zones)}" if self.zones else ""
         what = " ".join(
             x for x in (self.market.value if self.market else "", self.accelerator, ",".join(self.instance_types)) if x
         )

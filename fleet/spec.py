@@ -437,7 +437,17 @@ class Rebalance(Section):
         ),
     )
     cold_start_seconds: float = Field(
-        default=600, ge=0, le=86_400, description="How long a new node takes to do work (sizes the hedge)."
+        default=600,
+        ge=0,
+        le=86_400,
+        description="How long a new node takes to do work (sizes the hedge; see charge_cold_start).",
+    )
+    charge_cold_start: bool = Field(
+        default=False,
+        description=(
+            "Price a pool's learned interruptions at workload.restart_seconds plus cold_start_seconds (a lost "
+            "node's replacement boots first), so the rebalancer leaves zones that drop often; fleet plan is unchanged."
+        ),
     )
     spot_moves: bool = Field(
         default=False,
@@ -615,6 +625,7 @@ _ADDED_LATER: tuple[tuple[tuple[str, ...], Callable[[Any], bool]], ...] = (
     (("node", "forward_credentials"), lambda v: not v),
     (("node", "spotfleet"), lambda v: v == SHIP),
     (("rebalance", "interruption_queue"), lambda v: not v),
+    (("rebalance", "charge_cold_start"), lambda v: not v),
     (("budget", "cap_action"), lambda v: v == DEFAULT_CAP_ACTION),
     (("budget", "bill_tolerance"), lambda v: v == DEFAULT_BILL_TOLERANCE),
     (("budget", "max_per_node"), lambda v: v is None),

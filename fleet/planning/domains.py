@@ -313,6 +313,8 @@ def _covered(labels, quota: Quota) -> np.ndarray:
         mask &= same("market", quota.market.value)
     if quota.accelerator:
         mask &= same("accelerator", quota.accelerator)
+    if quota.zones:
+        mask &= np.isin(labels.names("zone"), list(quota.zones))[labels.codes("zone")]
     if quota.instance_types:
         types = labels.names("instance_type")
         ok = np.array([any(fnmatchcase(t, p) for p in quota.instance_types) for t in types], bool)

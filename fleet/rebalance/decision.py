@@ -8,7 +8,8 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
 1. **Never touch what the fleet did not create**: instances with ``ours=False`` are ignored.
 2. **Learn**: spot offers' interruption rates are updated from ``exposure`` by a
    Gamma-Poisson update of the catalog's prior (``fleet.rebalance.learning``); every plan
-   below uses the learned rates.
+   below uses the learned rates. With ``rebalance.charge_cold_start`` the plans charge a lost
+   node its restart plus ``cold_start_seconds`` (``learning.loss_priced``).
 3. **Warnings**: an instance with a notice (AWS rebalance recommendation, Azure eviction,
    any final notice) no longer counts, so its replacement is planned now; an advisory one is
    terminated once the healthy rest covers the target (``replaced-early``). An outbid Vast
@@ -43,7 +44,8 @@ state of the previous pass, and the fleet's exposure per pool. The rules, in ord
    starting) up to the critical level, and is released once the ready rest covers the target
    (``fleet.rebalance.bridge``); a pass that releases bridge nodes returns nothing else to spot.
 10. **Hedging** (``rebalance.hedge: true``): the pass plans spare spot capacity sized from
-   the learned rates and the cold start, no zone above the spares (``fleet.rebalance.hedge``).
+   the learned rates and the cold start, no zone, and no group of zones that interrupted the
+   fleet together, above the spares (``fleet.rebalance.hedge``).
 11. **Spot moves** (``rebalance.spot_moves: true``): when nothing else is to do, ready spot
    nodes in pools dearer than the cheapest one the plan may use move there on rule 6's terms
    (make before break, ``min_saving``, ``max_moves_per_pass``, the cooldown).
@@ -55,12 +57,12 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from fleet.errors import PlanError
-from fleet.model import Market, Offer, Plan, PoolKey
+from fleet.model import Market, Offer, Plan, PoolKey, Quota
 from fleet.rebalance import bridge, hedge
 from fleet.rebalance.backoff import backoff_until
 from fleet.rebalance.bidding import outbid_action
 from fleet.rebalance.head_rule import decide_with_head
-from fleet.rebalance.learning import learned_offers
+from fleet.rebalance.learning import learned_offers, loss_priced
 from fleet.rebalance.types import (
     Action,
     Decision,
@@ -107,9 +109,15 @@ def decide(
             lambda s, o, i: decide(s, o, i, events, now, state, exposure=exposure, bidding=bidding),
         )
     learned = learned_offers(offers, exposure or {}, spec.rebalance.prior_hours)
+    spec = loss_priced(spec)
+    caps: list[Quota] = []
     if spec.rebalance.hedge:
-        spec = hedge.hedged(spec, hedge.spares(spec, learned, [i for i in instances if i.ours and not i.notice]))
-    ctx = _Context(spec, learned, now)
+        kept = [i for i in instances if i.ours and not i.notice]
+        spare = hedge.spares(spec, learned, kept)
+        groups = hedge.correlated_groups(events, now, spec.rebalance.backoff_memory_seconds)
+        caps = hedge.group_caps(spec, learned, kept, groups, spare)
+        spec = hedge.hedged(spec, spare)
+    ctx = _Context(spec, learned, now, caps)
     ours = [i for i in instances if i.ours]
     notes: list[str] = []
 
@@ -187,8 +195,9 @@ def decide(
 class _Context:
     """The spec's numbers and the plannable offers of one decision."""
 
-    def __init__(self, spec: FleetSpec, learned: list[Offer], now: float):
+    def __init__(self, spec: FleetSpec, learned: list[Offer], now: float, quotas: Sequence[Quota] = ()):
         self.spec = spec
+        self.quotas = tuple(quotas)  # the hedge's caps on zones that failed together
         self.learned = learned
         self.now = now
         self.target = float(spec.capacity.gpus)
@@ -242,7 +251,7 @@ class _Context:
         from fleet.planning import plan
 
         try:
-            return plan(self.spec, offers, current=current, blocked=sorted(self.blocked))
+            return plan(self.spec, offers, current=current, blocked=sorted(self.blocked), quotas=self.quotas)
         except PlanError as err:
             notes.append(f"nothing to plan with: {err}")
             return None

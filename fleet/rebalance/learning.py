@@ -6,6 +6,14 @@ beta=prior_hours)``. Interruptions are Poisson in exposure, so after ``k`` inter
 in ``T`` instance-hours the posterior is ``Gamma(alpha + k, beta + T)`` and its mean
 ``(r0*prior_hours + k) / (prior_hours + T)`` replaces the estimate. Little exposure leaves
 the catalog's figure almost untouched; much exposure lets the fleet's own record win.
+
+What a loss costs: the planner prices a spot pool at ``price x F(rate)``, where ``F`` counts
+the work lost since the last checkpoint and ``workload.restart_seconds`` per interruption.
+A rebalancer's lost node also waits for its replacement's boot, so with
+``rebalance.charge_cold_start`` :func:`loss_priced` plans with the restart plus
+``rebalance.cold_start_seconds``: a zone that drops many times a day then costs what its
+losses cost and the fleet leaves it. Only ``decide`` plans with it; ``fleet plan`` keeps the
+workload's own figure.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from fleet.model import InterruptionSource, Market, Offer
 from fleet.rebalance.types import Exposure
+from fleet.spec import FleetSpec
 
 
 def posterior_rate(prior_rate: float, prior_hours: float, exposure: Exposure) -> float:
@@ -34,6 +43,16 @@ def learned_offers(offers: Sequence[Offer], exposure: Mapping[str, Exposure], pr
             )
         out.append(o)
     return out
+
+
+def loss_priced(spec: FleetSpec) -> FleetSpec:
+    """``spec`` whose restart also counts the replacement's cold start, with
+    ``rebalance.charge_cold_start`` (see the module doc); else ``spec`` itself."""
+    policy = spec.rebalance
+    if not policy.charge_cold_start or policy.cold_start_seconds <= 0:
+        return spec
+    restart = spec.workload.restart_seconds + policy.cold_start_seconds
+    return spec.model_copy(update={"workload": spec.workload.model_copy(update={"restart_seconds": restart})})
 
 
 def exposure_of(runs: Iterable[tuple[str, float, float | None, bool]], now: float) -> dict[str, Exposure]:

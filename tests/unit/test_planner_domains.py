@@ -271,6 +271,19 @@ def instances(draw):
     return spec, pools, quotas
 
 
+def test_a_quota_over_zones_counts_only_the_pools_in_those_zones():
+    # the rebalancer's hedge caps zones that failed together this way (fleet.rebalance.hedge)
+    offers = [offer(zone=z, price=p) for z, p in zip("abcd", (1.0, 1.1, 1.2, 1.3))]
+    group = Quota(provider="aws", market=Market.SPOT, limit=1, in_use=0, zones=("aws/r1/a", "aws/r1/b"))
+    assert [group.covers(o) for o in offers] == [True, True, False, False]
+    spec = spec_of("max_pool_share: 1.0, max_zone_share: 1", gpus=4)
+    p = plan(spec, offers, quotas=[group])
+    counts = {a.offer.pool.zone: a.count for a in p.allocations}
+    assert counts.get("a", 0) + counts.get("b", 0) == 1 and sum(counts.values()) == 4
+    _, best = brute_force(spec, offers, quotas=[group])
+    assert best is not None and p.totals.true_cost_per_hour == pytest.approx(best.key[0], rel=1e-5)
+
+
 @SETTINGS
 @given(case=instances())
 def test_caps_and_quotas_match_exhaustive_search(case):

@@ -399,6 +399,22 @@ def test_learned_rates_reach_the_planner():
     assert any(o.interruption_source is InterruptionSource.OBSERVED for o in burned.offers)
 
 
+def test_charging_the_cold_start_leaves_a_pool_that_drops_often_which_the_restart_alone_keeps():
+    # pool a: 10.0/h, seen losing 17 nodes in 100 node-hours (0.09/h learned); b: 10.5/h at the catalog's 0.01/h
+    flaky = {SPOT[0].pool.id: Exposure(hours=100, interruptions=17)}
+    running = [inst(SPOT[1]), inst(SPOT[1]), inst(SPOT[2])]
+    plain = decide(spec(), OFFERS, running, [], NOW, exposure=flaky)
+    charged = spec(extra="  charge_cold_start: true\n  cold_start_seconds: 600")
+    assert launched(plain) == {SPOT[0].pool.id: 1}  # 300 s a loss: 4.4% dearer in true cost, still cheapest
+    assert launched(decide(charged, OFFERS, running, [], NOW, exposure=flaky)) == {SPOT[1].pool.id: 1}
+    # without a record the catalog's rates decide, charged or not; fleet plan keeps the workload's restart
+    assert launched(decide(charged, OFFERS, running, [], NOW)) == {SPOT[0].pool.id: 1}
+    from fleet.planning import plan
+
+    learned = learned_offers(OFFERS, flaky, 100)
+    assert plan(charged, learned).counts() == plan(spec(), learned).counts()
+
+
 def test_decision_serialises():
     d = decide(spec(), OFFERS, [inst(SPOT[0])], [], NOW)
     data = d.to_dict()
@@ -589,3 +605,40 @@ def test_spot_moves_take_ready_nodes_to_a_cheaper_pool_make_before_break():
     assert len(d.terminations) == 2 and all(t.after == (SPOT[0].pool.id,) for t in d.terminations)
     assert decide(spec(), OFFERS, dear, [], NOW).actions == ()  # off by default
     assert decide(spec(extra="  spot_moves: true"), OFFERS, dear, [], NOW).actions == ()  # saves 13% < 20%
+
+
+def test_the_hedge_keeps_zones_that_failed_together_within_the_spares():
+    six = [*SPOT, offer("e", price=12.0), offer("f", price=12.5)]
+    s = spec(critical=0, extra="  hedge: true")
+    ids = [o.pool.id for o in six]
+    # one spare node (the catalog's rates lose far less than a node within a cold start): 5 nodes, one a zone
+    assert launched(decide(s, [*six, OD], [], [], NOW)) == {p: 1 for p in ids[:5]}
+    together = [PoolEvent(ids[0], "interrupted", NOW - HOUR), PoolEvent(ids[1], "interrupted", NOW - HOUR + 5)]
+    d = decide(s, [*six, OD], [], together, NOW)
+    assert launched(d) == {p: 1 for p in [ids[0], *ids[2:]]}  # a and b failed together: one node for both
+    apart = [PoolEvent(ids[0], "interrupted", NOW - HOUR), PoolEvent(ids[1], "interrupted", NOW - HOUR + 300)]
+    assert launched(decide(s, [*six, OD], [], apart, NOW)) == {p: 1 for p in ids[:5]}
+    assert launched(decide(spec(critical=0), [*six, OD], [], together, NOW)) == {ids[0]: 4}  # no hedge, no caps
+
+
+def test_correlated_groups_are_the_zones_lost_in_one_pass_within_the_memory():
+    from fleet.rebalance.hedge import correlated_groups
+
+    def at(zone: str, t: float) -> PoolEvent:
+        return PoolEvent(offer(zone).pool.id, "interrupted", NOW - t)
+
+    events = [
+        at("a", 10),
+        at("b", 0),
+        at("c", 3 * HOUR),
+        at("d", 3 * HOUR - 30),
+        at("a", 2 * HOUR),
+        at("b", 2 * HOUR),
+        at("c", 2 * HOUR),
+        at("e", 30 * HOUR),
+        at("f", 30 * HOUR),
+        PoolEvent(offer("e").pool.id, "no-capacity", NOW),
+        PoolEvent(offer("f").pool.id, "no-capacity", NOW),
+    ]
+    got = correlated_groups(events, NOW, 24 * HOUR)
+    assert got == [frozenset({"aws/r1/a", "aws/r1/b", "aws/r1/c"}), frozenset({"aws/r1/c", "aws/r1/d"})]

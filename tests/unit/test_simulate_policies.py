@@ -89,3 +89,42 @@ def test_ours_with_the_bridge_covers_a_loss_at_once_and_releases_on_demand_when_
         cold_ticks=1,
     )
     assert plain.on_demand_node_hours == 0
+
+
+def test_charging_the_cold_start_keeps_ours_out_of_a_zone_that_drops_every_hour():
+    # z1 (2.0/h) drops one tick in six, z2 (2.2/h) one in 24; both start at the catalog's 0.3/h
+    offers = [spot("z1", 2.0, 0.3), spot("z2", 2.2, 0.3), on_demand(10.0)]
+    replay = build_replay(offers, [trace("z1", ([0] * 5 + [1]) * 24), trace("z2", ([0] * 23 + [1]) * 6)])
+
+    def ours(charge: str):
+        spec = fleet_spec(
+            1,
+            f"rebalance: {{critical_gpus: 1, prior_hours: 1, bridge: true, charge_cold_start: {charge}}}\n"
+            "diversification: {max_pool_share: 1, max_zone_share: 1}",
+        )
+        return run(Rebalancer(spec, replay.offers), spec, replay, cold_ticks=1)
+
+    plain, charged = ours("false"), ours("true")
+    z1 = "gcp/r1/z1/a3-highgpu-1g/spot"
+    assert charged.pools[z1].interruptions < plain.pools[z1].interruptions
+    assert charged.interruptions < plain.interruptions and charged.at_target > plain.at_target
+
+
+def test_the_hedge_learns_zones_that_fail_together_and_the_next_co_failure_leaves_the_fleet_at_target():
+    def down(*ticks: int) -> list[int]:
+        return [1 if t in ticks else 0 for t in range(30)]
+
+    offers = [spot(z, p) for z, p in [("z1", 2.0), ("z2", 2.1), ("z3", 2.5), ("z4", 2.6), ("z5", 2.7)]]
+    replay = build_replay(
+        [*offers, on_demand(10.0)],
+        [trace("z1", down(5, 15)), trace("z2", down(5, 15)), *(trace(z, down(10, 11)) for z in ("z3", "z4"))]
+        + [trace("z5", down())],
+    )
+    spec = fleet_spec(2, "rebalance: {hedge: true}\ndiversification: {max_pool_share: 1, max_zone_share: 1}")
+    out = run(Rebalancer(spec, replay.offers), spec, replay, cold_ticks=1, keep_series=True, target=2)
+    # one spare, one node a zone: z1 z2 z3; z1 and z2 fail together at 5 (below target), z3 and z4 at 10;
+    # the refill after 10 puts one node in {z1, z2}, so their second co-failure at 15 takes one node only
+    assert out.ready_series[5] == 1 and out.ready_series[10] == 1
+    assert out.ready_series[15] == 2
+    lost = {p.split("/")[2]: f.interruptions for p, f in out.pools.items()}
+    assert lost["z1"] + lost["z2"] == 3
