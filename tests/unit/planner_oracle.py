@@ -5,6 +5,7 @@ fleet.planning.candidates / fleet.planning.milp, so it checks them independently
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,40 @@ def offer(
         interruptions_per_hour=rate if spot else 0.0,
         capacity_hint=hint,
     )
+
+
+def random_offers(
+    rng: random.Random,
+    n: int,
+    *,
+    regions: int = 6,
+    zones: int = 2,
+    gpus: tuple[int, ...] = (4, 8),
+    spot_discount: float = 0.5,
+    max_rate: float = 0.8,
+) -> list[Offer]:
+    """``n`` offers over aws and gcp x ``regions`` x ``zones`` per region, 70% spot (priced at
+    ``spot_discount`` of a 1.2x on-demand list), H100 or A100-80GB, rates up to ``max_rate``."""
+    out = []
+    for i in range(n):
+        provider, region = rng.choice(["aws", "gcp"]), f"r{rng.randrange(regions)}"
+        spot = rng.random() < 0.7
+        size = rng.choice(list(gpus))
+        out.append(
+            offer(
+                provider=provider,
+                region=region,
+                zone=f"{region}-{rng.randrange(zones)}",
+                itype=f"t{i}",
+                spot=spot,
+                gpus=size,
+                acc=rng.choice(["H100", "A100-80GB"]),
+                price=round(size * rng.uniform(1.0, 4.0) * (spot_discount if spot else 1.2), 2),
+                rate=round(rng.uniform(0.02, max_rate), 3),
+                hint=rng.choice([None, 1, 2, 4]),
+            )
+        )
+    return out
 
 
 def allowed(spec: FleetSpec, o: Offer, blocked: tuple[str, ...] = ()) -> bool:

@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 import pytest
-from planner_oracle import offer
+from planner_oracle import random_offers
 from scipy.optimize import linprog
 
 from fleet.model import Market, Quota
@@ -22,26 +22,7 @@ from fleet.spec import parse_spec
 
 def _offers(rng: random.Random, n: int) -> list:
     """``n`` offers over 2 providers x 4 regions x 3 zones, nodes of 1 to 8 GPUs."""
-    out = []
-    for i in range(n):
-        provider, region = rng.choice(["aws", "gcp"]), f"r{rng.randrange(4)}"
-        spot = rng.random() < 0.7
-        gpus = rng.choice([1, 2, 4, 8])
-        out.append(
-            offer(
-                provider=provider,
-                region=region,
-                zone=f"{region}-{rng.randrange(3)}",
-                itype=f"t{i}",
-                spot=spot,
-                gpus=gpus,
-                acc=rng.choice(["H100", "A100-80GB"]),
-                price=round(gpus * rng.uniform(1.0, 4.0) * (0.45 if spot else 1.2), 2),
-                rate=round(rng.uniform(0.02, 0.6), 3),
-                hint=rng.choice([None, 1, 2, 4]),
-            )
-        )
-    return out
+    return random_offers(rng, n, regions=4, zones=3, gpus=(1, 2, 4, 8), spot_discount=0.45, max_rate=0.6)
 
 
 SPEC = (

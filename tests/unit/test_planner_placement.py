@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from planner_oracle import brute_force, domain_of, offer
+from planner_oracle import brute_force, domain_of, offer, random_offers
 
 from fleet.catalog import filter_for_spec, snapshot_offers
 from fleet.cli.main import cli
@@ -106,26 +106,7 @@ def test_a_placed_plan_never_spans_two_domains_and_is_optimal(case):
 
 def synthetic(rng: random.Random, n: int) -> list:
     """``n`` offers over 2 providers x 6 regions x 2 zones, priced and rated at random."""
-    out = []
-    for i in range(n):
-        provider, region = rng.choice(["aws", "gcp"]), f"r{rng.randrange(6)}"
-        spot = rng.random() < 0.7
-        gpus = rng.choice([4, 8])
-        out.append(
-            offer(
-                provider=provider,
-                region=region,
-                zone=f"{region}-{rng.randrange(2)}",
-                itype=f"t{i}",
-                spot=spot,
-                gpus=gpus,
-                acc=rng.choice(["H100", "A100-80GB"]),
-                price=round(gpus * rng.uniform(1.0, 4.0) * (0.5 if spot else 1.2), 2),
-                rate=round(rng.uniform(0.02, 0.8), 3),
-                hint=rng.choice([None, 1, 2, 4]),
-            )
-        )
-    return out
+    return random_offers(rng, n)
 
 
 def _plain_milp_per_region(spec, offers: list, quotas: list = ()) -> tuple[list[tuple[str, float]], int]:
