@@ -67,19 +67,27 @@ class LocalStore:
                 )
 
     def upload(self, key: str, payload: Payload) -> None:
+        pending = self.begin_upload(key, payload.size)
+        try:
+            for piece in payload.blocks(4 * _BLOCK):  # straight from the payload's buffers
+                write_all(pending.fd, piece)
+        except OSError as err:
+            pending.abort()
+            raise self._write_error(key, err, payload.size) from err
+        pending.finish(payload.size)
+
+    def begin_upload(self, key: str, size: int = 0) -> PendingUpload:
+        """``<key>.partial`` created for writing (``fd``): the first half of :meth:`upload`, for a
+        writer that fills the file itself (a forked snapshot writer). ``finish`` makes it ``key``;
+        ``size`` (expected bytes) only words a full-disk error."""
         final = self._path(key)
         tmp = final.with_name(f"{final.name}.partial")
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
-            with _create_nofollow(tmp) as f:
-                for piece in payload.blocks(4 * _BLOCK):  # straight from the payload's buffers
-                    write_all(f.fileno(), piece)
-                os.fsync(f.fileno())
-            os.replace(tmp, final)
-            _fsync_dir(final.parent)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
         except OSError as err:
-            _remove(tmp)
-            raise self._write_error(key, err, payload.size) from err
+            raise self._write_error(key, err, size) from err
+        return PendingUpload(self, key, final, tmp, fd)
 
     def presign(self, key: str, seconds: int) -> str:
         """A ``file://`` URL of the object (a directory needs no signature; ``seconds`` is unused)."""
@@ -198,6 +206,41 @@ class LocalStore:
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class PendingUpload:
+    """An upload to a :class:`LocalStore` being written to ``fd`` (its ``<key>.partial`` file).
+
+    Exactly one of ``finish`` (fsync, rename to the key, fsync the folder) and ``abort`` (close
+    and remove the partial file) ends it; both close ``fd``.
+    """
+
+    def __init__(self, store: LocalStore, key: str, final: Path, tmp: Path, fd: int):
+        self.store, self.key, self.final, self.tmp, self.fd = store, key, final, tmp, fd
+        self._open = True
+
+    def finish(self, size: int) -> None:
+        """Make the ``size`` bytes written the object ``key``; raises ``CheckpointError``
+        (a full disk named as such) after removing the partial file."""
+        try:
+            os.fsync(self.fd)
+            self._close()
+            os.replace(self.tmp, self.final)
+            _fsync_dir(self.final.parent)
+        except OSError as err:
+            self.abort()
+            raise self.store._write_error(self.key, err, size) from err
+
+    def abort(self) -> None:
+        """Close and remove the partial file (best effort)."""
+        self._close()
+        _remove(self.tmp)
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
 
 
 def _open_nofollow(path: Path) -> BinaryIO:
