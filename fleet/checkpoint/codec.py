@@ -9,6 +9,10 @@ Storable values: ``None``, ``bool``, ``int``, ``float`` (NaN/inf included), ``st
 storable keys, numpy arrays of any non-object dtype and numpy scalars. Arrays come back writable,
 C-ordered, sharing the downloaded buffer (no extra copy).
 
+An array held off the host (a GPU tensor) enters as a :class:`HostCopy`: its dtype and shape,
+and how to copy its bytes into host memory. A snapshot (:func:`encode`) has it copy straight into
+the snapshot buffer (one copy); views (:func:`encode_views`) take a fresh host copy.
+
 Layout: ``MAGIC`` | 8-byte little-endian header length | header JSON | blobs, each blob starting
 at a 64-byte aligned offset from the start of the blob area.
 """
@@ -34,19 +38,41 @@ ALIGN = 64
 _HEADER_LEN = struct.Struct("<Q")
 
 
+@dataclass(frozen=True)
+class HostCopy:
+    """An array that is not in host memory (a GPU tensor): ``dtype`` and ``shape`` now, its bytes
+    later: ``fill(out)`` copies them into ``out`` (a C-ordered writable uint8 array of
+    ``nbytes``), ``host()`` returns them as a fresh C-ordered host array."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    fill: Callable[[np.ndarray], None]
+    host: Callable[[], np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+Blob = np.ndarray | bytes | memoryview | HostCopy
+
+
 class _Encoder:
     """Walks the state once: builds the JSON tree and collects the buffers (not yet copied)."""
 
     def __init__(self) -> None:
-        self.blobs: list[np.ndarray | bytes | memoryview] = []
+        self.blobs: list[Blob] = []
 
-    def blob(self, data: np.ndarray | bytes | memoryview) -> int:
+    def blob(self, data: Blob) -> int:
         self.blobs.append(data)
         return len(self.blobs) - 1
 
     def tree(self, value: Any, path: str) -> Any:
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
+        if isinstance(value, HostCopy):
+            descr = npformat.dtype_to_descr(value.dtype)
+            return {"$array": self.blob(value), "dtype": descr, "shape": list(value.shape)}
         if isinstance(value, np.ndarray) or isinstance(value, np.generic):
             arr = np.asarray(value)
             if arr.dtype.hasobject:
@@ -79,12 +105,58 @@ class _Encoder:
         )
 
 
-def _nbytes(blob: np.ndarray | bytes | memoryview) -> int:
-    return blob.nbytes if isinstance(blob, (np.ndarray, memoryview)) else len(blob)
+def _nbytes(blob: Blob) -> int:
+    return blob.nbytes if isinstance(blob, (np.ndarray, memoryview, HostCopy)) else len(blob)
 
 
-def _layout(state: dict[str, Any]) -> tuple[bytes, list[list[int]], list[np.ndarray | bytes | memoryview]]:
-    """The header (padded to ``ALIGN``), each blob's ``[offset, size]`` in the blob area, and the blobs."""
+@dataclass(frozen=True)
+class Encoded:
+    """A state walked once (nothing copied yet): the header (padded to ``ALIGN``), each blob's
+    ``[offset, size]`` in the blob area, and the blobs. :meth:`views` and :meth:`copy` give its
+    bytes; ``off_host`` says whether any blob is a :class:`HostCopy`."""
+
+    head: bytes
+    offsets: list[list[int]]
+    blobs: list[Blob]
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + (self.offsets[-1][0] + self.offsets[-1][1] if self.offsets else 0)
+
+    @property
+    def off_host(self) -> bool:
+        return any(isinstance(b, HostCopy) for b in self.blobs)
+
+    def views(self) -> Payload:
+        """The bytes as views of the state's own buffers (see :func:`encode_views`)."""
+        chunks: list[bytes | memoryview] = [self.head]
+        end = 0
+        for (off, n), data in zip(self.offsets, self.blobs):
+            if off > end:
+                chunks.append(bytes(off - end))
+            chunks.append(_bytes_view(data))
+            end = off + n
+        return Payload.of(chunks)
+
+    def copy(self, allocate: Callable[[int], np.ndarray] | None = None) -> Payload:
+        """The bytes copied into one buffer from ``allocate`` (see :func:`encode`)."""
+        head, total = self.head, self.size
+        out = (allocate or _fresh)(total)[:total]
+        out[: len(head)] = np.frombuffer(head, np.uint8)
+        end = len(head)
+        spans = []
+        for (off, n), data in zip(self.offsets, self.blobs):
+            start = len(head) + off
+            out[end:start] = 0  # alignment padding
+            spans.append((start, n, data))
+            end = start + n
+        _copy_blobs(out, spans)
+        return Payload.of([memoryview(out)])
+
+
+def walk(state: dict[str, Any]) -> Encoded:
+    """Walk ``state`` once without copying its data; raises :class:`UnsupportedStateError`
+    naming the path of the first value it cannot store."""
     if not isinstance(state, dict):
         raise UnsupportedStateError(f"state: expected a dict, got {type(state).__name__}")
     enc = _Encoder()
@@ -98,7 +170,7 @@ def _layout(state: dict[str, Any]) -> tuple[bytes, list[list[int]], list[np.ndar
     header = json.dumps({"version": 1, "tree": tree, "blobs": offsets}, separators=(",", ":")).encode()
     head = MAGIC + _HEADER_LEN.pack(len(header)) + header
     head += bytes(-len(head) % ALIGN)
-    return head, offsets, enc.blobs
+    return Encoded(head, offsets, enc.blobs)
 
 
 def encode(state: dict[str, Any], allocate: Callable[[int], np.ndarray] | None = None) -> Payload:
@@ -108,37 +180,19 @@ def encode(state: dict[str, Any], allocate: Callable[[int], np.ndarray] | None =
     (reusing one across saves skips page-faulting fresh memory). Raises
     :class:`UnsupportedStateError` naming the path of the first value it cannot store.
     """
-    head, offsets, blobs = _layout(state)
-    total = len(head) + (offsets[-1][0] + offsets[-1][1] if offsets else 0)
-    out = (allocate or _fresh)(total)[:total]
-    out[: len(head)] = np.frombuffer(head, np.uint8)
-    end = len(head)
-    spans = []
-    for (off, n), data in zip(offsets, blobs):
-        start = len(head) + off
-        out[end:start] = 0  # alignment padding
-        spans.append((start, n, data))
-        end = start + n
-    _copy_blobs(out, spans)
-    return Payload.of([memoryview(out)])
+    return walk(state).copy(allocate)
 
 
 def encode_views(state: dict[str, Any]) -> Payload:
     """The same bytes as :func:`encode`, as views of ``state``'s own buffers (no copy, no second
     copy of the state in memory): valid only while the caller leaves those arrays unchanged, as
     during a synchronous save. Same errors as :func:`encode`."""
-    head, offsets, blobs = _layout(state)
-    chunks: list[bytes | memoryview] = [head]
-    end = 0
-    for (off, n), data in zip(offsets, blobs):
-        if off > end:
-            chunks.append(bytes(off - end))
-        chunks.append(_bytes_view(data))
-        end = off + n
-    return Payload.of(chunks)
+    return walk(state).views()
 
 
-def _bytes_view(data: np.ndarray | bytes | memoryview) -> memoryview:
+def _bytes_view(data: Blob) -> memoryview:
+    if isinstance(data, HostCopy):
+        data = data.host()
     if isinstance(data, np.ndarray):
         arr = np.ascontiguousarray(data)
         return memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
@@ -158,6 +212,9 @@ def _copy_blobs(out: np.ndarray, spans: list[tuple[int, int, Any]]) -> None:
     jobs: list[tuple[int, memoryview]] = []
     for start, n, data in spans:
         if not n:
+            continue
+        if isinstance(data, HostCopy):  # straight from the device into the buffer
+            data.fill(out[start : start + n])
             continue
         src = _bytes_view(data)
         for lo in range(0, n, _SPLIT):

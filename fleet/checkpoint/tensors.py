@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fleet.checkpoint.codec import HostCopy
 from fleet.checkpoint.errors import CheckpointError, UnsupportedStateError
 
 TENSOR = "$tensor"
@@ -60,7 +61,8 @@ def is_stateful(obj: Any) -> bool:
 
 def to_storable(value: Any, path: str = "state") -> Any:
     """A snapshot-ready copy of ``value``'s structure with tensors as marker dicts (no data copy
-    for contiguous CPU tensors: the serialiser's snapshot is the copy)."""
+    for contiguous CPU tensors: the serialiser's snapshot is the copy; tensors on another device
+    become a :func:`host_copy`, copied once, when the bytes are taken)."""
     if isinstance(value, torch.Tensor):
         return _tensor(value, path)
     if is_stateful(value):
@@ -87,13 +89,28 @@ def _tensor(t: torch.Tensor, path: str) -> dict[str, Any]:
         raise UnsupportedStateError(
             f"{path}: cannot store a {t.layout} / quantized tensor; convert it to a dense one (tensor.to_dense())"
         )
-    data = t.detach().cpu().contiguous()
+    data = t.detach()
     if data.dtype not in _NUMPY_DTYPES:
         carrier = _CARRIERS.get(data.element_size())
         if carrier is None:
             raise UnsupportedStateError(f"{path}: cannot store a tensor of dtype {t.dtype}")
         data = data.view(carrier)
-    return {TENSOR: data.numpy(), "dtype": str(t.dtype).removeprefix("torch.")}
+    stored = host_copy(data) if data.device.type != "cpu" else data.contiguous().numpy()
+    return {TENSOR: stored, "dtype": str(t.dtype).removeprefix("torch.")}
+
+
+def host_copy(t: torch.Tensor) -> HostCopy:
+    """``t`` (of a dtype numpy has) as a :class:`~fleet.checkpoint.codec.HostCopy`: a snapshot
+    copies it from its device straight into the snapshot buffer (one copy, not ``.cpu()`` and
+    then the snapshot's copy); a synchronous save takes ``.cpu()``. The snapshot buffer is
+    pageable memory, so the copy is synchronous (``non_blocking`` would gain nothing)."""
+    dtype = torch.empty(0, dtype=t.dtype).numpy().dtype
+
+    def fill(out: np.ndarray) -> None:
+        with torch.no_grad():
+            torch.from_numpy(out).view(t.dtype).view(t.shape).copy_(t)
+
+    return HostCopy(dtype, tuple(t.shape), fill, lambda: t.cpu().contiguous().numpy())
 
 
 def _is_marker(value: Any) -> bool:
