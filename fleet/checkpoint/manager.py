@@ -13,11 +13,17 @@ Contract:
   the same for saving as for resuming: a newer step ``load_latest`` would skip (its data missing,
   truncated, failing its checksum or not a checkpoint) never blocks a save.
 - ``step`` is any integral number >= 0 (``int``, ``numpy.int64``, ...), never a bool.
-- ``save_async(state, step)`` serialises (snapshots) ``state`` in the caller, so the caller may
-  mutate its arrays as soon as it returns; the upload and commit run on a background thread. At
-  most ``max_pending`` saves are in flight: a further call blocks until one finishes. Snapshot
-  buffers are reused across saves, so the manager holds up to ``max_pending + 1`` state-sized
-  buffers until ``close()``.
+- ``save_async(state, step)`` snapshots ``state`` in the caller, so the caller may mutate its
+  arrays as soon as it returns; the write, upload and commit run in the background. At most
+  ``max_pending`` saves are in flight: a further call blocks until one finishes. The snapshot
+  (``snapshot=``) is ``"fork"`` where supported (Linux) and every array is in host memory: a
+  forked child writes the memory as it was at the call, copy-on-write, and the caller blocks
+  only for the walk over the state and the ``fork()`` (:mod:`fleet.checkpoint.forked`);
+  otherwise (``"copy"``, another platform, an array on a GPU) the state is copied into a snapshot
+  buffer in the caller. Snapshot buffers are reused across saves, so a copying manager holds up
+  to ``max_pending + 1`` state-sized buffers until ``close()``. Either way the bytes, the
+  commit, retention and failure reporting are those of ``save``; ``last_snapshot`` says which
+  snapshot the latest ``save_async`` took.
 - A failed background save is reported at once: logged at WARNING with its cause, ``healthy``
   turns False and ``error`` holds it until a later save succeeds, and the next ``save_async`` (or
   ``wait``/``close``) raises it. Each failure is raised once.
@@ -38,23 +44,38 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-from fleet.checkpoint import codec
-from fleet.checkpoint.commit import commit_parts, same_objects, write_checkpoint
+from fleet.checkpoint import codec, forked
+from fleet.checkpoint import digest as digests
+from fleet.checkpoint.commit import commit_parts, discard, new_token, same_objects, write_checkpoint
 from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError, CorruptCheckpointError, StaleStepError
 from fleet.checkpoint.index import committed_steps, data_intact, fetch_placed, fetch_verified, read_manifest
-from fleet.checkpoint.layout import CheckpointInfo, Part
+from fleet.checkpoint.layout import CheckpointInfo, Part, data_key
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.retention import Retention, prune
 from fleet.checkpoint.stores import SCHEMES, open_store
 from fleet.checkpoint.stores.base import ObjectStore, TransferSettings
+from fleet.checkpoint.stores.local import LocalStore, PendingUpload
 
 log = logging.getLogger("fleet.checkpoint")
 URI_ENV = "SPOTFLEET_CHECKPOINT_URI"
+SNAPSHOTS = ("fork", "copy")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """How a ``save_async`` snapshotted its state: ``"fork"`` (``pid`` of the writing child) or
+    ``"copy"`` (``pid`` None), and why a copy when fork was asked for."""
+
+    mode: str
+    pid: int | None = None
+    reason: str = ""
 
 
 class CheckpointManager:
@@ -62,7 +83,8 @@ class CheckpointManager:
 
     Retention: ``keep_last`` newest valid checkpoints, plus every ``keep_every``-th step and the
     ``keep_best`` best by ``metric`` (``mode`` "min" or "max") when set; see
-    :mod:`fleet.checkpoint.retention`.
+    :mod:`fleet.checkpoint.retention`. ``snapshot`` is how ``save_async`` snapshots: ``"fork"``
+    (the default; copy-on-write, falls back to a copy where it cannot) or ``"copy"``.
     """
 
     def __init__(
@@ -78,10 +100,15 @@ class CheckpointManager:
         keep_best: int = 0,
         metric: str = "",
         mode: str = "min",
+        snapshot: str = "fork",
     ):
         self.retention = Retention(keep_last, keep_every, keep_best, metric, mode).check()
         if max_pending < 1:
             raise CheckpointError(f"max_pending must be >= 1, got {max_pending!r}")
+        if snapshot not in SNAPSHOTS:
+            raise CheckpointError(f"snapshot must be one of {', '.join(SNAPSHOTS)}, got {snapshot!r}")
+        self.snapshot = snapshot
+        self.last_snapshot: Snapshot | None = None
         if store is None:
             env = os.environ if env is None else env
             uri = uri or env.get(URI_ENV, "")
@@ -140,15 +167,19 @@ class CheckpointManager:
         step, scores = self._check(step, metrics)
         self._raise_unraised()
         self._slots.acquire()
+        job: forked.ForkedSave | None = None
         try:
-            payload, buffer = self._snapshot(state)
-            future = self._uploader.submit(self._commit_reporting, payload, step, scores)
+            run, job, buffer = self._snapshot_for(codec.walk(state), step, scores)
+            future = self._uploader.submit(self._commit_reporting, run, step)
         except BaseException:
+            if job is not None:
+                job.abandon()
             self._slots.release()
             raise
 
         def done(_: Future[CheckpointInfo]) -> None:
-            self._buffers.give(buffer)
+            if buffer is not None:
+                self._buffers.give(buffer)
             self._slots.release()
 
         future.add_done_callback(done)
@@ -174,19 +205,130 @@ class CheckpointManager:
         if errors:
             raise errors[0]
 
-    def _snapshot(self, state: dict[str, Any]) -> tuple[Payload, np.ndarray]:
+    def _snapshot_for(
+        self, encoded: codec.Encoded, step: int, metrics: dict[str, float]
+    ) -> tuple[Callable[[], CheckpointInfo], forked.ForkedSave | None, np.ndarray | None]:
+        """Snapshot ``encoded`` by fork, else by copy; the background half of the save, the
+        forked job and the snapshot buffer (whichever there is)."""
+        why_copy = self._why_copy(encoded)
+        if not why_copy:
+            try:
+                job = self._fork(encoded, step)
+            except CheckpointError as err:  # the location cannot be written: fail in the background
+                return partial(self._failed, err), None, None
+            except OSError as err:  # fork or memfd refused (memory, process limits): copy instead
+                why_copy = f"fork failed: {err.strerror or err}"
+            else:
+                self.last_snapshot = Snapshot("fork", job.pid)
+                return partial(self._commit_forked, job, step, metrics), job, None
+        payload, buffer = self._snapshot(encoded)
+        self.last_snapshot = Snapshot("copy", reason=why_copy)
+        return partial(self._commit, payload, step, metrics), None, buffer
+
+    def _failed(self, err: BaseException) -> CheckpointInfo:
+        self._error = err
+        raise err
+
+    def _why_copy(self, encoded: codec.Encoded) -> str:
+        """Why this save_async copies instead of forking; "" when it forks."""
+        if self.snapshot == "copy":
+            return 'snapshot="copy"'
+        if not forked.supported():
+            return "fork snapshots need Linux"
+        if encoded.off_host:
+            return "the state holds arrays off the host (GPU tensors)"
+        return ""
+
+    def _snapshot(self, encoded: codec.Encoded) -> tuple[Payload, np.ndarray]:
         held: list[np.ndarray] = []
 
         def allocate(n: int) -> np.ndarray:
             held.append(self._buffers.take(n))
             return held[0]
 
-        return codec.encode(state, allocate), held[0]
+        return encoded.copy(allocate), held[0]
 
-    def _commit_reporting(self, payload: Payload, step: int, metrics: dict[str, float]) -> CheckpointInfo:
+    def _fork(self, encoded: codec.Encoded, step: int) -> forked.ForkedSave:
+        """Fork the child that writes ``encoded``: into the data object's partial file on a
+        directory store, else into an in-memory file the background thread uploads."""
+        payload = encoded.views()
+        pending = (
+            self.store.begin_upload(data_key(step, new_token()), payload.size)
+            if isinstance(self.store, LocalStore)
+            else None
+        )
+        try:
+            return forked.ForkedSave(payload.chunks, payload.size, pending)
+        except BaseException:
+            if pending is not None:
+                pending.abort()
+            raise
+
+    def _commit_forked(self, job: forked.ForkedSave, step: int, metrics: dict[str, float]) -> CheckpointInfo:
+        """The background half of a fork snapshot: wait for the child, then commit what it wrote
+        exactly as ``save`` commits (same checks, same manifest)."""
+        pending = job.partial
+        try:
+            try:
+                written = job.wait()
+            except forked.ChildWriteError as err:
+                if isinstance(pending, PendingUpload):
+                    raise pending.store._write_error(pending.key, err, job.size) from err
+                raise CheckpointError(f"{self.uri}: the snapshot writer failed: {err.strerror or err}") from err
+            if not isinstance(pending, PendingUpload):
+                return self._commit(job.staged(), step, metrics)
+        except BaseException as err:
+            if isinstance(pending, PendingUpload):
+                pending.abort()
+            self._error = err
+            raise
+        finally:
+            job.close()
+        return self._commit_written(pending, written, step, metrics)
+
+    def _commit_written(
+        self, pending: PendingUpload, written: forked.Written, step: int, metrics: dict[str, float]
+    ) -> CheckpointInfo:
+        """Commit the data object a child wrote to ``pending`` (a directory store)."""
+
+        def digest_of(algorithm: str) -> str:
+            if algorithm == written.algorithm:
+                return written.digest
+            hasher = digests.new(algorithm)  # another algorithm (a format /1 manifest): read it back
+            with open(pending.tmp, "rb", buffering=0) as f:
+                while block := f.read(16 * 1024 * 1024):
+                    hasher.update(block)
+            return hasher.hexdigest()
+
+        try:
+            existing = self._existing(written.size, digest_of, step)
+            if existing is not None:
+                pending.abort()
+                log.info("%s: step %d is already committed with this content; nothing to save", self.uri, step)
+                self._error = None
+                return existing
+            pending.finish(written.size)
+            stored = self.store.size(pending.key)
+            if stored != written.size:
+                discard(self.store, [pending.key], failing=True)
+                raise CheckpointError(
+                    f"{self.uri}: {pending.key} holds {stored} bytes after writing, expected {written.size}; not committed"
+                )
+            info = commit_parts(
+                self.store, step, [Part(pending.key, written.size, written.digest, written.algorithm)], metrics
+            )
+        except BaseException as err:
+            pending.abort()
+            self._error = err
+            raise
+        self._error = None
+        self._prune(step)
+        return info
+
+    def _commit_reporting(self, run: Callable[[], CheckpointInfo], step: int) -> CheckpointInfo:
         """A background save: report its failure at once (log, ``healthy``), keep it for raising."""
         try:
-            return self._commit(payload, step, metrics)
+            return run()
         except BaseException as err:
             log.warning("%s: background save of step %d FAILED: %s", self.uri, step, err)
             with self._lock:
@@ -195,7 +337,7 @@ class CheckpointManager:
 
     def _commit(self, payload: Payload, step: int, metrics: dict[str, float]) -> CheckpointInfo:
         try:
-            existing = self._existing(payload, step)
+            existing = self._existing(payload.size, payload.digest, step)
             info = existing or write_checkpoint(self.store, payload, step, self._hasher, metrics)
         except BaseException as err:
             self._error = err
@@ -262,9 +404,10 @@ class CheckpointManager:
             raise CorruptCheckpointError(f"step {info.step} has {len(objects)} data objects, not {index + 1}")
         fetch_placed(self.store, objects[index], lambda _prefix: regions)
 
-    def _existing(self, payload: Payload, step: int) -> CheckpointInfo | None:
-        """The committed checkpoint ``step`` when it holds this payload already; None when the step
-        is free. Raises when a newer valid checkpoint exists or the step holds other content."""
+    def _existing(self, size: int, digest_of: Callable[[str], str], step: int) -> CheckpointInfo | None:
+        """The committed checkpoint ``step`` when it holds this payload already (``size`` bytes,
+        ``digest_of(algorithm)``); None when the step is free. Raises when a newer valid
+        checkpoint exists or the step holds other content."""
         for newer in committed_steps(self.store):
             if newer < step:
                 return None
@@ -272,7 +415,7 @@ class CheckpointManager:
             if info is None:
                 continue
             if newer == step:
-                if same_objects(info, [Part("", payload.size, payload.digest(info.algorithm), info.algorithm)]):
+                if same_objects(info, [Part("", size, digest_of(info.algorithm), info.algorithm)]):
                     return info
                 raise CheckpointExistsError(self.uri, step, info.writer)
             if self._resumable(info):
