@@ -9,7 +9,7 @@ Storable values: ``None``, ``bool``, ``int``, ``float`` (NaN/inf included), ``st
 storable keys, numpy arrays of any non-object dtype and numpy scalars. Arrays come back writable,
 C-ordered, sharing the downloaded buffer (no extra copy).
 
-An array held off the host (a GPU tensor) enters as a :class:`HostCopy`: its dtype and shape,
+An array a forked child cannot read (a GPU or pinned tensor) enters as a :class:`HostCopy`: its dtype and shape,
 and how to copy its bytes into host memory. A snapshot (:func:`encode`) has it copy straight into
 the snapshot buffer (one copy); views (:func:`encode_views`) take a fresh host copy.
 
@@ -40,7 +40,7 @@ _HEADER_LEN = struct.Struct("<Q")
 
 @dataclass(frozen=True)
 class HostCopy:
-    """An array that is not in host memory (a GPU tensor): ``dtype`` and ``shape`` now, its bytes
+    """An array a forked child cannot read (a GPU or pinned tensor): ``dtype`` and ``shape`` now, its bytes
     later: ``fill(out)`` copies them into ``out`` (a C-ordered writable uint8 array of
     ``nbytes``), ``host()`` returns them as a fresh C-ordered host array."""
 

@@ -54,6 +54,7 @@ import mmap
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -62,6 +63,10 @@ from fleet.checkpoint import digest as digests
 from fleet.checkpoint.errors import CheckpointError
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.local import write_all
+
+# Python 3.12+ warns at every fork of a process with threads; this module's child is written for
+# exactly that case (the contract above), so the warning is silenced for its own fork only
+warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning, __name__)
 
 _PIECE = 1024 * 1024  # hashed then written: stays in cache between the two
 _REPORT_MAX = 3500  # below PIPE_BUF (4096): one atomic write

@@ -19,7 +19,7 @@ Contract:
   (``snapshot=``) is ``"fork"`` where supported (Linux) and every array is in host memory: a
   forked child writes the memory as it was at the call, copy-on-write, and the caller blocks
   only for the walk over the state and the ``fork()`` (:mod:`fleet.checkpoint.forked`);
-  otherwise (``"copy"``, another platform, an array on a GPU) the state is copied into a snapshot
+  otherwise (``"copy"``, another platform, a GPU or pinned tensor) the state is copied into a snapshot
   buffer in the caller. Snapshot buffers are reused across saves, so a copying manager holds up
   to ``max_pending + 1`` state-sized buffers until ``close()``. Either way the bytes, the
   commit, retention and failure reporting are those of ``save``; ``last_snapshot`` says which
@@ -236,7 +236,7 @@ class CheckpointManager:
         if not forked.supported():
             return "fork snapshots need Linux"
         if encoded.off_host:
-            return "the state holds arrays off the host (GPU tensors)"
+            return "the state holds arrays a forked child cannot read (GPU or pinned tensors)"
         return ""
 
     def _snapshot(self, encoded: codec.Encoded) -> tuple[Payload, np.ndarray]:
@@ -273,7 +273,7 @@ class CheckpointManager:
                 written = job.wait()
             except forked.ChildWriteError as err:
                 if isinstance(pending, PendingUpload):
-                    raise pending.store._write_error(pending.key, err, job.size) from err
+                    raise pending.failure(err, job.size) from err
                 raise CheckpointError(f"{self.uri}: the snapshot writer failed: {err.strerror or err}") from err
             if not isinstance(pending, PendingUpload):
                 return self._commit(job.staged(), step, metrics)

@@ -95,13 +95,23 @@ def _tensor(t: torch.Tensor, path: str) -> dict[str, Any]:
         if carrier is None:
             raise UnsupportedStateError(f"{path}: cannot store a tensor of dtype {t.dtype}")
         data = data.view(carrier)
-    stored = host_copy(data) if data.device.type != "cpu" else data.contiguous().numpy()
+    stored = host_copy(data) if _fork_cannot_read(data) else data.contiguous().numpy()
     return {TENSOR: stored, "dtype": str(t.dtype).removeprefix("torch.")}
 
 
+def _fork_cannot_read(t: torch.Tensor) -> bool:
+    """Whether ``t``'s memory is out of a forked child's reach: on a device, or page-locked host
+    memory (CUDA maps it so that a child does not inherit it). Pinned memory needs CUDA to be
+    initialised, so asking costs nothing (and starts nothing) in a process without it."""
+    if t.device.type != "cpu":
+        return True
+    return bool(torch.cuda.is_available() and torch.cuda.is_initialized() and t.is_pinned())
+
+
 def host_copy(t: torch.Tensor) -> HostCopy:
-    """``t`` (of a dtype numpy has) as a :class:`~fleet.checkpoint.codec.HostCopy`: a snapshot
-    copies it from its device straight into the snapshot buffer (one copy, not ``.cpu()`` and
+    """``t`` (of a dtype numpy has; on a GPU or in pinned memory) as a
+    :class:`~fleet.checkpoint.codec.HostCopy`, which makes ``save_async`` take the copy snapshot:
+    it copies ``t`` from its device straight into the snapshot buffer (one copy, not ``.cpu()`` and
     then the snapshot's copy); a synchronous save takes ``.cpu()``. The snapshot buffer is
     pageable memory, so the copy is synchronous (``non_blocking`` would gain nothing)."""
     dtype = torch.empty(0, dtype=t.dtype).numpy().dtype

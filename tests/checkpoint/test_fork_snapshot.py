@@ -248,3 +248,22 @@ def test_staged_payload_of_a_remote_store_is_uploaded_as_written(location_factor
     expected = codec.encode_views({"w": np.arange(3 * 1024 * 1024, dtype=np.float32)})
     assert info.digest == Payload.of(expected.chunks).digest()
     assert reaped(mgr.last_snapshot.pid)
+
+
+def test_a_write_error_in_the_child_is_reported_with_its_cause(tmp_path):
+    import resource
+
+    mgr = CheckpointManager(f"file://{tmp_path}")
+    mgr.save({"w": np.zeros(10)}, 1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, hard))  # the child inherits it: EFBIG
+    try:
+        future = mgr.save_async({"w": np.ones(4 * 1024 * 1024 // 8)}, 2)
+        err = future.exception()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert mgr.last_snapshot.mode == "fork"
+    assert isinstance(err, CheckpointError) and "file size limit exceeded" in str(err)
+    assert [i.step for i in mgr.list()] == [1] and not list((tmp_path / "data").glob("*.partial"))
+    with pytest.raises(CheckpointError, match="file size limit exceeded"):
+        mgr.wait()

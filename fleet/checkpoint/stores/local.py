@@ -229,7 +229,11 @@ class PendingUpload:
             _fsync_dir(self.final.parent)
         except OSError as err:
             self.abort()
-            raise self.store._write_error(self.key, err, size) from err
+            raise self.failure(err, size) from err
+
+    def failure(self, err: OSError, size: int) -> CheckpointError:
+        """The one-line error for ``err`` met while writing it (a full disk named as such)."""
+        return self.store._write_error(self.key, err, size)
 
     def abort(self) -> None:
         """Close and remove the partial file (best effort)."""
