@@ -7,19 +7,27 @@ For each state size (``--sizes-mb``, default 1000 and 2000 MB of float32 ``Linea
   save ``fleet.checkpoint.torch.save(mgr, {"model": model}, step)`` vs ``torch.save`` + fsync;
   load ``load(mgr, {"model": target})`` vs ``target.load_state_dict(torch.load(path))``; wall time
   and the process's CPU time (steadier on a shared machine);
-  ``save(..., background=True)``: how long the call blocks, as a share of a save;
+  ``save(..., background=True)``: how long the call blocks, as a share of the same round's
+  synchronous save, with the fork snapshot (the default) and with ``snapshot="copy"``;
 - peak host memory (``VmHWM`` of a child process that builds the model and saves it once; its
   ``ru_maxrss`` is recorded too, but starts at the parent's size at the fork) of our save vs
-  ``torch.save``;
+  ``torch.save``; and of ``background=True`` with the fork snapshot while the caller rewrites
+  every weight right after the call (the worst case of copy-on-write: the parent's ``VmHWM``
+  plus the writer child's peak private memory, sampled from ``/proc/<pid>/smaps_rollup``) and
+  with the copy snapshot;
 - DCP at 4 gloo ranks (child processes, each holding a quarter of the state):
   ``dcp.save``/``dcp.load`` with our ``StorageWriter``/``StorageReader`` vs DCP's
   ``FileSystemWriter``/``FileSystemReader`` (slowest rank, medians);
 - S3 (moto in a child process): our save/load vs raw boto3 ``upload_fileobj``/``download_fileobj``
-  of the same number of bytes with the same transfer settings;
+  of the same number of bytes with the same transfer settings; ``background=True``'s blocking
+  share (fork and copy) and the whole background save (the child stages the bytes in memory, the
+  parent uploads them) over the synchronous save;
 - the largest state that commits inside a 30 s and a 120 s notice on each store, from the measured
   save throughput of the largest size (an estimate: throughput times the window).
 
-Prints a table and writes benchmarks/results/checkpoint_torch.json::
+Prints a table and writes benchmarks/results/checkpoint_torch.json (run with
+``THP_MEM_ALLOC_ENABLE=1 ... --parts local --out benchmarks/results/checkpoint_torch_thp.json`` for
+the fork snapshot with the weights in huge pages)::
 
     python benchmarks/checkpoint_torch.py [--sizes-mb 1000,2000] [--repeats 3] [--parts local,memory,dcp,s3]
         [--merge]       # measure some parts now, keep the others' figures in the JSON
@@ -98,11 +106,12 @@ def fsync_save(obj, path: Path) -> None:
 def bench_local(tmp: str, size_mb: float, repeats: int) -> dict:
     model, target = build(size_mb, 0), build(size_mb, 1)
     mgr = CheckpointManager(f"file://{tmp}/store-{size_mb:g}", keep_last=1)
+    copying = CheckpointManager(f"file://{tmp}/copy-{size_mb:g}", keep_last=1, snapshot="copy")
     path = Path(tmp) / "plain.pt"
     runs: dict[str, list[float]] = {
         f"{k}{unit}": [] for k in ("torch_save", "ours_save", "torch_load", "ours_load") for unit in ("_s", "_cpu_s")
     }
-    runs |= {"async_block_s": [], "async_total_s": []}
+    runs |= {"async_block_s": [], "async_total_s": [], "async_copy_block_s": []}
     step = 0
     for _ in range(repeats):
         timed_cpu(runs, "torch_save", lambda: fsync_save(model.state_dict(), path))
@@ -112,14 +121,27 @@ def bench_local(tmp: str, size_mb: float, repeats: int) -> dict:
         timed_cpu(runs, "ours_load", lambda: load(mgr, {"model": target}))
         assert all(torch.equal(a, b) for a, b in zip(model.parameters(), target.parameters()))
         step += 1
-        t0 = time.perf_counter()
-        future = save(mgr, {"model": model}, step, background=True)
-        runs["async_block_s"].append(time.perf_counter() - t0)
-        future.result()
-        runs["async_total_s"].append(time.perf_counter() - t0)
+        background(runs, mgr, model, step, "fork")
+        background(runs, copying, model, step, "copy")
     path.unlink(missing_ok=True)
     mgr.close()
+    copying.close()
     return summary(runs, "torch_save_s", "torch_load_s")
+
+
+def background(runs: dict[str, list[float]], mgr: CheckpointManager, model, step: int, snapshot: str) -> None:
+    """One ``save(..., background=True)``: how long it blocks (``async_block_s``, or
+    ``async_copy_block_s`` for the copy snapshot) and, for the fork snapshot, until it is committed."""
+    t0 = time.perf_counter()
+    future = save(mgr, {"model": model}, step, background=True)
+    blocked = time.perf_counter() - t0
+    assert mgr.last_snapshot is not None and mgr.last_snapshot.mode == snapshot, mgr.last_snapshot
+    future.result()
+    if snapshot == "fork":
+        runs["async_block_s"].append(blocked)
+        runs["async_total_s"].append(time.perf_counter() - t0)
+    else:
+        runs["async_copy_block_s"].append(blocked)
 
 
 def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dict:
@@ -132,6 +154,12 @@ def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dic
         out["load_cpu_ratio"] = out["ours_load_cpu_s"] / out[load_base.removesuffix("_s") + "_cpu_s"]
     if "async_block_s" in out:
         out["async_block_share"] = out["async_block_s"] / out["ours_save_s"]
+        # each round's share of that round's synchronous save (the page cache makes saves swing)
+        out["async_block_share_rounds"] = [b / s for b, s in zip(runs["async_block_s"], runs["ours_save_s"])]
+    if "async_copy_block_s" in out:
+        out["async_copy_block_share"] = out["async_copy_block_s"] / out["ours_save_s"]
+    if "async_total_s" in out:
+        out["async_total_ratio"] = out["async_total_s"] / out["ours_save_s"]
     return out | {"runs": runs}
 
 
@@ -150,19 +178,55 @@ def peak_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def private_kib(pid: int) -> int:
+    """Memory only ``pid`` maps (``Private_Clean`` + ``Private_Dirty``); 0 once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    return sum(
+        int(line.split()[1]) for line in text.splitlines() if line.startswith(("Private_Clean:", "Private_Dirty:"))
+    )
+
+
 def memory_child(kind: str, size_mb: float, directory: str) -> None:
+    import threading
+
     model = build(size_mb, 0)
     base = peak_kib()
+    child_peak = 0
     if kind == "torch":
         fsync_save(model.state_dict(), Path(directory) / "mem.pt")
-    else:
+    elif kind == "ours":
         save(CheckpointManager(f"file://{directory}/mem", keep_last=1), {"model": model}, 1)
+    else:  # background=True, then the caller rewrites every weight at once (copy-on-write's worst case)
+        mgr = CheckpointManager(f"file://{directory}/mem", keep_last=1, snapshot=kind)
+        future = save(mgr, {"model": model}, 1, background=True)
+        assert mgr.last_snapshot is not None and mgr.last_snapshot.mode == kind
+        pid, peaks = mgr.last_snapshot.pid, [0]
+
+        def sample() -> None:
+            while not future.done():
+                peaks[0] = max(peaks[0], private_kib(pid) if pid else 0)
+                time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)
+        future.result()
+        sampler.join()
+        child_peak = peaks[0]
+        mgr.close()
     print(
         json.dumps(
             {
                 "state_kib": nbytes(model) // 1024,
                 "before_save_kib": base,
-                "peak_kib": peak_kib(),
+                "parent_peak_kib": peak_kib(),
+                "child_peak_private_kib": child_peak,
+                "peak_kib": peak_kib() + child_peak,
                 "ru_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             }
         )
@@ -171,7 +235,7 @@ def memory_child(kind: str, size_mb: float, directory: str) -> None:
 
 def bench_memory(tmp: str, size_mb: float) -> dict:
     out = {}
-    for kind in ("torch", "ours"):
+    for kind in ("torch", "ours", "fork", "copy"):
         with tempfile.TemporaryDirectory(dir=tmp) as d:
             res = subprocess.run(
                 [sys.executable, __file__, "--memory-child", kind, "--size", str(size_mb), "--dir", d],
@@ -181,6 +245,8 @@ def bench_memory(tmp: str, size_mb: float) -> dict:
             )
         out[kind] = json.loads(res.stdout.strip().splitlines()[-1])
     out["peak_ratio"] = out["ours"]["peak_kib"] / out["torch"]["peak_kib"]
+    out["fork_peak_ratio"] = out["fork"]["peak_kib"] / out["torch"]["peak_kib"]
+    out["copy_peak_ratio"] = out["copy"]["peak_kib"] / out["torch"]["peak_kib"]
     return out
 
 
@@ -268,8 +334,20 @@ def bench_s3(size_mb: float, repeats: int) -> dict:
         store = mgr.store
         assert isinstance(store, S3Store)
         config: TransferConfig = store.transfer
+        copying = CheckpointManager(
+            em.bucket_uri("bench-torch", f"copy-{size_mb:g}"), env=em.env, keep_last=1, snapshot="copy"
+        )
         runs: dict[str, list[float]] = {
-            k: [] for k in ("raw_upload_s", "ours_save_s", "raw_download_s", "ours_load_s", "async_block_s")
+            k: []
+            for k in (
+                "raw_upload_s",
+                "ours_save_s",
+                "raw_download_s",
+                "ours_load_s",
+                "async_block_s",
+                "async_total_s",
+                "async_copy_block_s",
+            )
         }
         step = 0
         for _ in range(repeats):
@@ -293,11 +371,10 @@ def bench_s3(size_mb: float, repeats: int) -> dict:
             del sink
             store.client.delete_object(Bucket=store.bucket, Key="raw/object")
             step += 1
-            t0 = time.perf_counter()
-            future = save(mgr, {"model": model}, step, background=True)
-            runs["async_block_s"].append(time.perf_counter() - t0)
-            future.result()
+            background(runs, mgr, model, step, "fork")
+            background(runs, copying, model, step, "copy")
         mgr.close()
+        copying.close()
     finally:
         em.stop()
     return summary(runs, "raw_upload_s", "raw_download_s")
@@ -351,7 +428,7 @@ def main() -> int:
                 print(f"{size_mb:.0f} MB local: {_row(r['local'])}", flush=True)
             if "memory" in parts:
                 r["memory"] = loaded(lambda: bench_memory(tmp, size_mb))
-                print(f"{size_mb:.0f} MB memory: peak ratio {r['memory']['peak_ratio']:.2f}", flush=True)
+                print(f"{size_mb:.0f} MB memory: {_row(r['memory'])}", flush=True)
             if "dcp" in parts:
                 r["dcp"] = loaded(lambda: bench_dcp(tmp, size_mb, args.repeats))
                 print(f"{size_mb:.0f} MB dcp: {_row(r['dcp'])}", flush=True)
@@ -372,6 +449,8 @@ def write(out: Path, repeats: int, results: dict) -> None:
         "load_average_1m": os.getloadavg()[0],
         "python": platform.python_version(),
         "platform": platform.platform(),
+        # "1": PyTorch puts large CPU tensors in transparent huge pages (a cheaper fork snapshot)
+        "THP_MEM_ALLOC_ENABLE": os.environ.get("THP_MEM_ALLOC_ENABLE"),
     }
     out.write_text(
         json.dumps(
@@ -383,7 +462,9 @@ def write(out: Path, repeats: int, results: dict) -> None:
                 "results": results,
                 "notes": "medians of interleaved rounds; moto runs in a child process on the same "
                 "machine; capacity = measured save throughput x notice window; "
-                "CPU tensors only (CUDA state not measured: no GPU)",
+                "CPU tensors only (CUDA state not measured: no GPU); async_block_share is the fork "
+                "snapshot's blocking time over the same rounds' synchronous save, "
+                "async_copy_block_share the copy snapshot's",
             },
             indent=2,
         )
