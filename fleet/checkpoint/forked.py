@@ -20,12 +20,16 @@ Fork-safety contract (what the child may do, checked by review, not by the inter
 - The parent may have many threads (torch intra-op pools, this library's executors, the user's).
   Only the forking thread exists in the child; any lock another thread held at the fork stays
   held forever there. So the child runs only: memoryview slicing of buffers built before the
-  fork, ``os.write``/``os.fsync``, the ``xxhash`` hash object (no locks) and ``json.dumps`` of a
+  fork, ``os.write``, the ``xxhash`` hash object (no locks) and ``json.dumps`` of a
   small dict. No torch or numpy operations, no thread pools, no logging, no ``print``, no imports
-  (the import lock), no allocation of big buffers.
-- CPython's ``os.fork`` takes the interpreter's own locks (import lock, allocator) around the
-  fork and re-initialises the GIL and the threading module in the child; at-fork hooks run there
-  (``random`` reseeds, ``logging`` resets handler locks, torch marks its pools unusable).
+  (the import lock), no big allocations (the child's memory is the parent's, shared until written).
+- CPython (3.11) takes the import lock around ``os.fork`` and, in the child, re-initialises the
+  GIL (held by the forking thread, which is the child's only thread), the interpreter's other
+  locks and the ``threading`` module; glibc's ``malloc`` has at-fork handlers of its own. At-fork
+  hooks registered by libraries run in the child too (``random`` reseeds, ``logging`` resets its
+  handler locks; torch registers its own for its thread pools and CUDA). A process that has
+  initialised CUDA may fork: the child never calls CUDA, and states holding GPU or pinned tensors
+  never take this path (their memory is not inherited).
 - Garbage collection is disabled from just before the fork in the child, so no finalizer of an
   object the parent owns (a socket, a TLS session, a temporary file) runs in the child.
 - Every blockable signal is blocked in the child: a SIGTERM or Ctrl-C sent to the process group
@@ -33,7 +37,8 @@ Fork-safety contract (what the child may do, checked by review, not by the inter
   killed (SIGKILL). The parent's Python signal handlers never run in the child.
 - The child always ends with ``os._exit``: no ``atexit`` handlers, no flushing of buffers the
   parent also owns. It reports ``{"size", "digest", "algorithm"}`` or ``{"error", "errno"}`` as
-  one JSON message (under ``PIPE_BUF``, so one atomic write) on a pipe.
+  one small JSON message on a pipe (well within the pipe's buffer: the write never blocks, and
+  the parent reads it once the child has exited). The parent fsyncs and commits.
 - The parent reaps the child (``waitpid``) on its background thread, so no zombie outlives a
   save; a child killed by a signal, one that exits without a report, or a report of an error
   fails the save like any failed background save, and nothing is committed.
@@ -41,7 +46,7 @@ Fork-safety contract (what the child may do, checked by review, not by the inter
   leaves is never committed (no manifest names it) and pruning removes it later.
 
 Memory: the parent's writes to the state while the child runs copy the pages it touches (4 KiB
-each, or 2 MiB for transparent huge pages): at most one more copy of the state, only of what
+each; a transparent huge page is split first): at most one more copy of the state, only of what
 changes, and only until the child exits.
 """
 
@@ -69,7 +74,7 @@ from fleet.checkpoint.stores.local import write_all
 warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning, __name__)
 
 _PIECE = 1024 * 1024  # hashed then written: stays in cache between the two
-_REPORT_MAX = 3500  # below PIPE_BUF (4096): one atomic write
+_REPORT_MAX = 3500  # characters of error text: the report stays far below the pipe's 64 KiB
 
 
 def supported() -> bool:
