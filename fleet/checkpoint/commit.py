@@ -27,7 +27,7 @@ from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError
 from fleet.checkpoint.index import read_manifest
 from fleet.checkpoint.layout import CheckpointInfo, Part, commit_key, data_key, step_name
 from fleet.checkpoint.payload import Payload
-from fleet.checkpoint.stores.base import ObjectStore
+from fleet.checkpoint.stores.base import HashesWhileWriting, ObjectStore
 
 log = logging.getLogger("fleet.checkpoint")
 WRITER = f"{socket.gethostname()}:{os.getpid()}"
@@ -53,21 +53,25 @@ def new_token() -> str:
 
 def upload_part(store: ObjectStore, payload: Payload, step: int, token: str, hasher: Executor | None = None) -> Part:
     """Upload ``payload`` to ``data/step-N-<token>.ckpt`` and check its stored size; nothing is
-    committed. Its digest (the default algorithm) is computed alongside the upload (on ``hasher``, else a thread of its
-    own). On failure the partial object is removed (best effort) and the error raised."""
+    committed. Its digest (the default algorithm) is computed while writing where the store can
+    (``HashesWhileWriting``), else alongside the upload (on ``hasher``, else a thread of its own). On failure the partial object is removed (best effort) and the error raised."""
     if hasher is None:
         with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as own:
             return upload_part(store, payload, step, token, own)
     key = data_key(step, token)
-    digest = hasher.submit(payload.digest, digests.DEFAULT)
     try:
-        store.upload(key, payload)
+        if isinstance(store, HashesWhileWriting):
+            digest = store.upload_hashed(key, payload, digests.DEFAULT)
+        else:
+            pending = hasher.submit(payload.digest, digests.DEFAULT)
+            store.upload(key, payload)
+            digest = pending.result()
         stored = store.size(key)
         if stored != payload.size:
             raise CheckpointError(
                 f"{store.uri}: {key} holds {stored} bytes after upload, expected {payload.size}; not committed"
             )
-        return Part(key, payload.size, digest.result(), digests.DEFAULT)
+        return Part(key, payload.size, digest, digests.DEFAULT)
     except BaseException:
         discard(store, [key], failing=True)
         raise

@@ -67,13 +67,12 @@ from typing import NoReturn
 from fleet.checkpoint import digest as digests
 from fleet.checkpoint.errors import CheckpointError
 from fleet.checkpoint.payload import Payload
-from fleet.checkpoint.stores.local import write_all
+from fleet.checkpoint.stores.local import write_hashed
 
 # Python 3.12+ warns at every fork of a process with threads; this module's child is written for
 # exactly that case (the contract above), so the warning is silenced for its own fork only
 warnings.filterwarnings("ignore", r".*multi-threaded.*fork", DeprecationWarning, __name__)
 
-_PIECE = 1024 * 1024  # hashed then written: stays in cache between the two
 _REPORT_MAX = 3500  # characters of error text: the report stays far below the pipe's 64 KiB
 
 
@@ -197,13 +196,7 @@ def _child(chunks: Sequence[memoryview], fd: int, report: int) -> NoReturn:
     try:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         hasher = digests.new(digests.DEFAULT)
-        size = 0
-        for chunk in chunks:
-            for lo in range(0, chunk.nbytes, _PIECE):
-                piece = chunk[lo : lo + _PIECE]
-                hasher.update(piece)
-                write_all(fd, piece)
-                size += piece.nbytes
+        size = write_hashed(fd, chunks, hasher)
         message: dict[str, object] = {"size": size, "digest": hasher.hexdigest(), "algorithm": digests.DEFAULT}
         code = 0
     except BaseException as err:  # reported, never raised: there is no caller here

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from fleet.checkpoint import CheckpointError, CheckpointManager, open_store
+from fleet.checkpoint import digest as digests
 from fleet.checkpoint.errors import CorruptCheckpointError
 from fleet.checkpoint.payload import Payload
-from fleet.checkpoint.stores.base import MiB
+from fleet.checkpoint.stores.base import HashesWhileWriting, MiB
 
 
 def test_large_upload_uses_parts_and_round_trips(location):
@@ -119,3 +120,17 @@ def test_missing_bucket_other_clouds(location_factory, kind):
     bad = loc.uri.replace(f"{kind}://ckpt-tests", f"{kind}://no-such-bucket")
     with pytest.raises(CheckpointError, match="no-such-bucket"):
         CheckpointManager(bad, env=loc.env).save({"x": 1}, 1)
+
+
+def test_a_directory_store_hashes_while_it_writes(tmp_path):
+    """The directory store writes and hashes in one pass (``HashesWhileWriting``): the digest it
+    returns is the payload's, over several chunks and pieces, and the object holds the bytes."""
+    store = open_store(f"file://{tmp_path}/hashed")
+    assert isinstance(store, HashesWhileWriting)
+    rng = np.random.default_rng(3)
+    chunks = [memoryview(rng.bytes(n)) for n in (3 * MiB + 17, 1, 0, 2 * MiB)]
+    payload = Payload.of(chunks)
+    for algorithm in (digests.DEFAULT, digests.LEGACY):
+        got = store.upload_hashed(f"data/{algorithm}", payload, algorithm)
+        assert got == payload.digest(algorithm)
+        assert store.read(f"data/{algorithm}") == payload.tobytes()

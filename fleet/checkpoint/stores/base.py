@@ -64,6 +64,17 @@ class ObjectStore(Protocol):
     def presign(self, key: str, seconds: int) -> str: ...
 
 
+@runtime_checkable
+class HashesWhileWriting(Protocol):
+    """A store that writes an object and computes its digest in one pass over the bytes (a
+    local directory: each piece is hashed while it is in cache, then written), where hashing
+    on another thread beside the upload would read every byte a second time."""
+
+    def upload_hashed(self, key: str, payload: Payload, algorithm: str) -> str:
+        """``upload`` that returns the payload's ``algorithm`` hex digest."""
+        ...
+
+
 def join(prefix: str, key: str) -> str:
     """``prefix`` + ``key`` with exactly one ``/`` between (no leading slash when prefix is empty)."""
     prefix = prefix.strip("/")

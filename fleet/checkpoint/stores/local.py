@@ -23,9 +23,11 @@ import errno
 import os
 import stat
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from fleet.checkpoint import digest as digests
 from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import MiB
@@ -75,6 +77,18 @@ class LocalStore:
             pending.abort()
             raise self._write_error(key, err, payload.size) from err
         pending.finish(payload.size)
+
+    def upload_hashed(self, key: str, payload: Payload, algorithm: str) -> str:
+        """``upload`` that hashes each piece as it writes it (``write_hashed``); the digest."""
+        pending = self.begin_upload(key, payload.size)
+        hasher = digests.new(algorithm)
+        try:
+            write_hashed(pending.fd, payload.chunks, hasher)
+        except OSError as err:
+            pending.abort()
+            raise self._write_error(key, err, payload.size) from err
+        pending.finish(payload.size)
+        return hasher.hexdigest()
 
     def begin_upload(self, key: str, size: int = 0) -> PendingUpload:
         """``<key>.partial`` created for writing (``fd``): the first half of :meth:`upload`, for a
@@ -261,6 +275,27 @@ def _remove(path: Path) -> None:
     """Best-effort removal of a temporary file after a failed write (the write's error wins)."""
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
+
+
+#: Bytes hashed then written at a time by ``write_hashed``: small enough to stay in cache
+#: between the two.
+HASHED_PIECE = 1024 * 1024
+
+
+def write_hashed(fd: int, chunks: Sequence[memoryview], hasher: Any) -> int:
+    """Write ``chunks`` to ``fd`` in order, each ``HASHED_PIECE`` hashed into ``hasher`` just
+    before it is written; the bytes written. One pass over memory: hashing the whole payload on
+    another thread while this one writes read every byte twice, and made a 1 GB save 3-4x
+    slower on two cores. Uses only ``os.write`` and the hasher, so a forked snapshot child
+    (``fleet.checkpoint.forked``) may call it."""
+    size = 0
+    for chunk in chunks:
+        for lo in range(0, chunk.nbytes, HASHED_PIECE):
+            piece = chunk[lo : lo + HASHED_PIECE]
+            hasher.update(piece)
+            write_all(fd, piece)
+            size += piece.nbytes
+    return size
 
 
 def write_all(fd: int, data: memoryview) -> None:
