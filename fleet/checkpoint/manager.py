@@ -60,7 +60,7 @@ from fleet.checkpoint.layout import CheckpointInfo, Part, data_key
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.retention import Retention, prune
 from fleet.checkpoint.stores import SCHEMES, open_store
-from fleet.checkpoint.stores.base import ObjectStore, TransferSettings
+from fleet.checkpoint.stores.base import ObjectStore, ReleasesCache, TransferSettings
 from fleet.checkpoint.stores.local import LocalStore, PendingUpload
 
 log = logging.getLogger("fleet.checkpoint")
@@ -119,6 +119,7 @@ class CheckpointManager:
         self.uri = store.uri
         self._uploader = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-upload")
         self._hasher = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash")
+        self._last_written: tuple[str, ...] = ()  # data keys of the checkpoint this manager committed last
         self._slots = threading.BoundedSemaphore(max_pending)
         self._buffers = _BufferPool(keep=max_pending + 1)
         self._pending: list[Future[CheckpointInfo]] = []
@@ -270,6 +271,7 @@ class CheckpointManager:
         pending = job.partial
         try:
             try:
+                self._release_superseded()  # while the child writes: its new pages can reuse these
                 written = job.wait()
             except forked.ChildWriteError as err:
                 if isinstance(pending, PendingUpload):
@@ -322,7 +324,7 @@ class CheckpointManager:
             self._error = err
             raise
         self._error = None
-        self._prune(step)
+        self._committed(info)
         return info
 
     def _commit_reporting(self, run: Callable[[], CheckpointInfo], step: int) -> CheckpointInfo:
@@ -338,6 +340,8 @@ class CheckpointManager:
     def _commit(self, payload: Payload, step: int, metrics: dict[str, float]) -> CheckpointInfo:
         try:
             existing = self._existing(payload.size, payload.digest, step)
+            if existing is None:
+                self._release_superseded()
             info = existing or write_checkpoint(self.store, payload, step, self._hasher, metrics)
         except BaseException as err:
             self._error = err
@@ -346,8 +350,20 @@ class CheckpointManager:
         if existing is not None:
             log.info("%s: step %d is already committed with this content; nothing to save", self.uri, step)
             return existing
-        self._prune(step)
+        self._committed(info)
         return info
+
+    def _release_superseded(self) -> None:
+        """Before a save writes: the cached pages of the checkpoint this manager committed last
+        go back to the kernel (``ReleasesCache``; it stays on disk, loadable as ever), so the
+        new checkpoint's pages reuse them."""
+        if isinstance(self.store, ReleasesCache):
+            for key in self._last_written:
+                self.store.release_cache(key)
+
+    def _committed(self, info: CheckpointInfo) -> None:
+        self._last_written = tuple(part.key for part in info.objects)
+        self._prune(info.step)
 
     def _prune(self, step: int) -> None:
         try:

@@ -75,6 +75,19 @@ class HashesWhileWriting(Protocol):
         ...
 
 
+@runtime_checkable
+class ReleasesCache(Protocol):
+    """A store whose written objects sit in this machine's page cache (a local directory)."""
+
+    def release_cache(self, key: str) -> None:
+        """Let the kernel drop ``key``'s cached pages (the object stays; best effort): a
+        checkpoint about to be superseded, so the next save's writes reuse those pages instead
+        of memory the kernel must find (on a VM that reports free memory to its host, memory
+        touched anew faults through the host and made a 2 GB save 2-3x ``torch.save``, which
+        overwrites its file in place)."""
+        ...
+
+
 def join(prefix: str, key: str) -> str:
     """``prefix`` + ``key`` with exactly one ``/`` between (no leading slash when prefix is empty)."""
     prefix = prefix.strip("/")

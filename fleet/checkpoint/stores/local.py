@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
 import uuid
@@ -31,6 +32,8 @@ from fleet.checkpoint import digest as digests
 from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
 from fleet.checkpoint.payload import Payload
 from fleet.checkpoint.stores.base import MiB
+
+log = logging.getLogger("fleet.checkpoint")
 
 _BLOCK = 4 * MiB
 _OUT_OF_ROOM = {
@@ -89,6 +92,22 @@ class LocalStore:
             raise self._write_error(key, err, payload.size) from err
         pending.finish(payload.size)
         return hasher.hexdigest()
+
+    def release_cache(self, key: str) -> None:
+        """``ReleasesCache``: ``posix_fadvise(DONTNEED)`` over the object (skipped where the
+        platform has none; a missing or unreadable object is left alone)."""
+        if not hasattr(os, "posix_fadvise"):
+            return
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY | _NOFOLLOW)
+        except OSError:
+            return
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError as err:
+            log.debug("%s: could not release the cached pages of %s: %s", self.uri, key, err)
+        finally:
+            os.close(fd)
 
     def begin_upload(self, key: str, size: int = 0) -> PendingUpload:
         """``<key>.partial`` created for writing (``fd``): the first half of :meth:`upload`, for a
