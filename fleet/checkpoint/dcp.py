@@ -60,7 +60,6 @@ from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 from fleet.checkpoint import distributed
-from fleet.checkpoint.commit import upload_part
 from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
 from fleet.checkpoint.layout import CheckpointInfo, Part
 from fleet.checkpoint.manager import CheckpointManager
@@ -133,7 +132,7 @@ class StorageWriter(dcp.StorageWriter):
             chunks.append(raw)
             placed.append((item.index, pos, raw.nbytes, dtype, shape))
             pos += raw.nbytes
-        part = upload_part(self.mgr.store, Payload.of(chunks), self.step, str(plan.storage_data))
+        part = self.mgr.upload_part(Payload.of(chunks), self.step, str(plan.storage_data))
         return _done(
             [
                 WriteResult(index=index, size_in_bytes=n, storage_data=(part, offset, n, dtype, shape))
@@ -158,7 +157,7 @@ class StorageWriter(dcp.StorageWriter):
         )
         buf = io.BytesIO()
         torch.save(metadata, buf)
-        meta = upload_part(self.mgr.store, Payload.of([buf.getbuffer()]), self.step, f"{self.token}-meta")
+        meta = self.mgr.upload_part(Payload.of([buf.getbuffer()]), self.step, f"{self.token}-meta")
         self.info = self.mgr.commit_parts(self.step, [meta, *parts], metrics=self.metrics)
 
     def storage_meta(self) -> dcp_metadata.StorageMeta | None:

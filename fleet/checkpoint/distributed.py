@@ -31,7 +31,7 @@ from typing import Any
 import torch.distributed as dist
 
 from fleet.checkpoint import codec
-from fleet.checkpoint.commit import discard, new_token, upload_part
+from fleet.checkpoint.commit import discard, new_token
 from fleet.checkpoint.errors import CheckpointError, CorruptCheckpointError
 from fleet.checkpoint.layout import CheckpointInfo
 from fleet.checkpoint.manager import CheckpointManager
@@ -93,7 +93,7 @@ def save_sharded(
     if token is None:
         raise CheckpointError(f"{mgr.uri}: rank 0 refused to save step {step} (see rank 0's error)")
     step = int(step)
-    part, err = outcome(lambda: upload_part(mgr.store, codec.encode(state), step, f"{token}-r{rank}"))
+    part, err = outcome(lambda: mgr.upload_part(codec.encode(state), step, f"{token}-r{rank}"))
     results = gather(part if err is None else f"{type(err).__name__}: {err}", group)
     failed = [(r, msg) for r, msg in enumerate(results) if isinstance(msg, str)]
     if failed:

@@ -53,7 +53,7 @@ import numpy as np
 
 from fleet.checkpoint import codec, forked
 from fleet.checkpoint import digest as digests
-from fleet.checkpoint.commit import commit_parts, discard, new_token, same_objects, write_checkpoint
+from fleet.checkpoint.commit import commit_parts, discard, new_token, same_objects, upload_part, write_checkpoint
 from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError, CorruptCheckpointError, StaleStepError
 from fleet.checkpoint.index import committed_steps, data_intact, fetch_placed, fetch_verified, read_manifest
 from fleet.checkpoint.layout import CheckpointInfo, Part, data_key
@@ -119,7 +119,7 @@ class CheckpointManager:
         self.uri = store.uri
         self._uploader = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-upload")
         self._hasher = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash")
-        self._last_written: tuple[str, ...] = ()  # data keys of the checkpoint this manager committed last
+        self._written: list[tuple[int, str]] = []  # (step, data key) this manager wrote, pages maybe cached
         self._slots = threading.BoundedSemaphore(max_pending)
         self._buffers = _BufferPool(keep=max_pending + 1)
         self._pending: list[Future[CheckpointInfo]] = []
@@ -271,7 +271,7 @@ class CheckpointManager:
         pending = job.partial
         try:
             try:
-                self._release_superseded()  # while the child writes: its new pages can reuse these
+                self._release_superseded(step)  # while the child writes: its new pages can reuse these
                 written = job.wait()
             except forked.ChildWriteError as err:
                 if isinstance(pending, PendingUpload):
@@ -341,7 +341,7 @@ class CheckpointManager:
         try:
             existing = self._existing(payload.size, payload.digest, step)
             if existing is None:
-                self._release_superseded()
+                self._release_superseded(step)
             info = existing or write_checkpoint(self.store, payload, step, self._hasher, metrics)
         except BaseException as err:
             self._error = err
@@ -353,17 +353,29 @@ class CheckpointManager:
         self._committed(info)
         return info
 
-    def _release_superseded(self) -> None:
-        """Before a save writes: the cached pages of the checkpoint this manager committed last
-        go back to the kernel (``ReleasesCache``; it stays on disk, loadable as ever), so the
-        new checkpoint's pages reuse them."""
-        if isinstance(self.store, ReleasesCache):
-            for key in self._last_written:
+    def _release_superseded(self, step: int) -> None:
+        """Before a save of ``step`` writes: the cached pages of the data this manager wrote for
+        earlier steps go back to the kernel (``ReleasesCache``; the objects stay on disk,
+        loadable as ever), so the new checkpoint's pages reuse them."""
+        if not isinstance(self.store, ReleasesCache):
+            return
+        for written, key in self._written:
+            if written < step:
                 self.store.release_cache(key)
+        self._written = [(w, k) for w, k in self._written if w >= step]
 
     def _committed(self, info: CheckpointInfo) -> None:
-        self._last_written = tuple(part.key for part in info.objects)
+        self._written = [(info.step, part.key) for part in info.objects]
         self._prune(info.step)
+
+    def upload_part(self, payload: Payload, step: int, token: str) -> Part:
+        """One data object of a checkpoint of several (a rank's shard: ``fleet.checkpoint.distributed``
+        and ``.dcp``), uploaded and checked but not committed (``commit_parts`` does that); as in
+        ``save``, the pages of what this manager wrote for earlier steps are released first."""
+        self._release_superseded(step)
+        part = upload_part(self.store, payload, step, token, self._hasher)
+        self._written.append((step, part.key))
+        return part
 
     def _prune(self, step: int) -> None:
         try:
