@@ -35,6 +35,13 @@ import pgcluster  # noqa: E402
 
 SESSION_MARK = "FLEET_TEST_SESSION"
 
+# A test run started as a background job of a non-interactive shell (`nohup ... &`, some CI runners)
+# inherits SIGINT ignored, and so would every `fleet` process the tests start: the Ctrl-C tests could
+# not interrupt them. The tests run with Python's own SIGINT handling whatever started them (a
+# handler, unlike an ignored signal, is reset to the default in the processes they exec).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 #: Fixtures that start an emulator or a database server.
 EMULATOR_FIXTURES = frozenset(
     {
