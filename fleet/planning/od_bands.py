@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fleet.planning.relaxation import FRONTIER_SLOPES, QuotaRows, Spread, cover_bounds, frontier, priced_bound
+from fleet.planning.relaxation import FRONTIER_SLOPES, QuotaRows, Spread, frontier, priced_bound, priced_covers
 from fleet.spec import Workload
 
 FIRST_BANDS = 2
@@ -110,19 +110,12 @@ def _band(domain: Domain, target: float, lo: float, hi: float, shares: Shares, w
     spread = domain.spread
     if spread is not None and shares.spread is not None:
         spread = Spread(spread.group, shares.cap(shares.spread, target, lo))
-    elif spread is not None:
-        spread = Spread(spread.group, spread.cap)
     z0, nu = priced_bound(domain.price, w, spot, upper, target, lo, domain.quotas, spread, hi)
     if not np.isfinite(z0):
         return np.inf
-    # g(mu) >= the cover priced at p + mu * lam, and at it plus the quotas' multipliers less their
-    # headroom (any nu >= 0 gives a bound; the LP's make it tight at mu = 0, where g(0) = z0)
-    g0 = max(z0, 1e-12)
+    g0 = max(z0, 1e-12)  # the band's LP at mu = 0; its multipliers make g tight there
     mus = g0 * np.array(FRONTIER_SLOPES)
-    costs = domain.price[None, :] + mus[:, None] * domain.rate[None, :]
-    args = (w, spot, upper, target, lo, spread, hi)
-    gs = cover_bounds(costs, *args)
-    if len(nu) and nu.any():
-        shifted = cover_bounds(costs + (nu @ domain.quotas.units)[None, :], *args) - float(nu @ domain.quotas.headroom)
-        gs = np.maximum(gs, shifted)
+    gs = priced_covers(
+        domain.price, domain.rate, mus, w, spot, upper, target, lo, spread, hi, quotas=domain.quotas, nu=nu
+    )
     return float(frontier(np.array([g0]), mus[None, :], gs[None, :], workload)[0])

@@ -173,17 +173,10 @@ def frontier_bound(
     w, s, u = cand.weighted[pools], cand.spot[pools], cand.upper[pools]
     price, rate = cand.price[pools], cand.rate[pools]
     target, baseline = float(spec.capacity.gpus), float(spec.capacity.on_demand_gpus)
-    shift = nu @ quotas.units if nu is not None and len(nu) else np.zeros(len(pools))
-    fixed = float(nu @ quotas.headroom) if nu is not None and len(nu) else 0.0
+    nu = nu if nu is not None else np.zeros(0)
 
     def g(mus: np.ndarray) -> np.ndarray:
-        costs = price[None, :] + mus[:, None] * rate[None, :]
-        plain = cover_bounds(costs, w, s, u, target, baseline, spread)
-        if not fixed and not shift.any():
-            return plain
-        # the multipliers were searched for the independent costs; at these costs they may be
-        # worse than none, and both give a bound
-        return np.maximum(plain, cover_bounds(costs + shift[None, :], w, s, u, target, baseline, spread) - fixed)
+        return priced_covers(price, rate, mus, w, s, u, target, baseline, spread, quotas=quotas, nu=nu)
 
     g0 = float(g(np.zeros(1))[0])
     if not np.isfinite(g0):
@@ -192,6 +185,33 @@ def frontier_bound(
     mus = g0 * np.array(FRONTIER_SLOPES)
     gs = g(mus)
     return max(float(frontier(np.array([g0]), mus[None, :], gs[None, :], spec.workload)[0]), floor)
+
+
+def priced_covers(
+    price: np.ndarray,
+    rate: np.ndarray,
+    mus: np.ndarray,
+    weighted: np.ndarray,
+    spot: np.ndarray,
+    upper: np.ndarray,
+    target: float,
+    baseline: float,
+    spread: Spread | None = None,
+    od_most: float = np.inf,
+    *,
+    quotas: QuotaRows = NO_QUOTAS,
+    nu: np.ndarray,
+) -> np.ndarray:
+    """``g(mu)`` of ``frontier_bound`` for each of ``mus``: the cover priced at ``p + mu * lam``
+    and, with quota multipliers ``nu``, at that plus ``nu @ units`` less ``nu @ headroom``
+    (Lagrangian duality: any ``nu >= 0`` gives a bound; multipliers searched at other costs may
+    be worse than none, so the larger of the two is taken)."""
+    costs = price[None, :] + mus[:, None] * rate[None, :]
+    args = (weighted, spot, upper, target, baseline, spread, od_most)
+    plain = cover_bounds(costs, *args)
+    if not len(nu) or not nu.any():
+        return plain
+    return np.maximum(plain, cover_bounds(costs + (nu @ quotas.units)[None, :], *args) - float(nu @ quotas.headroom))
 
 
 def frontier(g0: np.ndarray, mus: np.ndarray, gs: np.ndarray, workload: Workload) -> np.ndarray:
