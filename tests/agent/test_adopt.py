@@ -23,7 +23,7 @@ def record(home) -> dict:
         return {}
 
 
-def wrapper_argv(uri: str, *cloud: str) -> list[str]:
+def wrapper_argv(uri: str, *cloud: str, save_every: int = 10) -> list[str]:
     return [
         *FLEET,
         "run",
@@ -34,7 +34,7 @@ def wrapper_argv(uri: str, *cloud: str) -> list[str]:
         uri,
         "--json",
         "--",
-        *job_argv(uri),
+        *job_argv(uri, save_every=save_every),
     ]
 
 
@@ -56,7 +56,11 @@ def adopted_line(log, job: int) -> bool:
 
 def test_a_rerun_adopts_the_job_and_delivers_the_final_notice(tmp_path, imds):
     uri = f"file://{tmp_path / 'ckpt'}"
-    argv = wrapper_argv(uri, "--cloud", "aws", "--metadata-url", imds.url, "--poll-interval", "0.1")
+    # Only the final save: an adopter cannot see the exit status of a job it did not start, so it
+    # needs a checkpoint newer than the notice. With periodic saves, a notice that lands just after
+    # one committed leaves nothing newer to save, and the outcome is (rightly) "not confirmed".
+    cloud = ("--cloud", "aws", "--metadata-url", imds.url, "--poll-interval", "0.1")
+    argv = wrapper_argv(uri, *cloud, save_every=100_000)
     home, job, job_log = orphan_a_job(tmp_path, argv)
     first_wrapper = record(home)["pid"]
 
