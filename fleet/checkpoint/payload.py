@@ -139,17 +139,18 @@ class ChunkReader(_SeekableStream):
         if size is None or size < 0:
             size = self._size - self._pos
         size = max(0, min(size, self._size - self._pos))
-        if self._index < len(self._chunks):
+        pieces: list[memoryview] = []
+        while size and self._index < len(self._chunks):
             chunk = self._chunks[self._index]
             start = self._pos - self._starts[self._index]
-            if start + size <= chunk.nbytes:  # within one buffer: one copy, no scratch
-                self._pos += size
-                if start + size == chunk.nbytes:
-                    self._index += 1
-                return chunk[start : start + size].tobytes()
-        buf = bytearray(size)
-        n = self.readinto(buf)
-        return bytes(buf[:n])
+            n = min(chunk.nbytes - start, size)
+            pieces.append(chunk[start : start + n])
+            size -= n
+            self._pos += n
+            if start + n == chunk.nbytes:
+                self._index += 1
+        # one copy, straight into the bytes returned (no scratch buffer to copy out of)
+        return pieces[0].tobytes() if len(pieces) == 1 else b"".join(pieces)
 
 
 class BufferWriter(_SeekableStream):

@@ -179,6 +179,24 @@ def test_payload_reader_reads_and_seeks_across_chunks():
     assert r.read(100) == b"defgh"
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(max_size=9), max_size=6),
+    st.lists(st.one_of(st.integers(min_value=-1, max_value=12), st.just(None)), max_size=8),
+    st.integers(min_value=0, max_value=40),
+)
+def test_payload_reader_reads_what_a_bytesio_of_the_joined_chunks_reads(chunks, sizes, seek):
+    """Whatever the chunk boundaries, reads and seeks return exactly the bytes an ``io.BytesIO``
+    over the concatenation returns (how boto3 and the Azure and GCS SDKs read a payload)."""
+    ours, theirs = Payload.of(chunks).reader(), io.BytesIO(b"".join(chunks))
+    seek %= len(ours) + 1  # (past the end, BytesIO keeps the position and ours stops at the end)
+    for i, size in enumerate(sizes):
+        if i == 2:
+            assert ours.seek(seek) == theirs.seek(seek)
+        got = ours.read(size)
+        assert type(got) is bytes and got == theirs.read(size) and ours.tell() == theirs.tell()
+
+
 def test_payload_slices_span_chunks_without_copying():
     payload = Payload.of([b"abc", b"defg", b"h"])
     assert [payload.slice(s, n).tobytes() for s, n in [(0, 8), (2, 3), (3, 4), (7, 5), (8, 1)]] == [
