@@ -27,7 +27,7 @@ from fleet.planning import economics
 from fleet.planning.candidates import Candidates
 from fleet.planning.domain_bounds import Bounds
 from fleet.planning.relaxation import NO_QUOTAS, QuotaRows, Spread
-from fleet.spec import FleetSpec, Strategy, Workload, WorkloadKind
+from fleet.spec import FleetSpec, Strategy, WorkloadKind
 
 #: Provider features that keep a zone-level coupled job on a low-latency interconnect.
 INTERCONNECT = {
@@ -88,13 +88,6 @@ def value_of(
         return (round(float(cand.rate @ counts), 9), price)
     spot_load = cand.weighted * counts * cand.spot
     return (round(float(spot_load.max(initial=0.0)), 9), price)
-
-
-def independent_costs(cand: Candidates, workload: Workload) -> np.ndarray:
-    """``p_i * F(lam_i)`` per pool (F computed once per distinct rate)."""
-    rates, inverse = np.unique(cand.rate, return_inverse=True)
-    factors = np.array([economics.overhead_factor(float(r), workload) for r in rates])
-    return cand.price * factors[inverse.reshape(-1)]
 
 
 def domains_of(cand: Candidates, level: str) -> tuple[list[np.ndarray], list[str]]:

@@ -199,7 +199,7 @@ def _solve(
     notes += outcome.notes
     shortfall = ""
     counts = outcome.counts
-    independent = strategies.independent_costs(model, spec.workload)
+    independent = strategies.independent_costs(model.cand, spec.workload)
     if counts is None and (bounded or not partial_plan):  # nothing here beats the cutoff, or meets the spec
         return placement.Solved(cand, np.zeros(len(cand), np.int64), "", notes, exclusions, None)
     if counts is None:
@@ -227,7 +227,7 @@ def linear_cost(spec: FleetSpec, cand: Candidates) -> np.ndarray | None:
     if spec.strategy is Strategy.LOWEST_PRICE:
         return cand.price
     if spec.strategy is Strategy.PRICE_CAPACITY_OPTIMIZED and spec.workload.kind is WorkloadKind.INDEPENDENT:
-        return placement.independent_costs(cand, spec.workload)
+        return strategies.independent_costs(cand, spec.workload)
     return None
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fleet.planning import coupled, economics
+from fleet.planning.candidates import Candidates
 from fleet.planning.milp import TOL, Extra, Model, Row, Solution
 from fleet.spec import Strategy, Workload, WorkloadKind
 
@@ -48,11 +49,12 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def independent_costs(model: Model, workload: Workload) -> np.ndarray:
-    """``p_i * F(lam_i)`` per pool (F computed once per distinct rate)."""
-    rates, inverse = np.unique(model.cand.rate, return_inverse=True)
-    factors = np.array([economics.overhead_factor(r, workload) for r in rates])
-    return model.cand.price * factors[inverse]
+def independent_costs(cand: Candidates, workload: Workload) -> np.ndarray:
+    """``p_i * F(lam_i)`` per pool (F computed once per distinct rate): what a node of each pool
+    costs an independent workload, its interruptions' overhead included."""
+    rates, inverse = np.unique(cand.rate, return_inverse=True)
+    factors = np.array([economics.overhead_factor(float(r), workload) for r in rates])
+    return cand.price * factors[inverse.reshape(-1)]
 
 
 def solve(strategy: Strategy, model: Model, workload: Workload, replan: bool, cutoff: float | None = None) -> Outcome:
@@ -87,8 +89,8 @@ def _proof_note(sol: Solution | None) -> list[str]:
 
 def _price_capacity(model: Model, workload: Workload, churn: float, cutoff: float | None = None) -> Outcome:
     if workload.kind is WorkloadKind.INDEPENDENT:
-        return _single(model, independent_costs(model, workload), churn, cutoff=cutoff)
-    sol = coupled.solve(model, workload, churn, independent_costs(model, workload), beat=cutoff)
+        return _single(model, independent_costs(model.cand, workload), churn, cutoff=cutoff)
+    sol = coupled.solve(model, workload, churn, independent_costs(model.cand, workload), beat=cutoff)
     return Outcome(sol.counts, sol.notes)
 
 

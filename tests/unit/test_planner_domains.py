@@ -322,7 +322,7 @@ def test_caps_and_quotas_match_the_plain_milp_on_the_catalog(kind):
     assert p.feasible and out.counts is not None
     plain = float(cand.price @ out.counts)
     if kind == "independent":
-        expected = float(strategies.independent_costs(model, spec.workload) @ out.counts)
+        expected = float(strategies.independent_costs(model.cand, spec.workload) @ out.counts)
     else:
         expected = plain * economics.overhead_factor(float(cand.rate @ out.counts), spec.workload)
     assert p.totals.true_cost_per_hour == pytest.approx(expected, rel=1e-6)

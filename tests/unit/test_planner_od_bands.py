@@ -66,7 +66,7 @@ def test_banded_bounds_never_exceed_a_domain_optimum(seed):
         if out.counts is None:
             continue
         solved += 1
-        value = placement.value_of(spec, sub, out.counts, 0.0, placement.independent_costs(sub, spec.workload))[0]
+        value = placement.value_of(spec, sub, out.counts, 0.0, strategies.independent_costs(sub, spec.workload))[0]
         assert banded <= value * (1 + 1e-9), (d, banded, value)
         assert banded >= bounds.first[d] * (1 - 1e-12)
     assert solved >= 2

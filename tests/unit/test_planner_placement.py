@@ -123,7 +123,7 @@ def _plain_milp_per_region(spec, offers: list, quotas: list = ()) -> tuple[list[
         out = strategies.solve(spec.strategy, model, spec.workload, replan=False)
         if out.counts is not None:
             values[name] = placement.value_of(
-                spec, sub, out.counts, 0.0, placement.independent_costs(sub, spec.workload)
+                spec, sub, out.counts, 0.0, strategies.independent_costs(sub, spec.workload)
             )[0]
     return sorted(values.items(), key=lambda kv: (kv[1], kv[0])), len(names)
 
@@ -227,7 +227,7 @@ def test_lower_bounds_never_exceed_a_domain_optimum(level, caps, quota):
         )
         if out.counts is not None:
             solved += 1
-            value = placement.value_of(spec, sub, out.counts, 0.0, placement.independent_costs(sub, spec.workload))
+            value = placement.value_of(spec, sub, out.counts, 0.0, strategies.independent_costs(sub, spec.workload))
             assert b <= value[0] * (1 + 1e-9)
     assert solved >= 2
 
