@@ -155,6 +155,7 @@ def bench_local(tmp: str, size_mb: float, repeats: int) -> dict:
 def background(runs: dict[str, list[float]], mgr: CheckpointManager, model, step: int, snapshot: str) -> None:
     """One ``save(..., background=True)``: how long it blocks (``async_block_s``, or
     ``async_copy_block_s`` for the copy snapshot) and, for the fork snapshot, until it is committed."""
+    resident = resident_gb()
     t0 = time.perf_counter()
     future = save(mgr, {"model": model}, step, background=True)
     blocked = time.perf_counter() - t0
@@ -163,6 +164,7 @@ def background(runs: dict[str, list[float]], mgr: CheckpointManager, model, step
     if snapshot == "fork":
         runs["async_block_s"].append(blocked)
         runs["async_total_s"].append(time.perf_counter() - t0)
+        runs.setdefault("resident_gb", []).append(resident)  # what the fork copies page tables for
     else:
         runs["async_copy_block_s"].append(blocked)
 
@@ -183,10 +185,20 @@ def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dic
         out["async_copy_block_share"] = out["async_copy_block_s"] / out["ours_save_s"]
     if "async_total_s" in out:
         out["async_total_ratio"] = out["async_total_s"] / out["ours_save_s"]
+    if "resident_gb" in out:
+        out["async_block_ms_per_resident_gb"] = 1000 * out["async_block_s"] / out["resident_gb"]
     return out | {"runs": runs}
 
 
 # -- peak memory: one child process per case ----------------------------------------------------
+
+
+def resident_gb() -> float:
+    """This process's resident memory now (``VmRSS``), in GB: a fork's cost grows with it."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e9
+    return 0.0
 
 
 def peak_kib() -> int:
@@ -487,7 +499,8 @@ def write(out: Path, repeats: int, results: dict) -> None:
                 "torch": torch.__version__,
                 "machine": machine,
                 "results": results,
-                "notes": "medians of interleaved rounds; moto runs in a child process on the same "
+                "notes": "medians of interleaved rounds (each pair runs in the other order every other round); "
+                "resident_gb is the process's VmRSS before each fork snapshot; moto runs in a child process on the same "
                 "machine; capacity = measured save throughput x notice window; "
                 "CPU tensors only (CUDA state not measured: no GPU); async_block_share is the fork "
                 "snapshot's blocking time over the same rounds' synchronous save, "
