@@ -15,6 +15,11 @@ For each state size (``--sizes-mb``, default 1000 and 2000 MB of float32 ``Linea
   every weight right after the call (the worst case of copy-on-write: the parent's ``VmHWM``
   plus the writer child's peak private memory, sampled from ``/proc/<pid>/smaps_rollup``) and
   with the copy snapshot;
+- ``background=True`` inside a training loop (``training``): a fresh process trains a model with
+  SGD and momentum (the state: weights plus momentum, the size given; the process also holds the
+  gradients), and each round times a synchronous save, then how long ``background=True`` blocks
+  while the next step rewrites every weight during the write; its share of the synchronous save
+  and the process's resident memory at the fork (a fork's cost follows the resident memory);
 - DCP at 4 gloo ranks (child processes, each holding a quarter of the state):
   ``dcp.save``/``dcp.load`` with our ``StorageWriter``/``StorageReader`` vs DCP's
   ``FileSystemWriter``/``FileSystemReader`` (slowest rank, medians);
@@ -29,7 +34,7 @@ Prints a table and writes benchmarks/results/checkpoint_torch.json (run with
 ``THP_MEM_ALLOC_ENABLE=1 ... --parts local --out benchmarks/results/checkpoint_torch_thp.json`` for
 the fork snapshot with the weights in huge pages)::
 
-    python benchmarks/checkpoint_torch.py [--sizes-mb 1000,2000] [--repeats 3] [--parts local,memory,dcp,s3]
+    python benchmarks/checkpoint_torch.py [--sizes-mb 1000,2000] [--repeats 3] [--parts local,memory,training,dcp,s3]
         [--merge]       # measure some parts now, keep the others' figures in the JSON
 """
 
@@ -174,6 +179,11 @@ def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dic
     out = {k: med(v) for k, v in runs.items()}
     out["save_ratio"] = out["ours_save_s"] / out[save_base]
     out["load_ratio"] = out["ours_load_s"] / out[load_base]
+    # paired: each round's ratio (both sides met the same machine state), and their median
+    for what, base in (("save", save_base), ("load", load_base)):
+        rounds = [a / b for a, b in zip(runs[f"ours_{what}_s"], runs[base])]
+        out[f"{what}_ratio_rounds"] = rounds
+        out[f"{what}_ratio_paired"] = med(rounds)
     if "ours_save_cpu_s" in out:
         out["save_cpu_ratio"] = out["ours_save_cpu_s"] / out[save_base.removesuffix("_s") + "_cpu_s"]
         out["load_cpu_ratio"] = out["ours_load_cpu_s"] / out[load_base.removesuffix("_s") + "_cpu_s"]
@@ -285,6 +295,72 @@ def bench_memory(tmp: str, size_mb: float) -> dict:
     return out
 
 
+# -- background saves inside a training loop: a process shaped like a training job ----------------
+
+
+def training_child(size_mb: float, directory: str, repeats: int) -> None:
+    """A fresh process that trains (SGD with momentum: the state is the weights plus the momentum,
+    ``size_mb`` in all; the process also holds the gradients) and saves as a loop does: each
+    round a synchronous save, a step, then ``background=True`` followed by a step that rewrites
+    every weight while the child writes (copy-on-write at work). Prints the rounds as JSON."""
+    model = build(size_mb / 2, 0)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9)
+    batch = torch.randn(8, WIDTH)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=False)
+        model(batch).square().mean().backward()
+        opt.step()
+
+    step()  # gradients and momentum exist from here on, as in a job past its first step
+    state = {"model": model, "optimizer": opt}
+    mgr = CheckpointManager(f"file://{directory}/train", keep_last=1)
+    runs: dict[str, list[float]] = {k: [] for k in ("ours_save_s", "async_block_s", "async_total_s", "resident_gb")}
+    number = 0
+    for _ in range(repeats):
+        number += 1
+        runs["ours_save_s"].append(timed(lambda: save(mgr, state, number)))
+        step()
+        number += 1
+        runs["resident_gb"].append(resident_gb())
+        t0 = time.perf_counter()
+        future = save(mgr, state, number, background=True)
+        runs["async_block_s"].append(time.perf_counter() - t0)
+        assert mgr.last_snapshot is not None and mgr.last_snapshot.mode == "fork", mgr.last_snapshot
+        step()  # while the child writes
+        future.result()
+        runs["async_total_s"].append(time.perf_counter() - t0)
+    mgr.close()
+    print(json.dumps(runs | {"state_bytes": [encoded_size(state)]}))
+
+
+def bench_training(tmp: str, size_mb: float, repeats: int) -> dict:
+    with tempfile.TemporaryDirectory(dir=tmp) as d:
+        res = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--training-child",
+                "--size",
+                str(size_mb),
+                "--dir",
+                d,
+                "--repeats",
+                str(repeats),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    runs = json.loads(res.stdout.strip().splitlines()[-1])
+    out = {k: med(v) for k, v in runs.items()}
+    out["async_block_share"] = out["async_block_s"] / out["ours_save_s"]
+    out["async_block_share_rounds"] = [b / s for b, s in zip(runs["async_block_s"], runs["ours_save_s"])]
+    out["resident_over_state"] = out["resident_gb"] * 1e9 / out["state_bytes"]
+    out["async_block_ms_per_resident_gb"] = 1000 * out["async_block_s"] / out["resident_gb"]
+    return out | {"runs": runs}
+
+
 # -- DCP at 4 ranks --------------------------------------------------------------------------------
 
 
@@ -387,7 +463,8 @@ def bench_s3(size_mb: float, repeats: int) -> dict:
         step = 0
         for i in range(repeats):
             step += 1
-            data = bytes(encoded_size({"model": model}))
+            # the very bytes our save uploads (zeros would read from one cached page, not memory)
+            data = walk(to_storable({"model": model})).views().tobytes()
             saves = {
                 "ours_save_s": lambda: save(mgr, {"model": model}, step),
                 "raw_upload_s": lambda payload=data: store.client.upload_fileobj(
@@ -436,10 +513,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="PyTorch / DCP checkpoint benchmark")
     ap.add_argument("--sizes-mb", default="1000,2000")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--parts", default="local,memory,dcp,s3")
+    ap.add_argument("--parts", default="local,memory,training,dcp,s3")
     ap.add_argument("--merge", action="store_true", help="keep the figures of parts not measured now")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "checkpoint_torch.json"))
     ap.add_argument("--memory-child")
+    ap.add_argument("--training-child", action="store_true")
     ap.add_argument("--dcp-child", type=int)
     ap.add_argument("--world", type=int, default=4)
     ap.add_argument("--port", type=int)
@@ -449,6 +527,9 @@ def main() -> int:
     warnings.filterwarnings("ignore", category=UserWarning)  # DCP: no process group
     if args.memory_child:
         memory_child(args.memory_child, args.size, args.dir)
+        return 0
+    if args.training_child:
+        training_child(args.size, args.dir, args.repeats)
         return 0
     if args.dcp_child is not None:
         dcp_child(args.dcp_child, args.world, args.port, args.size, args.dir, args.repeats)
@@ -468,6 +549,9 @@ def main() -> int:
             if "memory" in parts:
                 r["memory"] = loaded(lambda: bench_memory(tmp, size_mb))
                 print(f"{size_mb:.0f} MB memory: {_row(r['memory'])}", flush=True)
+            if "training" in parts:
+                r["training"] = loaded(lambda: bench_training(tmp, size_mb, args.repeats))
+                print(f"{size_mb:.0f} MB training: {_row(r['training'])}", flush=True)
             if "dcp" in parts:
                 r["dcp"] = loaded(lambda: bench_dcp(tmp, size_mb, args.repeats))
                 print(f"{size_mb:.0f} MB dcp: {_row(r['dcp'])}", flush=True)
