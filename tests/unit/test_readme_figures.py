@@ -85,20 +85,26 @@ def test_readme_start_up_figures_are_the_benchmark_result():
 def checkpoint_torch_row(size: str, r: dict) -> str:
     """The figures page's row of the PyTorch checkpoint table for one state size of the benchmark (a part
     the run did not measure shows as "-")."""
-    local, mem, dcp, s3 = (r.get(k) for k in ("local", "memory", "dcp", "s3"))
+    local, mem, dcp, s3, training = (r.get(k) for k in ("local", "memory", "dcp", "s3", "training"))
 
     def pair(part: dict | None) -> str:
         return f"{part['save_ratio']:.2f} / {part['load_ratio']:.2f}" if part else "-"
 
+    def paired(part: dict | None) -> str:
+        """The S3 cell: ratios of the medians, then the median of the rounds' own ratios."""
+        if not part:
+            return "-"
+        return f"{pair(part)} ({part['save_ratio_paired']:.2f} / {part['load_ratio_paired']:.2f})"
+
     def fits(part: dict | None) -> str:
         return f"{part['capacity']['30s_notice_gb']:g} / {part['capacity']['120s_notice_gb']:g}" if part else "-"
 
-    def share(part: dict | None) -> str:
-        return f"{100 * part['async_block_share']:.1f}%" if part else "-"
+    def blocks(part: dict | None) -> str:
+        return f"{100 * part['async_block_share']:.1f}% ({1000 * part['async_block_s']:.0f} ms)" if part else "-"
 
     return (
-        f"| {r['bytes'] / 1e9:.1f} GB | {pair(local)} | {mem['peak_ratio']:.2f} | {pair(dcp)} | {pair(s3)} | "
-        f"{share(local)} / {share(s3)} | {fits(local)}; {fits(s3)} |"
+        f"| {r['bytes'] / 1e9:.1f} GB | {pair(local)} | {mem['peak_ratio']:.2f} | {pair(dcp)} | {paired(s3)} | "
+        f"{blocks(training)} | {fits(local)}; {fits(s3)} |"
     )
 
 
