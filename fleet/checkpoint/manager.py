@@ -24,11 +24,16 @@ Contract:
   to ``max_pending + 1`` state-sized buffers until ``close()``. Either way the bytes, the
   commit, retention and failure reporting are those of ``save``; ``last_snapshot`` says which
   snapshot the latest ``save_async`` took.
+- After a fork snapshot's child exits, a background thread folds the process's fully resident
+  memory back into huge pages, so the next fork copies far fewer page-table entries
+  (:mod:`fleet.checkpoint.hugepages`; ``hugepages=False`` or ``SPOTFLEET_HUGEPAGES=0`` turns it
+  off). ``save`` stops a running fold (it wants the CPU), ``wait`` lets it finish, ``last_fold``
+  says what the latest one did.
 - A failed background save is reported at once: logged at WARNING with its cause, ``healthy``
   turns False and ``error`` holds it until a later save succeeds, and the next ``save_async`` (or
   ``wait``/``close``) raises it. Each failure is raised once.
-- ``wait()`` blocks until every async save issued so far is done and raises the first failure
-  not raised yet.
+- ``wait()`` blocks until every async save issued so far is done (and a running fold) and
+  raises the first failure not raised yet.
 - Readers (``latest``, ``load_latest``, ``list``) see committed checkpoints only; ``load_latest``
   verifies size and checksum and falls back to older ones past any corrupt, partial or malformed
   checkpoint. Storage errors (network, credentials) are raised, not skipped, so a transient
@@ -55,6 +60,7 @@ from fleet.checkpoint import codec, forked
 from fleet.checkpoint import digest as digests
 from fleet.checkpoint.commit import commit_parts, discard, new_token, same_objects, upload_part, write_checkpoint
 from fleet.checkpoint.errors import CheckpointError, CheckpointExistsError, CorruptCheckpointError, StaleStepError
+from fleet.checkpoint.hugepages import Compaction, Folder
 from fleet.checkpoint.index import committed_steps, data_intact, fetch_placed, fetch_verified, read_manifest
 from fleet.checkpoint.layout import CheckpointInfo, Part, data_key
 from fleet.checkpoint.payload import Payload
@@ -84,7 +90,8 @@ class CheckpointManager:
     Retention: ``keep_last`` newest valid checkpoints, plus every ``keep_every``-th step and the
     ``keep_best`` best by ``metric`` (``mode`` "min" or "max") when set; see
     :mod:`fleet.checkpoint.retention`. ``snapshot`` is how ``save_async`` snapshots: ``"fork"``
-    (the default; copy-on-write, falls back to a copy where it cannot) or ``"copy"``.
+    (the default; copy-on-write, falls back to a copy where it cannot) or ``"copy"``;
+    ``hugepages`` folds memory into huge pages after each fork snapshot (see the module docstring).
     """
 
     def __init__(
@@ -101,6 +108,7 @@ class CheckpointManager:
         metric: str = "",
         mode: str = "min",
         snapshot: str = "fork",
+        hugepages: bool = True,
     ):
         self.retention = Retention(keep_last, keep_every, keep_best, metric, mode).check()
         if max_pending < 1:
@@ -109,6 +117,7 @@ class CheckpointManager:
             raise CheckpointError(f"snapshot must be one of {', '.join(SNAPSHOTS)}, got {snapshot!r}")
         self.snapshot = snapshot
         self.last_snapshot: Snapshot | None = None
+        self._folder = Folder() if hugepages and snapshot == "fork" else None
         if store is None:
             env = os.environ if env is None else env
             uri = uri or env.get(URI_ENV, "")
@@ -127,6 +136,11 @@ class CheckpointManager:
         self._error: BaseException | None = None
         self._lock = threading.Lock()
         self._closed = False
+
+    @property
+    def last_fold(self) -> Compaction | None:
+        """What the latest finished huge-page fold did (None before the first, or when off)."""
+        return self._folder.last if self._folder is not None else None
 
     @property
     def keep_last(self) -> int:
@@ -152,6 +166,8 @@ class CheckpointManager:
         """
         step, scores = self._check(step, metrics)
         self._drain()
+        if self._folder is not None:
+            self._folder.stop()  # this save wants the CPU (a notice's final save most of all)
         with self._lock:
             self._unraised.clear()
         # the caller waits, so its arrays cannot change meanwhile: stream them, no second copy
@@ -168,6 +184,8 @@ class CheckpointManager:
         step, scores = self._check(step, metrics)
         self._raise_unraised()
         self._slots.acquire()
+        if self._folder is not None:
+            self._folder.stop()  # no fold while a child shares the pages (it would copy them)
         job: forked.ForkedSave | None = None
         try:
             run, job, buffer = self._snapshot_for(codec.walk(state), step, scores)
@@ -189,8 +207,10 @@ class CheckpointManager:
         return future
 
     def wait(self) -> None:
-        """Wait for every pending async save; raise the first failure not raised yet."""
+        """Wait for every pending async save (and a running fold); raise the first failure not raised yet."""
         self._drain()
+        if self._folder is not None:
+            self._folder.wait()
         self._raise_unraised()
 
     def _drain(self) -> None:
@@ -267,7 +287,14 @@ class CheckpointManager:
 
     def _commit_forked(self, job: forked.ForkedSave, step: int, metrics: dict[str, float]) -> CheckpointInfo:
         """The background half of a fork snapshot: wait for the child, then commit what it wrote
-        exactly as ``save`` commits (same checks, same manifest)."""
+        exactly as ``save`` commits (same checks, same manifest); then fold huge pages again."""
+        try:
+            return self._commit_child(job, step, metrics)
+        finally:
+            if self._folder is not None:  # the child is gone: refold what its copy-on-write split
+                self._folder.request()
+
+    def _commit_child(self, job: forked.ForkedSave, step: int, metrics: dict[str, float]) -> CheckpointInfo:
         pending = job.partial
         try:
             try:
@@ -560,6 +587,8 @@ class CheckpointManager:
             self.wait()
         finally:
             self._closed = True
+            if self._folder is not None:
+                self._folder.close()
             self._uploader.shutdown(wait=True)
             self._hasher.shutdown(wait=True)
             self._buffers.clear()
