@@ -19,7 +19,13 @@ For each state size (``--sizes-mb``, default 1000 and 2000 MB of float32 ``Linea
   SGD and momentum (the state: weights plus momentum, the size given; the process also holds the
   gradients), and each round times a synchronous save, then how long ``background=True`` blocks
   while the next step rewrites every weight during the write; its share of the synchronous save
-  and the process's resident memory at the fork (a fork's cost follows the resident memory);
+  and the process's resident memory at the fork (a fork's cost follows the resident memory).
+  It runs twice, in two fresh processes: with the huge-page fold off (``SPOTFLEET_HUGEPAGES=0``,
+  the fork snapshot alone), then on (the default);
+- every fork snapshot is followed by its huge-page fold (``fleet.checkpoint.hugepages``): the
+  benchmark lets it finish (``mgr.wait()``) before the next timed save, and records its time
+  (``fold_s``) and what it folded (``fold_gb``); the first background save of a process forks
+  before any fold (``async_block_share_first``);
 - DCP at 4 gloo ranks (child processes, each holding a quarter of the state):
   ``dcp.save``/``dcp.load`` with our ``StorageWriter``/``StorageReader`` vs DCP's
   ``FileSystemWriter``/``FileSystemReader`` (slowest rank, medians);
@@ -30,9 +36,7 @@ For each state size (``--sizes-mb``, default 1000 and 2000 MB of float32 ``Linea
 - the largest state that commits inside a 30 s and a 120 s notice on each store, from the measured
   save throughput of the largest size (an estimate: throughput times the window).
 
-Prints a table and writes benchmarks/results/checkpoint_torch.json (run with
-``THP_MEM_ALLOC_ENABLE=1 ... --parts local --out benchmarks/results/checkpoint_torch_thp.json`` for
-the fork snapshot with the weights in huge pages)::
+Prints a table and writes benchmarks/results/checkpoint_torch.json::
 
     python benchmarks/checkpoint_torch.py [--sizes-mb 1000,2000] [--repeats 3] [--parts local,memory,training,dcp,s3]
         [--merge]       # measure some parts now, keep the others' figures in the JSON
@@ -170,8 +174,21 @@ def background(runs: dict[str, list[float]], mgr: CheckpointManager, model, step
         runs["async_block_s"].append(blocked)
         runs["async_total_s"].append(time.perf_counter() - t0)
         runs.setdefault("resident_gb", []).append(resident)  # what the fork copies page tables for
+        fold(runs, mgr)
     else:
         runs["async_copy_block_s"].append(blocked)
+
+
+def fold(runs: dict[str, list[float]], mgr: CheckpointManager) -> None:
+    """Let the huge-page fold that follows a fork snapshot finish (``mgr.wait()``), so the next
+    timed save does not share the CPU with it; record how long it took and what it folded."""
+    t0 = time.perf_counter()
+    mgr.wait()
+    runs.setdefault("fold_wait_s", []).append(time.perf_counter() - t0)
+    done = mgr.last_fold
+    if done is not None:
+        runs.setdefault("fold_s", []).append(done.seconds)
+        runs.setdefault("fold_gb", []).append(done.folded * 2 * 1024 * 1024 / 1e9)
 
 
 def summary(runs: dict[str, list[float]], save_base: str, load_base: str) -> dict:
@@ -316,6 +333,7 @@ def training_child(size_mb: float, directory: str, repeats: int) -> None:
     state = {"model": model, "optimizer": opt}
     mgr = CheckpointManager(f"file://{directory}/train", keep_last=1)
     runs: dict[str, list[float]] = {k: [] for k in ("ours_save_s", "async_block_s", "async_total_s", "resident_gb")}
+    runs |= {"fold_wait_s": [], "fold_s": [], "fold_gb": []}
     number = 0
     for _ in range(repeats):
         number += 1
@@ -330,11 +348,15 @@ def training_child(size_mb: float, directory: str, repeats: int) -> None:
         step()  # while the child writes
         future.result()
         runs["async_total_s"].append(time.perf_counter() - t0)
+        fold(runs, mgr)
     mgr.close()
     print(json.dumps(runs | {"state_bytes": [encoded_size(state)]}))
 
 
-def bench_training(tmp: str, size_mb: float, repeats: int) -> dict:
+def training_rounds(tmp: str, size_mb: float, repeats: int, folding: bool) -> dict[str, list[float]]:
+    """One fresh training-shaped process's rounds; ``folding`` False turns the huge-page fold off
+    (``SPOTFLEET_HUGEPAGES=0``): the fork snapshot as it is without it, in the same run."""
+    env = os.environ | {"SPOTFLEET_HUGEPAGES": "1" if folding else "0"}
     with tempfile.TemporaryDirectory(dir=tmp) as d:
         res = subprocess.run(
             [
@@ -351,13 +373,33 @@ def bench_training(tmp: str, size_mb: float, repeats: int) -> dict:
             capture_output=True,
             text=True,
             check=True,
+            env=env,
         )
-    runs = json.loads(res.stdout.strip().splitlines()[-1])
-    out = {k: med(v) for k, v in runs.items()}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def bench_training(tmp: str, size_mb: float, repeats: int) -> dict:
+    """The training-shaped process without the huge-page fold, then with it (the default). The
+    first background save of a process forks before any fold, so ``async_block_share_first`` is
+    the cold figure and the median the steady one."""
+    unfolded = training_rounds(tmp, size_mb, repeats, folding=False)
+    runs = training_rounds(tmp, size_mb, repeats, folding=True)
+    out: dict = {k: med(v) for k, v in runs.items() if v}
     out["async_block_share"] = out["async_block_s"] / out["ours_save_s"]
     out["async_block_share_rounds"] = [b / s for b, s in zip(runs["async_block_s"], runs["ours_save_s"])]
+    out["async_block_share_first"] = out["async_block_share_rounds"][0]
     out["resident_over_state"] = out["resident_gb"] * 1e9 / out["state_bytes"]
     out["async_block_ms_per_resident_gb"] = 1000 * out["async_block_s"] / out["resident_gb"]
+    off = {k: med(v) for k, v in unfolded.items() if v}
+    out["unfolded"] = {
+        "async_block_s": off["async_block_s"],
+        "ours_save_s": off["ours_save_s"],
+        "async_block_share": off["async_block_s"] / off["ours_save_s"],
+        "async_block_share_rounds": [b / s for b, s in zip(unfolded["async_block_s"], unfolded["ours_save_s"])],
+        "resident_gb": off["resident_gb"],
+        "runs": unfolded,
+    }
+    out["fold_block_ratio"] = out["async_block_s"] / off["async_block_s"]
     return out | {"runs": runs}
 
 
@@ -588,7 +630,9 @@ def write(out: Path, repeats: int, results: dict) -> None:
                 "machine; capacity = measured save throughput x notice window; "
                 "CPU tensors only (CUDA state not measured: no GPU); async_block_share is the fork "
                 "snapshot's blocking time over the same rounds' synchronous save, "
-                "async_copy_block_share the copy snapshot's",
+                "async_copy_block_share the copy snapshot's; each fork snapshot is followed by the huge-page fold, "
+                "left to finish (fold_wait_s) before the next timed save; training.unfolded: the same training "
+                "process with the fold off (SPOTFLEET_HUGEPAGES=0)",
             },
             indent=2,
         )
