@@ -23,7 +23,8 @@ Contract:
   (that range stays as it was).
 - A kernel without ``MADV_COLLAPSE``, or with transparent huge pages set to ``never``, makes it a
   no-op for the rest of the process (:func:`supported`); a range the kernel refuses (no free huge
-  page, a page pinned) is left as it was; 32 refusals in a row end the call. Nothing here raises.
+  page, a page pinned) is left as it was; 32 ranges in a row refused for want of memory end the
+  call. Nothing here raises.
 - The first fold after a process starts costs most (the kernel compacts free memory into huge
   pages: about 3 s of one core per GB on the benchmark's VM); later ones refold only what the
   last save split (about 0.1 s per GB).
@@ -68,7 +69,7 @@ class Compaction:
 
 
 def supported() -> str:
-    """ "" when this process can fold memory into huge pages, else why not."""
+    """Why this process cannot fold memory into huge pages; "" when it can."""
     if _disabled:
         return _disabled
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
@@ -85,6 +86,7 @@ def supported() -> str:
 
 
 def huge_page_size() -> int:
+    """The size of a transparent huge page (a PMD's reach): 2 MiB on x86-64."""
     try:
         return int(Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").read_text())
     except (OSError, ValueError):
@@ -169,8 +171,9 @@ def compact(stop: threading.Event | None = None) -> Compaction:
             if code in (errno.EINVAL, errno.EPERM, errno.ENOSYS):  # no MADV_COLLAPSE on this kernel
                 _disabled = f"the kernel refuses MADV_COLLAPSE ({errno.errorcode.get(code, code)})"
                 return Compaction(candidates, folded, refused, time.perf_counter() - t0, skipped=_disabled)
-            refused, in_a_row = refused + 1, in_a_row + 1
-            if in_a_row >= _REFUSALS_IN_A_ROW:  # no free huge pages now: do not press the kernel
+            refused += 1  # EAGAIN: a page pinned, locked or busy; ENOMEM: no huge page free
+            in_a_row = in_a_row + 1 if code == errno.ENOMEM else 0
+            if in_a_row >= _REFUSALS_IN_A_ROW:  # memory is short now: do not press the kernel
                 return Compaction(
                     candidates, folded, refused, time.perf_counter() - t0, skipped="the kernel has no huge pages free"
                 )
