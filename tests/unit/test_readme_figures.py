@@ -100,7 +100,14 @@ def checkpoint_torch_row(size: str, r: dict) -> str:
         return f"{part['capacity']['30s_notice_gb']:g} / {part['capacity']['120s_notice_gb']:g}" if part else "-"
 
     def blocks(part: dict | None) -> str:
-        return f"{100 * part['async_block_share']:.1f}% ({1000 * part['async_block_s']:.0f} ms)" if part else "-"
+        """The training-shaped process: the median share, the first save's, then with the fold off."""
+        if not part:
+            return "-"
+        return (
+            f"{100 * part['async_block_share']:.1f}% ({1000 * part['async_block_s']:.0f} ms); "
+            f"first {100 * part['async_block_share_first']:.1f}%; "
+            f"fold off {100 * part['unfolded']['async_block_share']:.1f}%"
+        )
 
     return (
         f"| {r['bytes'] / 1e9:.1f} GB | {pair(local)} | {mem['peak_ratio']:.2f} | {pair(dcp)} | {paired(s3)} | "
