@@ -128,7 +128,8 @@ def start_moto() -> Emulator:
 
 
 def start_moto_process() -> Emulator:
-    """moto's S3 server in a child process (benchmarks: it then does not share our GIL)."""
+    """moto's S3 server in a child process: its buckets are its own (moto keeps one state per
+    process, which ``aws_world``'s per-test reset empties), and it does not share our GIL."""
     _require_moto()
     port = free_port()
     code = (
@@ -263,7 +264,7 @@ def start_azurite() -> Emulator:
     return Emulator("Azurite", "az", {"AZURE_STORAGE_CONNECTION_STRING": conn}, make_bucket, stop)
 
 
-STARTERS: dict[str, Callable[[], Emulator]] = {"s3": start_moto, "gs": start_fake_gcs, "az": start_azurite}
+STARTERS: dict[str, Callable[[], Emulator]] = {"s3": start_moto_process, "gs": start_fake_gcs, "az": start_azurite}
 
 
 def in_ci() -> bool:
