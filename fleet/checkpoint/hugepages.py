@@ -189,9 +189,11 @@ def _madvise() -> Any:
 
 
 class Folder:
-    """Folds in the background after each fork snapshot, one fold at a time (see the module).
+    """Folds in the background after fork snapshots, one fold at a time (see the module).
 
-    ``request()`` queues a fold unless one is queued or running (it would see the same memory);
+    ``hold()`` before a fork: stops a running fold and counts one more child sharing the pages
+    (folding a shared range would give this process a copy of it); ``release()`` once that child
+    is gone (or was never started): when no child remains, a fold starts unless one is running.
     ``stop()`` ends a running fold between two ranges (a synchronous save is about to run, and
     wants the CPU); ``wait()`` lets a running fold finish; ``close()`` stops and joins. ``last``
     is the latest finished fold's :class:`Compaction`.
@@ -202,10 +204,17 @@ class Folder:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._children = 0
 
-    def request(self) -> None:
+    def hold(self) -> None:
+        self._stop.set()
         with self._lock:
-            if self._thread is not None and self._thread.is_alive():
+            self._children += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._children = max(0, self._children - 1)
+            if self._children or self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="checkpoint-hugepages", daemon=True)

@@ -184,8 +184,6 @@ class CheckpointManager:
         step, scores = self._check(step, metrics)
         self._raise_unraised()
         self._slots.acquire()
-        if self._folder is not None:
-            self._folder.stop()  # no fold while a child shares the pages (it would copy them)
         job: forked.ForkedSave | None = None
         try:
             run, job, buffer = self._snapshot_for(codec.walk(state), step, scores)
@@ -193,6 +191,8 @@ class CheckpointManager:
         except BaseException:
             if job is not None:
                 job.abandon()
+                if self._folder is not None:
+                    self._folder.release()
             self._slots.release()
             raise
 
@@ -278,9 +278,13 @@ class CheckpointManager:
             if isinstance(self.store, LocalStore)
             else None
         )
+        if self._folder is not None:
+            self._folder.hold()  # no fold while a child shares the pages
         try:
             return forked.ForkedSave(payload.chunks, payload.size, pending)
         except BaseException:
+            if self._folder is not None:
+                self._folder.release()
             if pending is not None:
                 pending.abort()
             raise
@@ -292,7 +296,7 @@ class CheckpointManager:
             return self._commit_child(job, step, metrics)
         finally:
             if self._folder is not None:  # the child is gone: refold what its copy-on-write split
-                self._folder.request()
+                self._folder.release()
 
     def _commit_child(self, job: forked.ForkedSave, step: int, metrics: dict[str, float]) -> CheckpointInfo:
         pending = job.partial

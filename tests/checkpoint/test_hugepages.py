@@ -22,6 +22,9 @@ from fleet.checkpoint.forked import supported as fork_supported
 pytestmark = pytest.mark.skipif(not fork_supported(), reason="huge pages are folded on Linux only")
 MIB = 1024 * 1024
 PAGE = mmap.PAGESIZE
+needs_pagemap = pytest.mark.skipif(
+    not os.access("/proc/self/pagemap", os.R_OK), reason="this sandbox hides /proc/self/pagemap"
+)
 
 
 def private(n: int) -> mmap.mmap:
@@ -68,6 +71,7 @@ def digest(m: mmap.mmap) -> str:
     return hashlib.sha256(m).hexdigest()
 
 
+@needs_pagemap
 def test_a_fold_keeps_every_byte_and_adds_no_memory(regions):
     full, sparse, zero = regions
     before = [digest(m) for m in regions]
@@ -91,6 +95,7 @@ def test_a_fold_keeps_every_byte_and_adds_no_memory(regions):
             assert vma_kib(address(full), "AnonHugePages") >= max(huge, 30 * 1024)
 
 
+@needs_pagemap
 def test_pages_shared_with_a_child_are_not_folded(regions):
     full = regions[0]
     block = hp.huge_page_size()
@@ -144,3 +149,16 @@ def test_the_manager_folds_after_a_fork_snapshot_and_not_when_told_not_to(tmp_pa
         mgr.wait()
         assert mgr.last_fold is None
         assert not [t for t in threading.enumerate() if t.name == "checkpoint-hugepages" and t.is_alive()]
+
+
+def test_no_fold_starts_while_another_child_still_shares_the_pages():
+    folder = hp.Folder()
+    folder.hold()  # two saves in flight (max_pending=2): two children share the pages
+    folder.hold()
+    folder.release()
+    folder.wait()
+    assert folder.last is None  # one child still holds the pages: folding them would copy them
+    folder.release()
+    folder.wait()
+    assert folder.last is not None and folder.last.skipped in ("", hp.supported())
+    folder.close()
