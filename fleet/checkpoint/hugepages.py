@@ -27,7 +27,7 @@ Contract:
   call. Nothing here raises.
 - The first fold after a process starts costs most (the kernel compacts free memory into huge
   pages: about 3 s of one core per GB on the benchmark's VM); later ones refold only what the
-  last save split (about 0.1 s per GB).
+  last save split (0.1-0.3 s per GB).
 - ``SPOTFLEET_HUGEPAGES=0`` in the environment turns it off.
 """
 
