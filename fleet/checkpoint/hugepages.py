@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import logging
 import os
 import sys
@@ -157,29 +158,36 @@ def compact(stop: threading.Event | None = None) -> Compaction:
     except OSError as err:
         _disabled = f"cannot read this process's page map: {err.strerror or err}"
         return Compaction(0, 0, 0, time.perf_counter() - t0, skipped=_disabled)
-    madvise = _madvise()
     candidates = sum((end - start) // block for start, end in runs)
+    folded, refused, skipped = _fold(runs, block, stop)
+    return Compaction(candidates, folded, refused, time.perf_counter() - t0, skipped)
+
+
+def _fold(runs: list[tuple[int, int]], block: int, stop: threading.Event | None) -> tuple[int, int, str]:
+    """``MADV_COLLAPSE`` each ``block`` of ``runs``, one a call (a refusal spoils only its own
+    range): how many were folded and refused, and why it ended early ("" when it did not)."""
+    global _disabled
+    madvise = _madvise()
     folded = refused = in_a_row = 0
     for start, end in runs:
-        for lo in range(start, end, block):  # one range a call: a refusal spoils only its own range
+        for lo in range(start, end, block):
             if stop is not None and stop.is_set():
-                return Compaction(candidates, folded, refused, time.perf_counter() - t0, skipped="stopped")
+                return folded, refused, "stopped"
             if madvise(lo, block, MADV_COLLAPSE) == 0:
                 folded, in_a_row = folded + 1, 0
                 continue
             code = ctypes.get_errno()
             if code in (errno.EINVAL, errno.EPERM, errno.ENOSYS):  # no MADV_COLLAPSE on this kernel
                 _disabled = f"the kernel refuses MADV_COLLAPSE ({errno.errorcode.get(code, code)})"
-                return Compaction(candidates, folded, refused, time.perf_counter() - t0, skipped=_disabled)
+                return folded, refused, _disabled
             refused += 1  # EAGAIN: a page pinned, locked or busy; ENOMEM: no huge page free
             in_a_row = in_a_row + 1 if code == errno.ENOMEM else 0
             if in_a_row >= _REFUSALS_IN_A_ROW:  # memory is short now: do not press the kernel
-                return Compaction(
-                    candidates, folded, refused, time.perf_counter() - t0, skipped="the kernel has no huge pages free"
-                )
-    return Compaction(candidates, folded, refused, time.perf_counter() - t0)
+                return folded, refused, "the kernel has no huge pages free"
+    return folded, refused, ""
 
 
+@functools.cache
 def _madvise() -> Any:
     libc = ctypes.CDLL(None, use_errno=True)
     fn = libc.madvise
