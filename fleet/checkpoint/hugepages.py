@@ -71,10 +71,10 @@ class Compaction:
 
 def supported() -> str:
     """Why this process cannot fold memory into huge pages; "" when it can."""
-    if _disabled:
-        return _disabled
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return f"turned off by {ENV}"
+    if _disabled:
+        return _disabled
     if not sys.platform.startswith("linux"):
         return "huge pages are folded on Linux only"
     try:

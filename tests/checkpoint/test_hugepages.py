@@ -125,7 +125,10 @@ def test_a_stopped_fold_ends_before_the_next_range(regions):
     assert done.skipped == (hp.supported() or "stopped")
 
 
-def test_the_environment_turns_it_off(regions, monkeypatch):
+@pytest.mark.parametrize("kernel_said", ["", "the kernel refuses MADV_COLLAPSE (EINVAL)"])
+def test_the_environment_turns_it_off(regions, monkeypatch, kernel_said):
+    """The switch is the reason given, whether or not an earlier fold found the kernel unable."""
+    monkeypatch.setattr(hp, "_disabled", kernel_said or hp._disabled)
     monkeypatch.setenv(hp.ENV, "0")
     before = vma_kib(address(regions[0]), "AnonHugePages")
     done = hp.compact()
